@@ -1,0 +1,67 @@
+# Repairs for dependency packages that ship broken or incomplete CMake configs.
+
+# Debian's Trilinos-bundled Kokkos 3.4 exports Kokkos::kokkos with a non-existent include
+# directory; point it at the real one. A standard Kokkos 4.x install is left untouched.
+function(dmuon_repair_kokkos)
+  if(NOT TARGET Kokkos::kokkos)
+    message(FATAL_ERROR "find_package(Kokkos) did not define Kokkos::kokkos")
+  endif()
+  get_target_property(_inc Kokkos::kokkos INTERFACE_INCLUDE_DIRECTORIES)
+  set(_needs_fix FALSE)
+  if(NOT _inc)
+    set(_needs_fix TRUE)
+  else()
+    foreach(_d IN LISTS _inc)
+      if(NOT _d MATCHES "^\\$<" AND NOT EXISTS "${_d}")
+        set(_needs_fix TRUE)
+      endif()
+    endforeach()
+  endif()
+  if(_needs_fix AND Kokkos_INCLUDE_DIRS)
+    set(_real "")
+    foreach(_d IN LISTS Kokkos_INCLUDE_DIRS)
+      get_filename_component(_r "${_d}" REALPATH)
+      list(APPEND _real "${_r}")
+    endforeach()
+    set_target_properties(Kokkos::kokkos PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_real}")
+    message(STATUS "dmuon: repaired Kokkos::kokkos include directories -> ${_real}")
+  endif()
+endfunction()
+
+# KokkosKernels: Kokkos 4.x exports Kokkos::kokkoskernels; Trilinos 13 only trilinos_kokkoskernels
+# (without include directories). Provide one name, dmuon::kokkoskernels, for both.
+function(dmuon_kokkoskernels_target)
+  add_library(dmuon_kokkoskernels INTERFACE)
+  if(TARGET Kokkos::kokkoskernels)
+    target_link_libraries(dmuon_kokkoskernels INTERFACE Kokkos::kokkoskernels)
+  elseif(TARGET trilinos_kokkoskernels)
+    set(_real "")
+    foreach(_d IN LISTS KokkosKernels_INCLUDE_DIRS)
+      get_filename_component(_r "${_d}" REALPATH)
+      list(APPEND _real "${_r}")
+    endforeach()
+    target_include_directories(dmuon_kokkoskernels SYSTEM INTERFACE ${_real})
+    target_link_libraries(dmuon_kokkoskernels INTERFACE trilinos_kokkoskernels Kokkos::kokkos)
+  else()
+    message(FATAL_ERROR "KokkosKernels found but exports neither Kokkos::kokkoskernels nor trilinos_kokkoskernels")
+  endif()
+  add_library(dmuon::kokkoskernels ALIAS dmuon_kokkoskernels)
+endfunction()
+
+# NCCL ships no CMake package: look next to the CUDA toolkit and wrap it in an imported target.
+function(dmuon_find_nccl out_found)
+  find_path(NCCL_INCLUDE_DIR nccl.h
+    HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include $ENV{NCCL_HOME}/include)
+  find_library(NCCL_LIBRARY nccl
+    HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib ${CUDAToolkit_LIBRARY_ROOT}/lib64
+          $ENV{NCCL_HOME}/lib)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    add_library(dmuon_nccl INTERFACE)
+    target_include_directories(dmuon_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
+    target_link_libraries(dmuon_nccl INTERFACE ${NCCL_LIBRARY})
+    add_library(dmuon::nccl ALIAS dmuon_nccl)
+    set(${out_found} TRUE PARENT_SCOPE)
+  else()
+    set(${out_found} FALSE PARENT_SCOPE)
+  endif()
+endfunction()

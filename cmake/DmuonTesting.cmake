@@ -1,0 +1,61 @@
+# One helper for every test and benchmark, so the MPI launch environment is set in one place.
+
+include(ProcessorCount)
+ProcessorCount(DMUON_NPROC)
+
+# Environment every MPI-launched test gets: oversubscription, root-safe, shared-memory BTL,
+# single-threaded BLAS (ranks already oversubscribe the cores).
+set(DMUON_TEST_ENV
+  OMPI_ALLOW_RUN_AS_ROOT=1
+  OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  OMPI_MCA_rmaps_base_oversubscribe=1
+  OMPI_MCA_pml=ob1
+  OMPI_MCA_btl=self,vader
+  OMPI_MCA_btl_vader_single_copy_mechanism=none
+  OMP_NUM_THREADS=1
+  OPENBLAS_NUM_THREADS=1)
+
+set(DMUON_MAX_TEST_RANKS 8 CACHE STRING "Largest MPI rank count a test is launched with")
+
+# dmuon_add_test(NAME name SOURCES ... [LIBS ...] [RANKS 1 2 4 8] [TIMEOUT s] [LABELS ...])
+# Without RANKS the test runs as a plain process; with RANKS once per rank count under mpiexec.
+function(dmuon_add_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;RANKS;LABELS;ARGS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest dmuon_warnings)
+  if(NOT T_RANKS)
+    target_link_libraries(${T_NAME} PRIVATE GTest::gtest_main)
+    add_test(NAME ${T_NAME} COMMAND ${T_NAME} ${T_ARGS})
+    set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} ENVIRONMENT "${DMUON_TEST_ENV}"
+                         LABELS "unit;${T_LABELS}")
+    return()
+  endif()
+  foreach(n IN LISTS T_RANKS)
+    if(n GREATER DMUON_MAX_TEST_RANKS)
+      continue()
+    endif()
+    set(tn ${T_NAME}_np${n})
+    add_test(NAME ${tn}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n}
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${T_NAME}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
+    set_tests_properties(${tn} PROPERTIES TIMEOUT ${T_TIMEOUT} ENVIRONMENT "${DMUON_TEST_ENV}"
+                         PROCESSORS 1 LABELS "mpi;${T_LABELS}")
+  endforeach()
+endfunction()
+
+# dmuon_add_benchmark(NAME name SOURCES ... [LIBS ...] [SMOKE_ARGS ...])
+# Every benchmark is also a quick CTest smoke run (tiny min time, no timing assertions).
+function(dmuon_add_benchmark)
+  cmake_parse_arguments(B "" "NAME" "SOURCES;LIBS;SMOKE_ARGS" ${ARGN})
+  add_executable(${B_NAME} ${B_SOURCES})
+  target_link_libraries(${B_NAME} PRIVATE ${B_LIBS} benchmark::benchmark dmuon_warnings)
+  if(NOT B_SMOKE_ARGS)
+    set(B_SMOKE_ARGS --benchmark_min_time=0.001)
+  endif()
+  add_test(NAME ${B_NAME}_smoke COMMAND ${B_NAME} ${B_SMOKE_ARGS})
+  set_tests_properties(${B_NAME}_smoke PROPERTIES TIMEOUT 300 ENVIRONMENT "${DMUON_TEST_ENV}"
+                       LABELS "benchmark")
+endfunction()

@@ -1,0 +1,13 @@
+# Source me: puts the built executables on PATH and sets the Open MPI environment that makes
+# `mpirun -n 8 ...` work on a small machine (oversubscribed, as root, shared-memory transport).
+_dmuon_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export PATH="${DMUON_BUILD_DIR:-$_dmuon_root/build}/bin:$PATH"
+export OMPI_MCA_rmaps_base_oversubscribe="${OMPI_MCA_rmaps_base_oversubscribe:-1}"
+export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}"
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
+export OMPI_MCA_pml="${OMPI_MCA_pml:-ob1}"
+export OMPI_MCA_btl="${OMPI_MCA_btl:-self,vader}"
+export OMPI_MCA_btl_vader_single_copy_mechanism="${OMPI_MCA_btl_vader_single_copy_mechanism:-none}"
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+unset _dmuon_root

@@ -1,0 +1,210 @@
+#include "dmuon/model/module_tree.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "dmuon/base/error.hpp"
+
+namespace dmuon::model {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "float32";
+    case DType::bf16: return "bfloat16";
+    case DType::f16: return "float16";
+  }
+  return "?";
+}
+
+DType parse_dtype(std::string_view s) {
+  if (s == "float32" || s == "fp32" || s == "f32") return DType::f32;
+  if (s == "bfloat16" || s == "bf16") return DType::bf16;
+  if (s == "float16" || s == "fp16" || s == "f16") return DType::f16;
+  throw InputError(fmt::format("unknown dtype '{}' (valid: float32, bfloat16, float16)", s));
+}
+
+int dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
+
+std::int64_t Parameter::numel() const {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::string join_path(std::string_view parent, std::string_view name) {
+  if (parent.empty()) return std::string(name);
+  std::string s;
+  s.reserve(parent.size() + 1 + name.size());
+  s.append(parent).append(".").append(name);
+  return s;
+}
+
+ModuleTree::ModuleTree(std::string root_type) {
+  Module r;
+  r.type = std::move(root_type);
+  modules_.push_back(std::move(r));
+}
+
+int ModuleTree::add_module(int parent, const std::string& name, const std::string& type) {
+  if (parent < 0 || static_cast<std::size_t>(parent) >= modules_.size())
+    throw InputError(fmt::format("module parent index {} out of range", parent));
+  if (name.empty() || name.find('.') != std::string::npos)
+    throw InputError(fmt::format("module name '{}' under '{}' must be non-empty and dot-free", name,
+                                 modules_[parent].path));
+  for (int c : modules_[parent].children)
+    if (modules_[c].name == name)
+      throw InputError(fmt::format("duplicate module '{}'", join_path(modules_[parent].path, name)));
+  Module m;
+  m.path = join_path(modules_[parent].path, name);
+  m.name = name;
+  m.type = type;
+  m.parent = parent;
+  modules_.push_back(std::move(m));
+  const int id = static_cast<int>(modules_.size()) - 1;
+  modules_[parent].children.push_back(id);
+  finalized_ = false;
+  return id;
+}
+
+int ModuleTree::add_parameter(int module, const std::string& attr, std::vector<std::int64_t> shape,
+                              DType dtype) {
+  if (module < 0 || static_cast<std::size_t>(module) >= modules_.size())
+    throw InputError(fmt::format("parameter holder index {} out of range", module));
+  for (auto d : shape)
+    if (d < 0)
+      throw InputError(fmt::format("parameter '{}' has a negative dimension {}",
+                                   join_path(modules_[module].path, attr), d));
+  Parameter p;
+  p.shape = std::move(shape);
+  p.dtype = dtype;
+  params_.push_back(std::move(p));
+  const int id = static_cast<int>(params_.size()) - 1;
+  tie_parameter(module, attr, id);
+  return id;
+}
+
+void ModuleTree::tie_parameter(int module, const std::string& attr, int param) {
+  if (module < 0 || static_cast<std::size_t>(module) >= modules_.size())
+    throw InputError(fmt::format("parameter holder index {} out of range", module));
+  if (param < 0 || static_cast<std::size_t>(param) >= params_.size())
+    throw InputError(fmt::format("parameter index {} out of range", param));
+  if (attr.empty() || attr.find('.') != std::string::npos)
+    throw InputError(fmt::format("parameter name '{}' under '{}' must be non-empty and dot-free",
+                                 attr, modules_[module].path));
+  for (int q : modules_[module].params)
+    for (const auto& h : params_[q].holders)
+      if (h.module == module && h.attr == attr)
+        throw InputError(
+            fmt::format("duplicate parameter '{}'", join_path(modules_[module].path, attr)));
+  for (int c : modules_[module].children)
+    if (modules_[c].name == attr)
+      throw InputError(fmt::format("parameter '{}' clashes with a submodule of the same name",
+                                   join_path(modules_[module].path, attr)));
+  params_[param].holders.push_back({module, attr});
+  modules_[module].params.push_back(param);
+  finalized_ = false;
+}
+
+int ModuleTree::add_linear(int parent, const std::string& name, std::int64_t in, std::int64_t out,
+                           DType dtype) {
+  const int m = add_module(parent, name, "Linear");
+  add_parameter(m, "weight", {out, in}, dtype);
+  return m;
+}
+
+int ModuleTree::add_norm(int parent, const std::string& name, const std::string& type,
+                         std::int64_t dim, DType dtype) {
+  const int m = add_module(parent, name, type);
+  add_parameter(m, "weight", {dim}, dtype);
+  return m;
+}
+
+void ModuleTree::finalize() {
+  if (finalized_) return;
+  preorder_.clear();
+  preorder_.reserve(modules_.size());
+  std::vector<int> stack{root};
+  while (!stack.empty()) {
+    const int m = stack.back();
+    stack.pop_back();
+    preorder_.push_back(m);
+    const auto& ch = modules_[m].children;
+    for (auto it = ch.rbegin(); it != ch.rend(); ++it) stack.push_back(*it);
+  }
+  preorder_index_.assign(modules_.size(), -1);
+  for (std::size_t i = 0; i < preorder_.size(); ++i) preorder_index_[preorder_[i]] = static_cast<int>(i);
+
+  // Canonical holder = first in (pre-order, attribute order), as named_parameters() yields.
+  param_order_.clear();
+  std::vector<char> seen(params_.size(), 0);
+  for (int m : preorder_) {
+    for (int p : modules_[m].params) {
+      if (seen[p]) continue;
+      seen[p] = 1;
+      param_order_.push_back(p);
+      auto& hs = params_[p].holders;
+      auto first = std::find_if(hs.begin(), hs.end(), [&](const Holder& h) { return h.module == m; });
+      std::rotate(hs.begin(), first, first + 1);
+      params_[p].name = holder_name(hs.front());
+    }
+  }
+  module_by_path_.clear();
+  module_by_path_.reserve(modules_.size());
+  for (std::size_t i = 0; i < modules_.size(); ++i) module_by_path_.emplace(modules_[i].path, static_cast<int>(i));
+  param_by_name_.clear();
+  param_by_name_.reserve(params_.size());
+  for (std::size_t i = 0; i < params_.size(); ++i) param_by_name_.emplace(params_[i].name, static_cast<int>(i));
+  finalized_ = true;
+}
+
+void ModuleTree::require_finalized() const {
+  if (!finalized_) throw std::logic_error("ModuleTree used before finalize()");
+}
+
+const std::vector<int>& ModuleTree::preorder() const {
+  require_finalized();
+  return preorder_;
+}
+
+int ModuleTree::preorder_index(int module) const {
+  require_finalized();
+  return preorder_index_.at(static_cast<std::size_t>(module));
+}
+
+const std::vector<int>& ModuleTree::parameter_order() const {
+  require_finalized();
+  return param_order_;
+}
+
+std::optional<int> ModuleTree::find_module(std::string_view path) const {
+  require_finalized();
+  auto it = module_by_path_.find(std::string(path));
+  if (it == module_by_path_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<int> ModuleTree::find_parameter(std::string_view name) const {
+  require_finalized();
+  auto it = param_by_name_.find(std::string(name));
+  if (it == param_by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string ModuleTree::holder_name(const Holder& h) const {
+  return join_path(modules_.at(static_cast<std::size_t>(h.module)).path, h.attr);
+}
+
+bool ModuleTree::is_ancestor(int ancestor, int module) const {
+  for (int m = module; m >= 0; m = modules_[m].parent)
+    if (m == ancestor) return true;
+  return false;
+}
+
+std::int64_t ModuleTree::total_numel() const {
+  std::int64_t n = 0;
+  for (const auto& p : params_) n += p.numel();
+  return n;
+}
+
+}  // namespace dmuon::model
