@@ -1,0 +1,105 @@
+#include "common/plan_options.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/model/topology_file.hpp"
+#include "dmuon/partition/partition.hpp"
+
+namespace dmuon::apps {
+
+void add_plan_options(CLI::App& app, PlanOptions& o) {
+  app.add_option("--topology", o.topology, "built-in topology (see --list)")->capture_default_str();
+  app.add_option("--preset", o.preset, "preset of the topology (default: tiny)");
+  app.add_option("--set", o.sets, "override a preset dimension, KEY=VALUE (repeatable)");
+  app.add_option("--topology-file", o.topology_file, "JSON topology file (overrides --topology)");
+  app.add_flag("--list", o.list, "list built-in topologies, presets and --set keys, then exit");
+  app.add_option("--dedicate", o.dedicate,
+                 "dedication rule, e.g. 'ndim=2&excludes:router' (default: the topology's)");
+  app.add_option("--boundary", o.boundary,
+                 "hook boundary: default | recommended | incomplete | types:T1,T2 | paths:REGEX | "
+                 "resolver:PARAM_REGEX=PATH;...")
+      ->capture_default_str();
+  app.add_flag("--lenient", o.lenient,
+               "lenient boundary: unmatched parameters fall back to their parent");
+  app.add_option("--owner-strategy", o.owner_strategy, "lpt | round_robin | rank0 | lpt_refine")
+      ->capture_default_str();
+  app.add_option("--cost-model", o.cost_model, "optimizer | numel")->capture_default_str();
+  app.add_flag("--no-pack", o.no_pack, "every parameter its own partition unit");
+  app.add_option("--pack-threshold", o.pack_threshold, "numel below which parameters are packed")
+      ->capture_default_str();
+  app.add_option("--max-owners-per-group", o.max_owners_per_group,
+                 "limit the owners of one layer key (0 = unlimited)")
+      ->capture_default_str();
+  app.add_flag("--no-column-balance", o.no_column_balance, "HSDP: do not balance per-column loads");
+  app.add_option("--replicate", o.replicate, "replicate-group size R (HSDP when > 1)")
+      ->capture_default_str();
+}
+
+std::string list_topologies_text() {
+  std::string out;
+  for (const auto& t : model::builtin_topologies()) {
+    out += fmt::format("{:<11} {}\n", t.name, t.description);
+    out += fmt::format("{:<11}   presets: {} (default {})\n", "", fmt::join(t.presets, ", "),
+                       t.default_preset);
+    out += fmt::format("{:<11}   --set keys: {}{}\n", "", fmt::join(t.keys, ", "),
+                       t.layers_alias.empty() ? "" : fmt::format(" (layers = {})", t.layers_alias));
+  }
+  return out;
+}
+
+model::Topology load_topology(const PlanOptions& o) {
+  if (!o.topology_file.empty()) {
+    if (!o.sets.empty() || !o.preset.empty())
+      throw InputError("--set and --preset apply to built-in topologies, not to --topology-file");
+    return model::read_topology_file(o.topology_file);
+  }
+  std::vector<std::pair<std::string, std::string>> overrides;
+  for (const auto& s : o.sets) overrides.push_back(model::parse_override(s));
+  const auto& info = model::topology_info(o.topology);
+  return model::build_topology(o.topology, o.preset.empty() ? info.default_preset : o.preset,
+                               overrides);
+}
+
+std::string resolve_boundary_alias(const std::string& boundary, const model::Topology& t) {
+  if (boundary == "recommended") {
+    if (t.recommended_boundary.empty())
+      throw InputError(fmt::format("topology '{}' has no recommended boundary", t.name));
+    return t.recommended_boundary;
+  }
+  if (boundary == "incomplete") {
+    if (t.incomplete_boundary.empty())
+      throw InputError(fmt::format("topology '{}' has no incomplete boundary", t.name));
+    return t.incomplete_boundary;
+  }
+  return boundary;
+}
+
+plan::PlanConfig make_plan_config(const PlanOptions& o, const model::Topology& t, int world_size) {
+  if (world_size < 1)
+    throw InputError(fmt::format("world size {} is invalid (must be >= 1)", world_size));
+  if (o.replicate < 1 || world_size % o.replicate != 0)
+    throw InputError(
+        fmt::format("replicate size {} does not divide world size {} (valid: a divisor "
+                    "of the world size)",
+                    o.replicate, world_size));
+  plan::PlanConfig c;
+  c.dedicate_rule = o.dedicate.empty() ? t.dedicate_rule : o.dedicate;
+  if (c.dedicate_rule.empty())
+    throw InputError(
+        fmt::format("topology '{}' names no dedication rule: pass --dedicate", t.name));
+  c.boundary = resolve_boundary_alias(o.boundary, t);
+  c.strict = !o.lenient;
+  c.partition.strategy = partition::parse_strategy(o.owner_strategy);
+  c.partition.cost_model = partition::parse_cost_model(o.cost_model);
+  c.partition.pack = !o.no_pack;
+  c.partition.pack_threshold = o.pack_threshold;
+  c.partition.max_owners_per_group = o.max_owners_per_group;
+  c.partition.replicate = o.replicate;
+  c.partition.shard = world_size / o.replicate;
+  c.partition.column_balance = !o.no_column_balance;
+  return c;
+}
+
+}  // namespace dmuon::apps

@@ -1,0 +1,48 @@
+#pragma once
+// Flags shared by the apps that build a plan: topology selection, dedication, boundary,
+// ownership partition. One definition, so dmuon_inspect and dmuon_bench spell them alike.
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dmuon/model/topology.hpp"
+#include "dmuon/plan/plan.hpp"
+
+namespace dmuon::apps {
+
+struct PlanOptions {
+  std::string topology = "moe";
+  std::string preset;  ///< "" = the topology's default preset
+  std::vector<std::string> sets;
+  std::string topology_file;
+  bool list = false;
+  std::string dedicate;  ///< "" = the topology's rule
+  std::string boundary = "default";
+  bool lenient = false;
+  std::string owner_strategy = "lpt";
+  std::string cost_model = "optimizer";
+  bool no_pack = false;
+  std::int64_t pack_threshold = 5'000'000;
+  int max_owners_per_group = 0;
+  bool no_column_balance = false;
+  int replicate = 1;
+};
+
+/// Registers the shared flags on `app`.
+void add_plan_options(CLI::App& app, PlanOptions& o);
+
+/// Text for --list: every built-in topology with presets and --set keys.
+std::string list_topologies_text();
+
+/// Builds the topology the flags name (built-in or file). Throws InputError on bad input.
+model::Topology load_topology(const PlanOptions& o);
+
+/// Resolves "recommended"/"incomplete" to the topology's boundary strings.
+std::string resolve_boundary_alias(const std::string& boundary, const model::Topology& t);
+
+/// The plan configuration for a world of `world_size` ranks (G = world / R).
+plan::PlanConfig make_plan_config(const PlanOptions& o, const model::Topology& t, int world_size);
+
+}  // namespace dmuon::apps

@@ -1,0 +1,87 @@
+#include "common/run_main.hpp"
+
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/comm/abort.hpp"
+
+namespace dmuon::apps {
+namespace {
+
+void print_error(const char* app, const char* what) {
+  std::fprintf(stderr, "%s: error: %s\n", app, what);
+  std::fflush(stderr);
+}
+
+// Classifies the exception in flight; returns the exit code and prints when `print`.
+int classify(const char* app, bool print, bool& unexpected, std::string& message) {
+  unexpected = false;
+  try {
+    throw;
+  } catch (const CLI::CallForHelp& e) {
+    if (print) std::printf("%s", e.what());
+    return kOk;
+  } catch (const CLI::CallForAllHelp& e) {
+    if (print) std::printf("%s", e.what());
+    return kOk;
+  } catch (const CLI::CallForVersion& e) {
+    if (print) std::printf("%s\n", e.what());
+    return kOk;
+  } catch (const CLI::ParseError& e) {
+    if (print) print_error(app, e.what());
+    return kBadInput;
+  } catch (const InputError& e) {
+    if (print) print_error(app, e.what());
+    return kBadInput;
+  } catch (const CheckFailure& e) {
+    if (print) print_error(app, e.what());
+    return kCheckFailed;
+  } catch (const std::exception& e) {
+    unexpected = true;
+    message = e.what();
+    return kUnexpected;
+  } catch (...) {
+    unexpected = true;
+    message = "unknown exception";
+    return kUnexpected;
+  }
+}
+
+}  // namespace
+
+int run_main(const char* app_name, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (...) {
+    bool unexpected = false;
+    std::string message;
+    const int code = classify(app_name, true, unexpected, message);
+    if (unexpected) print_error(app_name, message.c_str());
+    return code;
+  }
+}
+
+int run_mpi_main(const char* app_name, int& argc, char**& argv, const std::function<int()>& body) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int code = kOk;
+  try {
+    code = body();
+  } catch (...) {
+    bool unexpected = false;
+    std::string message;
+    code = classify(app_name, rank == 0, unexpected, message);
+    if (unexpected) comm::abort_all(std::string(app_name) + ": " + message, kUnexpected);
+  }
+  MPI_Finalize();
+  return code;
+}
+
+}  // namespace dmuon::apps

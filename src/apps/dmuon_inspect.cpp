@@ -1,0 +1,143 @@
+// dmuon_inspect: where DMuon would register its hooks and who owns each matrix, for a
+// topology, a boundary policy and a rank layout — and what that choice costs. No MPI launch.
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "common/plan_options.hpp"
+#include "common/run_main.hpp"
+#include "dmuon/base/error.hpp"
+#include "dmuon/plan/comm_volume.hpp"
+#include "dmuon/plan/plan_json.hpp"
+
+namespace {
+
+using namespace dmuon;
+
+double mb(std::int64_t bytes) {
+  return static_cast<double>(bytes) / 1e6;
+}
+
+void print_human(const model::Topology& topo, const plan::Plan& p, const plan::CommVolume& z3,
+                 const plan::CommVolume& z2, std::size_t max_rows) {
+  const auto& tree = topo.tree;
+  const auto& part = p.partition;
+  const auto& hooks = p.hooks;
+  std::int64_t ded_numel = 0, ded_bytes = 0;
+  for (int pid : hooks.dedicated) {
+    ded_numel += tree.parameter(pid).numel();
+    ded_bytes += tree.parameter(pid).bytes();
+  }
+  fmt::print(
+      "# dmuon_inspect  topology {} ({}): {} modules, {} parameters, {} dedicated "
+      "({:.3f} M elements, {:.3f} MB)\n",
+      topo.name, topo.preset.empty() ? "file" : topo.preset, tree.num_modules(),
+      tree.num_parameters(), hooks.dedicated.size(), static_cast<double>(ded_numel) / 1e6,
+      mb(ded_bytes));
+  fmt::print("# dedicate {}   boundary {}\n", p.rule.spec(), p.policy.label());
+  fmt::print("# world {} = R {} x G {}   owner strategy {}, cost model {}, packing {}\n",
+             part.slots.size(), part.options.replicate, part.options.shard,
+             partition::strategy_name(part.options.strategy),
+             partition::cost_model_name(part.options.cost_model),
+             part.options.pack ? fmt::format("on (< {})", part.options.pack_threshold) : "off");
+  fmt::print("#\n# hook sites: {}   (forward order; broadcasts/step are Z3: 2 per owner)\n",
+             hooks.sites.size());
+  fmt::print("# {:>4}  {:<40} {:<22} {:>6} {:>10} {:>9} {:>6} {:>8}  {}\n", "site", "path", "type",
+             "params", "numel", "MB", "owners", "bcast", "reason");
+  for (std::size_t i = 0; i < hooks.sites.size(); ++i) {
+    if (i == max_rows) {
+      fmt::print("  ... {} more sites (--max-rows to show more, --json for all)\n",
+                 hooks.sites.size() - max_rows);
+      break;
+    }
+    const auto& s = hooks.sites[i];
+    std::set<int> owners;
+    for (int pid : s.params) owners.insert(part.owner_rank(pid));
+    fmt::print("  {:>4}  {:<40} {:<22} {:>6} {:>10} {:>9.3f} {:>6} {:>8}  {}\n", i,
+               s.path.empty() ? "<root>" : s.path, s.type, s.params.size(), s.numel, mb(s.bytes),
+               owners.size(), 2 * owners.size(),
+               boundary::site_reason_name(hooks.reason[s.params.front()]));
+  }
+  fmt::print("#\n# owners per slot\n# {:>5} {:>5} {:>5} {:>5} {:>6} {:>12} {:>10}\n", "slot",
+             "shard", "rep", "rank", "units", "numel", "cost");
+  std::vector<int> units_per_slot(part.slots.size(), 0);
+  for (int s : part.unit_slot) ++units_per_slot[s];
+  for (std::size_t s = 0; s < part.slots.size(); ++s) {
+    if (s == max_rows) {
+      fmt::print("  ... {} more slots\n", part.slots.size() - max_rows);
+      break;
+    }
+    fmt::print("  {:>5} {:>5} {:>5} {:>5} {:>6} {:>12} {:>10}\n", s, part.slots[s].shard,
+               part.slots[s].replicate, part.slots[s].rank, units_per_slot[s], part.numel_loads[s],
+               part.cost_loads[s]);
+  }
+  fmt::print(
+      "# partition: {} units ({} packed), makespan {} vs lower bound {:.1f} (ratio {:.4f}), "
+      "imbalance {:.4f} over all slots / {:.4f} over non-empty, {} empty slots, {} same-key "
+      "collisions\n",
+      part.units.size(), part.packed_units, part.makespan, part.lower_bound, part.ratio,
+      part.imbalance_all, part.imbalance_nonempty, part.empty_slots, part.key_collisions);
+  fmt::print("#\n# predicted DMuon communication per step (max over ranks)\n");
+  fmt::print("# {:>7} {:>10} {:>10} {:>10} {:>12}\n", "reshard", "hook_calls", "broadcasts",
+             "reduces", "MB/rank");
+  for (const auto* v : {&z3, &z2}) {
+    fmt::print("  {:>7} {:>10} {:>10} {:>10} {:>12.3f}\n", plan::reshard_name(v->reshard),
+               v->hook_calls, v->broadcast.max_calls() + v->replicate_broadcast.max_calls(),
+               v->reduce.max_calls() + v->reduce_stage2.max_calls(), mb(v->max_bytes_per_rank()));
+  }
+  fmt::print("#\n# findings: {} warnings, {} notes\n", p.report.warnings(),
+             p.report.findings.size() - static_cast<std::size_t>(p.report.warnings()));
+  for (const auto& f : p.report.findings)
+    fmt::print("  {} [{}] {}\n", f.severity == boundary::Severity::warning ? "WARNING" : "note",
+               boundary::finding_kind_name(f.kind), f.message);
+  if (!p.report.suggested_boundary.empty())
+    fmt::print("# suggested boundary: --boundary '{}'  ({} hook sites, strict)\n",
+               p.report.suggested_boundary, p.report.suggested_sites);
+}
+
+int inspect(int argc, char** argv) {
+  CLI::App app{"dmuon_inspect: hook sites, owners and their cost for a DMuon plan (no MPI needed)"};
+  apps::PlanOptions o;
+  int world_size = 8;
+  bool json = false;
+  std::size_t max_rows = 40;
+  apps::add_plan_options(app, o);
+  app.add_option("--world-size,-n", world_size, "number of ranks (R x G)")->capture_default_str();
+  app.add_flag("--json", json, "print one JSON object instead of tables");
+  app.add_option("--max-rows", max_rows, "rows per table in the human output")
+      ->capture_default_str();
+  app.parse(argc, argv);
+  if (o.list) {
+    fmt::print("{}", apps::list_topologies_text());
+    return apps::kOk;
+  }
+  const auto topo = apps::load_topology(o);
+  const auto config = apps::make_plan_config(o, topo, world_size);
+  const auto p = plan::make_plan(topo.tree, config);
+  const auto z3 = plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, plan::Reshard::z3);
+  const auto z2 = plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, plan::Reshard::z2);
+  if (json) {
+    auto j = plan::plan_to_json(topo.tree, p);
+    j["topology"] = topo.name;
+    j["preset"] = topo.preset;
+    j["world_size"] = world_size;
+    j["replicate"] = o.replicate;
+    j["comm"] = {{"z3", plan::volume_to_json(z3)}, {"z2", plan::volume_to_json(z2)}};
+    std::cout << j.dump(1) << "\n";
+  } else {
+    print_human(topo, p, z3, z2, max_rows);
+  }
+  return apps::kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return dmuon::apps::run_main("dmuon_inspect", [&] { return inspect(argc, argv); });
+}

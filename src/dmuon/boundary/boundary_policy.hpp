@@ -1,0 +1,53 @@
+#pragma once
+// How hook sites are chosen (SPEC §3): the reference's default heuristic, or a custom
+// predicate/resolver, in strict or lenient mode.
+//
+// Spec strings (the same on the command line and in configs):
+//   default                       layers.N / blocks.N heuristic on the direct parent's path
+//   types:T1,T2,...               predicate: module type name is one of these
+//   paths:REGEX                   predicate: module path fully matches REGEX ("" is the root)
+//   resolver:PRE=PATH;PRE=PATH    resolver: the first parameter-name regex PRE that fully
+//                                 matches maps the parameter to module PATH (any module, even a
+//                                 non-ancestor); no match means "none"
+
+#include <regex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace dmuon::boundary {
+
+enum class PolicyKind { heuristic, types, paths, resolver };
+
+struct ResolverRule {
+  std::string pattern;
+  std::regex re;
+  std::string module_path;
+};
+
+class BoundaryPolicy {
+ public:
+  /// Parses a spec string; throws InputError naming the bad part and the valid forms.
+  static BoundaryPolicy parse(std::string_view spec, bool strict = true);
+
+  PolicyKind kind() const { return kind_; }
+  bool strict() const { return strict_; }
+  const std::string& spec() const { return spec_; }
+  /// "types:A,B (strict)" and the like: what tables and results files show.
+  std::string label() const;
+
+  const std::vector<std::string>& types() const { return types_; }
+  const std::regex& path_regex() const { return path_re_; }
+  const std::vector<ResolverRule>& resolver_rules() const { return rules_; }
+
+ private:
+  PolicyKind kind_ = PolicyKind::heuristic;
+  bool strict_ = true;
+  std::string spec_;
+  std::vector<std::string> types_;
+  std::regex path_re_;
+  std::vector<ResolverRule> rules_;
+};
+
+}  // namespace dmuon::boundary

@@ -1,0 +1,61 @@
+#include "dmuon/partition/cost_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+#include <string>
+
+#include "dmuon/base/error.hpp"
+
+namespace dmuon::partition {
+
+const char* cost_model_name(CostModel m) {
+  return m == CostModel::optimizer ? "optimizer" : "numel";
+}
+
+CostModel parse_cost_model(std::string_view s) {
+  if (s == "optimizer") return CostModel::optimizer;
+  if (s == "numel") return CostModel::numel;
+  throw InputError(fmt::format("unknown cost model '{}' (valid: optimizer, numel)", s));
+}
+
+std::int64_t clamped_numel(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return std::max<std::int64_t>(1, n);
+}
+
+std::int64_t optimizer_cost(std::string_view name, const std::vector<std::int64_t>& shape) {
+  const std::int64_t numel = clamped_numel(shape);
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  static constexpr std::string_view kCheap[] = {
+      "embed", "embedding", "lm_head", "norm", "layernorm", "ln_", ".ln", "bias", "rope", "rotary"};
+  bool cheap = shape.size() < 2;
+  for (auto k : kCheap) cheap = cheap || lower.find(k) != std::string::npos;
+  if (cheap) return std::max<std::int64_t>(1, numel / 1'000'000);
+
+  using u128 = unsigned __int128;
+  const std::int64_t rows = shape[0];
+  std::int64_t cols = 1;
+  for (std::size_t i = 1; i < shape.size(); ++i) cols *= shape[i];
+  const u128 small = static_cast<u128>(std::max<std::int64_t>(1, std::min(rows, cols)));
+  const u128 big = static_cast<u128>(std::max(rows, cols));
+  const u128 ns = 5 * small * (static_cast<u128>(rows) * static_cast<u128>(cols) + 2 * big * small);
+  const u128 ns_cost = std::max<u128>(1, ns / 1'000'000'000u);
+  const std::int64_t numel_cost = std::max<std::int64_t>(1, numel / 4'000'000);
+  const u128 total = ns_cost + static_cast<u128>(numel_cost);
+  return total > static_cast<u128>(std::numeric_limits<std::int64_t>::max())
+             ? std::numeric_limits<std::int64_t>::max()
+             : static_cast<std::int64_t>(total);
+}
+
+std::int64_t parameter_cost(CostModel model, std::string_view name,
+                            const std::vector<std::int64_t>& shape) {
+  return model == CostModel::optimizer ? optimizer_cost(name, shape) : clamped_numel(shape);
+}
+
+}  // namespace dmuon::partition

@@ -1,0 +1,193 @@
+#include "dmuon/partition/lpt.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+namespace dmuon::partition::detail {
+
+void assign_lpt(Partition& p, const std::vector<std::string>& unit_names) {
+  const auto& opt = p.options;
+  const int S = static_cast<int>(p.slots.size());
+  const bool columns = opt.replicate > 1 && opt.column_balance;
+  std::vector<int> order(p.units.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    const Unit& ua = p.units[a];
+    const Unit& ub = p.units[b];
+    if (ua.cost != ub.cost) return ua.cost > ub.cost;
+    if (ua.numel != ub.numel) return ua.numel > ub.numel;
+    const std::string& ka = ua.key ? *ua.key : std::string();
+    const std::string& kb = ub.key ? *ub.key : std::string();
+    if (ka != kb) return ka < kb;
+    return unit_names[a] < unit_names[b];
+  });
+
+  std::vector<std::int64_t> cost(S, 0), numel(S, 0);
+  std::vector<std::int64_t> col_cost(opt.shard, 0), col_numel(opt.shard, 0);
+  using Entry = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, int>;
+  auto entry = [&](int s) {
+    const int c = p.slots[s].shard;
+    return Entry{columns ? col_cost[c] : 0, cost[s], columns ? col_numel[c] : 0, numel[s], s};
+  };
+  std::set<Entry> ranked;
+  for (int s = 0; s < S; ++s) ranked.insert(entry(s));
+
+  // Slots each key already uses, in first-use order; "none" keys share one list.
+  std::unordered_map<std::string, std::vector<int>> used;
+  p.unit_slot.assign(p.units.size(), -1);
+  for (int u : order) {
+    const Unit& unit = p.units[u];
+    auto& key_slots = used[unit.key ? "k" + *unit.key : std::string("n")];
+    auto key_has = [&](int s) {
+      return std::find(key_slots.begin(), key_slots.end(), s) != key_slots.end();
+    };
+    int best = -1;
+    const bool restricted = opt.max_owners_per_group > 0 &&
+                            static_cast<int>(key_slots.size()) >= opt.max_owners_per_group;
+    if (restricted) {
+      // Only the key's slots; all are "used", so the first criterion ties.
+      Entry best_e{};
+      for (int s : key_slots) {
+        Entry e = entry(s);
+        if (best < 0 || e < best_e) {
+          best = s;
+          best_e = e;
+        }
+      }
+    } else {
+      // Cheapest slot not yet used by this key; only if all are used, the cheapest overall.
+      for (const auto& e : ranked) {
+        if (!key_has(std::get<4>(e))) {
+          best = std::get<4>(e);
+          break;
+        }
+      }
+      if (best < 0) best = std::get<4>(*ranked.begin());
+    }
+    // Update loads; the column terms change every slot of the column.
+    const int c = p.slots[best].shard;
+    std::vector<int> touched;
+    if (columns) {
+      for (int r = 0; r < opt.replicate; ++r) touched.push_back(c * opt.replicate + r);
+    } else {
+      touched.push_back(best);
+    }
+    for (int s : touched) ranked.erase(entry(s));
+    cost[best] += unit.cost;
+    numel[best] += unit.numel;
+    col_cost[c] += unit.cost;
+    col_numel[c] += unit.numel;
+    for (int s : touched) ranked.insert(entry(s));
+    if (!key_has(best)) key_slots.push_back(best);
+    p.unit_slot[u] = best;
+  }
+}
+
+namespace {
+
+// Count of same-key units per slot, for the spreading guard.
+struct KeyCounts {
+  std::unordered_map<std::string, std::vector<int>> per_key;  // key -> count per slot
+  std::vector<std::string> key_of_unit;
+  int slots;
+  KeyCounts(const Partition& p) : slots(static_cast<int>(p.slots.size())) {
+    for (std::size_t u = 0; u < p.units.size(); ++u) {
+      key_of_unit.push_back(p.units[u].key ? "k" + *p.units[u].key : std::string("n"));
+      auto& v = per_key[key_of_unit.back()];
+      if (v.empty()) v.assign(static_cast<std::size_t>(slots), 0);
+      ++v[static_cast<std::size_t>(p.unit_slot[u])];
+    }
+  }
+  int count(int u, int slot) const { return per_key.at(key_of_unit[u])[slot]; }
+  void move(int u, int from, int to) {
+    auto& v = per_key[key_of_unit[u]];
+    --v[from];
+    ++v[to];
+  }
+};
+
+}  // namespace
+
+void refine_local_search(Partition& p) {
+  const int S = static_cast<int>(p.slots.size());
+  if (S < 2 || p.units.size() < 2) return;
+  std::vector<std::int64_t> load(S, 0);
+  std::vector<std::vector<int>> members(S);
+  for (std::size_t u = 0; u < p.units.size(); ++u) {
+    load[p.unit_slot[u]] += p.units[u].cost;
+    members[p.unit_slot[u]].push_back(static_cast<int>(u));
+  }
+  KeyCounts keys(p);
+  auto remove_member = [&](int s, int u) {
+    auto& m = members[s];
+    m.erase(std::find(m.begin(), m.end(), u));
+  };
+  // Each accepted step strictly lowers (makespan, #slots at makespan): termination is
+  // guaranteed; the cap only bounds pathological inputs.
+  const int max_steps = 20 * S + 1000;
+  for (int step = 0; step < max_steps; ++step) {
+    const int top = static_cast<int>(std::max_element(load.begin(), load.end()) - load.begin());
+    const std::int64_t makespan = load[top];
+    // Candidate: (adds_collision, resulting max of the two touched slots, slot, unit, partner).
+    struct Move {
+      bool collision;
+      std::int64_t peak;
+      int to;
+      int unit;
+      int partner;  // -1 for a plain move
+    };
+    bool found = false;
+    Move best{};
+    auto consider = [&](const Move& m) {
+      if (!found || std::tie(m.collision, m.peak, m.to, m.unit, m.partner) <
+                        std::tie(best.collision, best.peak, best.to, best.unit, best.partner)) {
+        best = m;
+        found = true;
+      }
+    };
+    for (int u : members[top]) {
+      const std::int64_t cu = p.units[u].cost;
+      for (int t = 0; t < S; ++t) {
+        if (t == top) continue;
+        // Plain move.
+        if (load[t] + cu < makespan) {
+          const bool coll = keys.count(u, t) > 0;
+          consider({coll, std::max(load[top] - cu, load[t] + cu), t, u, -1});
+        }
+        // Swap with a cheaper unit on t.
+        for (int v : members[t]) {
+          const std::int64_t cv = p.units[v].cost;
+          if (cv >= cu) continue;
+          const std::int64_t nt = load[t] - cv + cu, ntop = load[top] - cu + cv;
+          if (nt >= makespan || ntop >= makespan) continue;
+          const bool coll =
+              keys.count(u, t) - (keys.key_of_unit[u] == keys.key_of_unit[v] ? 1 : 0) > 0 ||
+              keys.count(v, top) - (keys.key_of_unit[u] == keys.key_of_unit[v] ? 1 : 0) > 0;
+          consider({coll, std::max(nt, ntop), t, u, v});
+        }
+      }
+    }
+    if (!found) break;
+    const int u = best.unit, t = best.to;
+    remove_member(top, u);
+    members[t].push_back(u);
+    load[top] -= p.units[u].cost;
+    load[t] += p.units[u].cost;
+    keys.move(u, top, t);
+    p.unit_slot[u] = t;
+    if (best.partner >= 0) {
+      const int v = best.partner;
+      remove_member(t, v);
+      members[top].push_back(v);
+      load[t] -= p.units[v].cost;
+      load[top] += p.units[v].cost;
+      keys.move(v, t, top);
+      p.unit_slot[v] = top;
+    }
+  }
+}
+
+}  // namespace dmuon::partition::detail

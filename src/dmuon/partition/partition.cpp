@@ -1,0 +1,130 @@
+#include "dmuon/partition/partition.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/partition/lpt.hpp"
+
+namespace dmuon::partition {
+
+const char* strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::lpt: return "lpt";
+    case Strategy::round_robin: return "round_robin";
+    case Strategy::rank0: return "rank0";
+    case Strategy::lpt_refine: return "lpt_refine";
+  }
+  return "?";
+}
+
+Strategy parse_strategy(std::string_view s) {
+  if (s == "lpt") return Strategy::lpt;
+  if (s == "round_robin" || s == "round-robin") return Strategy::round_robin;
+  if (s == "rank0") return Strategy::rank0;
+  if (s == "lpt_refine" || s == "lpt-refine") return Strategy::lpt_refine;
+  throw InputError(
+      fmt::format("unknown owner strategy '{}' (valid: lpt, round_robin, rank0, lpt_refine)", s));
+}
+
+void compute_metrics(Partition& p) {
+  const std::size_t S = p.slots.size();
+  p.numel_loads.assign(S, 0);
+  p.cost_loads.assign(S, 0);
+  p.total_cost = 0;
+  p.largest_unit_cost = 0;
+  p.packed_units = 0;
+  p.key_collisions = 0;
+  std::unordered_map<std::string, std::vector<char>> key_seen;
+  for (std::size_t u = 0; u < p.units.size(); ++u) {
+    const auto& unit = p.units[u];
+    const auto s = static_cast<std::size_t>(p.unit_slot[u]);
+    p.numel_loads[s] += unit.numel;
+    p.cost_loads[s] += unit.cost;
+    p.total_cost += unit.cost;
+    p.largest_unit_cost = std::max(p.largest_unit_cost, unit.cost);
+    if (unit.packed()) ++p.packed_units;
+    auto& seen = key_seen[unit.key ? "k" + *unit.key : std::string("n")];
+    if (seen.empty()) seen.assign(S, 0);
+    if (seen[s]) ++p.key_collisions;
+    seen[s] = 1;
+  }
+  p.makespan = S ? *std::max_element(p.cost_loads.begin(), p.cost_loads.end()) : 0;
+  p.lower_bound = std::max(static_cast<double>(p.largest_unit_cost),
+                           S ? static_cast<double>(p.total_cost) / static_cast<double>(S) : 0.0);
+  p.ratio = p.lower_bound > 0 ? static_cast<double>(p.makespan) / p.lower_bound : 1.0;
+  auto imbalance = [](std::int64_t mx, std::int64_t mn) {
+    return mx > 0 ? static_cast<double>(mx - mn) / static_cast<double>(mx) : 0.0;
+  };
+  p.empty_slots = 0;
+  std::int64_t mx = 0, mn_all = S ? p.numel_loads[0] : 0, mn_nonempty = -1;
+  for (auto l : p.numel_loads) {
+    mx = std::max(mx, l);
+    mn_all = std::min(mn_all, l);
+    if (l == 0) {
+      ++p.empty_slots;
+    } else if (mn_nonempty < 0 || l < mn_nonempty) {
+      mn_nonempty = l;
+    }
+  }
+  p.imbalance_all = imbalance(mx, mn_all);
+  p.imbalance_nonempty = mn_nonempty < 0 ? 0.0 : imbalance(mx, mn_nonempty);
+}
+
+Partition partition_ownership(const model::ModuleTree& tree, const std::vector<int>& dedicated,
+                              const PartitionOptions& options) {
+  if (options.shard < 1)
+    throw InputError(fmt::format("shard-group size {} is invalid (must be >= 1)", options.shard));
+  if (options.replicate < 1)
+    throw InputError(fmt::format("replicate size {} is invalid (must be >= 1)", options.replicate));
+  if (options.pack_threshold < 1)
+    throw InputError(
+        fmt::format("pack threshold {} is invalid (must be >= 1)", options.pack_threshold));
+  if (options.max_owners_per_group < 0)
+    throw InputError(fmt::format("max owners per group {} is invalid (0 = unlimited, or >= 1)",
+                                 options.max_owners_per_group));
+  Partition p;
+  p.options = options;
+  for (int s = 0; s < options.shard; ++s)
+    for (int r = 0; r < options.replicate; ++r) p.slots.push_back({s, r, r * options.shard + s});
+  p.units = build_units(tree, dedicated, options);
+
+  switch (options.strategy) {
+    case Strategy::lpt:
+    case Strategy::lpt_refine: {
+      std::vector<std::string> names(p.units.size());
+      for (std::size_t u = 0; u < p.units.size(); ++u) {
+        std::string& n = names[u];
+        for (std::size_t i = 0; i < p.units[u].members.size(); ++i) {
+          if (i) n += ',';
+          n += tree.parameter(p.units[u].members[i]).name;
+        }
+      }
+      detail::assign_lpt(p, names);
+      if (options.strategy == Strategy::lpt_refine) detail::refine_local_search(p);
+      break;
+    }
+    case Strategy::round_robin:
+      p.unit_slot.resize(p.units.size());
+      for (std::size_t u = 0; u < p.units.size(); ++u)
+        p.unit_slot[u] = static_cast<int>(u % p.slots.size());
+      break;
+    case Strategy::rank0: p.unit_slot.assign(p.units.size(), 0); break;
+  }
+
+  p.owner_slot.assign(tree.num_parameters(), -1);
+  p.param_cost.assign(tree.num_parameters(), 0);
+  for (std::size_t u = 0; u < p.units.size(); ++u)
+    for (int pid : p.units[u].members) {
+      p.owner_slot[pid] = p.unit_slot[u];
+      const auto& prm = tree.parameter(pid);
+      p.param_cost[pid] = parameter_cost(options.cost_model, prm.name, prm.shape);
+    }
+  compute_metrics(p);
+  return p;
+}
+
+}  // namespace dmuon::partition

@@ -1,0 +1,92 @@
+#pragma once
+// Ownership partition (SPEC §5): which slot (shard s, replicate r) owns each dedicated
+// parameter, and how good that assignment is.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dmuon/model/module_tree.hpp"
+#include "dmuon/partition/cost_model.hpp"
+
+namespace dmuon::partition {
+
+enum class Strategy {
+  lpt,          ///< the reference longest-processing-time greedy, reproduced exactly
+  round_robin,  ///< units in model order, slot = counter mod #slots
+  rank0,        ///< everything on slot (0, 0)
+  lpt_refine,   ///< ours: reference LPT, then deterministic move/swap local search
+};
+const char* strategy_name(Strategy s);
+/// "lpt" | "round_robin" (or "round-robin") | "rank0" | "lpt_refine" (or "lpt-refine").
+Strategy parse_strategy(std::string_view s);
+
+struct PartitionOptions {
+  Strategy strategy = Strategy::lpt;
+  CostModel cost_model = CostModel::optimizer;
+  bool pack = true;                         ///< merge a bucket's small parameters into one unit
+  std::int64_t pack_threshold = 5'000'000;  ///< numel below which a parameter is "small"
+  int max_owners_per_group = 0;             ///< 0 = unlimited
+  int shard = 1;                            ///< G, shard-group size
+  int replicate = 1;                        ///< R, replicate-group size (HSDP when > 1)
+  bool column_balance = true;               ///< HSDP: balance per-column loads first
+};
+
+/// One owner position. Slots are ordered shard-major: index = shard * R + replicate.
+struct Slot {
+  int shard = 0;
+  int replicate = 0;
+  int rank = 0;  ///< world rank = replicate * G + shard
+};
+
+/// What the partitioner assigns: one parameter, or a bucket's small parameters packed.
+struct Unit {
+  std::optional<std::string> key;  ///< group key (layer key); nullopt is the "none" bucket
+  std::vector<int> members;        ///< parameter ids, model order
+  std::int64_t numel = 0;
+  std::int64_t cost = 0;
+  bool packed() const { return members.size() > 1; }
+};
+
+struct Partition {
+  PartitionOptions options;
+  std::vector<Slot> slots;
+  std::vector<Unit> units;               ///< model order (by first member)
+  std::vector<int> unit_slot;            ///< per unit
+  std::vector<int> owner_slot;           ///< per parameter id; -1 when not dedicated
+  std::vector<std::int64_t> param_cost;  ///< per parameter id; 0 when not dedicated
+
+  // Quality (SPEC §5).
+  std::vector<std::int64_t> numel_loads;  ///< per slot
+  std::vector<std::int64_t> cost_loads;   ///< per slot
+  std::int64_t total_cost = 0;
+  std::int64_t largest_unit_cost = 0;
+  std::int64_t makespan = 0;      ///< max cost load
+  double lower_bound = 0;         ///< max(largest unit cost, total cost / #slots)
+  double ratio = 0;               ///< makespan / lower bound (1 is optimal)
+  double imbalance_all = 0;       ///< (max - min) / max of numel loads, every slot
+  double imbalance_nonempty = 0;  ///< the same over non-empty slots (the reference's)
+  int empty_slots = 0;
+  int packed_units = 0;
+  int key_collisions = 0;  ///< units sharing a slot with an earlier same-key unit
+
+  int owner_rank(int param) const {
+    return slots.at(static_cast<std::size_t>(owner_slot.at(static_cast<std::size_t>(param)))).rank;
+  }
+};
+
+/// Builds the units of the dedicated parameters (SPEC §5 "Units").
+std::vector<Unit> build_units(const model::ModuleTree& tree, const std::vector<int>& dedicated,
+                              const PartitionOptions& options);
+
+/// Partitions the dedicated parameters over G × R slots. Deterministic: the same inputs give
+/// the same owners on every rank and every run.
+Partition partition_ownership(const model::ModuleTree& tree, const std::vector<int>& dedicated,
+                              const PartitionOptions& options);
+
+/// Recomputes the quality metrics of `p` from its unit_slot (used after any reassignment).
+void compute_metrics(Partition& p);
+
+}  // namespace dmuon::partition

@@ -1,0 +1,55 @@
+#include <algorithm>
+#include <unordered_map>
+
+#include "dmuon/model/layer_key.hpp"
+#include "dmuon/partition/partition.hpp"
+
+namespace dmuon::partition {
+
+std::vector<Unit> build_units(const model::ModuleTree& tree, const std::vector<int>& dedicated,
+                              const PartitionOptions& options) {
+  // Buckets in first-seen order; "none" (no layer key) is a bucket of its own.
+  struct Bucket {
+    std::optional<std::string> key;
+    std::vector<int> params;
+  };
+  std::vector<Bucket> buckets;
+  std::unordered_map<std::string, std::size_t> index;  // "\x01" marks the none bucket
+  for (int pid : dedicated) {
+    auto key = model::layer_key(tree.parameter(pid).name);
+    const std::string lookup = key ? *key : std::string("\x01");
+    auto it = index.find(lookup);
+    if (it == index.end()) {
+      it = index.emplace(lookup, buckets.size()).first;
+      buckets.push_back({key, {}});
+    }
+    buckets[it->second].params.push_back(pid);
+  }
+
+  std::vector<Unit> units;
+  std::unordered_map<int, int> pos_of;
+  for (std::size_t i = 0; i < dedicated.size(); ++i) pos_of[dedicated[i]] = static_cast<int>(i);
+  for (const auto& b : buckets) {
+    Unit packed;
+    packed.key = b.key;
+    for (int pid : b.params) {
+      const auto& p = tree.parameter(pid);
+      const std::int64_t numel = clamped_numel(p.shape);
+      const std::int64_t cost = parameter_cost(options.cost_model, p.name, p.shape);
+      if (options.pack && numel < options.pack_threshold) {
+        packed.members.push_back(pid);
+        packed.numel += numel;
+        packed.cost += cost;
+      } else {
+        units.push_back({b.key, {pid}, numel, cost});
+      }
+    }
+    if (!packed.members.empty()) units.push_back(std::move(packed));
+  }
+  std::stable_sort(units.begin(), units.end(), [&](const Unit& a, const Unit& b) {
+    return pos_of[a.members.front()] < pos_of[b.members.front()];
+  });
+  return units;
+}
+
+}  // namespace dmuon::partition

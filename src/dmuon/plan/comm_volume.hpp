@@ -1,0 +1,54 @@
+#pragma once
+// Predicted per-step communication of DMuon for a plan (SPEC §6): collective counts and the
+// per-rank volume in bytes, from the actual sites and owners — the formula the engine's
+// measured bytes are audited against.
+//
+// Volume convention (algorithm-independent payload): a broadcast counts its bytes on every
+// receiving rank; a reduce counts its bytes on every sending (non-root) rank. So with P_M the
+// dedicated bytes and own_r what rank r owns, 1-D Z3 moves 3·(P_M − own_r) per rank per step,
+// which is SPEC §6's 3(N−1)/N·P_M for balanced owners.
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "dmuon/boundary/hook_plan.hpp"
+#include "dmuon/model/module_tree.hpp"
+#include "dmuon/partition/partition.hpp"
+
+namespace dmuon::plan {
+
+enum class Reshard { z3, z2 };
+const char* reshard_name(Reshard r);
+/// "z3" | "z2"; throws InputError otherwise.
+Reshard parse_reshard(std::string_view s);
+
+/// Per-step counts and bytes of one collective kind.
+struct KindVolume {
+  std::vector<std::int64_t> calls_per_rank;  ///< collectives each world rank takes part in
+  std::vector<std::int64_t> bytes_per_rank;  ///< volume per world rank (convention above)
+  std::int64_t max_calls() const;
+  std::int64_t max_bytes() const;
+};
+
+struct CommVolume {
+  Reshard reshard = Reshard::z3;
+  int world = 1;
+  /// Hook invocations per rank per step: Z3 4 per site (forward-pre broadcast, forward-post
+  /// free, backward-pre re-broadcast, backward-post reduce), Z2 2 per site.
+  std::int64_t hook_calls = 0;
+  KindVolume broadcast;                   ///< packed weight broadcasts (rows), per (site, owner)
+  KindVolume reduce;                      ///< gradient reduces to the owner (stage 1 in HSDP)
+  KindVolume reduce_stage2;               ///< HSDP only: inside the owner's column
+  KindVolume replicate_broadcast;         ///< HSDP only: updated fp32 master inside the column
+  std::int64_t dedicated_bytes = 0;       ///< P_M in bytes
+  std::vector<std::int64_t> owned_bytes;  ///< per rank
+  std::int64_t max_bytes_per_rank() const;
+  std::int64_t total_bytes(int rank) const;
+};
+
+/// Predicts one DMuon step for `plan` owned by `part` (G × R world).
+CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::HookPlan& plan,
+                                const partition::Partition& part, Reshard reshard);
+
+}  // namespace dmuon::plan

@@ -1,0 +1,34 @@
+#include "dmuon/plan/plan.hpp"
+
+#include "dmuon/comm/hash.hpp"
+
+namespace dmuon::plan {
+
+Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
+  Plan p{config,
+         boundary::DedicationRule::parse(config.dedicate_rule),
+         boundary::BoundaryPolicy::parse(config.boundary, config.strict),
+         {},
+         {},
+         {}};
+  const auto dedicated = boundary::select_dedicated(tree, p.rule, config.allow_empty_dedication);
+  p.hooks = boundary::resolve_hook_plan(tree, dedicated, p.policy);
+  p.partition = partition::partition_ownership(tree, dedicated, config.partition);
+  p.report = boundary::analyse_degradations(tree, p.hooks, p.policy);
+  return p;
+}
+
+std::uint64_t plan_hash(const model::ModuleTree& tree, const Plan& plan) {
+  std::uint64_t h = comm::kFnv1aOffset;
+  for (const auto& s : plan.hooks.sites) {
+    h = comm::fnv1a_64(s.path, h);
+    h = comm::fnv1a_64_u64(0x5e17e5u, h);  // separator: "a" + "b.c" differs from "a.b" + "c"
+    for (int pid : s.params) {
+      h = comm::fnv1a_64(tree.parameter(pid).name, h);
+      h = comm::fnv1a_64_u64(static_cast<std::uint64_t>(plan.partition.owner_rank(pid)), h);
+    }
+  }
+  return h;
+}
+
+}  // namespace dmuon::plan

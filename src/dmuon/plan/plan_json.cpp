@@ -1,0 +1,105 @@
+#include "dmuon/plan/plan_json.hpp"
+
+#include <set>
+
+namespace dmuon::plan {
+
+using nlohmann::json;
+
+json plan_to_json(const model::ModuleTree& tree, const Plan& plan) {
+  const auto& part = plan.partition;
+  json sites = json::array();
+  for (const auto& s : plan.hooks.sites) {
+    std::set<int> owners;
+    for (int pid : s.params) owners.insert(part.owner_rank(pid));
+    json params = json::array();
+    for (int pid : s.params) params.push_back(tree.parameter(pid).name);
+    sites.push_back({{"path", s.path},
+                     {"type", s.type},
+                     {"params", params},
+                     {"numel", s.numel},
+                     {"bytes", s.bytes},
+                     {"owners", std::vector<int>(owners.begin(), owners.end())},
+                     {"reason", boundary::site_reason_name(plan.hooks.reason[s.params.front()])}});
+  }
+  json params = json::array();
+  for (int pid : plan.hooks.dedicated) {
+    const auto& p = tree.parameter(pid);
+    params.push_back({{"name", p.name},
+                      {"shape", p.shape},
+                      {"dtype", model::dtype_name(p.dtype)},
+                      {"owner", part.owner_rank(pid)},
+                      {"site", plan.hooks.sites[plan.hooks.site_of_param[pid]].path},
+                      {"cost", part.param_cost[pid]}});
+  }
+  json slots = json::array();
+  for (const auto& s : part.slots)
+    slots.push_back({{"shard", s.shard}, {"replicate", s.replicate}, {"rank", s.rank}});
+  json findings = json::array(), warnings = json::array();
+  for (const auto& f : plan.report.findings) {
+    findings.push_back(
+        {{"kind", boundary::finding_kind_name(f.kind)},
+         {"severity", f.severity == boundary::Severity::warning ? "warning" : "note"},
+         {"site", f.site},
+         {"paths", f.paths},
+         {"message", f.message}});
+    if (f.severity == boundary::Severity::warning) warnings.push_back(f.message);
+  }
+  return {{"dedicate", plan.rule.spec()},
+          {"boundary", plan.policy.spec()},
+          {"strict", plan.policy.strict()},
+          {"hook_sites", plan.hooks.sites.size()},
+          {"sites", sites},
+          {"dedicated_params", plan.hooks.dedicated.size()},
+          {"params", params},
+          {"partition",
+           {{"strategy", partition::strategy_name(part.options.strategy)},
+            {"cost_model", partition::cost_model_name(part.options.cost_model)},
+            {"pack", part.options.pack},
+            {"pack_threshold", part.options.pack_threshold},
+            {"max_owners_per_group", part.options.max_owners_per_group},
+            {"shard", part.options.shard},
+            {"replicate", part.options.replicate},
+            {"column_balance", part.options.column_balance},
+            {"slots", slots},
+            {"units", part.units.size()},
+            {"packed_units", part.packed_units},
+            {"numel_loads", part.numel_loads},
+            {"cost_loads", part.cost_loads},
+            {"total_cost", part.total_cost},
+            {"largest_unit_cost", part.largest_unit_cost},
+            {"makespan", part.makespan},
+            {"lower_bound", part.lower_bound},
+            {"ratio", part.ratio},
+            {"imbalance_all", part.imbalance_all},
+            {"imbalance_nonempty", part.imbalance_nonempty},
+            {"empty_slots", part.empty_slots},
+            {"key_collisions", part.key_collisions}}},
+          {"findings", findings},
+          {"warnings", warnings},
+          {"suggested_boundary", plan.report.suggested_boundary},
+          {"suggested_sites", plan.report.suggested_sites}};
+}
+
+json volume_to_json(const CommVolume& v) {
+  auto kind = [](const KindVolume& k) {
+    return json{{"calls_per_rank", k.calls_per_rank},
+                {"bytes_per_rank", k.bytes_per_rank},
+                {"max_calls", k.max_calls()},
+                {"max_bytes", k.max_bytes()}};
+  };
+  json out = {{"reshard", reshard_name(v.reshard)},
+              {"hook_calls_per_step", v.hook_calls},
+              {"dedicated_bytes", v.dedicated_bytes},
+              {"owned_bytes", v.owned_bytes},
+              {"max_bytes_per_rank", v.max_bytes_per_rank()},
+              {"broadcast", kind(v.broadcast)},
+              {"reduce", kind(v.reduce)}};
+  if (!v.reduce_stage2.calls_per_rank.empty() && v.reduce_stage2.max_calls() > 0) {
+    out["reduce_stage2"] = kind(v.reduce_stage2);
+    out["replicate_broadcast"] = kind(v.replicate_broadcast);
+  }
+  return out;
+}
+
+}  // namespace dmuon::plan

@@ -1,0 +1,95 @@
+// Predicted communication (SPEC §6) against hand-computed per-rank volumes, and plan hashing.
+
+#include <gtest/gtest.h>
+
+#include "dmuon/model/topology.hpp"
+#include "dmuon/plan/comm_volume.hpp"
+#include "dmuon/plan/plan.hpp"
+
+namespace {
+
+using namespace dmuon;
+
+// Three independent parameters layers.{0,1,2}.w (three default-heuristic sites), numel
+// 10, 20, 30, fp32: P_M = 240 bytes.
+model::ModuleTree three_sites() {
+  model::ModuleTree tree("M");
+  const int list = tree.add_module(0, "layers", "ModuleList");
+  const std::int64_t sizes[] = {10, 20, 30};
+  for (int i = 0; i < 3; ++i)
+    tree.add_parameter(tree.add_module(list, std::to_string(i), "L"), "w", {sizes[i], 1});
+  tree.finalize();
+  return tree;
+}
+
+plan::Plan make(const model::ModuleTree& tree, int shard, int replicate, const char* strategy) {
+  plan::PlanConfig c;
+  c.dedicate_rule = "all";
+  c.partition.shard = shard;
+  c.partition.replicate = replicate;
+  c.partition.strategy = partition::parse_strategy(strategy);
+  c.partition.pack = false;
+  return plan::make_plan(tree, c);
+}
+
+TEST(CommVolume, OneDimensionalAllOnRankZero) {
+  auto tree = three_sites();
+  auto p = make(tree, 2, 1, "rank0");
+  ASSERT_EQ(p.hooks.sites.size(), 3u);
+  auto z3 = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
+  EXPECT_EQ(z3.dedicated_bytes, 240);
+  EXPECT_EQ(z3.hook_calls, 12);                                               // 4 per site
+  EXPECT_EQ(z3.broadcast.calls_per_rank, (std::vector<std::int64_t>{6, 6}));  // 2 x 3 (site, owner)
+  EXPECT_EQ(z3.broadcast.bytes_per_rank, (std::vector<std::int64_t>{0, 480}));
+  EXPECT_EQ(z3.reduce.calls_per_rank, (std::vector<std::int64_t>{3, 3}));
+  EXPECT_EQ(z3.reduce.bytes_per_rank, (std::vector<std::int64_t>{0, 240}));
+  EXPECT_EQ(z3.max_bytes_per_rank(), 720);  // rank 1 owns nothing: 3 x P_M
+  auto z2 = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z2);
+  EXPECT_EQ(z2.hook_calls, 6);
+  EXPECT_EQ(z2.broadcast.bytes_per_rank, (std::vector<std::int64_t>{0, 240}));
+}
+
+TEST(CommVolume, BalancedOwnersMatchSpecFormula) {
+  // Two equal parameters, two ranks, one each: Z3 = 3 (N-1)/N P_M = 1.5 x 80 bytes per rank.
+  model::ModuleTree tree("M");
+  const int list = tree.add_module(0, "layers", "ModuleList");
+  for (int i = 0; i < 2; ++i)
+    tree.add_parameter(tree.add_module(list, std::to_string(i), "L"), "w", {10, 1});
+  tree.finalize();
+  auto p = make(tree, 2, 1, "lpt");
+  auto z3 = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
+  EXPECT_EQ(z3.total_bytes(0), 120);
+  EXPECT_EQ(z3.total_bytes(1), 120);
+  auto z2 = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z2);
+  EXPECT_EQ(z2.total_bytes(0), 80);  // 2 (N-1)/N P_M
+}
+
+TEST(CommVolume, HsdpTwoStageAndReplicateBroadcast) {
+  // G = 2, R = 2, everything owned by slot (0, 0) = rank 0. Ranks: 0 (s0 r0), 1 (s1 r0),
+  // 2 (s0 r1), 3 (s1 r1).
+  auto tree = three_sites();
+  auto p = make(tree, 2, 2, "rank0");
+  auto v = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
+  EXPECT_EQ(v.broadcast.bytes_per_rank, (std::vector<std::int64_t>{0, 480, 0, 480}));
+  EXPECT_EQ(v.reduce.bytes_per_rank, (std::vector<std::int64_t>{0, 240, 0, 240}));
+  EXPECT_EQ(v.reduce_stage2.calls_per_rank, (std::vector<std::int64_t>{3, 0, 3, 0}));
+  EXPECT_EQ(v.reduce_stage2.bytes_per_rank, (std::vector<std::int64_t>{0, 0, 240, 0}));
+  EXPECT_EQ(v.replicate_broadcast.calls_per_rank, (std::vector<std::int64_t>{3, 0, 3, 0}));
+  EXPECT_EQ(v.replicate_broadcast.bytes_per_rank, (std::vector<std::int64_t>{0, 0, 240, 0}));
+}
+
+TEST(PlanHash, ChangesWithOwnersAndSites) {
+  auto t = model::build_topology("moe", "tiny");
+  plan::PlanConfig c;
+  c.dedicate_rule = t.dedicate_rule;
+  c.partition.shard = 4;
+  const auto a = plan::plan_hash(t.tree, plan::make_plan(t.tree, c));
+  EXPECT_EQ(a, plan::plan_hash(t.tree, plan::make_plan(t.tree, c)));
+  c.partition.strategy = partition::Strategy::rank0;
+  EXPECT_NE(a, plan::plan_hash(t.tree, plan::make_plan(t.tree, c)));
+  c.partition.strategy = partition::Strategy::lpt;
+  c.boundary = "types:Expert,MoELayer";
+  EXPECT_NE(a, plan::plan_hash(t.tree, plan::make_plan(t.tree, c)));
+}
+
+}  // namespace
