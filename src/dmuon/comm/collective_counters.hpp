@@ -1,0 +1,105 @@
+#pragma once
+// Per-rank counters of every collective a Communicator issues: calls and bytes per operation
+// kind, under one LOGICAL PAYLOAD convention that does not depend on the algorithm the library
+// uses underneath (ring, tree, ...). These are the numbers SPEC §6 audits.
+//
+// Convention (per rank; n = group size; e = element bytes; counts are in elements):
+//   broadcast(count)           S = count·e. Root: sent S, received 0.
+//                              Non-root: sent 0, received S.
+//   reduce(count) to root      S = count·e. Non-root: sent S, received 0.
+//                              Root: sent 0, received S.
+//   all_gather(chunk)          c = chunk·e (this rank's contribution; output n·c).
+//                              sent c, received (n−1)·c.
+//   reduce_scatter(chunk)      c = chunk·e (this rank's output chunk; input n·c).
+//                              sent (n−1)·c, received c.
+//   all_reduce(count)          as reduce-scatter + all-gather on a chunked payload:
+//                              sent = received = floor(count·(n−1)/n)·e.
+//                              Rounding: the element count is floored, so bytes stay a multiple
+//                              of e; exact whenever n divides count.
+//   n == 1                     nothing moves: bytes 0, but the call is counted.
+//
+// volume(kind) is the one-directional quantity SPEC §6's per-rank formulas count:
+//   broadcast, all_gather -> received;  reduce, reduce_scatter, all_reduce -> sent.
+// E.g. DMuon Z3 per rank per step = 3·(P_M − elements owned by this rank) elements:
+//   2 broadcasts received + 1 reduce sent per non-owned parameter.
+
+#include <mpi.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace dmuon::comm {
+
+enum class CollectiveKind { broadcast = 0, reduce, reduce_scatter, all_gather, all_reduce };
+inline constexpr std::size_t kCollectiveKindCount = 5;
+inline constexpr std::array<CollectiveKind, kCollectiveKindCount> kAllCollectiveKinds = {
+    CollectiveKind::broadcast, CollectiveKind::reduce, CollectiveKind::reduce_scatter,
+    CollectiveKind::all_gather, CollectiveKind::all_reduce};
+
+/// "broadcast", "reduce", "reduce_scatter", "all_gather", "all_reduce".
+const char* collective_kind_name(CollectiveKind kind);
+
+/// One kind's tally on one rank.
+struct KindCounters {
+  std::uint64_t calls = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+
+  bool operator==(const KindCounters& o) const {
+    return calls == o.calls && bytes_sent == o.bytes_sent && bytes_received == o.bytes_received;
+  }
+  bool operator!=(const KindCounters& o) const { return !(*this == o); }
+};
+
+/// The payload of ONE call under the convention above (calls = 1). `count` is the element
+/// count as passed to the Communicator: the message for broadcast/reduce/all_reduce, the
+/// per-rank chunk for all_gather (send) and reduce_scatter (receive). `is_root` matters only
+/// for broadcast and reduce. Throws InputError for group_size < 1.
+KindCounters collective_payload(CollectiveKind kind, int group_size, bool is_root,
+                                std::size_t count, std::size_t elem_bytes);
+
+/// The convention's volume of a tally: received for broadcast/all_gather, sent otherwise.
+std::uint64_t collective_volume(CollectiveKind kind, const KindCounters& c);
+
+/// Counters of all kinds on one rank. Plain value type: copy it to snapshot, subtract two
+/// snapshots to get one step's traffic, reset() at the start of a step.
+class CollectiveCounters {
+ public:
+  /// Adds one call's payload (normally collective_payload(...)) to `kind`.
+  void record(CollectiveKind kind, const KindCounters& payload);
+  const KindCounters& operator[](CollectiveKind kind) const {
+    return by_kind_[static_cast<std::size_t>(kind)];
+  }
+  KindCounters& operator[](CollectiveKind kind) { return by_kind_[static_cast<std::size_t>(kind)]; }
+
+  std::uint64_t volume(CollectiveKind kind) const { return collective_volume(kind, (*this)[kind]); }
+  /// Sum of volume() over all kinds.
+  std::uint64_t total_volume() const;
+  /// Sum of calls/bytes over all kinds.
+  KindCounters total() const;
+
+  void reset() { by_kind_ = {}; }
+  CollectiveCounters snapshot() const { return *this; }
+
+  CollectiveCounters& operator+=(const CollectiveCounters& o);
+  /// Element-wise difference (later snapshot minus earlier one); throws CheckFailure if any
+  /// field would go negative (the snapshots were taken in the wrong order or after a reset).
+  CollectiveCounters operator-(const CollectiveCounters& earlier) const;
+  bool operator==(const CollectiveCounters& o) const { return by_kind_ == o.by_kind_; }
+  bool operator!=(const CollectiveCounters& o) const { return !(*this == o); }
+
+ private:
+  std::array<KindCounters, kCollectiveKindCount> by_kind_{};
+};
+
+/// Field-wise sum / min / max of every rank's counters over `comm` (collective: one
+/// MPI_Allreduce per statistic; every rank gets the result).
+struct CounterStats {
+  CollectiveCounters sum;
+  CollectiveCounters min;
+  CollectiveCounters max;
+};
+CounterStats reduce_counters(const CollectiveCounters& local, MPI_Comm comm);
+
+}  // namespace dmuon::comm

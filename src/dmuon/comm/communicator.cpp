@@ -1,0 +1,153 @@
+#include "dmuon/comm/communicator.hpp"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "dmuon/base/check.hpp"
+#include "dmuon/comm/mpi_communicator.hpp"
+#include "dmuon/comm/nccl_communicator.hpp"
+
+namespace dmuon::comm {
+
+const char* backend_name(Backend backend) {
+  switch (backend) {
+    case Backend::mpi: return "mpi";
+    case Backend::nccl: return "nccl";
+  }
+  return "?";
+}
+
+namespace {
+
+void require_buffer(const void* p, std::size_t count, const char* op, const char* which) {
+  DMUON_REQUIRE(p != nullptr || count == 0,
+                fmt::format("{}: {} buffer is null for a count of {}", op, which, count));
+}
+
+}  // namespace
+
+template <class F>
+void Communicator::issue(F&& issue_op) {
+  if (in_group_) {
+    issue_op();
+    return;
+  }
+  do_group_start();
+  in_group_ = true;
+  try {
+    issue_op();
+  } catch (...) {
+    in_group_ = false;
+    // Close the implicit batch; nothing was issued by the failing call itself.
+    std::unique_ptr<detail::BatchState> abandoned = do_group_end();
+    throw;
+  }
+  in_group_ = false;
+  do_group_end()->wait();
+}
+
+void Communicator::check_root(int root, const char* op) const {
+  DMUON_REQUIRE(root >= 0 && root < size_,
+                fmt::format("{}: root {} is outside the group of {} ranks", op, root, size_));
+}
+
+void Communicator::broadcast(void* buf, std::size_t count, DType dtype, int root) {
+  check_root(root, "broadcast");
+  require_buffer(buf, count, "broadcast", "data");
+  issue([&] { do_broadcast(buf, count, dtype, root); });
+  counters_.record(CollectiveKind::broadcast,
+                   collective_payload(CollectiveKind::broadcast, size_, rank_ == root, count,
+                                      dtype_size(dtype)));
+}
+
+void Communicator::reduce_avg(const void* send, void* recv, std::size_t count, DType dtype,
+                              int root) {
+  check_root(root, "reduce_avg");
+  require_buffer(send, count, "reduce_avg", "send");
+  if (rank_ == root) require_buffer(recv, count, "reduce_avg", "receive (on the root)");
+  issue([&] { do_reduce(send, recv, count, dtype, root, ReduceOp::avg); });
+  counters_.record(
+      CollectiveKind::reduce,
+      collective_payload(CollectiveKind::reduce, size_, rank_ == root, count, dtype_size(dtype)));
+}
+
+void Communicator::reduce_sum(const void* send, void* recv, std::size_t count, DType dtype,
+                              int root) {
+  check_root(root, "reduce_sum");
+  require_buffer(send, count, "reduce_sum", "send");
+  if (rank_ == root) require_buffer(recv, count, "reduce_sum", "receive (on the root)");
+  issue([&] { do_reduce(send, recv, count, dtype, root, ReduceOp::sum); });
+  counters_.record(
+      CollectiveKind::reduce,
+      collective_payload(CollectiveKind::reduce, size_, rank_ == root, count, dtype_size(dtype)));
+}
+
+void Communicator::reduce_scatter_avg(const void* send, void* recv, std::size_t chunk,
+                                      DType dtype) {
+  require_buffer(send, chunk, "reduce_scatter_avg", "send");
+  require_buffer(recv, chunk, "reduce_scatter_avg", "receive");
+  issue([&] { do_reduce_scatter(send, recv, chunk, dtype, ReduceOp::avg); });
+  counters_.record(
+      CollectiveKind::reduce_scatter,
+      collective_payload(CollectiveKind::reduce_scatter, size_, false, chunk, dtype_size(dtype)));
+}
+
+void Communicator::reduce_scatter_sum(const void* send, void* recv, std::size_t chunk,
+                                      DType dtype) {
+  require_buffer(send, chunk, "reduce_scatter_sum", "send");
+  require_buffer(recv, chunk, "reduce_scatter_sum", "receive");
+  issue([&] { do_reduce_scatter(send, recv, chunk, dtype, ReduceOp::sum); });
+  counters_.record(
+      CollectiveKind::reduce_scatter,
+      collective_payload(CollectiveKind::reduce_scatter, size_, false, chunk, dtype_size(dtype)));
+}
+
+void Communicator::all_gather(const void* send, void* recv, std::size_t chunk, DType dtype) {
+  require_buffer(send, chunk, "all_gather", "send");
+  require_buffer(recv, chunk, "all_gather", "receive");
+  issue([&] { do_all_gather(send, recv, chunk, dtype); });
+  counters_.record(CollectiveKind::all_gather, collective_payload(CollectiveKind::all_gather, size_,
+                                                                  false, chunk, dtype_size(dtype)));
+}
+
+void Communicator::all_reduce_avg(const void* send, void* recv, std::size_t count, DType dtype) {
+  require_buffer(send, count, "all_reduce_avg", "send");
+  require_buffer(recv, count, "all_reduce_avg", "receive");
+  issue([&] { do_all_reduce(send, recv, count, dtype, ReduceOp::avg); });
+  counters_.record(CollectiveKind::all_reduce, collective_payload(CollectiveKind::all_reduce, size_,
+                                                                  false, count, dtype_size(dtype)));
+}
+
+void Communicator::all_reduce_sum(const void* send, void* recv, std::size_t count, DType dtype) {
+  require_buffer(send, count, "all_reduce_sum", "send");
+  require_buffer(recv, count, "all_reduce_sum", "receive");
+  issue([&] { do_all_reduce(send, recv, count, dtype, ReduceOp::sum); });
+  counters_.record(CollectiveKind::all_reduce, collective_payload(CollectiveKind::all_reduce, size_,
+                                                                  false, count, dtype_size(dtype)));
+}
+
+void Communicator::group_start() {
+  if (in_group_)
+    throw std::logic_error("Communicator::group_start: a group is already open (no nesting)");
+  do_group_start();
+  in_group_ = true;
+}
+
+Batch Communicator::group_end() {
+  if (!in_group_)
+    throw std::logic_error("Communicator::group_end: no group is open (call group_start first)");
+  in_group_ = false;
+  return Batch(do_group_end());
+}
+
+std::unique_ptr<Communicator> make_communicator(Backend backend, MPI_Comm comm,
+                                                const CommunicatorOptions& options) {
+  switch (backend) {
+    case Backend::mpi: return make_mpi_communicator(comm);
+    case Backend::nccl: return make_nccl_communicator(comm, options);
+  }
+  throw InputError(fmt::format("unknown communicator backend {}", static_cast<int>(backend)));
+}
+
+}  // namespace dmuon::comm

@@ -1,0 +1,180 @@
+// Built only when DMUON_HAVE_NCCL (see CMakeLists.txt); host code, no kernels, so the host
+// compiler builds it against cudart and NCCL.
+#include "dmuon/comm/nccl_communicator.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <string>
+
+#include "dmuon/base/check.hpp"
+#include "dmuon/comm/nccl_check.hpp"
+
+namespace dmuon::comm {
+
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
+    case DType::bf16: return ncclBfloat16;
+    case DType::f16: return ncclFloat16;
+  }
+  return ncclFloat32;
+}
+
+// Decides this rank's device, or why there is none. All ranks agree on the outcome before any
+// rank enters the NCCL bootstrap (which would otherwise hang waiting for the failed ones).
+int select_device(MPI_Comm comm, const CommunicatorOptions& options) {
+  // Collective first, on every rank, so no rank's early failure can unbalance the calls.
+  MPI_Comm node = MPI_COMM_NULL;
+  DMUON_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int local_rank = 0;
+  int local_size = 1;
+  DMUON_CHECK_MPI(MPI_Comm_rank(node, &local_rank));
+  DMUON_CHECK_MPI(MPI_Comm_size(node, &local_size));
+  DMUON_CHECK_MPI(MPI_Comm_free(&node));
+
+  std::string problem;
+  int device = -1;
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) {
+    problem =
+        fmt::format("no CUDA device visible (cudaGetDeviceCount: {})", cudaGetErrorString(rc));
+    (void)cudaGetLastError();  // reset the runtime's last-error state
+  } else if (count == 0) {
+    problem = "no CUDA device visible (cudaGetDeviceCount returned 0 devices)";
+  } else if (options.cuda_device >= 0) {
+    if (options.cuda_device < count)
+      device = options.cuda_device;
+    else
+      problem =
+          fmt::format("CUDA device {} requested but only {} visible", options.cuda_device, count);
+  } else if (local_size > count) {
+    problem = fmt::format(
+        "{} ranks on this node share {} visible CUDA device(s); NCCL needs one device per rank",
+        local_size, count);
+  } else {
+    device = local_rank % count;
+  }
+  const int local_ok = problem.empty() ? 1 : 0;
+  int all_ok = 0;
+  DMUON_CHECK_MPI(MPI_Allreduce(&local_ok, &all_ok, 1, MPI_INT, MPI_MIN, comm));
+  if (!local_ok) throw RuntimeFailure("NCCL communicator: " + problem);
+  if (!all_ok)
+    throw RuntimeFailure(
+        "NCCL communicator: another rank could not select a CUDA device (no CUDA device "
+        "visible there, or too few devices); see that rank's error");
+  return device;
+}
+
+class NcclBatch final : public detail::BatchState {
+ public:
+  explicit NcclBatch(cudaStream_t stream) {
+    DMUON_CHECK_CUDA(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    DMUON_CHECK_CUDA(cudaEventRecord(event_, stream));
+  }
+  ~NcclBatch() override { cudaEventDestroy(event_); }
+  NcclBatch(const NcclBatch&) = delete;
+  NcclBatch& operator=(const NcclBatch&) = delete;
+
+  void wait() override { DMUON_CHECK_CUDA(cudaEventSynchronize(event_)); }
+  bool test() override {
+    const cudaError_t rc = cudaEventQuery(event_);
+    if (rc == cudaErrorNotReady) return false;
+    DMUON_CHECK_CUDA(rc);
+    return true;
+  }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(MPI_Comm comm, int rank, int size, int device)
+      : Communicator(Backend::nccl, rank, size), device_(device) {
+    DMUON_CHECK_CUDA(cudaSetDevice(device_));
+    // Rank 0's id travels with its result code, so a failure there fails every rank instead
+    // of leaving the others in MPI_Bcast or ncclCommInitRank.
+    struct {
+      int rc;
+      ncclUniqueId id;
+    } boot;
+    std::memset(&boot, 0, sizeof(boot));
+    if (rank == 0) boot.rc = static_cast<int>(ncclGetUniqueId(&boot.id));
+    DMUON_CHECK_MPI(MPI_Bcast(&boot, static_cast<int>(sizeof(boot)), MPI_BYTE, 0, comm));
+    DMUON_CHECK_NCCL(static_cast<ncclResult_t>(boot.rc));  // ncclGetUniqueId on rank 0
+    DMUON_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    try {
+      DMUON_CHECK_NCCL(ncclCommInitRank(&nccl_, size, boot.id, rank));
+    } catch (...) {
+      cudaStreamDestroy(stream_);
+      throw;
+    }
+  }
+
+  ~NcclCommunicator() override {
+    if (stream_) {
+      cudaStreamSynchronize(stream_);
+      cudaStreamDestroy(stream_);
+    }
+    if (nccl_) ncclCommDestroy(nccl_);
+  }
+
+  void* stream_handle() const override { return stream_; }
+
+ protected:
+  void do_broadcast(void* buf, std::size_t count, DType dtype, int root) override {
+    DMUON_CHECK_NCCL(ncclBroadcast(buf, buf, count, nccl_type(dtype), root, nccl_, stream_));
+  }
+  void do_reduce(const void* send, void* recv, std::size_t count, DType dtype, int root,
+                 ReduceOp op) override {
+    DMUON_CHECK_NCCL(
+        ncclReduce(send, recv, count, nccl_type(dtype), nccl_op(op), root, nccl_, stream_));
+  }
+  void do_reduce_scatter(const void* send, void* recv, std::size_t chunk, DType dtype,
+                         ReduceOp op) override {
+    DMUON_CHECK_NCCL(
+        ncclReduceScatter(send, recv, chunk, nccl_type(dtype), nccl_op(op), nccl_, stream_));
+  }
+  void do_all_gather(const void* send, void* recv, std::size_t chunk, DType dtype) override {
+    DMUON_CHECK_NCCL(ncclAllGather(send, recv, chunk, nccl_type(dtype), nccl_, stream_));
+  }
+  void do_all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
+                     ReduceOp op) override {
+    DMUON_CHECK_NCCL(
+        ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), nccl_, stream_));
+  }
+  void do_group_start() override {
+    DMUON_CHECK_CUDA(cudaSetDevice(device_));
+    DMUON_CHECK_NCCL(ncclGroupStart());
+  }
+  std::unique_ptr<detail::BatchState> do_group_end() override {
+    DMUON_CHECK_NCCL(ncclGroupEnd());
+    return std::make_unique<NcclBatch>(stream_);
+  }
+
+ private:
+  static ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::avg ? ncclAvg : ncclSum; }
+
+  int device_;
+  ncclComm_t nccl_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm,
+                                                     const CommunicatorOptions& options) {
+  int rank = 0;
+  int size = 0;
+  DMUON_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  DMUON_CHECK_MPI(MPI_Comm_size(comm, &size));
+  const int device = select_device(comm, options);
+  return std::make_unique<NcclCommunicator>(comm, rank, size, device);
+}
+
+}  // namespace dmuon::comm

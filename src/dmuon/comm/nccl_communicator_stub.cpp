@@ -1,0 +1,13 @@
+// Built instead of nccl_communicator.cpp when the library has no NCCL: callers stay #ifdef-free.
+#include "dmuon/base/error.hpp"
+#include "dmuon/comm/nccl_communicator.hpp"
+
+namespace dmuon::comm {
+
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm /*comm*/,
+                                                     const CommunicatorOptions& /*options*/) {
+  throw RuntimeFailure(
+      "NCCL backend not compiled: rebuild with -DDMUON_ENABLE_CUDA=ON and NCCL installed");
+}
+
+}  // namespace dmuon::comm
