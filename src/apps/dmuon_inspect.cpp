@@ -112,7 +112,7 @@ int inspect(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON object instead of tables");
   app.add_option("--max-rows", max_rows, "rows per table in the human output")
       ->capture_default_str();
-  app.parse(argc, argv);
+  if (!apps::parse_cli(app, argc, argv)) return apps::kOk;
   if (o.list) {
     fmt::print("{}", apps::list_topologies_text());
     return apps::kOk;

@@ -54,6 +54,24 @@ int classify(const char* app, bool print, bool& unexpected, std::string& message
 
 }  // namespace
 
+bool parse_cli(CLI::App& app, int argc, char** argv, bool print) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    if (print) std::printf("%s", app.help().c_str());
+    return false;
+  } catch (const CLI::CallForAllHelp&) {
+    if (print) std::printf("%s", app.help("", CLI::AppFormatMode::All).c_str());
+    return false;
+  } catch (const CLI::CallForVersion& e) {
+    if (print) std::printf("%s\n", e.what());
+    return false;
+  } catch (const CLI::ParseError& e) {
+    throw InputError(e.what());
+  }
+  return true;
+}
+
 int run_main(const char* app_name, const std::function<int()>& body) {
   try {
     return body();

@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace dmuon::partition::detail {
 
@@ -35,37 +36,40 @@ void assign_lpt(Partition& p, const std::vector<std::string>& unit_names) {
   std::set<Entry> ranked;
   for (int s = 0; s < S; ++s) ranked.insert(entry(s));
 
-  // Slots each key already uses, in first-use order; "none" keys share one list.
-  std::unordered_map<std::string, std::vector<int>> used;
+  // Slots each key already uses: first-use order (for the max_owners restriction) plus a set
+  // for O(1) membership; "none" keys share one entry.
+  struct KeySlots {
+    std::vector<int> order;
+    std::unordered_set<int> set;
+  };
+  std::unordered_map<std::string, KeySlots> used;
   p.unit_slot.assign(p.units.size(), -1);
   for (int u : order) {
     const Unit& unit = p.units[u];
     auto& key_slots = used[unit.key ? "k" + *unit.key : std::string("n")];
-    auto key_has = [&](int s) {
-      return std::find(key_slots.begin(), key_slots.end(), s) != key_slots.end();
-    };
     int best = -1;
     const bool restricted = opt.max_owners_per_group > 0 &&
-                            static_cast<int>(key_slots.size()) >= opt.max_owners_per_group;
+                            static_cast<int>(key_slots.order.size()) >= opt.max_owners_per_group;
     if (restricted) {
       // Only the key's slots; all are "used", so the first criterion ties.
       Entry best_e{};
-      for (int s : key_slots) {
+      for (int s : key_slots.order) {
         Entry e = entry(s);
         if (best < 0 || e < best_e) {
           best = s;
           best_e = e;
         }
       }
+    } else if (static_cast<int>(key_slots.order.size()) == S) {
+      best = std::get<4>(*ranked.begin());  // every slot used: the cheapest overall
     } else {
-      // Cheapest slot not yet used by this key; only if all are used, the cheapest overall.
+      // Cheapest slot not yet used by this key (at most |used| entries are skipped).
       for (const auto& e : ranked) {
-        if (!key_has(std::get<4>(e))) {
+        if (!key_slots.set.count(std::get<4>(e))) {
           best = std::get<4>(e);
           break;
         }
       }
-      if (best < 0) best = std::get<4>(*ranked.begin());
     }
     // Update loads; the column terms change every slot of the column.
     const int c = p.slots[best].shard;
@@ -81,7 +85,7 @@ void assign_lpt(Partition& p, const std::vector<std::string>& unit_names) {
     col_cost[c] += unit.cost;
     col_numel[c] += unit.numel;
     for (int s : touched) ranked.insert(entry(s));
-    if (!key_has(best)) key_slots.push_back(best);
+    if (key_slots.set.insert(best).second) key_slots.order.push_back(best);
     p.unit_slot[u] = best;
   }
 }
