@@ -1,0 +1,371 @@
+#include "dmuon/model/topology_file.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unordered_map>
+
+#include "dmuon/base/error.hpp"
+
+namespace dmuon::model {
+namespace {
+
+using Json = nlohmann::ordered_json;  // keeps "dims" in file order
+
+constexpr const char* kFormat = "dmuon-topology";
+constexpr int kVersion = 1;
+
+// "<source>:<line>:<col>" of the character at byte offset `pos` (0-based).
+std::string location(std::string_view text, std::string_view source, std::size_t pos) {
+  pos = std::min(pos, text.size());
+  std::size_t line = 1, line_start = 0;
+  for (std::size_t k = 0; k < pos; ++k)
+    if (text[k] == '\n') {
+      ++line;
+      line_start = k + 1;
+    }
+  return fmt::format("{}:{}:{}", source, line, pos - line_start + 1);
+}
+
+// nlohmann's message without its "[json.exception...] parse error at line L, column C: " prefix
+// (we print our own location) and on one line.
+std::string parse_message(const std::string& what) {
+  std::string m = what;
+  if (auto p = m.find("] "); p != std::string::npos && m.rfind("[json.exception", 0) == 0)
+    m = m.substr(p + 2);
+  if (m.rfind("parse error", 0) == 0)
+    if (auto p = m.find(": "); p != std::string::npos) m = m.substr(p + 2);
+  for (auto& c : m)
+    if (c == '\n' || c == '\r') c = ' ';
+  return m;
+}
+
+class Parser {
+ public:
+  Parser(std::string_view source) : source_(source) {}
+
+  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+    throw InputError(fmt::format("{}: {}{}{}", source_, where, where.empty() ? "" : ": ", what));
+  }
+
+  const std::string& string_field(const Json& obj, const char* key, const std::string& where,
+                                  bool required) const {
+    static const std::string empty;
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (required) fail(where, fmt::format("missing \"{}\"", key));
+      return empty;
+    }
+    if (!it->is_string())
+      fail(where, fmt::format("\"{}\" must be a string, got {}", key, it->dump()));
+    return it->get_ref<const std::string&>();
+  }
+
+  void check_keys(const Json& obj, std::initializer_list<const char*> valid,
+                  const std::string& where) const {
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+      bool ok = false;
+      for (const char* v : valid) ok = ok || it.key() == v;
+      if (!ok) {
+        std::string list;
+        for (const char* v : valid) list += (list.empty() ? "" : ", ") + std::string(v);
+        fail(where, fmt::format("unknown key \"{}\" (valid: {})", it.key(), list));
+      }
+    }
+  }
+
+  // Signed 64-bit integer, or fail naming `what`.
+  std::int64_t integer(const Json& v, const std::string& where, const std::string& what,
+                       std::int64_t min) const {
+    std::int64_t x = 0;
+    if (v.is_number_unsigned()) {
+      const auto u = v.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        fail(where, fmt::format("{} is {} (too large)", what, v.dump()));
+      x = static_cast<std::int64_t>(u);
+    } else if (v.is_number_integer()) {
+      x = v.get<std::int64_t>();
+    } else {
+      fail(where, fmt::format("{} is {} (must be an integer >= {})", what, v.dump(), min));
+    }
+    if (x < min) fail(where, fmt::format("{} is {} (must be an integer >= {})", what, x, min));
+    return x;
+  }
+
+  Topology parse(const Json& root) {
+    if (!root.is_object()) fail("", "top level must be a JSON object");
+    check_keys(root,
+               {"format", "version", "name", "preset", "root_type", "dims", "dedicate",
+                "recommended_boundary", "incomplete_boundary", "modules", "parameters", "comment"},
+               "");
+    const auto& format = string_field(root, "format", "", true);
+    if (format != kFormat)
+      fail("", fmt::format("\"format\" is \"{}\" (valid: \"{}\")", format, kFormat));
+    auto ver = root.find("version");
+    if (ver == root.end()) fail("", "missing \"version\"");
+    if (!ver->is_number_integer() || ver->get<std::int64_t>() != kVersion)
+      fail("", fmt::format("unsupported \"version\" {} (valid: {})", ver->dump(), kVersion));
+
+    Topology t;
+    t.name = string_field(root, "name", "", false);
+    if (t.name.empty()) t.name = "custom";
+    t.preset = string_field(root, "preset", "", false);
+    const auto& root_type = string_field(root, "root_type", "", true);
+    if (root_type.empty()) fail("", "\"root_type\" must not be empty");
+    t.tree = ModuleTree(root_type);
+    t.dedicate_rule = string_field(root, "dedicate", "", false);
+    t.recommended_boundary = string_field(root, "recommended_boundary", "", false);
+    t.incomplete_boundary = string_field(root, "incomplete_boundary", "", false);
+
+    if (auto d = root.find("dims"); d != root.end()) {
+      if (!d->is_object()) fail("dims", "must be an object of integers");
+      for (auto it = d->begin(); it != d->end(); ++it)
+        t.dims.emplace_back(it.key(), integer(*it, "dims", "\"" + it.key() + "\"",
+                                              std::numeric_limits<std::int64_t>::min()));
+    }
+
+    auto mods = root.find("modules");
+    if (mods == root.end()) fail("", "missing \"modules\"");
+    if (!mods->is_array()) fail("modules", "must be an array");
+    auto params = root.find("parameters");
+    if (params == root.end()) fail("", "missing \"parameters\"");
+    if (!params->is_array()) fail("parameters", "must be an array");
+
+    parse_modules(*mods, t.tree);
+    parse_parameters(*params, t.tree);
+    t.tree.finalize();
+    return t;
+  }
+
+ private:
+  void parse_modules(const Json& mods, ModuleTree& tree) {
+    module_by_path_.reserve(mods.size() + 1);
+    module_by_path_.emplace("", Slot{ModuleTree::root, -1});
+    for (std::size_t k = 0; k < mods.size(); ++k) {
+      const Json& m = mods[k];
+      std::string where = fmt::format("modules[{}]", k);
+      if (!m.is_object()) fail(where, "must be an object {\"path\": ..., \"type\": ...}");
+      const auto& path = string_field(m, "path", where, true);
+      where += fmt::format(" '{}'", path);
+      check_keys(m, {"path", "type"}, where);
+      const auto& type = string_field(m, "type", where, true);
+      if (path.empty()) fail(where, "empty path (the root is given by \"root_type\")");
+      if (type.empty()) fail(where, "empty \"type\"");
+      if (path.front() == '.' || path.back() == '.' || path.find("..") != std::string::npos)
+        fail(where, "empty path segment");
+      const auto dot = path.rfind('.');
+      const std::string parent = dot == std::string::npos ? std::string() : path.substr(0, dot);
+      auto pit = module_by_path_.find(parent);
+      if (pit == module_by_path_.end())
+        fail(where,
+             fmt::format("parent '{}' is not defined before it (list parents first)", parent));
+      if (auto dup = module_by_path_.find(path); dup != module_by_path_.end())
+        fail(where, fmt::format("duplicate path (first at modules[{}])", dup->second.entry));
+      const int id = tree.add_module(pit->second.module, path.substr(dot + 1), type);
+      module_by_path_.emplace(path, Slot{id, static_cast<int>(k)});
+    }
+  }
+
+  // Resolves a parameter name "<module path>.<attr>" to its holder module; fails with `where`.
+  std::pair<int, std::string> holder(const std::string& name, const std::string& where,
+                                     const std::string& what) const {
+    if (name.empty() || name.front() == '.' || name.back() == '.' ||
+        name.find("..") != std::string::npos)
+      fail(where, fmt::format("{} '{}' has an empty path segment", what, name));
+    if (module_by_path_.count(name))
+      fail(where, fmt::format("{} '{}' is a module, not a parameter", what, name));
+    const auto dot = name.rfind('.');
+    const std::string mod = dot == std::string::npos ? std::string() : name.substr(0, dot);
+    auto it = module_by_path_.find(mod);
+    if (it == module_by_path_.end())
+      fail(where,
+           fmt::format("{} '{}': holder module '{}' is not in \"modules\"", what, name, mod));
+    return {it->second.module, name.substr(dot + 1)};
+  }
+
+  void claim(const std::string& name, std::size_t entry, const std::string& where,
+             const std::string& what) {
+    auto [it, fresh] = param_entry_.emplace(name, static_cast<int>(entry));
+    if (!fresh)
+      fail(where,
+           fmt::format("{} '{}' is already a name of parameters[{}]", what, name, it->second));
+  }
+
+  void parse_parameters(const Json& params, ModuleTree& tree) {
+    param_entry_.reserve(params.size());
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      const Json& p = params[k];
+      std::string where = fmt::format("parameters[{}]", k);
+      if (!p.is_object())
+        fail(where, "must be an object {\"name\": ..., \"shape\": [...], \"dtype\": ...}");
+      const auto& name = string_field(p, "name", where, true);
+      where += fmt::format(" '{}'", name);
+      check_keys(p, {"name", "shape", "dtype", "tied"}, where);
+      auto [module, attr] = holder(name, where, "name");
+      claim(name, k, where, "name");
+
+      auto sh = p.find("shape");
+      if (sh == p.end()) fail(where, "missing \"shape\"");
+      if (!sh->is_array())
+        fail(where, fmt::format("\"shape\" must be an array, got {}", sh->dump()));
+      std::vector<std::int64_t> shape;
+      shape.reserve(sh->size());
+      std::int64_t numel = 1;
+      for (std::size_t j = 0; j < sh->size(); ++j) {
+        const auto d = integer((*sh)[j], where, fmt::format("shape[{}]", j), 0);
+        if (__builtin_mul_overflow(numel, d, &numel))
+          fail(where, fmt::format("shape {} has more than 2^63 elements", sh->dump()));
+        shape.push_back(d);
+      }
+      DType dtype = DType::f32;
+      const auto& dt = string_field(p, "dtype", where, false);
+      if (p.contains("dtype")) {
+        try {
+          dtype = parse_dtype(dt);
+        } catch (const InputError& e) {
+          fail(where, e.what());
+        }
+      }
+      const int id = tree.add_parameter(module, attr, std::move(shape), dtype);
+
+      if (auto ti = p.find("tied"); ti != p.end()) {
+        if (!ti->is_array())
+          fail(where, fmt::format("\"tied\" must be an array of names, got {}", ti->dump()));
+        for (std::size_t j = 0; j < ti->size(); ++j) {
+          const std::string what = fmt::format("tied[{}]", j);
+          if (!(*ti)[j].is_string())
+            fail(where, fmt::format("{} is {} (must be a parameter name)", what, (*ti)[j].dump()));
+          const auto& alias = (*ti)[j].get_ref<const std::string&>();
+          auto [m, a] = holder(alias, where, what);
+          claim(alias, k, where, what);
+          tree.tie_parameter(m, a, id);
+        }
+      }
+    }
+  }
+
+  struct Slot {
+    int module;
+    int entry;  // index in "modules", -1 for the root
+  };
+  std::string source_;
+  std::unordered_map<std::string, Slot> module_by_path_;
+  std::unordered_map<std::string, int> param_entry_;
+};
+
+std::string quoted(const std::string& s) {
+  return Json(s).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace
+
+Topology parse_topology_json(std::string_view text, std::string_view source_name) {
+  Json root;
+  try {
+    root = Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error& e) {
+    // e.byte counts the characters read, the offending one included.
+    const std::size_t pos = e.byte > 0 ? e.byte - 1 : 0;
+    throw InputError(
+        fmt::format("{}: {}", location(text, source_name, pos), parse_message(e.what())));
+  }
+  return Parser(source_name).parse(root);
+}
+
+Topology read_topology_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(fmt::format("cannot read topology file '{}': is a directory", path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw InputError(fmt::format("cannot read topology file '{}': {}", path, std::strerror(errno)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw InputError(fmt::format("cannot read topology file '{}': read error", path));
+  const std::string text = ss.str();
+  return parse_topology_json(text, path);
+}
+
+std::string write_topology_json(const Topology& t) {
+  const ModuleTree& tree = t.tree;
+  if (!tree.finalized()) throw std::logic_error("write_topology_json: tree not finalized");
+  std::string out;
+  out.reserve(128 + 64 * tree.num_modules() + 96 * tree.num_parameters());
+  out += fmt::format("{{\n  \"format\": \"{}\",\n  \"version\": {},\n  \"name\": {},\n", kFormat,
+                     kVersion, quoted(t.name));
+  if (!t.preset.empty()) out += fmt::format("  \"preset\": {},\n", quoted(t.preset));
+  out += fmt::format("  \"root_type\": {},\n", quoted(tree.module(ModuleTree::root).type));
+  if (!t.dims.empty()) {
+    out += "  \"dims\": {";
+    for (std::size_t k = 0; k < t.dims.size(); ++k)
+      out += fmt::format("{}{}: {}", k ? ", " : "", quoted(t.dims[k].first), t.dims[k].second);
+    out += "},\n";
+  }
+  if (!t.dedicate_rule.empty())
+    out += fmt::format("  \"dedicate\": {},\n", quoted(t.dedicate_rule));
+  if (!t.recommended_boundary.empty())
+    out += fmt::format("  \"recommended_boundary\": {},\n", quoted(t.recommended_boundary));
+  if (!t.incomplete_boundary.empty())
+    out += fmt::format("  \"incomplete_boundary\": {},\n", quoted(t.incomplete_boundary));
+
+  out += "  \"modules\": [";
+  bool first = true;
+  for (int m : tree.preorder()) {
+    if (m == ModuleTree::root) continue;
+    const Module& mod = tree.module(m);
+    out += fmt::format("{}\n    {{\"path\": {}, \"type\": {}}}", first ? "" : ",", quoted(mod.path),
+                       quoted(mod.type));
+    first = false;
+  }
+  out += first ? "],\n" : "\n  ],\n";
+
+  out += "  \"parameters\": [";
+  first = true;
+  for (int id : tree.parameter_order()) {
+    const Parameter& p = tree.parameter(id);
+    out +=
+        fmt::format("{}\n    {{\"name\": {}, \"shape\": [{}], \"dtype\": \"{}\"", first ? "" : ",",
+                    quoted(p.name), fmt::join(p.shape, ", "), dtype_name(p.dtype));
+    if (p.tied()) {
+      out += ", \"tied\": [";
+      for (std::size_t k = 1; k < p.holders.size(); ++k)
+        out += (k > 1 ? ", " : "") + quoted(tree.holder_name(p.holders[k]));
+      out += "]";
+    }
+    out += "}";
+    first = false;
+  }
+  out += first ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+void write_topology_file(const Topology& t, const std::string& path) {
+  const std::string text = write_topology_json(t);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      throw InputError(
+          fmt::format("cannot write topology file '{}': {}", path, std::strerror(errno)));
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw InputError(fmt::format("cannot write topology file '{}': write failed", path));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw InputError(fmt::format("cannot write topology file '{}': {}", path, std::strerror(err)));
+  }
+}
+
+}  // namespace dmuon::model

@@ -1,0 +1,40 @@
+#pragma once
+// The topology file: a model's module tree as JSON, written by scripts/export_topology.py from
+// any PyTorch nn.Module (meta device is enough) and by write_topology_json from a built-in.
+//
+//   {"format": "dmuon-topology", "version": 1, "name": "vla", "root_type": "ToyVLA",
+//    "preset": "tiny", "dims": {"d": 128},                       (optional)
+//    "dedicate": "ndim=2", "recommended_boundary": "...",
+//    "incomplete_boundary": "...",                               (optional)
+//    "modules": [{"path": "visual", "type": "VisionTower"}, ...],   root excluded; pre-order,
+//                                                                   parents before children
+//    "parameters": [{"name": "visual.blocks.0.norm1.weight", "shape": [128],
+//                    "dtype": "float32", "tied": ["other.holder.weight"]}, ...]}
+//
+// A parameter name is "<holder module path>.<attribute>" (just the attribute at the root).
+// "tied" lists the other names of the same parameter object; "dtype" defaults to float32;
+// unknown keys are errors (typos must not pass silently).
+
+#include <string>
+#include <string_view>
+
+#include "dmuon/model/topology.hpp"
+
+namespace dmuon::model {
+
+/// Parses a topology document. `source_name` prefixes every error message. Throws InputError:
+/// JSON syntax errors as "<source>:<line>:<col>: ...", semantic ones naming the entry, e.g.
+/// "<source>: modules[3] 'a.b': parent 'a' is not defined before it".
+Topology parse_topology_json(std::string_view text, std::string_view source_name);
+
+/// Reads and parses a file; an unreadable file is an InputError naming the path.
+Topology read_topology_file(const std::string& path);
+
+/// Serializes one module / parameter per line (diff- and grep-friendly); the result parses
+/// back to an identical topology.
+std::string write_topology_json(const Topology& topology);
+
+/// Writes atomically (temporary name in the same directory, then rename).
+void write_topology_file(const Topology& topology, const std::string& path);
+
+}  // namespace dmuon::model
