@@ -78,11 +78,13 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
                part.cost_loads[s]);
   }
   fmt::print(
-      "# partition: {} units ({} packed), makespan {} vs lower bound {:.1f} (ratio {:.4f}), "
+      "# partition: {} units ({} packed), makespan {} vs lower bound {:.1f} (ratio {:.4f}; "
+      "tight bound {:.1f}, ratio {:.4f}), "
       "imbalance {:.4f} over all slots / {:.4f} over non-empty, {} empty slots, {} same-key "
       "collisions\n",
       part.units.size(), part.packed_units, part.makespan, part.lower_bound, part.ratio,
-      part.imbalance_all, part.imbalance_nonempty, part.empty_slots, part.key_collisions);
+      part.tight_lower_bound, part.tight_ratio, part.imbalance_all, part.imbalance_nonempty,
+      part.empty_slots, part.key_collisions);
   fmt::print("#\n# predicted DMuon communication per step (max over ranks)\n");
   fmt::print("# {:>7} {:>10} {:>10} {:>10} {:>12}\n", "reshard", "hook_calls", "broadcasts",
              "reduces", "MB/rank");

@@ -24,7 +24,9 @@ DType parse_dtype(std::string_view s) {
   throw InputError(fmt::format("unknown dtype '{}' (valid: float32, bfloat16, float16)", s));
 }
 
-int dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
+int dtype_size(DType t) {
+  return t == DType::f32 ? 4 : 2;
+}
 
 std::int64_t Parameter::numel() const {
   std::int64_t n = 1;
@@ -44,6 +46,7 @@ ModuleTree::ModuleTree(std::string root_type) {
   Module r;
   r.type = std::move(root_type);
   modules_.push_back(std::move(r));
+  module_by_path_.emplace("", root);
 }
 
 int ModuleTree::add_module(int parent, const std::string& name, const std::string& type) {
@@ -52,16 +55,19 @@ int ModuleTree::add_module(int parent, const std::string& name, const std::strin
   if (name.empty() || name.find('.') != std::string::npos)
     throw InputError(fmt::format("module name '{}' under '{}' must be non-empty and dot-free", name,
                                  modules_[parent].path));
-  for (int c : modules_[parent].children)
-    if (modules_[c].name == name)
-      throw InputError(fmt::format("duplicate module '{}'", join_path(modules_[parent].path, name)));
+  // Hash lookups, not child scans: containers with thousands of entries stay linear.
+  std::string path = join_path(modules_[parent].path, name);
+  if (module_by_path_.count(path)) throw InputError(fmt::format("duplicate module '{}'", path));
+  if (holder_names_.count(path))
+    throw InputError(fmt::format("module '{}' clashes with a parameter of the same name", path));
   Module m;
-  m.path = join_path(modules_[parent].path, name);
+  m.path = std::move(path);
   m.name = name;
   m.type = type;
   m.parent = parent;
   modules_.push_back(std::move(m));
   const int id = static_cast<int>(modules_.size()) - 1;
+  module_by_path_.emplace(modules_.back().path, id);
   modules_[parent].children.push_back(id);
   finalized_ = false;
   return id;
@@ -92,15 +98,11 @@ void ModuleTree::tie_parameter(int module, const std::string& attr, int param) {
   if (attr.empty() || attr.find('.') != std::string::npos)
     throw InputError(fmt::format("parameter name '{}' under '{}' must be non-empty and dot-free",
                                  attr, modules_[module].path));
-  for (int q : modules_[module].params)
-    for (const auto& h : params_[q].holders)
-      if (h.module == module && h.attr == attr)
-        throw InputError(
-            fmt::format("duplicate parameter '{}'", join_path(modules_[module].path, attr)));
-  for (int c : modules_[module].children)
-    if (modules_[c].name == attr)
-      throw InputError(fmt::format("parameter '{}' clashes with a submodule of the same name",
-                                   join_path(modules_[module].path, attr)));
+  std::string full = join_path(modules_[module].path, attr);
+  if (holder_names_.count(full)) throw InputError(fmt::format("duplicate parameter '{}'", full));
+  if (module_by_path_.count(full))
+    throw InputError(fmt::format("parameter '{}' clashes with a submodule of the same name", full));
+  holder_names_.emplace(std::move(full), param);
   params_[param].holders.push_back({module, attr});
   modules_[module].params.push_back(param);
   finalized_ = false;
@@ -133,7 +135,8 @@ void ModuleTree::finalize() {
     for (auto it = ch.rbegin(); it != ch.rend(); ++it) stack.push_back(*it);
   }
   preorder_index_.assign(modules_.size(), -1);
-  for (std::size_t i = 0; i < preorder_.size(); ++i) preorder_index_[preorder_[i]] = static_cast<int>(i);
+  for (std::size_t i = 0; i < preorder_.size(); ++i)
+    preorder_index_[preorder_[i]] = static_cast<int>(i);
 
   // Canonical holder = first in (pre-order, attribute order), as named_parameters() yields.
   param_order_.clear();
@@ -144,17 +147,16 @@ void ModuleTree::finalize() {
       seen[p] = 1;
       param_order_.push_back(p);
       auto& hs = params_[p].holders;
-      auto first = std::find_if(hs.begin(), hs.end(), [&](const Holder& h) { return h.module == m; });
+      auto first =
+          std::find_if(hs.begin(), hs.end(), [&](const Holder& h) { return h.module == m; });
       std::rotate(hs.begin(), first, first + 1);
       params_[p].name = holder_name(hs.front());
     }
   }
-  module_by_path_.clear();
-  module_by_path_.reserve(modules_.size());
-  for (std::size_t i = 0; i < modules_.size(); ++i) module_by_path_.emplace(modules_[i].path, static_cast<int>(i));
   param_by_name_.clear();
   param_by_name_.reserve(params_.size());
-  for (std::size_t i = 0; i < params_.size(); ++i) param_by_name_.emplace(params_[i].name, static_cast<int>(i));
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    param_by_name_.emplace(params_[i].name, static_cast<int>(i));
   finalized_ = true;
 }
 

@@ -32,10 +32,10 @@ struct Holder {
 };
 
 struct Parameter {
-  std::string name;              ///< canonical FQN (first holder in pre-order), set by finalize()
+  std::string name;  ///< canonical FQN (first holder in pre-order), set by finalize()
   std::vector<std::int64_t> shape;
   DType dtype = DType::f32;
-  std::vector<Holder> holders;   ///< first entry is the canonical holder after finalize()
+  std::vector<Holder> holders;  ///< first entry is the canonical holder after finalize()
 
   int ndim() const { return static_cast<int>(shape.size()); }
   /// Product of the shape (1 for a 0-d parameter).
@@ -45,12 +45,12 @@ struct Parameter {
 };
 
 struct Module {
-  std::string path;              ///< dotted FQN, "" for the root
-  std::string name;              ///< last path segment, "" for the root
-  std::string type;              ///< class name, e.g. "DecoderLayer", "ModuleList", "Linear"
-  int parent = -1;               ///< -1 for the root
-  std::vector<int> children;     ///< in registration order
-  std::vector<int> params;       ///< parameter ids held directly, attribute order
+  std::string path;           ///< dotted FQN, "" for the root
+  std::string name;           ///< last path segment, "" for the root
+  std::string type;           ///< class name, e.g. "DecoderLayer", "ModuleList", "Linear"
+  int parent = -1;            ///< -1 for the root
+  std::vector<int> children;  ///< in registration order
+  std::vector<int> params;    ///< parameter ids held directly, attribute order
 };
 
 /// A model's module hierarchy. Build with add_module / add_parameter / tie_parameter, then
@@ -111,7 +111,8 @@ class ModuleTree {
   std::vector<int> preorder_;
   std::vector<int> preorder_index_;
   std::vector<int> param_order_;
-  std::unordered_map<std::string, int> module_by_path_;
+  std::unordered_map<std::string, int> module_by_path_;  ///< kept up to date while building
+  std::unordered_map<std::string, int> holder_names_;    ///< every "<module>.<attr>" -> param
   std::unordered_map<std::string, int> param_by_name_;
   bool finalized_ = false;
 };

@@ -9,7 +9,7 @@
 
 namespace dmuon::partition::detail {
 
-void assign_lpt(Partition& p, const std::vector<std::string>& unit_names) {
+void assign_lpt(Partition& p, const std::vector<std::string>& unit_names, bool prefer_spread) {
   const auto& opt = p.options;
   const int S = static_cast<int>(p.slots.size());
   const bool columns = opt.replicate > 1 && opt.column_balance;
@@ -60,7 +60,7 @@ void assign_lpt(Partition& p, const std::vector<std::string>& unit_names) {
           best_e = e;
         }
       }
-    } else if (static_cast<int>(key_slots.order.size()) == S) {
+    } else if (!prefer_spread || static_cast<int>(key_slots.order.size()) == S) {
       best = std::get<4>(*ranked.begin());  // every slot used: the cheapest overall
     } else {
       // Cheapest slot not yet used by this key (at most |used| entries are skipped).

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
+#include <tuple>
 #include <unordered_map>
 
 #include "dmuon/base/error.hpp"
@@ -56,6 +58,20 @@ void compute_metrics(Partition& p) {
   p.lower_bound = std::max(static_cast<double>(p.largest_unit_cost),
                            S ? static_cast<double>(p.total_cost) / static_cast<double>(S) : 0.0);
   p.ratio = p.lower_bound > 0 ? static_cast<double>(p.makespan) / p.lower_bound : 1.0;
+  p.tight_lower_bound = p.lower_bound;
+  if (p.units.size() > S && S > 0) {
+    std::vector<std::int64_t> costs;
+    costs.reserve(p.units.size());
+    for (const auto& u : p.units) costs.push_back(u.cost);
+    std::nth_element(costs.begin(), costs.begin() + static_cast<long>(S), costs.end(),
+                     std::greater<>());
+    const std::int64_t c_s = costs[S];  // (S+1)-th largest
+    const std::int64_t c_s1 =
+        *std::min_element(costs.begin(), costs.begin() + static_cast<long>(S));
+    p.tight_lower_bound = std::max(p.tight_lower_bound, static_cast<double>(c_s + c_s1));
+  }
+  p.tight_ratio =
+      p.tight_lower_bound > 0 ? static_cast<double>(p.makespan) / p.tight_lower_bound : 1.0;
   auto imbalance = [](std::int64_t mx, std::int64_t mn) {
     return mx > 0 ? static_cast<double>(mx - mn) / static_cast<double>(mx) : 0.0;
   };
@@ -103,8 +119,20 @@ Partition partition_ownership(const model::ModuleTree& tree, const std::vector<i
           n += tree.parameter(p.units[u].members[i]).name;
         }
       }
-      detail::assign_lpt(p, names);
-      if (options.strategy == Strategy::lpt_refine) detail::refine_local_search(p);
+      detail::assign_lpt(p, names, /*prefer_spread=*/true);
+      if (options.strategy == Strategy::lpt_refine) {
+        // Two deterministic starts, each refined.
+        detail::refine_local_search(p);
+        compute_metrics(p);
+        Partition alt = p;
+        detail::assign_lpt(alt, names, /*prefer_spread=*/false);
+        detail::refine_local_search(alt);
+        compute_metrics(alt);
+        // Same-layer spreading is kept as a constraint: the plain-LPT start only wins when it
+        // is strictly shorter without adding same-key collisions.
+        if (alt.makespan < p.makespan && alt.key_collisions <= p.key_collisions)
+          p.unit_slot = alt.unit_slot;
+      }
       break;
     }
     case Strategy::round_robin:

@@ -63,9 +63,13 @@ struct Partition {
   std::vector<std::int64_t> cost_loads;   ///< per slot
   std::int64_t total_cost = 0;
   std::int64_t largest_unit_cost = 0;
-  std::int64_t makespan = 0;      ///< max cost load
-  double lower_bound = 0;         ///< max(largest unit cost, total cost / #slots)
-  double ratio = 0;               ///< makespan / lower bound (1 is optimal)
+  std::int64_t makespan = 0;  ///< max cost load
+  double lower_bound = 0;     ///< max(largest unit cost, total cost / #slots)
+  double ratio = 0;           ///< makespan / lower bound (1 is optimal)
+  /// Also valid and never looser: max(lower_bound, c[S-1] + c[S]) with c the unit costs sorted
+  /// descending (S+1 units on S slots put two of the S+1 largest together).
+  double tight_lower_bound = 0;
+  double tight_ratio = 0;         ///< makespan / tight_lower_bound
   double imbalance_all = 0;       ///< (max - min) / max of numel loads, every slot
   double imbalance_nonempty = 0;  ///< the same over non-empty slots (the reference's)
   int empty_slots = 0;

@@ -71,6 +71,8 @@ json plan_to_json(const model::ModuleTree& tree, const Plan& plan) {
             {"makespan", part.makespan},
             {"lower_bound", part.lower_bound},
             {"ratio", part.ratio},
+            {"tight_lower_bound", part.tight_lower_bound},
+            {"tight_ratio", part.tight_ratio},
             {"imbalance_all", part.imbalance_all},
             {"imbalance_nonempty", part.imbalance_nonempty},
             {"empty_slots", part.empty_slots},
