@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""Plots dmuon results files (HDF5, layout in results/README.md) as PNGs.
+
+    python3 scripts/plot_results.py results.h5 [more.h5 ...] -o outdir
+
+Writes into outdir:
+  step_breakdown.png          median per-phase time (slowest rank) stacked, per run
+  hook_collective_counts.png  hook sites, hook calls/step and collective calls/step per run
+  rank_loads.png              ownership cost load per slot (rank), one panel per run
+  scaling.png                 median step time vs world size (only when the inputs hold
+                              several world sizes), one curve per boundary/method
+
+Needs h5py and matplotlib (Debian: python3-h5py python3-matplotlib). Exits 2 with one line
+on stderr for a missing or unreadable file.
+"""
+
+import argparse
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+try:
+    import h5py  # noqa: E402
+except ImportError:  # pragma: no cover
+    print("plot_results.py: error: h5py is not installed (apt-get install python3-h5py)",
+          file=sys.stderr)
+    sys.exit(2)
+
+SCHEMA_VERSION = "1"
+
+
+class BadInput(Exception):
+    pass
+
+
+def text(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def load(path):
+    """Returns a list of run dicts from one results file."""
+    if not os.path.isfile(path):
+        raise BadInput(f"cannot open '{path}': no such file")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise BadInput(f"'{path}' is not an HDF5 file ({e.__class__.__name__})")
+    runs = []
+    with f:
+        if text(f.attrs.get("format", "")) != "dmuon-results":
+            raise BadInput(f"'{path}' is not a dmuon results file")
+        if text(f.attrs.get("schema_version", "")) != SCHEMA_VERSION:
+            raise BadInput(f"'{path}': unsupported schema version "
+                           f"'{text(f.attrs.get('schema_version', ''))}'")
+        try:
+            for i in range(int(f.attrs["num_runs"])):
+                g = f["runs"][str(i)]
+                b = g["boundary"]
+                run = {
+                    "file": os.path.basename(path),
+                    "index": i,
+                    "status": text(g.attrs["status"]),
+                    "topology": text(g.attrs["topology"]),
+                    "preset": text(g.attrs["preset"]),
+                    "method": text(g.attrs["method"]),
+                    "reshard": text(g.attrs["reshard"]),
+                    "world": int(g.attrs["world_size"]),
+                    "boundary": text(b.attrs["label"]) or text(b.attrs["spec"]),
+                    "phases": [text(p) for p in g["timings"]["phases"][()]],
+                    "seconds": np.asarray(g["timings"]["seconds"][()], dtype=float),
+                    "kinds": [text(k) for k in g["collectives"]["kinds"][()]],
+                    "calls": np.asarray(g["collectives"]["calls_per_step"][()]),
+                    "sites": len(b["sites"]["path"]),
+                    "cost_loads": np.asarray(g["partition"]["cost_loads"][()]),
+                    "slot_rank": np.asarray(g["partition"]["slot_rank"][()]),
+                    "lower_bound": float(g["partition"].attrs["lower_bound"]),
+                    "summary": {k: v for k, v in g["summary"].attrs.items()},
+                }
+                runs.append(run)
+        except KeyError as e:
+            raise BadInput(f"'{path}' is not a complete dmuon results file (missing {e})")
+    return runs
+
+
+def label(r, with_world=False):
+    s = f"{r['boundary']}\n{r['method']}/{r['reshard']}"
+    if with_world:
+        s += f" n={r['world']}"
+    return s
+
+
+def median_phases(r):
+    """Per phase: median over steps of the slowest rank (ms); matches summary.hpp."""
+    sec = r["seconds"]
+    if sec.size == 0:
+        return np.zeros(len(r["phases"]))
+    return 1e3 * np.median(sec.max(axis=1), axis=0)
+
+
+def step_ms(r):
+    if "step_ms" in r["summary"]:
+        return float(r["summary"]["step_ms"])
+    sec = r["seconds"]
+    return float(1e3 * np.median(sec.sum(axis=2).max(axis=1))) if sec.size else float("nan")
+
+
+def plot_breakdown(runs, out, several_worlds):
+    ok = [r for r in runs if r["status"] == "ok"]
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(runs)), 4.5))
+    phases = []
+    for r in ok:
+        for p in r["phases"]:
+            if p not in phases:
+                phases.append(p)
+    x = np.arange(len(runs))
+    bottom = np.zeros(len(runs))
+    for p in phases:
+        h = np.array([median_phases(r)[r["phases"].index(p)]
+                      if r["status"] == "ok" and p in r["phases"] else 0.0 for r in runs])
+        ax.bar(x, h, bottom=bottom, label=p)
+        bottom += h
+    for i, r in enumerate(runs):
+        if r["status"] != "ok":
+            ax.text(i, 0, "rejected\nat set-up", ha="center", va="bottom", fontsize=8, color="red")
+    ax.set_xticks(x)
+    ax.set_xticklabels([label(r, several_worlds) for r in runs], fontsize=7)
+    ax.set_ylabel("median time per step, slowest rank [ms]")
+    ax.set_title("Step-time breakdown per boundary / method")
+    if phases:
+        ax.legend(fontsize=8)
+    synthetic = any(text(r["summary"].get("timings_source", "")) == "synthetic-example"
+                    for r in runs)
+    if synthetic:
+        fig.text(0.99, 0.01, "synthetic timings (example file)", ha="right", fontsize=7,
+                 color="gray")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "step_breakdown.png"), dpi=100)
+    plt.close(fig)
+
+
+def plot_counts(runs, out, several_worlds):
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(runs)), 4.5))
+    kinds = []
+    for r in runs:
+        for k in r["kinds"]:
+            if k not in kinds:
+                kinds.append(k)
+    series = [("hook sites", [r["sites"] for r in runs]),
+              ("hook calls/step", [float(r["summary"].get("hook_calls_per_step", 0))
+                                   for r in runs])]
+    for k in kinds:
+        series.append((f"{k} calls/step (max rank)",
+                       [int(r["calls"][r["kinds"].index(k)].max())
+                        if k in r["kinds"] and r["calls"].size else 0 for r in runs]))
+    x = np.arange(len(runs))
+    w = 0.8 / max(1, len(series))
+    for j, (name, vals) in enumerate(series):
+        ax.bar(x + (j - (len(series) - 1) / 2) * w, vals, width=w, label=name)
+    ax.set_xticks(x)
+    ax.set_xticklabels([label(r, several_worlds) for r in runs], fontsize=7)
+    ax.set_ylabel("count")
+    ax.set_title("Hook and collective counts per run")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "hook_collective_counts.png"), dpi=100)
+    plt.close(fig)
+
+
+def plot_loads(runs, out, several_worlds):
+    ok = [r for r in runs if r["status"] == "ok" and r["cost_loads"].size]
+    n = max(1, len(ok))
+    cols = min(3, n)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.2 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for ax, r in zip(axes.flat, ok):
+        ax.set_visible(True)
+        ax.bar(r["slot_rank"], r["cost_loads"], color="tab:blue")
+        ax.axhline(r["lower_bound"], color="red", linestyle="--", linewidth=1,
+                   label="lower bound")
+        ax.set_title(label(r, several_worlds).replace("\n", "  "), fontsize=8)
+        ax.set_xlabel("rank")
+        ax.set_ylabel("cost load")
+        ax.legend(fontsize=7)
+    if not ok:
+        axes.flat[0].set_visible(True)
+        axes.flat[0].text(0.5, 0.5, "no successful runs", ha="center")
+    fig.suptitle("Ownership cost load per rank")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "rank_loads.png"), dpi=100)
+    plt.close(fig)
+
+
+def plot_scaling(runs, out):
+    curves = {}
+    for r in runs:
+        if r["status"] != "ok":
+            continue
+        key = f"{r['topology']}/{r['preset']} {r['boundary']} {r['method']}/{r['reshard']}"
+        curves.setdefault(key, {})[r["world"]] = step_ms(r)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, pts in sorted(curves.items()):
+        if len(pts) < 2:
+            continue
+        w = sorted(pts)
+        ax.plot(w, [pts[x] for x in w], marker="o", label=key)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("world size (ranks)")
+    ax.set_ylabel("median step time [ms]")
+    ax.set_title("Scaling")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "scaling.png"), dpi=100)
+    plt.close(fig)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description="Plot dmuon results files as PNGs.")
+    ap.add_argument("files", nargs="+", help="results files (HDF5)")
+    ap.add_argument("-o", "--output", default="plots", help="output directory (default: plots)")
+    args = ap.parse_args(argv)
+    runs = []
+    for p in args.files:
+        runs.extend(load(p))
+    if not runs:
+        raise BadInput("the input files hold no runs")
+    try:
+        os.makedirs(args.output, exist_ok=True)
+    except OSError as e:
+        raise BadInput(f"cannot create output directory '{args.output}': {e.strerror}")
+    worlds = sorted({r["world"] for r in runs})
+    several = len(worlds) > 1
+    plot_breakdown(runs, args.output, several)
+    plot_counts(runs, args.output, several)
+    plot_loads(runs, args.output, several)
+    written = ["step_breakdown.png", "hook_collective_counts.png", "rank_loads.png"]
+    if several:
+        plot_scaling(runs, args.output)
+        written.append("scaling.png")
+    print(f"# wrote {', '.join(written)} to {args.output} ({len(runs)} runs, "
+          f"world sizes {', '.join(map(str, worlds))})")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except BadInput as e:
+        print(f"plot_results.py: error: {e}", file=sys.stderr)
+        sys.exit(2)

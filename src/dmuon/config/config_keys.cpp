@@ -1,0 +1,49 @@
+#include "dmuon/config/config_keys.hpp"
+
+namespace dmuon::config {
+
+std::string ConfigKey::flag() const {
+  std::string f = "--" + name;
+  for (char& c : f)
+    if (c == '_') c = '-';
+  return f;
+}
+
+const std::vector<ConfigKey>& bench_config_keys() {
+  static const std::vector<ConfigKey> keys = {
+      {"topology", KeyKind::scalar, "built-in topology name"},
+      {"preset", KeyKind::scalar, "preset of the topology"},
+      {"set", KeyKind::list, "KEY=VALUE overrides of preset dimensions"},
+      {"topology_file", KeyKind::scalar, "JSON topology file (instead of topology)"},
+      {"dedicate", KeyKind::scalar, "dedication rule"},
+      {"boundary", KeyKind::list,
+       "hook boundary, or a list of them to sweep (default | recommended | incomplete | "
+       "types:... | paths:... | resolver:...; an item may be {spec: S, strict: B})"},
+      {"lenient", KeyKind::flag, "lenient boundary for items without their own strict"},
+      {"owner_strategy", KeyKind::list, "ownership strategy, or a list to sweep"},
+      {"cost_model", KeyKind::scalar, "optimizer | numel"},
+      {"no_pack", KeyKind::flag, "every parameter its own partition unit"},
+      {"pack_threshold", KeyKind::scalar, "numel below which parameters are packed"},
+      {"max_owners_per_group", KeyKind::scalar, "owners of one layer key (0 = unlimited)"},
+      {"no_column_balance", KeyKind::flag, "HSDP: no per-column balance"},
+      {"replicate", KeyKind::scalar, "replicate-group size R"},
+      {"methods", KeyKind::list, "methods to run (dmuon, fsdp-adamw, fsdp-muon, ddp-muon, ...)"},
+      {"reshard", KeyKind::list, "z3 | z2, or a list to sweep"},
+      {"compute", KeyKind::scalar, "compute backend (host | cuda)"},
+      {"tokens", KeyKind::scalar, "tokens per step per rank"},
+      {"steps", KeyKind::scalar, "timed steps"},
+      {"warmup", KeyKind::scalar, "untimed warm-up steps"},
+      {"seed", KeyKind::scalar, "random seed"},
+      {"check", KeyKind::flag, "verify against the single-process reference"},
+      {"output", KeyKind::scalar, "results file (HDF5)"},
+  };
+  return keys;
+}
+
+std::string key_names(const std::vector<ConfigKey>& keys) {
+  std::string s;
+  for (const auto& k : keys) s += (s.empty() ? "" : ", ") + k.name;
+  return s;
+}
+
+}  // namespace dmuon::config

@@ -1,0 +1,23 @@
+#pragma once
+// Provenance of an invocation: versions of the suite and of every library it was built with,
+// host(s), date and the exact command line, recorded as root attributes of the results file.
+
+#include <string>
+#include <vector>
+
+#include "dmuon/results/run_record.hpp"
+
+namespace dmuon::results {
+
+/// Fills every Provenance field. MPI's library version is queried only when MPI is initialised
+/// (else "n/a"); the hostname is this process's (the engine may replace `hostnames` with a
+/// list gathered from all ranks).
+Provenance collect_provenance(int argc, char** argv, int world_size, int replicate);
+
+/// argv joined with spaces, each argument single-quoted when it holds a shell metacharacter.
+std::string shell_quote_command_line(int argc, char** argv);
+
+/// Current UTC time as ISO-8601 ("2026-11-29T09:07:22Z").
+std::string utc_now_iso8601();
+
+}  // namespace dmuon::results

@@ -1,0 +1,222 @@
+#include "dmuon/results/results_reader.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/results/h5.hpp"
+
+namespace dmuon::results {
+namespace {
+
+std::vector<std::string> split_hosts(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= s.size() && !s.empty()) {
+    const auto comma = s.find(',', start);
+    out.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+void require_size(const h5::Group& g, const std::string& name, std::size_t got,
+                  std::size_t expect) {
+  if (got != expect)
+    throw InputError(fmt::format("'{}': {} entries, expected {}", g.where(name), got, expect));
+}
+
+RunRecord read_run(const h5::Group& g) {
+  RunRecord r;
+  r.status = g.read_attr_string("status");
+  r.error = g.read_attr_string("error");
+  r.config_text = g.read_attr_string("config");
+  r.topology = g.read_attr_string("topology");
+  r.preset = g.read_attr_string("preset");
+  r.dedicate_rule = g.read_attr_string("dedicate_rule");
+  r.method = g.read_attr_string("method");
+  r.reshard = g.read_attr_string("reshard");
+  r.world_size = g.read_attr_int("world_size");
+  r.replicate = g.read_attr_int("replicate");
+
+  {
+    const auto topo = g.open_group("topology");
+    const auto m = topo.open_group("modules");
+    r.modules.path = m.read_strings("path");
+    r.modules.type = m.read_strings("type");
+    r.modules.parent = m.read_ints("parent");
+    require_size(m, "type", r.modules.type.size(), r.modules.path.size());
+    require_size(m, "parent", r.modules.parent.size(), r.modules.path.size());
+
+    const auto p = topo.open_group("params");
+    auto& t = r.params;
+    t.name = p.read_strings("name");
+    const std::size_t n = t.name.size();
+    const auto ndim = p.read_ints("ndim");
+    std::vector<hsize_t> dims;
+    const auto shape = p.read_ints("shape", &dims);
+    require_size(p, "ndim", ndim.size(), n);
+    if (dims.size() != 2 || dims[0] != n)
+      throw InputError(fmt::format("'{}': expected an n x maxdim array", p.where("shape")));
+    const std::size_t maxdim = static_cast<std::size_t>(dims[1]);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto nd = static_cast<std::size_t>(ndim[i]);
+      if (nd > maxdim) throw InputError(fmt::format("'{}': ndim too large", p.where("ndim")));
+      t.shape.emplace_back(shape.begin() + static_cast<std::ptrdiff_t>(i * maxdim),
+                           shape.begin() + static_cast<std::ptrdiff_t>(i * maxdim + nd));
+    }
+    t.dtype = p.read_strings("dtype");
+    t.dedicated = p.read_ints("dedicated");
+    t.owner_rank = p.read_ints("owner_rank");
+    t.site = p.read_ints("site");
+    t.cost = p.read_ints("cost");
+    require_size(p, "dtype", t.dtype.size(), n);
+    require_size(p, "dedicated", t.dedicated.size(), n);
+    require_size(p, "owner_rank", t.owner_rank.size(), n);
+    require_size(p, "site", t.site.size(), n);
+    require_size(p, "cost", t.cost.size(), n);
+  }
+  {
+    const auto b = g.open_group("boundary");
+    r.boundary_spec = b.read_attr_string("spec");
+    r.boundary_label = b.read_attr_string("label");
+    r.strict = b.read_attr_int("strict") != 0;
+    r.suggested_boundary = b.read_attr_string("suggested_boundary");
+    r.boundary_warnings = b.read_strings("warnings");
+    const auto s = b.open_group("sites");
+    r.sites.path = s.read_strings("path");
+    r.sites.type = s.read_strings("type");
+    r.sites.param_count = s.read_ints("param_count");
+    r.sites.numel = s.read_ints("numel");
+    r.sites.bytes = s.read_ints("bytes");
+    const std::size_t n = r.sites.path.size();
+    require_size(s, "type", r.sites.type.size(), n);
+    require_size(s, "param_count", r.sites.param_count.size(), n);
+    require_size(s, "numel", r.sites.numel.size(), n);
+    require_size(s, "bytes", r.sites.bytes.size(), n);
+    const auto count = s.read_ints("owner_count");
+    const auto flat = s.read_ints("owners");
+    require_size(s, "owner_count", count.size(), n);
+    std::size_t pos = 0;
+    for (std::int64_t c : count) {
+      if (c < 0 || pos + static_cast<std::size_t>(c) > flat.size())
+        throw InputError(
+            fmt::format("'{}': owner counts exceed the owner list", s.where("owner_count")));
+      r.sites.owners.emplace_back(flat.begin() + static_cast<std::ptrdiff_t>(pos),
+                                  flat.begin() + static_cast<std::ptrdiff_t>(pos + c));
+      pos += static_cast<std::size_t>(c);
+    }
+  }
+  {
+    const auto p = g.open_group("partition");
+    auto& q = r.partition;
+    q.strategy = p.read_attr_string("strategy");
+    q.cost_model = p.read_attr_string("cost_model");
+    q.shard = p.read_attr_int("shard");
+    q.replicate = p.read_attr_int("replicate");
+    q.num_units = p.read_attr_int("num_units");
+    q.packed_units = p.read_attr_int("packed_units");
+    q.total_cost = p.read_attr_int("total_cost");
+    q.makespan = p.read_attr_int("makespan");
+    q.lower_bound = p.read_attr_double("lower_bound");
+    q.ratio = p.read_attr_double("ratio");
+    q.imbalance_all = p.read_attr_double("imbalance_all");
+    q.imbalance_nonempty = p.read_attr_double("imbalance_nonempty");
+    q.empty_slots = p.read_attr_int("empty_slots");
+    q.key_collisions = p.read_attr_int("key_collisions");
+    q.slot_rank = p.read_ints("slot_rank");
+    q.numel_loads = p.read_ints("numel_loads");
+    q.cost_loads = p.read_ints("cost_loads");
+  }
+  {
+    const auto tg = g.open_group("timings");
+    auto& t = r.timings;
+    t.phases = tg.read_strings("phases");
+    std::vector<hsize_t> dims;
+    t.seconds = tg.read_doubles("seconds", &dims);
+    if (dims.size() != 3 || dims[2] != t.phases.size())
+      throw InputError(fmt::format("'{}': expected steps x ranks x phases", tg.where("seconds")));
+    t.steps = static_cast<std::int64_t>(dims[0]);
+    t.ranks = static_cast<std::int64_t>(dims[1]);
+  }
+  {
+    const auto cg = g.open_group("collectives");
+    auto& c = r.collectives;
+    c.kinds = cg.read_strings("kinds");
+    std::vector<hsize_t> dims;
+    c.calls_per_step = cg.read_ints("calls_per_step", &dims);
+    if (dims.size() != 2 || dims[0] != c.kinds.size())
+      throw InputError(fmt::format("'{}': expected kinds x ranks", cg.where("calls_per_step")));
+    c.ranks = static_cast<std::int64_t>(dims[1]);
+    c.bytes_per_rank_per_step = cg.read_ints("bytes_per_rank_per_step");
+    c.formula_bytes_per_rank_per_step = cg.read_ints("formula_bytes_per_rank_per_step");
+    require_size(cg, "bytes_per_rank_per_step", c.bytes_per_rank_per_step.size(),
+                 c.calls_per_step.size());
+    require_size(cg, "formula_bytes_per_rank_per_step", c.formula_bytes_per_rank_per_step.size(),
+                 c.calls_per_step.size());
+  }
+  {
+    const auto mg = g.open_group("memory");
+    const auto names = mg.read_strings("name");
+    const auto bytes = mg.read_ints("bytes");
+    require_size(mg, "bytes", bytes.size(), names.size());
+    for (std::size_t i = 0; i < names.size(); ++i) r.memory[names[i]] = bytes[i];
+  }
+  {
+    const auto sg = g.open_group("summary");
+    for (const auto& name : sg.attr_names()) {
+      switch (sg.attr_kind(name)) {
+        case h5::AttrKind::integer:
+        case h5::AttrKind::floating: r.summary[name] = sg.read_attr_double(name); break;
+        case h5::AttrKind::string: r.summary_text[name] = sg.read_attr_string(name); break;
+        case h5::AttrKind::other:
+          throw InputError(fmt::format("'{}': unsupported attribute type", sg.where(name)));
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+ResultsFile read_results(const std::string& path) {
+  const auto f = h5::File::open_read(path);
+  if (!f.has_attr("format") || f.attr_kind("format") != h5::AttrKind::string ||
+      f.read_attr_string("format") != kFormatName)
+    throw InputError(fmt::format("'{}' is not a dmuon results file (no format = '{}' attribute)",
+                                 path, kFormatName));
+  ResultsFile out;
+  auto& p = out.provenance;
+  p.schema_version = f.read_attr_string("schema_version");
+  if (p.schema_version != kSchemaVersion)
+    throw InputError(fmt::format("'{}': unsupported results schema version '{}' (supported: {})",
+                                 path, p.schema_version, kSchemaVersion));
+  try {
+    p.suite_version = f.read_attr_string("suite_version");
+    p.git_commit = f.read_attr_string("git_commit");
+    p.build_type = f.read_attr_string("build_type");
+    p.compiler = f.read_attr_string("compiler");
+    p.mpi_version = f.read_attr_string("mpi_version");
+    p.kokkos_version = f.read_attr_string("kokkos_version");
+    p.hdf5_version = f.read_attr_string("hdf5_version");
+    p.cuda_version = f.read_attr_string("cuda_version");
+    p.nccl_version = f.read_attr_string("nccl_version");
+    p.hostnames = split_hosts(f.read_attr_string("hostnames"));
+    p.date_utc = f.read_attr_string("date_utc");
+    p.command_line = f.read_attr_string("command_line");
+    p.world_size = f.read_attr_int("world_size");
+    p.replicate = f.read_attr_int("replicate");
+    const auto n = f.read_attr_int("num_runs");
+    const auto runs = f.open_group("runs");
+    for (std::int64_t i = 0; i < n; ++i)
+      out.runs.push_back(read_run(runs.open_group(std::to_string(i))));
+  } catch (const RuntimeFailure& e) {
+    // A structurally unexpected file: report it as bad input naming the file.
+    throw InputError(fmt::format("'{}' is not a readable dmuon results file: {}", path, e.what()));
+  }
+  return out;
+}
+
+}  // namespace dmuon::results

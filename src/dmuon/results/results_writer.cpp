@@ -1,0 +1,212 @@
+#include "dmuon/results/results_writer.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/results/h5.hpp"
+
+namespace dmuon::results {
+namespace {
+
+std::string join_hosts(const std::vector<std::string>& hosts) {
+  std::string s;
+  for (const auto& h : hosts) s += (s.empty() ? "" : ",") + h;
+  return s;
+}
+
+std::vector<hsize_t> dims2(std::size_t a, std::size_t b) {
+  return {static_cast<hsize_t>(a), static_cast<hsize_t>(b)};
+}
+
+void write_provenance(h5::Group& root, const Provenance& p, std::size_t runs) {
+  root.write_attr("format", kFormatName);
+  root.write_attr("schema_version", p.schema_version);
+  root.write_attr("suite_version", p.suite_version);
+  root.write_attr("git_commit", p.git_commit);
+  root.write_attr("build_type", p.build_type);
+  root.write_attr("compiler", p.compiler);
+  root.write_attr("mpi_version", p.mpi_version);
+  root.write_attr("kokkos_version", p.kokkos_version);
+  root.write_attr("hdf5_version", p.hdf5_version);
+  root.write_attr("cuda_version", p.cuda_version);
+  root.write_attr("nccl_version", p.nccl_version);
+  root.write_attr("hostnames", join_hosts(p.hostnames));
+  root.write_attr("date_utc", p.date_utc);
+  root.write_attr("command_line", p.command_line);
+  root.write_attr("world_size", p.world_size);
+  root.write_attr("replicate", p.replicate);
+  root.write_attr("num_runs", static_cast<std::int64_t>(runs));
+}
+
+void write_run(h5::Group& g, const RunRecord& r) {
+  g.write_attr("status", r.status);
+  g.write_attr("error", r.error);
+  g.write_attr("config", r.config_text);
+  g.write_attr("topology", r.topology);
+  g.write_attr("preset", r.preset);
+  g.write_attr("dedicate_rule", r.dedicate_rule);
+  g.write_attr("method", r.method);
+  g.write_attr("reshard", r.reshard);
+  g.write_attr("world_size", r.world_size);
+  g.write_attr("replicate", r.replicate);
+
+  {
+    auto topo = g.create_group("topology");
+    auto m = topo.create_group("modules");
+    m.write_strings("path", r.modules.path);
+    m.write_strings("type", r.modules.type);
+    m.write_ints("parent", r.modules.parent);
+
+    auto p = topo.create_group("params");
+    const auto& t = r.params;
+    const std::size_t n = t.name.size();
+    std::size_t maxdim = 0;
+    for (const auto& s : t.shape) maxdim = std::max(maxdim, s.size());
+    std::vector<std::int64_t> ndim, shape(n * maxdim, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      ndim.push_back(static_cast<std::int64_t>(t.shape.at(i).size()));
+      std::copy(t.shape[i].begin(), t.shape[i].end(), shape.begin() + i * maxdim);
+    }
+    p.write_strings("name", t.name);
+    p.write_ints("ndim", ndim);
+    p.write_ints("shape", shape, dims2(n, maxdim));
+    p.write_strings("dtype", t.dtype);
+    p.write_ints("dedicated", t.dedicated);
+    p.write_ints("owner_rank", t.owner_rank);
+    p.write_ints("site", t.site);
+    p.write_ints("cost", t.cost);
+  }
+  {
+    auto b = g.create_group("boundary");
+    b.write_attr("spec", r.boundary_spec);
+    b.write_attr("label", r.boundary_label);
+    b.write_attr("strict", static_cast<std::int64_t>(r.strict ? 1 : 0));
+    b.write_attr("suggested_boundary", r.suggested_boundary);
+    b.write_strings("warnings", r.boundary_warnings);
+    auto s = b.create_group("sites");
+    s.write_strings("path", r.sites.path);
+    s.write_strings("type", r.sites.type);
+    s.write_ints("param_count", r.sites.param_count);
+    s.write_ints("numel", r.sites.numel);
+    s.write_ints("bytes", r.sites.bytes);
+    std::vector<std::int64_t> count, flat;
+    for (const auto& o : r.sites.owners) {
+      count.push_back(static_cast<std::int64_t>(o.size()));
+      flat.insert(flat.end(), o.begin(), o.end());
+    }
+    s.write_ints("owner_count", count);
+    s.write_ints("owners", flat);
+  }
+  {
+    const auto& q = r.partition;
+    auto p = g.create_group("partition");
+    p.write_attr("strategy", q.strategy);
+    p.write_attr("cost_model", q.cost_model);
+    p.write_attr("shard", q.shard);
+    p.write_attr("replicate", q.replicate);
+    p.write_attr("num_units", q.num_units);
+    p.write_attr("packed_units", q.packed_units);
+    p.write_attr("total_cost", q.total_cost);
+    p.write_attr("makespan", q.makespan);
+    p.write_attr("lower_bound", q.lower_bound);
+    p.write_attr("ratio", q.ratio);
+    p.write_attr("imbalance_all", q.imbalance_all);
+    p.write_attr("imbalance_nonempty", q.imbalance_nonempty);
+    p.write_attr("empty_slots", q.empty_slots);
+    p.write_attr("key_collisions", q.key_collisions);
+    p.write_ints("slot_rank", q.slot_rank);
+    p.write_ints("numel_loads", q.numel_loads);
+    p.write_ints("cost_loads", q.cost_loads);
+  }
+  {
+    const auto& t = r.timings;
+    const std::size_t expect = static_cast<std::size_t>(t.steps * t.ranks) * t.phases.size();
+    if (t.seconds.size() != expect)
+      throw RuntimeFailure(
+          fmt::format("run timings hold {} values, expected steps {} x ranks {} x phases {}",
+                      t.seconds.size(), t.steps, t.ranks, t.phases.size()));
+    auto tg = g.create_group("timings");
+    tg.write_strings("phases", t.phases);
+    tg.write_doubles("seconds", t.seconds,
+                     {static_cast<hsize_t>(t.steps), static_cast<hsize_t>(t.ranks),
+                      static_cast<hsize_t>(t.phases.size())});
+  }
+  {
+    const auto& c = r.collectives;
+    const std::size_t expect = c.kinds.size() * static_cast<std::size_t>(c.ranks);
+    for (const auto* v :
+         {&c.calls_per_step, &c.bytes_per_rank_per_step, &c.formula_bytes_per_rank_per_step})
+      if (v->size() != expect)
+        throw RuntimeFailure(
+            fmt::format("run collectives hold {} values, expected kinds {} x ranks {}", v->size(),
+                        c.kinds.size(), c.ranks));
+    auto cg = g.create_group("collectives");
+    cg.write_strings("kinds", c.kinds);
+    cg.write_ints("calls_per_step", c.calls_per_step, dims2(c.kinds.size(), c.ranks));
+    cg.write_ints("bytes_per_rank_per_step", c.bytes_per_rank_per_step,
+                  dims2(c.kinds.size(), c.ranks));
+    cg.write_ints("formula_bytes_per_rank_per_step", c.formula_bytes_per_rank_per_step,
+                  dims2(c.kinds.size(), c.ranks));
+  }
+  {
+    auto mg = g.create_group("memory");
+    std::vector<std::string> names;
+    std::vector<std::int64_t> bytes;
+    for (const auto& [k, v] : r.memory) {
+      names.push_back(k);
+      bytes.push_back(v);
+    }
+    mg.write_strings("name", names);
+    mg.write_ints("bytes", bytes);
+  }
+  {
+    auto sg = g.create_group("summary");
+    for (const auto& [k, v] : r.summary) sg.write_attr(k, v);
+    for (const auto& [k, v] : r.summary_text) {
+      if (r.summary.count(k))
+        throw RuntimeFailure(fmt::format("summary key '{}' is both numeric and text", k));
+      sg.write_attr(k, v);
+    }
+  }
+}
+
+}  // namespace
+
+void write_results(const std::string& path, const ResultsFile& file) {
+  auto f = h5::File::create(path);
+  write_provenance(f, file.provenance, file.runs.size());
+  auto runs = f.create_group("runs");
+  for (std::size_t i = 0; i < file.runs.size(); ++i) {
+    auto g = runs.create_group(std::to_string(i));
+    write_run(g, file.runs[i]);
+  }
+  f.commit();
+}
+
+void check_output_writable(const std::string& path) {
+  namespace fs = std::filesystem;
+  auto fail = [&](const std::string& reason) {
+    throw InputError(fmt::format("cannot write results to '{}': {}", path, reason));
+  };
+  if (path.empty()) fail("empty path");
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_directory(p, ec)) fail("it is a directory");
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::exists(dir, ec)) fail(fmt::format("directory '{}' does not exist", dir.string()));
+  if (!fs::is_directory(dir, ec)) fail(fmt::format("'{}' is not a directory", dir.string()));
+  const std::string probe = fmt::format("{}.probe.{}", path, static_cast<long>(::getpid()));
+  std::FILE* fp = std::fopen(probe.c_str(), "wb");
+  if (fp == nullptr) fail(std::strerror(errno));
+  std::fclose(fp);
+  std::remove(probe.c_str());
+}
+
+}  // namespace dmuon::results

@@ -1,0 +1,142 @@
+#pragma once
+// The results data model: what one invocation of the benchmark records (provenance) and what
+// each run inside it records (plan, timings, collectives, memory, summary). Plain data, written
+// and read by results_writer.hpp / results_reader.hpp; the on-disk layout is documented in
+// results/README.md.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dmuon::results {
+
+/// Schema version written to and required from every results file.
+inline constexpr const char* kSchemaVersion = "1";
+/// Root attribute "format" identifying a dmuon results file.
+inline constexpr const char* kFormatName = "dmuon-results";
+
+/// Where and how the invocation ran (root attributes).
+struct Provenance {
+  std::string schema_version = kSchemaVersion;
+  std::string suite_version;
+  std::string git_commit;
+  std::string build_type;
+  std::string compiler;
+  std::string mpi_version;  ///< MPI_Get_library_version (first line), "n/a" without MPI
+  std::string kokkos_version;
+  std::string hdf5_version;  ///< run-time H5get_libversion
+  std::string cuda_version;  ///< "n/a" when not built with CUDA
+  std::string nccl_version;  ///< "n/a" when not built with NCCL
+  std::vector<std::string> hostnames;
+  std::string date_utc;      ///< ISO-8601, e.g. 2026-11-29T09:07:22Z
+  std::string command_line;  ///< shell-quoted argv
+  std::int64_t world_size = 1;
+  std::int64_t replicate = 1;
+};
+
+/// Module tree (parallel columns, module index order; parent -1 for the root).
+struct ModuleTable {
+  std::vector<std::string> path;
+  std::vector<std::string> type;
+  std::vector<std::int64_t> parent;
+};
+
+/// Parameters (parallel columns, parameter id order).
+struct ParamTable {
+  std::vector<std::string> name;
+  std::vector<std::vector<std::int64_t>> shape;
+  std::vector<std::string> dtype;
+  std::vector<std::int64_t> dedicated;   ///< 1 dedicated (Muon on an owner), 0 otherwise
+  std::vector<std::int64_t> owner_rank;  ///< world rank, -1 when not dedicated
+  std::vector<std::int64_t> site;        ///< index into SiteTable, -1 when not dedicated
+  std::vector<std::int64_t> cost;        ///< partition cost, 0 when not dedicated
+};
+
+/// Hook sites in forward order (parallel columns).
+struct SiteTable {
+  std::vector<std::string> path;  ///< "" is the root
+  std::vector<std::string> type;
+  std::vector<std::int64_t> param_count;
+  std::vector<std::int64_t> numel;
+  std::vector<std::int64_t> bytes;
+  std::vector<std::vector<std::int64_t>> owners;  ///< distinct owner ranks per site, ascending
+};
+
+/// Ownership partition quality (SPEC §5).
+struct PartitionRecord {
+  std::string strategy;
+  std::string cost_model;
+  std::int64_t shard = 1;
+  std::int64_t replicate = 1;
+  std::vector<std::int64_t> slot_rank;  ///< per slot (shard-major)
+  std::vector<std::int64_t> numel_loads;
+  std::vector<std::int64_t> cost_loads;
+  std::int64_t num_units = 0;
+  std::int64_t packed_units = 0;
+  std::int64_t total_cost = 0;
+  std::int64_t makespan = 0;
+  double lower_bound = 0;
+  double ratio = 0;
+  double imbalance_all = 0;
+  double imbalance_nonempty = 0;
+  std::int64_t empty_slots = 0;
+  std::int64_t key_collisions = 0;
+};
+
+/// Measured phase times: seconds[(step * ranks + rank) * phases.size() + phase].
+struct Timings {
+  std::vector<std::string> phases;
+  std::int64_t steps = 0;
+  std::int64_t ranks = 0;
+  std::vector<double> seconds;
+  double at(std::int64_t step, std::int64_t rank, std::size_t phase) const {
+    return seconds[static_cast<std::size_t>((step * ranks + rank)) * phases.size() + phase];
+  }
+};
+
+/// Per-step collectives per kind and rank: value[kind * ranks + rank].
+struct Collectives {
+  std::vector<std::string> kinds;
+  std::int64_t ranks = 0;
+  std::vector<std::int64_t> calls_per_step;
+  std::vector<std::int64_t> bytes_per_rank_per_step;          ///< measured
+  std::vector<std::int64_t> formula_bytes_per_rank_per_step;  ///< predicted (SPEC §6)
+};
+
+/// One run: one (topology, boundary, owner strategy, method, reshard) combination.
+struct RunRecord {
+  std::string status = "ok";  ///< "ok" | "rejected" (strict boundary failed at set-up)
+  std::string error;          ///< the set-up error when rejected
+  std::string config_text;    ///< the resolved configuration (YAML/JSON text)
+
+  std::string topology;
+  std::string preset;
+  std::string dedicate_rule;
+  std::string boundary_spec;   ///< resolved spec ("types:A,B"), never an alias
+  std::string boundary_label;  ///< e.g. "recommended", "types:A,B (strict)"
+  bool strict = true;
+  std::vector<std::string> boundary_warnings;  ///< degradation findings, one line each
+  std::string suggested_boundary;
+  std::string method = "dmuon";
+  std::string reshard = "z3";
+  std::int64_t world_size = 1;
+  std::int64_t replicate = 1;
+
+  ModuleTable modules;
+  ParamTable params;
+  SiteTable sites;
+  PartitionRecord partition;
+  Timings timings;
+  Collectives collectives;
+  std::map<std::string, std::int64_t> memory;       ///< bytes, by name
+  std::map<std::string, double> summary;            ///< step_ms, tokens_per_s, ...
+  std::map<std::string, std::string> summary_text;  ///< timings_source, check, ...
+};
+
+struct ResultsFile {
+  Provenance provenance;
+  std::vector<RunRecord> runs;
+};
+
+}  // namespace dmuon::results
