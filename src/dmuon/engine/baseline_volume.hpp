@@ -1,0 +1,41 @@
+#pragma once
+// Exact per-rank, per-step collective calls and bytes every method must produce, under the
+// counter convention of comm/collective_counters.hpp (broadcast/all_gather count received
+// bytes, reduce/reduce_scatter/all_reduce sent bytes). The engine audits its measured counters
+// against these integers. For `dmuon` the broadcast/reduce part is plan::predict_dmuon_volume
+// (SPEC §6); the sharded non-dedicated parameters add the FSDP terms below.
+//
+// Per fp32 parameter of numel n, chunk c = ceil(n / G) elements (shards padded to G·c):
+//   FSDP forward all_gather   (G−1)·c·4 bytes, once (Z2) or twice (Z3: re-gather for backward)
+//   FSDP backward reduce_scatter(avg)  (G−1)·c·4
+//   fsdp-muon optimizer all_gather of the dedicated parameter's Nesterov input  (G−1)·c·4
+//   ddp all_reduce(avg)  floor(n·(G−1)/G)·4
+
+#include <array>
+#include <cstdint>
+
+#include "dmuon/comm/collective_counters.hpp"
+#include "dmuon/engine/engine_options.hpp"
+#include "dmuon/plan/comm_volume.hpp"
+#include "dmuon/plan/plan.hpp"
+
+namespace dmuon::engine {
+
+struct KindExpectation {
+  std::int64_t calls = 0;
+  std::int64_t bytes = 0;  ///< volume under the convention
+};
+using VolumeExpectation = std::array<KindExpectation, comm::kCollectiveKindCount>;
+
+/// Elements per rank of a parameter sharded over G ranks.
+inline std::int64_t shard_chunk(std::int64_t numel, int shard) {
+  return (numel + shard - 1) / shard;
+}
+
+/// Expected calls and bytes of world rank `rank` per step. `dmuon` is the prediction for the
+/// plan (used for method dmuon only).
+VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
+                                  const model::ModuleTree& tree, const plan::Plan& plan,
+                                  const plan::CommVolume& dmuon, int rank, int shard);
+
+}  // namespace dmuon::engine

@@ -1,0 +1,33 @@
+#pragma once
+// The benchmark engine: runs warmup + steps training steps of one method on a topology over
+// MPI_COMM_WORLD (1-D, R = 1), measuring phases, counting every collective and auditing the
+// counts against the exact formulas (baseline_volume.hpp). Optionally checks the final weights
+// against a one-process recomputation (reference.hpp).
+//
+// State per rank (built once, reused every step, like a Cabana communication plan):
+//   dmuon  dedicated: owner holds fp32 master + momentum; every rank one packed buffer per
+//          (site, owner). Non-dedicated: FSDP shards (1/G, padded) + AdamW.
+//   fsdp-* every parameter sharded; fsdp-muon keeps the Muon momentum sharded too.
+//   ddp    full replicas.
+
+#include <mpi.h>
+
+#include "dmuon/engine/engine_options.hpp"
+#include "dmuon/engine/run_result.hpp"
+#include "dmuon/model/module_tree.hpp"
+#include "dmuon/plan/plan.hpp"
+
+namespace dmuon::engine {
+
+/// Throws InputError (identically on all ranks, before any collective) for what the engine
+/// cannot run: HSDP (R > 1), non-fp32 parameters, bad options.
+void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const EngineOptions& o,
+                  int world_size);
+
+/// Collective over `world`: verifies every rank built the same plan, then runs. Requires an
+/// initialised Kokkos (kernels/scoped_kokkos.hpp). NaN/Inf in a gradient or weight aborts all
+/// ranks (comm::abort_all) naming rank, step and parameter.
+RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, const EngineOptions& o,
+                     MPI_Comm world);
+
+}  // namespace dmuon::engine

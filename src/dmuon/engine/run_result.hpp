@@ -1,0 +1,65 @@
+#pragma once
+// What one engine run measured, reduced over ranks (valid on every rank after run_engine).
+// Reductions: per step, the max over ranks; then the median over the measured steps.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dmuon/comm/collective_counters.hpp"
+#include "dmuon/engine/engine_options.hpp"
+
+namespace dmuon::engine {
+
+/// Wall-time phases of one step on one rank.
+enum class Phase {
+  forward_comm,      ///< forward all-gathers / packed broadcasts (issue + wait, incl. packing)
+  forward_compute,   ///< Y = X·Wᵀ per parameter
+  backward_compute,  ///< dX, dW per parameter (+ finiteness checks)
+  backward_comm,     ///< Z3 re-broadcast/re-gather, reduce/reduce-scatter/all-reduce issue + waits
+  optimizer_ns,      ///< Newton–Schulz
+  optimizer_other,   ///< momentum, update, AdamW, optimizer collectives (fsdp-muon)
+  exposed_comm,      ///< time blocked in communication calls (not overlapped with compute)
+  step,              ///< whole step
+};
+inline constexpr std::size_t kPhaseCount = 8;
+const char* phase_name(Phase p);
+
+struct KindResult {
+  std::int64_t calls_per_step =
+      0;  ///< max over ranks (every rank takes part in the same calls here)
+  std::int64_t bytes_measured = 0;  ///< max over ranks of the per-rank volume per step
+  std::int64_t bytes_formula = 0;   ///< max over ranks of the expected volume
+};
+
+struct RunResult {
+  Method method = Method::dmuon;
+  std::string reshard;
+  int world_size = 1;
+  int replicate = 1;
+  std::int64_t hook_sites = 0;
+  std::int64_t hook_calls_per_step = 0;
+  std::int64_t hook_calls_formula = 0;
+  std::array<KindResult, comm::kCollectiveKindCount> kinds{};
+  bool audit_ok = true;
+  std::string audit_message;  ///< first mismatch (rank, step, kind) if any
+  std::array<double, kPhaseCount>
+      phases_ms{};  ///< median over measured steps of the max over ranks
+  // Peak bytes per rank (max over ranks). Packed/gathered buffers are counted as a real
+  // implementation holds them live (Z3: one group at a time; Z2: all groups).
+  std::int64_t peak_packed_bytes = 0;
+  std::int64_t master_bytes = 0;
+  std::int64_t momentum_bytes = 0;
+  bool checked = false;
+  bool check_passed = true;
+  double max_rel_error = 0;
+  std::string worst_param;
+  /// Rank 0 only: every parameter's final weights, in tree.parameter_order().
+  std::vector<std::vector<float>> final_weights;
+
+  std::int64_t bytes_measured_total() const;
+  std::int64_t bytes_formula_total() const;
+};
+
+}  // namespace dmuon::engine
