@@ -125,9 +125,14 @@ void refine_local_search(Partition& p) {
     members[p.unit_slot[u]].push_back(static_cast<int>(u));
   }
   KeyCounts keys(p);
-  auto remove_member = [&](int s, int u) {
-    auto& m = members[s];
+  auto relocate = [&](int u, int from, int to) {
+    auto& m = members[from];
     m.erase(std::find(m.begin(), m.end(), u));
+    members[to].push_back(u);
+    load[from] -= p.units[u].cost;
+    load[to] += p.units[u].cost;
+    keys.move(u, from, to);
+    p.unit_slot[u] = to;
   };
   // Each accepted step strictly lowers (makespan, #slots at makespan): termination is
   // guaranteed; the cap only bounds pathological inputs.
@@ -175,22 +180,8 @@ void refine_local_search(Partition& p) {
       }
     }
     if (!found) break;
-    const int u = best.unit, t = best.to;
-    remove_member(top, u);
-    members[t].push_back(u);
-    load[top] -= p.units[u].cost;
-    load[t] += p.units[u].cost;
-    keys.move(u, top, t);
-    p.unit_slot[u] = t;
-    if (best.partner >= 0) {
-      const int v = best.partner;
-      remove_member(t, v);
-      members[top].push_back(v);
-      load[t] -= p.units[v].cost;
-      load[top] += p.units[v].cost;
-      keys.move(v, t, top);
-      p.unit_slot[v] = top;
-    }
+    relocate(best.unit, top, best.to);
+    if (best.partner >= 0) relocate(best.partner, best.to, top);
   }
 }
 
