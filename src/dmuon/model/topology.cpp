@@ -83,6 +83,27 @@ std::string idx(std::int64_t k) {
 
 // ---- builders (structures as in docs/SPEC.md §3's warnings and the seed note) ---------------
 
+// Llama-style attention: q/o h→h, k/v h→kv (grouped-query), under a module of type `type`.
+int add_gqa_attention(Builder& b, int parent, const std::string& type, std::int64_t h,
+                      std::int64_t kv) {
+  const int attn = b.module(parent, "self_attn", type);
+  b.linear(attn, "q_proj", h, h);
+  b.linear(attn, "k_proj", h, kv);
+  b.linear(attn, "v_proj", h, kv);
+  b.linear(attn, "o_proj", h, h);
+  return attn;
+}
+
+// Gated MLP (SwiGLU): gate/up h→i, down i→h, under a module `name` of type `type`.
+int add_gated_mlp(Builder& b, int parent, const std::string& name, const std::string& type,
+                  std::int64_t h, std::int64_t i) {
+  const int mlp = b.module(parent, name, type);
+  b.linear(mlp, "gate_proj", h, i);
+  b.linear(mlp, "up_proj", h, i);
+  b.linear(mlp, "down_proj", i, h);
+  return mlp;
+}
+
 void build_sequential(Builder& b, const DimView& x) {
   const auto d = x["d"];
   b.linear(ModuleTree::root, "0", d, 4 * d);
@@ -145,15 +166,8 @@ void build_nested(Builder& b, const DimView& x) {
   const int tl = b.module(text, "layers", "ModuleList");
   for (std::int64_t k = 0; k < x["Ll"]; ++k) {
     const int l = b.module(tl, idx(k), "Qwen2VLDecoderLayer");
-    const int attn = b.module(l, "self_attn", "Qwen2VLAttention");
-    b.linear(attn, "q_proj", h, h);
-    b.linear(attn, "k_proj", h, kv);
-    b.linear(attn, "v_proj", h, kv);
-    b.linear(attn, "o_proj", h, h);
-    const int mlp = b.module(l, "mlp", "Qwen2MLP");
-    b.linear(mlp, "gate_proj", h, i);
-    b.linear(mlp, "up_proj", h, i);
-    b.linear(mlp, "down_proj", i, h);
+    add_gqa_attention(b, l, "Qwen2VLAttention", h, kv);
+    add_gated_mlp(b, l, "mlp", "Qwen2MLP", h, i);
     b.norm(l, "input_layernorm", "RMSNorm", h);
     b.norm(l, "post_attention_layernorm", "RMSNorm", h);
   }
@@ -193,15 +207,8 @@ void build_llm(Builder& b, const DimView& x) {
   const int layers = b.module(model, "layers", "ModuleList");
   for (std::int64_t k = 0; k < x["L"]; ++k) {
     const int l = b.module(layers, idx(k), "LlamaDecoderLayer");
-    const int attn = b.module(l, "self_attn", "LlamaAttention");
-    b.linear(attn, "q_proj", h, h);
-    b.linear(attn, "k_proj", h, kv);
-    b.linear(attn, "v_proj", h, kv);
-    b.linear(attn, "o_proj", h, h);
-    const int mlp = b.module(l, "mlp", "LlamaMLP");
-    b.linear(mlp, "gate_proj", h, i);
-    b.linear(mlp, "up_proj", h, i);
-    b.linear(mlp, "down_proj", i, h);
+    add_gqa_attention(b, l, "LlamaAttention", h, kv);
+    add_gated_mlp(b, l, "mlp", "LlamaMLP", h, i);
     b.norm(l, "input_layernorm", "LlamaRMSNorm", h);
     b.norm(l, "post_attention_layernorm", "LlamaRMSNorm", h);
   }
@@ -212,14 +219,6 @@ void build_llm(Builder& b, const DimView& x) {
   } else {
     b.linear(ModuleTree::root, "lm_head", h, v);
   }
-}
-
-void add_moe_expert(Builder& b, int parent, const std::string& name, std::int64_t h,
-                    std::int64_t i) {
-  const int ex = b.module(parent, name, "MoeExpert");
-  b.linear(ex, "gate_proj", h, i);
-  b.linear(ex, "up_proj", h, i);
-  b.linear(ex, "down_proj", i, h);
 }
 
 void build_moe_llm(Builder& b, const DimView& x) {
@@ -244,23 +243,17 @@ void build_moe_llm(Builder& b, const DimView& x) {
       b.linear(attn, "kv_b_proj", x["kv_lora"], heads * (nope + x["v_head"]));
       b.linear(attn, "o_proj", heads * x["v_head"], h);
     } else {
-      const int attn = b.module(l, "self_attn", "MoeAttention");
-      b.linear(attn, "q_proj", h, h);
-      b.linear(attn, "k_proj", h, kv);
-      b.linear(attn, "v_proj", h, kv);
-      b.linear(attn, "o_proj", h, h);
+      add_gqa_attention(b, l, "MoeAttention", h, kv);
     }
     if (k < x["first_dense"]) {
-      const int mlp = b.module(l, "mlp", "MoeMLP");
-      b.linear(mlp, "gate_proj", h, x["i_dense"]);
-      b.linear(mlp, "up_proj", h, x["i_dense"]);
-      b.linear(mlp, "down_proj", x["i_dense"], h);
+      add_gated_mlp(b, l, "mlp", "MoeMLP", h, x["i_dense"]);
     } else {
       const int mlp = b.module(l, "mlp", "MoeSparseBlock");
       b.linear(mlp, "gate", h, e);
       const int experts = b.module(mlp, "experts", "ModuleList");
-      for (std::int64_t j = 0; j < e; ++j) add_moe_expert(b, experts, idx(j), h, x["i"]);
-      if (x["shared"]) add_moe_expert(b, mlp, "shared_experts", h, x["i_shared"]);
+      for (std::int64_t j = 0; j < e; ++j)
+        add_gated_mlp(b, experts, idx(j), "MoeExpert", h, x["i"]);
+      if (x["shared"]) add_gated_mlp(b, mlp, "shared_experts", "MoeExpert", h, x["i_shared"]);
     }
     b.norm(l, "input_layernorm", "RMSNorm", h);
     b.norm(l, "post_attention_layernorm", "RMSNorm", h);
