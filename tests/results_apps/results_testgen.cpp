@@ -116,7 +116,7 @@ int reference(const std::string& out, int world, int argc, char** argv) {
     c.partition.shard = world;
     const std::string config = fmt::format(
         "topology: moe\npreset: tiny\nboundary: {{spec: {}, strict: {}}}\nowner_strategy: lpt\n"
-        "cost_model: optimizer\nmethods: [dmuon]\nreshard: z3\ntokens: {}\nsteps: {}\n",
+        "cost_model: optimizer\nmethod: [dmuon]\nreshard: z3\ntokens: {}\nsteps: {}\n",
         ch.word, ch.strict ? "true" : "false", kTokens, kSteps);
     try {
       const auto p = plan::make_plan(topo.tree, c);

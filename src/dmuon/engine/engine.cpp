@@ -132,6 +132,10 @@ class Runner {
   RunResult run();
 
  private:
+  void gather_per_rank(const std::vector<double>& phases,
+                       const std::array<std::int64_t, comm::kCollectiveKindCount>& calls,
+                       const std::array<std::int64_t, comm::kCollectiveKindCount>& bytes,
+                       const VolumeExpectation& expect, RunResult& r);
   void build();
   void step(long s, std::array<double, kPhaseCount>& ph);
   void pack_owned(PackedBuffer& b);
@@ -514,6 +518,44 @@ std::vector<std::vector<float>> Runner::gather_final() {
   return out;
 }
 
+// Per-rank values to rank 0: the measured steps' phases (steps x ranks x phases) and the last
+// step's calls, measured and formula bytes per kind (kinds x ranks).
+void Runner::gather_per_rank(const std::vector<double>& phases,
+                             const std::array<std::int64_t, comm::kCollectiveKindCount>& calls,
+                             const std::array<std::int64_t, comm::kCollectiveKindCount>& bytes,
+                             const VolumeExpectation& expect, RunResult& r) {
+  const std::size_t np = kPhaseCount, nk = comm::kCollectiveKindCount;
+  const auto steps = static_cast<std::size_t>(o_.steps), ranks = static_cast<std::size_t>(size_);
+  const std::vector<double> mine(phases.begin() + static_cast<long>(o_.warmup * np), phases.end());
+  std::vector<double> all(rank_ == 0 ? mine.size() * ranks : 0);
+  MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+             static_cast<int>(mine.size()), MPI_DOUBLE, 0, world_);
+  std::vector<std::int64_t> cnt;
+  for (std::size_t i = 0; i < nk; ++i) {
+    cnt.push_back(calls[i]);
+    cnt.push_back(bytes[i]);
+    cnt.push_back(expect[i].bytes);
+  }
+  std::vector<std::int64_t> allc(rank_ == 0 ? cnt.size() * ranks : 0);
+  MPI_Gather(cnt.data(), static_cast<int>(cnt.size()), MPI_INT64_T, allc.data(),
+             static_cast<int>(cnt.size()), MPI_INT64_T, 0, world_);
+  if (rank_ != 0) return;
+  r.rank_phases_ms.resize(all.size());
+  for (std::size_t q = 0; q < ranks; ++q)
+    for (std::size_t t = 0; t < steps; ++t)
+      for (std::size_t p = 0; p < np; ++p)
+        r.rank_phases_ms[(t * ranks + q) * np + p] = all[(q * steps + t) * np + p];
+  r.rank_calls.resize(nk * ranks);
+  r.rank_bytes.resize(nk * ranks);
+  r.rank_formula_bytes.resize(nk * ranks);
+  for (std::size_t q = 0; q < ranks; ++q)
+    for (std::size_t k = 0; k < nk; ++k) {
+      r.rank_calls[k * ranks + q] = allc[q * 3 * nk + 3 * k];
+      r.rank_bytes[k * ranks + q] = allc[q * 3 * nk + 3 * k + 1];
+      r.rank_formula_bytes[k * ranks + q] = allc[q * 3 * nk + 3 * k + 2];
+    }
+}
+
 RunResult Runner::run() {
   RunResult r;
   r.method = o_.method;
@@ -552,7 +594,9 @@ RunResult Runner::run() {
     if (dm && audit_msg.empty() && hooks_per_step != predicted.hook_calls)
       audit_msg = fmt::format("rank {} step {}: {} hook calls, formula {}", rank_, s,
                               hooks_per_step, predicted.hook_calls);
+    if (o_.on_step) o_.on_step(static_cast<int>(s), total);
   }
+  gather_per_rank(phases, calls, bytes, expect, r);
   // Reductions over ranks (outside the counted communicator).
   std::vector<double> maxph(phases.size());
   MPI_Allreduce(phases.data(), maxph.data(), static_cast<int>(phases.size()), MPI_DOUBLE, MPI_MAX,

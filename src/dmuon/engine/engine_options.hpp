@@ -3,6 +3,7 @@
 // Validated before the first collective so every rank rejects bad input alike (exit 2).
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,9 @@ struct EngineOptions {
   /// samples in another order differ by ~1e-7 relative; Newton–Schulz's normalisation and
   /// quintic iterations amplify that by O(10–100) over a few steps: 1e-4 leaves ~10x margin.
   double check_tolerance = 1e-4;
+  /// Called on every rank after each step (1-based step, total steps incl. warmup); progress
+  /// display. Must not communicate.
+  std::function<void(int, int)> on_step;
 
   int total_steps() const { return warmup + steps; }
   /// Global samples for a world of G shard ranks.

@@ -55,6 +55,12 @@ struct RunResult {
   bool check_passed = true;
   double max_rel_error = 0;
   std::string worst_param;
+  /// Rank 0 only: per measured step, rank and phase, ms: [(step * world + rank) * kPhaseCount +
+  /// phase] (the values the medians above reduce).
+  std::vector<double> rank_phases_ms;
+  /// Rank 0 only: per kind and rank, [kind * world + rank], of the last step: collective calls,
+  /// measured bytes and formula bytes.
+  std::vector<std::int64_t> rank_calls, rank_bytes, rank_formula_bytes;
   /// Rank 0 only: every parameter's final weights, in tree.parameter_order().
   std::vector<std::vector<float>> final_weights;
 

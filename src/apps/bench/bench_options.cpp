@@ -1,0 +1,60 @@
+#include "bench/bench_options.hpp"
+
+#include "dmuon/plan/comm_volume.hpp"
+
+namespace dmuon::apps::bench {
+
+void add_bench_options(CLI::App& app, BenchOptions& o) {
+  add_plan_options(app, o.plan);
+  // The bench sweeps boundaries: replace the shared single-valued --boundary/--lenient.
+  app.remove_option(app.get_option("--boundary"));
+  app.remove_option(app.get_option("--lenient"));
+  app.add_option("--boundary", o.boundaries,
+                 "hook boundary, repeatable (replaces the default sweep): default | recommended "
+                 "| incomplete | types:T1,T2 | paths:REGEX | resolver:PARAM_REGEX=PATH;... "
+                 "(prefix strict: or lenient: to fix one item's mode). Without it: the "
+                 "topology's sweep (configs/<topology>.yaml, else default, recommended, "
+                 "incomplete strict, incomplete lenient)");
+  app.add_flag("--lenient", o.lenient,
+               "lenient mode for --boundary items without a strict:/lenient: prefix");
+  app.add_option("--method", o.methods,
+                 "dmuon|fsdp-adamw|fsdp-muon|ddp-muon (repeatable or comma list; default "
+                 "dmuon,fsdp-adamw,fsdp-muon); baselines run once, dmuon once per boundary");
+  app.add_option("--reshard", o.reshard, "z3 (re-broadcast before backward) or z2")
+      ->capture_default_str();
+  app.add_option("--compute", o.compute, "gemm (synthetic per-Linear GEMMs) or none")
+      ->capture_default_str();
+  auto& eo = o.engine;
+  eo.steps = kDefaultSteps;
+  eo.warmup = kDefaultWarmup;
+  eo.tokens = kDefaultTokens;
+  app.add_option("--tokens", eo.tokens, "samples per rank (global batch = tokens x ranks)")
+      ->capture_default_str();
+  app.add_option("--global-tokens", eo.global_tokens,
+                 "global batch in samples, split over ranks (overrides --tokens; keeps --check "
+                 "comparable across rank counts)");
+  app.add_option("--steps", eo.steps, "measured steps")->capture_default_str();
+  app.add_option("--warmup", eo.warmup, "unmeasured steps first")->capture_default_str();
+  app.add_option("--seed", eo.seed, "seed of the synthetic weights and data")
+      ->capture_default_str();
+  app.add_flag("--check", eo.check,
+               "compare final weights with a one-process recomputation on rank 0");
+  app.add_option("--check-tolerance", eo.check_tolerance, "max relative error for --check")
+      ->capture_default_str();
+  app.add_flag("--json", o.json, "print one JSON object on rank 0 instead of the table");
+  app.add_option("--output", o.output,
+                 "results file (HDF5, written atomically by rank 0; default: none)");
+  app.add_option("--inject-nan-step", eo.inject_nan_step,
+                 "test aid: poison one gradient on the last rank at this step (1-based); the run "
+                 "must abort on all ranks naming the parameter");
+}
+
+std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
+  const auto methods = engine::parse_method_list(
+      o.methods.empty() ? std::vector<std::string>{"dmuon,fsdp-adamw,fsdp-muon"} : o.methods);
+  o.engine.reshard = plan::parse_reshard(o.reshard);
+  o.engine.compute = engine::parse_compute(o.compute);
+  return methods;
+}
+
+}  // namespace dmuon::apps::bench

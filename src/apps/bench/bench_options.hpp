@@ -1,0 +1,40 @@
+#pragma once
+// dmuon_bench's command line: the shared plan flags plus what the bench adds (boundary sweep,
+// methods, engine options, output). Every flag has a config key (config_keys.hpp) and the
+// apps test bench_config_keys_match_flags checks that the two lists agree.
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "common/plan_options.hpp"
+#include "dmuon/engine/engine_options.hpp"
+
+namespace dmuon::apps::bench {
+
+/// Defaults sized so `mpirun -n 8 dmuon_bench --topology moe` (full sweep, 3 methods) answers
+/// in well under a minute on two oversubscribed cores.
+inline constexpr int kDefaultSteps = 3;
+inline constexpr int kDefaultWarmup = 1;
+inline constexpr std::int64_t kDefaultTokens = 16;
+
+struct BenchOptions {
+  PlanOptions plan;                     ///< plan.boundary/plan.lenient are unused (see below)
+  std::vector<std::string> boundaries;  ///< --boundary items ("strict:S"/"lenient:S" allowed)
+  bool lenient = false;                 ///< strictness of items without their own
+  std::vector<std::string> methods;     ///< empty = dmuon, fsdp-adamw, fsdp-muon
+  std::string reshard = "z3";
+  std::string compute = "gemm";
+  engine::EngineOptions engine;
+  bool json = false;
+  std::string output;  ///< "" = no results file
+};
+
+/// Registers every dmuon_bench flag on `app`.
+void add_bench_options(CLI::App& app, BenchOptions& o);
+
+/// Resolves methods/reshard/compute into o.engine and returns the method list; InputError on
+/// bad values.
+std::vector<engine::Method> resolve_engine_options(BenchOptions& o);
+
+}  // namespace dmuon::apps::bench

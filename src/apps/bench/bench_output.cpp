@@ -1,0 +1,146 @@
+#include "bench/bench_output.hpp"
+
+#include <fmt/format.h>
+
+#include "dmuon/engine/report.hpp"
+#include "dmuon/partition/partition.hpp"
+
+namespace dmuon::apps::bench {
+namespace {
+
+using comm::CollectiveKind;
+using engine::Phase;
+
+std::int64_t calls(const engine::RunResult& r, std::initializer_list<CollectiveKind> ks) {
+  std::int64_t c = 0;
+  for (auto k : ks) c += r.kinds[static_cast<std::size_t>(k)].calls_per_step;
+  return c;
+}
+double ph(const engine::RunResult& r, Phase p) {
+  return r.phases_ms[static_cast<std::size_t>(p)];
+}
+std::string clip(const std::string& s, std::size_t n) {
+  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
+}
+double adamw_step_ms(const std::vector<BenchRun>& runs) {
+  for (const auto& r : runs)
+    if (r.ok() && r.method == engine::Method::fsdp_adamw) return ph(r.result, Phase::step);
+  return 0;
+}
+
+}  // namespace
+
+int failures(const std::vector<BenchRun>& runs) {
+  int n = 0;
+  for (const auto& r : runs)
+    if (r.ok()) n += !r.result.audit_ok + (r.result.checked && !r.result.check_passed);
+  return n;
+}
+
+std::string format_table(const model::Topology& topo, const std::vector<plan::Plan>& plans,
+                         const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
+                         const std::string& sweep_source) {
+  const auto& e = o.engine;
+  std::string s;
+  s += fmt::format("# dmuon_bench  topology {} (preset {})  world {} = R 1 x G {}\n", topo.name,
+                   topo.preset.empty() ? "file" : topo.preset, world, world);
+  s += fmt::format("# boundary sweep: {}  owner strategy {}  reshard {}  compute {}\n",
+                   sweep_source, o.plan.owner_strategy, plan::reshard_name(e.reshard),
+                   engine::compute_name(e.compute));
+  s += fmt::format("# global batch {} samples ({} per rank)  steps {} (+{} warmup)  seed {}\n",
+                   e.global_samples(world), e.global_samples(world) / world, e.steps, e.warmup,
+                   e.seed);
+  s += "# times: median over steps of the max over ranks (ms); MB = 1e6 bytes per rank per step;"
+       " bcast = broadcast + all_gather calls, red = reduce + reduce_scatter + all_reduce;"
+       " baselines (boundary '-') run once\n";
+  const char* hdr =
+      "# {:<40} {:<7} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>8} {:>8} {:>5} {:>8} {:>8} {:>8} "
+      "{:>6} {:>5}\n";
+  s += fmt::format(hdr, "boundary", "mode", "method", "status", "sites", "hooks", "bcast", "red",
+                   "MB meas", "MB form", "audit", "step ms", "optim ms", "exposed", "/adamw",
+                   "check");
+  const double adamw = adamw_step_ms(runs);
+  for (const auto& run : runs) {
+    const std::string label = clip(run.boundary_label(), 40);
+    if (!run.ok()) {
+      s += fmt::format("  {:<40} {:<7} {:<10} {:<8} {}\n", label, run.mode(),
+                       engine::method_name(run.method), run.status, clip(run.error, 110));
+      continue;
+    }
+    const auto& r = run.result;
+    const double step = ph(r, Phase::step);
+    s += fmt::format(
+        "  {:<40} {:<7} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>8.3f} {:>8.3f} {:>5} {:>8.2f} "
+        "{:>8.2f} {:>8.2f} {:>6} {:>5}\n",
+        label, run.mode(), engine::method_name(run.method), run.status, r.hook_sites,
+        r.hook_calls_per_step, calls(r, {CollectiveKind::broadcast, CollectiveKind::all_gather}),
+        calls(r,
+              {CollectiveKind::reduce, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}),
+        static_cast<double>(r.bytes_measured_total()) / 1e6,
+        static_cast<double>(r.bytes_formula_total()) / 1e6, r.audit_ok ? "OK" : "FAIL", step,
+        ph(r, Phase::optimizer_ns) + ph(r, Phase::optimizer_other), ph(r, Phase::exposed_comm),
+        adamw > 0 ? fmt::format("{:.2f}", step / adamw) : std::string("-"),
+        !r.checked ? "-" : (r.check_passed ? "OK" : "FAIL"));
+  }
+  // Warnings, one line each, grouped per boundary row.
+  for (const auto& run : runs) {
+    if (run.baseline) continue;
+    const std::string head = fmt::format("{} ({})", run.boundary.label(), run.boundary.mode());
+    if (!run.ok()) s += fmt::format("# [{}] rejected at set-up: {}\n", head, run.error);
+    for (const auto& w : run.warnings) s += fmt::format("# [{}] {}\n", head, w);
+  }
+  for (const auto& run : runs) {
+    if (!run.ok()) continue;
+    const auto& r = run.result;
+    const std::string who = fmt::format("{}{}", engine::method_name(run.method),
+                                        run.baseline ? "" : ", " + run.boundary.label());
+    if (!r.audit_ok) s += fmt::format("# audit FAILED ({}): {}\n", who, r.audit_message);
+    if (r.checked)
+      s += fmt::format("# check {} ({}): max relative error {:.3e} (tolerance {:.1e}){}\n",
+                       r.check_passed ? "OK" : "FAILED", who, r.max_rel_error, e.check_tolerance,
+                       r.worst_param.empty() ? "" : ", worst " + r.worst_param);
+  }
+  (void)plans;
+  const int failed = failures(runs);
+  s += fmt::format("# Failed audits and checks : {} {}\n", failed, failed == 0 ? "OK" : "FAILED");
+  return s;
+}
+
+nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan>& plans,
+                       const BenchOptions& o, int world, const std::vector<BenchRun>& runs) {
+  const auto& e = o.engine;
+  nlohmann::json j;
+  j["topology"] = topo.name;
+  j["preset"] = topo.preset;
+  j["world_size"] = world;
+  j["owner_strategy"] = o.plan.owner_strategy;
+  j["reshard"] = plan::reshard_name(e.reshard);
+  j["compute"] = engine::compute_name(e.compute);
+  j["steps"] = e.steps;
+  j["warmup"] = e.warmup;
+  j["seed"] = e.seed;
+  j["runs"] = nlohmann::json::array();
+  const double adamw = adamw_step_ms(runs);
+  for (const auto& run : runs) {
+    nlohmann::json x = nlohmann::json::object();
+    if (run.ok()) {
+      const auto& p = plans.at(static_cast<std::size_t>(run.plan_index));
+      x = engine::to_json(topo, p, e, {run.result})["runs"][0];
+      if (adamw > 0) x["ratio_vs_fsdp_adamw"] = ph(run.result, Phase::step) / adamw;
+    }
+    x["method"] = engine::method_name(run.method);
+    x["baseline"] = run.baseline;
+    x["boundary"] = run.baseline ? "" : run.boundary.word;
+    x["boundary_spec"] = run.baseline ? "" : run.boundary.spec;
+    x["strict"] = run.baseline ? true : run.boundary.strict;
+    x["status"] = run.status;
+    if (!run.ok()) x["error"] = run.error;
+    x["warnings"] = run.warnings;
+    j["runs"].push_back(x);
+  }
+  j["failures"] = failures(runs);
+  j["passed"] = failures(runs) == 0;
+  return j;
+}
+
+}  // namespace dmuon::apps::bench

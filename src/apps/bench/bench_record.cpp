@@ -1,0 +1,205 @@
+#include "bench/bench_record.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "dmuon/comm/collective_counters.hpp"
+#include "dmuon/partition/cost_model.hpp"
+#include "dmuon/plan/comm_volume.hpp"
+#include "dmuon/results/plan_record.hpp"
+
+namespace dmuon::apps::bench {
+namespace {
+
+using engine::Phase;
+
+// Phases stored in `timings`: the disjoint ones, whose sum is the step (up to loop overhead);
+// exposed_comm overlaps them and the step is their total, so both go to the summary only.
+constexpr Phase kStoredPhases[] = {Phase::forward_comm,     Phase::forward_compute,
+                                   Phase::backward_compute, Phase::backward_comm,
+                                   Phase::optimizer_ns,     Phase::optimizer_other};
+
+double phase_ms(const engine::RunResult& r, Phase p) {
+  return r.phases_ms[static_cast<std::size_t>(p)];
+}
+
+std::string yaml_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
+
+void fill_collectives(results::RunRecord& rec, const engine::RunResult& r) {
+  const auto ranks = static_cast<std::size_t>(r.world_size);
+  results::Collectives c;
+  c.ranks = r.world_size;
+  for (auto k : comm::kAllCollectiveKinds) {
+    const auto ki = static_cast<std::size_t>(k);
+    bool used = false;
+    for (std::size_t q = 0; q < ranks; ++q)
+      used = used || r.rank_calls[ki * ranks + q] != 0 || r.rank_bytes[ki * ranks + q] != 0 ||
+             r.rank_formula_bytes[ki * ranks + q] != 0;
+    if (!used) continue;
+    c.kinds.emplace_back(comm::collective_kind_name(k));
+    for (std::size_t q = 0; q < ranks; ++q) {
+      c.calls_per_step.push_back(r.rank_calls[ki * ranks + q]);
+      c.bytes_per_rank_per_step.push_back(r.rank_bytes[ki * ranks + q]);
+      c.formula_bytes_per_rank_per_step.push_back(r.rank_formula_bytes[ki * ranks + q]);
+    }
+  }
+  rec.collectives = std::move(c);
+}
+
+void fill_timings(results::RunRecord& rec, const engine::RunResult& r, int steps) {
+  results::Timings t;
+  for (auto p : kStoredPhases) t.phases.emplace_back(engine::phase_name(p));
+  t.steps = steps;
+  t.ranks = r.world_size;
+  const std::size_t np = engine::kPhaseCount;
+  for (std::int64_t s = 0; s < t.steps; ++s)
+    for (std::int64_t q = 0; q < t.ranks; ++q)
+      for (auto p : kStoredPhases)
+        t.seconds.push_back(1e-3 * r.rank_phases_ms[static_cast<std::size_t>(s * t.ranks + q) * np +
+                                                    static_cast<std::size_t>(p)]);
+  rec.timings = std::move(t);
+}
+
+// Newton–Schulz FLOPs of one step over the dedicated matrices, docs/METRICS.md: Σ 5·(4m²n+2m³).
+double ns_flops(const results::RunRecord& rec) {
+  double f = 0;
+  for (std::size_t i = 0; i < rec.params.name.size(); ++i) {
+    if (!rec.params.dedicated[i] || rec.params.shape[i].size() != 2) continue;
+    const double a = static_cast<double>(rec.params.shape[i][0]);
+    const double b = static_cast<double>(rec.params.shape[i][1]);
+    const double m = std::min(a, b), n = std::max(a, b);
+    f += 5.0 * (4.0 * m * m * n + 2.0 * m * m * m);
+  }
+  return f;
+}
+
+void fill_measured(results::RunRecord& rec, const model::Topology& topo, const BenchOptions& o,
+                   const engine::RunResult& r) {
+  fill_collectives(rec, r);
+  fill_timings(rec, r, o.engine.steps);
+  rec.memory["peak_packed_or_gathered_bytes_max"] = r.peak_packed_bytes;
+  rec.memory["master_bytes_max"] = r.master_bytes;
+  rec.memory["optimizer_state_bytes_max"] = r.momentum_bytes;
+  auto& s = rec.summary;
+  for (std::size_t p = 0; p < engine::kPhaseCount; ++p)
+    if (static_cast<Phase>(p) != Phase::step)
+      s[std::string(engine::phase_name(static_cast<Phase>(p))) + "_ms"] = r.phases_ms[p];
+  const double step_ms = phase_ms(r, Phase::step);
+  const double ns_ms = phase_ms(r, Phase::optimizer_ns);
+  s["step_ms"] = step_ms;
+  s["optimizer_ms"] = ns_ms + phase_ms(r, Phase::optimizer_other);
+  s["exposed_comm_ms"] = phase_ms(r, Phase::exposed_comm);
+  if (step_ms > 0) {
+    s["tokens_per_s"] =
+        static_cast<double>(o.engine.global_samples(r.world_size)) / (step_ms * 1e-3);
+    s["updated_params_per_s"] = static_cast<double>(topo.tree.total_numel()) / (step_ms * 1e-3);
+  }
+  // NS runs on the owners only for dmuon, so Σ over owned matrices is the work the optimizer_ns
+  // phase (max over ranks) covers; for the baselines every rank repeats it: not reported.
+  if (r.method == engine::Method::dmuon && ns_ms > 0)
+    s["ns_tflops"] = ns_flops(rec) / (ns_ms * 1e-3) / 1e12;
+  s["hook_sites"] = static_cast<double>(r.hook_sites);
+  s["hook_calls_per_step"] = static_cast<double>(r.hook_calls_per_step);
+  s["hook_calls_formula"] = static_cast<double>(r.hook_calls_formula);
+  s["bytes_per_rank_max"] = static_cast<double>(r.bytes_measured_total());
+  s["formula_bytes_per_rank_max"] = static_cast<double>(r.bytes_formula_total());
+  s["audit_ok"] = r.audit_ok ? 1 : 0;
+  rec.summary_text["timings_source"] = "measured";
+  rec.summary_text["audit"] = r.audit_ok ? "ok" : r.audit_message;
+  if (r.checked) {
+    s["check_passed"] = r.check_passed ? 1 : 0;
+    s["max_rel_error"] = r.max_rel_error;
+    rec.summary_text["check"] = r.check_passed ? "passed" : "failed";
+  } else {
+    rec.summary_text["check"] = "not run";
+  }
+}
+
+}  // namespace
+
+std::string config_text(const BenchOptions& o, const BenchRun& run) {
+  const auto& p = o.plan;
+  const auto& e = o.engine;
+  std::string t;
+  auto kv = [&](const char* k, const std::string& v) { t += fmt::format("{}: {}\n", k, v); };
+  if (p.topology_file.empty()) {
+    kv("topology", p.topology);
+    if (!p.preset.empty()) kv("preset", p.preset);
+    if (!p.sets.empty()) {
+      std::vector<std::string> q;
+      for (const auto& s : p.sets) q.push_back(yaml_quote(s));
+      kv("set", fmt::format("[{}]", fmt::join(q, ", ")));
+    }
+  } else {
+    kv("topology_file", yaml_quote(p.topology_file));
+  }
+  kv("dedicate", yaml_quote(run.config.dedicate_rule));
+  if (!run.baseline)
+    kv("boundary", fmt::format("[{{spec: {}, strict: {}}}]", yaml_quote(run.boundary.spec),
+                               run.boundary.strict ? "true" : "false"));
+  kv("owner_strategy", p.owner_strategy);
+  kv("cost_model", p.cost_model);
+  if (p.no_pack) kv("no_pack", "true");
+  kv("pack_threshold", std::to_string(p.pack_threshold));
+  kv("max_owners_per_group", std::to_string(p.max_owners_per_group));
+  kv("replicate", std::to_string(p.replicate));
+  kv("method", fmt::format("[{}]", engine::method_name(run.method)));
+  kv("reshard", plan::reshard_name(e.reshard));
+  kv("compute", engine::compute_name(e.compute));
+  if (e.global_tokens > 0)
+    kv("global_tokens", std::to_string(e.global_tokens));
+  else
+    kv("tokens", std::to_string(e.tokens));
+  kv("steps", std::to_string(e.steps));
+  kv("warmup", std::to_string(e.warmup));
+  kv("seed", std::to_string(e.seed));
+  kv("check", e.check ? "true" : "false");
+  if (e.check) kv("check_tolerance", fmt::format("{}", e.check_tolerance));
+  return t;
+}
+
+std::vector<results::RunRecord> make_records(const model::Topology& topo,
+                                             const std::vector<plan::Plan>& plans,
+                                             const BenchOptions& o,
+                                             const std::vector<BenchRun>& runs) {
+  std::vector<results::RunRecord> out;
+  for (const auto& run : runs) {
+    results::RunRecord rec;
+    const std::string method = engine::method_name(run.method);
+    if (!run.ok()) {
+      rec = results::make_rejected_record(topo, run.config, run.error, method, o.engine.reshard);
+    } else if (run.baseline) {
+      // Baselines shard or replicate every parameter: no hook sites, no owners.
+      rec = results::make_topology_record(topo);
+      rec.method = method;
+      rec.reshard = plan::reshard_name(o.engine.reshard);
+      rec.world_size = run.result.world_size;
+      rec.replicate = run.result.replicate;
+      rec.boundary_spec = "";
+      rec.strict = true;
+      rec.partition.strategy = partition::strategy_name(run.config.partition.strategy);
+      rec.partition.cost_model = partition::cost_model_name(run.config.partition.cost_model);
+      rec.partition.shard = run.config.partition.shard;
+      rec.partition.replicate = run.config.partition.replicate;
+    } else {
+      const auto& p = plans.at(static_cast<std::size_t>(run.plan_index));
+      const auto v = plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, o.engine.reshard);
+      rec = results::make_plan_record(topo, p, v, method);
+    }
+    rec.boundary_label = run.baseline
+                             ? "none (baseline)"
+                             : fmt::format("{} ({})", run.boundary.label(), run.boundary.mode());
+    rec.config_text = config_text(o, run);
+    if (run.ok()) fill_measured(rec, topo, o, run.result);
+    out.push_back(std::move(rec));
+  }
+  return out;
+}
+
+}  // namespace dmuon::apps::bench

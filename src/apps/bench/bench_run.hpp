@@ -1,0 +1,31 @@
+#pragma once
+// One row of a dmuon_bench invocation: a (boundary, method) run that was measured, or a
+// boundary rejected at set-up. Baselines (methods other than dmuon) do not depend on the
+// boundary and run once per invocation, as their own rows.
+
+#include <string>
+#include <vector>
+
+#include "bench/sweep.hpp"
+#include "dmuon/engine/run_result.hpp"
+#include "dmuon/plan/plan.hpp"
+
+namespace dmuon::apps::bench {
+
+struct BenchRun {
+  bool baseline = false;
+  BoundaryChoice boundary;  ///< the sweep row (unused for baselines)
+  engine::Method method = engine::Method::dmuon;
+  std::string status = "ok";          ///< "ok" | "rejected"
+  std::string error;                  ///< the set-up error of a rejected row (full text)
+  plan::PlanConfig config;            ///< the plan configuration (also for rejected rows)
+  int plan_index = -1;                ///< into the invocation's plans; -1 when rejected
+  engine::RunResult result;           ///< valid when status == "ok"
+  std::vector<std::string> warnings;  ///< degradation warnings of the row's plan, one line each
+
+  bool ok() const { return status == "ok"; }
+  std::string boundary_label() const { return baseline ? "-" : boundary.label(); }
+  std::string mode() const { return baseline ? "-" : boundary.mode(); }
+};
+
+}  // namespace dmuon::apps::bench

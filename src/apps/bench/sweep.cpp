@@ -1,0 +1,56 @@
+#include "bench/sweep.hpp"
+
+#include <filesystem>
+
+#include "common/plan_options.hpp"
+#include "dmuon/base/error.hpp"
+#include "dmuon/config/config_file.hpp"
+
+namespace dmuon::apps::bench {
+
+std::string BoundaryChoice::label() const {
+  return word == spec ? spec : word + " " + spec;
+}
+
+std::vector<std::string> builtin_sweep_items() {
+  return {"default", "strict:recommended", "strict:incomplete", "lenient:incomplete"};
+}
+
+std::vector<std::string> default_sweep_items(const std::string& topology,
+                                             const std::string& config_dir, std::string* source) {
+  const std::filesystem::path file = std::filesystem::path(config_dir) / (topology + ".yaml");
+  std::error_code ec;
+  if (!config_dir.empty() && std::filesystem::is_regular_file(file, ec)) {
+    const auto c = config::load_config(file.string(), config::bench_config_keys());
+    if (const auto* e = c.find("boundary"); e != nullptr && !e->values.empty()) {
+      if (source) *source = file.string();
+      return e->values;
+    }
+  }
+  if (source) *source = "built-in";
+  return builtin_sweep_items();
+}
+
+std::vector<BoundaryChoice> resolve_sweep(const std::vector<std::string>& items, bool lenient,
+                                          const model::Topology& t, bool skip_missing) {
+  std::vector<BoundaryChoice> out;
+  for (const auto& item : items) {
+    const auto b = config::parse_boundary_item(item);
+    BoundaryChoice c;
+    c.word = b.spec;
+    c.strict = b.strict.value_or(!lenient);
+    if (skip_missing) {
+      if (c.word == "recommended" &&
+          (t.recommended_boundary.empty() || t.recommended_boundary == "default"))
+        continue;
+      if (c.word == "incomplete" && t.incomplete_boundary.empty()) continue;
+    }
+    if (c.word.empty()) throw InputError("--boundary needs a value");
+    c.spec = resolve_boundary_alias(c.word, t);
+    out.push_back(std::move(c));
+  }
+  if (out.empty()) throw InputError("the boundary sweep is empty");
+  return out;
+}
+
+}  // namespace dmuon::apps::bench
