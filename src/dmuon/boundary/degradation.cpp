@@ -65,6 +65,32 @@ bool is_fallback(SiteReason r) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> unknown_boundary_types(
+    const ModuleTree& tree, const BoundaryPolicy& policy) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (policy.kind() != PolicyKind::types) return out;
+  std::vector<std::string> model_types;
+  for (const auto& m : tree.modules())
+    if (std::find(model_types.begin(), model_types.end(), m.type) == model_types.end())
+      model_types.push_back(m.type);
+  for (const auto& t : policy.types()) {
+    if (std::find(model_types.begin(), model_types.end(), t) != model_types.end()) continue;
+    std::string best;
+    std::size_t best_d = 4;  // only close names are worth suggesting
+    for (const auto& mt : model_types) {
+      const std::size_t d = edit_distance(t, mt);
+      if (d < best_d) {
+        best_d = d;
+        best = mt;
+      }
+    }
+    out.emplace_back(
+        t, fmt::format("boundary type '{}' occurs nowhere in the model{}", t,
+                       best.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", best)));
+  }
+  return out;
+}
+
 DegradationReport analyse_degradations(const ModuleTree& tree, const HookPlan& plan,
                                        const BoundaryPolicy& policy) {
   DegradationReport rep;
@@ -226,27 +252,11 @@ DegradationReport analyse_degradations(const ModuleTree& tree, const HookPlan& p
 
   // 5. Predicate names that match nothing in the model.
   if (policy.kind() == PolicyKind::types) {
-    std::vector<std::string> model_types;
-    for (const auto& m : tree.modules())
-      if (std::find(model_types.begin(), model_types.end(), m.type) == model_types.end())
-        model_types.push_back(m.type);
-    for (const auto& t : policy.types()) {
-      if (std::find(model_types.begin(), model_types.end(), t) != model_types.end()) continue;
-      std::string best;
-      std::size_t best_d = 4;  // only close names are worth suggesting
-      for (const auto& mt : model_types) {
-        const std::size_t d = edit_distance(t, mt);
-        if (d < best_d) {
-          best_d = d;
-          best = mt;
-        }
-      }
+    for (const auto& [type, message] : unknown_boundary_types(tree, policy)) {
       Finding f;
       f.kind = FindingKind::unknown_type;
-      f.paths = {t};
-      f.message =
-          fmt::format("boundary type '{}' occurs nowhere in the model{}", t,
-                      best.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", best));
+      f.paths = {type};
+      f.message = message;
       rep.findings.push_back(std::move(f));
     }
   } else if (policy.kind() == PolicyKind::paths) {

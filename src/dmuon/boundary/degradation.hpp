@@ -7,6 +7,7 @@
 // names, verified by resolving it.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dmuon/boundary/boundary_policy.hpp"
@@ -46,6 +47,11 @@ struct DegradationReport {
 /// are reported as notes, heuristic and lenient degradations as warnings.
 DegradationReport analyse_degradations(const model::ModuleTree& tree, const HookPlan& plan,
                                        const BoundaryPolicy& policy);
+
+/// For a types: policy, each listed type that no module has, with a one-line message
+/// ("... occurs nowhere in the model (did you mean 'Expert'?)").
+std::vector<std::pair<std::string, std::string>> unknown_boundary_types(
+    const model::ModuleTree& tree, const BoundaryPolicy& policy);
 
 /// True for container module types whose children are repeated entries (ModuleList, ...).
 bool is_container_type(const std::string& type);

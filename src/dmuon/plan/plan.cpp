@@ -1,5 +1,6 @@
 #include "dmuon/plan/plan.hpp"
 
+#include "dmuon/base/error.hpp"
 #include "dmuon/comm/hash.hpp"
 
 namespace dmuon::plan {
@@ -12,7 +13,15 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
          {},
          {}};
   const auto dedicated = boundary::select_dedicated(tree, p.rule, config.allow_empty_dedication);
-  p.hooks = boundary::resolve_hook_plan(tree, dedicated, p.policy);
+  try {
+    p.hooks = boundary::resolve_hook_plan(tree, dedicated, p.policy);
+  } catch (const InputError& e) {
+    // A strict failure is most often a typo in a type name: say so on the same line.
+    std::string msg = e.what();
+    for (const auto& unknown : boundary::unknown_boundary_types(tree, p.policy))
+      msg += "; " + unknown.second;
+    throw InputError(msg);
+  }
   p.partition = partition::partition_ownership(tree, dedicated, config.partition);
   p.report = boundary::analyse_degradations(tree, p.hooks, p.policy);
   return p;
