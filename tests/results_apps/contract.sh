@@ -28,11 +28,16 @@ case $case_name in
     expect_out "# OK"; expect_out "rejected"
     ;;
   compare_regenerated)
-    # The shipped reference still matches what today's planner produces (exactly, and the
-    # synthetic timings are deterministic too).
-    run "$TESTGEN" reference "$work/regen.h5"; expect_rc 0
-    run "$COMPARE" "$REFERENCE" "$work/regen.h5" --time-tolerance 0.001
-    expect_rc 0; expect_out "# OK"
+    # The shipped reference (a real 8-rank dmuon_bench run) still matches what today's planner
+    # and engine produce: every deterministic quantity (statuses, sites, owners, hook calls,
+    # collective calls and bytes per rank) must be equal; timings vary run to run, so the time
+    # tolerance is huge (only the deterministic part is gated here).
+    [ -n "${BENCH:-}" ] && [ -n "${MPIEXEC:-}" ] || { echo "no dmuon_bench/mpiexec: skipped"; exit 77; }
+    run "$MPIEXEC" "$NPFLAG" 8 "$BENCH" --topology moe --steps 1 --warmup 0 --tokens 4 \
+      --output "$work/regen.h5"
+    expect_rc 0
+    run "$COMPARE" "$REFERENCE" "$work/regen.h5" --time-tolerance 1000
+    expect_rc 0; expect_out "# OK"; expect_out "# deterministic mismatches: 0"
     ;;
   compare_collective_mismatch)
     run "$TESTGEN" mutate "$REFERENCE" "$work/b.h5" collective; expect_rc 0
@@ -48,7 +53,7 @@ case $case_name in
   compare_timing)
     run "$TESTGEN" mutate "$REFERENCE" "$work/slow.h5" slower=1.5; expect_rc 0
     run "$COMPARE" "$REFERENCE" "$work/slow.h5"
-    expect_rc 3; expect_out "SLOWER"; expect_out "regression: step_ms"; expect_out "# regressions: 3"
+    expect_rc 3; expect_out "SLOWER"; expect_out "regression: step_ms"; expect_out "# regressions: 5"  # 5 measured runs
     run "$COMPARE" "$REFERENCE" "$work/slow.h5" --time-tolerance 0.6
     expect_rc 0; expect_out "# regressions: 0"
     run "$TESTGEN" mutate "$REFERENCE" "$work/bit.h5" slower=1.05; expect_rc 0
@@ -57,7 +62,7 @@ case $case_name in
     run "$COMPARE" "$work/slow.h5" "$REFERENCE"
     expect_rc 0; expect_out "FASTER"
     run "$COMPARE" "$REFERENCE" "$work/slow.h5" --json
-    expect_rc 3; expect_out '"regressions": 3'
+    expect_rc 3; expect_out '"regressions": 5'
     ;;
   compare_bad_input)
     run "$COMPARE" "$REFERENCE" "$work/missing.h5"
