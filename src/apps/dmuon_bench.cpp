@@ -189,6 +189,7 @@ int bench(int argc, char** argv) {
     run.result = engine::run_engine(topo.tree, plans[static_cast<std::size_t>(run.plan_index)], eo,
                                     MPI_COMM_WORLD);
   }
+  progress.done();
 
   if (!o.output.empty()) {
     const auto hosts = gather_hostnames(rank, size);

@@ -4,20 +4,45 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
 
 namespace dmuon::apps::bench {
+namespace {
+
+// Open MPI pipes the ranks' stderr to mpirun (never a terminal here), so under Open MPI look at
+// mpirun's own stderr (the parent process; Linux /proc). DMUON_PROGRESS=1 forces it on, 0 off.
+bool interactive() {
+  if (const char* e = std::getenv("DMUON_PROGRESS")) return std::string(e) == "1";
+  if (isatty(STDERR_FILENO) == 1) return true;
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) return false;
+  std::error_code ec;
+  const auto target = std::filesystem::read_symlink(
+      std::filesystem::path("/proc") / std::to_string(getppid()) / "fd" / "2", ec);
+  if (ec) return false;
+  const std::string t = target.string();
+  return t.rfind("/dev/pts/", 0) == 0 || t.rfind("/dev/tty", 0) == 0;
+}
+
+}  // namespace
 
 Progress::Progress(int rank, int runs, long total_steps)
-    : on_(rank == 0 && isatty(STDERR_FILENO) == 1),
+    : on_(rank == 0 && interactive()),
       runs_(runs),
       total_(total_steps),
       t0_(std::chrono::steady_clock::now()) {}
 
 Progress::~Progress() {
+  done();
+}
+
+void Progress::done() {
   if (on_ && run_ > 0) {
     std::fputs("\r\033[K", stderr);
     std::fflush(stderr);
   }
+  on_ = false;
 }
 
 void Progress::begin_run(const std::string& what) {

@@ -1,6 +1,7 @@
 #pragma once
-// Progress on rank 0's stderr, only when stderr is a terminal: one overwritten line
-// "run k/N: <method> <boundary> step s/S, ETA Ns".
+// Progress on rank 0's stderr, only when stderr is a terminal (under Open MPI, whose ranks'
+// stderr is always a pipe: when mpirun's stderr is; DMUON_PROGRESS=1/0 forces): one line
+// "run k/N: <method> <boundary> step s/S, ETA Ns", erased when the runs end.
 
 #include <chrono>
 #include <string>
@@ -15,6 +16,8 @@ class Progress {
   ~Progress();
   void begin_run(const std::string& what);
   void step(int s, int steps);
+  /// Erases the line (call before printing results; the destructor does it too).
+  void done();
 
  private:
   bool on_ = false;
