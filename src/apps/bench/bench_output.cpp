@@ -92,8 +92,9 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
   for (const auto& run : runs) {
     if (!run.ok()) continue;
     const auto& r = run.result;
-    const std::string who = fmt::format("{}{}", engine::method_name(run.method),
-                                        run.baseline ? "" : ", " + run.boundary.label());
+    const std::string who = fmt::format(
+        "{}{}", engine::method_name(run.method),
+        run.baseline ? "" : fmt::format(", {} ({})", run.boundary.label(), run.boundary.mode()));
     if (!r.audit_ok) s += fmt::format("# audit FAILED ({}): {}\n", who, r.audit_message);
     if (r.checked)
       s += fmt::format("# check {} ({}): max relative error {:.3e} (tolerance {:.1e}){}\n",
