@@ -15,6 +15,16 @@ set(DMUON_TEST_ENV
   OMP_NUM_THREADS=1
   OPENBLAS_NUM_THREADS=1)
 
+# Sanitizer builds: full stacks for LeakSanitizer so cmake/lsan.supp can match the exit-time
+# allocations Open MPI and KokkosKernels keep (none pass through dmuon code).
+if(DMUON_ENABLE_SANITIZERS)
+  list(APPEND DMUON_TEST_ENV
+    ASAN_OPTIONS=fast_unwind_on_malloc=0
+    LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/cmake/lsan.supp:fast_unwind_on_malloc=0
+    UBSAN_OPTIONS=print_stacktrace=1
+    OMPI_MCA_mca_base_component_disable_dlclose=1)
+endif()
+
 set(DMUON_MAX_TEST_RANKS 8 CACHE STRING "Largest MPI rank count a test is launched with")
 
 # dmuon_add_test(NAME name SOURCES ... [LIBS ...] [RANKS 1 2 4 8] [TIMEOUT s] [LABELS ...])

@@ -88,8 +88,10 @@ ConfigValues load_config(const std::string& path, const std::vector<ConfigKey>& 
   if (!root.IsMap()) fail_at(path, root, "a config file is a mapping of keys to values");
   std::set<std::string> seen;
   for (auto it = root.begin(); it != root.end(); ++it) {
-    const YAML::Node& kn = it->first;
-    const YAML::Node& v = it->second;
+    // Copies, not references: yaml-cpp's iterator returns a temporary proxy (ASan:
+    // stack-use-after-scope when bound by reference). Nodes are cheap handles.
+    const YAML::Node kn = it->first;
+    const YAML::Node v = it->second;
     if (!kn.IsScalar()) fail_at(path, kn, "config keys are plain names");
     const std::string name = kn.Scalar();
     const ConfigKey* key = find_key(valid_keys, name);
