@@ -17,12 +17,18 @@ on stderr for a missing or unreadable file.
 import argparse
 import os
 import sys
+import textwrap
 
-import matplotlib
+try:
+    import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: E402
+    import numpy as np  # noqa: E402
+except ImportError:  # pragma: no cover
+    print("plot_results.py: error: matplotlib/numpy are not installed for this python3 "
+          "(apt-get install python3-matplotlib, or run Debian's /usr/bin/python3)", file=sys.stderr)
+    sys.exit(2)
 
 try:
     import h5py  # noqa: E402
@@ -88,7 +94,9 @@ def load(path):
 
 
 def label(r, with_world=False):
-    s = f"{r['boundary']}\n{r['method']}/{r['reshard']}"
+    # Boundary specs run long ("types:A,B,C (strict)"): wrap them so neighbours don't overlap.
+    boundary = "\n".join(textwrap.wrap(r["boundary"].replace(",", ", "), 18)) or "-"
+    s = f"{boundary}\n{r['method']}/{r['reshard']}"
     if with_world:
         s += f" n={r['world']}"
     return s
