@@ -331,19 +331,10 @@ TEST(MoeLlm, Mixtral) {
   EXPECT_EQ(t.tree.total_numel(), 46702792704);
 }
 
-TEST(MoeLlm, DeepseekV3MatrixCountAndSpeed) {
-  // Best of three in process CPU time (tear-down excluded): the first build in a process pays
-  // for fresh heap pages, and wall time on a loaded machine says little.
-  double secs = 1e9;
-  Topology t;
-  for (int rep = 0; rep < 3; ++rep) {
-    const std::clock_t c0 = std::clock();
-    Topology built = build_topology("moe-llm", "deepseek-v3");
-    secs = std::min(secs, double(std::clock() - c0) / CLOCKS_PER_SEC);
-    if (rep == 0) t = std::move(built);
-  }
-  std::printf("deepseek-v3 build: %.3f s CPU (best of 3), %zu modules, %zu parameters\n", secs,
-              t.tree.num_modules(), t.tree.num_parameters());
+TEST(MoeLlm, DeepseekV3MatrixCount) {
+  // Counts only: build speed is measured by dmuon_planbench (BM_DeepseekEndToEnd4096), never
+  // asserted in a unit test.
+  const Topology t = build_topology("moe-llm", "deepseek-v3");
   // Matrices: 3 dense layers x (5 MLA + 3 MLP) + 58 MoE layers x (5 MLA + gate + 256 x 3 +
   // shared 3) + embed_tokens + lm_head = 24 + 58 x 777 + 2 = 45092.
   const auto c = count(t.tree);
@@ -368,9 +359,6 @@ TEST(MoeLlm, DeepseekV3MatrixCountAndSpeed) {
   EXPECT_EQ(shape_of(t, "lm_head.weight"), (Shape{129280, 7168}));
   EXPECT_EQ(type_of(t, "model.layers.2.mlp"), "MoeMLP");
   EXPECT_EQ(type_of(t, "model.layers.3.mlp"), "MoeSparseBlock");
-#ifdef NDEBUG
-  EXPECT_LT(secs, 0.5);
-#endif
 }
 
 TEST(Overrides, Applied) {
