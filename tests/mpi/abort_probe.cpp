@@ -1,5 +1,5 @@
 // Death probe for abort_all: one rank aborts while every other rank waits in a barrier it can
-// never leave. The CTest driver (run_abort_probe.cmake) requires the job to end quickly with a
+// never leave. The CTest driver (cmake/DmuonExpectRun.cmake) requires the job to end quickly with a
 // non-zero exit and the rank-prefixed message, proving no rank is left hanging.
 
 #include <mpi.h>
