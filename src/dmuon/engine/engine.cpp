@@ -191,6 +191,15 @@ void Runner::build() {
     } else
       st.storage = Storage::sharded;
     const auto n = static_cast<std::size_t>(st.numel);
+    // Muon keeps momentum, AdamW two moments, over whatever this rank updates (full or shard).
+    auto zero_optimizer_state = [&st](std::size_t size) {
+      if (st.muon) {
+        st.momentum.assign(size, 0.0f);
+      } else {
+        st.exp_avg.assign(size, 0.0f);
+        st.exp_avg_sq.assign(size, 0.0f);
+      }
+    };
     std::vector<float> init(n);
     init_weights(o_.seed, pid, init.data(), st.numel, st.shape.cols);
     switch (st.storage) {
@@ -204,12 +213,7 @@ void Runner::build() {
         st.master = init;
         st.full = st.master.data();
         st.grad.assign(n, 0.0f);
-        if (st.muon)
-          st.momentum.assign(n, 0.0f);
-        else {
-          st.exp_avg.assign(n, 0.0f);
-          st.exp_avg_sq.assign(n, 0.0f);
-        }
+        zero_optimizer_state(n);
         break;
       case Storage::sharded: {
         st.chunk = shard_chunk(st.numel, G);
@@ -223,12 +227,7 @@ void Runner::build() {
         st.full = st.gathered.data();
         st.grad.assign(c * static_cast<std::size_t>(G), 0.0f);
         st.grad_shard.assign(c, 0.0f);
-        if (st.muon)
-          st.momentum.assign(c, 0.0f);
-        else {
-          st.exp_avg.assign(c, 0.0f);
-          st.exp_avg_sq.assign(c, 0.0f);
-        }
+        zero_optimizer_state(c);
         break;
       }
     }
