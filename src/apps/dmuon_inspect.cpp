@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
-#include <set>
 
 #include "common/plan_options.hpp"
 #include "common/run_main.hpp"
@@ -57,8 +56,7 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
       break;
     }
     const auto& s = hooks.sites[i];
-    std::set<int> owners;
-    for (int pid : s.params) owners.insert(part.owner_rank(pid));
+    const auto owners = plan::site_owner_ranks(s, part);
     fmt::print("  {:>4}  {:<40} {:<22} {:>6} {:>10} {:>9.3f} {:>6} {:>8}  {}\n", i,
                s.path.empty() ? "<root>" : s.path, s.type, s.params.size(), s.numel, mb(s.bytes),
                owners.size(), 2 * owners.size(),

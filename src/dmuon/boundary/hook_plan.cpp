@@ -24,12 +24,6 @@ const char* site_reason_name(SiteReason r) {
   return "?";
 }
 
-int HookPlan::site_of_module(int module) const {
-  for (std::size_t i = 0; i < sites.size(); ++i)
-    if (sites[i].module == module) return static_cast<int>(i);
-  return -1;
-}
-
 namespace {
 
 using model::ModuleTree;

@@ -36,9 +36,6 @@ struct HookPlan {
   std::vector<int> dedicated;      ///< dedicated parameter ids, model order
   std::vector<int> site_of_param;  ///< per parameter id: index into sites, -1 if not dedicated
   std::vector<SiteReason> reason;  ///< per parameter id (meaningful for dedicated ones)
-
-  /// Site index of a module, or -1.
-  int site_of_module(int module) const;
 };
 
 /// Resolves every dedicated parameter's hook site. In strict mode a parameter with no

@@ -197,12 +197,6 @@ std::string ModuleTree::holder_name(const Holder& h) const {
   return join_path(modules_.at(static_cast<std::size_t>(h.module)).path, h.attr);
 }
 
-bool ModuleTree::is_ancestor(int ancestor, int module) const {
-  for (int m = module; m >= 0; m = modules_[m].parent)
-    if (m == ancestor) return true;
-  return false;
-}
-
 std::int64_t ModuleTree::total_numel() const {
   std::int64_t n = 0;
   for (const auto& p : params_) n += p.numel();

@@ -99,8 +99,6 @@ class ModuleTree {
   std::optional<int> find_parameter(std::string_view name) const;
   /// Full name of a holder: "<module path>.<attr>" (or just attr at the root).
   std::string holder_name(const Holder& h) const;
-  /// True when `ancestor` is `module` or one of its ancestors.
-  bool is_ancestor(int ancestor, int module) const;
   /// Sum of numel over all parameters (tied counted once).
   std::int64_t total_numel() const;
 

@@ -1,5 +1,7 @@
 #include "dmuon/plan/plan.hpp"
 
+#include <algorithm>
+
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/hash.hpp"
 
@@ -25,6 +27,15 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
   p.partition = partition::partition_ownership(tree, dedicated, config.partition);
   p.report = boundary::analyse_degradations(tree, p.hooks, p.policy);
   return p;
+}
+
+std::vector<int> site_owner_ranks(const boundary::Site& site, const partition::Partition& part) {
+  std::vector<int> owners;
+  owners.reserve(site.params.size());
+  for (int pid : site.params) owners.push_back(part.owner_rank(pid));
+  std::sort(owners.begin(), owners.end());
+  owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
+  return owners;
 }
 
 std::uint64_t plan_hash(const model::ModuleTree& tree, const Plan& plan) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dmuon/boundary/boundary_policy.hpp"
 #include "dmuon/boundary/dedication.hpp"
@@ -34,6 +35,9 @@ struct Plan {
 
 /// Builds the plan; throws InputError for bad rules/policies and strict boundary failures.
 Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config);
+
+/// Distinct owner ranks of a site's parameters, ascending: one packed broadcast per owner.
+std::vector<int> site_owner_ranks(const boundary::Site& site, const partition::Partition& part);
 
 /// 64-bit FNV-1a hash over the sites (paths, parameter names) and owners: equal on all ranks
 /// exactly when they computed the same plan.

@@ -1,7 +1,5 @@
 #include "dmuon/plan/plan_json.hpp"
 
-#include <set>
-
 namespace dmuon::plan {
 
 using nlohmann::json;
@@ -10,8 +8,6 @@ json plan_to_json(const model::ModuleTree& tree, const Plan& plan) {
   const auto& part = plan.partition;
   json sites = json::array();
   for (const auto& s : plan.hooks.sites) {
-    std::set<int> owners;
-    for (int pid : s.params) owners.insert(part.owner_rank(pid));
     json params = json::array();
     for (int pid : s.params) params.push_back(tree.parameter(pid).name);
     sites.push_back({{"path", s.path},
@@ -19,7 +15,7 @@ json plan_to_json(const model::ModuleTree& tree, const Plan& plan) {
                      {"params", params},
                      {"numel", s.numel},
                      {"bytes", s.bytes},
-                     {"owners", std::vector<int>(owners.begin(), owners.end())},
+                     {"owners", site_owner_ranks(s, part)},
                      {"reason", boundary::site_reason_name(plan.hooks.reason[s.params.front()])}});
   }
   json params = json::array();

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <set>
-
 #include "dmuon/boundary/degradation.hpp"
 #include "dmuon/partition/cost_model.hpp"
 
@@ -87,8 +85,7 @@ RunRecord make_plan_record(const model::Topology& topo, const plan::Plan& plan,
     r.sites.param_count.push_back(static_cast<std::int64_t>(s.params.size()));
     r.sites.numel.push_back(s.numel);
     r.sites.bytes.push_back(s.bytes);
-    std::set<std::int64_t> owners;
-    for (int pid : s.params) owners.insert(part.owner_rank(pid));
+    const auto owners = plan::site_owner_ranks(s, part);
     r.sites.owners.emplace_back(owners.begin(), owners.end());
   }
 
