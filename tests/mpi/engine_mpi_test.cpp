@@ -1,10 +1,12 @@
-// Engine under MPI: resharding modes agree bit for bit, every method on every built-in tiny
-// topology matches the one-process recomputation, the measured bytes equal SPEC §6's
-// prediction exactly, and DMuon computes the same weights as DDP + Muon.
+// Engine under MPI: resharding modes and prefetch depths agree bit for bit, every method on
+// every built-in tiny topology matches the one-process recomputation, the measured bytes equal
+// SPEC §6's prediction exactly (1-D and HSDP), DMuon computes the same weights as DDP + Muon,
+// HSDP the same as 1-D, and packed gradient reduces the same as per-parameter ones.
 
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <set>
 #include <string>
 
 #include "common/plan_options.hpp"
@@ -34,9 +36,10 @@ struct Setup {
   plan::Plan plan;
 };
 
-Setup make_setup(const std::string& topology) {
+Setup make_setup(const std::string& topology, int replicate = 1) {
   apps::PlanOptions po;
   po.topology = topology;
+  po.replicate = replicate;
   Setup s{apps::load_topology(po), {}};
   s.plan = plan::make_plan(s.topo.tree, apps::make_plan_config(po, s.topo, test::world_size()));
   return s;
@@ -118,6 +121,116 @@ TEST(EngineMpi, DmuonMatchesDdpMuon) {
     const double err =
         engine::max_relative_error(s.topo.tree, a.final_weights, b.final_weights, &worst);
     EXPECT_LT(err, 1e-4) << worst;
+  }
+}
+
+// Counted independently of the engine: distinct (site, owner rank) pairs of the plan.
+std::int64_t site_owner_pairs(const plan::Plan& p) {
+  std::int64_t pairs = 0;
+  for (const auto& site : p.hooks.sites) {
+    std::set<int> owners;
+    for (int pid : site.params) owners.insert(p.partition.owner_rank(pid));
+    pairs += static_cast<std::int64_t>(owners.size());
+  }
+  return pairs;
+}
+
+const engine::KindResult& channel(const engine::RunResult& r, engine::CommGroup g,
+                                  comm::CollectiveKind k) {
+  return r.kinds[engine::channel_index(g, k)];
+}
+
+void expect_close_weights(const Setup& s, const engine::RunResult& a, const engine::RunResult& b,
+                          double tolerance, const std::string& what) {
+  if (test::world_rank() != 0) return;
+  std::string worst;
+  const double err =
+      engine::max_relative_error(s.topo.tree, a.final_weights, b.final_weights, &worst);
+  EXPECT_LT(err, tolerance) << what << ": worst " << worst;
+}
+
+TEST(EngineMpi, PrefetchKeepsWeightsCountsAndHooks) {
+  const auto s = make_setup("vla");
+  for (auto m : {engine::Method::dmuon, engine::Method::fsdp_muon}) {
+    auto o = small_options(m);
+    const auto base = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
+    o.prefetch = 2;
+    const auto ahead = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
+    EXPECT_TRUE(ahead.audit_ok) << ahead.audit_message;
+    EXPECT_EQ(ahead.hook_calls_per_step, base.hook_calls_per_step);
+    for (std::size_t c = 0; c < engine::kChannelCount; ++c)
+      EXPECT_EQ(ahead.kinds[c].calls_per_step, base.kinds[c].calls_per_step)
+          << engine::channel_name(c);
+    // More buffers live at once, never fewer.
+    EXPECT_GE(ahead.peak_packed_bytes, base.peak_packed_bytes);
+    if (test::world_rank() == 0) {
+      EXPECT_EQ(ahead.final_weights, base.final_weights);
+    }
+  }
+}
+
+TEST(EngineMpi, PackedGradReduceSameBytesFewerCalls) {
+  const auto s = make_setup("moe");
+  auto o = small_options(engine::Method::dmuon);
+  const auto per_param = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
+  o.grad_reduce = plan::GradReduce::packed;
+  const auto packed = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
+  EXPECT_TRUE(packed.audit_ok) << packed.audit_message;
+  const auto& rp = channel(per_param, engine::CommGroup::shard, comm::CollectiveKind::reduce);
+  const auto& rk = channel(packed, engine::CommGroup::shard, comm::CollectiveKind::reduce);
+  EXPECT_EQ(rk.calls_per_step, site_owner_pairs(s.plan));
+  EXPECT_LT(rk.calls_per_step, rp.calls_per_step);  // moe: several parameters per owner
+  EXPECT_EQ(rk.bytes_measured, rp.bytes_measured);
+  // The same sums, possibly in another order inside MPI: fp32 rounding only.
+  expect_close_weights(s, packed, per_param, 1e-5, "packed vs per-param");
+}
+
+TEST(EngineMpi, HsdpMatchesOneDimensional) {
+  if (test::world_size() % 2 != 0) GTEST_SKIP() << "R = 2 needs an even rank count";
+  for (const char* t : {"vla", "moe"}) {
+    const auto flat = make_setup(t, 1);
+    const auto hsdp = make_setup(t, 2);
+    for (auto m : {engine::Method::dmuon, engine::Method::fsdp_adamw, engine::Method::fsdp_muon}) {
+      const auto o = small_options(m);
+      const auto a = engine::run_engine(flat.topo.tree, flat.plan, o, MPI_COMM_WORLD);
+      const auto b = engine::run_engine(hsdp.topo.tree, hsdp.plan, o, MPI_COMM_WORLD);
+      EXPECT_TRUE(b.audit_ok) << t << " " << engine::method_name(m) << ": " << b.audit_message;
+      EXPECT_EQ(b.replicate, 2);
+      // Mean over rows of row means equals the global mean up to fp32 rounding.
+      expect_close_weights(flat, b, a, 1e-5,
+                           std::string(t) + " " + engine::method_name(m) + " HSDP vs 1-D");
+    }
+  }
+}
+
+TEST(EngineMpi, HsdpBytesEqualPrediction) {
+  const int n = test::world_size();
+  if (n == 1) GTEST_SKIP() << "HSDP needs R > 1";
+  for (int R : {2, n}) {
+    if (n % R != 0) continue;
+    const auto s = make_setup("moe-llm", R);
+    for (auto gr : {plan::GradReduce::per_param, plan::GradReduce::packed}) {
+      auto o = small_options(engine::Method::dmuon);
+      o.compute = engine::Compute::none;
+      o.grad_reduce = gr;
+      const auto r = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
+      const auto v = plan::predict_dmuon_volume(s.topo.tree, s.plan.hooks, s.plan.partition,
+                                                plan::Reshard::z3, gr);
+      EXPECT_TRUE(r.audit_ok) << "R " << R << ": " << r.audit_message;
+      using engine::CommGroup;
+      using K = comm::CollectiveKind;
+      EXPECT_EQ(channel(r, CommGroup::shard, K::broadcast).bytes_measured, v.broadcast.max_bytes());
+      EXPECT_EQ(channel(r, CommGroup::shard, K::reduce).bytes_measured, v.reduce.max_bytes());
+      EXPECT_EQ(channel(r, CommGroup::replicate, K::reduce).bytes_measured,
+                v.reduce_stage2.max_bytes());
+      EXPECT_EQ(channel(r, CommGroup::replicate, K::reduce).calls_per_step,
+                v.reduce_stage2.max_calls());
+      EXPECT_EQ(channel(r, CommGroup::replicate, K::broadcast).bytes_measured,
+                v.replicate_broadcast.max_bytes());
+      EXPECT_GT(channel(r, CommGroup::replicate, K::broadcast).bytes_measured, 0);
+      // Non-dedicated FSDP shards are all-reduced across the R replicas.
+      EXPECT_GT(channel(r, CommGroup::replicate, K::all_reduce).calls_per_step, 0);
+    }
   }
 }
 

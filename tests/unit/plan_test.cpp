@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dmuon/base/error.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/plan.hpp"
@@ -76,6 +77,27 @@ TEST(CommVolume, HsdpTwoStageAndReplicateBroadcast) {
   EXPECT_EQ(v.reduce_stage2.bytes_per_rank, (std::vector<std::int64_t>{0, 0, 240, 0}));
   EXPECT_EQ(v.replicate_broadcast.calls_per_rank, (std::vector<std::int64_t>{3, 0, 3, 0}));
   EXPECT_EQ(v.replicate_broadcast.bytes_per_rank, (std::vector<std::int64_t>{0, 0, 240, 0}));
+}
+
+TEST(CommVolume, PackedGradReduceOneCallPerSiteOwner) {
+  // One site holding three parameters of 10 fp32 elements, round-robin over G = 2 ranks:
+  // owners 0, 1, 0 -> two (site, owner) pairs. Per-parameter: 3 reduces per rank; packed: 2.
+  model::ModuleTree tree("M");
+  const int layer = tree.add_module(tree.add_module(0, "layers", "ModuleList"), "0", "L");
+  for (const char* n : {"a", "b", "c"}) tree.add_parameter(layer, n, {10, 1});
+  tree.finalize();
+  auto p = make(tree, 2, 1, "round_robin");
+  ASSERT_EQ(p.hooks.sites.size(), 1u);
+  const auto per = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
+  const auto packed = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3,
+                                                 plan::GradReduce::packed);
+  EXPECT_EQ(per.reduce.calls_per_rank, (std::vector<std::int64_t>{3, 3}));
+  EXPECT_EQ(packed.reduce.calls_per_rank, (std::vector<std::int64_t>{2, 2}));
+  // Bytes do not change: rank 0 sends b (40 B), rank 1 sends a and c (80 B).
+  EXPECT_EQ(packed.reduce.bytes_per_rank, (std::vector<std::int64_t>{40, 80}));
+  EXPECT_EQ(per.reduce.bytes_per_rank, packed.reduce.bytes_per_rank);
+  EXPECT_EQ(plan::parse_grad_reduce("packed"), plan::GradReduce::packed);
+  EXPECT_THROW(plan::parse_grad_reduce("bucket"), InputError);
 }
 
 TEST(PlanHash, ChangesWithOwnersAndSites) {

@@ -22,6 +22,14 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "dmuon,fsdp-adamw,fsdp-muon); baselines run once, dmuon once per boundary");
   app.add_option("--reshard", o.reshard, "z3 (re-broadcast before backward) or z2")
       ->capture_default_str();
+  app.add_option("--grad-reduce", o.grad_reduce,
+                 "dmuon gradients to owners: per-param (one reduce per parameter, the reference) "
+                 "or packed (one per site and owner: same bytes, fewer messages)")
+      ->capture_default_str();
+  app.add_option("--prefetch", o.engine.prefetch,
+                 "weight broadcasts/all-gathers kept in flight ahead of compute, in groups "
+                 "(0 = none)")
+      ->capture_default_str();
   app.add_option("--compute", o.compute, "gemm (synthetic per-Linear GEMMs) or none")
       ->capture_default_str();
   auto& eo = o.engine;
@@ -53,6 +61,7 @@ std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
   const auto methods = engine::parse_method_list(
       o.methods.empty() ? std::vector<std::string>{"dmuon,fsdp-adamw,fsdp-muon"} : o.methods);
   o.engine.reshard = plan::parse_reshard(o.reshard);
+  o.engine.grad_reduce = plan::parse_grad_reduce(o.grad_reduce);
   o.engine.compute = engine::parse_compute(o.compute);
   return methods;
 }

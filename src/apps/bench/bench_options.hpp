@@ -24,6 +24,7 @@ struct BenchOptions {
   bool lenient = false;                 ///< strictness of items without their own
   std::vector<std::string> methods;     ///< empty = dmuon, fsdp-adamw, fsdp-muon
   std::string reshard = "z3";
+  std::string grad_reduce = "per-param";
   std::string compute = "gemm";
   engine::EngineOptions engine;
   bool json = false;

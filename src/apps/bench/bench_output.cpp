@@ -8,14 +8,8 @@
 namespace dmuon::apps::bench {
 namespace {
 
-using comm::CollectiveKind;
 using engine::Phase;
 
-std::int64_t calls(const engine::RunResult& r, std::initializer_list<CollectiveKind> ks) {
-  std::int64_t c = 0;
-  for (auto k : ks) c += r.kinds[static_cast<std::size_t>(k)].calls_per_step;
-  return c;
-}
 double ph(const engine::RunResult& r, Phase p) {
   return r.phases_ms[static_cast<std::size_t>(p)];
 }
@@ -42,16 +36,21 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
                          const std::string& sweep_source) {
   const auto& e = o.engine;
   std::string s;
-  s += fmt::format("# dmuon_bench  topology {} (preset {})  world {} = R 1 x G {}\n", topo.name,
-                   topo.preset.empty() ? "file" : topo.preset, world, world);
-  s += fmt::format("# boundary sweep: {}  owner strategy {}  reshard {}  compute {}\n",
-                   sweep_source, o.plan.owner_strategy, plan::reshard_name(e.reshard),
-                   engine::compute_name(e.compute));
+  const int replicate = o.plan.replicate;
+  s += fmt::format("# dmuon_bench  topology {} (preset {})  world {} = R {} x G {}{}\n", topo.name,
+                   topo.preset.empty() ? "file" : topo.preset, world, replicate, world / replicate,
+                   replicate > 1 ? " (HSDP)" : "");
+  s += fmt::format(
+      "# boundary sweep: {}  owner strategy {}  reshard {}  grad reduce {}  prefetch {}  "
+      "compute {}\n",
+      sweep_source, o.plan.owner_strategy, plan::reshard_name(e.reshard),
+      plan::grad_reduce_name(e.grad_reduce), e.prefetch, engine::compute_name(e.compute));
   s += fmt::format("# global batch {} samples ({} per rank)  steps {} (+{} warmup)  seed {}\n",
                    e.global_samples(world), e.global_samples(world) / world, e.steps, e.warmup,
                    e.seed);
   s += "# times: median over steps of the max over ranks (ms); MB = 1e6 bytes per rank per step;"
-       " bcast = broadcast + all_gather calls, red = reduce + reduce_scatter + all_reduce;"
+       " bcast = broadcast + all_gather calls, red = reduce + reduce_scatter + all_reduce"
+       " (HSDP: row and column groups together);"
        " baselines (boundary '-') run once\n";
   const char* hdr =
       "# {:<40} {:<7} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>8} {:>8} {:>5} {:>8} {:>8} {:>8} "
@@ -73,9 +72,7 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
         "  {:<40} {:<7} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>8.3f} {:>8.3f} {:>5} {:>8.2f} "
         "{:>8.2f} {:>8.2f} {:>6} {:>5}\n",
         label, run.mode(), engine::method_name(run.method), run.status, r.hook_sites,
-        r.hook_calls_per_step, calls(r, {CollectiveKind::broadcast, CollectiveKind::all_gather}),
-        calls(r,
-              {CollectiveKind::reduce, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}),
+        r.hook_calls_per_step, engine::weight_calls_per_step(r), engine::reduce_calls_per_step(r),
         static_cast<double>(r.bytes_measured_total()) / 1e6,
         static_cast<double>(r.bytes_formula_total()) / 1e6, r.audit_ok ? "OK" : "FAIL", step,
         ph(r, Phase::optimizer_ns) + ph(r, Phase::optimizer_other), ph(r, Phase::exposed_comm),
@@ -115,7 +112,10 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
   j["preset"] = topo.preset;
   j["world_size"] = world;
   j["owner_strategy"] = o.plan.owner_strategy;
+  j["replicate"] = o.plan.replicate;
   j["reshard"] = plan::reshard_name(e.reshard);
+  j["grad_reduce"] = plan::grad_reduce_name(e.grad_reduce);
+  j["prefetch"] = e.prefetch;
   j["compute"] = engine::compute_name(e.compute);
   j["steps"] = e.steps;
   j["warmup"] = e.warmup;

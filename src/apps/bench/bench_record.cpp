@@ -35,18 +35,17 @@ void fill_collectives(results::RunRecord& rec, const engine::RunResult& r) {
   const auto ranks = static_cast<std::size_t>(r.world_size);
   results::Collectives c;
   c.ranks = r.world_size;
-  for (auto k : comm::kAllCollectiveKinds) {
-    const auto ki = static_cast<std::size_t>(k);
+  for (std::size_t ch = 0; ch < engine::kChannelCount; ++ch) {
     bool used = false;
     for (std::size_t q = 0; q < ranks; ++q)
-      used = used || r.rank_calls[ki * ranks + q] != 0 || r.rank_bytes[ki * ranks + q] != 0 ||
-             r.rank_formula_bytes[ki * ranks + q] != 0;
+      used = used || r.rank_calls[ch * ranks + q] != 0 || r.rank_bytes[ch * ranks + q] != 0 ||
+             r.rank_formula_bytes[ch * ranks + q] != 0;
     if (!used) continue;
-    c.kinds.emplace_back(comm::collective_kind_name(k));
+    c.kinds.push_back(engine::channel_name(ch));
     for (std::size_t q = 0; q < ranks; ++q) {
-      c.calls_per_step.push_back(r.rank_calls[ki * ranks + q]);
-      c.bytes_per_rank_per_step.push_back(r.rank_bytes[ki * ranks + q]);
-      c.formula_bytes_per_rank_per_step.push_back(r.rank_formula_bytes[ki * ranks + q]);
+      c.calls_per_step.push_back(r.rank_calls[ch * ranks + q]);
+      c.bytes_per_rank_per_step.push_back(r.rank_bytes[ch * ranks + q]);
+      c.formula_bytes_per_rank_per_step.push_back(r.rank_formula_bytes[ch * ranks + q]);
     }
   }
   rec.collectives = std::move(c);
@@ -151,6 +150,8 @@ std::string config_text(const BenchOptions& o, const BenchRun& run) {
   kv("replicate", std::to_string(p.replicate));
   kv("method", fmt::format("[{}]", engine::method_name(run.method)));
   kv("reshard", plan::reshard_name(e.reshard));
+  kv("grad_reduce", plan::grad_reduce_name(e.grad_reduce));
+  kv("prefetch", std::to_string(e.prefetch));
   kv("compute", engine::compute_name(e.compute));
   if (e.global_tokens > 0)
     kv("global_tokens", std::to_string(e.global_tokens));
@@ -189,7 +190,8 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
       rec.partition.replicate = run.config.partition.replicate;
     } else {
       const auto& p = plans.at(static_cast<std::size_t>(run.plan_index));
-      const auto v = plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, o.engine.reshard);
+      const auto v = plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, o.engine.reshard,
+                                                o.engine.grad_reduce);
       rec = results::make_plan_record(topo, p, v, method);
     }
     rec.boundary_label = run.baseline

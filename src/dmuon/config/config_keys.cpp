@@ -30,6 +30,8 @@ const std::vector<ConfigKey>& bench_config_keys() {
       {"replicate", KeyKind::scalar, "replicate-group size R"},
       {"method", KeyKind::list, "methods to run (dmuon, fsdp-adamw, fsdp-muon, ddp-muon)"},
       {"reshard", KeyKind::scalar, "z3 | z2"},
+      {"grad_reduce", KeyKind::scalar, "per-param | packed (dmuon gradient reduces)"},
+      {"prefetch", KeyKind::scalar, "weight collectives in flight ahead of compute (groups)"},
       {"compute", KeyKind::scalar, "gemm (synthetic per-Linear GEMMs) | none"},
       {"tokens", KeyKind::scalar, "samples per rank per step"},
       {"global_tokens", KeyKind::scalar, "global batch in samples (overrides tokens)"},

@@ -3,46 +3,58 @@
 namespace dmuon::engine {
 namespace {
 
-KindExpectation& at(VolumeExpectation& v, comm::CollectiveKind k) {
-  return v[static_cast<std::size_t>(k)];
+using comm::CollectiveKind;
+
+KindExpectation& at(VolumeExpectation& v, CommGroup g, CollectiveKind k) {
+  return v[channel_index(g, k)];
+}
+
+void add(KindExpectation& e, std::int64_t calls, std::int64_t bytes) {
+  e.calls += calls;
+  e.bytes += bytes;
+}
+
+void set(KindExpectation& e, const plan::KindVolume& k, int rank) {
+  const auto r = static_cast<std::size_t>(rank);
+  e.calls = k.calls_per_rank.empty() ? 0 : k.calls_per_rank.at(r);
+  e.bytes = k.bytes_per_rank.empty() ? 0 : k.bytes_per_rank.at(r);
 }
 
 }  // namespace
 
 VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
                                   const model::ModuleTree& tree, const plan::Plan& plan,
-                                  const plan::CommVolume& dmuon, int rank, int shard) {
-  using comm::CollectiveKind;
+                                  const plan::CommVolume& dmuon, int rank, int shard,
+                                  int replicate) {
+  constexpr auto row = CommGroup::shard, column = CommGroup::replicate;
   VolumeExpectation v{};
   const int gathers = reshard == plan::Reshard::z3 ? 2 : 1;
+  const int world = shard * replicate;
   const auto& site_of = plan.hooks.site_of_param;
   for (int pid : tree.parameter_order()) {
     const std::int64_t n = tree.parameter(pid).numel();
     const bool dedicated = site_of[static_cast<std::size_t>(pid)] >= 0;
-    const std::int64_t chunk_bytes = 4 * (shard - 1) * shard_chunk(n, shard);
+    const std::int64_t chunk = shard_chunk(n, shard);
+    const std::int64_t chunk_bytes = 4 * (shard - 1) * chunk;
     const bool sharded = method == Method::fsdp_adamw || method == Method::fsdp_muon ||
                          (method == Method::dmuon && !dedicated);
     if (sharded) {
-      at(v, CollectiveKind::all_gather).calls += gathers;
-      at(v, CollectiveKind::all_gather).bytes += gathers * chunk_bytes;
-      at(v, CollectiveKind::reduce_scatter).calls += 1;
-      at(v, CollectiveKind::reduce_scatter).bytes += chunk_bytes;
-      if (method == Method::fsdp_muon && dedicated) {
-        at(v, CollectiveKind::all_gather).calls += 1;
-        at(v, CollectiveKind::all_gather).bytes += chunk_bytes;
-      }
+      add(at(v, row, CollectiveKind::all_gather), gathers, gathers * chunk_bytes);
+      add(at(v, row, CollectiveKind::reduce_scatter), 1, chunk_bytes);
+      if (method == Method::fsdp_muon && dedicated)
+        add(at(v, row, CollectiveKind::all_gather), 1, chunk_bytes);
+      if (replicate > 1)
+        add(at(v, column, CollectiveKind::all_reduce), 1,
+            4 * (chunk * (replicate - 1) / replicate));
     }
-    if (method == Method::ddp_muon) {
-      at(v, CollectiveKind::all_reduce).calls += 1;
-      at(v, CollectiveKind::all_reduce).bytes += 4 * (n * (shard - 1) / shard);
-    }
+    if (method == Method::ddp_muon)
+      add(at(v, row, CollectiveKind::all_reduce), 1, 4 * (n * (world - 1) / world));
   }
   if (method == Method::dmuon) {
-    const auto r = static_cast<std::size_t>(rank);
-    at(v, CollectiveKind::broadcast).calls = dmuon.broadcast.calls_per_rank.at(r);
-    at(v, CollectiveKind::broadcast).bytes = dmuon.broadcast.bytes_per_rank.at(r);
-    at(v, CollectiveKind::reduce).calls = dmuon.reduce.calls_per_rank.at(r);
-    at(v, CollectiveKind::reduce).bytes = dmuon.reduce.bytes_per_rank.at(r);
+    set(at(v, row, CollectiveKind::broadcast), dmuon.broadcast, rank);
+    set(at(v, row, CollectiveKind::reduce), dmuon.reduce, rank);
+    set(at(v, column, CollectiveKind::reduce), dmuon.reduce_stage2, rank);
+    set(at(v, column, CollectiveKind::broadcast), dmuon.replicate_broadcast, rank);
   }
   return v;
 }

@@ -1,21 +1,27 @@
 #pragma once
 // Exact per-rank, per-step collective calls and bytes every method must produce, under the
 // counter convention of comm/collective_counters.hpp (broadcast/all_gather count received
-// bytes, reduce/reduce_scatter/all_reduce sent bytes). The engine audits its measured counters
-// against these integers. For `dmuon` the broadcast/reduce part is plan::predict_dmuon_volume
-// (SPEC §6); the sharded non-dedicated parameters add the FSDP terms below.
+// bytes, reduce/reduce_scatter/all_reduce sent bytes), per channel (shard or replicate group,
+// run_result.hpp). The engine audits its measured counters against these integers. For
+// `dmuon` the broadcast/reduce part is plan::predict_dmuon_volume (SPEC §6); the sharded
+// non-dedicated parameters add the FSDP terms below.
 //
-// Per fp32 parameter of numel n, chunk c = ceil(n / G) elements (shards padded to G·c):
+// Per fp32 parameter of numel n, chunk c = ceil(n / G) elements (shards padded to G·c), in the
+// shard group (a row of G ranks):
 //   FSDP forward all_gather   (G−1)·c·4 bytes, once (Z2) or twice (Z3: re-gather for backward)
 //   FSDP backward reduce_scatter(avg)  (G−1)·c·4
 //   fsdp-muon optimizer all_gather of the dedicated parameter's Nesterov input  (G−1)·c·4
-//   ddp all_reduce(avg)  floor(n·(G−1)/G)·4
+// and with HSDP (R > 1) in the replicate group (a column of R ranks):
+//   FSDP gradient-shard all_reduce(avg)  floor(c·(R−1)/R)·4
+// ddp-muon ignores the layout (every rank holds everything): over all N = R·G ranks,
+//   all_reduce(avg)  floor(n·(N−1)/N)·4
 
 #include <array>
 #include <cstdint>
 
 #include "dmuon/comm/collective_counters.hpp"
 #include "dmuon/engine/engine_options.hpp"
+#include "dmuon/engine/run_result.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/plan.hpp"
 
@@ -25,17 +31,19 @@ struct KindExpectation {
   std::int64_t calls = 0;
   std::int64_t bytes = 0;  ///< volume under the convention
 };
-using VolumeExpectation = std::array<KindExpectation, comm::kCollectiveKindCount>;
+/// By channel_index(group, kind).
+using VolumeExpectation = std::array<KindExpectation, kChannelCount>;
 
 /// Elements per rank of a parameter sharded over G ranks.
 inline std::int64_t shard_chunk(std::int64_t numel, int shard) {
   return (numel + shard - 1) / shard;
 }
 
-/// Expected calls and bytes of world rank `rank` per step. `dmuon` is the prediction for the
-/// plan (used for method dmuon only).
+/// Expected calls and bytes of world rank `rank` per step in a world of `replicate` rows of
+/// `shard` ranks. `dmuon` is the prediction for the plan (used for method dmuon only).
 VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
                                   const model::ModuleTree& tree, const plan::Plan& plan,
-                                  const plan::CommVolume& dmuon, int rank, int shard);
+                                  const plan::CommVolume& dmuon, int rank, int shard,
+                                  int replicate);
 
 }  // namespace dmuon::engine

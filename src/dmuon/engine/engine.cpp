@@ -5,14 +5,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <map>
-#include <set>
 #include <thread>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
 #include "dmuon/comm/communicator.hpp"
+#include "dmuon/comm/rank_layout.hpp"
 #include "dmuon/engine/baseline_volume.hpp"
 #include "dmuon/engine/optimizer.hpp"
 #include "dmuon/engine/reference.hpp"
@@ -60,13 +61,18 @@ std::int64_t NsWorkspaces::bytes() const {
   return b;
 }
 
+std::string channel_name(std::size_t channel) {
+  const std::string kind = comm::collective_kind_name(channel_kind(channel));
+  return channel_group(channel) == CommGroup::shard ? kind : "replicate_" + kind;
+}
+
 void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const EngineOptions& o,
                   int world_size) {
   validate(o, world_size);
-  if (plan.partition.options.replicate != 1)
-    throw InputError(
-        fmt::format("--replicate {}: HSDP not implemented yet in the engine (valid: 1)",
-                    plan.partition.options.replicate));
+  const auto& po = plan.partition.options;
+  if (po.replicate < 1 || po.shard * po.replicate != world_size)
+    throw InputError(fmt::format("plan laid out for {} x {} ranks, run on {} (re-plan for {})",
+                                 po.replicate, po.shard, world_size, world_size));
   for (int pid : tree.parameter_order()) {
     const auto& p = tree.parameter(pid);
     if (p.dtype != model::DType::f32)
@@ -82,7 +88,15 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-enum class Storage { owned, remote, sharded, replicated };
+// Where a parameter lives on this rank.
+//   owned   dmuon: this rank owns it (fp32 master + momentum; runs Muon on it)
+//   column  dmuon HSDP: another row's rank of the owner's column owns it; this rank keeps a
+//           master copy (refreshed by the owner's post-step broadcast), roots this row's
+//           broadcast and stage-1 reduce
+//   remote  dmuon: only the packed copy received for compute
+//   sharded FSDP: 1/G of it (padded) in this row; replicated in every row
+//   replicated  ddp: everything everywhere
+enum class Storage { owned, column, remote, sharded, replicated };
 enum class GroupKind { fsdp, dmuon_site, ddp };
 
 struct ParamState {
@@ -90,24 +104,30 @@ struct ParamState {
   std::string name;
   MatrixShape shape;
   std::int64_t numel = 0;
-  std::int64_t chunk = 0;  // sharded: elements per rank
+  std::int64_t chunk = 0;  // sharded: elements per rank of the row
   Storage storage = Storage::replicated;
   bool muon = false;
-  int owner = -1;
+  int owner = -1;               // dmuon dedicated: world rank of the owner
   float* full = nullptr;        // full weights used by compute
-  std::vector<float> master;    // owned: numel; replicated: numel
+  float* grad = nullptr;        // numel (sharded: G·chunk padded)
+  std::vector<float> master;    // owned/column/replicated: numel
   std::vector<float> shard;     // sharded: chunk
   std::vector<float> gathered;  // sharded: G·chunk
   std::vector<float> momentum, exp_avg, exp_avg_sq;
-  std::vector<float> grad;        // numel (or G·chunk padded)
+  std::vector<float> grad_store;  // grad's storage, unless it lives in a packed buffer
   std::vector<float> grad_shard;  // sharded: chunk
   LinearWork work;
 };
 
+// One (site, owner) pair of a DMuon site: the owner's parameters, packed in model order.
 struct PackedBuffer {
-  int owner = -1;
+  int owner = -1;            // world rank
+  int owner_column = 0;      // rank in the row of the broadcast/stage-1 root (owner's column)
+  int owner_row = 0;         // rank in the column of the stage-2 / replicate root (owner's row)
   std::vector<int> members;  // indices into states
-  std::vector<float> data;
+  std::vector<float> data;   // weights
+  std::vector<float> grad;   // gradients, same layout (one message with GradReduce::packed)
+  comm::Batch replica;       // HSDP: the owner's post-step master broadcast, waited at forward
 };
 
 struct Group {
@@ -121,25 +141,35 @@ class Runner {
  public:
   Runner(const model::ModuleTree& tree, const plan::Plan& plan, const EngineOptions& o,
          MPI_Comm world)
-      : tree_(tree), plan_(plan), o_(o) {
-    MPI_Comm_rank(world, &rank_);
-    MPI_Comm_size(world, &size_);
+      : tree_(tree), plan_(plan), o_(o), layout_(world, plan.partition.options.replicate) {
     world_ = world;
-    comm_ = comm::make_communicator(comm::Backend::mpi, world);
+    rank_ = layout_.world_rank();
+    size_ = layout_.world_size();
+    if (o_.method == Method::ddp_muon) {
+      // DDP has no shards: one all-reduce over every rank, whatever the layout.
+      row_ = comm::make_communicator(comm::Backend::mpi, world);
+    } else {
+      row_ = comm::make_communicator(comm::Backend::mpi, layout_.shard_comm());
+      if (layout_.replicate_size() > 1)
+        col_ = comm::make_communicator(comm::Backend::mpi, layout_.replicate_comm());
+    }
+    shard_ = o_.method == Method::ddp_muon ? size_ : layout_.shard_size();
+    column_ = o_.method == Method::ddp_muon ? rank_ : layout_.column();
+    row_index_ = o_.method == Method::ddp_muon ? 0 : layout_.row();
     build();
   }
 
   RunResult run();
 
  private:
-  void gather_per_rank(const std::vector<double>& phases,
-                       const std::array<std::int64_t, comm::kCollectiveKindCount>& calls,
-                       const std::array<std::int64_t, comm::kCollectiveKindCount>& bytes,
-                       const VolumeExpectation& expect, RunResult& r);
   void build();
   void step(long s, std::array<double, kPhaseCount>& ph);
-  void pack_owned(PackedBuffer& b);
-  void fwd_pre(Group& g);
+  comm::Batch issue_weights(Group& g);
+  comm::Batch issue_reduce(Group& g);
+  comm::Batch issue_stage2(Group& g);
+  void issue_replicas();
+  void take_replica(PackedBuffer& b);
+  void pack_master(PackedBuffer& b);
   void optimizer(long s, std::array<double, kPhaseCount>& ph);
   void check_finite(const float* x, std::int64_t n, const std::string& what,
                     const std::string& name, long s) const {
@@ -147,6 +177,11 @@ class Runner {
       comm::abort_all(fmt::format("non-finite {} in parameter '{}' at step {}", what, name, s));
   }
   std::vector<std::vector<float>> gather_final();
+  void gather_per_rank(const std::vector<double>& phases,
+                       const std::array<std::int64_t, kChannelCount>& calls,
+                       const std::array<std::int64_t, kChannelCount>& bytes,
+                       const VolumeExpectation& expect, RunResult& r);
+  std::int64_t peak_packed_bytes() const;
   // Hook sites whose pre/post-forward hooks run: DMuon sites; FSDP units of the fsdp methods
   // (dmuon's non-dedicated unit is not a DMuon hook site). DDP has post-backward hooks only.
   bool hooked(const Group& g) const {
@@ -157,9 +192,14 @@ class Runner {
   const model::ModuleTree& tree_;
   const plan::Plan& plan_;
   EngineOptions o_;
+  comm::RankLayout layout_;
   MPI_Comm world_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
-  std::unique_ptr<comm::Communicator> comm_;
+  int shard_ = 1;                            // G: ranks of the shard group (row)
+  int column_ = 0;                           // this rank's index in its row
+  int row_index_ = 0;                        // this rank's row
+  std::unique_ptr<comm::Communicator> row_;  // shard group (ddp: every rank)
+  std::unique_ptr<comm::Communicator> col_;  // replicate group; null unless HSDP
   std::vector<ParamState> states_;
   std::vector<Group> groups_;
   NsWorkspaces ns_;
@@ -170,8 +210,8 @@ class Runner {
 
 void Runner::build() {
   const Method m = o_.method;
-  const int G = size_;
-  const std::int64_t global = o_.global_samples(G);
+  const int G = shard_;
+  const std::int64_t global = o_.global_samples(size_);
   const auto& site_of = plan_.hooks.site_of_param;
   std::vector<int> state_of(tree_.num_parameters(), -1);
   for (int pid : tree_.parameter_order()) {
@@ -183,13 +223,16 @@ void Runner::build() {
     st.numel = p.numel();
     const bool dedicated = site_of[static_cast<std::size_t>(pid)] >= 0;
     st.muon = dedicated && m != Method::fsdp_adamw;
-    if (m == Method::ddp_muon)
+    if (m == Method::ddp_muon) {
       st.storage = Storage::replicated;
-    else if (m == Method::dmuon && dedicated) {
+    } else if (m == Method::dmuon && dedicated) {
       st.owner = plan_.partition.owner_rank(pid);
-      st.storage = st.owner == rank_ ? Storage::owned : Storage::remote;
-    } else
+      st.storage = st.owner == rank_         ? Storage::owned
+                   : st.owner % G == column_ ? Storage::column
+                                             : Storage::remote;
+    } else {
       st.storage = Storage::sharded;
+    }
     const auto n = static_cast<std::size_t>(st.numel);
     // Muon keeps momentum, AdamW two moments, over whatever this rank updates (full or shard).
     auto zero_optimizer_state = [&st](std::size_t size) {
@@ -206,13 +249,13 @@ void Runner::build() {
       case Storage::owned:
         st.master = init;
         st.momentum.assign(n, 0.0f);
-        st.grad.assign(n, 0.0f);
         break;
-      case Storage::remote: st.grad.assign(n, 0.0f); break;
+      case Storage::column: st.master = init; break;
+      case Storage::remote: break;
       case Storage::replicated:
         st.master = init;
         st.full = st.master.data();
-        st.grad.assign(n, 0.0f);
+        st.grad_store.assign(n, 0.0f);
         zero_optimizer_state(n);
         break;
       case Storage::sharded: {
@@ -220,18 +263,19 @@ void Runner::build() {
         const auto c = static_cast<std::size_t>(st.chunk);
         st.shard.assign(c, 0.0f);
         for (std::size_t j = 0; j < c; ++j) {
-          const std::size_t gi = static_cast<std::size_t>(rank_) * c + j;
+          const std::size_t gi = static_cast<std::size_t>(column_) * c + j;
           if (gi < n) st.shard[j] = init[gi];
         }
         st.gathered.assign(c * static_cast<std::size_t>(G), 0.0f);
         st.full = st.gathered.data();
-        st.grad.assign(c * static_cast<std::size_t>(G), 0.0f);
+        st.grad_store.assign(c * static_cast<std::size_t>(G), 0.0f);
         st.grad_shard.assign(c, 0.0f);
         zero_optimizer_state(c);
         break;
       }
     }
-    st.work = LinearWork(pid, p, global, rank_, G);
+    if (!st.grad_store.empty()) st.grad = st.grad_store.data();
+    st.work = LinearWork(tree_, pid, global, rank_, size_);
     state_of[static_cast<std::size_t>(pid)] = static_cast<int>(states_.size());
     states_.push_back(std::move(st));
   }
@@ -257,7 +301,11 @@ void Runner::build() {
         if (it == by_owner.end()) {
           // Owners in order of first appearance in the site (model order).
           it = by_owner.emplace(owner, g.packed.size()).first;
-          g.packed.push_back(PackedBuffer{owner, {}, {}});
+          PackedBuffer b;
+          b.owner = owner;
+          b.owner_column = owner % G;
+          b.owner_row = owner / G;
+          g.packed.push_back(std::move(b));
         }
         g.packed[it->second].members.push_back(si);
       }
@@ -266,10 +314,12 @@ void Runner::build() {
         for (int si : b.members)
           total += static_cast<std::size_t>(states_[static_cast<std::size_t>(si)].numel);
         b.data.assign(total, 0.0f);
+        b.grad.assign(total, 0.0f);
         std::size_t off = 0;
         for (int si : b.members) {
           auto& st = states_[static_cast<std::size_t>(si)];
           st.full = b.data.data() + off;  // compute reads the packed copy, also on the owner
+          st.grad = b.grad.data() + off;
           off += static_cast<std::size_t>(st.numel);
         }
         g.live_bytes += static_cast<std::int64_t>(4 * total);
@@ -295,8 +345,7 @@ void Runner::build() {
   ns_out_.assign(static_cast<std::size_t>(max_numel) * 2 + 16, 0.0f);
 }
 
-void Runner::pack_owned(PackedBuffer& b) {
-  if (b.owner != rank_) return;
+void Runner::pack_master(PackedBuffer& b) {
   std::vector<kernels::ConstSlice> parts;
   parts.reserve(b.members.size());
   for (int si : b.members) {
@@ -306,23 +355,119 @@ void Runner::pack_owned(PackedBuffer& b) {
   kernels::host::pack(parts.data(), parts.size(), b.data.data(), b.data.size());
 }
 
-void Runner::fwd_pre(Group& g) {
-  if (g.kind == GroupKind::ddp) return;
-  if (g.kind == GroupKind::dmuon_site) {
-    for (auto& b : g.packed) pack_owned(b);
-    comm_->group_start();
-    for (auto& b : g.packed)
-      comm_->broadcast(b.data.data(), b.data.size(), comm::DType::f32, b.owner);
-    comm_->group_end().wait();
-    return;
+// HSDP: completes the owner's post-step broadcast of b (if one is in flight); b.data then holds
+// the updated packed master on every rank of the owner's column, which refresh their copies.
+void Runner::take_replica(PackedBuffer& b) {
+  b.replica.wait();
+  if (b.owner == rank_) return;
+  std::vector<kernels::Slice> parts;
+  parts.reserve(b.members.size());
+  for (int si : b.members) {
+    auto& st = states_[static_cast<std::size_t>(si)];
+    parts.push_back({st.master.data(), static_cast<std::size_t>(st.numel)});
   }
-  comm_->group_start();
+  kernels::host::unpack(b.data.data(), b.data.size(), parts.data(), parts.size());
+}
+
+// Forward-pre (and Z3 backward-pre): the packed broadcasts of a site, rooted in each owner's
+// column of this row, or the FSDP all-gathers of a unit. In flight on return.
+comm::Batch Runner::issue_weights(Group& g) {
+  if (g.kind == GroupKind::ddp) return {};
+  if (g.kind == GroupKind::dmuon_site) {
+    for (auto& b : g.packed) {
+      if (b.owner_column != column_) continue;
+      if (b.replica.pending())
+        take_replica(b);  // b.data already holds the packed master
+      else
+        pack_master(b);
+    }
+    row_->group_start();
+    for (auto& b : g.packed)
+      row_->broadcast(b.data.data(), b.data.size(), comm::DType::f32, b.owner_column);
+    return row_->group_end();
+  }
+  row_->group_start();
   for (int si : g.members) {
     auto& st = states_[static_cast<std::size_t>(si)];
-    comm_->all_gather(st.shard.data(), st.gathered.data(), static_cast<std::size_t>(st.chunk),
-                      comm::DType::f32);
+    row_->all_gather(st.shard.data(), st.gathered.data(), static_cast<std::size_t>(st.chunk),
+                     comm::DType::f32);
   }
-  comm_->group_end().wait();
+  return row_->group_end();
+}
+
+// Backward-post: gradients to their owners' column (reduce AVG, per parameter or per packed
+// buffer), reduce-scatter of FSDP units, or the DDP all-reduce.
+comm::Batch Runner::issue_reduce(Group& g) {
+  row_->group_start();
+  if (g.kind == GroupKind::dmuon_site) {
+    for (auto& b : g.packed) {
+      const bool root = b.owner_column == column_;
+      if (o_.grad_reduce == plan::GradReduce::packed) {
+        row_->reduce_avg(b.grad.data(), root ? b.grad.data() : nullptr, b.grad.size(),
+                         comm::DType::f32, b.owner_column);
+        continue;
+      }
+      for (int si : b.members) {
+        auto& st = states_[static_cast<std::size_t>(si)];
+        row_->reduce_avg(st.grad, root ? st.grad : nullptr, static_cast<std::size_t>(st.numel),
+                         comm::DType::f32, b.owner_column);
+      }
+    }
+  } else {
+    // Model order within the group (the same order on every rank).
+    for (int si : g.members) {
+      auto& st = states_[static_cast<std::size_t>(si)];
+      if (g.kind == GroupKind::fsdp)
+        row_->reduce_scatter_avg(st.grad, st.grad_shard.data(), static_cast<std::size_t>(st.chunk),
+                                 comm::DType::f32);
+      else
+        row_->all_reduce_avg(st.grad, st.grad, static_cast<std::size_t>(st.numel),
+                             comm::DType::f32);
+    }
+  }
+  return row_->group_end();
+}
+
+// HSDP, after a group's stage 1 completed: the owner's column reduces the row means to the
+// owner (stage 2); FSDP units all-reduce their gradient shard across the replicas.
+comm::Batch Runner::issue_stage2(Group& g) {
+  col_->group_start();
+  if (g.kind == GroupKind::dmuon_site) {
+    for (auto& b : g.packed) {
+      if (b.owner_column != column_) continue;
+      const bool root = b.owner == rank_;
+      if (o_.grad_reduce == plan::GradReduce::packed) {
+        col_->reduce_avg(b.grad.data(), root ? b.grad.data() : nullptr, b.grad.size(),
+                         comm::DType::f32, b.owner_row);
+        continue;
+      }
+      for (int si : b.members) {
+        auto& st = states_[static_cast<std::size_t>(si)];
+        col_->reduce_avg(st.grad, root ? st.grad : nullptr, static_cast<std::size_t>(st.numel),
+                         comm::DType::f32, b.owner_row);
+      }
+    }
+  } else if (g.kind == GroupKind::fsdp) {
+    for (int si : g.members) {
+      auto& st = states_[static_cast<std::size_t>(si)];
+      col_->all_reduce_avg(st.grad_shard.data(), st.grad_shard.data(),
+                           static_cast<std::size_t>(st.chunk), comm::DType::f32);
+    }
+  }
+  return col_->group_end();
+}
+
+// HSDP, after the update: each owner sends its new fp32 master (packed per site) to the other
+// rows of its column. Waited at the site's next forward (take_replica).
+void Runner::issue_replicas() {
+  for (auto& g : groups_)
+    for (auto& b : g.packed) {
+      if (b.owner_column != column_) continue;
+      if (b.owner == rank_) pack_master(b);
+      col_->group_start();
+      col_->broadcast(b.data.data(), b.data.size(), comm::DType::f32, b.owner_row);
+      b.replica = col_->group_end();
+    }
 }
 
 void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
@@ -332,10 +477,24 @@ void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
   auto& bwd_comp = ph[static_cast<std::size_t>(Phase::backward_compute)];
   auto& bwd_comm = ph[static_cast<std::size_t>(Phase::backward_comm)];
   const auto t_step = Clock::now();
+  const std::size_t n = groups_.size();
+  const auto depth = static_cast<std::size_t>(o_.prefetch);
+  // Weight collectives in flight, oldest first: groups order[issued - ahead.size() .. issued).
+  std::deque<comm::Batch> ahead;
+  std::size_t issued = 0;
+  auto weights_ready = [&](const std::vector<std::size_t>& order, std::size_t k) {
+    for (; issued < n && issued <= k + depth; ++issued)
+      ahead.push_back(issue_weights(groups_[order[issued]]));
+    ahead.front().wait();
+    ahead.pop_front();
+  };
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
   // Forward, groups in order.
-  for (auto& g : groups_) {
+  for (std::size_t k = 0; k < n; ++k) {
+    auto& g = groups_[k];
     auto t0 = Clock::now();
-    fwd_pre(g);
+    weights_ready(order, k);
     if (hooked(g)) ++hook_calls_;  // forward-pre: broadcast / all-gather
     fwd_comm += ms_since(t0);
     t0 = Clock::now();
@@ -347,50 +506,45 @@ void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
     if (z3 && hooked(g)) ++hook_calls_;  // forward-post: free
   }
   // Backward, groups in reverse; each group's gradient collectives stay in flight while the
-  // next group computes.
-  std::vector<comm::Batch> pending;
-  for (auto git = groups_.rbegin(); git != groups_.rend(); ++git) {
-    auto& g = *git;
+  // next group computes. With HSDP, a group's stage 2 starts once its stage 1 is done, checked
+  // after the next group's compute (one group of pipelining).
+  std::reverse(order.begin(), order.end());
+  issued = 0;
+  std::vector<comm::Batch> stage1(n), stage2(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = order[k];
+    auto& g = groups_[i];
     auto t0 = Clock::now();
     if (z3) {
-      fwd_pre(g);  // Z3: re-broadcast / re-gather before backward
+      weights_ready(order, k);  // Z3: re-broadcast / re-gather before backward
       if (hooked(g)) ++hook_calls_;
     }
     bwd_comm += ms_since(t0);
     t0 = Clock::now();
     for (auto it = g.members.rbegin(); it != g.members.rend(); ++it) {
       auto& st = states_[static_cast<std::size_t>(*it)];
-      st.work.backward(o_.compute, o_.seed, s, st.full, st.grad.data());
+      st.work.backward(o_.compute, o_.seed, s, st.full, st.grad);
       if (*it == nan_param_ && s == o_.inject_nan_step && rank_ == size_ - 1)
         st.grad[0] = std::numeric_limits<float>::quiet_NaN();
-      check_finite(st.grad.data(), st.numel, "gradient", st.name, s);
+      check_finite(st.grad, st.numel, "gradient", st.name, s);
     }
     bwd_comp += ms_since(t0);
     t0 = Clock::now();
-    comm_->group_start();
-    for (int si : g.members) {
-      auto& st = states_[static_cast<std::size_t>(si)];
-      const auto n = static_cast<std::size_t>(st.numel);
-      switch (g.kind) {
-        case GroupKind::dmuon_site:
-          comm_->reduce_avg(st.grad.data(), st.owner == rank_ ? st.grad.data() : nullptr, n,
-                            comm::DType::f32, st.owner);
-          break;
-        case GroupKind::fsdp:
-          comm_->reduce_scatter_avg(st.grad.data(), st.grad_shard.data(),
-                                    static_cast<std::size_t>(st.chunk), comm::DType::f32);
-          break;
-        case GroupKind::ddp:
-          comm_->all_reduce_avg(st.grad.data(), st.grad.data(), n, comm::DType::f32);
-          break;
-      }
-    }
-    pending.push_back(comm_->group_end());
+    stage1[i] = issue_reduce(g);
     if (hooked(g) || g.kind == GroupKind::ddp) ++hook_calls_;  // backward-post: reduce
+    if (col_ && k > 0) {
+      stage1[order[k - 1]].wait();
+      stage2[order[k - 1]] = issue_stage2(groups_[order[k - 1]]);
+    }
     bwd_comm += ms_since(t0);
   }
   const auto t_wait = Clock::now();
-  for (auto& b : pending) b.wait();
+  if (col_ && n > 0) {
+    stage1[order[n - 1]].wait();
+    stage2[order[n - 1]] = issue_stage2(groups_[order[n - 1]]);
+  }
+  for (auto& b : stage1) b.wait();
+  for (auto& b : stage2) b.wait();
   bwd_comm += ms_since(t_wait);
   optimizer(s, ph);
   ph[static_cast<std::size_t>(Phase::step)] = ms_since(t_step);
@@ -414,14 +568,14 @@ void Runner::optimizer(long s, std::array<double, kPhaseCount>& ph) {
                                  static_cast<std::size_t>(st.chunk), s, mc.momentum, mc.nesterov);
   }
   const auto t_g = Clock::now();
-  comm_->group_start();
+  row_->group_start();
   for (auto& st : states_) {
     if (st.storage != Storage::sharded || !st.muon) continue;
-    comm_->all_gather(st.gathered.data(), st.grad.data(), static_cast<std::size_t>(st.chunk),
-                      comm::DType::f32);
+    row_->all_gather(st.gathered.data(), st.grad, static_cast<std::size_t>(st.chunk),
+                     comm::DType::f32);
     gathered_any = true;
   }
-  comm_->group_end().wait();
+  row_->group_end().wait();
   if (gathered_any) t_exposed += ms_since(t_g);
   t_other += ms_since(t0);
 
@@ -429,7 +583,7 @@ void Runner::optimizer(long s, std::array<double, kPhaseCount>& ph) {
     const auto n = static_cast<std::size_t>(st.numel);
     const auto rows = static_cast<std::size_t>(st.shape.rows),
                cols = static_cast<std::size_t>(st.shape.cols);
-    if (st.storage == Storage::remote) continue;
+    if (st.storage == Storage::remote || st.storage == Storage::column) continue;
     if (!st.muon) {
       t0 = Clock::now();
       if (st.storage == Storage::sharded) {
@@ -439,8 +593,8 @@ void Runner::optimizer(long s, std::array<double, kPhaseCount>& ph) {
                                   st.name);
         check_finite(st.shard.data(), st.chunk, "weight", st.name, s);
       } else {
-        check_finite(st.grad.data(), st.numel, "gradient", st.name, s);
-        kernels::host::adamw_step(st.master.data(), st.grad.data(), st.exp_avg.data(),
+        check_finite(st.grad, st.numel, "gradient", st.name, s);
+        kernels::host::adamw_step(st.master.data(), st.grad, st.exp_avg.data(),
                                   st.exp_avg_sq.data(), n, s, ac, st.name);
         check_finite(st.master.data(), st.numel, "weight", st.name, s);
       }
@@ -452,11 +606,11 @@ void Runner::optimizer(long s, std::array<double, kPhaseCount>& ph) {
     float* input = nullptr;
     t0 = Clock::now();
     if (st.storage == Storage::sharded) {
-      input = st.grad.data();  // gathered Nesterov input (first numel elements)
+      input = st.grad;  // gathered Nesterov input (first numel elements)
     } else {
-      check_finite(st.grad.data(), st.numel, "gradient", st.name, s);
-      kernels::host::muon_momentum(st.grad.data(), st.momentum.data(), ns_out_.data(), n, s,
-                                   mc.momentum, mc.nesterov);
+      check_finite(st.grad, st.numel, "gradient", st.name, s);
+      kernels::host::muon_momentum(st.grad, st.momentum.data(), ns_out_.data(), n, s, mc.momentum,
+                                   mc.nesterov);
       input = ns_out_.data();
     }
     t_other += ms_since(t0);
@@ -466,7 +620,7 @@ void Runner::optimizer(long s, std::array<double, kPhaseCount>& ph) {
     t_ns += ms_since(t0);
     t0 = Clock::now();
     if (st.storage == Storage::sharded) {
-      const std::int64_t begin = static_cast<std::int64_t>(rank_) * st.chunk;
+      const std::int64_t begin = static_cast<std::int64_t>(column_) * st.chunk;
       const std::int64_t len = std::max<std::int64_t>(0, std::min(st.chunk, st.numel - begin));
       if (len > 0)
         kernels::host::muon_apply(st.shard.data(), out + begin, static_cast<std::size_t>(len),
@@ -476,6 +630,11 @@ void Runner::optimizer(long s, std::array<double, kPhaseCount>& ph) {
       kernels::host::muon_apply(st.master.data(), out, n, mc.lr, mc.weight_decay, scale);
       check_finite(st.master.data(), st.numel, "weight", st.name, s);
     }
+    t_other += ms_since(t0);
+  }
+  if (col_) {
+    t0 = Clock::now();
+    issue_replicas();
     t_other += ms_since(t0);
   }
 }
@@ -495,8 +654,8 @@ std::vector<std::vector<float>> Runner::gather_final() {
     if (st.storage == Storage::owned) std::copy(st.master.begin(), st.master.end(), dst);
     if (st.storage == Storage::replicated && rank_ == 0)
       std::copy(st.master.begin(), st.master.end(), dst);
-    if (st.storage == Storage::sharded) {
-      const std::int64_t begin = static_cast<std::int64_t>(rank_) * st.chunk;
+    if (st.storage == Storage::sharded && row_index_ == 0) {  // every row holds the same
+      const std::int64_t begin = static_cast<std::int64_t>(column_) * st.chunk;
       for (std::int64_t j = 0; j < st.chunk && begin + j < st.numel; ++j)
         dst[begin + j] = st.shard[static_cast<std::size_t>(j)];
     }
@@ -518,12 +677,12 @@ std::vector<std::vector<float>> Runner::gather_final() {
 }
 
 // Per-rank values to rank 0: the measured steps' phases (steps x ranks x phases) and the last
-// step's calls, measured and formula bytes per kind (kinds x ranks).
+// step's calls, measured and formula bytes per channel (channels x ranks).
 void Runner::gather_per_rank(const std::vector<double>& phases,
-                             const std::array<std::int64_t, comm::kCollectiveKindCount>& calls,
-                             const std::array<std::int64_t, comm::kCollectiveKindCount>& bytes,
+                             const std::array<std::int64_t, kChannelCount>& calls,
+                             const std::array<std::int64_t, kChannelCount>& bytes,
                              const VolumeExpectation& expect, RunResult& r) {
-  const std::size_t np = kPhaseCount, nk = comm::kCollectiveKindCount;
+  const std::size_t np = kPhaseCount, nk = kChannelCount;
   const auto steps = static_cast<std::size_t>(o_.steps), ranks = static_cast<std::size_t>(size_);
   const std::vector<double> mine(phases.begin() + static_cast<long>(o_.warmup * np), phases.end());
   std::vector<double> all(rank_ == 0 ? mine.size() * ranks : 0);
@@ -555,48 +714,76 @@ void Runner::gather_per_rank(const std::vector<double>& phases,
     }
 }
 
+// Packed/gathered buffers a real implementation holds live: Z3 the groups in flight at once
+// (the one computing and `prefetch` ahead), Z2 all of them (kept from forward to backward).
+std::int64_t Runner::peak_packed_bytes() const {
+  std::int64_t peak = 0, all = 0;
+  const std::size_t window = static_cast<std::size_t>(o_.prefetch) + 1;
+  for (std::size_t i = 0; i < groups_.size(); ++i) {
+    all += groups_[i].live_bytes;
+    std::int64_t w = 0;
+    for (std::size_t j = i; j < std::min(groups_.size(), i + window); ++j)
+      w += groups_[j].live_bytes;
+    peak = std::max(peak, w);
+  }
+  return o_.reshard == plan::Reshard::z3 ? peak : all;
+}
+
 RunResult Runner::run() {
   RunResult r;
   r.method = o_.method;
   r.reshard = plan::reshard_name(o_.reshard);
   r.world_size = size_;
-  r.replicate = 1;
+  r.replicate = layout_.replicate_size();
   const bool dm = o_.method == Method::dmuon;
   const auto predicted =
-      plan::predict_dmuon_volume(tree_, plan_.hooks, plan_.partition, o_.reshard);
-  const auto expect = expected_volume(o_.method, o_.reshard, tree_, plan_, predicted, rank_, size_);
+      plan::predict_dmuon_volume(tree_, plan_.hooks, plan_.partition, o_.reshard, o_.grad_reduce);
+  const auto expect = expected_volume(o_.method, o_.reshard, tree_, plan_, predicted, rank_,
+                                      layout_.shard_size(), layout_.replicate_size());
   const int total = o_.total_steps();
   std::vector<double> phases(static_cast<std::size_t>(total) * kPhaseCount, 0.0);
   std::int64_t hooks_per_step = 0;
-  std::array<std::int64_t, comm::kCollectiveKindCount> calls{}, bytes{};
+  std::array<std::int64_t, kChannelCount> calls{}, bytes{};
   std::string audit_msg;
+  const comm::CollectiveCounters none;
+  auto counters = [&](CommGroup g) -> const comm::CollectiveCounters& {
+    if (g == CommGroup::shard) return row_->counters();
+    return col_ ? col_->counters() : none;
+  };
   for (long s = 1; s <= total; ++s) {
     std::array<double, kPhaseCount> ph{};
-    const auto before = comm_->counters().snapshot();
+    const auto before_row = counters(CommGroup::shard);
+    const auto before_col = counters(CommGroup::replicate);
     const auto hooks_before = hook_calls_;
     step(s, ph);
     ph[static_cast<std::size_t>(Phase::exposed_comm)] +=
         ph[static_cast<std::size_t>(Phase::forward_comm)] +
         ph[static_cast<std::size_t>(Phase::backward_comm)];
-    const auto diff = comm_->counters() - before;
+    const auto diff_row = counters(CommGroup::shard) - before_row;
+    const auto diff_col = counters(CommGroup::replicate) - before_col;
     hooks_per_step = hook_calls_ - hooks_before;
     std::copy(ph.begin(), ph.end(), phases.begin() + (s - 1) * static_cast<long>(kPhaseCount));
-    for (auto k : comm::kAllCollectiveKinds) {
-      const auto i = static_cast<std::size_t>(k);
-      calls[i] = static_cast<std::int64_t>(diff[k].calls);
-      bytes[i] = static_cast<std::int64_t>(diff.volume(k));
-      if (audit_msg.empty() && (calls[i] != expect[i].calls || bytes[i] != expect[i].bytes))
+    for (std::size_t c = 0; c < kChannelCount; ++c) {
+      const auto& diff = channel_group(c) == CommGroup::shard ? diff_row : diff_col;
+      const auto k = channel_kind(c);
+      calls[c] = static_cast<std::int64_t>(diff[k].calls);
+      bytes[c] = static_cast<std::int64_t>(diff.volume(k));
+      if (audit_msg.empty() && (calls[c] != expect[c].calls || bytes[c] != expect[c].bytes))
         audit_msg = fmt::format(
             "rank {} step {} {}: measured {} calls / {} bytes, formula {} calls / {} bytes", rank_,
-            s, comm::collective_kind_name(k), calls[i], bytes[i], expect[i].calls, expect[i].bytes);
+            s, channel_name(c), calls[c], bytes[c], expect[c].calls, expect[c].bytes);
     }
     if (dm && audit_msg.empty() && hooks_per_step != predicted.hook_calls)
       audit_msg = fmt::format("rank {} step {}: {} hook calls, formula {}", rank_, s,
                               hooks_per_step, predicted.hook_calls);
     if (o_.on_step) o_.on_step(static_cast<int>(s), total);
   }
+  // The last step's replicate broadcasts complete before the weights are read.
+  for (auto& g : groups_)
+    for (auto& b : g.packed)
+      if (b.replica.pending()) take_replica(b);
   gather_per_rank(phases, calls, bytes, expect, r);
-  // Reductions over ranks (outside the counted communicator).
+  // Reductions over ranks (outside the counted communicators).
   std::vector<double> maxph(phases.size());
   MPI_Allreduce(phases.data(), maxph.data(), static_cast<int>(phases.size()), MPI_DOUBLE, MPI_MAX,
                 world_);
@@ -608,17 +795,14 @@ RunResult Runner::run() {
     const std::size_t n = v.size();
     r.phases_ms[p] = n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
   }
-  std::int64_t packed = 0, master = 0, mom = 0;
-  for (const auto& g : groups_)
-    packed =
-        o_.reshard == plan::Reshard::z3 ? std::max(packed, g.live_bytes) : packed + g.live_bytes;
+  std::int64_t master = 0, mom = 0;
   for (const auto& st : states_) {
     master += static_cast<std::int64_t>(4 * (st.master.size() + st.shard.size()));
     mom += static_cast<std::int64_t>(
         4 * (st.momentum.size() + st.exp_avg.size() + st.exp_avg_sq.size()));
   }
-  std::vector<std::int64_t> loc = {hooks_per_step, packed, master, mom};
-  for (std::size_t i = 0; i < comm::kCollectiveKindCount; ++i) {
+  std::vector<std::int64_t> loc = {hooks_per_step, peak_packed_bytes(), master, mom};
+  for (std::size_t i = 0; i < kChannelCount; ++i) {
     loc.push_back(calls[i]);
     loc.push_back(bytes[i]);
     loc.push_back(expect[i].bytes);
@@ -630,7 +814,7 @@ RunResult Runner::run() {
   r.peak_packed_bytes = mx[1];
   r.master_bytes = mx[2];
   r.momentum_bytes = mx[3];
-  for (std::size_t i = 0; i < comm::kCollectiveKindCount; ++i) {
+  for (std::size_t i = 0; i < kChannelCount; ++i) {
     r.kinds[i].calls_per_step = mx[4 + 3 * i];
     r.kinds[i].bytes_measured = mx[5 + 3 * i];
     r.kinds[i].bytes_formula = mx[6 + 3 * i];

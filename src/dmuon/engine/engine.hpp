@@ -1,14 +1,15 @@
 #pragma once
 // The benchmark engine: runs warmup + steps training steps of one method on a topology over
-// MPI_COMM_WORLD (1-D, R = 1), measuring phases, counting every collective and auditing the
-// counts against the exact formulas (baseline_volume.hpp). Optionally checks the final weights
-// against a one-process recomputation (reference.hpp).
+// the ranks of `world` laid out as R rows x G columns (HSDP when R > 1), measuring phases, counting
+// every collective and auditing the counts against the exact formulas (baseline_volume.hpp).
+// Optionally checks the final weights against a one-process recomputation (reference.hpp).
 //
 // State per rank (built once, reused every step, like a Cabana communication plan):
-//   dmuon  dedicated: owner holds fp32 master + momentum; every rank one packed buffer per
-//          (site, owner). Non-dedicated: FSDP shards (1/G, padded) + AdamW.
-//   fsdp-* every parameter sharded; fsdp-muon keeps the Muon momentum sharded too.
-//   ddp    full replicas.
+//   dmuon  dedicated: owner holds fp32 master + momentum (HSDP: every rank of the owner's column
+//          a master copy); every rank one packed weight and gradient buffer per (site, owner).
+//          Non-dedicated: FSDP shards (1/G of the row, padded) + AdamW.
+//   fsdp-* every parameter sharded in the row; fsdp-muon keeps the Muon momentum sharded too.
+//   ddp    full replicas; one all-reduce over every rank (the layout does not apply).
 
 #include <mpi.h>
 
@@ -20,7 +21,7 @@
 namespace dmuon::engine {
 
 /// Throws InputError (identically on all ranks, before any collective) for what the engine
-/// cannot run: HSDP (R > 1), non-fp32 parameters, bad options.
+/// cannot run: a plan laid out for another world size, non-fp32 parameters, bad options.
 void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const EngineOptions& o,
                   int world_size);
 

@@ -64,6 +64,9 @@ void validate(const EngineOptions& o, int world_size) {
   if (o.inject_nan_step < -1 || o.inject_nan_step == 0 || o.inject_nan_step > o.total_steps())
     throw InputError(fmt::format("--inject-nan-step {} is invalid (valid: 1..{} = warmup + steps)",
                                  o.inject_nan_step, o.total_steps()));
+  if (o.prefetch < 0 || o.prefetch > 64)
+    throw InputError(
+        fmt::format("--prefetch {} is invalid (valid: 0..64 groups ahead)", o.prefetch));
   if (!(o.check_tolerance > 0)) throw InputError("check tolerance must be > 0");
 }
 

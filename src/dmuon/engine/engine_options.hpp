@@ -33,6 +33,11 @@ Compute parse_compute(std::string_view s);
 struct EngineOptions {
   Method method = Method::dmuon;
   plan::Reshard reshard = plan::Reshard::z3;
+  /// dmuon: one reduce per parameter (the reference) or per (site, owner) packed buffer.
+  plan::GradReduce grad_reduce = plan::GradReduce::per_param;
+  /// Weight collectives (broadcasts / all-gathers) kept in flight ahead of the group being
+  /// computed: 0 = issue each group's just before its compute; k = also the next k groups.
+  int prefetch = 0;
   Compute compute = Compute::gemm;
   std::int64_t tokens = 64;        ///< per rank; used when global_tokens == 0
   std::int64_t global_tokens = 0;  ///< global batch in samples; 0 = tokens x G

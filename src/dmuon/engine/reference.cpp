@@ -30,7 +30,7 @@ std::vector<std::vector<float>> reference_weights(const model::ModuleTree& tree,
     v[i].assign(n, 0.0f);
     muon[i] = plan.hooks.site_of_param[static_cast<std::size_t>(order[i])] >= 0 &&
               o.method != Method::fsdp_adamw;
-    work.emplace_back(order[i], p, global, 0, 1);  // one rank holding every sample
+    work.emplace_back(tree, order[i], global, 0, 1);  // one rank holding every sample
   }
   std::vector<float> input, out;
   for (long s = 1; s <= o.total_steps(); ++s) {

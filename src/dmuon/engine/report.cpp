@@ -3,88 +3,32 @@
 #include <fmt/format.h>
 
 namespace dmuon::engine {
-namespace {
+namespace {}  // namespace
 
-double mb(std::int64_t b) {
-  return static_cast<double>(b) / 1e6;
-}
-
-std::int64_t calls(const RunResult& r, std::initializer_list<comm::CollectiveKind> ks) {
+std::int64_t weight_calls_per_step(const RunResult& r) {
   std::int64_t c = 0;
-  for (auto k : ks) c += r.kinds[static_cast<std::size_t>(k)].calls_per_step;
+  for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
+    const auto k = channel_kind(ch);
+    if (k == comm::CollectiveKind::broadcast || k == comm::CollectiveKind::all_gather)
+      c += r.kinds[ch].calls_per_step;
+  }
   return c;
 }
 
-double phase(const RunResult& r, Phase p) {
-  return r.phases_ms[static_cast<std::size_t>(p)];
+std::int64_t reduce_calls_per_step(const RunResult& r) {
+  std::int64_t c = 0;
+  for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
+    const auto k = channel_kind(ch);
+    if (k != comm::CollectiveKind::broadcast && k != comm::CollectiveKind::all_gather)
+      c += r.kinds[ch].calls_per_step;
+  }
+  return c;
 }
-double optimizer_ms(const RunResult& r) {
-  return phase(r, Phase::optimizer_ns) + phase(r, Phase::optimizer_other);
-}
-
-}  // namespace
 
 bool all_passed(const std::vector<RunResult>& runs) {
   for (const auto& r : runs)
     if (!r.audit_ok || (r.checked && !r.check_passed)) return false;
   return true;
-}
-
-std::string format_table(const model::Topology& topo, const plan::Plan& plan,
-                         const EngineOptions& o, const std::vector<RunResult>& runs) {
-  using comm::CollectiveKind;
-  std::string s;
-  const int world = runs.empty() ? 1 : runs.front().world_size;
-  s += fmt::format("# dmuon_bench  topology {} (preset {})  world {} = R 1 x G {}\n", topo.name,
-                   topo.preset.empty() ? "file" : topo.preset, world, world);
-  s += fmt::format("# boundary {}  mode {}  owner strategy {}  reshard {}  compute {}\n",
-                   plan.policy.label(), plan.config.strict ? "strict" : "lenient",
-                   partition::strategy_name(plan.partition.options.strategy),
-                   plan::reshard_name(o.reshard), compute_name(o.compute));
-  s += fmt::format("# global batch {} samples ({} per rank)  steps {} (+{} warmup)  seed {}\n",
-                   o.global_samples(world), o.global_samples(world) / world, o.steps, o.warmup,
-                   o.seed);
-  s += "# times: median over steps of the max over ranks; MB = 1e6 bytes per rank per step "
-       "(bcast/ag = broadcast + all_gather calls, red = reduce + reduce_scatter + all_reduce)\n";
-  s += fmt::format(
-      "# {:<10} {:<24} {:<8} {:>5} {:>6} {:>8} {:>6} {:>10} {:>10} {:>6} {:>9} {:>9} "
-      "{:>9} {:>7} {:>6}\n",
-      "method", "boundary", "mode", "sites", "hooks", "bcast/ag", "red", "MB meas", "MB formula",
-      "audit", "step ms", "optim ms", "exposed", "vs adamw", "check");
-  double adamw_ms = 0;
-  for (const auto& r : runs)
-    if (r.method == Method::fsdp_adamw) adamw_ms = phase(r, Phase::step);
-  for (const auto& r : runs) {
-    const double step = phase(r, Phase::step);
-    std::string label = plan.policy.label();
-    if (label.size() > 24) label = label.substr(0, 21) + "...";
-    s += fmt::format(
-        "  {:<10} {:<24} {:<8} {:>5} {:>6} {:>8} {:>6} {:>10.3f} {:>10.3f} {:>6} {:>9.2f} {:>9.2f} "
-        "{:>9.2f} {:>7} {:>6}\n",
-        method_name(r.method), label, plan.config.strict ? "strict" : "lenient", r.hook_sites,
-        r.hook_calls_per_step, calls(r, {CollectiveKind::broadcast, CollectiveKind::all_gather}),
-        calls(r,
-              {CollectiveKind::reduce, CollectiveKind::reduce_scatter, CollectiveKind::all_reduce}),
-        mb(r.bytes_measured_total()), mb(r.bytes_formula_total()), r.audit_ok ? "OK" : "FAILED",
-        step, optimizer_ms(r), phase(r, Phase::exposed_comm),
-        adamw_ms > 0 ? fmt::format("{:.2f}", step / adamw_ms) : std::string("-"),
-        !r.checked ? "-" : (r.check_passed ? "OK" : "FAILED"));
-  }
-  for (const auto& r : runs) {
-    if (!r.audit_ok)
-      s += fmt::format("# audit FAILED ({}): {}\n", method_name(r.method), r.audit_message);
-    if (r.checked)
-      s += fmt::format("# check {} ({}): max relative error {:.3e} (tolerance {:.1e}){}\n",
-                       r.check_passed ? "OK" : "FAILED", method_name(r.method), r.max_rel_error,
-                       o.check_tolerance, r.worst_param.empty() ? "" : ", worst " + r.worst_param);
-  }
-  for (const auto& f : plan.report.findings)
-    if (f.severity == boundary::Severity::warning)
-      s += fmt::format("# WARNING [{}] {}\n", boundary::finding_kind_name(f.kind), f.message);
-  int failed = 0;
-  for (const auto& r : runs) failed += (!r.audit_ok) + (r.checked && !r.check_passed);
-  s += fmt::format("# Failed audits and checks : {} {}\n", failed, failed == 0 ? "OK" : "FAILED");
-  return s;
 }
 
 nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, const EngineOptions& o,
@@ -96,6 +40,8 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
   j["mode"] = plan.config.strict ? "strict" : "lenient";
   j["owner_strategy"] = partition::strategy_name(plan.partition.options.strategy);
   j["reshard"] = plan::reshard_name(o.reshard);
+  j["grad_reduce"] = plan::grad_reduce_name(o.grad_reduce);
+  j["prefetch"] = o.prefetch;
   j["compute"] = compute_name(o.compute);
   j["steps"] = o.steps;
   j["warmup"] = o.warmup;
@@ -112,11 +58,13 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
     x["hook_calls_per_step"] = r.hook_calls_per_step;
     x["hook_calls_formula"] = r.hook_calls_formula;
     nlohmann::json c = nlohmann::json::object();
-    for (auto k : comm::kAllCollectiveKinds) {
-      const auto& kr = r.kinds[static_cast<std::size_t>(k)];
-      c[comm::collective_kind_name(k)] = {{"calls_per_step", kr.calls_per_step},
-                                          {"bytes_per_rank_per_step", kr.bytes_measured},
-                                          {"formula_bytes_per_rank_per_step", kr.bytes_formula}};
+    for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
+      // The shard group's kinds always; the replicate group's with HSDP.
+      if (channel_group(ch) == CommGroup::replicate && r.replicate == 1) continue;
+      const auto& kr = r.kinds[ch];
+      c[channel_name(ch)] = {{"calls_per_step", kr.calls_per_step},
+                             {"bytes_per_rank_per_step", kr.bytes_measured},
+                             {"formula_bytes_per_rank_per_step", kr.bytes_formula}};
     }
     x["collectives"] = c;
     x["bytes_per_rank_per_step"] = r.bytes_measured_total();

@@ -26,6 +26,23 @@ enum class Phase {
 inline constexpr std::size_t kPhaseCount = 8;
 const char* phase_name(Phase p);
 
+/// The communicator a collective ran on: the shard group (a row of G ranks; all ranks in 1-D)
+/// or, with HSDP, the replicate group (a column of R ranks). A channel is (group, kind).
+enum class CommGroup { shard = 0, replicate = 1 };
+inline constexpr std::size_t kChannelCount = 2 * comm::kCollectiveKindCount;
+inline constexpr std::size_t channel_index(CommGroup g, comm::CollectiveKind k) {
+  return static_cast<std::size_t>(g) * comm::kCollectiveKindCount + static_cast<std::size_t>(k);
+}
+inline constexpr comm::CollectiveKind channel_kind(std::size_t channel) {
+  return static_cast<comm::CollectiveKind>(channel % comm::kCollectiveKindCount);
+}
+inline constexpr CommGroup channel_group(std::size_t channel) {
+  return static_cast<CommGroup>(channel / comm::kCollectiveKindCount);
+}
+/// Shard-group channels by kind name ("broadcast", ...); replicate-group ones prefixed
+/// ("replicate_reduce" = DMuon's stage-2 reduce, "replicate_broadcast", "replicate_all_reduce").
+std::string channel_name(std::size_t channel);
+
 struct KindResult {
   std::int64_t calls_per_step =
       0;  ///< max over ranks (every rank takes part in the same calls here)
@@ -41,7 +58,7 @@ struct RunResult {
   std::int64_t hook_sites = 0;
   std::int64_t hook_calls_per_step = 0;
   std::int64_t hook_calls_formula = 0;
-  std::array<KindResult, comm::kCollectiveKindCount> kinds{};
+  std::array<KindResult, kChannelCount> kinds{};  ///< by channel_index()
   bool audit_ok = true;
   std::string audit_message;  ///< first mismatch (rank, step, kind) if any
   std::array<double, kPhaseCount>
@@ -58,8 +75,8 @@ struct RunResult {
   /// Rank 0 only: per measured step, rank and phase, ms: [(step * world + rank) * kPhaseCount +
   /// phase] (the values the medians above reduce).
   std::vector<double> rank_phases_ms;
-  /// Rank 0 only: per kind and rank, [kind * world + rank], of the last step: collective calls,
-  /// measured bytes and formula bytes.
+  /// Rank 0 only: per channel and rank, [channel * world + rank], of the last step: collective
+  /// calls, measured bytes and formula bytes.
   std::vector<std::int64_t> rank_calls, rank_bytes, rank_formula_bytes;
   /// Rank 0 only: every parameter's final weights, in tree.parameter_order().
   std::vector<std::vector<float>> final_weights;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "kernels/linear.hpp"
 
@@ -55,15 +56,26 @@ void init_weights(std::uint64_t seed, int pid, float* w, std::int64_t numel, std
   for (std::int64_t i = 0; i < numel; ++i) w[i] *= s;
 }
 
-std::int64_t param_samples(const model::Parameter& p, std::int64_t global_tokens) {
-  if (p.name.find(".experts.") != std::string::npos)
-    return std::max<std::int64_t>(1, global_tokens * 2 / 8);
-  return global_tokens;
+std::int64_t param_samples(const model::ModuleTree& tree, int pid, std::int64_t global_tokens) {
+  static constexpr std::string_view kExperts = ".experts.";
+  const std::string& name = tree.parameter(pid).name;
+  const auto at = name.find(kExperts);
+  if (at == std::string::npos) return global_tokens;
+  const auto container =
+      tree.find_module(std::string_view(name).substr(0, at + kExperts.size() - 1));
+  if (!container) return global_tokens;
+  const auto experts = static_cast<std::int64_t>(tree.module(*container).children.size());
+  if (experts < 1) return global_tokens;
+  const std::int64_t top_k = std::min<std::int64_t>(2, experts);
+  return std::max<std::int64_t>(1, global_tokens * top_k / experts);
 }
 
-LinearWork::LinearWork(int pid, const model::Parameter& p, std::int64_t global_tokens, int rank,
+LinearWork::LinearWork(const model::ModuleTree& tree, int pid, std::int64_t global_tokens, int rank,
                        int shard)
-    : pid_(pid), shape_(matrix_shape(p)), n_(param_samples(p, global_tokens)), shard_(shard) {
+    : pid_(pid),
+      shape_(matrix_shape(tree.parameter(pid))),
+      n_(param_samples(tree, pid, global_tokens)),
+      shard_(shard) {
   begin_ = n_ * rank / shard;
   end_ = n_ * (rank + 1) / shard;
   const auto b = static_cast<std::size_t>(end_ - begin_);

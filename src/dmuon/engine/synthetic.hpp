@@ -9,8 +9,9 @@
 // global batch. Loss per sample 0.5·‖W x_s − t_s‖²; the global gradient is the MEAN over the
 // n global samples. Rank r of G takes samples [r·n/G, (r+1)·n/G) and contributes
 // (G/n)·Σ_local (W x_s − t_s) x_sᵀ, so reduce(AVG) over G ranks yields exactly that mean for
-// any split. MoE experts (name contains ".experts.") see n = global_tokens·2/8 samples
-// (top-2 routing over 8 experts), at least 1.
+// any split. A routed expert (a parameter under `<path>.experts.<j>`) sees
+// n = global_tokens·k/E samples, at least 1: E = the children of `<path>.experts` in the tree,
+// k = min(2, E) (top-2 routing, the Mixtral/reference setting).
 // Compute::none skips the GEMMs: gradient = u(seed, step, pid, i) + w_i on every rank.
 
 #include <cstdint>
@@ -35,14 +36,16 @@ float synthetic_uniform(std::uint64_t seed, std::uint64_t step, std::uint64_t sa
 /// Deterministic initial weights of parameter `pid` (same on every rank and in the reference).
 void init_weights(std::uint64_t seed, int pid, float* w, std::int64_t numel, std::int64_t cols);
 
-/// Global sample count a parameter trains on.
-std::int64_t param_samples(const model::Parameter& p, std::int64_t global_tokens);
+/// Global sample count parameter `pid` of `tree` trains on (see above).
+std::int64_t param_samples(const model::ModuleTree& tree, int pid, std::int64_t global_tokens);
 
 /// Per-parameter activations and scratch, sized once for this rank's sample range.
 class LinearWork {
  public:
   LinearWork() = default;
-  LinearWork(int pid, const model::Parameter& p, std::int64_t global_tokens, int rank, int shard);
+  /// Parameter `pid` of `tree`; this rank's share of its global samples among `shard` ranks.
+  LinearWork(const model::ModuleTree& tree, int pid, std::int64_t global_tokens, int rank,
+             int shard);
   std::int64_t local_samples() const { return end_ - begin_; }
   std::int64_t bytes() const;
 

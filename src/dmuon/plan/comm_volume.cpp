@@ -19,6 +19,16 @@ Reshard parse_reshard(std::string_view s) {
   throw InputError(fmt::format("unknown reshard mode '{}' (valid: z3, z2)", s));
 }
 
+const char* grad_reduce_name(GradReduce g) {
+  return g == GradReduce::per_param ? "per-param" : "packed";
+}
+
+GradReduce parse_grad_reduce(std::string_view s) {
+  if (s == "per-param" || s == "per_param") return GradReduce::per_param;
+  if (s == "packed") return GradReduce::packed;
+  throw InputError(fmt::format("unknown gradient reduce mode '{}' (valid: per-param, packed)", s));
+}
+
 std::int64_t KindVolume::max_calls() const {
   return calls_per_rank.empty() ? 0
                                 : *std::max_element(calls_per_rank.begin(), calls_per_rank.end());
@@ -42,10 +52,13 @@ std::int64_t CommVolume::max_bytes_per_rank() const {
 }
 
 CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::HookPlan& plan,
-                                const partition::Partition& part, Reshard reshard) {
+                                const partition::Partition& part, Reshard reshard,
+                                GradReduce grad_reduce) {
   const int G = part.options.shard, R = part.options.replicate;
   CommVolume v;
   v.reshard = reshard;
+  v.grad_reduce = grad_reduce;
+  const bool packed = grad_reduce == GradReduce::packed;
   v.world = G * R;
   for (KindVolume* k : {&v.broadcast, &v.reduce, &v.reduce_stage2, &v.replicate_broadcast}) {
     k->calls_per_rank.assign(static_cast<std::size_t>(v.world), 0);
@@ -87,12 +100,12 @@ CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::H
     v.broadcast.calls_per_rank[rank] = fwd_broadcasts * pairs;
     v.broadcast.bytes_per_rank[rank] = fwd_broadcasts * (v.dedicated_bytes - col_bytes[s]);
     // Stage 1 (the only stage in 1-D): reduce inside the row to the owner's column.
-    v.reduce.calls_per_rank[rank] = params;
+    v.reduce.calls_per_rank[rank] = packed ? pairs : params;
     v.reduce.bytes_per_rank[rank] = v.dedicated_bytes - col_bytes[s];
     if (R > 1) {
       // Stage 2 inside the owner's column to the owner's row; then the updated fp32 master
       // goes back out inside that column.
-      v.reduce_stage2.calls_per_rank[rank] = col_params[s];
+      v.reduce_stage2.calls_per_rank[rank] = packed ? col_pairs[s] : col_params[s];
       v.reduce_stage2.bytes_per_rank[rank] = col_bytes[s] - rank_bytes[rank];
       v.replicate_broadcast.calls_per_rank[rank] = col_pairs[s];
       v.replicate_broadcast.bytes_per_rank[rank] = col_master[s] - rank_master[rank];

@@ -23,6 +23,14 @@ const char* reshard_name(Reshard r);
 /// "z3" | "z2"; throws InputError otherwise.
 Reshard parse_reshard(std::string_view s);
 
+/// How a site's gradients travel to their owner. per_param is the reference (SPEC §6: one
+/// reduce per parameter); packed sends one reduce per (site, owner) over the owner's packed
+/// gradient buffer: the same bytes in fewer, larger messages (the layout the broadcasts use).
+enum class GradReduce { per_param, packed };
+const char* grad_reduce_name(GradReduce g);
+/// "per-param" | "packed"; throws InputError otherwise.
+GradReduce parse_grad_reduce(std::string_view s);
+
 /// Per-step counts and bytes of one collective kind.
 struct KindVolume {
   std::vector<std::int64_t> calls_per_rank;  ///< collectives each world rank takes part in
@@ -34,12 +42,13 @@ struct KindVolume {
 struct CommVolume {
   Reshard reshard = Reshard::z3;
   int world = 1;
+  GradReduce grad_reduce = GradReduce::per_param;
   /// Hook invocations per rank per step: Z3 4 per site (forward-pre broadcast, forward-post
   /// free, backward-pre re-broadcast, backward-post reduce), Z2 2 per site.
   std::int64_t hook_calls = 0;
-  KindVolume broadcast;                   ///< packed weight broadcasts (rows), per (site, owner)
-  KindVolume reduce;                      ///< gradient reduces to the owner (stage 1 in HSDP)
-  KindVolume reduce_stage2;               ///< HSDP only: inside the owner's column
+  KindVolume broadcast;      ///< packed weight broadcasts (rows), per (site, owner)
+  KindVolume reduce;         ///< gradient reduces to the owner's column (the owner in 1-D): stage 1
+  KindVolume reduce_stage2;  ///< HSDP only: inside the owner's column
   KindVolume replicate_broadcast;         ///< HSDP only: updated fp32 master inside the column
   std::int64_t dedicated_bytes = 0;       ///< P_M in bytes
   std::vector<std::int64_t> owned_bytes;  ///< per rank
@@ -47,8 +56,10 @@ struct CommVolume {
   std::int64_t total_bytes(int rank) const;
 };
 
-/// Predicts one DMuon step for `plan` owned by `part` (G × R world).
+/// Predicts one DMuon step for `plan` owned by `part` (G × R world). Reduce calls count one per
+/// parameter (per_param) or one per (site, owner) (packed); bytes are the same either way.
 CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::HookPlan& plan,
-                                const partition::Partition& part, Reshard reshard);
+                                const partition::Partition& part, Reshard reshard,
+                                GradReduce grad_reduce = GradReduce::per_param);
 
 }  // namespace dmuon::plan

@@ -94,7 +94,7 @@ json volume_to_json(const CommVolume& v) {
               {"broadcast", kind(v.broadcast)},
               {"reduce", kind(v.reduce)}};
   if (!v.reduce_stage2.calls_per_rank.empty() && v.reduce_stage2.max_calls() > 0) {
-    out["reduce_stage2"] = kind(v.reduce_stage2);
+    out["replicate_reduce"] = kind(v.reduce_stage2);
     out["replicate_broadcast"] = kind(v.replicate_broadcast);
   }
   return out;

@@ -109,7 +109,7 @@ RunRecord make_plan_record(const model::Topology& topo, const plan::Plan& plan,
   add_kind(c, "broadcast", volume.broadcast);
   add_kind(c, "reduce", volume.reduce);
   if (part.options.replicate > 1) {
-    add_kind(c, "reduce_stage2", volume.reduce_stage2);
+    add_kind(c, "replicate_reduce", volume.reduce_stage2);
     add_kind(c, "replicate_broadcast", volume.replicate_broadcast);
   }
 

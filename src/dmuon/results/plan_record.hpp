@@ -19,8 +19,8 @@ RunRecord make_topology_record(const model::Topology& topo);
 /// parameter, partition quality, boundary spec/label/strict, degradation findings (one line
 /// each, "WARNING [kind] ..." / "note [kind] ..."), the suggested boundary, reshard and world
 /// layout, and the collectives with calls per step and *formula* bytes per rank from `volume`
-/// (kinds broadcast, reduce; with HSDP also reduce_stage2, replicate_broadcast). The measured
-/// bytes are set to zero for the engine to fill. Summary: hook_sites, hook_calls_per_step,
+/// (kinds broadcast, reduce; with HSDP also replicate_reduce = stage 2, replicate_broadcast). The
+/// measured bytes are set to zero for the engine to fill. Summary: hook_sites, hook_calls_per_step,
 /// dedicated_bytes, formula_bytes_per_rank_max.
 RunRecord make_plan_record(const model::Topology& topo, const plan::Plan& plan,
                            const plan::CommVolume& volume, const std::string& method);
