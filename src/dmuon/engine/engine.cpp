@@ -488,6 +488,14 @@ void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
     ahead.front().wait();
     ahead.pop_front();
   };
+  std::vector<comm::Batch> stage1(n), stage2(n);
+  // MPI moves nonblocking collectives only inside MPI calls: polling the in-flight batches
+  // between parameters lets them advance while this rank computes (overlap, not just issue).
+  auto progress = [&] {
+    for (auto& b : ahead) b.ready();
+    for (auto& b : stage1) b.ready();
+    for (auto& b : stage2) b.ready();
+  };
   std::vector<std::size_t> order(n);
   for (std::size_t i = 0; i < n; ++i) order[i] = i;
   // Forward, groups in order.
@@ -501,6 +509,7 @@ void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
     for (int si : g.members) {
       auto& st = states_[static_cast<std::size_t>(si)];
       st.work.forward(o_.compute, o_.seed, s, st.full);
+      progress();
     }
     fwd_comp += ms_since(t0);
     if (z3 && hooked(g)) ++hook_calls_;  // forward-post: free
@@ -510,7 +519,6 @@ void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
   // after the next group's compute (one group of pipelining).
   std::reverse(order.begin(), order.end());
   issued = 0;
-  std::vector<comm::Batch> stage1(n), stage2(n);
   for (std::size_t k = 0; k < n; ++k) {
     const std::size_t i = order[k];
     auto& g = groups_[i];
@@ -527,6 +535,7 @@ void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
       if (*it == nan_param_ && s == o_.inject_nan_step && rank_ == size_ - 1)
         st.grad[0] = std::numeric_limits<float>::quiet_NaN();
       check_finite(st.grad, st.numel, "gradient", st.name, s);
+      progress();
     }
     bwd_comp += ms_since(t0);
     t0 = Clock::now();
