@@ -115,37 +115,41 @@ int bench(int argc, char** argv) {
   std::vector<BenchRun> runs;
   plan::PlanConfig baseline_config;
   int baseline_plan = -1;
-  for (const auto& choice : sweep) {
-    apps::PlanOptions po = o.plan;
-    po.boundary = choice.spec;
-    po.lenient = !choice.strict;
-    BenchRun run;
-    run.boundary = choice;
-    run.config = apps::make_plan_config(po, topo, size);
-    try {
-      plans.push_back(plan::make_plan(topo.tree, run.config));
-      run.plan_index = static_cast<int>(plans.size()) - 1;
-      run.warnings = warning_lines(plans.back());
-      if (baseline_plan < 0) {
-        baseline_plan = run.plan_index;
-        baseline_config = run.config;
-      }
-    } catch (const InputError& e) {
-      // A strict boundary that plans leniently was rejected for coverage: a result, not an
-      // input error. Anything else (bad spec, bad rule) is bad input.
-      if (!choice.strict) throw;
-      auto lenient = run.config;
-      lenient.strict = false;
+  // dmuon rows: every boundary of the sweep under every owner strategy.
+  for (const auto& choice : sweep)
+    for (std::size_t strategy = 0; strategy < o.owner_strategies_resolved.size(); ++strategy) {
+      apps::PlanOptions po = o.plan;
+      po.boundary = choice.spec;
+      po.lenient = !choice.strict;
+      po.owner_strategy = o.owner_strategies_resolved[strategy];
+      BenchRun run;
+      run.boundary = choice;
+      run.config = apps::make_plan_config(po, topo, size);
       try {
-        (void)plan::make_plan(topo.tree, lenient);
-      } catch (const InputError&) {
-        throw e;
+        plans.push_back(plan::make_plan(topo.tree, run.config));
+        run.plan_index = static_cast<int>(plans.size()) - 1;
+        run.warnings = warning_lines(plans.back());
+        if (baseline_plan < 0) {
+          baseline_plan = run.plan_index;
+          baseline_config = run.config;
+        }
+      } catch (const InputError& e) {
+        // A strict boundary that plans leniently was rejected for coverage: a result, not an
+        // input error. Anything else (bad spec, bad rule) is bad input.
+        if (!choice.strict) throw;
+        auto lenient = run.config;
+        lenient.strict = false;
+        try {
+          (void)plan::make_plan(topo.tree, lenient);
+        } catch (const InputError&) {
+          throw e;
+        }
+        if (strategy > 0) continue;  // rejected for coverage: once per boundary is enough
+        run.status = "rejected";
+        run.error = e.what();
       }
-      run.status = "rejected";
-      run.error = e.what();
+      if (want_dmuon) runs.push_back(std::move(run));
     }
-    if (want_dmuon) runs.push_back(std::move(run));
-  }
   bool want_baselines = false;
   for (auto m : methods) want_baselines = want_baselines || m != engine::Method::dmuon;
   if (want_baselines && baseline_plan < 0) {

@@ -1,5 +1,10 @@
 #include "bench/bench_options.hpp"
 
+#include <algorithm>
+
+#include "dmuon/base/comma_list.hpp"
+#include "dmuon/base/error.hpp"
+#include "dmuon/partition/partition.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 
 namespace dmuon::apps::bench {
@@ -9,6 +14,10 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   // The bench sweeps boundaries: replace the shared single-valued --boundary/--lenient.
   app.remove_option(app.get_option("--boundary"));
   app.remove_option(app.get_option("--lenient"));
+  app.remove_option(app.get_option("--owner-strategy"));
+  app.add_option("--owner-strategy", o.owner_strategies,
+                 "lpt | round_robin | rank0 | lpt_refine (repeatable or comma list; default lpt): "
+                 "dmuon runs once per boundary and strategy");
   app.add_option("--boundary", o.boundaries,
                  "hook boundary, repeatable (replaces the default sweep): default | recommended "
                  "| incomplete | types:T1,T2 | paths:REGEX | resolver:PARAM_REGEX=PATH;... "
@@ -60,6 +69,18 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
 std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
   const auto methods = engine::parse_method_list(
       o.methods.empty() ? std::vector<std::string>{"dmuon,fsdp-adamw,fsdp-muon"} : o.methods);
+  o.owner_strategies_resolved.clear();
+  for (const auto& word : split_comma_lists(o.owner_strategies)) {
+    const std::string name = partition::strategy_name(partition::parse_strategy(word));
+    auto& r = o.owner_strategies_resolved;
+    if (std::find(r.begin(), r.end(), name) == r.end()) r.push_back(name);
+  }
+  if (o.owner_strategies.empty()) o.owner_strategies_resolved = {"lpt"};
+  if (o.owner_strategies_resolved.empty())
+    throw InputError(
+        "--owner-strategy names no strategy (valid: lpt, round_robin, rank0, "
+        "lpt_refine)");
+  o.plan.owner_strategy = o.owner_strategies_resolved.front();
   o.engine.reshard = plan::parse_reshard(o.reshard);
   o.engine.grad_reduce = plan::parse_grad_reduce(o.grad_reduce);
   o.engine.compute = engine::parse_compute(o.compute);

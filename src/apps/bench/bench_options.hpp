@@ -23,6 +23,10 @@ struct BenchOptions {
   std::vector<std::string> boundaries;  ///< --boundary items ("strict:S"/"lenient:S" allowed)
   bool lenient = false;                 ///< strictness of items without their own
   std::vector<std::string> methods;     ///< empty = dmuon, fsdp-adamw, fsdp-muon
+  /// --owner-strategy items (comma lists allowed); empty = lpt. dmuon runs once per
+  /// (boundary, strategy); resolve_engine_options() fills owner_strategies_resolved.
+  std::vector<std::string> owner_strategies;
+  std::vector<std::string> owner_strategies_resolved;
   std::string reshard = "z3";
   std::string grad_reduce = "per-param";
   std::string compute = "gemm";
@@ -34,8 +38,9 @@ struct BenchOptions {
 /// Registers every dmuon_bench flag on `app`.
 void add_bench_options(CLI::App& app, BenchOptions& o);
 
-/// Resolves methods/reshard/compute into o.engine and returns the method list; InputError on
-/// bad values.
+/// Resolves methods/reshard/compute into o.engine, the owner strategies into
+/// o.owner_strategies_resolved (canonical names, duplicates dropped), and returns the method
+/// list; InputError on bad values.
 std::vector<engine::Method> resolve_engine_options(BenchOptions& o);
 
 }  // namespace dmuon::apps::bench

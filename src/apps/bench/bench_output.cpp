@@ -1,6 +1,9 @@
 #include "bench/bench_output.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <set>
 
 #include "dmuon/engine/report.hpp"
 #include "dmuon/partition/partition.hpp"
@@ -15,6 +18,10 @@ double ph(const engine::RunResult& r, Phase p) {
 }
 std::string clip(const std::string& s, std::size_t n) {
   return s.size() <= n ? s : s.substr(0, n - 3) + "...";
+}
+// The owner strategy of a dmuon row ("-" for baselines, which own nothing).
+std::string owners(const BenchRun& run) {
+  return run.baseline ? "-" : partition::strategy_name(run.config.partition.strategy);
 }
 double adamw_step_ms(const std::vector<BenchRun>& runs) {
   for (const auto& r : runs)
@@ -43,7 +50,7 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
   s += fmt::format(
       "# boundary sweep: {}  owner strategy {}  reshard {}  grad reduce {}  prefetch {}  "
       "compute {}\n",
-      sweep_source, o.plan.owner_strategy, plan::reshard_name(e.reshard),
+      sweep_source, fmt::join(o.owner_strategies_resolved, ","), plan::reshard_name(e.reshard),
       plan::grad_reduce_name(e.grad_reduce), e.prefetch, engine::compute_name(e.compute));
   s += fmt::format("# global batch {} samples ({} per rank)  steps {} (+{} warmup)  seed {}\n",
                    e.global_samples(world), e.global_samples(world) / world, e.steps, e.warmup,
@@ -53,25 +60,26 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
        " (HSDP: row and column groups together);"
        " baselines (boundary '-') run once\n";
   const char* hdr =
-      "# {:<40} {:<7} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>8} {:>8} {:>5} {:>8} {:>8} {:>8} "
-      "{:>6} {:>5}\n";
-  s += fmt::format(hdr, "boundary", "mode", "method", "status", "sites", "hooks", "bcast", "red",
-                   "MB meas", "MB form", "audit", "step ms", "optim ms", "exposed", "/adamw",
+      "# {:<40} {:<7} {:<10} {:<11} {:<8} {:>5} {:>5} {:>5} {:>5} {:>8} {:>8} {:>5} {:>8} {:>8} "
+      "{:>8} {:>6} {:>5}\n";
+  s += fmt::format(hdr, "boundary", "mode", "method", "owners", "status", "sites", "hooks", "bcast",
+                   "red", "MB meas", "MB form", "audit", "step ms", "optim ms", "exposed", "/adamw",
                    "check");
   const double adamw = adamw_step_ms(runs);
   for (const auto& run : runs) {
     const std::string label = clip(run.boundary_label(), 40);
     if (!run.ok()) {
-      s += fmt::format("  {:<40} {:<7} {:<10} {:<8} {}\n", label, run.mode(),
-                       engine::method_name(run.method), run.status, clip(run.error, 110));
+      s += fmt::format("  {:<40} {:<7} {:<10} {:<11} {:<8} {}\n", label, run.mode(),
+                       engine::method_name(run.method), owners(run), run.status,
+                       clip(run.error, 110));
       continue;
     }
     const auto& r = run.result;
     const double step = ph(r, Phase::step);
     s += fmt::format(
-        "  {:<40} {:<7} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>8.3f} {:>8.3f} {:>5} {:>8.2f} "
-        "{:>8.2f} {:>8.2f} {:>6} {:>5}\n",
-        label, run.mode(), engine::method_name(run.method), run.status, r.hook_sites,
+        "  {:<40} {:<7} {:<10} {:<11} {:<8} {:>5} {:>5} {:>5} {:>5} {:>8.3f} {:>8.3f} {:>5} "
+        "{:>8.2f} {:>8.2f} {:>8.2f} {:>6} {:>5}\n",
+        label, run.mode(), engine::method_name(run.method), owners(run), run.status, r.hook_sites,
         r.hook_calls_per_step, engine::weight_calls_per_step(r), engine::reduce_calls_per_step(r),
         static_cast<double>(r.bytes_measured_total()) / 1e6,
         static_cast<double>(r.bytes_formula_total()) / 1e6, r.audit_ok ? "OK" : "FAIL", step,
@@ -79,10 +87,13 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
         adamw > 0 ? fmt::format("{:.2f}", step / adamw) : std::string("-"),
         !r.checked ? "-" : (r.check_passed ? "OK" : "FAIL"));
   }
-  // Warnings, one line each, grouped per boundary row.
+  // Warnings, one line each, grouped per boundary row (once per boundary when several owner
+  // strategies ran it: the findings are the boundary's).
+  std::set<std::string> shown;
   for (const auto& run : runs) {
     if (run.baseline) continue;
     const std::string head = fmt::format("{} ({})", run.boundary.label(), run.boundary.mode());
+    if (!shown.insert(head).second) continue;
     if (!run.ok()) s += fmt::format("# [{}] rejected at set-up: {}\n", head, run.error);
     for (const auto& w : run.warnings) s += fmt::format("# [{}] {}\n", head, w);
   }
@@ -111,7 +122,7 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
   j["topology"] = topo.name;
   j["preset"] = topo.preset;
   j["world_size"] = world;
-  j["owner_strategy"] = o.plan.owner_strategy;
+  j["owner_strategy"] = fmt::format("{}", fmt::join(o.owner_strategies_resolved, ","));
   j["replicate"] = o.plan.replicate;
   j["reshard"] = plan::reshard_name(e.reshard);
   j["grad_reduce"] = plan::grad_reduce_name(e.grad_reduce);
@@ -134,6 +145,7 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
     x["boundary"] = run.baseline ? "" : run.boundary.word;
     x["boundary_spec"] = run.baseline ? "" : run.boundary.spec;
     x["strict"] = run.baseline ? true : run.boundary.strict;
+    x["owner_strategy"] = run.baseline ? "" : owners(run);
     x["status"] = run.status;
     if (!run.ok()) x["error"] = run.error;
     x["warnings"] = run.warnings;

@@ -142,7 +142,7 @@ std::string config_text(const BenchOptions& o, const BenchRun& run) {
   if (!run.baseline)
     kv("boundary", fmt::format("[{{spec: {}, strict: {}}}]", yaml_quote(run.boundary.spec),
                                run.boundary.strict ? "true" : "false"));
-  kv("owner_strategy", p.owner_strategy);
+  kv("owner_strategy", partition::strategy_name(run.config.partition.strategy));
   kv("cost_model", p.cost_model);
   if (p.no_pack) kv("no_pack", "true");
   kv("pack_threshold", std::to_string(p.pack_threshold));

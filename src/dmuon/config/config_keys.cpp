@@ -21,7 +21,8 @@ const std::vector<ConfigKey>& bench_config_keys() {
        "hook boundary, or a list of them to sweep (default | recommended | incomplete | "
        "types:... | paths:... | resolver:...; an item may be {spec: S, strict: B})"},
       {"lenient", KeyKind::flag, "lenient boundary for items without their own strict"},
-      {"owner_strategy", KeyKind::scalar, "lpt | round_robin | rank0 | lpt_refine"},
+      {"owner_strategy", KeyKind::list,
+       "lpt | round_robin | rank0 | lpt_refine, or a list of them (dmuon runs once per strategy)"},
       {"cost_model", KeyKind::scalar, "optimizer | numel"},
       {"no_pack", KeyKind::flag, "every parameter its own partition unit"},
       {"pack_threshold", KeyKind::scalar, "numel below which parameters are packed"},

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "dmuon/base/comma_list.hpp"
 #include "dmuon/base/error.hpp"
 
 namespace dmuon::engine {
@@ -25,16 +26,7 @@ Method parse_method(std::string_view s) {
 
 std::vector<Method> parse_method_list(const std::vector<std::string>& args) {
   std::vector<Method> out;
-  for (const auto& a : args) {
-    std::size_t start = 0;
-    while (start <= a.size()) {
-      const std::size_t comma = a.find(',', start);
-      const std::size_t end = comma == std::string::npos ? a.size() : comma;
-      if (end > start) out.push_back(parse_method(std::string_view(a).substr(start, end - start)));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
+  for (const auto& word : split_comma_lists(args)) out.push_back(parse_method(word));
   if (out.empty())
     throw InputError("--method names no method (valid: dmuon, fsdp-adamw, fsdp-muon, ddp-muon)");
   return out;
