@@ -198,6 +198,8 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
                              ? "none (baseline)"
                              : fmt::format("{} ({})", run.boundary.label(), run.boundary.mode());
     rec.config_text = config_text(o, run);
+    rec.grad_reduce = plan::grad_reduce_name(o.engine.grad_reduce);
+    rec.prefetch = o.engine.prefetch;
     if (run.ok()) fill_measured(rec, topo, o, run.result);
     out.push_back(std::move(rec));
   }

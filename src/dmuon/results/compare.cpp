@@ -136,10 +136,12 @@ void compare_timing(const char* what, double a, double b, double tol, RunCompari
 }  // namespace
 
 std::string run_key(const RunRecord& r) {
-  return fmt::format("{}/{} boundary={} ({}) method={} reshard={} world={} R={} owners={} cost={}",
-                     r.topology, r.preset.empty() ? "-" : r.preset, r.boundary_spec,
-                     r.strict ? "strict" : "lenient", r.method, r.reshard, r.world_size,
-                     r.replicate, r.partition.strategy, r.partition.cost_model);
+  return fmt::format(
+      "{}/{} boundary={} ({}) method={} reshard={} grad_reduce={} prefetch={} world={} R={} "
+      "owners={} cost={}",
+      r.topology, r.preset.empty() ? "-" : r.preset, r.boundary_spec,
+      r.strict ? "strict" : "lenient", r.method, r.reshard, r.grad_reduce, r.prefetch, r.world_size,
+      r.replicate, r.partition.strategy, r.partition.cost_model);
 }
 
 std::string RunComparison::check() const {

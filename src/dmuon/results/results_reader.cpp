@@ -38,6 +38,9 @@ RunRecord read_run(const h5::Group& g) {
   r.dedicate_rule = g.read_attr_string("dedicate_rule");
   r.method = g.read_attr_string("method");
   r.reshard = g.read_attr_string("reshard");
+  // Added after the first files were written; absent means the only behaviour then existed.
+  r.grad_reduce = g.has_attr("grad_reduce") ? g.read_attr_string("grad_reduce") : "per-param";
+  r.prefetch = g.has_attr("prefetch") ? g.read_attr_int("prefetch") : 0;
   r.world_size = g.read_attr_int("world_size");
   r.replicate = g.read_attr_int("replicate");
 

@@ -54,6 +54,8 @@ void write_run(h5::Group& g, const RunRecord& r) {
   g.write_attr("dedicate_rule", r.dedicate_rule);
   g.write_attr("method", r.method);
   g.write_attr("reshard", r.reshard);
+  g.write_attr("grad_reduce", r.grad_reduce);
+  g.write_attr("prefetch", r.prefetch);
   g.write_attr("world_size", r.world_size);
   g.write_attr("replicate", r.replicate);
 

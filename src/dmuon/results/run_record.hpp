@@ -104,7 +104,7 @@ struct Collectives {
   std::vector<std::int64_t> formula_bytes_per_rank_per_step;  ///< predicted (SPEC §6)
 };
 
-/// One run: one (topology, boundary, owner strategy, method, reshard) combination.
+/// One run: one (topology, boundary, owner strategy, method, engine options) combination.
 struct RunRecord {
   std::string status = "ok";  ///< "ok" | "rejected" (strict boundary failed at set-up)
   std::string error;          ///< the set-up error when rejected
@@ -120,6 +120,8 @@ struct RunRecord {
   std::string suggested_boundary;
   std::string method = "dmuon";
   std::string reshard = "z3";
+  std::string grad_reduce = "per-param";  ///< dmuon gradient reduces: "per-param" | "packed"
+  std::int64_t prefetch = 0;              ///< weight-collective groups in flight ahead
   std::int64_t world_size = 1;
   std::int64_t replicate = 1;
 

@@ -38,6 +38,8 @@ void expect_same(const RunRecord& a, const RunRecord& b) {
   EXPECT_EQ(a.suggested_boundary, b.suggested_boundary);
   EXPECT_EQ(a.method, b.method);
   EXPECT_EQ(a.reshard, b.reshard);
+  EXPECT_EQ(a.grad_reduce, b.grad_reduce);
+  EXPECT_EQ(a.prefetch, b.prefetch);
   EXPECT_EQ(a.world_size, b.world_size);
   EXPECT_EQ(a.replicate, b.replicate);
   EXPECT_EQ(a.modules.path, b.modules.path);

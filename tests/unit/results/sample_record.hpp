@@ -23,6 +23,8 @@ inline RunRecord sample_run() {
   r.suggested_boundary = "types:Expert";
   r.method = "dmuon";
   r.reshard = "z2";
+  r.grad_reduce = "packed";
+  r.prefetch = 2;
   r.world_size = 2;
   r.replicate = 1;
   r.modules.path = {"", "layers", "layers.0"};
