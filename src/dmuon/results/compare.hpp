@@ -5,9 +5,9 @@
 // file order). For a matched pair every deterministic quantity must be equal (status, hook
 // sites and their paths and owners, hook calls per step, owner of each parameter, collective
 // calls and bytes per kind and rank, formula bytes) and the median timings of B may exceed
-// A's by at most the tolerance (B <= A * (1 + tol) for step_ms and optimizer_ms). Faster is an improvement, not a failure.
-// A run of A with no partner in B is a failure (a configuration disappeared); a run only in B
-// is reported as new.
+// A's by at most the tolerance (B <= A * (1 + tol) for step_ms and optimizer_ms). Faster is an
+// improvement, not a failure. A run of A with no partner in B is a failure (a configuration
+// disappeared); a run only in B is reported as new.
 
 #include <string>
 #include <vector>
