@@ -167,6 +167,7 @@ class Runner {
   comm::Batch issue_weights(Group& g);
   comm::Batch issue_reduce(Group& g);
   comm::Batch issue_stage2(Group& g);
+  void reduce_gradients(comm::Communicator& c, PackedBuffer& b, int root);
   void issue_replicas();
   void take_replica(PackedBuffer& b);
   void pack_master(PackedBuffer& b);
@@ -395,24 +396,28 @@ comm::Batch Runner::issue_weights(Group& g) {
   return row_->group_end();
 }
 
+// One owner's gradients of a site, averaged into `root` of `c` (in place there): one reduce per
+// parameter, or one over the packed buffer.
+void Runner::reduce_gradients(comm::Communicator& c, PackedBuffer& b, int root) {
+  const bool at_root = c.rank() == root;
+  if (o_.grad_reduce == plan::GradReduce::packed) {
+    c.reduce_avg(b.grad.data(), at_root ? b.grad.data() : nullptr, b.grad.size(), comm::DType::f32,
+                 root);
+    return;
+  }
+  for (int si : b.members) {
+    auto& st = states_[static_cast<std::size_t>(si)];
+    c.reduce_avg(st.grad, at_root ? st.grad : nullptr, static_cast<std::size_t>(st.numel),
+                 comm::DType::f32, root);
+  }
+}
+
 // Backward-post: gradients to their owners' column (reduce AVG, per parameter or per packed
 // buffer), reduce-scatter of FSDP units, or the DDP all-reduce.
 comm::Batch Runner::issue_reduce(Group& g) {
   row_->group_start();
   if (g.kind == GroupKind::dmuon_site) {
-    for (auto& b : g.packed) {
-      const bool root = b.owner_column == column_;
-      if (o_.grad_reduce == plan::GradReduce::packed) {
-        row_->reduce_avg(b.grad.data(), root ? b.grad.data() : nullptr, b.grad.size(),
-                         comm::DType::f32, b.owner_column);
-        continue;
-      }
-      for (int si : b.members) {
-        auto& st = states_[static_cast<std::size_t>(si)];
-        row_->reduce_avg(st.grad, root ? st.grad : nullptr, static_cast<std::size_t>(st.numel),
-                         comm::DType::f32, b.owner_column);
-      }
-    }
+    for (auto& b : g.packed) reduce_gradients(*row_, b, b.owner_column);
   } else {
     // Model order within the group (the same order on every rank).
     for (int si : g.members) {
@@ -433,20 +438,8 @@ comm::Batch Runner::issue_reduce(Group& g) {
 comm::Batch Runner::issue_stage2(Group& g) {
   col_->group_start();
   if (g.kind == GroupKind::dmuon_site) {
-    for (auto& b : g.packed) {
-      if (b.owner_column != column_) continue;
-      const bool root = b.owner == rank_;
-      if (o_.grad_reduce == plan::GradReduce::packed) {
-        col_->reduce_avg(b.grad.data(), root ? b.grad.data() : nullptr, b.grad.size(),
-                         comm::DType::f32, b.owner_row);
-        continue;
-      }
-      for (int si : b.members) {
-        auto& st = states_[static_cast<std::size_t>(si)];
-        col_->reduce_avg(st.grad, root ? st.grad : nullptr, static_cast<std::size_t>(st.numel),
-                         comm::DType::f32, b.owner_row);
-      }
-    }
+    for (auto& b : g.packed)
+      if (b.owner_column == column_) reduce_gradients(*col_, b, b.owner_row);
   } else if (g.kind == GroupKind::fsdp) {
     for (int si : g.members) {
       auto& st = states_[static_cast<std::size_t>(si)];
