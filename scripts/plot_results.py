@@ -76,6 +76,11 @@ def load(path):
                     "method": text(g.attrs["method"]),
                     "reshard": text(g.attrs["reshard"]),
                     "world": int(g.attrs["world_size"]),
+                    "replicate": int(g.attrs["replicate"]),
+                    # Absent in files written before these options existed.
+                    "grad_reduce": text(g.attrs.get("grad_reduce", "per-param")),
+                    "prefetch": int(g.attrs.get("prefetch", 0)),
+                    "owners": text(g["partition"].attrs["strategy"]),
                     "boundary": text(b.attrs["label"]) or text(b.attrs["spec"]),
                     "phases": [text(p) for p in g["timings"]["phases"][()]],
                     "seconds": np.asarray(g["timings"]["seconds"][()], dtype=float),
@@ -93,10 +98,25 @@ def load(path):
     return runs
 
 
+def variant(r):
+    """method/reshard plus whatever else distinguishes runs of one boundary: the owner strategy
+    (dmuon), HSDP, the non-reference engine options."""
+    s = f"{r['method']}/{r['reshard']}"
+    if r["method"] == "dmuon":
+        s += f" {r['owners']}"
+    if r["replicate"] > 1:
+        s += f" R={r['replicate']}"
+    if r["grad_reduce"] != "per-param":
+        s += f" {r['grad_reduce']}"
+    if r["prefetch"] > 0:
+        s += f" pf{r['prefetch']}"
+    return s
+
+
 def label(r, with_world=False):
     # Boundary specs run long ("types:A,B,C (strict)"): wrap them so neighbours don't overlap.
     boundary = "\n".join(textwrap.wrap(r["boundary"].replace(",", ", "), 18)) or "-"
-    s = f"{boundary}\n{r['method']}/{r['reshard']}"
+    s = boundary + "\n" + "\n".join(textwrap.wrap(variant(r), 22))
     if with_world:
         s += f" n={r['world']}"
     return s
@@ -210,12 +230,13 @@ def plot_scaling(runs, out):
     for r in runs:
         if r["status"] != "ok":
             continue
-        key = f"{r['topology']}/{r['preset']} {r['boundary']} {r['method']}/{r['reshard']}"
+        key = f"{r['topology']}/{r['preset']} {r['boundary']} {variant(r)}"
         curves.setdefault(key, {})[r["world"]] = step_ms(r)
+    curves = {k: v for k, v in curves.items() if len(v) >= 2}
+    if not curves:
+        return False  # no configuration ran at two world sizes
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for key, pts in sorted(curves.items()):
-        if len(pts) < 2:
-            continue
         w = sorted(pts)
         ax.plot(w, [pts[x] for x in w], marker="o", label=key)
     ax.set_xscale("log", base=2)
@@ -226,6 +247,7 @@ def plot_scaling(runs, out):
     fig.tight_layout()
     fig.savefig(os.path.join(out, "scaling.png"), dpi=100)
     plt.close(fig)
+    return True
 
 
 def main(argv):
@@ -248,8 +270,7 @@ def main(argv):
     plot_counts(runs, args.output, several)
     plot_loads(runs, args.output, several)
     written = ["step_breakdown.png", "hook_collective_counts.png", "rank_loads.png"]
-    if several:
-        plot_scaling(runs, args.output)
+    if several and plot_scaling(runs, args.output):
         written.append("scaling.png")
     print(f"# wrote {', '.join(written)} to {args.output} ({len(runs)} runs, "
           f"world sizes {', '.join(map(str, worlds))})")
