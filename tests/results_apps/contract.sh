@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# App contract tests for dmuon_compare and scripts/plot_results.py (exit codes, one-line
-# errors, differences named in the output). Usage: contract.sh CASE
-# Environment: COMPARE, TESTGEN, REFERENCE, PLOT, PYTHON, WORK (set by CMakeLists.txt).
+# App contract tests for dmuon_compare, scripts/plot_results.py and scripts/scaling_study.sh
+# (exit codes, one-line errors, differences named in the output). Usage: contract.sh CASE
+# Environment: COMPARE, TESTGEN, REFERENCE, PLOT, SCALING, PYTHON, WORK (set by CMakeLists.txt).
 set -u
 case_name=$1
 work="$WORK/$case_name"
@@ -96,6 +96,23 @@ case $case_name in
     run "$PYTHON" "$PLOT" "$work/garbage.h5" -o "$work/x"
     [ "$rc" -ne 0 ] || fail "garbage file accepted"
     expect_one_line_err "$work/garbage.h5"
+    ;;
+  scaling)
+    # scripts/scaling_study.sh: one results file per rank count, plotted together.
+    if ! "$PYTHON" -c "import h5py, matplotlib" 2>/dev/null; then
+      echo "h5py/matplotlib not available for $PYTHON: skipped"; exit 77
+    fi
+    export DMUON_BENCH="$BENCH" MPIEXEC NPFLAG PYTHON
+    run bash "$SCALING" --ranks "1 2" --out "$work/study" -- --topology moe \
+      --boundary recommended --method dmuon,fsdp-adamw --compute none --steps 1 --warmup 0
+    expect_rc 0; expect_out "2 ranks -> $work/study/n2.h5"
+    for f in n1.h5 n2.h5 plots/scaling.png plots/step_breakdown.png; do
+      [ -s "$work/study/$f" ] || { cat "$work/out" "$work/err"; fail "missing or empty $f"; }
+    done
+    run bash "$SCALING" --ranks "1 x" --out "$work/bad" -- --topology moe
+    expect_rc 2; expect_one_line_err "--ranks item 'x' is not a positive integer"
+    run bash "$SCALING" --out "$work/bad" -- --topology moe --output x.h5
+    expect_rc 2; expect_one_line_err "use --out DIR"
     ;;
   *) fail "unknown case $case_name" ;;
 esac
