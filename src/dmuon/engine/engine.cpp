@@ -121,13 +121,14 @@ struct ParamState {
 
 // One (site, owner) pair of a DMuon site: the owner's parameters, packed in model order.
 struct PackedBuffer {
-  int owner = -1;            // world rank
-  int owner_column = 0;      // rank in the row of the broadcast/stage-1 root (owner's column)
-  int owner_row = 0;         // rank in the column of the stage-2 / replicate root (owner's row)
-  std::vector<int> members;  // indices into states
-  std::vector<float> data;   // weights
-  std::vector<float> grad;   // gradients, same layout (one message with GradReduce::packed)
-  comm::Batch replica;       // HSDP: the owner's post-step master broadcast, waited at forward
+  int owner = -1;               // world rank
+  int owner_column = 0;         // rank in the row of the broadcast/stage-1 root (owner's column)
+  int owner_row = 0;            // rank in the column of the stage-2 / replicate root (owner's row)
+  std::vector<int> members;     // indices into states
+  std::vector<float> data;      // weights
+  std::vector<float> grad;      // gradients, same layout (one message with GradReduce::packed)
+  comm::Batch replica;          // HSDP: the owner's post-step master broadcast, waited at forward
+  bool replica_unread = false;  // data holds a replica broadcast not yet copied to the masters
 };
 
 struct Group {
@@ -356,10 +357,11 @@ void Runner::pack_master(PackedBuffer& b) {
   kernels::host::pack(parts.data(), parts.size(), b.data.data(), b.data.size());
 }
 
-// HSDP: completes the owner's post-step broadcast of b (if one is in flight); b.data then holds
+// HSDP: completes the owner's post-step broadcast of b (waits if still in flight); b.data holds
 // the updated packed master on every rank of the owner's column, which refresh their copies.
 void Runner::take_replica(PackedBuffer& b) {
   b.replica.wait();
+  b.replica_unread = false;
   if (b.owner == rank_) return;
   std::vector<kernels::Slice> parts;
   parts.reserve(b.members.size());
@@ -377,7 +379,7 @@ comm::Batch Runner::issue_weights(Group& g) {
   if (g.kind == GroupKind::dmuon_site) {
     for (auto& b : g.packed) {
       if (b.owner_column != column_) continue;
-      if (b.replica.pending())
+      if (b.replica_unread)
         take_replica(b);  // b.data already holds the packed master
       else
         pack_master(b);
@@ -460,6 +462,7 @@ void Runner::issue_replicas() {
       col_->group_start();
       col_->broadcast(b.data.data(), b.data.size(), comm::DType::f32, b.owner_row);
       b.replica = col_->group_end();
+      b.replica_unread = true;
     }
 }
 
@@ -488,6 +491,9 @@ void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
     for (auto& b : ahead) b.ready();
     for (auto& b : stage1) b.ready();
     for (auto& b : stage2) b.ready();
+    if (col_)  // HSDP: the previous step's replicate broadcasts of sites not yet reached
+      for (auto& g : groups_)
+        for (auto& b : g.packed) b.replica.ready();
   };
   std::vector<std::size_t> order(n);
   for (std::size_t i = 0; i < n; ++i) order[i] = i;
@@ -783,7 +789,7 @@ RunResult Runner::run() {
   // The last step's replicate broadcasts complete before the weights are read.
   for (auto& g : groups_)
     for (auto& b : g.packed)
-      if (b.replica.pending()) take_replica(b);
+      if (b.replica_unread) take_replica(b);
   gather_per_rank(phases, calls, bytes, expect, r);
   // Reductions over ranks (outside the counted communicators).
   std::vector<double> maxph(phases.size());
