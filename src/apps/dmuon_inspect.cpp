@@ -83,7 +83,8 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
       part.units.size(), part.packed_units, part.makespan, part.lower_bound, part.ratio,
       part.tight_lower_bound, part.tight_ratio, part.imbalance_all, part.imbalance_nonempty,
       part.empty_slots, part.key_collisions);
-  fmt::print("#\n# predicted DMuon communication per step (max over ranks)\n");
+  fmt::print("#\n# predicted DMuon communication per step (max over ranks; gradient reduces {})\n",
+             plan::grad_reduce_name(z3.grad_reduce));
   fmt::print("# {:>7} {:>10} {:>10} {:>10} {:>12}\n", "reshard", "hook_calls", "broadcasts",
              "reduces", "MB/rank");
   for (const auto* v : {&z3, &z2}) {
@@ -107,7 +108,11 @@ int inspect(int argc, char** argv) {
   int world_size = 8;
   bool json = false;
   std::size_t max_rows = 40;
+  std::string grad_reduce = "per-param";
   apps::add_plan_options(app, o);
+  app.add_option("--grad-reduce", grad_reduce,
+                 "count gradient reduces per-param (the reference) or packed (per site and owner)")
+      ->capture_default_str();
   app.add_option("--world-size,-n", world_size, "number of ranks (R x G)")->capture_default_str();
   app.add_flag("--json", json, "print one JSON object instead of tables");
   app.add_option("--max-rows", max_rows, "rows per table in the human output")
@@ -117,17 +122,21 @@ int inspect(int argc, char** argv) {
     fmt::print("{}", apps::list_topologies_text());
     return apps::kOk;
   }
+  const auto reduce_mode = plan::parse_grad_reduce(grad_reduce);
   const auto topo = apps::load_topology(o);
   const auto config = apps::make_plan_config(o, topo, world_size);
   const auto p = plan::make_plan(topo.tree, config);
-  const auto z3 = plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, plan::Reshard::z3);
-  const auto z2 = plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, plan::Reshard::z2);
+  const auto z3 =
+      plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, plan::Reshard::z3, reduce_mode);
+  const auto z2 =
+      plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, plan::Reshard::z2, reduce_mode);
   if (json) {
     auto j = plan::plan_to_json(topo.tree, p);
     j["topology"] = topo.name;
     j["preset"] = topo.preset;
     j["world_size"] = world_size;
     j["replicate"] = o.replicate;
+    j["grad_reduce"] = plan::grad_reduce_name(reduce_mode);
     j["comm"] = {{"z3", plan::volume_to_json(z3)}, {"z2", plan::volume_to_json(z2)}};
     std::cout << j.dump(1) << "\n";
   } else {
