@@ -484,19 +484,36 @@ void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
     ahead.front().wait();
     ahead.pop_front();
   };
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  // Gradient collectives, by group; backward has issued stage 1 of groups order[0 ..
+  // stage1_issued) and stage 2 (HSDP) of order[0 .. stage2_issued). A stage 2 is issued once
+  // its stage 1 is done, strictly in backward order: collectives on one communicator must come
+  // in the same order on every rank of the column, whatever finished first where.
   std::vector<comm::Batch> stage1(n), stage2(n);
+  std::size_t stage1_issued = 0, stage2_issued = 0;
+  auto advance_stage2 = [&](bool block) {
+    while (col_ && stage2_issued < stage1_issued) {
+      const std::size_t i = order[stage2_issued];
+      if (block)
+        stage1[i].wait();
+      else if (!stage1[i].ready())
+        return;
+      stage2[i] = issue_stage2(groups_[i]);
+      ++stage2_issued;
+    }
+  };
   // MPI moves nonblocking collectives only inside MPI calls: polling the in-flight batches
   // between parameters lets them advance while this rank computes (overlap, not just issue).
   auto progress = [&] {
     for (auto& b : ahead) b.ready();
+    advance_stage2(false);
     for (auto& b : stage1) b.ready();
     for (auto& b : stage2) b.ready();
     if (col_)  // HSDP: the previous step's replicate broadcasts of sites not yet reached
       for (auto& g : groups_)
         for (auto& b : g.packed) b.replica.ready();
   };
-  std::vector<std::size_t> order(n);
-  for (std::size_t i = 0; i < n; ++i) order[i] = i;
   // Forward, groups in order.
   for (std::size_t k = 0; k < n; ++k) {
     auto& g = groups_[k];
@@ -514,8 +531,7 @@ void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
     if (z3 && hooked(g)) ++hook_calls_;  // forward-post: free
   }
   // Backward, groups in reverse; each group's gradient collectives stay in flight while the
-  // next group computes. With HSDP, a group's stage 2 starts once its stage 1 is done, checked
-  // after the next group's compute (one group of pipelining).
+  // next groups compute.
   std::reverse(order.begin(), order.end());
   issued = 0;
   for (std::size_t k = 0; k < n; ++k) {
@@ -539,18 +555,13 @@ void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
     bwd_comp += ms_since(t0);
     t0 = Clock::now();
     stage1[i] = issue_reduce(g);
+    ++stage1_issued;
     if (hooked(g) || g.kind == GroupKind::ddp) ++hook_calls_;  // backward-post: reduce
-    if (col_ && k > 0) {
-      stage1[order[k - 1]].wait();
-      stage2[order[k - 1]] = issue_stage2(groups_[order[k - 1]]);
-    }
+    advance_stage2(false);
     bwd_comm += ms_since(t0);
   }
   const auto t_wait = Clock::now();
-  if (col_ && n > 0) {
-    stage1[order[n - 1]].wait();
-    stage2[order[n - 1]] = issue_stage2(groups_[order[n - 1]]);
-  }
+  advance_stage2(true);
   for (auto& b : stage1) b.wait();
   for (auto& b : stage2) b.wait();
   bwd_comm += ms_since(t_wait);
