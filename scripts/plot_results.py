@@ -137,14 +137,20 @@ def step_ms(r):
     return float(1e3 * np.median(sec.sum(axis=2).max(axis=1))) if sec.size else float("nan")
 
 
+def ordered_union(lists):
+    """Every name of the lists once, in order of first appearance."""
+    out = []
+    for names in lists:
+        for n in names:
+            if n not in out:
+                out.append(n)
+    return out
+
+
 def plot_breakdown(runs, out, several_worlds):
     ok = [r for r in runs if r["status"] == "ok"]
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(runs)), 4.5))
-    phases = []
-    for r in ok:
-        for p in r["phases"]:
-            if p not in phases:
-                phases.append(p)
+    phases = ordered_union(r["phases"] for r in ok)
     x = np.arange(len(runs))
     bottom = np.zeros(len(runs))
     for p in phases:
@@ -173,11 +179,7 @@ def plot_breakdown(runs, out, several_worlds):
 
 def plot_counts(runs, out, several_worlds):
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(runs)), 4.5))
-    kinds = []
-    for r in runs:
-        for k in r["kinds"]:
-            if k not in kinds:
-                kinds.append(k)
+    kinds = ordered_union(r["kinds"] for r in runs)
     series = [("hook sites", [r["sites"] for r in runs]),
               ("hook calls/step", [float(r["summary"].get("hook_calls_per_step", 0))
                                    for r in runs])]

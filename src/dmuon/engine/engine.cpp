@@ -475,23 +475,30 @@ void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
   const auto t_step = Clock::now();
   const std::size_t n = groups_.size();
   const auto depth = static_cast<std::size_t>(o_.prefetch);
+  // Groups in the order of the current pass (forward; reversed for backward).
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
   // Weight collectives in flight, oldest first: groups order[issued - ahead.size() .. issued).
   std::deque<comm::Batch> ahead;
   std::size_t issued = 0;
-  auto weights_ready = [&](const std::vector<std::size_t>& order, std::size_t k) {
+  auto weights_ready = [&](std::size_t k) {
     for (; issued < n && issued <= k + depth; ++issued)
       ahead.push_back(issue_weights(groups_[order[issued]]));
     ahead.front().wait();
     ahead.pop_front();
   };
-  std::vector<std::size_t> order(n);
-  for (std::size_t i = 0; i < n; ++i) order[i] = i;
   // Gradient collectives, by group; backward has issued stage 1 of groups order[0 ..
   // stage1_issued) and stage 2 (HSDP) of order[0 .. stage2_issued). A stage 2 is issued once
   // its stage 1 is done, strictly in backward order: collectives on one communicator must come
   // in the same order on every rank of the column, whatever finished first where.
   std::vector<comm::Batch> stage1(n), stage2(n);
   std::size_t stage1_issued = 0, stage2_issued = 0;
+  // Gradient and (HSDP) replicate batches that may still be in flight: only these are polled,
+  // so polling costs nothing per finished group. The batches do not move during the step.
+  std::vector<comm::Batch*> in_flight;
+  for (auto& g : groups_)
+    for (auto& b : g.packed)
+      if (b.replica.pending()) in_flight.push_back(&b.replica);
   auto advance_stage2 = [&](bool block) {
     while (col_ && stage2_issued < stage1_issued) {
       const std::size_t i = order[stage2_issued];
@@ -500,6 +507,7 @@ void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
       else if (!stage1[i].ready())
         return;
       stage2[i] = issue_stage2(groups_[i]);
+      in_flight.push_back(&stage2[i]);
       ++stage2_issued;
     }
   };
@@ -508,17 +516,15 @@ void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
   auto progress = [&] {
     for (auto& b : ahead) b.ready();
     advance_stage2(false);
-    for (auto& b : stage1) b.ready();
-    for (auto& b : stage2) b.ready();
-    if (col_)  // HSDP: the previous step's replicate broadcasts of sites not yet reached
-      for (auto& g : groups_)
-        for (auto& b : g.packed) b.replica.ready();
+    in_flight.erase(std::remove_if(in_flight.begin(), in_flight.end(),
+                                   [](comm::Batch* b) { return b->ready(); }),
+                    in_flight.end());
   };
   // Forward, groups in order.
   for (std::size_t k = 0; k < n; ++k) {
     auto& g = groups_[k];
     auto t0 = Clock::now();
-    weights_ready(order, k);
+    weights_ready(k);
     if (hooked(g)) ++hook_calls_;  // forward-pre: broadcast / all-gather
     fwd_comm += ms_since(t0);
     t0 = Clock::now();
@@ -539,7 +545,7 @@ void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
     auto& g = groups_[i];
     auto t0 = Clock::now();
     if (z3) {
-      weights_ready(order, k);  // Z3: re-broadcast / re-gather before backward
+      weights_ready(k);  // Z3: re-broadcast / re-gather before backward
       if (hooked(g)) ++hook_calls_;
     }
     bwd_comm += ms_since(t0);
@@ -555,6 +561,7 @@ void Runner::step(long s, std::array<double, kPhaseCount>& ph) {
     bwd_comp += ms_since(t0);
     t0 = Clock::now();
     stage1[i] = issue_reduce(g);
+    in_flight.push_back(&stage1[i]);
     ++stage1_issued;
     if (hooked(g) || g.kind == GroupKind::ddp) ++hook_calls_;  // backward-post: reduce
     advance_stage2(false);

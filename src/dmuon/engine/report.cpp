@@ -3,26 +3,29 @@
 #include <fmt/format.h>
 
 namespace dmuon::engine {
-namespace {}  // namespace
+namespace {
 
-std::int64_t weight_calls_per_step(const RunResult& r) {
+// Calls per step over both groups' channels of the weight kinds (broadcast, all_gather) or of
+// the gradient kinds (the rest).
+std::int64_t sum_calls(const RunResult& r, bool weight_kinds) {
   std::int64_t c = 0;
   for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
     const auto k = channel_kind(ch);
-    if (k == comm::CollectiveKind::broadcast || k == comm::CollectiveKind::all_gather)
-      c += r.kinds[ch].calls_per_step;
+    const bool weight =
+        k == comm::CollectiveKind::broadcast || k == comm::CollectiveKind::all_gather;
+    if (weight == weight_kinds) c += r.kinds[ch].calls_per_step;
   }
   return c;
 }
 
+}  // namespace
+
+std::int64_t weight_calls_per_step(const RunResult& r) {
+  return sum_calls(r, true);
+}
+
 std::int64_t reduce_calls_per_step(const RunResult& r) {
-  std::int64_t c = 0;
-  for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
-    const auto k = channel_kind(ch);
-    if (k != comm::CollectiveKind::broadcast && k != comm::CollectiveKind::all_gather)
-      c += r.kinds[ch].calls_per_step;
-  }
-  return c;
+  return sum_calls(r, false);
 }
 
 bool all_passed(const std::vector<RunResult>& runs) {
