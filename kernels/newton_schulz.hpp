@@ -3,8 +3,8 @@
 // Pointer-based, float32, row-major; no Kokkos types here so the engine and .cu files need none.
 
 #include <cstddef>
+#include <memory>
 #include <string_view>
-#include <vector>
 
 #include "kernels/ns_coefficients.hpp"
 
@@ -12,20 +12,32 @@ namespace dmuon::kernels::host {
 
 /// Scratch for one matrix shape, sized once so the optimizer hot loop never allocates.
 /// Reuse it for every call with the same (rows, cols); other shapes throw KernelError.
+/// The buffers are Kokkos views owned through an opaque pointer (this header stays free of
+/// Kokkos types): construct it after Kokkos is initialised (else KernelError) and destroy it
+/// before Kokkos is finalised, i.e. inside the lifetime of a ScopedKokkos. Movable (a
+/// moved-from workspace is 0x0 and every kernel rejects it), not copyable.
 class NsWorkspace {
  public:
   NsWorkspace(std::size_t rows, std::size_t cols);
+  ~NsWorkspace();
+  NsWorkspace(NsWorkspace&&) noexcept;
+  NsWorkspace& operator=(NsWorkspace&&) noexcept;
+  NsWorkspace(const NsWorkspace&) = delete;
+  NsWorkspace& operator=(const NsWorkspace&) = delete;
+
   std::size_t rows() const { return rows_; }
   std::size_t cols() const { return cols_; }
+  /// Bytes of scratch held: 4 rows×cols and 5 m×m fp32 buffers, m = min(rows, cols).
   std::size_t bytes() const;
 
-  // Buffers (public to the kernels, opaque to callers): x/xn are rows*cols, a/b/q/t/u are m*m
-  // with m = min(rows, cols); muon_in/muon_out are rows*cols scratch for muon_step.
-  std::vector<float> x, xn, a, b, q, t, u, muon_in, muon_out;
+  /// The buffers, defined in kernels/host (opaque to callers).
+  struct Impl;
+  Impl& impl() { return *impl_; }
 
  private:
   std::size_t rows_;
   std::size_t cols_;
+  std::unique_ptr<Impl> impl_;
 };
 
 /// out = NS(g) for a rows×cols row-major matrix. Normalises by ‖g‖_F + eps (sum of squares

@@ -1,6 +1,7 @@
 #pragma once
 // Packing several parameters into one contiguous per-owner buffer and back (the engine's
-// packed broadcasts), and gradient averaging.
+// packed broadcasts), and gradient averaging. These kernels only write: call host::fence()
+// (scoped_kokkos.hpp) before their output goes to MPI.
 
 #include <cstddef>
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/host/views.hpp"
+#include "kernels/host/workspace.hpp"
 #include "kernels/kernel_error.hpp"
 #include "kernels/scoped_kokkos.hpp"
 
@@ -13,9 +14,9 @@ namespace dmuon::kernels::host {
 void muon_momentum(const float* grad, float* momentum_buf, float* input, std::size_t n, long step,
                    float momentum, bool nesterov) {
   require_kokkos("muon_momentum");
-  detail::ConstVec g(grad, n);
-  detail::Vec buf(momentum_buf, n);
-  detail::Vec in(input, n);
+  const detail::ConstVec g(grad, n);
+  const detail::Vec buf(momentum_buf, n);
+  const detail::Vec in(input, n);
   const bool first = step <= 1;
   Kokkos::parallel_for(
       "dmuon::muon_momentum", detail::range(n), KOKKOS_LAMBDA(const std::size_t i) {
@@ -29,8 +30,8 @@ void muon_momentum(const float* grad, float* momentum_buf, float* input, std::si
 void muon_apply(float* weight, const float* update, std::size_t n, float lr, float weight_decay,
                 float scale) {
   require_kokkos("muon_apply");
-  detail::Vec w(weight, n);
-  detail::ConstVec o(update, n);
+  const detail::Vec w(weight, n);
+  const detail::ConstVec o(update, n);
   const float decay = 1.0f - lr * weight_decay;
   const float step = lr * scale;
   Kokkos::parallel_for(
@@ -56,12 +57,10 @@ void muon_step(float* weight, const float* grad, float* momentum_buf, std::size_
   }
   const std::size_t n = rows * cols;
   detail::check_finite(grad, n, "muon_step", "gradient", name);  // before any state changes
-  muon_momentum(grad, momentum_buf, workspace.muon_in.data(), n, step, config.momentum,
-                config.nesterov);
-  newton_schulz(workspace.muon_in.data(), workspace.muon_out.data(), rows, cols, config.ns,
-                workspace, name);
-  muon_apply(weight, workspace.muon_out.data(), n, config.lr, config.weight_decay,
-             muon_scale(rows, cols));
+  NsWorkspace::Impl& ws = workspace.impl();
+  muon_momentum(grad, momentum_buf, ws.muon_in.data(), n, step, config.momentum, config.nesterov);
+  newton_schulz(ws.muon_in.data(), ws.muon_out.data(), rows, cols, config.ns, workspace, name);
+  muon_apply(weight, ws.muon_out.data(), n, config.lr, config.weight_decay, muon_scale(rows, cols));
 }
 
 }  // namespace dmuon::kernels::host

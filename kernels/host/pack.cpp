@@ -24,8 +24,10 @@ std::size_t total_size(const ConstSlice* parts, std::size_t num) {
 
 void copy(const float* src, float* dst, std::size_t n) {
   require_kokkos("copy");
-  detail::ConstVec s(src, n);
-  detail::Vec d(dst, n);
+  detail::require_data(src, n, "copy", "source");
+  detail::require_data(dst, n, "copy", "destination");
+  const detail::ConstVec s(src, n);
+  const detail::Vec d(dst, n);
   Kokkos::parallel_for(
       "dmuon::copy", detail::range(n), KOKKOS_LAMBDA(const std::size_t i) { d(i) = s(i); });
 }
@@ -72,7 +74,8 @@ void average_gradient(float* grad, std::size_t n, int num_contributors) {
     throw KernelError("average_gradient: number of contributors must be >= 1, got " +
                       std::to_string(num_contributors));
   }
-  detail::Vec g(grad, n);
+  detail::require_data(grad, n, "average_gradient", "gradient");
+  const detail::Vec g(grad, n);
   const float inv = 1.0f / static_cast<float>(num_contributors);
   Kokkos::parallel_for(
       "dmuon::average_gradient", detail::range(n),

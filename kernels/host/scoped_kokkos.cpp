@@ -26,4 +26,15 @@ void require_kokkos(const char* kernel) {
   }
 }
 
+void fence() {
+  require_kokkos("fence");
+  // The host execution space only: the kernels never launch elsewhere, and a global
+  // Kokkos::fence() would also wait for device work of a CUDA-enabled Kokkos.
+#if KOKKOS_VERSION >= 40000
+  Kokkos::DefaultHostExecutionSpace().fence("dmuon::kernels::host::fence");
+#else
+  Kokkos::DefaultHostExecutionSpace().fence();  // Kokkos 3.4 fences take no label
+#endif
+}
+
 }  // namespace dmuon::kernels::host
