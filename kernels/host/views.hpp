@@ -76,7 +76,11 @@ std::size_t counting_reduce(const std::string& label, std::size_t n, const Funct
 /// Waits for the host execution space: before host code (a BLAS call) reads what a
 /// parallel_for wrote.
 inline void fence_host() {
-  ExecSpace().fence();
+#if KOKKOS_VERSION >= 40000
+  ExecSpace().fence("dmuon::kernels::host::fence_before_blas");
+#else
+  ExecSpace().fence();  // Kokkos 3.4 fences take no label
+#endif
 }
 
 /// c = alpha · op(a) · op(b) + beta · c through KokkosBlas::gemm; "N" or "T" per operand.
