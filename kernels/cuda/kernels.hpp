@@ -174,6 +174,12 @@ class NsWorkspace {
   /// 1, or 2/4/8 when m is a multiple of 8·b. A benchmark knob: switching is free (no sync).
   int symmetric_blocks() const;
   void set_symmetric_blocks(int blocks);
+  /// Element type of the Gram form's iterations (X̃, R, P, Q): f16 by default for 16-bit
+  /// storage (bf16 or f16: the reference iterates its Gram matrices in fp16, and bf16 ones are
+  /// ~8x less accurate at the same speed), f32 for f32 storage. bf16 is accepted for 16-bit
+  /// storage (the storage type itself for bf16: no conversion pass). Free to switch (no sync).
+  Storage gram_dtype() const;
+  void set_gram_dtype(Storage type);
   struct Impl;
   Impl& impl() { return *impl_; }
 
@@ -182,11 +188,11 @@ class NsWorkspace {
 };
 
 /// out = NS(g) (SPEC §7); g and out are rows×cols device matrices in `storage` (may alias; the
-/// workspace's type). Direct form: full GEMMs, the reference arithmetic. Gram form: the m×m
-/// recursion in the storage type (fp16/bf16 tensor cores when storage is 16-bit), symmetric
-/// products on the upper block triangle. ‖g‖_F is accumulated in double. A tall matrix
-/// iterates on its wide transpose through the GEMM flags. A non-finite input (its sum of
-/// squares is not finite) adds 1 to *bad; the output is then garbage.
+/// workspace's type). Direct form: full GEMMs in the storage type, the reference arithmetic.
+/// Gram form: the m×m recursion in the workspace's gram_dtype() (fp16 tensor cores for 16-bit
+/// storage, see NsWorkspace), symmetric products on the upper block triangle. ‖g‖_F is accumulated
+/// in double. A tall matrix iterates on its wide transpose through the GEMM flags. A non-finite
+/// input (its sum of squares is not finite) adds 1 to *bad; the output is then garbage.
 void newton_schulz(Context& ctx, const void* g, void* out, std::size_t rows, std::size_t cols,
                    Storage storage, const NsConfig& config, NsWorkspace& workspace,
                    unsigned long long* bad);

@@ -4,16 +4,17 @@
 // kernels, all enqueued on the context's stream without any synchronisation.
 //
 // Iteration types. Direct form: the storage type throughout (bf16 like the reference Muon).
-// Gram form: fp16 for 16-bit storage (bf16 or f16), fp32 for fp32 storage. R, P, Q are m×m
-// tensor-core GEMM operands either way, and the reference iterates its Gram matrices in fp16:
-// fp16 is the right 16-bit type for them. A CPU emulation of this exact op sequence (same
-// rounding points, exact accumulation, Gaussian inputs, 5 steps) measured relative errors vs
-// fp64 of 1.5e-2..1.7e-1 with bf16 R, P, Q on wide/tall shapes from 33×70 to 512×1792 (4.5e-1 on
-// a square 96×96), against 3.2e-3..1.9e-2 with fp16 (6.9e-2 square); the bf16 direct form
-// measures 0.9e-2..1.8e-2. fp16's range is no issue thanks to ns_plan.hpp's power-of-two scales.
-// With bf16 storage the normalisation writes X̃ in fp16 and one conversion pass turns the fp16
-// result into bf16. Symmetric products are mirrored from their upper triangles, so R, P, Q stay
-// exactly symmetric.
+// Gram form: NsWorkspace::gram_dtype(), by default fp16 for 16-bit storage (bf16 or f16) and
+// fp32 for fp32 storage. R, P, Q are m×m tensor-core GEMM operands either way, and the
+// reference iterates its Gram matrices in fp16: fp16 is the right 16-bit type for them. A CPU
+// emulation of this exact op sequence (same rounding points, exact accumulation, Gaussian
+// inputs, 5 steps) measured relative errors vs fp64 of 1.5e-2..1.7e-1 with bf16 R, P, Q on
+// wide/tall shapes from 33×70 to 512×1792 (4.5e-1 on a square 96×96), against 3.2e-3..1.9e-2
+// with fp16 (6.9e-2 square); the bf16 direct form measures 0.9e-2..1.8e-2. fp16's range is no
+// issue thanks to ns_plan.hpp's power-of-two scales. When the types differ, the normalisation
+// writes X̃ in the Gram type and one conversion pass turns the result into the storage type.
+// Symmetric products are mirrored from their upper triangles, so R, P, Q stay exactly
+// symmetric.
 #include <algorithm>
 #include <string>
 #include <type_traits>
@@ -52,6 +53,7 @@ int choice_index(int blocks) {
 struct NsWorkspace::Impl {
   std::size_t rows = 0, cols = 0;
   Storage storage = Storage::f32;
+  Storage gram = Storage::f32;  // iteration type of the Gram form
   plan::Shape shape{};
   plan::Scales scales{};
   void* buf[plan::kNumBuffers] = {};
@@ -94,6 +96,7 @@ NsWorkspace::NsWorkspace(std::size_t rows, std::size_t cols, Storage storage)
   w.rows = rows;
   w.cols = cols;
   w.storage = storage;
+  w.gram = storage == Storage::f32 ? Storage::f32 : Storage::f16;
   w.shape = plan::ns_shape(rows, cols);
   w.scales = plan::ns_scales(w.shape);
   const std::size_t m = w.shape.m, n = w.shape.n, es = storage_bytes(storage);
@@ -164,6 +167,19 @@ void NsWorkspace::set_symmetric_blocks(int blocks) {
                       " (allowed: 1, or 2/4/8 when m is a multiple of 8*blocks)");
   }
   impl_->blocks_index = choice_index(blocks);
+}
+
+Storage NsWorkspace::gram_dtype() const {
+  return impl_->gram;
+}
+void NsWorkspace::set_gram_dtype(Storage type) {
+  // The buffers hold storage_bytes(storage) per element: the Gram type must have the same size.
+  if ((impl_->storage == Storage::f32) != (type == Storage::f32)) {
+    throw KernelError("cuda::NsWorkspace::set_gram_dtype: " + std::string(to_string(type)) +
+                      " iterations do not fit a " + std::string(to_string(impl_->storage)) +
+                      " workspace (f32 storage iterates in f32; bf16/f16 storage in bf16 or f16)");
+  }
+  impl_->gram = type;
 }
 
 namespace {
@@ -373,12 +389,15 @@ void newton_schulz(Context& ctx, const void* g, void* out, std::size_t rows, std
     using T = typename decltype(tag)::type;
     const auto* gs = static_cast<const T*>(g);
     auto* os = static_cast<T*>(out);
+    auto& w = workspace.impl();
     if constexpr (std::is_same_v<T, float>) {
-      ns_impl<T, T>(ctx, gs, os, config, workspace.impl(), bad);
+      ns_impl<T, T>(ctx, gs, os, config, w, bad);
     } else if (config.variant == NsVariant::direct) {
-      ns_impl<T, T>(ctx, gs, os, config, workspace.impl(), bad);
+      ns_impl<T, T>(ctx, gs, os, config, w, bad);
+    } else if (w.gram == Storage::f16) {
+      ns_impl<T, __half>(ctx, gs, os, config, w, bad);
     } else {
-      ns_impl<T, __half>(ctx, gs, os, config, workspace.impl(), bad);  // fp16 Gram iterations
+      ns_impl<T, __nv_bfloat16>(ctx, gs, os, config, w, bad);
     }
   });
 }

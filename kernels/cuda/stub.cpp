@@ -101,6 +101,12 @@ int NsWorkspace::symmetric_blocks() const {
 void NsWorkspace::set_symmetric_blocks(int) {
   not_compiled();
 }
+Storage NsWorkspace::gram_dtype() const {
+  not_compiled();
+}
+void NsWorkspace::set_gram_dtype(Storage) {
+  not_compiled();
+}
 
 void newton_schulz(Context&, const void*, void*, std::size_t, std::size_t, Storage, const NsConfig&,
                    NsWorkspace&, unsigned long long*) {

@@ -611,9 +611,12 @@ void check_gemm(cu::Context& ctx) {
 // wide case, a square 96×96 reaches 157u and is not checked in Gram form) -> c = 192 for 16-bit;
 // fp32 measures <= 14u (direct) and 55u (Gram) without the GPU's fp32 accumulation error (a few u
 // per GEMM, amplified like any rounding) -> c = 512.
-double ns_bound(Dtype storage, NsVariant variant) {
+// The bf16-iteration Gram form (NsWorkspace::set_gram_dtype(bf16)) measures the same multiples
+// of its u (<= 16u on 64×192 and 256×384 Polar Express): checked there only, c = 64.
+double ns_bound(Dtype storage, NsVariant variant, Dtype gram = Dtype::f16) {
   if (storage == Dtype::f32) return 512 * kU32;
   if (variant == NsVariant::direct) return 16 * unit_roundoff(storage);
+  if (gram == Dtype::bf16) return 64 * unit_roundoff(Dtype::bf16);
   return 192 * unit_roundoff(Dtype::f16) + (storage == Dtype::bf16 ? unit_roundoff(storage) : 0);
 }
 
@@ -638,12 +641,22 @@ void check_ns(cu::Context& ctx, unsigned long long* clean) {
         cfg.variant = variant;
         for (Dtype st : kTypes) {
           cu::NsWorkspace ws(sh.rows, sh.cols, st);
-          std::vector<int> tilings = {ws.symmetric_blocks()};
+          struct Setting {
+            int blocks;
+            Dtype gram;
+          };
+          std::vector<Setting> settings = {{ws.symmetric_blocks(), ws.gram_dtype()}};
           if (variant == NsVariant::gram && sh.rows == 256 && st == Dtype::f16) {
-            tilings = {4, 2, 1};
+            settings = {{4, Dtype::f16}, {2, Dtype::f16}, {1, Dtype::f16}};
           }
-          for (int blocks : tilings) {
+          if (variant == NsVariant::gram && st == Dtype::bf16 &&
+              (sh.cols == 192 || sh.cols == 384)) {
+            settings.push_back({ws.symmetric_blocks(), Dtype::bf16});
+          }
+          for (const Setting& setting : settings) {
+            const int blocks = setting.blocks;
             ws.set_symmetric_blocks(blocks);
+            ws.set_gram_dtype(setting.gram);
             Dev dg = upload(st, g), dout(count * cu::storage_bytes(st));
             // In place on one shape (out may alias g), out of place on the others.
             void* out = sh.rows == 192 ? dg.p : dout.p;
@@ -653,8 +666,10 @@ void check_ns(cu::Context& ctx, unsigned long long* clean) {
             std::string what = std::to_string(sh.rows) + "x" + std::to_string(sh.cols) + " " +
                                std::string(dmuon::kernels::to_string(set)) + " " +
                                std::string(dmuon::kernels::to_string(variant)) + " " + tname(st);
-            if (variant == NsVariant::gram) what += " blocks=" + std::to_string(blocks);
-            verdict(what, rel_diff(got, ref), ns_bound(st, variant));
+            if (variant == NsVariant::gram) {
+              what += " it=" + tname(setting.gram) + " blocks=" + std::to_string(blocks);
+            }
+            verdict(what, rel_diff(got, ref), ns_bound(st, variant, setting.gram));
           }
         }
       }
@@ -908,8 +923,8 @@ void bench(cu::Context& ctx, int iters) {
   std::printf(
       "# Newton-Schulz, 5 steps, Polar Express; TFLOP/s with the direct-form count "
       "5*(4m^2n + 2m^3)\n");
-  std::printf("# %12s %6s %8s %6s %10s %12s %10s\n", "shape", "dtype", "form", "blocks", "time_ms",
-              "NS_TFLOP/s", "NS/GEMM");
+  std::printf("# %12s %6s %8s %5s %6s %10s %12s %10s\n", "shape", "dtype", "form", "iter", "blocks",
+              "time_ms", "NS_TFLOP/s", "NS/GEMM");
   std::vector<std::string> ratio_lines;
   for (const auto& [m, n] :
        std::vector<std::pair<std::size_t, std::size_t>>{{4096, 4096}, {4096, 14336}}) {
@@ -918,25 +933,31 @@ void bench(cu::Context& ctx, int iters) {
       cu::synthetic_rows(ctx, g.p, st, m, n, 7, 0, 0, 0, 1);
       cu::NsWorkspace ws(m, n, st);
       const int default_blocks = ws.symmetric_blocks();
+      const Dtype default_gram = ws.gram_dtype();
       struct Row {
         NsVariant variant;
         int blocks;
+        Dtype gram;
       };
-      std::vector<Row> rows = {{NsVariant::direct, default_blocks},
-                               {NsVariant::gram, default_blocks}};
-      if (default_blocks != 1) rows.push_back({NsVariant::gram, 1});
+      std::vector<Row> rows = {{NsVariant::direct, default_blocks, default_gram},
+                               {NsVariant::gram, default_blocks, default_gram}};
+      if (default_blocks != 1) rows.push_back({NsVariant::gram, 1, default_gram});
+      if (st == Dtype::bf16) rows.push_back({NsVariant::gram, default_blocks, Dtype::bf16});
       for (const Row& r : rows) {
         NsConfig cfg;
         cfg.variant = r.variant;
         ws.set_symmetric_blocks(r.blocks);
+        ws.set_gram_dtype(r.gram);
         const double ms = time_ms(
             ctx, iters, [&] { cu::newton_schulz(ctx, g.p, out.p, m, n, st, cfg, ws, nullptr); });
         const double tflops = dmuon::kernels::ns_direct_flops(m, n, 5) / (ms * 1e-3) / 1e12;
         const std::string form(dmuon::kernels::to_string(r.variant));
-        const std::string blocks = r.variant == NsVariant::gram ? std::to_string(r.blocks) : "-";
-        std::printf("  %5zux%-6zu %6s %8s %6s %10.3f %12.1f %10.3f\n", m, n, tname(st).c_str(),
-                    form.c_str(), blocks.c_str(), ms, tflops, tflops / gemm_tflops);
-        if (r.variant == NsVariant::gram && n == 14336 && r.blocks == default_blocks) {
+        const bool gram = r.variant == NsVariant::gram;
+        const std::string blocks = gram ? std::to_string(r.blocks) : "-";
+        const std::string iter = tname(gram ? r.gram : st);
+        std::printf("  %5zux%-6zu %6s %8s %5s %6s %10.3f %12.1f %10.3f\n", m, n, tname(st).c_str(),
+                    form.c_str(), iter.c_str(), blocks.c_str(), ms, tflops, tflops / gemm_tflops);
+        if (gram && n == 14336 && r.blocks == default_blocks && r.gram == default_gram) {
           char line[200];
           std::snprintf(line, sizeof line,
                         "# ratio gram %s %zux%zu / cuBLAS bf16 GEMM = %.3f (target >= 0.80: %s)",
