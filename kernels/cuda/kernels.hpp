@@ -70,8 +70,8 @@ class Context {
 
 // ---- non-finite counters ------------------------------------------------------------------------
 
-/// n device counters, zeroed (synchronously: setup, not the step loop). free_counters(nullptr)
-/// is a no-op. DeviceCounters below owns such an array.
+/// n device counters, zeroed (waits for the device: setup, not the step loop).
+/// free_counters(nullptr) is a no-op. DeviceCounters below owns such an array.
 unsigned long long* alloc_counters(std::size_t n);
 void free_counters(unsigned long long* counters) noexcept;
 
@@ -214,8 +214,7 @@ void muon_step(Context& ctx, float* weight, const float* grad, float* momentum_b
 void gemm(Context& ctx, Storage storage, bool trans_a, bool trans_b, std::size_t m, std::size_t n,
           std::size_t k, float alpha, const void* a, const void* b, float beta, void* c);
 
-// ---- memory and timing helpers (tests, benchmarks; the copies are synchronous)
-// -------------------
+// ---- memory and timing helpers (tests, benchmarks; the copies wait for the device) ----------
 
 void* device_alloc(std::size_t bytes);
 void device_free(void* ptr) noexcept;

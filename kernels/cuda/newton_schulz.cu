@@ -140,7 +140,7 @@ NsWorkspace::NsWorkspace(std::size_t rows, std::size_t cols, Storage storage)
     }
   }
   w.tables = static_cast<void**>(w.alloc(host.size() * sizeof(void*)));
-  copy_to_device(w.tables, host.data(), host.size() * sizeof(void*));
+  copy_to_device(w.tables, host.data(), host.size() * sizeof(void*));  // waits for the device
   w.blocks_index = choice_index(plan::default_sym_blocks(m));
 }
 

@@ -66,8 +66,12 @@ void device_free(void* ptr) noexcept {
 }
 void copy_to_device(void* dst, const void* src, std::size_t bytes) {
   DMUON_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  // A pageable H2D cudaMemcpy may return before its DMA lands, and non-blocking streams are
+  // not ordered after the legacy stream: wait, so any stream may read dst afterwards.
+  DMUON_CUDA_CHECK(cudaDeviceSynchronize());
 }
 void copy_to_host(void* dst, const void* src, std::size_t bytes) {
+  DMUON_CUDA_CHECK(cudaDeviceSynchronize());  // after work on any stream, not just the legacy one
   DMUON_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
@@ -77,6 +81,7 @@ unsigned long long* alloc_counters(std::size_t n) {
   auto* p = static_cast<unsigned long long*>(device_alloc(n * sizeof(unsigned long long)));
   try {
     DMUON_CUDA_CHECK(cudaMemset(p, 0, n * sizeof(unsigned long long)));
+    DMUON_CUDA_CHECK(cudaDeviceSynchronize());  // cudaMemset is async: order it before any stream
   } catch (...) {
     device_free(p);
     throw;
