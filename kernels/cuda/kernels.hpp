@@ -101,8 +101,7 @@ class DeviceCounters {
   unsigned long long* ptr_;
 };
 
-// ---- elementwise entry points (async on ctx's stream; n == 0 is a no-op)
-// -------------------------
+// ---- elementwise entry points (async on ctx's stream; n == 0 is a no-op) ------------------------
 
 /// dst = src converted, any pair of types; fp32/bf16/f16 → narrower types round to nearest
 /// even (NaN stays NaN, overflow becomes ±Inf); the same type is a device-to-device copy.
@@ -152,8 +151,7 @@ void adamw_step(Context& ctx, float* weight, const void* grad, Storage grad_type
 /// grad *= 1 / num_contributors (fp32). num_contributors >= 1.
 void average_gradient(Context& ctx, float* grad, std::size_t n, int num_contributors);
 
-// ---- Newton–Schulz
-// -------------------------------------------------------------------------------
+// ---- Newton–Schulz ------------------------------------------------------------------------------
 
 /// Device scratch for one shape and storage type, allocated once (reuse in the hot loop; one
 /// call in flight per workspace): two rows×cols and five m×m matrices (m = min(rows, cols)) in
@@ -205,8 +203,7 @@ void muon_step(Context& ctx, float* weight, const float* grad, float* momentum_b
                std::size_t rows, std::size_t cols, long step, const MuonConfig& config,
                NsWorkspace& workspace, unsigned long long* bad);
 
-// ---- GEMM
-// ----------------------------------------------------------------------------------------
+// ---- GEMM ---------------------------------------------------------------------------------------
 
 /// c = alpha·op(a)·op(b) + beta·c, row-major (a is m×k, or k×m when trans_a; b is k×n, or n×k
 /// when trans_b; c is m×n), densely stored in `storage`, fp32 accumulation, no TF32. The
