@@ -6,15 +6,14 @@
 // Iteration types. Direct form: the storage type throughout (bf16 like the reference Muon).
 // Gram form: NsWorkspace::gram_dtype(), by default fp16 for 16-bit storage (bf16 or f16) and
 // fp32 for fp32 storage. R, P, Q are m×m tensor-core GEMM operands either way, and the
-// reference iterates its Gram matrices in fp16: fp16 is the right 16-bit type for them. A CPU
-// emulation of this exact op sequence (same rounding points, exact accumulation, Gaussian
-// inputs, 5 steps) measured relative errors vs fp64 of 1.5e-2..1.7e-1 with bf16 R, P, Q on
-// wide/tall shapes from 33×70 to 512×1792 (4.5e-1 on a square 96×96), against 3.2e-3..1.9e-2
-// with fp16 (6.9e-2 square); the bf16 direct form measures 0.9e-2..1.8e-2. fp16's range is no
-// issue thanks to ns_plan.hpp's power-of-two scales. When the types differ, the normalisation
-// writes X̃ in the Gram type and one conversion pass turns the result into the storage type.
-// Symmetric products are mirrored from their upper triangles, so R, P, Q stay exactly
-// symmetric.
+// reference iterates its Gram matrices in fp16: fp16 is the right 16-bit type for them. The CPU
+// emulation of this exact op sequence with the same rounding points (dmuon_ns_emulate --gaussian,
+// 5 steps, wide/tall shapes 33×70..384×256) gives relative errors vs fp64 of 1.5e-2..1.7e-1 with
+// bf16 R, P, Q (4.5e-1 on a square 96×96) against 2.5e-3..1.8e-2 with fp16 (6.9e-2 square); the
+// bf16 direct form gives 1.0e-2..1.8e-2. fp16's range is no issue thanks to ns_plan.hpp's
+// power-of-two scales. When the types differ, the normalisation writes X̃ in the Gram type and
+// one conversion pass turns the result into the storage type. Symmetric products are mirrored
+// from their upper triangles, so R, P, Q stay exactly symmetric.
 #include <algorithm>
 #include <string>
 #include <type_traits>
