@@ -1,4 +1,4 @@
-// CUDA runtime pieces: context, memory, events, GEMM/SYRK wrappers, conversions, pack/unpack.
+// CUDA runtime pieces: context, memory, non-finite counters, events, GEMM wrappers.
 #include <string>
 
 #include "kernels/cuda/detail.cuh"
@@ -6,43 +6,10 @@
 namespace dmuon::kernels::cuda {
 
 namespace {
-
-template <class Tin, class Tout>
-__global__ void convert_kernel(const Tin* in, Tout* out, std::size_t n) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    out[i] = detail::from_f<Tout>(detail::to_f(in[i]));
-  }
-}
-
-// Column-major upper triangle -> lower triangle.
-__global__ void mirror_upper_kernel(float* c, std::size_t n) {
-  for (std::size_t idx = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; idx < n * n;
-       idx += std::size_t(gridDim.x) * blockDim.x) {
-    const std::size_t i = idx % n, j = idx / n;
-    if (i > j) c[idx] = c[j + i * n];
-  }
-}
-
-__global__ void scale_kernel(float* x, std::size_t n, float s) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    x[i] *= s;
-  }
-}
-
-cudaStream_t stream_of(Context& ctx) {
-  return ctx.impl().stream;
-}
-
+// cuBLAS's recommended workspace on Hopper (smaller GPUs need less; 32 MiB covers all).
+constexpr std::size_t kCublasWorkspaceBytes = std::size_t(32) << 20;
 }  // namespace
 
-std::size_t storage_bytes(Storage storage) {
-  return storage == Storage::f32 ? 4 : 2;
-}
-std::string_view to_string(Storage storage) {
-  return storage == Storage::f32 ? "f32" : (storage == Storage::bf16 ? "bf16" : "f16");
-}
 bool compiled() {
   return true;
 }
@@ -58,20 +25,28 @@ int device_count() {
 }
 
 Context::Context(void* stream) : impl_(std::make_unique<Impl>()) {
-  impl_->stream = static_cast<cudaStream_t>(stream);
-  DMUON_CUBLAS_CHECK(cublasCreate(&impl_->cublas));
-  DMUON_CUBLAS_CHECK(cublasSetStream(impl_->cublas, impl_->stream));
-  // Plain fp32 math for fp32 storage (no TF32): the host path is the oracle.
-  DMUON_CUBLAS_CHECK(cublasSetMathMode(impl_->cublas, CUBLAS_DEFAULT_MATH));
-  impl_->bad = static_cast<unsigned long long*>(device_alloc(sizeof(unsigned long long)));
-  DMUON_CUDA_CHECK(cudaMallocHost(&impl_->host_bad, sizeof(unsigned long long)));
+  Impl& c = *impl_;
+  c.stream = static_cast<cudaStream_t>(stream);
+  try {
+    DMUON_CUBLAS_CHECK(cublasCreate(&c.cublas));
+    DMUON_CUBLAS_CHECK(cublasSetStream(c.cublas, c.stream));
+    // After cublasSetStream, which resets the handle to cuBLAS's shared default pool.
+    c.cublas_workspace = device_alloc(kCublasWorkspaceBytes);
+    DMUON_CUBLAS_CHECK(cublasSetWorkspace(c.cublas, c.cublas_workspace, kCublasWorkspaceBytes));
+    // Plain fp32 math for fp32 storage (no TF32): the host path is the oracle. 16-bit inputs
+    // with CUBLAS_COMPUTE_32F use the tensor cores regardless.
+    DMUON_CUBLAS_CHECK(cublasSetMathMode(c.cublas, CUBLAS_DEFAULT_MATH));
+  } catch (...) {
+    if (c.cublas) cublasDestroy(c.cublas);
+    device_free(c.cublas_workspace);
+    throw;
+  }
 }
 
 Context::~Context() {
   if (!impl_) return;
   if (impl_->cublas) cublasDestroy(impl_->cublas);
-  device_free(impl_->bad);
-  if (impl_->host_bad) cudaFreeHost(impl_->host_bad);
+  device_free(impl_->cublas_workspace);
 }
 
 void* Context::stream() const {
@@ -91,16 +66,58 @@ void device_free(void* ptr) noexcept {
 }
 void copy_to_device(void* dst, const void* src, std::size_t bytes) {
   DMUON_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  // A pageable H2D cudaMemcpy may return before its DMA lands, and non-blocking streams are
+  // not ordered after the legacy stream: wait, so any stream may read dst afterwards.
+  DMUON_CUDA_CHECK(cudaDeviceSynchronize());
 }
 void copy_to_host(void* dst, const void* src, std::size_t bytes) {
+  DMUON_CUDA_CHECK(cudaDeviceSynchronize());  // after work on any stream, not just the legacy one
   DMUON_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
+// ---- counters ----------------------------------------------------------------------------------
+
+unsigned long long* alloc_counters(std::size_t n) {
+  auto* p = static_cast<unsigned long long*>(device_alloc(n * sizeof(unsigned long long)));
+  try {
+    DMUON_CUDA_CHECK(cudaMemset(p, 0, n * sizeof(unsigned long long)));
+    DMUON_CUDA_CHECK(cudaDeviceSynchronize());  // cudaMemset is async: order it before any stream
+  } catch (...) {
+    device_free(p);
+    throw;
+  }
+  return p;
+}
+
+void free_counters(unsigned long long* counters) noexcept {
+  device_free(counters);
+}
+
+void zero_counters(Context& ctx, unsigned long long* counters, std::size_t n) {
+  if (n == 0) return;
+  detail::require_ptr(counters, n, "cuda::zero_counters", "counters");
+  DMUON_CUDA_CHECK(
+      cudaMemsetAsync(counters, 0, n * sizeof(unsigned long long), detail::stream_of(ctx)));
+}
+
+void read_counters(Context& ctx, const unsigned long long* counters, std::size_t n,
+                   unsigned long long* host_out) {
+  if (n == 0) return;
+  detail::require_ptr(counters, n, "cuda::read_counters", "counters");
+  detail::require_ptr(host_out, n, "cuda::read_counters", "host_out");
+  cudaStream_t s = detail::stream_of(ctx);
+  DMUON_CUDA_CHECK(cudaMemcpyAsync(host_out, counters, n * sizeof(unsigned long long),
+                                   cudaMemcpyDeviceToHost, s));
+  DMUON_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+// ---- events ------------------------------------------------------------------------------------
+
 EventTimer::EventTimer(Context& ctx) : stream_(ctx.stream()) {
-  cudaEvent_t a, b;
+  cudaEvent_t a = nullptr, b = nullptr;
   DMUON_CUDA_CHECK(cudaEventCreate(&a));
-  DMUON_CUDA_CHECK(cudaEventCreate(&b));
   start_ = a;
+  DMUON_CUDA_CHECK(cudaEventCreate(&b));
   stop_ = b;
 }
 EventTimer::~EventTimer() {
@@ -121,100 +138,61 @@ float EventTimer::stop_ms() {
   return ms;
 }
 
+// ---- GEMM --------------------------------------------------------------------------------------
+
 namespace detail {
 
-void gemm_ex(cublasHandle_t h, cudaDataType_t ab_type, cudaDataType_t c_type, bool ta, bool tb,
-             std::size_t m, std::size_t n, std::size_t k, float alpha, const void* a, const void* b,
-             float beta, void* c) {
-  const int lda = static_cast<int>(ta ? m : k);
-  const int ldb = static_cast<int>(tb ? k : n);
-  DMUON_CUBLAS_CHECK(cublasGemmEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                  static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
-                                  &alpha, b, ab_type, ldb, a, ab_type, lda, &beta, c, c_type,
-                                  static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+namespace {
+cublasOperation_t op(bool trans) {
+  return trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+int as_int(std::size_t v) {
+  return static_cast<int>(v);
+}
+}  // namespace
+
+void check_gemm_dims(const plan::RowMajorGemm& g, const char* call) {
+  for (const std::size_t v : {g.m, g.n, g.k, g.lda, g.ldb, g.ldc}) {
+    if (v > static_cast<std::size_t>(INT_MAX)) {
+      throw KernelError(std::string(call) + ": GEMM dimension " + std::to_string(v) +
+                        " exceeds cuBLAS's 32-bit int (m=" + std::to_string(g.m) +
+                        ", n=" + std::to_string(g.n) + ", k=" + std::to_string(g.k) + ")");
+    }
+  }
 }
 
-void syrk_full_f32(cublasHandle_t h, cudaStream_t s, bool trans, std::size_t n, std::size_t k,
-                   const float* a, float* c) {
-  // Row-major A (n×k) is the column-major Aᵀ (k×n): A·Aᵀ = Acmᵀ·Acm -> op T. With trans, the
-  // row-major A (k×n) is column-major n×k and Aᵀ·A = Acm·Acmᵀ -> op N.
-  const float one = 1.0f, zero = 0.0f;
-  DMUON_CUBLAS_CHECK(cublasSsyrk(h, CUBLAS_FILL_MODE_UPPER, trans ? CUBLAS_OP_N : CUBLAS_OP_T,
-                                 static_cast<int>(n), static_cast<int>(k), &one, a,
-                                 static_cast<int>(trans ? n : k), &zero, c, static_cast<int>(n)));
-  mirror_upper_kernel<<<grid_for(n * n), 256, 0, s>>>(c, n);
-  DMUON_CUDA_CHECK_LAUNCH();
+void gemm_rm(cublasHandle_t h, cudaDataType_t ab_type, cudaDataType_t c_type,
+             const plan::RowMajorGemm& g, float alpha, const void* a, const void* b, float beta,
+             void* c) {
+  const plan::ColumnMajorGemm cm = plan::to_column_major(g);
+  DMUON_CUBLAS_CHECK(cublasGemmEx(h, op(cm.trans_first), op(cm.trans_second), as_int(cm.m),
+                                  as_int(cm.n), as_int(cm.k), &alpha, b, ab_type,
+                                  as_int(cm.ld_first), a, ab_type, as_int(cm.ld_second), &beta, c,
+                                  c_type, as_int(cm.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void gemm_batched_rm(cublasHandle_t h, cudaDataType_t type, const plan::RowMajorGemm& g,
+                     float alpha, const void* const* a, const void* const* b, float beta,
+                     void* const* c, int batch) {
+  const plan::ColumnMajorGemm cm = plan::to_column_major(g);
+  DMUON_CUBLAS_CHECK(cublasGemmBatchedEx(
+      h, op(cm.trans_first), op(cm.trans_second), as_int(cm.m), as_int(cm.n), as_int(cm.k), &alpha,
+      b, type, as_int(cm.ld_first), a, type, as_int(cm.ld_second), &beta, c, type, as_int(cm.ldc),
+      batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace detail
 
 void gemm(Context& ctx, Storage storage, bool trans_a, bool trans_b, std::size_t m, std::size_t n,
           std::size_t k, float alpha, const void* a, const void* b, float beta, void* c) {
+  if (m == 0 || n == 0) return;
+  const plan::RowMajorGemm g = plan::dense_gemm(trans_a, trans_b, m, n, k);
+  detail::check_gemm_dims(g, "cuda::gemm");
+  detail::require_ptr(a, m * k, "cuda::gemm", "a");
+  detail::require_ptr(b, k * n, "cuda::gemm", "b");
+  detail::require_ptr(c, m * n, "cuda::gemm", "c");
   const cudaDataType_t t = detail::data_type(storage);
-  detail::gemm_ex(ctx.impl().cublas, t, t, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
-}
-
-void convert_from_f32(Context& ctx, const float* src, void* dst, std::size_t n, Storage storage) {
-  detail::dispatch(storage, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    convert_kernel<float, T>
-        <<<detail::grid_for(n), 256, 0, stream_of(ctx)>>>(src, static_cast<T*>(dst), n);
-  });
-  DMUON_CUDA_CHECK_LAUNCH();
-}
-
-void convert_to_f32(Context& ctx, const void* src, float* dst, std::size_t n, Storage storage) {
-  detail::dispatch(storage, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    convert_kernel<T, float>
-        <<<detail::grid_for(n), 256, 0, stream_of(ctx)>>>(static_cast<const T*>(src), dst, n);
-  });
-  DMUON_CUDA_CHECK_LAUNCH();
-}
-
-std::size_t pack(Context& ctx, const ConstSlice* parts, std::size_t num_parts, float* dst,
-                 std::size_t dst_size) {
-  std::size_t total = 0;
-  for (std::size_t i = 0; i < num_parts; ++i) total += parts[i].size;
-  if (total > dst_size) {
-    throw KernelError("cuda::pack: parts hold " + std::to_string(total) +
-                      " floats but the packed buffer has room for " + std::to_string(dst_size));
-  }
-  std::size_t off = 0;
-  for (std::size_t i = 0; i < num_parts; ++i) {
-    if (parts[i].size == 0) continue;
-    DMUON_CUDA_CHECK(cudaMemcpyAsync(dst + off, parts[i].data, parts[i].size * sizeof(float),
-                                     cudaMemcpyDeviceToDevice, stream_of(ctx)));
-    off += parts[i].size;
-  }
-  return total;
-}
-
-void unpack(Context& ctx, const float* src, std::size_t src_size, const Slice* parts,
-            std::size_t num_parts) {
-  std::size_t total = 0;
-  for (std::size_t i = 0; i < num_parts; ++i) total += parts[i].size;
-  if (total != src_size) {
-    throw KernelError("cuda::unpack: parts hold " + std::to_string(total) +
-                      " floats but the packed buffer has " + std::to_string(src_size));
-  }
-  std::size_t off = 0;
-  for (std::size_t i = 0; i < num_parts; ++i) {
-    if (parts[i].size == 0) continue;
-    DMUON_CUDA_CHECK(cudaMemcpyAsync(parts[i].data, src + off, parts[i].size * sizeof(float),
-                                     cudaMemcpyDeviceToDevice, stream_of(ctx)));
-    off += parts[i].size;
-  }
-}
-
-void average_gradient(Context& ctx, float* grad, std::size_t n, int num_contributors) {
-  if (num_contributors < 1) {
-    throw KernelError("cuda::average_gradient: number of contributors must be >= 1, got " +
-                      std::to_string(num_contributors));
-  }
-  scale_kernel<<<detail::grid_for(n), 256, 0, stream_of(ctx)>>>(
-      grad, n, 1.0f / static_cast<float>(num_contributors));
-  DMUON_CUDA_CHECK_LAUNCH();
+  detail::gemm_rm(ctx.impl().cublas, t, t, g, alpha, a, b, beta, c);
 }
 
 }  // namespace dmuon::kernels::cuda

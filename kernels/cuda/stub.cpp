@@ -14,12 +14,6 @@ namespace {
 struct Context::Impl {};
 struct NsWorkspace::Impl {};
 
-std::size_t storage_bytes(Storage storage) {
-  return storage == Storage::f32 ? 4 : 2;
-}
-std::string_view to_string(Storage storage) {
-  return storage == Storage::f32 ? "f32" : (storage == Storage::bf16 ? "bf16" : "f16");
-}
 bool compiled() {
   return false;
 }
@@ -38,6 +32,53 @@ void Context::synchronize() const {
   not_compiled();
 }
 
+unsigned long long* alloc_counters(std::size_t) {
+  not_compiled();
+}
+void free_counters(unsigned long long*) noexcept {}
+void zero_counters(Context&, unsigned long long*, std::size_t) {
+  not_compiled();
+}
+void read_counters(Context&, const unsigned long long*, std::size_t, unsigned long long*) {
+  not_compiled();
+}
+
+void convert(Context&, const void*, Storage, void*, Storage, std::size_t) {
+  not_compiled();
+}
+void convert_from_f32(Context&, const float*, void*, std::size_t, Storage) {
+  not_compiled();
+}
+void convert_to_f32(Context&, const void*, float*, std::size_t, Storage) {
+  not_compiled();
+}
+void synthetic_rows(Context&, void*, Storage, std::size_t, std::size_t, std::uint64_t,
+                    std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t) {
+  not_compiled();
+}
+void synthetic_grad_none(Context&, const void*, Storage, void*, Storage, std::size_t, std::uint64_t,
+                         std::uint64_t, std::uint64_t, std::uint64_t) {
+  not_compiled();
+}
+void residual_scale(Context&, void*, const void*, Storage, std::size_t, float) {
+  not_compiled();
+}
+void muon_momentum(Context&, const void*, Storage, float*, void*, Storage, std::size_t, long, float,
+                   bool, unsigned long long*) {
+  not_compiled();
+}
+void muon_apply(Context&, float*, const void*, Storage, std::size_t, float, float, float,
+                unsigned long long*) {
+  not_compiled();
+}
+void adamw_step(Context&, float*, const void*, Storage, float*, float*, std::size_t, long,
+                const AdamWConfig&, unsigned long long*) {
+  not_compiled();
+}
+void average_gradient(Context&, float*, std::size_t, int) {
+  not_compiled();
+}
+
 NsWorkspace::NsWorkspace(std::size_t, std::size_t, Storage) {
   not_compiled();
 }
@@ -51,38 +92,35 @@ std::size_t NsWorkspace::cols() const {
 Storage NsWorkspace::storage() const {
   not_compiled();
 }
+std::size_t NsWorkspace::bytes() const {
+  not_compiled();
+}
+int NsWorkspace::symmetric_blocks() const {
+  not_compiled();
+}
+void NsWorkspace::set_symmetric_blocks(int) {
+  not_compiled();
+}
+Storage NsWorkspace::gram_dtype() const {
+  not_compiled();
+}
+void NsWorkspace::set_gram_dtype(Storage) {
+  not_compiled();
+}
 
 void newton_schulz(Context&, const void*, void*, std::size_t, std::size_t, Storage, const NsConfig&,
-                   NsWorkspace&, std::string_view) {
+                   NsWorkspace&, unsigned long long*) {
   not_compiled();
 }
 void muon_step(Context&, float*, const float*, float*, std::size_t, std::size_t, long,
-               const MuonConfig&, NsWorkspace&, std::string_view) {
-  not_compiled();
-}
-void adamw_step(Context&, float*, const float*, float*, float*, std::size_t, long,
-                const AdamWConfig&, std::string_view) {
-  not_compiled();
-}
-std::size_t pack(Context&, const ConstSlice*, std::size_t, float*, std::size_t) {
-  not_compiled();
-}
-void unpack(Context&, const float*, std::size_t, const Slice*, std::size_t) {
-  not_compiled();
-}
-void average_gradient(Context&, float*, std::size_t, int) {
+               const MuonConfig&, NsWorkspace&, unsigned long long*) {
   not_compiled();
 }
 void gemm(Context&, Storage, bool, bool, std::size_t, std::size_t, std::size_t, float, const void*,
           const void*, float, void*) {
   not_compiled();
 }
-void convert_from_f32(Context&, const float*, void*, std::size_t, Storage) {
-  not_compiled();
-}
-void convert_to_f32(Context&, const void*, float*, std::size_t, Storage) {
-  not_compiled();
-}
+
 void* device_alloc(std::size_t) {
   not_compiled();
 }
