@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
@@ -199,21 +201,38 @@ TEST(MpiCommunicator, BatchOverlapsComputeAndWaitsLater) {
   empty.wait();
 }
 
-TEST(MpiCommunicator, TwoByteTypesMoveButDoNotReduce) {
+TEST(MpiCommunicator, Bf16MovesAndReducesF16OnlyMoves) {
   auto comm = make_communicator(Backend::mpi, MPI_COMM_WORLD);
+  const int n = comm->size();
   std::vector<std::uint16_t> bf(8, comm->rank() == 0 ? 0x3f80 : 0);  // bf16 1.0
   comm->broadcast(bf.data(), bf.size(), DType::bf16, 0);
   for (auto w : bf) EXPECT_EQ(w, 0x3f80);
   EXPECT_EQ(comm->counters()[CollectiveKind::broadcast].calls, 1u);
+  // Sum of n ones: n is exact in bf16 (n <= 256); its bits by hand: 1 0x3f80, 2 0x4000,
+  // 4 0x4080, 8 0x4100.
+  const std::map<int, std::uint16_t> exact = {{1, 0x3f80}, {2, 0x4000}, {4, 0x4080}, {8, 0x4100}};
   std::vector<std::uint16_t> out(8);
+  comm->all_reduce_sum(bf.data(), out.data(), bf.size(), DType::bf16);
+  if (exact.count(n)) {
+    for (auto w : out) EXPECT_EQ(w, exact.at(n)) << n << " ranks";
+  }
+  // The mean of 1 + r/8 over ranks r < n is 1 + (n-1)/16: exact in bf16 for n in {1,2,4,8}
+  // (1.0, 1.0625 = 0x3f88, 1.1875 = 0x3f98, 1.4375 = 0x3fb8).
+  const std::map<int, std::uint16_t> mean = {{1, 0x3f80}, {2, 0x3f88}, {4, 0x3f98}, {8, 0x3fb8}};
+  std::vector<std::uint16_t> mine(4, static_cast<std::uint16_t>(0x3f80 + 0x10 * comm->rank()));
+  std::vector<std::uint16_t> avg(4);
+  comm->reduce_avg(mine.data(), avg.data(), mine.size(), DType::bf16, 0);
+  if (comm->rank() == 0 && mean.count(n)) {
+    for (auto w : avg) EXPECT_EQ(w, mean.at(n)) << n << " ranks";
+  }
   try {
-    comm->all_reduce_sum(bf.data(), out.data(), bf.size(), DType::bf16);
+    comm->all_reduce_sum(bf.data(), out.data(), bf.size(), DType::f16);
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("cannot reduce bf16"));
+    EXPECT_THAT(e.what(), HasSubstr("cannot reduce f16"));
   }
   EXPECT_THROW(comm->reduce_avg(bf.data(), out.data(), 8, DType::f16, 0), InputError);
-  EXPECT_EQ(comm->counters()[CollectiveKind::all_reduce].calls, 0u) << "failed call counted";
+  EXPECT_EQ(comm->counters()[CollectiveKind::all_reduce].calls, 1u) << "failed call counted";
   EXPECT_FALSE(comm->in_group());
 }
 

@@ -28,6 +28,12 @@ void Batch::wait() {
   state_.reset();
 }
 
+void Batch::wait_on_stream(void* stream, bool consume) {
+  if (!state_) return;
+  state_->enqueue_wait(stream);
+  if (consume) state_.reset();
+}
+
 bool Batch::ready() {
   if (!state_) return true;
   if (!state_->test()) return false;

@@ -16,6 +16,9 @@ class BatchState {
   virtual void wait() = 0;
   /// Nonblocking: drives progress, returns true once wait() would not block.
   virtual bool test() = 0;
+  /// Makes a CUDA stream (cudaStream_t passed as void*) wait for the batch without blocking
+  /// the host. Host batches have no stream to order: they wait().
+  virtual void enqueue_wait(void* /*stream*/) { wait(); }
 };
 }  // namespace detail
 
@@ -37,6 +40,10 @@ class Batch {
   void wait();
   /// Drives progress without blocking; true (and the batch becomes empty) once complete.
   bool ready();
+  /// Orders `stream` after the batch without blocking the host (NCCL: cudaStreamWaitEvent;
+  /// MPI: a plain wait). With `consume` the handle becomes empty: the stream now owns the
+  /// dependency and nothing needs to wait for the batch again.
+  void wait_on_stream(void* stream, bool consume = true);
   /// True while operations may still be in flight.
   bool pending() const { return state_ != nullptr; }
 

@@ -81,6 +81,13 @@ class Communicator {
   /// NCCL: the cudaStream_t the collectives run on (so compute can be ordered against it);
   /// MPI: nullptr.
   virtual void* stream_handle() const { return nullptr; }
+  /// NCCL: run the following batches on `stream` (a cudaStream_t of the communicator's
+  /// device; null = the communicator's own). Operations on one communicator still execute in
+  /// issue order. MPI: ignored.
+  virtual void set_stream(void* /*stream*/) {}
+  /// NCCL: if the communicator reported an asynchronous error (a peer died, a network
+  /// failure), aborts it and ends the job naming this rank and the error. MPI: nothing to poll.
+  virtual void check_async_error() {}
 
  protected:
   enum class ReduceOp { sum, avg };

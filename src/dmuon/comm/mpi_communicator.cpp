@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dmuon/base/check.hpp"
+#include "kernels/convert.hpp"
 
 namespace dmuon::comm {
 
@@ -36,10 +37,19 @@ MPI_Datatype mpi_type(DType t) {
 }
 
 void require_reducible(DType t, const char* op) {
-  DMUON_REQUIRE(t == DType::f32 || t == DType::f64,
-                fmt::format("{}: the MPI backend cannot reduce {} (no MPI reduction for 2-byte "
-                            "floats); reduce f32/f64 buffers or use the NCCL backend",
+  DMUON_REQUIRE(t == DType::f32 || t == DType::f64 || t == DType::bf16,
+                fmt::format("{}: the MPI backend cannot reduce {} (it reduces f32, f64 and "
+                            "bf16); reduce one of those or use the NCCL backend",
                             op, dtype_name(t)));
+}
+
+// MPI_User_function: inout[i] = bf16(float(in[i]) + float(inout[i])), round to nearest even.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = kernels::host::float_to_bf16(kernels::host::bf16_to_float(a[i]) +
+                                        kernels::host::bf16_to_float(b[i]));
 }
 
 int mpi_count(std::size_t count, const char* op) {
@@ -101,7 +111,12 @@ class MpiCommunicator::MpiBatch final : public detail::BatchState {
   }
 
   static void divide(const Fixup& f) {
-    if (f.dtype == DType::f32) {
+    if (f.dtype == DType::bf16) {
+      auto* p = static_cast<std::uint16_t*>(f.dst);
+      const float d = static_cast<float>(f.divisor);
+      for (std::size_t i = 0; i < f.count; ++i)
+        p[i] = kernels::host::float_to_bf16(kernels::host::bf16_to_float(p[i]) / d);
+    } else if (f.dtype == DType::f32) {
       auto* p = static_cast<float*>(f.dst);
       const float d = static_cast<float>(f.divisor);
       for (std::size_t i = 0; i < f.count; ++i) p[i] /= d;
@@ -114,9 +129,19 @@ class MpiCommunicator::MpiBatch final : public detail::BatchState {
 };
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm)
-    : Communicator(Backend::mpi, rank_of(comm), size_of(comm)), comm_(dup_comm(comm)) {}
+    : Communicator(Backend::mpi, rank_of(comm), size_of(comm)), comm_(dup_comm(comm)) {
+  DMUON_CHECK_MPI(MPI_Op_create(&bf16_sum, 1, &bf16_sum_));
+}
 
-MpiCommunicator::~MpiCommunicator() = default;
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && bf16_sum_ != MPI_OP_NULL) MPI_Op_free(&bf16_sum_);
+}
+
+MPI_Op MpiCommunicator::op_for(DType dtype) const {
+  return dtype == DType::bf16 ? bf16_sum_ : MPI_SUM;
+}
 
 void MpiCommunicator::do_group_start() {
   open_ = std::make_unique<MpiBatch>();
@@ -141,8 +166,8 @@ void MpiCommunicator::do_reduce(const void* send, void* recv, std::size_t count,
   // MPI forbids aliased buffers; on the root send == recv means in place.
   const void* sbuf = is_root ? send_or_in_place(send, recv) : send;
   MPI_Request req = MPI_REQUEST_NULL;
-  DMUON_CHECK_MPI(MPI_Ireduce(sbuf, is_root ? recv : nullptr, n, mpi_type(dtype), MPI_SUM, root,
-                              comm_.get(), &req));
+  DMUON_CHECK_MPI(MPI_Ireduce(sbuf, is_root ? recv : nullptr, n, mpi_type(dtype), op_for(dtype),
+                              root, comm_.get(), &req));
   open_->requests.push_back(req);
   if (is_root && op == ReduceOp::avg && size() > 1)
     open_->fixups.push_back({recv, recv, count, dtype, size()});
@@ -159,14 +184,14 @@ void MpiCommunicator::do_reduce_scatter(const void* send, void* recv, std::size_
     // NCCL-style in place (own chunk inside the input): MPI's in-place form leaves the result
     // at the start of the buffer, so move it to this rank's slot after completion.
     void* whole = const_cast<void*>(send);
-    DMUON_CHECK_MPI(MPI_Ireduce_scatter_block(MPI_IN_PLACE, whole, n, mpi_type(dtype), MPI_SUM,
-                                              comm_.get(), &req));
+    DMUON_CHECK_MPI(MPI_Ireduce_scatter_block(MPI_IN_PLACE, whole, n, mpi_type(dtype),
+                                              op_for(dtype), comm_.get(), &req));
     open_->requests.push_back(req);
     open_->fixups.push_back({recv, whole, chunk, dtype, op == ReduceOp::avg ? size() : 1});
     return;
   }
   DMUON_CHECK_MPI(
-      MPI_Ireduce_scatter_block(send, recv, n, mpi_type(dtype), MPI_SUM, comm_.get(), &req));
+      MPI_Ireduce_scatter_block(send, recv, n, mpi_type(dtype), op_for(dtype), comm_.get(), &req));
   open_->requests.push_back(req);
   if (op == ReduceOp::avg && size() > 1)
     open_->fixups.push_back({recv, recv, chunk, dtype, size()});
@@ -189,8 +214,8 @@ void MpiCommunicator::do_all_reduce(const void* send, void* recv, std::size_t co
   require_reducible(dtype, "all_reduce");
   const int n = mpi_count(count, "all_reduce");
   MPI_Request req = MPI_REQUEST_NULL;
-  DMUON_CHECK_MPI(MPI_Iallreduce(send_or_in_place(send, recv), recv, n, mpi_type(dtype), MPI_SUM,
-                                 comm_.get(), &req));
+  DMUON_CHECK_MPI(MPI_Iallreduce(send_or_in_place(send, recv), recv, n, mpi_type(dtype),
+                                 op_for(dtype), comm_.get(), &req));
   open_->requests.push_back(req);
   if (op == ReduceOp::avg && size() > 1)
     open_->fixups.push_back({recv, recv, count, dtype, size()});

@@ -1,9 +1,11 @@
 #pragma once
 // Communicator over MPI nonblocking collectives (MPI_Ibcast, MPI_Ireduce, ...) on HOST buffers.
 // A batch is a request list completed by MPI_Waitall; AVG is MPI_SUM followed by a division
-// on the ranks that receive the result, after completion. Reductions support f32 and f64 only
-// (MPI has no portable 2-byte float reduction): bf16/f16 may be broadcast/gathered, and a
-// reduction on them throws InputError. Counts above INT_MAX elements throw InputError.
+// on the ranks that receive the result, after completion. Reductions support f32, f64 and bf16
+// (MPI has no 2-byte float type: bf16 moves as 16-bit words and sums with a user-defined
+// operation that adds in fp32 and rounds to nearest even, as NCCL's bf16 reductions round
+// each partial sum); f16 may be broadcast/gathered, and a reduction on it throws InputError.
+// Counts above INT_MAX elements throw InputError.
 
 #include <mpi.h>
 
@@ -38,7 +40,10 @@ class MpiCommunicator final : public Communicator {
  private:
   class MpiBatch;
 
+  MPI_Op op_for(DType dtype) const;
+
   UniqueComm comm_;
+  MPI_Op bf16_sum_ = MPI_OP_NULL;
   std::unique_ptr<MpiBatch> open_;
 };
 

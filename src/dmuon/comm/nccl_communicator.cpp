@@ -4,10 +4,14 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "dmuon/base/check.hpp"
+#include "dmuon/comm/abort.hpp"
 #include "dmuon/comm/nccl_check.hpp"
 
 namespace dmuon::comm {
@@ -70,26 +74,70 @@ int select_device(MPI_Comm comm, const CommunicatorOptions& options) {
   return device;
 }
 
+// How long a host wait on an NCCL batch may take before the job is declared hung:
+// DMUON_NCCL_TIMEOUT_S seconds (default 600).
+double wait_timeout_s() {
+  static const double t = [] {
+    const char* v = std::getenv("DMUON_NCCL_TIMEOUT_S");
+    const double s = v ? std::atof(v) : 0.0;
+    return s > 0 ? s : 600.0;
+  }();
+  return t;
+}
+
+// Aborts the NCCL communicator and ends the job (every rank) with the reason.
+[[noreturn]] void abort_communicator(ncclComm_t comm, const std::string& why) {
+  if (comm) ncclCommAbort(comm);
+  abort_all("NCCL: " + why);
+}
+
+// Host wait for `event` that keeps polling the communicator's asynchronous error state (a
+// failed peer otherwise leaves the event pending forever) and gives up after the timeout.
+void wait_event(cudaEvent_t event, ncclComm_t comm) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const cudaError_t rc = cudaEventQuery(event);
+    if (rc == cudaSuccess) return;
+    if (rc != cudaErrorNotReady) DMUON_CHECK_CUDA(rc);
+    ncclResult_t async = ncclSuccess;
+    if (comm && ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess &&
+        async != ncclInProgress)
+      abort_communicator(comm, fmt::format("asynchronous error: {}", ncclGetErrorString(async)));
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > wait_timeout_s())
+      abort_communicator(comm, fmt::format("a collective did not complete within {:.0f} s "
+                                           "(DMUON_NCCL_TIMEOUT_S); a peer is gone or hung",
+                                           wait_timeout_s()));
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 class NcclBatch final : public detail::BatchState {
  public:
-  explicit NcclBatch(cudaStream_t stream) {
+  NcclBatch(cudaStream_t stream, ncclComm_t comm) : comm_(comm) {
     DMUON_CHECK_CUDA(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
     DMUON_CHECK_CUDA(cudaEventRecord(event_, stream));
   }
+  // Destroying a recorded event is legal while it is pending (released when it completes).
   ~NcclBatch() override { cudaEventDestroy(event_); }
   NcclBatch(const NcclBatch&) = delete;
   NcclBatch& operator=(const NcclBatch&) = delete;
 
-  void wait() override { DMUON_CHECK_CUDA(cudaEventSynchronize(event_)); }
+  void wait() override { wait_event(event_, comm_); }
   bool test() override {
     const cudaError_t rc = cudaEventQuery(event_);
     if (rc == cudaErrorNotReady) return false;
     DMUON_CHECK_CUDA(rc);
     return true;
   }
+  void enqueue_wait(void* stream) override {
+    DMUON_CHECK_CUDA(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), event_, 0));
+  }
 
  private:
   cudaEvent_t event_ = nullptr;
+  ncclComm_t comm_ = nullptr;
 };
 
 class NcclCommunicator final : public Communicator {
@@ -108,6 +156,7 @@ class NcclCommunicator final : public Communicator {
     DMUON_CHECK_MPI(MPI_Bcast(&boot, static_cast<int>(sizeof(boot)), MPI_BYTE, 0, comm));
     DMUON_CHECK_NCCL(static_cast<ncclResult_t>(boot.rc));  // ncclGetUniqueId on rank 0
     DMUON_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    active_ = stream_;
     try {
       DMUON_CHECK_NCCL(ncclCommInitRank(&nccl_, size, boot.id, rank));
     } catch (...) {
@@ -124,29 +173,39 @@ class NcclCommunicator final : public Communicator {
     if (nccl_) ncclCommDestroy(nccl_);
   }
 
-  void* stream_handle() const override { return stream_; }
+  void* stream_handle() const override { return active_; }
+  void set_stream(void* stream) override {
+    active_ = stream ? static_cast<cudaStream_t>(stream) : stream_;
+  }
+  void check_async_error() override {
+    ncclResult_t async = ncclSuccess;
+    DMUON_CHECK_NCCL(ncclCommGetAsyncError(nccl_, &async));
+    if (async != ncclSuccess && async != ncclInProgress)
+      abort_communicator(nccl_, fmt::format("asynchronous error: {}", ncclGetErrorString(async)));
+  }
 
  protected:
   void do_broadcast(void* buf, std::size_t count, DType dtype, int root) override {
-    DMUON_CHECK_NCCL(ncclBroadcast(buf, buf, count, nccl_type(dtype), root, nccl_, stream_));
+    DMUON_CHECK_NCCL(ncclBroadcast(buf, buf, count, nccl_type(dtype), root, nccl_, active_));
   }
   void do_reduce(const void* send, void* recv, std::size_t count, DType dtype, int root,
                  ReduceOp op) override {
-    DMUON_CHECK_NCCL(
-        ncclReduce(send, recv, count, nccl_type(dtype), nccl_op(op), root, nccl_, stream_));
+    // NCCL reads recvbuff on the root only; elsewhere any valid pointer will do.
+    DMUON_CHECK_NCCL(ncclReduce(send, recv ? recv : const_cast<void*>(send), count,
+                                nccl_type(dtype), nccl_op(op), root, nccl_, active_));
   }
   void do_reduce_scatter(const void* send, void* recv, std::size_t chunk, DType dtype,
                          ReduceOp op) override {
     DMUON_CHECK_NCCL(
-        ncclReduceScatter(send, recv, chunk, nccl_type(dtype), nccl_op(op), nccl_, stream_));
+        ncclReduceScatter(send, recv, chunk, nccl_type(dtype), nccl_op(op), nccl_, active_));
   }
   void do_all_gather(const void* send, void* recv, std::size_t chunk, DType dtype) override {
-    DMUON_CHECK_NCCL(ncclAllGather(send, recv, chunk, nccl_type(dtype), nccl_, stream_));
+    DMUON_CHECK_NCCL(ncclAllGather(send, recv, chunk, nccl_type(dtype), nccl_, active_));
   }
   void do_all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
                      ReduceOp op) override {
     DMUON_CHECK_NCCL(
-        ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), nccl_, stream_));
+        ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), nccl_, active_));
   }
   void do_group_start() override {
     DMUON_CHECK_CUDA(cudaSetDevice(device_));
@@ -154,7 +213,7 @@ class NcclCommunicator final : public Communicator {
   }
   std::unique_ptr<detail::BatchState> do_group_end() override {
     DMUON_CHECK_NCCL(ncclGroupEnd());
-    return std::make_unique<NcclBatch>(stream_);
+    return std::make_unique<NcclBatch>(active_, nccl_);
   }
 
  private:
@@ -162,7 +221,8 @@ class NcclCommunicator final : public Communicator {
 
   int device_;
   ncclComm_t nccl_ = nullptr;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // owned
+  cudaStream_t active_ = nullptr;  // where batches run now (stream_ or a caller's)
 };
 
 }  // namespace

@@ -1,8 +1,12 @@
 #pragma once
 // Communicator over NCCL on DEVICE buffers, bootstrapped over an MPI communicator (rank 0's
-// ncclUniqueId is broadcast with MPI). All collectives run on one non-blocking CUDA stream
-// owned by the communicator (stream_handle()); a batch is ncclGroupStart/End plus a CUDA event
-// recorded on that stream, and Batch::wait() synchronizes on the event. AVG is ncclAvg.
+// ncclUniqueId is broadcast with MPI). Collectives run on the communicator's own non-blocking
+// stream or on a caller's (set_stream: the CUDA engine issues weights, reduces and replicas on
+// streams of their own); a batch is ncclGroupStart/End plus a CUDA event recorded on that
+// stream. Batch::wait() polls the event together with ncclCommGetAsyncError and gives up after
+// DMUON_NCCL_TIMEOUT_S (default 600 s): on an asynchronous error or the timeout it calls
+// ncclCommAbort and ends the job naming the rank; Batch::wait_on_stream() orders another
+// stream after the batch without blocking the host. AVG is ncclAvg.
 //
 // Declared here without CUDA/NCCL types so callers need neither header. When the library is
 // built without NCCL, the factory throws RuntimeFailure ("NCCL backend not compiled: ...").
