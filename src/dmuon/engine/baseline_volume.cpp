@@ -24,8 +24,8 @@ void set(KindExpectation& e, const plan::KindVolume& k, int rank) {
 
 VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
                                   const model::ModuleTree& tree, const plan::Plan& plan,
-                                  const plan::CommVolume& dmuon, int rank, int shard,
-                                  int replicate) {
+                                  const plan::CommVolume& dmuon, int rank, int shard, int replicate,
+                                  int wire_bytes) {
   constexpr auto row = CommGroup::shard, column = CommGroup::replicate;
   VolumeExpectation v{};
   const int gathers = reshard == plan::Reshard::z3 ? 2 : 1;
@@ -35,7 +35,8 @@ VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
     const std::int64_t n = tree.parameter(pid).numel();
     const bool dedicated = site_of[static_cast<std::size_t>(pid)] >= 0;
     const std::int64_t chunk = shard_chunk(n, shard);
-    const std::int64_t chunk_bytes = 4 * (shard - 1) * chunk;
+    const std::int64_t e = wire_bytes;
+    const std::int64_t chunk_bytes = e * (shard - 1) * chunk;
     const bool sharded = method == Method::fsdp_adamw || method == Method::fsdp_muon ||
                          (method == Method::dmuon && !dedicated);
     if (sharded) {
@@ -45,10 +46,10 @@ VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
         add(at(v, row, CollectiveKind::all_gather), 1, chunk_bytes);
       if (replicate > 1)
         add(at(v, column, CollectiveKind::all_reduce), 1,
-            4 * (chunk * (replicate - 1) / replicate));
+            e * (chunk * (replicate - 1) / replicate));
     }
     if (method == Method::ddp_muon)
-      add(at(v, row, CollectiveKind::all_reduce), 1, 4 * (n * (world - 1) / world));
+      add(at(v, row, CollectiveKind::all_reduce), 1, e * (n * (world - 1) / world));
   }
   if (method == Method::dmuon) {
     set(at(v, row, CollectiveKind::broadcast), dmuon.broadcast, rank);

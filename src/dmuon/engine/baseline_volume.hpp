@@ -6,15 +6,16 @@
 // `dmuon` the broadcast/reduce part is plan::predict_dmuon_volume (SPEC §6); the sharded
 // non-dedicated parameters add the FSDP terms below.
 //
-// Per fp32 parameter of numel n, chunk c = ceil(n / G) elements (shards padded to G·c), in the
-// shard group (a row of G ranks):
-//   FSDP forward all_gather   (G−1)·c·4 bytes, once (Z2) or twice (Z3: re-gather for backward)
-//   FSDP backward reduce_scatter(avg)  (G−1)·c·4
-//   fsdp-muon optimizer all_gather of the dedicated parameter's Nesterov input  (G−1)·c·4
+// Per parameter of numel n, chunk c = ceil(n / G) elements (shards padded to G·c), e bytes per
+// element on the wire (4 for fp32, 2 for bf16: --comm-dtype), in the shard group (a row of G
+// ranks):
+//   FSDP forward all_gather   (G−1)·c·e bytes, once (Z2) or twice (Z3: re-gather for backward)
+//   FSDP backward reduce_scatter(avg)  (G−1)·c·e
+//   fsdp-muon optimizer all_gather of the dedicated parameter's Nesterov input  (G−1)·c·e
 // and with HSDP (R > 1) in the replicate group (a column of R ranks):
-//   FSDP gradient-shard all_reduce(avg)  floor(c·(R−1)/R)·4
+//   FSDP gradient-shard all_reduce(avg)  floor(c·(R−1)/R)·e
 // ddp-muon ignores the layout (every rank holds everything): over all N = R·G ranks,
-//   all_reduce(avg)  floor(n·(N−1)/N)·4
+//   all_reduce(avg)  floor(n·(N−1)/N)·e
 
 #include <array>
 #include <cstdint>
@@ -43,7 +44,7 @@ inline std::int64_t shard_chunk(std::int64_t numel, int shard) {
 /// `shard` ranks. `dmuon` is the prediction for the plan (used for method dmuon only).
 VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
                                   const model::ModuleTree& tree, const plan::Plan& plan,
-                                  const plan::CommVolume& dmuon, int rank, int shard,
-                                  int replicate);
+                                  const plan::CommVolume& dmuon, int rank, int shard, int replicate,
+                                  int wire_bytes = 4);
 
 }  // namespace dmuon::engine

@@ -53,7 +53,7 @@ std::int64_t CommVolume::max_bytes_per_rank() const {
 
 CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::HookPlan& plan,
                                 const partition::Partition& part, Reshard reshard,
-                                GradReduce grad_reduce) {
+                                GradReduce grad_reduce, int wire_bytes) {
   const int G = part.options.shard, R = part.options.replicate;
   CommVolume v;
   v.reshard = reshard;
@@ -78,15 +78,16 @@ CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::H
     std::map<int, char> owners;  // slots owning a packed buffer at this site
     for (int pid : site.params) {
       const auto& prm = tree.parameter(pid);
+      const std::int64_t bytes = wire_bytes > 0 ? wire_bytes * prm.numel() : prm.bytes();
       const auto& owner = part.slots[part.owner_slot[pid]];
       owners[part.owner_slot[pid]] = 1;
       ++params;
       ++col_params[owner.shard];
-      col_bytes[owner.shard] += prm.bytes();
+      col_bytes[owner.shard] += bytes;
       col_master[owner.shard] += 4 * prm.numel();
-      rank_bytes[owner.rank] += prm.bytes();
+      rank_bytes[owner.rank] += bytes;
       rank_master[owner.rank] += 4 * prm.numel();
-      v.dedicated_bytes += prm.bytes();
+      v.dedicated_bytes += bytes;
     }
     for (const auto& o : owners) {
       ++pairs;

@@ -58,8 +58,11 @@ struct CommVolume {
 
 /// Predicts one DMuon step for `plan` owned by `part` (G × R world). Reduce calls count one per
 /// parameter (per_param) or one per (site, owner) (packed); bytes are the same either way.
+/// Weights and gradients travel in each parameter's own dtype, or in `wire_bytes` per element
+/// when it is > 0 (the engine's --comm-dtype); the replicate broadcast always carries the fp32
+/// master.
 CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::HookPlan& plan,
                                 const partition::Partition& part, Reshard reshard,
-                                GradReduce grad_reduce = GradReduce::per_param);
+                                GradReduce grad_reduce = GradReduce::per_param, int wire_bytes = 0);
 
 }  // namespace dmuon::plan

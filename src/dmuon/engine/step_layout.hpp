@@ -1,0 +1,167 @@
+#pragma once
+// What one rank holds during a training step, decided once per (plan, method, options, rank)
+// without MPI or CUDA: which parameters it owns, keeps a master copy of, shards or only
+// receives; the packed (site, owner) buffers of DMuon; and where every group's weights,
+// gradients and optimizer gathers live inside the backends' buffer pools. Pure data, so the
+// schedule, its tests and a simulator can build it for any rank of any world.
+//
+// Buffers (elements; "wire" = EngineOptions::comm_dtype, fp32 or bf16):
+//   master arena    fp32, persistent: DMuon masters of the (site, owner) pairs rooted in this
+//                   rank's column (the owner and, with HSDP, every rank of its column), packed
+//                   per pair; FSDP shards (chunk each); DDP full replicas.
+//   state arenas    fp32, persistent: Muon momentum or AdamW's exp_avg of what this rank
+//                   updates (first arena); AdamW's exp_avg_sq (second arena).
+//   grad arena      wire, persistent: gradients that must outlive the backward pass (pairs
+//                   rooted here: stage-1 root, stage-2 input, the owner's reduced gradient;
+//                   FSDP gradient shards; DDP full gradients).
+//   weight pool     wire: the groups' packed broadcasts / all-gathered weights that compute
+//                   reads. Z3: a ring of prefetch + 1 slots (a group is live from its issue to
+//                   the end of its compute); Z2: one slot per group (kept until backward).
+//   grad pool       wire: gradients that only travel (pairs rooted elsewhere, FSDP padded full
+//                   gradients): a ring of grad_window slots, a slot reused once the reduce that
+//                   read it completed (the schedule waits for it first).
+//   gather pool     wire: fsdp-muon's all-gathered Nesterov inputs, 2 slots (per-group
+//                   optimizer pipeline) or one per group.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dmuon/engine/engine_options.hpp"
+#include "dmuon/engine/synthetic.hpp"
+#include "dmuon/model/module_tree.hpp"
+#include "dmuon/plan/plan.hpp"
+
+namespace dmuon::engine {
+
+/// One rank's place in a world of `replicate` rows × `shard` columns (rank = row·G + column).
+struct RankCoords {
+  int rank = 0;
+  int column = 0;     ///< s: index in the shard group (row)
+  int row = 0;        ///< r: index in the replicate group (column)
+  int shard = 1;      ///< G
+  int replicate = 1;  ///< R
+  static RankCoords of(int rank, int shard, int replicate) {
+    return {rank, rank % shard, rank / shard, shard, replicate};
+  }
+  int world() const { return shard * replicate; }
+};
+
+/// Where a parameter lives on this rank.
+enum class Storage {
+  owned,       ///< dmuon: this rank owns it (fp32 master + momentum; runs Muon on it)
+  column,      ///< dmuon HSDP: a rank of another row in this column owns it; fp32 master copy
+  remote,      ///< dmuon: only the packed copy received for compute
+  sharded,     ///< FSDP: 1/G of it (padded) in this row, replicated across rows
+  replicated,  ///< DDP: everything everywhere
+};
+const char* storage_name(Storage s);
+
+enum class GroupKind { fsdp, dmuon_site, ddp };
+
+struct ParamLayout {
+  int pid = -1;
+  std::string name;
+  MatrixShape shape;
+  std::int64_t numel = 0;
+  int group = -1;
+  Storage storage = Storage::replicated;
+  bool muon = false;             ///< updated with Muon (else AdamW)
+  bool updated_here = false;     ///< this rank runs its optimizer step (owned, sharded, replicated)
+  int owner = -1;                ///< dmuon dedicated: world rank of the owner
+  int pair = -1;                 ///< dmuon dedicated: index into StepLayout::pairs
+  std::int64_t pair_offset = 0;  ///< dmuon dedicated: offset inside the pair's packed buffer
+  std::int64_t chunk = 0;        ///< sharded: elements per rank of the row (padded)
+  std::int64_t master_offset = -1;        ///< in the master arena (fp32); -1: none on this rank
+  std::int64_t state_offset = -1;         ///< in the state arena; -1: this rank keeps no state
+  std::int64_t second_state_offset = -1;  ///< AdamW's exp_avg_sq in the second state arena
+  std::int64_t state_elems = 0;           ///< numel (owned, replicated) or chunk (sharded)
+  /// Compute weights: offset inside its group's weight slot.
+  std::int64_t weight_offset = 0;
+  /// Where backward writes its gradient: in the grad arena (grad_persistent) or in its group's
+  /// grad-pool slot. Sharded: the padded G·chunk full gradient (pool); its shard is separate.
+  bool grad_persistent = false;
+  std::int64_t grad_offset = 0;
+  std::int64_t grad_shard_offset = -1;  ///< sharded: chunk elements in the grad arena
+  std::int64_t gather_offset = -1;      ///< fsdp-muon Muon params: inside the group's gather slot
+};
+
+/// One (site, owner) pair of a DMuon site: the owner's parameters, packed in model order.
+struct PairLayout {
+  int group = -1;
+  int owner = -1;            ///< world rank
+  int owner_column = 0;      ///< root of the row broadcast and stage-1 reduce
+  int owner_row = 0;         ///< root of the stage-2 reduce and the replicate broadcast
+  std::vector<int> members;  ///< indices into StepLayout::params
+  std::int64_t numel = 0;
+  bool rooted_here = false;        ///< in this rank's column: holds a master copy (HSDP) or owns it
+  bool owned = false;              ///< this rank is the owner
+  std::int64_t weight_offset = 0;  ///< inside the group's weight slot
+  std::int64_t master_offset = -1;  ///< rooted_here: in the master arena
+  std::int64_t state_offset = -1;   ///< owned: momentum in the state arena
+  bool grad_persistent = false;     ///< == rooted_here
+  std::int64_t grad_offset = 0;     ///< in the grad arena or the group's grad slot
+};
+
+struct GroupLayout {
+  GroupKind kind = GroupKind::fsdp;
+  std::vector<int> members;  ///< indices into StepLayout::params, model order
+  std::vector<int> pairs;    ///< dmuon sites: indices into StepLayout::pairs
+  /// Pre/post-forward hooks fire here: DMuon sites; FSDP units of the fsdp methods (dmuon's
+  /// non-dedicated unit is not a DMuon hook site). DDP has post-backward hooks only.
+  bool hooked = false;
+  std::int64_t weight_elems = 0;     ///< elements of its weights while live (packed / gathered)
+  std::int64_t grad_elems = 0;       ///< elements it needs in a grad-pool slot
+  std::int64_t gather_elems = 0;     ///< fsdp-muon: its all-gathered Nesterov inputs
+  std::int64_t own_weight_slot = 0;  ///< Z2: offset of its own slot in the weight pool
+  std::int64_t own_gather_slot = 0;  ///< all_then_publish: offset of its own gather slot
+  bool has_weight_comm() const { return kind != GroupKind::ddp && weight_elems > 0; }
+};
+
+struct StepLayout {
+  Method method = Method::dmuon;
+  plan::Reshard reshard = plan::Reshard::z3;
+  /// The coordinates the method communicates over (ddp: one row of every rank).
+  RankCoords me;
+  std::vector<ParamLayout> params;  ///< tree.parameter_order()
+  std::vector<PairLayout> pairs;
+  std::vector<GroupLayout> groups;  ///< forward order: the non-dedicated unit first, then sites
+  std::int64_t master_elems = 0;
+  std::int64_t state_elems = 0;
+  std::int64_t second_state_elems = 0;
+  std::int64_t grad_arena_elems = 0;
+  int weight_window = 1;  ///< slots of the weight ring (Z3); Z2: every group has its own
+  std::int64_t weight_slot_elems = 0;  ///< one ring slot (the largest group)
+  std::int64_t weight_pool_elems = 0;
+  int grad_window = 2;
+  std::int64_t grad_slot_elems = 0;
+  std::int64_t grad_pool_elems = 0;
+  int gather_window = 2;  ///< 0: one slot per group (all_then_publish)
+  std::int64_t gather_slot_elems = 0;
+  std::int64_t gather_pool_elems = 0;
+  /// Peak elements of weight buffers a real implementation holds live (Z3: the groups in
+  /// flight together; Z2: all), which is what the results report, not the pool's slot sizes.
+  std::int64_t live_weight_elems = 0;
+  int nan_param = -1;  ///< --inject-nan-step target: the first dedicated parameter
+
+  bool hsdp() const { return me.replicate > 1; }
+  /// Pool offsets of the slot a group uses when it is the `position`-th to take one in the
+  /// current pass (weights: forward or backward; grads: backward; gathers: the optimizer).
+  std::int64_t weight_base(int group, int position) const;
+  std::int64_t grad_base(int position) const;
+  std::int64_t gather_base(int group, int position) const;
+};
+
+struct LayoutOptions {
+  Method method = Method::dmuon;
+  plan::Reshard reshard = plan::Reshard::z3;
+  int prefetch = 1;
+  OptimizerPipeline pipeline = OptimizerPipeline::per_group;
+};
+
+/// The layout of world rank `rank` in a world of plan.partition.options (R rows × G columns).
+/// ddp ignores the rows: it runs over all ranks as one group.
+StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
+                       const LayoutOptions& options, int rank);
+
+}  // namespace dmuon::engine

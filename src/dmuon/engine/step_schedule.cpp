@@ -1,0 +1,397 @@
+#include "dmuon/engine/step_schedule.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace dmuon::engine {
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::take_replica: return "take_replica";
+    case Op::pack: return "pack";
+    case Op::issue_weights: return "issue_weights";
+    case Op::wait_weights: return "wait_weights";
+    case Op::forward: return "forward";
+    case Op::release_weights: return "release_weights";
+    case Op::backward: return "backward";
+    case Op::issue_reduce: return "issue_reduce";
+    case Op::wait_reduce: return "wait_reduce";
+    case Op::issue_stage2: return "issue_stage2";
+    case Op::wait_stage2: return "wait_stage2";
+    case Op::prepare: return "prepare";
+    case Op::issue_gather: return "issue_gather";
+    case Op::wait_gather: return "wait_gather";
+    case Op::newton_schulz: return "newton_schulz";
+    case Op::apply: return "apply";
+    case Op::publish: return "publish";
+    case Op::hook: return "hook";
+  }
+  return "?";
+}
+
+ScheduleOptions schedule_options(const EngineOptions& o) {
+  ScheduleOptions s;
+  s.prefetch = o.prefetch;
+  s.grad_reduce = o.grad_reduce;
+  s.pipeline = o.pipeline;
+  s.wire = o.comm_dtype == kernels::Dtype::bf16 ? comm::DType::bf16 : comm::DType::f32;
+  return s;
+}
+
+CommGroup comm_of(Op op) {
+  return op == Op::issue_stage2 || op == Op::publish ? CommGroup::replicate : CommGroup::shard;
+}
+
+namespace {
+
+bool has_rooted_pair(const StepLayout& L, const GroupLayout& g) {
+  return std::any_of(g.pairs.begin(), g.pairs.end(),
+                     [&](int pr) { return L.pairs[static_cast<std::size_t>(pr)].rooted_here; });
+}
+
+// Builds the op list; one instance per make_schedule call.
+class Builder {
+ public:
+  Builder(const StepLayout& layout, const ScheduleOptions& options)
+      : L_(layout),
+        o_(options),
+        n_(static_cast<int>(layout.groups.size())),
+        z3_(layout.reshard == plan::Reshard::z3),
+        weight_base_(static_cast<std::size_t>(n_), -1),
+        grad_base_(static_cast<std::size_t>(n_), -1),
+        reduce_waited_(static_cast<std::size_t>(n_), false) {}
+
+  Schedule build() {
+    forward();
+    backward();
+    if (o_.pipeline == OptimizerPipeline::per_group)
+      optimizer_per_group();
+    else
+      optimizer_all_then_publish();
+    return std::move(ops_);
+  }
+
+ private:
+  const GroupLayout& group(int g) const { return L_.groups[static_cast<std::size_t>(g)]; }
+  const ParamLayout& param(int p) const { return L_.params[static_cast<std::size_t>(p)]; }
+
+  StepOp& emit(Op op, int g, Phase phase, bool exposed) {
+    StepOp s;
+    s.op = op;
+    s.group = g;
+    s.phase = phase;
+    s.exposed = exposed;
+    if (g >= 0) {
+      s.weight_base = weight_base_[static_cast<std::size_t>(g)];
+      s.grad_base = grad_base_[static_cast<std::size_t>(g)];
+    }
+    ops_.push_back(s);
+    return ops_.back();
+  }
+  void untimed(Op op, int g) { emit(op, g, Phase::step, false).timed = false; }
+  void hook(int g, HookPoint h) {
+    StepOp& s = emit(Op::hook, g, Phase::step, false);
+    s.timed = false;
+    s.hook = h;
+  }
+  void compute(Op op, int g, int p, Phase phase) { emit(op, g, phase, false).param = p; }
+
+  bool has_stage2(int g) const {
+    if (!L_.hsdp()) return false;
+    const auto& G = group(g);
+    if (G.kind == GroupKind::dmuon_site) return has_rooted_pair(L_, G);
+    return G.kind == GroupKind::fsdp;
+  }
+
+  // Issues the weight collectives of order[issued_ .. k + prefetch] and waits for order[k].
+  void weights_ready(const std::vector<int>& order, int k, bool backward_pass) {
+    const Phase ph = backward_pass ? Phase::backward_comm : Phase::forward_comm;
+    for (; issued_ < n_ && issued_ <= k + o_.prefetch; ++issued_) {
+      const int g = order[static_cast<std::size_t>(issued_)];
+      const auto& G = group(g);
+      weight_base_[static_cast<std::size_t>(g)] = L_.weight_base(g, issued_);
+      if (G.kind == GroupKind::ddp) {
+        // Replicas: the compute copy is made once per step, no collective.
+        if (!backward_pass) emit(Op::pack, g, Phase::forward_compute, false);
+        continue;
+      }
+      if (!G.has_weight_comm()) continue;
+      if (!backward_pass && L_.hsdp() && G.kind == GroupKind::dmuon_site && has_rooted_pair(L_, G))
+        emit(Op::take_replica, g, ph, true);
+      emit(Op::pack, g, ph, true);
+      emit(Op::issue_weights, g, ph, true);
+    }
+    const int g = order[static_cast<std::size_t>(k)];
+    if (group(g).has_weight_comm()) emit(Op::wait_weights, g, ph, true);
+  }
+
+  void forward() {
+    std::vector<int> order(static_cast<std::size_t>(n_));
+    for (int i = 0; i < n_; ++i) order[static_cast<std::size_t>(i)] = i;
+    issued_ = 0;
+    for (int k = 0; k < n_; ++k) {
+      const int g = order[static_cast<std::size_t>(k)];
+      const auto& G = group(g);
+      weights_ready(order, k, false);
+      if (G.hooked) hook(g, HookPoint::forward_pre);
+      for (int p : G.members) compute(Op::forward, g, p, Phase::forward_compute);
+      if (z3_ && G.kind != GroupKind::ddp) {
+        untimed(Op::release_weights, g);
+        if (G.hooked) hook(g, HookPoint::forward_post);
+      }
+    }
+  }
+
+  void backward() {
+    std::vector<int> order(static_cast<std::size_t>(n_));
+    for (int i = 0; i < n_; ++i) order[static_cast<std::size_t>(i)] = n_ - 1 - i;
+    issued_ = 0;
+    std::vector<int> grad_slot_occupant(static_cast<std::size_t>(L_.grad_window), -1);
+    for (int k = 0; k < n_; ++k) {
+      const int g = order[static_cast<std::size_t>(k)];
+      const auto& G = group(g);
+      if (z3_ && G.kind != GroupKind::ddp) {
+        weights_ready(order, k, true);
+        if (G.hooked) hook(g, HookPoint::backward_pre);
+      }
+      if (G.grad_elems > 0) {
+        grad_base_[static_cast<std::size_t>(g)] = L_.grad_base(k);
+        // The reduce that last read this grad-pool slot must be done before it is rewritten.
+        int& occupant = grad_slot_occupant[static_cast<std::size_t>(k % L_.grad_window)];
+        if (occupant >= 0) wait_reduce(occupant);
+        occupant = g;
+      }
+      for (auto it = G.members.rbegin(); it != G.members.rend(); ++it)
+        compute(Op::backward, g, *it, Phase::backward_compute);
+      if (G.kind != GroupKind::ddp) untimed(Op::release_weights, g);
+      emit(Op::issue_reduce, g, Phase::backward_comm, true);
+      if (G.hooked || G.kind == GroupKind::ddp) hook(g, HookPoint::backward_post);
+      if (k >= o_.stage2_lag) stage2(order[static_cast<std::size_t>(k - o_.stage2_lag)]);
+    }
+    for (int k = std::max(0, n_ - o_.stage2_lag); k < n_; ++k)
+      stage2(order[static_cast<std::size_t>(k)]);
+  }
+
+  void stage2(int g) {
+    if (has_stage2(g)) emit(Op::issue_stage2, g, Phase::backward_comm, true);
+  }
+
+  void wait_reduce(int g) {
+    if (reduce_waited_[static_cast<std::size_t>(g)]) return;
+    reduce_waited_[static_cast<std::size_t>(g)] = true;
+    emit(Op::wait_reduce, g, Phase::backward_comm, true);
+  }
+
+  // Everything the optimizer needs before it may touch g's gradients.
+  void gradients_ready(int g) {
+    wait_reduce(g);
+    if (has_stage2(g)) emit(Op::wait_stage2, g, Phase::backward_comm, true);
+  }
+
+  bool prepares(int g) const {
+    for (int p : group(g).members)
+      if (param(p).updated_here && param(p).muon) return true;
+    return false;
+  }
+
+  void prepare_and_gather(int g, int gather_position) {
+    gradients_ready(g);
+    const bool gathers = group(g).gather_elems > 0;
+    if (gathers) gather_base_of_[g] = L_.gather_base(g, gather_position);
+    // fsdp-muon's prepare writes each Nesterov input shard into its own part of the slot, so
+    // the all-gather runs in place.
+    if (prepares(g))
+      emit(Op::prepare, g, Phase::optimizer_other, false).gather_base = gather_base(g);
+    if (gathers)
+      emit(Op::issue_gather, g, Phase::optimizer_other, true).gather_base = gather_base(g);
+  }
+
+  std::int64_t gather_base(int g) const {
+    const auto it = gather_base_of_.find(g);
+    return it == gather_base_of_.end() ? -1 : it->second;
+  }
+
+  void wait_gather(int g) {
+    if (group(g).gather_elems == 0) return;
+    emit(Op::wait_gather, g, Phase::optimizer_other, true).gather_base = gather_base(g);
+  }
+
+  void newton_schulz(int g) {
+    for (int p : group(g).members)
+      if (param(p).updated_here && param(p).muon) {
+        StepOp& s = emit(Op::newton_schulz, g, Phase::optimizer_ns, false);
+        s.param = p;
+        s.gather_base = gather_base(g);  // fsdp-muon: NS in place on the gathered input
+      }
+  }
+
+  void apply(int g) {
+    for (int p : group(g).members)
+      if (param(p).updated_here) {
+        StepOp& s = emit(Op::apply, g, Phase::optimizer_other, false);
+        s.param = p;
+        s.gather_base = gather_base(g);
+      }
+  }
+
+  void publish(int g) {
+    const auto& G = group(g);
+    if (L_.hsdp() && G.kind == GroupKind::dmuon_site && has_rooted_pair(L_, G))
+      emit(Op::publish, g, Phase::optimizer_other, true);
+  }
+
+  void optimizer_per_group() {
+    std::vector<int> gathering;
+    for (int g = 0; g < n_; ++g)
+      if (group(g).gather_elems > 0) gathering.push_back(g);
+    std::vector<bool> prepared(static_cast<std::size_t>(n_), false);
+    int next_gather = 0;  // index into `gathering` of the next group to prepare
+    auto prepare = [&](int g) {
+      if (prepared[static_cast<std::size_t>(g)]) return;
+      prepared[static_cast<std::size_t>(g)] = true;
+      int position = 0;
+      if (group(g).gather_elems > 0) position = next_gather++;
+      prepare_and_gather(g, position);
+    };
+    for (int g = 0; g < n_; ++g) {
+      prepare(g);
+      if (group(g).gather_elems > 0) {
+        // Keep one all-gather in flight ahead: the next gathering group's inputs move while
+        // this group's Newton–Schulz runs.
+        if (next_gather < static_cast<int>(gathering.size()))
+          prepare(gathering[static_cast<std::size_t>(next_gather)]);
+        wait_gather(g);
+      }
+      newton_schulz(g);
+      apply(g);
+      publish(g);
+    }
+  }
+
+  void optimizer_all_then_publish() {
+    int position = 0;
+    for (int g = 0; g < n_; ++g) prepare_and_gather(g, group(g).gather_elems > 0 ? position++ : 0);
+    for (int g = 0; g < n_; ++g) wait_gather(g);
+    for (int g = 0; g < n_; ++g) newton_schulz(g);
+    for (int g = 0; g < n_; ++g) apply(g);
+    for (int g = 0; g < n_; ++g) publish(g);
+  }
+
+  const StepLayout& L_;
+  const ScheduleOptions& o_;
+  int n_;
+  bool z3_;
+  int issued_ = 0;
+  std::vector<std::int64_t> weight_base_, grad_base_;
+  std::vector<bool> reduce_waited_;
+  std::map<int, std::int64_t> gather_base_of_;
+  Schedule ops_;
+};
+
+}  // namespace
+
+Schedule make_schedule(const StepLayout& layout, const ScheduleOptions& options) {
+  return Builder(layout, options).build();
+}
+
+std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op,
+                                           const ScheduleOptions& o) {
+  using comm::CollectiveKind;
+  using Kind = BufferRef::Kind;
+  std::vector<CollectiveCall> calls;
+  if (op.group < 0) return calls;
+  const auto& g = L.groups[static_cast<std::size_t>(op.group)];
+  const bool packed = o.grad_reduce == plan::GradReduce::packed;
+  auto add = [&](CollectiveKind kind, CommGroup c, std::int64_t count, comm::DType dtype, int root,
+                 BufferRef buf) -> CollectiveCall& {
+    CollectiveCall call;
+    call.kind = kind;
+    call.comm = c;
+    call.count = count;
+    call.dtype = dtype;
+    call.root = root;
+    call.buffer = buf;
+    calls.push_back(call);
+    return calls.back();
+  };
+  auto pair_ref = [](Kind k, int pr, std::int64_t base) { return BufferRef{k, pr, -1, base}; };
+  auto param_ref = [](Kind k, int p, std::int64_t base) { return BufferRef{k, -1, p, base}; };
+  // DMuon gradients of one pair to `root` of `c`: per parameter or the packed buffer.
+  auto reduce_pair = [&](int pr, CommGroup c, int root, std::int64_t base) {
+    const auto& pair = L.pairs[static_cast<std::size_t>(pr)];
+    if (packed) {
+      add(CollectiveKind::reduce, c, pair.numel, o.wire, root, pair_ref(Kind::grads, pr, base));
+      return;
+    }
+    for (int p : pair.members)
+      add(CollectiveKind::reduce, c, L.params[static_cast<std::size_t>(p)].numel, o.wire, root,
+          param_ref(Kind::grads, p, base));
+  };
+  switch (op.op) {
+    case Op::issue_weights:
+      if (g.kind == GroupKind::dmuon_site) {
+        for (int pr : g.pairs) {
+          const auto& pair = L.pairs[static_cast<std::size_t>(pr)];
+          add(CollectiveKind::broadcast, CommGroup::shard, pair.numel, o.wire, pair.owner_column,
+              pair_ref(Kind::weights, pr, op.weight_base));
+        }
+      } else if (g.kind == GroupKind::fsdp) {
+        for (int p : g.members)
+          add(CollectiveKind::all_gather, CommGroup::shard,
+              L.params[static_cast<std::size_t>(p)].chunk, o.wire, -1,
+              param_ref(Kind::weights, p, op.weight_base));
+      }
+      break;
+    case Op::issue_reduce:
+      if (g.kind == GroupKind::dmuon_site) {
+        for (int pr : g.pairs)
+          reduce_pair(pr, CommGroup::shard, L.pairs[static_cast<std::size_t>(pr)].owner_column,
+                      op.grad_base);
+      } else {
+        for (int p : g.members) {
+          const auto& prm = L.params[static_cast<std::size_t>(p)];
+          if (g.kind == GroupKind::fsdp)
+            add(CollectiveKind::reduce_scatter, CommGroup::shard, prm.chunk, o.wire, -1,
+                param_ref(Kind::grads, p, op.grad_base))
+                .recv = param_ref(Kind::grad_shard, p, 0);
+          else
+            add(CollectiveKind::all_reduce, CommGroup::shard, prm.numel, o.wire, -1,
+                param_ref(Kind::grads, p, 0));
+        }
+      }
+      break;
+    case Op::issue_stage2:
+      if (g.kind == GroupKind::dmuon_site) {
+        for (int pr : g.pairs)
+          if (L.pairs[static_cast<std::size_t>(pr)].rooted_here)
+            reduce_pair(pr, CommGroup::replicate, L.pairs[static_cast<std::size_t>(pr)].owner_row,
+                        0);
+      } else if (g.kind == GroupKind::fsdp) {
+        for (int p : g.members)
+          add(CollectiveKind::all_reduce, CommGroup::replicate,
+              L.params[static_cast<std::size_t>(p)].chunk, o.wire, -1,
+              param_ref(Kind::grad_shard, p, 0));
+      }
+      break;
+    case Op::issue_gather:
+      for (int p : g.members) {
+        const auto& prm = L.params[static_cast<std::size_t>(p)];
+        if (prm.gather_offset >= 0)
+          add(CollectiveKind::all_gather, CommGroup::shard, prm.chunk, o.wire, -1,
+              param_ref(Kind::gather, p, op.gather_base));
+      }
+      break;
+    case Op::publish:
+      for (int pr : g.pairs) {
+        const auto& pair = L.pairs[static_cast<std::size_t>(pr)];
+        if (pair.rooted_here)
+          add(CollectiveKind::broadcast, CommGroup::replicate, pair.numel, comm::DType::f32,
+              pair.owner_row, pair_ref(Kind::master, pr, 0));
+      }
+      break;
+    default: break;
+  }
+  return calls;
+}
+
+}  // namespace dmuon::engine

@@ -1,0 +1,121 @@
+#pragma once
+// The order of one training step on one rank, as data: a pure function of the rank's layout
+// and the engine options builds the list of operations every executor runs (the host one over
+// MPI + Kokkos, the CUDA one over NCCL + cuBLAS streams, a simulator). Nothing in it depends on
+// timing: collectives are issued on each communicator at fixed positions, identical on every
+// rank of that communicator (no "issue when a local poll says ready"), which NCCL needs to
+// avoid deadlock across communicators and which the tests check rank by rank.
+//
+// One step, groups g in forward order (the non-dedicated unit, then the hook sites):
+//   forward   per g: [take_replica] pack, issue_weights for g..g+prefetch not yet issued;
+//             wait_weights g; hook; forward p for its parameters; (Z3) release, hook
+//   backward  per g in reverse: (Z3) the same weight prefetch and wait, hook; wait for the
+//             reduce that last used this grad-pool slot; backward p in reverse; release;
+//             issue_reduce g; hook; HSDP: issue_stage2 of the group issued stage2_lag earlier
+//   optimizer per_group: per g in forward order wait its gradients, prepare (momentum),
+//             [fsdp-muon: all-gather the Nesterov inputs, one group ahead], newton_schulz and
+//             apply per parameter, publish (HSDP: the owners' replicate broadcasts);
+//             all_then_publish: every wait and prepare, every NS, every apply, every publish.
+
+#include <cstdint>
+#include <vector>
+
+#include "dmuon/comm/collective_counters.hpp"
+#include "dmuon/comm/dtype.hpp"
+#include "dmuon/engine/run_result.hpp"
+#include "dmuon/engine/step_layout.hpp"
+
+namespace dmuon::engine {
+
+enum class Op {
+  take_replica,     ///< HSDP dmuon: complete the previous step's replicate broadcast of g
+  pack,             ///< fill the send side of g's weight collective (cast / copy masters)
+  issue_weights,    ///< shard group: packed broadcasts (dmuon) or all-gathers (fsdp) of g
+  wait_weights,     ///< g's weights are in its slot
+  forward,          ///< forward compute of one parameter
+  release_weights,  ///< compute no longer reads g's weight slot (it may be refilled)
+  backward,         ///< backward compute of one parameter, gradient into its buffer
+  issue_reduce,     ///< stage 1: reduces to owners / reduce-scatters / DDP all-reduces of g
+  wait_reduce,      ///< g's stage 1 completed (its pooled gradients may be reused)
+  issue_stage2,     ///< HSDP, replicate group: after g's stage 1 (an ordering, not a wait)
+  wait_stage2,
+  prepare,       ///< optimizer: momentum of g's Muon parameters updated here
+  issue_gather,  ///< fsdp-muon: all-gather of g's Nesterov inputs
+  wait_gather,
+  newton_schulz,  ///< one parameter
+  apply,          ///< one parameter: Muon update or AdamW step
+  publish,        ///< HSDP dmuon: the owners' fp32 masters of g broadcast in their column
+  hook,           ///< a communication hook fires (counted, not timed)
+};
+const char* op_name(Op op);
+
+enum class HookPoint { forward_pre, forward_post, backward_pre, backward_post };
+
+struct StepOp {
+  Op op = Op::hook;
+  int group = -1;
+  int param = -1;
+  /// Pool offsets of the group's slots where the op touches them (-1: not used).
+  std::int64_t weight_base = -1;
+  std::int64_t grad_base = -1;
+  std::int64_t gather_base = -1;
+  Phase phase = Phase::step;
+  bool timed = true;     ///< false for hooks and releases (bookkeeping)
+  bool exposed = false;  ///< its time counts as exposed communication
+  HookPoint hook = HookPoint::forward_pre;
+};
+
+struct ScheduleOptions {
+  int prefetch = 1;
+  plan::GradReduce grad_reduce = plan::GradReduce::per_param;
+  OptimizerPipeline pipeline = OptimizerPipeline::per_group;
+  int stage2_lag = 1;  ///< HSDP: stage 2 of a group is issued this many groups after stage 1
+  comm::DType wire = comm::DType::f32;  ///< parameters and gradients on the wire
+};
+
+/// The schedule options of a run.
+ScheduleOptions schedule_options(const EngineOptions& o);
+
+using Schedule = std::vector<StepOp>;
+
+/// The operations of one step of the rank `layout` describes.
+Schedule make_schedule(const StepLayout& layout, const ScheduleOptions& options);
+
+/// A buffer a collective reads or writes, resolved to memory by the backend.
+struct BufferRef {
+  enum class Kind {
+    weights,     ///< pair: its packed slice of the weight slot; param: its region there
+    grads,       ///< pair or param: where its gradient is (grad arena or grad slot)
+    grad_shard,  ///< param (sharded): its gradient shard in the grad arena
+    master,      ///< pair (rooted here): its fp32 packed master
+    gather,      ///< param (fsdp-muon): its all-gathered Nesterov input in the gather slot
+  };
+  Kind kind = Kind::weights;
+  int pair = -1;
+  int param = -1;
+  std::int64_t base = 0;  ///< the op's pool base for the pooled kinds
+};
+
+/// One collective as an executor issues it on `comm`:
+///   broadcast(buffer, count, dtype, root); reduce_avg(buffer -> buffer on root, in place);
+///   all_gather in place (buffer holds size·count; this rank's part at rank·count);
+///   reduce_scatter_avg(buffer of size·count -> recv); all_reduce_avg in place.
+struct CollectiveCall {
+  comm::CollectiveKind kind = comm::CollectiveKind::broadcast;
+  CommGroup comm = CommGroup::shard;
+  std::int64_t count = 0;
+  comm::DType dtype = comm::DType::f32;
+  int root = -1;
+  BufferRef buffer;
+  BufferRef recv;  ///< reduce_scatter only
+};
+
+/// The collectives of an issue op (issue_weights, issue_reduce, issue_stage2, issue_gather,
+/// publish), in the order they are issued inside its batch; empty for other ops.
+std::vector<CollectiveCall> collectives_of(const StepLayout& layout, const StepOp& op,
+                                           const ScheduleOptions& options);
+
+/// The communicator an issue op uses.
+CommGroup comm_of(Op op);
+
+}  // namespace dmuon::engine

@@ -1,0 +1,369 @@
+// The step schedule on its own (no MPI): for every method, layout and option the engine runs,
+// built for every rank of the world,
+//   - each communicator (a row, a column, the DDP world) sees the same sequence of collectives
+//     (kind, count, dtype, root) from every one of its ranks, in the same order;
+//   - the collectives a rank's schedule issues in one step add up to the calls and bytes of
+//     the closed-form formula (baseline_volume.hpp / comm_volume.hpp, written independently);
+//   - hook ops add up to the hook formula (Z3 four per site, Z2 two);
+//   - no pool slot is used by two groups at once, and Z3 never holds more than prefetch + 1
+//     groups' weights;
+//   - every issued batch is waited within the step (the replicate broadcasts at the next one).
+// Plus hand-built cases whose op sequences are written out in full.
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/plan_options.hpp"
+#include "dmuon/engine/baseline_volume.hpp"
+#include "dmuon/engine/step_schedule.hpp"
+#include "dmuon/plan/comm_volume.hpp"
+
+namespace {
+
+using namespace dmuon;
+using engine::CollectiveCall;
+using engine::CommGroup;
+using engine::Method;
+using engine::Op;
+using engine::StepOp;
+
+struct Case {
+  std::string topology;
+  int world = 1;
+  int replicate = 1;
+  Method method = Method::dmuon;
+  plan::Reshard reshard = plan::Reshard::z3;
+  int prefetch = 1;
+  plan::GradReduce grad_reduce = plan::GradReduce::per_param;
+  engine::OptimizerPipeline pipeline = engine::OptimizerPipeline::per_group;
+  comm::DType wire = comm::DType::f32;
+  bool no_pack = false;  ///< every parameter its own partition unit: several owners per site
+  std::string strategy = "lpt";
+
+  std::string name() const {
+    std::ostringstream s;
+    s << topology << " N=" << world << " R=" << replicate << " " << engine::method_name(method)
+      << " " << plan::reshard_name(reshard) << " prefetch " << prefetch << " "
+      << plan::grad_reduce_name(grad_reduce) << " " << engine::optimizer_pipeline_name(pipeline)
+      << " " << comm::dtype_name(wire) << " " << strategy << (no_pack ? " no-pack" : "");
+    return s.str();
+  }
+};
+
+struct Built {
+  model::Topology topo;
+  plan::Plan plan;
+  engine::ScheduleOptions options;
+  std::vector<engine::StepLayout> layouts;  // by world rank
+  std::vector<engine::Schedule> schedules;
+};
+
+Built build(const Case& c) {
+  apps::PlanOptions po;
+  po.topology = c.topology;
+  po.replicate = c.replicate;
+  po.no_pack = c.no_pack;
+  po.owner_strategy = c.strategy;
+  Built b{apps::load_topology(po), {}, {}, {}, {}};
+  b.plan = plan::make_plan(b.topo.tree, apps::make_plan_config(po, b.topo, c.world));
+  b.options.prefetch = c.prefetch;
+  b.options.grad_reduce = c.grad_reduce;
+  b.options.pipeline = c.pipeline;
+  b.options.wire = c.wire;
+  for (int r = 0; r < c.world; ++r) {
+    b.layouts.push_back(
+        engine::make_layout(b.topo.tree, b.plan, {c.method, c.reshard, c.prefetch, c.pipeline}, r));
+    b.schedules.push_back(engine::make_schedule(b.layouts.back(), b.options));
+  }
+  return b;
+}
+
+// One collective as the other ranks of its communicator see it.
+using Signature = std::tuple<int, std::int64_t, int, int>;  // kind, count, dtype, root
+
+// The communicator instance a rank's group maps to: rows by row index, columns by column.
+std::string comm_key(const engine::StepLayout& L, CommGroup g) {
+  if (g == CommGroup::shard) return "row " + std::to_string(L.me.row);
+  return "column " + std::to_string(L.me.column);
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  const Method methods[] = {Method::dmuon, Method::fsdp_adamw, Method::fsdp_muon, Method::ddp_muon};
+  for (const char* t : {"moe", "vla", "nested", "sequential", "llm", "moe-llm"})
+    for (auto [world, replicate] :
+         {std::pair{1, 1}, {2, 1}, {4, 1}, {8, 1}, {4, 2}, {8, 2}, {8, 4}})
+      for (Method m : methods)
+        for (auto rs : {plan::Reshard::z3, plan::Reshard::z2})
+          for (int prefetch : {0, 1, 3}) {
+            Case c;
+            c.topology = t;
+            c.world = world;
+            c.replicate = replicate;
+            c.method = m;
+            c.reshard = rs;
+            c.prefetch = prefetch;
+            // Vary the remaining options along the sweep rather than as a full product.
+            const int k = static_cast<int>(cases.size());
+            c.grad_reduce = k % 2 ? plan::GradReduce::packed : plan::GradReduce::per_param;
+            c.pipeline = k % 3 == 1 ? engine::OptimizerPipeline::all_then_publish
+                                    : engine::OptimizerPipeline::per_group;
+            c.wire = k % 5 == 2 ? comm::DType::bf16 : comm::DType::f32;
+            // Unpacked units spread a site's parameters over several owners (several packed
+            // broadcasts per site), which the tiny presets' packed units do not.
+            c.no_pack = k % 4 != 0;
+            c.strategy = k % 7 == 3 ? "round_robin" : "lpt";
+            cases.push_back(c);
+          }
+  return cases;
+}
+
+TEST(StepSchedule, EveryCommunicatorSeesTheSameSequenceOnEveryRank) {
+  for (const Case& c : all_cases()) {
+    const Built b = build(c);
+    // communicator instance -> rank -> its collectives in issue order
+    std::map<std::string, std::map<int, std::vector<Signature>>> seen;
+    for (int r = 0; r < c.world; ++r) {
+      const auto& L = b.layouts[static_cast<std::size_t>(r)];
+      auto& row = seen[comm_key(L, CommGroup::shard)][r];
+      auto& col = seen[comm_key(L, CommGroup::replicate)][r];
+      for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)])
+        for (const CollectiveCall& call : engine::collectives_of(L, op, b.options)) {
+          EXPECT_EQ(call.comm, engine::comm_of(op.op)) << c.name();
+          const Signature sig{static_cast<int>(call.kind), call.count, static_cast<int>(call.dtype),
+                              call.root};
+          (call.comm == CommGroup::shard ? row : col).push_back(sig);
+        }
+    }
+    for (const auto& [key, by_rank] : seen) {
+      const auto& first = by_rank.begin()->second;
+      for (const auto& [rank, sequence] : by_rank)
+        EXPECT_EQ(sequence, first) << c.name() << ": " << key << ", rank " << rank
+                                   << " differs from rank " << by_rank.begin()->first;
+    }
+  }
+}
+
+TEST(StepSchedule, CountingItsCollectivesGivesTheFormula) {
+  for (const Case& c : all_cases()) {
+    const Built b = build(c);
+    const int wire_bytes = static_cast<int>(comm::dtype_size(c.wire));
+    const auto predicted = plan::predict_dmuon_volume(b.topo.tree, b.plan.hooks, b.plan.partition,
+                                                      c.reshard, c.grad_reduce, wire_bytes);
+    for (int r = 0; r < c.world; ++r) {
+      const auto& L = b.layouts[static_cast<std::size_t>(r)];
+      const auto expect =
+          engine::expected_volume(c.method, c.reshard, b.topo.tree, b.plan, predicted, r,
+                                  c.world / c.replicate, c.replicate, wire_bytes);
+      engine::VolumeExpectation counted{};
+      // Group sizes and this rank's index in them, for the payload convention.
+      const int row_size = L.me.shard, col_size = L.me.replicate;
+      for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)])
+        for (const CollectiveCall& call : engine::collectives_of(L, op, b.options)) {
+          const bool shard = call.comm == CommGroup::shard;
+          const int me = shard ? L.me.column : L.me.row;
+          const auto pay = comm::collective_payload(
+              call.kind, shard ? row_size : col_size, me == call.root,
+              static_cast<std::size_t>(call.count), comm::dtype_size(call.dtype));
+          auto& e = counted[engine::channel_index(call.comm, call.kind)];
+          e.calls += 1;
+          e.bytes += static_cast<std::int64_t>(comm::collective_volume(call.kind, pay));
+        }
+      for (std::size_t ch = 0; ch < engine::kChannelCount; ++ch) {
+        EXPECT_EQ(counted[ch].calls, expect[ch].calls)
+            << c.name() << " rank " << r << " " << engine::channel_name(ch);
+        EXPECT_EQ(counted[ch].bytes, expect[ch].bytes)
+            << c.name() << " rank " << r << " " << engine::channel_name(ch);
+      }
+      if (c.method == Method::dmuon) {
+        std::int64_t hooks = 0;
+        for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)])
+          hooks += op.op == Op::hook;
+        EXPECT_EQ(hooks, predicted.hook_calls) << c.name() << " rank " << r;
+      }
+    }
+  }
+}
+
+// Intervals [first use, last use] of each pool slot per group occurrence must not overlap.
+struct SlotUse {
+  int group;
+  std::size_t first, last;
+};
+
+void expect_no_overlap(const std::map<std::int64_t, std::vector<SlotUse>>& uses,
+                       const std::string& pool, const std::string& what) {
+  for (const auto& [base, list] : uses)
+    for (std::size_t i = 0; i < list.size(); ++i)
+      for (std::size_t j = i + 1; j < list.size(); ++j) {
+        const auto& a = list[i];
+        const auto& b = list[j];
+        const bool disjoint = a.last < b.first || b.last < a.first;
+        EXPECT_TRUE(disjoint) << what << ": " << pool << " slot at " << base << " used by group "
+                              << a.group << " [" << a.first << ", " << a.last << "] and group "
+                              << b.group << " [" << b.first << ", " << b.last << "]";
+      }
+}
+
+TEST(StepSchedule, PoolSlotsAreNeverSharedWhileLive) {
+  for (const Case& c : all_cases()) {
+    const Built b = build(c);
+    for (int r = 0; r < c.world; ++r) {
+      const auto& L = b.layouts[static_cast<std::size_t>(r)];
+      const auto& S = b.schedules[static_cast<std::size_t>(r)];
+      const std::string what = c.name() + " rank " + std::to_string(r);
+      // Weights: from pack to release (or the last compute for groups never released).
+      std::map<std::int64_t, std::vector<SlotUse>> weights, grads, gathers;
+      std::map<int, SlotUse> open_w, open_g, open_ga;
+      std::size_t live = 0, max_live = 0;
+      for (std::size_t i = 0; i < S.size(); ++i) {
+        const StepOp& op = S[i];
+        const bool weight_use =
+            op.op == Op::pack || op.op == Op::issue_weights || op.op == Op::wait_weights ||
+            op.op == Op::forward ||
+            (op.op == Op::backward &&
+             L.groups[static_cast<std::size_t>(op.group)].kind != engine::GroupKind::ddp) ||
+            op.op == Op::release_weights;
+        if (weight_use && L.groups[static_cast<std::size_t>(op.group)].weight_elems > 0) {
+          ASSERT_GE(op.weight_base, 0) << what << " op " << i << " " << engine::op_name(op.op);
+          auto it = open_w.find(op.group);
+          if (it == open_w.end()) {
+            it = open_w.emplace(op.group, SlotUse{op.group, i, i}).first;
+            max_live = std::max(max_live, ++live);
+          }
+          it->second.last = i;
+          if (op.op == Op::release_weights) {
+            weights[op.weight_base].push_back(it->second);
+            open_w.erase(it);
+            --live;
+          }
+        }
+        if (op.op == Op::backward && op.grad_base >= 0) {
+          auto it = open_g.find(op.group);
+          if (it == open_g.end()) it = open_g.emplace(op.group, SlotUse{op.group, i, i}).first;
+          it->second.last = i;
+        }
+        if ((op.op == Op::issue_reduce || op.op == Op::wait_reduce) && open_g.count(op.group)) {
+          auto& u = open_g[op.group];
+          u.last = i;
+          if (op.op == Op::wait_reduce) {
+            grads[op.grad_base].push_back(u);
+            open_g.erase(op.group);
+          }
+        }
+        if (op.gather_base >= 0) {
+          auto it = open_ga.find(op.group);
+          if (it == open_ga.end()) it = open_ga.emplace(op.group, SlotUse{op.group, i, i}).first;
+          it->second.last = i;
+        }
+      }
+      for (const auto& [g, u] : open_w) weights[S[u.first].weight_base].push_back(u);
+      EXPECT_TRUE(open_g.empty()) << what << ": a gradient slot's reduce is never waited";
+      for (const auto& [g, u] : open_ga) gathers[S[u.first].gather_base].push_back(u);
+      expect_no_overlap(weights, "weight", what);
+      expect_no_overlap(grads, "grad", what);
+      expect_no_overlap(gathers, "gather", what);
+      if (c.reshard == plan::Reshard::z3 && c.method != Method::ddp_muon) {
+        EXPECT_LE(max_live, static_cast<std::size_t>(c.prefetch + 1)) << what;
+      }
+      // Every pool offset a schedule uses lies inside the pool.
+      for (const StepOp& op : S) {
+        const auto& g = L.groups[static_cast<std::size_t>(op.group < 0 ? 0 : op.group)];
+        if (op.weight_base >= 0) {
+          EXPECT_LE(op.weight_base + g.weight_elems, L.weight_pool_elems) << what;
+        }
+        if (op.grad_base >= 0) {
+          EXPECT_LE(op.grad_base + g.grad_elems, L.grad_pool_elems) << what;
+        }
+        if (op.gather_base >= 0) {
+          EXPECT_LE(op.gather_base + g.gather_elems, L.gather_pool_elems) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(StepSchedule, EveryIssuedBatchIsWaitedInTheStep) {
+  for (const Case& c : all_cases()) {
+    const Built b = build(c);
+    for (int r = 0; r < c.world; ++r) {
+      std::map<std::pair<int, int>, int> pending;  // (kind, group) -> issued - waited
+      for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)]) {
+        switch (op.op) {
+          case Op::issue_weights: ++pending[{0, op.group}]; break;
+          case Op::wait_weights: --pending[{0, op.group}]; break;
+          case Op::issue_reduce: ++pending[{1, op.group}]; break;
+          case Op::wait_reduce: --pending[{1, op.group}]; break;
+          case Op::issue_stage2: ++pending[{2, op.group}]; break;
+          case Op::wait_stage2: --pending[{2, op.group}]; break;
+          case Op::issue_gather: ++pending[{3, op.group}]; break;
+          case Op::wait_gather: --pending[{3, op.group}]; break;
+          default: break;
+        }
+        for (const auto& [key, n] : pending) {
+          EXPECT_GE(n, 0) << c.name() << " rank " << r << ": waits before issue";
+          EXPECT_LE(n, 1) << c.name() << " rank " << r << ": reissued before waited";
+        }
+      }
+      for (const auto& [key, n] : pending)
+        EXPECT_EQ(n, 0) << c.name() << " rank " << r << " kind " << key.first << " group "
+                        << key.second << " left in flight";
+    }
+  }
+}
+
+// A hand-built model: two sites layers.0, layers.1 with one parameter each (owned by ranks 0
+// and 1 of G = 2) and no non-dedicated parameter. The op sequence of rank 0 is written out.
+std::string ops_text(const engine::Schedule& s) {
+  std::string out;
+  for (const auto& op : s) {
+    if (op.op == Op::hook) continue;
+    out += engine::op_name(op.op);
+    out += "(" + std::to_string(op.group) + (op.param >= 0 ? "," + std::to_string(op.param) : "") +
+           ") ";
+  }
+  return out;
+}
+
+TEST(StepSchedule, TwoSitesTwoOwnersHandWritten) {
+  model::ModuleTree tree("M");
+  const int list = tree.add_module(0, "layers", "ModuleList");
+  for (int i = 0; i < 2; ++i)
+    tree.add_parameter(tree.add_module(list, std::to_string(i), "L"), "w", {4, 4});
+  tree.finalize();
+  plan::PlanConfig pc;
+  pc.dedicate_rule = "all";
+  pc.partition.shard = 2;
+  pc.partition.strategy = partition::parse_strategy("round_robin");
+  pc.partition.pack = false;
+  const auto p = plan::make_plan(tree, pc);
+  engine::ScheduleOptions so;
+  so.prefetch = 1;
+  const auto L = engine::make_layout(
+      tree, p, {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group}, 0);
+  ASSERT_EQ(L.groups.size(), 2u);
+  EXPECT_EQ(L.params[0].storage, engine::Storage::owned);
+  EXPECT_EQ(L.params[1].storage, engine::Storage::remote);
+  EXPECT_EQ(ops_text(engine::make_schedule(L, so)),
+            // forward: both groups' broadcasts in flight (prefetch 1), group 0 computed first
+            "pack(0) issue_weights(0) pack(1) issue_weights(1) wait_weights(0) forward(0,0) "
+            "release_weights(0) wait_weights(1) forward(1,1) release_weights(1) "
+            // backward: re-broadcast in reverse; reduce of each group right after its compute
+            "pack(1) issue_weights(1) pack(0) issue_weights(0) wait_weights(1) backward(1,1) "
+            "release_weights(1) issue_reduce(1) wait_weights(0) backward(0,0) "
+            "release_weights(0) issue_reduce(0) "
+            // optimizer: rank 0 owns only layers.0.w
+            "wait_reduce(0) prepare(0) newton_schulz(0,0) apply(0,0) wait_reduce(1) ");
+  // Z3 moves each of the 16-element weights twice; the reduce once: rank 0 receives layers.1.
+  const auto predicted = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
+  EXPECT_EQ(predicted.broadcast.bytes_per_rank[0], 2 * 16 * 4);
+  EXPECT_EQ(predicted.reduce.bytes_per_rank[0], 16 * 4);
+}
+
+}  // namespace
