@@ -19,6 +19,7 @@
 #include "bench/progress.hpp"
 #include "bench/sweep.hpp"
 #include "common/run_main.hpp"
+#include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/degradation.hpp"
 #include "dmuon/config/config_file.hpp"
@@ -47,9 +48,9 @@ void check_output(const std::string& path, int rank) {
     }
   }
   int len = static_cast<int>(err.size());
-  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  DMUON_CHECK_MPI(MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD));
   err.resize(static_cast<std::size_t>(len));
-  MPI_Bcast(err.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  DMUON_CHECK_MPI(MPI_Bcast(err.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD));
   if (!err.empty()) throw InputError(err);
 }
 
@@ -58,7 +59,7 @@ std::vector<std::string> gather_hostnames(int rank, int size) {
   char mine[kLen] = {};
   gethostname(mine, kLen - 1);
   std::vector<char> all(rank == 0 ? static_cast<std::size_t>(kLen * size) : 0);
-  MPI_Gather(mine, kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, 0, MPI_COMM_WORLD);
+  DMUON_CHECK_MPI(MPI_Gather(mine, kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, 0, MPI_COMM_WORLD));
   std::vector<std::string> out;
   for (int q = 0; rank == 0 && q < size; ++q)
     out.emplace_back(all.data() + static_cast<std::ptrdiff_t>(q) * kLen);
@@ -75,8 +76,8 @@ std::vector<std::string> warning_lines(const plan::Plan& p) {
 
 int bench(int argc, char** argv) {
   int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  DMUON_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  DMUON_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
   // --config FILE becomes flags placed before the command line (configs/README.md).
   config::ExpandedArgs args(argc, argv, config::bench_config_keys());
   CLI::App app{

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/plan_options.hpp"
+#include "dmuon/base/error.hpp"
 #include "dmuon/engine/engine.hpp"
 #include "dmuon/engine/reference.hpp"
 #include "dmuon/plan/comm_volume.hpp"
@@ -52,6 +53,7 @@ engine::EngineOptions small_options(engine::Method m) {
   o.steps = 2;
   o.warmup = 0;
   o.seed = 7;
+  o.keep_final_weights = true;
   return o;
 }
 
@@ -231,6 +233,94 @@ TEST(EngineMpi, HsdpBytesEqualPrediction) {
       // Non-dedicated FSDP shards are all-reduced across the R replicas.
       EXPECT_GT(channel(r, CommGroup::replicate, K::all_reduce).calls_per_step, 0);
     }
+  }
+}
+
+TEST(EngineMpi, Bf16WireHalvesTheBytesAndPassesCheck) {
+  for (int R : {1, 2}) {
+    if (test::world_size() % R != 0) continue;
+    const auto s = make_setup("moe", R);
+    for (auto m : {engine::Method::dmuon, engine::Method::fsdp_adamw, engine::Method::fsdp_muon,
+                   engine::Method::ddp_muon}) {
+      auto o = small_options(m);
+      // Enough samples for full-rank gradients (moe tiny's experts: 64 rows, 2 of 8 experts per
+      // sample): below that Newton–Schulz amplifies bf16 rounding in the null directions.
+      o.global_tokens = 512;
+      const auto f32 = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
+      o.comm_dtype = kernels::Dtype::bf16;
+      o.check = true;  // default tolerance for a bf16 wire: 8 bf16 unit roundoffs
+      const auto bf16 = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
+      const std::string what = std::string(engine::method_name(m)) + " R " + std::to_string(R);
+      EXPECT_TRUE(bf16.audit_ok) << what << ": " << bf16.audit_message;
+      EXPECT_TRUE(bf16.check_passed)
+          << what << ": max rel error " << bf16.max_rel_error << " at " << bf16.worst_param
+          << " (tolerance " << bf16.check_tolerance << ")";
+      EXPECT_DOUBLE_EQ(bf16.check_tolerance, 8.0 / 256);
+      EXPECT_TRUE(bf16.check_note.empty()) << bf16.check_note;
+      for (std::size_t c = 0; c < engine::kChannelCount; ++c) {
+        const auto kind = engine::channel_kind(c);
+        EXPECT_EQ(bf16.kinds[c].calls_per_step, f32.kinds[c].calls_per_step)
+            << what << " " << engine::channel_name(c);
+        // Everything but the fp32 masters' replicate broadcast travels in bf16: half the bytes
+        // (all-reduces floor their element count, then multiply by the element size).
+        const bool master = engine::channel_group(c) == engine::CommGroup::replicate &&
+                            kind == comm::CollectiveKind::broadcast;
+        EXPECT_EQ(bf16.kinds[c].bytes_measured,
+                  master ? f32.kinds[c].bytes_measured : f32.kinds[c].bytes_measured / 2)
+            << what << " " << engine::channel_name(c);
+      }
+    }
+  }
+}
+
+TEST(EngineMpi, OptimizerPipelinesComputeTheSameWeights) {
+  const int R = test::world_size() % 2 == 0 ? 2 : 1;
+  const auto s = make_setup("vla", R);
+  for (auto m : {engine::Method::dmuon, engine::Method::fsdp_muon, engine::Method::ddp_muon}) {
+    auto o = small_options(m);
+    const auto per_group = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
+    o.pipeline = engine::OptimizerPipeline::all_then_publish;
+    const auto all = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
+    EXPECT_TRUE(all.audit_ok) << all.audit_message;
+    for (std::size_t c = 0; c < engine::kChannelCount; ++c)
+      EXPECT_EQ(all.kinds[c].bytes_measured, per_group.kinds[c].bytes_measured)
+          << engine::channel_name(c);
+    if (test::world_rank() == 0) {
+      EXPECT_EQ(all.final_weights, per_group.final_weights) << engine::method_name(m);
+    }
+  }
+}
+
+TEST(EngineMpi, DirectAndGramNewtonSchulzBothPassCheck) {
+  const auto s = make_setup("llm");
+  auto o = small_options(engine::Method::dmuon);
+  o.check = true;
+  for (auto ns : {kernels::NsVariant::gram, kernels::NsVariant::direct}) {
+    o.ns = ns;
+    const auto r = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
+    EXPECT_TRUE(r.check_passed) << kernels::to_string(ns) << ": " << r.max_rel_error;
+    EXPECT_DOUBLE_EQ(r.check_tolerance, 1e-4);
+  }
+}
+
+TEST(EngineMpi, FinalWeightsStayOnTheirRanksUnlessAsked) {
+  const auto s = make_setup("moe");
+  auto o = small_options(engine::Method::dmuon);
+  o.keep_final_weights = false;
+  const auto r = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
+  EXPECT_TRUE(r.final_weights.empty()) << "the full model was gathered without --check";
+}
+
+TEST(EngineMpi, DeviceCudaWithoutAGpuIsBadInputOnEveryRank) {
+  // CI builds the CUDA backend but has no GPU; a build without CUDA refuses it too.
+  const auto s = make_setup("moe");
+  auto o = small_options(engine::Method::dmuon);
+  o.device = engine::Device::cuda;
+  try {
+    (void)engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
+    GTEST_SKIP() << "a GPU per rank is present: the device engine ran";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--device cuda"), std::string::npos) << e.what();
   }
 }
 

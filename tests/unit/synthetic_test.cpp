@@ -50,9 +50,10 @@ TEST(Synthetic, RanksSplitTheGlobalSamplesExactly) {
   std::int64_t total = 0;
   const std::int64_t expected[] = {3, 3, 4};  // floor(10·r/3) boundaries: 0, 3, 6, 10
   for (int r = 0; r < 3; ++r) {
-    const engine::LinearWork w(topo.tree, pid, 10, r, 3);
-    EXPECT_EQ(w.local_samples(), expected[r]) << "rank " << r;
-    total += w.local_samples();
+    const auto range = engine::sample_range(topo.tree, pid, 10, r, 3);
+    EXPECT_EQ(range.local(), expected[r]) << "rank " << r;
+    EXPECT_EQ(range.begin, total) << "rank " << r;
+    total += range.local();
   }
   EXPECT_EQ(total, 10);
 }

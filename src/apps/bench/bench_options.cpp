@@ -37,7 +37,27 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       ->capture_default_str();
   app.add_option("--prefetch", o.engine.prefetch,
                  "weight broadcasts/all-gathers kept in flight ahead of compute, in groups "
-                 "(0 = none)")
+                 "(0 = none; 1 is the reference's)")
+      ->capture_default_str();
+  app.add_option("--device", o.device,
+                 "host (Open MPI + Kokkos) or cuda (NCCL + cuBLAS, one GPU per rank)")
+      ->capture_default_str();
+  app.add_option("--comm-dtype", o.comm_dtype,
+                 "fp32 or bf16: parameters and gradients on the wire (and the weights compute "
+                 "reads); masters and optimizer state stay fp32")
+      ->capture_default_str();
+  app.add_option("--ns", o.ns,
+                 "Newton-Schulz form: gram (Gram iteration with restart, the reference's) or "
+                 "direct")
+      ->capture_default_str();
+  app.add_option("--ns-dtype", o.ns_dtype,
+                 "--device cuda: Newton-Schulz iterations in fp16 (the reference's), bf16 or "
+                 "fp32 (fp32 norm always); the host computes in fp32")
+      ->capture_default_str();
+  app.add_option("--optimizer-pipeline", o.optimizer_pipeline,
+                 "per-group (wait, prepare, NS, apply and publish group by group in forward "
+                 "order, the reference's) or all-then-publish (every NS, then every update, then "
+                 "every HSDP replicate broadcast)")
       ->capture_default_str();
   app.add_option("--compute", o.compute, "gemm (synthetic per-Linear GEMMs) or none")
       ->capture_default_str();
@@ -56,8 +76,10 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       ->capture_default_str();
   app.add_flag("--check", eo.check,
                "compare final weights with a one-process recomputation on rank 0");
-  app.add_option("--check-tolerance", eo.check_tolerance, "max relative error for --check")
-      ->capture_default_str();
+  app.add_option("--check-tolerance", eo.check_tolerance,
+                 "max relative error for --check (default: 1e-4 when everything is fp32, 8 unit "
+                 "roundoffs of the coarsest 16-bit type on the wire or in the device's "
+                 "Newton-Schulz)");
   app.add_flag("--json", o.json, "print one JSON object on rank 0 instead of the table");
   app.add_option("--output", o.output,
                  "results file (HDF5, written atomically by rank 0; default: none)");
@@ -84,6 +106,11 @@ std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
   o.engine.reshard = plan::parse_reshard(o.reshard);
   o.engine.grad_reduce = plan::parse_grad_reduce(o.grad_reduce);
   o.engine.compute = engine::parse_compute(o.compute);
+  o.engine.device = engine::parse_device(o.device);
+  o.engine.comm_dtype = engine::parse_dtype(o.comm_dtype, "--comm-dtype", false);
+  o.engine.ns = engine::parse_ns_variant(o.ns);
+  o.engine.ns_dtype = engine::parse_dtype(o.ns_dtype, "--ns-dtype", true);
+  o.engine.pipeline = engine::parse_optimizer_pipeline(o.optimizer_pipeline);
   return methods;
 }
 

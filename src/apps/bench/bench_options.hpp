@@ -30,6 +30,11 @@ struct BenchOptions {
   std::string reshard = "z3";
   std::string grad_reduce = "per-param";
   std::string compute = "gemm";
+  std::string device = "host";
+  std::string comm_dtype = "fp32";
+  std::string ns = "gram";
+  std::string ns_dtype = "fp16";
+  std::string optimizer_pipeline = "per-group";
   engine::EngineOptions engine;
   bool json = false;
   std::string output;  ///< "" = no results file

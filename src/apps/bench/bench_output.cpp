@@ -52,6 +52,13 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
       "compute {}\n",
       sweep_source, fmt::join(o.owner_strategies_resolved, ","), plan::reshard_name(e.reshard),
       plan::grad_reduce_name(e.grad_reduce), e.prefetch, engine::compute_name(e.compute));
+  s += fmt::format("# device {}  comm dtype {}  Newton-Schulz {}{}  optimizer pipeline {}\n",
+                   engine::device_name(e.device), engine::dtype_flag_name(e.comm_dtype),
+                   kernels::to_string(e.ns),
+                   e.device == engine::Device::cuda
+                       ? fmt::format(" in {}", engine::dtype_flag_name(e.ns_dtype))
+                       : std::string(" in fp32"),
+                   engine::optimizer_pipeline_name(e.pipeline));
   s += fmt::format("# global batch {} samples ({} per rank)  steps {} (+{} warmup)  seed {}\n",
                    e.global_samples(world), e.global_samples(world) / world, e.steps, e.warmup,
                    e.seed);
@@ -106,8 +113,10 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
     if (!r.audit_ok) s += fmt::format("# audit FAILED ({}): {}\n", who, r.audit_message);
     if (r.checked)
       s += fmt::format("# check {} ({}): max relative error {:.3e} (tolerance {:.1e}){}\n",
-                       r.check_passed ? "OK" : "FAILED", who, r.max_rel_error, e.check_tolerance,
+                       r.check_passed ? "OK" : "FAILED", who, r.max_rel_error, r.check_tolerance,
                        r.worst_param.empty() ? "" : ", worst " + r.worst_param);
+    if (r.checked && !r.check_note.empty())
+      s += fmt::format("# check note ({}): {}\n", who, r.check_note);
   }
   (void)plans;
   const int failed = failures(runs);
@@ -128,6 +137,11 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
   j["grad_reduce"] = plan::grad_reduce_name(e.grad_reduce);
   j["prefetch"] = e.prefetch;
   j["compute"] = engine::compute_name(e.compute);
+  j["device"] = engine::device_name(e.device);
+  j["comm_dtype"] = engine::dtype_flag_name(e.comm_dtype);
+  j["ns"] = std::string(kernels::to_string(e.ns));
+  j["ns_dtype"] = e.device == engine::Device::cuda ? engine::dtype_flag_name(e.ns_dtype) : "fp32";
+  j["optimizer_pipeline"] = engine::optimizer_pipeline_name(e.pipeline);
   j["steps"] = e.steps;
   j["warmup"] = e.warmup;
   j["seed"] = e.seed;

@@ -152,6 +152,11 @@ std::string config_text(const BenchOptions& o, const BenchRun& run) {
   kv("reshard", plan::reshard_name(e.reshard));
   kv("grad_reduce", plan::grad_reduce_name(e.grad_reduce));
   kv("prefetch", std::to_string(e.prefetch));
+  kv("device", engine::device_name(e.device));
+  kv("comm_dtype", engine::dtype_flag_name(e.comm_dtype));
+  kv("ns", std::string(kernels::to_string(e.ns)));
+  if (e.device == engine::Device::cuda) kv("ns_dtype", engine::dtype_flag_name(e.ns_dtype));
+  kv("optimizer_pipeline", engine::optimizer_pipeline_name(e.pipeline));
   kv("compute", engine::compute_name(e.compute));
   if (e.global_tokens > 0)
     kv("global_tokens", std::to_string(e.global_tokens));
@@ -161,7 +166,7 @@ std::string config_text(const BenchOptions& o, const BenchRun& run) {
   kv("warmup", std::to_string(e.warmup));
   kv("seed", std::to_string(e.seed));
   kv("check", e.check ? "true" : "false");
-  if (e.check) kv("check_tolerance", fmt::format("{}", e.check_tolerance));
+  if (e.check) kv("check_tolerance", fmt::format("{}", e.effective_check_tolerance()));
   return t;
 }
 
@@ -190,8 +195,9 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
       rec.partition.replicate = run.config.partition.replicate;
     } else {
       const auto& p = plans.at(static_cast<std::size_t>(run.plan_index));
-      const auto v = plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, o.engine.reshard,
-                                                o.engine.grad_reduce);
+      const auto v = plan::predict_dmuon_volume(
+          topo.tree, p.hooks, p.partition, o.engine.reshard, o.engine.grad_reduce,
+          static_cast<int>(kernels::dtype_bytes(o.engine.comm_dtype)));
       rec = results::make_plan_record(topo, p, v, method);
     }
     rec.boundary_label = run.baseline
@@ -200,6 +206,13 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
     rec.config_text = config_text(o, run);
     rec.grad_reduce = plan::grad_reduce_name(o.engine.grad_reduce);
     rec.prefetch = o.engine.prefetch;
+    rec.device = engine::device_name(o.engine.device);
+    rec.comm_dtype = engine::dtype_flag_name(o.engine.comm_dtype);
+    rec.ns = std::string(kernels::to_string(o.engine.ns));
+    rec.ns_dtype = o.engine.device == engine::Device::cuda
+                       ? engine::dtype_flag_name(o.engine.ns_dtype)
+                       : "fp32";
+    rec.optimizer_pipeline = engine::optimizer_pipeline_name(o.engine.pipeline);
     if (run.ok()) fill_measured(rec, topo, o, run.result);
     out.push_back(std::move(rec));
   }

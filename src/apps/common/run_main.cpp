@@ -5,10 +5,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
+#include "dmuon/comm/mpi_environment.hpp"
 
 namespace dmuon::apps {
 namespace {
@@ -85,10 +87,16 @@ int run_main(const char* app_name, const std::function<int()>& body) {
 }
 
 int run_mpi_main(const char* app_name, int& argc, char**& argv, const std::function<int()>& body) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // MPI_ERRORS_RETURN on the world (inherited by every communicator derived from it): a
+  // failing MPI call becomes an exception naming the call (DMUON_CHECK_MPI), which ends here.
+  std::unique_ptr<comm::MpiEnvironment> mpi;
+  try {
+    mpi = std::make_unique<comm::MpiEnvironment>(&argc, &argv);
+  } catch (const std::exception& e) {
+    print_error(app_name, e.what());
+    return kUnexpected;
+  }
+  const int rank = mpi->rank();
   int code = kOk;
   try {
     code = body();
@@ -98,7 +106,6 @@ int run_mpi_main(const char* app_name, int& argc, char**& argv, const std::funct
     code = classify(app_name, rank == 0, unexpected, message);
     if (unexpected) comm::abort_all(std::string(app_name) + ": " + message, kUnexpected);
   }
-  MPI_Finalize();
   return code;
 }
 

@@ -1,15 +1,14 @@
 #pragma once
 // The benchmark engine: runs warmup + steps training steps of one method on a topology over
-// the ranks of `world` laid out as R rows x G columns (HSDP when R > 1), measuring phases, counting
-// every collective and auditing the counts against the exact formulas (baseline_volume.hpp).
-// Optionally checks the final weights against a one-process recomputation (reference.hpp).
+// the ranks of `world` laid out as R rows x G columns (HSDP when R > 1), on the host (Open MPI +
+// Kokkos) or on GPUs (NCCL + CUDA), measuring phases, counting every collective and auditing
+// the counts against the exact formulas (baseline_volume.hpp). Optionally checks the final
+// weights against a one-process recomputation (reference.hpp).
 //
-// State per rank (built once, reused every step, like a Cabana communication plan):
-//   dmuon  dedicated: owner holds fp32 master + momentum (HSDP: every rank of the owner's column
-//          a master copy); every rank one packed weight and gradient buffer per (site, owner).
-//          Non-dedicated: FSDP shards (1/G of the row, padded) + AdamW.
-//   fsdp-* every parameter sharded in the row; fsdp-muon keeps the Muon momentum sharded too.
-//   ddp    full replicas; one all-reduce over every rank (the layout does not apply).
+// The pieces, one file each: step_layout (what each rank holds, pure), step_schedule (the
+// order of a step as data, pure), step_executor (the one loop that runs a schedule),
+// host_backend / cuda_backend (the machines), optimizer_step (the host optimizer math),
+// result_collection (reductions over ranks, audit, --check).
 
 #include <mpi.h>
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "dmuon/base/comma_list.hpp"
 #include "dmuon/base/error.hpp"
 
@@ -32,6 +34,76 @@ std::vector<Method> parse_method_list(const std::vector<std::string>& args) {
   return out;
 }
 
+const char* device_name(Device d) {
+  return d == Device::host ? "host" : "cuda";
+}
+
+Device parse_device(std::string_view s) {
+  if (s == "host") return Device::host;
+  if (s == "cuda") return Device::cuda;
+  throw InputError(fmt::format("unknown device '{}' (valid: host, cuda)", s));
+}
+
+const char* optimizer_pipeline_name(OptimizerPipeline p) {
+  return p == OptimizerPipeline::per_group ? "per-group" : "all-then-publish";
+}
+
+OptimizerPipeline parse_optimizer_pipeline(std::string_view s) {
+  if (s == "per-group") return OptimizerPipeline::per_group;
+  if (s == "all-then-publish") return OptimizerPipeline::all_then_publish;
+  throw InputError(
+      fmt::format("unknown optimizer pipeline '{}' (valid: per-group, all-then-publish)", s));
+}
+
+const char* dtype_flag_name(kernels::Dtype t) {
+  switch (t) {
+    case kernels::Dtype::f32: return "fp32";
+    case kernels::Dtype::bf16: return "bf16";
+    case kernels::Dtype::f16: return "fp16";
+  }
+  return "?";
+}
+
+kernels::Dtype parse_dtype(std::string_view s, std::string_view flag, bool allow_f16) {
+  if (s == "fp32" || s == "f32") return kernels::Dtype::f32;
+  if (s == "bf16") return kernels::Dtype::bf16;
+  if (allow_f16 && (s == "fp16" || s == "f16")) return kernels::Dtype::f16;
+  throw InputError(fmt::format("{} '{}' is invalid (valid: {})", flag, s,
+                               allow_f16 ? "fp16, bf16, fp32" : "fp32, bf16"));
+}
+
+kernels::NsVariant parse_ns_variant(std::string_view s) {
+  if (s == "gram") return kernels::NsVariant::gram;
+  if (s == "direct") return kernels::NsVariant::direct;
+  throw InputError(fmt::format("--ns '{}' is invalid (valid: gram, direct)", s));
+}
+
+namespace {
+
+// Unit roundoff of a storage type (half the distance from 1 to the next value).
+double unit_roundoff(kernels::Dtype t) {
+  switch (t) {
+    case kernels::Dtype::f32: return 0x1p-24;
+    case kernels::Dtype::bf16: return 0x1p-8;
+    case kernels::Dtype::f16: return 0x1p-11;
+  }
+  return 0x1p-24;
+}
+
+}  // namespace
+
+double EngineOptions::effective_check_tolerance() const {
+  if (check_tolerance > 0) return check_tolerance;
+  // All fp32: sums of the same samples in another order differ by ~1e-7 relative; Newton–
+  // Schulz's normalisation and quintic iterations amplify that by O(10–100) over a few steps,
+  // so 1e-4 leaves ~10x margin. A 16-bit type on the wire or in the device's Newton–Schulz
+  // rounds every value it touches: allow 8 unit roundoffs of the coarsest one (bf16: 3.1e-2,
+  // fp16: 3.9e-3); the measured errors are in docs/METRICS.md.
+  double u = unit_roundoff(comm_dtype);
+  if (device == Device::cuda) u = std::max(u, unit_roundoff(ns_dtype));
+  return u <= 0x1p-24 ? 1e-4 : 8 * u;
+}
+
 const char* compute_name(Compute c) {
   return c == Compute::gemm ? "gemm" : "none";
 }
@@ -59,7 +131,12 @@ void validate(const EngineOptions& o, int world_size) {
   if (o.prefetch < 0 || o.prefetch > 64)
     throw InputError(
         fmt::format("--prefetch {} is invalid (valid: 0..64 groups ahead)", o.prefetch));
-  if (!(o.check_tolerance > 0)) throw InputError("check tolerance must be > 0");
+  if (!(o.check_tolerance >= 0))
+    throw InputError(fmt::format(
+        "--check-tolerance {} is invalid (must be > 0, or 0 for the default of the dtypes)",
+        o.check_tolerance));
+  if (o.comm_dtype == kernels::Dtype::f16)
+    throw InputError("--comm-dtype fp16 is not supported (valid: fp32, bf16)");
 }
 
 }  // namespace dmuon::engine

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "dmuon/plan/comm_volume.hpp"
+#include "kernels/dtype.hpp"
+#include "kernels/ns_coefficients.hpp"
 
 namespace dmuon::engine {
 
@@ -30,31 +32,69 @@ enum class Compute { gemm, none };
 const char* compute_name(Compute c);
 Compute parse_compute(std::string_view s);
 
+/// Where the step runs: host (Open MPI + Kokkos) or cuda (NCCL + cuBLAS, one GPU per rank).
+enum class Device { host, cuda };
+const char* device_name(Device d);
+Device parse_device(std::string_view s);
+
+/// How the optimizer walks its groups (the Muon/AdamW math is the same either way).
+enum class OptimizerPipeline {
+  per_group,  ///< the reference: per group in forward order wait, prepare, NS, apply, publish
+  all_then_publish,  ///< every group's NS first, then every update, then every publish
+};
+const char* optimizer_pipeline_name(OptimizerPipeline p);
+OptimizerPipeline parse_optimizer_pipeline(std::string_view s);
+
+/// "fp32" | "bf16" (the wire types of --comm-dtype) and "fp16" (--ns-dtype).
+kernels::Dtype parse_dtype(std::string_view s, std::string_view flag, bool allow_f16);
+const char* dtype_flag_name(kernels::Dtype t);
+/// "gram" | "direct".
+kernels::NsVariant parse_ns_variant(std::string_view s);
+
 struct EngineOptions {
   Method method = Method::dmuon;
   plan::Reshard reshard = plan::Reshard::z3;
   /// dmuon: one reduce per parameter (the reference) or per (site, owner) packed buffer.
   plan::GradReduce grad_reduce = plan::GradReduce::per_param;
   /// Weight collectives (broadcasts / all-gathers) kept in flight ahead of the group being
-  /// computed: 0 = issue each group's just before its compute; k = also the next k groups.
-  int prefetch = 0;
+  /// computed: 0 = issue each group's just before its compute; k = also the next k groups
+  /// (the reference prefetches 1).
+  int prefetch = 1;
+  Device device = Device::host;
+  /// Parameters and gradients on the wire (and the weights compute reads); masters, momentum
+  /// and AdamW state stay fp32. bf16 is what the reference's benchmarks run.
+  kernels::Dtype comm_dtype = kernels::Dtype::f32;
+  /// Newton–Schulz form (gram: Gram iteration with the restart, the reference's default).
+  kernels::NsVariant ns = kernels::NsVariant::gram;
+  /// CUDA only: Newton–Schulz iterations in fp16 (the reference's), bf16 or fp32; the norm is
+  /// always fp32. The host computes in fp32.
+  kernels::Dtype ns_dtype = kernels::Dtype::f16;
+  OptimizerPipeline pipeline = OptimizerPipeline::per_group;
   Compute compute = Compute::gemm;
   std::int64_t tokens = 64;        ///< per rank; used when global_tokens == 0
   std::int64_t global_tokens = 0;  ///< global batch in samples; 0 = tokens x G
   int steps = 5;                   ///< measured steps (after warmup)
   int warmup = 1;                  ///< unmeasured steps first
   std::uint64_t seed = 1;
-  bool check = false;        ///< compare with a one-process recomputation on rank 0
+  bool check = false;  ///< compare with a one-process recomputation on rank 0
+  /// Gather every final weight to rank 0 (RunResult::final_weights); implied by check. Off by
+  /// default: a full model on one rank is what a large run cannot afford.
+  bool keep_final_weights = false;
+  /// When set, --check compares with what this returns (rank 0: per parameter in
+  /// tree.parameter_order()) instead of recomputing the one-process reference here: a
+  /// reference computed on another machine (reference_file.hpp).
+  std::function<std::vector<std::vector<float>>()> check_reference;
   int inject_nan_step = -1;  ///< test aid: poison a gradient on the last rank at this step
-  /// Max Frobenius relative error per parameter accepted by --check. fp32 sums of the same
-  /// samples in another order differ by ~1e-7 relative; Newton–Schulz's normalisation and
-  /// quintic iterations amplify that by O(10–100) over a few steps: 1e-4 leaves ~10x margin.
-  double check_tolerance = 1e-4;
+  /// Max Frobenius relative error per parameter accepted by --check; 0 = the default for the
+  /// run's dtypes (default_check_tolerance).
+  double check_tolerance = 0;
   /// Called on every rank after each step (1-based step, total steps incl. warmup); progress
   /// display. Must not communicate.
   std::function<void(int, int)> on_step;
 
   int total_steps() const { return warmup + steps; }
+  /// check_tolerance, or the default that fits the run's dtypes when it is 0.
+  double effective_check_tolerance() const;
   /// Global samples for a world of G shard ranks.
   std::int64_t global_samples(int shard) const {
     return global_tokens > 0 ? global_tokens : tokens * shard;

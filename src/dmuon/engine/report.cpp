@@ -46,6 +46,11 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
   j["grad_reduce"] = plan::grad_reduce_name(o.grad_reduce);
   j["prefetch"] = o.prefetch;
   j["compute"] = compute_name(o.compute);
+  j["device"] = device_name(o.device);
+  j["comm_dtype"] = dtype_flag_name(o.comm_dtype);
+  j["ns"] = std::string(kernels::to_string(o.ns));
+  j["ns_dtype"] = o.device == Device::cuda ? dtype_flag_name(o.ns_dtype) : "fp32";
+  j["optimizer_pipeline"] = optimizer_pipeline_name(o.pipeline);
   j["steps"] = o.steps;
   j["warmup"] = o.warmup;
   j["seed"] = o.seed;
@@ -87,8 +92,9 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
     if (r.checked)
       x["check"] = {{"passed", r.check_passed},
                     {"max_rel_error", r.max_rel_error},
-                    {"tolerance", o.check_tolerance},
-                    {"worst_parameter", r.worst_param}};
+                    {"tolerance", r.check_tolerance},
+                    {"worst_parameter", r.worst_param},
+                    {"note", r.check_note}};
     j["runs"].push_back(x);
   }
   j["warnings"] = nlohmann::json::array();

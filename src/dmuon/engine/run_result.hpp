@@ -71,6 +71,9 @@ struct RunResult {
   bool checked = false;
   bool check_passed = true;
   double max_rel_error = 0;
+  double check_tolerance = 0;  ///< the bound max_rel_error was held to
+  /// Why a 16-bit check may fail although nothing is wrong (empty when it cannot).
+  std::string check_note;
   std::string worst_param;
   /// Rank 0 only: per measured step, rank and phase, ms: [(step * world + rank) * kPhaseCount +
   /// phase] (the values the medians above reduce).
@@ -78,7 +81,8 @@ struct RunResult {
   /// Rank 0 only: per channel and rank, [channel * world + rank], of the last step: collective
   /// calls, measured bytes and formula bytes.
   std::vector<std::int64_t> rank_calls, rank_bytes, rank_formula_bytes;
-  /// Rank 0 only: every parameter's final weights, in tree.parameter_order().
+  /// Rank 0 only, with --check or EngineOptions::keep_final_weights: every parameter's final
+  /// weights, in tree.parameter_order().
   std::vector<std::vector<float>> final_weights;
 
   std::int64_t bytes_measured_total() const;

@@ -13,9 +13,12 @@
 // n = global_tokens·k/E samples, at least 1: E = the children of `<path>.experts` in the tree,
 // k = min(2, E) (top-2 routing, the Mixtral/reference setting).
 // Compute::none skips the GEMMs: gradient = u(seed, step, pid, i) + w_i on every rank.
+//
+// This file is the data only (no compute, no Kokkos): the host computes with LinearWork
+// (linear_work.hpp), the CUDA backend with kernels::cuda::synthetic_rows and cuBLAS.
 
+#include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "dmuon/engine/engine_options.hpp"
 #include "dmuon/model/module_tree.hpp"
@@ -33,34 +36,57 @@ MatrixShape matrix_shape(const model::Parameter& p);
 float synthetic_uniform(std::uint64_t seed, std::uint64_t step, std::uint64_t sample,
                         std::uint64_t pid, std::uint64_t stream, std::uint64_t index);
 
+/// out[i] = synthetic_uniform(seed, step, sample, pid, stream, i) for i < n (one data row).
+void synthetic_fill_row(std::uint64_t seed, std::uint64_t step, std::uint64_t sample,
+                        std::uint64_t pid, std::uint64_t stream, float* out, std::int64_t n);
+
 /// Deterministic initial weights of parameter `pid` (same on every rank and in the reference).
 void init_weights(std::uint64_t seed, int pid, float* w, std::int64_t numel, std::int64_t cols);
 
 /// Global sample count parameter `pid` of `tree` trains on (see above).
 std::int64_t param_samples(const model::ModuleTree& tree, int pid, std::int64_t global_tokens);
 
-/// Per-parameter activations and scratch, sized once for this rank's sample range.
-class LinearWork {
- public:
-  LinearWork() = default;
-  /// Parameter `pid` of `tree`; this rank's share of its global samples among `shard` ranks.
-  LinearWork(const model::ModuleTree& tree, int pid, std::int64_t global_tokens, int rank,
-             int shard);
-  std::int64_t local_samples() const { return end_ - begin_; }
-  std::int64_t bytes() const;
+/// The smallest global batch with which every parameter the predicate accepts trains on at
+/// least min(rows, cols) samples, so its gradient can have full rank. Below it Newton–Schulz
+/// amplifies rounding in the near-null directions (a 16-bit --check then needs it).
+template <class Accept>
+std::int64_t full_rank_global_tokens(const model::ModuleTree& tree, Accept&& accept);
 
-  /// Forward: draws X (and T) for `step` and computes Y = X·Wᵀ.
-  void forward(Compute compute, std::uint64_t seed, long step, const float* w);
-  /// Backward: dY = (G/n)(Y − T), dX = dY·W (discarded), grad = dYᵀ·X (rows x cols); with
-  /// Compute::none grad = u + w. `grad` holds numel floats.
-  void backward(Compute compute, std::uint64_t seed, long step, const float* w, float* grad);
+/// The RNG streams of the synthetic data (the last key part of synthetic_uniform).
+namespace synthetic_stream {
+inline constexpr std::uint64_t x = 1, target = 2, none = 3, init = 4;
+}
 
- private:
-  int pid_ = -1;
-  MatrixShape shape_{};
-  std::int64_t n_ = 0, begin_ = 0, end_ = 0;
-  int shard_ = 1;
-  std::vector<float> x_, y_, t_, dx_;
+/// Rank `rank` of `ranks` trains parameter `pid` on global samples [begin, end) of n.
+struct SampleRange {
+  std::int64_t n = 0, begin = 0, end = 0;
+  std::int64_t local() const { return end - begin; }
 };
+SampleRange sample_range(const model::ModuleTree& tree, int pid, std::int64_t global_tokens,
+                         int rank, int ranks);
+
+template <class Accept>
+std::int64_t full_rank_global_tokens(const model::ModuleTree& tree, Accept&& accept) {
+  std::int64_t need = 1;
+  for (int pid : tree.parameter_order()) {
+    if (!accept(pid)) continue;
+    const auto shape = matrix_shape(tree.parameter(pid));
+    const std::int64_t rank = std::min(shape.rows, shape.cols);
+    if (param_samples(tree, pid, need) >= rank) continue;
+    // param_samples grows with the global batch: double, then bisect.
+    std::int64_t lo = need, hi = need;
+    while (param_samples(tree, pid, hi) < rank) {
+      if (hi > (std::int64_t{1} << 40)) return hi;  // unreachable for any real shape
+      lo = hi;
+      hi *= 2;
+    }
+    while (lo + 1 < hi) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      (param_samples(tree, pid, mid) >= rank ? hi : lo) = mid;
+    }
+    need = hi;
+  }
+  return need;
+}
 
 }  // namespace dmuon::engine

@@ -138,10 +138,11 @@ void compare_timing(const char* what, double a, double b, double tol, RunCompari
 std::string run_key(const RunRecord& r) {
   return fmt::format(
       "{}/{} boundary={} ({}) method={} reshard={} grad_reduce={} prefetch={} world={} R={} "
-      "owners={} cost={}",
+      "owners={} cost={} device={} comm={} ns={}/{} pipeline={}",
       r.topology, r.preset.empty() ? "-" : r.preset, r.boundary_spec,
       r.strict ? "strict" : "lenient", r.method, r.reshard, r.grad_reduce, r.prefetch, r.world_size,
-      r.replicate, r.partition.strategy, r.partition.cost_model);
+      r.replicate, r.partition.strategy, r.partition.cost_model, r.device, r.comm_dtype, r.ns,
+      r.ns_dtype, r.optimizer_pipeline);
 }
 
 std::string RunComparison::check() const {

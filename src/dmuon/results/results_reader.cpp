@@ -41,6 +41,14 @@ RunRecord read_run(const h5::Group& g) {
   // Added after the first files were written; absent means the only behaviour then existed.
   r.grad_reduce = g.has_attr("grad_reduce") ? g.read_attr_string("grad_reduce") : "per-param";
   r.prefetch = g.has_attr("prefetch") ? g.read_attr_int("prefetch") : 0;
+  const auto text = [&g](const char* name, const char* older) {
+    return g.has_attr(name) ? g.read_attr_string(name) : std::string(older);
+  };
+  r.device = text("device", "host");
+  r.comm_dtype = text("comm_dtype", "fp32");
+  r.ns = text("ns", "direct");
+  r.ns_dtype = text("ns_dtype", "fp32");
+  r.optimizer_pipeline = text("optimizer_pipeline", "all-then-publish");
   r.world_size = g.read_attr_int("world_size");
   r.replicate = g.read_attr_int("replicate");
 

@@ -56,6 +56,11 @@ void write_run(h5::Group& g, const RunRecord& r) {
   g.write_attr("reshard", r.reshard);
   g.write_attr("grad_reduce", r.grad_reduce);
   g.write_attr("prefetch", r.prefetch);
+  g.write_attr("device", r.device);
+  g.write_attr("comm_dtype", r.comm_dtype);
+  g.write_attr("ns", r.ns);
+  g.write_attr("ns_dtype", r.ns_dtype);
+  g.write_attr("optimizer_pipeline", r.optimizer_pipeline);
   g.write_attr("world_size", r.world_size);
   g.write_attr("replicate", r.replicate);
 

@@ -1,0 +1,617 @@
+// The CUDA machine for the step executor. Host code (the host compiler builds it against
+// cudart and NCCL); the device work is in kernels/cuda behind its void*-stream API.
+//
+// Streams and ordering (the layout/schedule decide what; this file only how):
+//   compute_    every kernel: pack, forward/backward GEMMs, momentum, Newton–Schulz, apply
+//   weights_    broadcasts / all-gathers (and fsdp-muon's optimizer all-gathers)
+//   reduce_     stage-1 gradient reduces (high priority: they gate the optimizer)
+//   replicate_  HSDP stage 2 and the owners' replicate broadcasts
+// A collective's stream waits on an event recorded on compute_ when it is issued (what it
+// reads was produced there); compute_ waits on a batch's event where the schedule waits. The
+// host synchronises once per step (end_step), polling NCCL's asynchronous errors meanwhile.
+#include "dmuon/engine/cuda_backend.hpp"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/comm/abort.hpp"
+#include "dmuon/comm/nccl_check.hpp"
+#include "dmuon/engine/optimizer_config.hpp"
+#include "dmuon/engine/synthetic.hpp"
+#include "kernels/cuda/kernels.hpp"
+
+namespace dmuon::engine {
+
+void require_cuda_backend() {}
+
+namespace {
+
+namespace cu = kernels::cuda;
+using kernels::Dtype;
+
+// Device memory of n elements of `type`, owned.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(std::int64_t n, Dtype type) : type_(type), n_(n) {
+    if (n > 0) DMUON_CHECK_CUDA(cudaMalloc(&ptr_, bytes()));
+  }
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(type_, o.type_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  /// Address of element `offset`.
+  void* at(std::int64_t offset) const {
+    return static_cast<unsigned char*>(ptr_) +
+           static_cast<std::size_t>(offset) * dtype_bytes(type_);
+  }
+  float* f32(std::int64_t offset = 0) const { return static_cast<float*>(at(offset)); }
+  std::size_t bytes() const { return static_cast<std::size_t>(n_) * dtype_bytes(type_); }
+
+ private:
+  void* ptr_ = nullptr;
+  Dtype type_ = Dtype::f32;
+  std::int64_t n_ = 0;
+};
+
+// This process's GPU: the node-local rank modulo the visible devices, agreed by all ranks.
+int select_device(MPI_Comm world) {
+  MPI_Comm node = MPI_COMM_NULL;
+  DMUON_CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int local_rank = 0, local_size = 1;
+  DMUON_CHECK_MPI(MPI_Comm_rank(node, &local_rank));
+  DMUON_CHECK_MPI(MPI_Comm_size(node, &local_size));
+  DMUON_CHECK_MPI(MPI_Comm_free(&node));
+  std::string problem;
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) {
+    problem = fmt::format("no GPU visible (cudaGetDeviceCount: {})", cudaGetErrorString(rc));
+    (void)cudaGetLastError();
+  } else if (count == 0) {
+    problem = "no GPU visible (cudaGetDeviceCount returned 0)";
+  } else if (local_size > count) {
+    problem = fmt::format("{} ranks on one node share {} GPU(s); run one rank per GPU", local_size,
+                          count);
+  }
+  const int ok = problem.empty() ? 1 : 0;
+  int all_ok = 0;
+  DMUON_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world));
+  // The same one-line error on every rank (exit 2): the first failing rank's reason.
+  if (!all_ok) {
+    int rank = 0, size = 1;
+    DMUON_CHECK_MPI(MPI_Comm_rank(world, &rank));
+    DMUON_CHECK_MPI(MPI_Comm_size(world, &size));
+    int mine = ok ? size : rank, first = 0;
+    DMUON_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, world));
+    int len = rank == first ? static_cast<int>(problem.size()) : 0;
+    DMUON_CHECK_MPI(MPI_Bcast(&len, 1, MPI_INT, first, world));
+    problem.resize(static_cast<std::size_t>(len));
+    DMUON_CHECK_MPI(MPI_Bcast(problem.data(), len, MPI_CHAR, first, world));
+    throw InputError(fmt::format("--device cuda: rank {}: {}", first, problem));
+  }
+  return local_rank % count;
+}
+
+// Phase segments as event pairs on the compute stream; read after the step's synchronisation.
+class CudaPhaseTimer final : public PhaseTimer {
+ public:
+  explicit CudaPhaseTimer(cudaStream_t stream) : stream_(stream) {}
+  ~CudaPhaseTimer() override {
+    for (auto e : events_) cudaEventDestroy(e);
+  }
+  CudaPhaseTimer(const CudaPhaseTimer&) = delete;
+  CudaPhaseTimer& operator=(const CudaPhaseTimer&) = delete;
+
+  void start_step() override {
+    used_ = 0;
+    segments_.clear();
+    open_ = false;
+    step_start_ = record();
+  }
+  void switch_to(Phase phase, bool exposed) override {
+    pause();
+    segments_.push_back({phase, exposed, record(), 0});
+    open_ = true;
+  }
+  void pause() override {
+    if (!open_) return;
+    segments_.back().stop = record();
+    open_ = false;
+  }
+  /// The step's last event (after the streams were joined); end_step records it.
+  void stop_step() {
+    pause();
+    step_stop_ = record();
+  }
+  std::array<double, kPhaseCount> finish_step() override {
+    std::array<double, kPhaseCount> ph{};
+    for (const auto& s : segments_) {
+      const double ms = elapsed(s.start, s.stop);
+      ph[static_cast<std::size_t>(s.phase)] += ms;
+      if (s.exposed) ph[static_cast<std::size_t>(Phase::exposed_comm)] += ms;
+    }
+    ph[static_cast<std::size_t>(Phase::step)] = elapsed(step_start_, step_stop_);
+    return ph;
+  }
+
+ private:
+  struct Segment {
+    Phase phase;
+    bool exposed;
+    std::size_t start, stop;
+  };
+  std::size_t record() {
+    if (used_ == events_.size()) {
+      cudaEvent_t e = nullptr;
+      DMUON_CHECK_CUDA(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    DMUON_CHECK_CUDA(cudaEventRecord(events_[used_], stream_));
+    return used_++;
+  }
+  double elapsed(std::size_t a, std::size_t b) const {
+    float ms = 0;
+    DMUON_CHECK_CUDA(cudaEventElapsedTime(&ms, events_[a], events_[b]));
+    return ms;
+  }
+
+  cudaStream_t stream_;
+  std::vector<cudaEvent_t> events_;
+  std::size_t used_ = 0;
+  std::vector<Segment> segments_;
+  std::size_t step_start_ = 0, step_stop_ = 0;
+  bool open_ = false;
+};
+
+class CudaBackend final : public StepBackend {
+ public:
+  CudaBackend(const model::ModuleTree& tree, const StepLayout& layout, const EngineOptions& o,
+              const comm::RankLayout& ranks, MPI_Comm world, int device)
+      : L_(layout),
+        o_(o),
+        wire_(o.comm_dtype),
+        ns_type_(o.ns_dtype),
+        muon_(muon_config(o)),
+        device_(device) {
+    DMUON_CHECK_CUDA(cudaSetDevice(device_));
+    int least = 0, greatest = 0;
+    DMUON_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&compute_, cudaStreamNonBlocking, least));
+    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&weights_, cudaStreamNonBlocking, least));
+    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&reduce_, cudaStreamNonBlocking, greatest));
+    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&replicate_, cudaStreamNonBlocking, least));
+    DMUON_CHECK_CUDA(cudaEventCreateWithFlags(&produced_, cudaEventDisableTiming));
+    DMUON_CHECK_CUDA(cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming));
+    ctx_ = std::make_unique<cu::Context>(compute_);
+    timer_ = std::make_unique<CudaPhaseTimer>(compute_);
+    comm::CommunicatorOptions co;
+    co.cuda_device = device_;
+    if (L_.method == Method::ddp_muon) {
+      shard_ = comm::make_communicator(comm::Backend::nccl, world, co);
+    } else {
+      shard_ = comm::make_communicator(comm::Backend::nccl, ranks.shard_comm(), co);
+      if (ranks.replicate_size() > 1)
+        replicate_comm_ = comm::make_communicator(comm::Backend::nccl, ranks.replicate_comm(), co);
+    }
+    master_ = DeviceBuffer(L_.master_elems, Dtype::f32);
+    state_ = DeviceBuffer(L_.state_elems, Dtype::f32);
+    state2_ = DeviceBuffer(L_.second_state_elems, Dtype::f32);
+    ns_input_ = DeviceBuffer(L_.state_elems, ns_type_);
+    grad_arena_ = DeviceBuffer(L_.grad_arena_elems, wire_);
+    weight_pool_ = DeviceBuffer(L_.weight_pool_elems, wire_);
+    grad_pool_ = DeviceBuffer(L_.grad_pool_elems, wire_);
+    gather_pool_ = DeviceBuffer(L_.gather_pool_elems, wire_);
+    if (wire_ != ns_type_) gather_ns_ = DeviceBuffer(L_.gather_pool_elems, ns_type_);
+    counters_ = std::make_unique<cu::DeviceCounters>(2 * L_.params.size());
+    host_counters_.assign(2 * L_.params.size(), 0);
+    nan_ = DeviceBuffer(1, Dtype::f32);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    DMUON_CHECK_CUDA(cudaMemcpy(nan_.at(0), &nan, sizeof(float), cudaMemcpyHostToDevice));
+
+    // Activations: X and Y of every parameter live from its forward to its backward, as a
+    // network's do; the target and dX are regenerated / discarded per call (shared scratch).
+    const std::int64_t global = o.global_samples(L_.me.world());
+    std::int64_t scratch_rows = 0, scratch_cols = 0, pad = 0;
+    std::vector<float> init;
+    for (const auto& p : L_.params) {
+      Activations a;
+      a.range = sample_range(tree, p.pid, global, ranks.world_rank(), ranks.world_size());
+      const std::int64_t b = o.compute == Compute::gemm ? a.range.local() : 0;
+      a.x = DeviceBuffer(b * p.shape.cols, wire_);
+      a.y = DeviceBuffer(b * p.shape.rows, wire_);
+      scratch_rows = std::max(scratch_rows, b * p.shape.rows);
+      scratch_cols = std::max(scratch_cols, b * p.shape.cols);
+      acts_.push_back(std::move(a));
+      pad = std::max(pad, p.chunk * L_.me.shard - p.numel);
+      if (p.master_offset < 0) continue;
+      init.assign(static_cast<std::size_t>(p.numel), 0.0f);
+      init_weights(o.seed, p.pid, init.data(), p.numel, p.shape.cols);
+      const float* src = init.data();
+      std::int64_t count = p.numel;
+      std::vector<float> shard;
+      if (p.storage == Storage::sharded) {
+        const std::int64_t begin = L_.me.column * p.chunk;
+        shard.assign(static_cast<std::size_t>(p.chunk), 0.0f);
+        for (std::int64_t j = 0; j < p.chunk && begin + j < p.numel; ++j)
+          shard[static_cast<std::size_t>(j)] = init[static_cast<std::size_t>(begin + j)];
+        src = shard.data();
+        count = p.chunk;
+      }
+      DMUON_CHECK_CUDA(cudaMemcpy(master_.f32(p.master_offset), src,
+                                  static_cast<std::size_t>(count) * sizeof(float),
+                                  cudaMemcpyHostToDevice));
+    }
+    target_ = DeviceBuffer(scratch_rows, wire_);
+    dx_ = DeviceBuffer(scratch_cols, wire_);
+    // Newton–Schulz workspaces now: creating one synchronises, which a step must not do.
+    for (const auto& p : L_.params)
+      if (p.updated_here && p.muon)
+        (void)workspace(static_cast<std::size_t>(p.shape.rows),
+                        static_cast<std::size_t>(p.shape.cols));
+    DMUON_CHECK_CUDA(cudaDeviceSynchronize());
+  }
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    cudaDeviceSynchronize();
+    ctx_.reset();
+    timer_.reset();
+    for (cudaStream_t s : {compute_, weights_, reduce_, replicate_})
+      if (s) cudaStreamDestroy(s);
+    cudaEventDestroy(produced_);
+    cudaEventDestroy(joined_);
+  }
+
+  comm::Communicator* comm(CommGroup group) override {
+    return group == CommGroup::shard ? shard_.get() : replicate_comm_.get();
+  }
+
+  void* buffer(const BufferRef& ref) override {
+    using Kind = BufferRef::Kind;
+    if (ref.pair >= 0) {
+      const auto& pr = L_.pairs[static_cast<std::size_t>(ref.pair)];
+      switch (ref.kind) {
+        case Kind::weights: return weight_pool_.at(ref.base + pr.weight_offset);
+        case Kind::grads:
+          return pr.grad_persistent ? grad_arena_.at(pr.grad_offset)
+                                    : grad_pool_.at(ref.base + pr.grad_offset);
+        case Kind::master: return master_.at(pr.master_offset);
+        default: break;
+      }
+    } else if (ref.param >= 0) {
+      const auto& p = param(ref.param);
+      switch (ref.kind) {
+        case Kind::weights: return weight_pool_.at(ref.base + p.weight_offset);
+        case Kind::grads: return grad_of(p, ref.base);
+        case Kind::grad_shard: return grad_arena_.at(p.grad_shard_offset);
+        case Kind::gather: return gather_pool_.at(ref.base + p.gather_offset);
+        default: break;
+      }
+    }
+    throw RuntimeFailure("cuda backend: a collective names a buffer the layout does not have");
+  }
+
+  void before_issue(const StepOp& op) override {
+    cudaStream_t s = stream_for(op.op);
+    // Stage 2 reads only what stage 1 wrote: order_after() made its stream wait for that,
+    // and it must not also wait for the compute queue.
+    if (op.op != Op::issue_stage2) {
+      DMUON_CHECK_CUDA(cudaEventRecord(produced_, compute_));
+      DMUON_CHECK_CUDA(cudaStreamWaitEvent(s, produced_, 0));
+    }
+    comm(comm_of(op.op))->set_stream(s);
+  }
+  void wait(comm::Batch& batch) override { batch.wait_on_stream(compute_); }
+  void order_after(comm::Batch& batch, CommGroup) override {
+    batch.wait_on_stream(replicate_, /*consume=*/false);
+  }
+
+  void begin_step(long) override { cu::zero_counters(*ctx_, counters_->data(), counters_->size()); }
+
+  void pack(const StepOp& op) override {
+    const auto& g = group(op.group);
+    switch (g.kind) {
+      case GroupKind::dmuon_site:
+        // One conversion kernel per packed buffer: the masters are stored packed per pair.
+        for (int pi : g.pairs) {
+          const auto& pr = L_.pairs[static_cast<std::size_t>(pi)];
+          if (pr.rooted_here)
+            cu::convert(*ctx_, master_.at(pr.master_offset), Dtype::f32,
+                        weight_pool_.at(op.weight_base + pr.weight_offset), wire_,
+                        static_cast<std::size_t>(pr.numel));
+        }
+        break;
+      case GroupKind::fsdp:
+        for (int pi : g.members) {
+          const auto& p = param(pi);
+          cu::convert(*ctx_, master_.at(p.master_offset), Dtype::f32,
+                      weight_pool_.at(op.weight_base + p.weight_offset + L_.me.column * p.chunk),
+                      wire_, static_cast<std::size_t>(p.chunk));
+        }
+        break;
+      case GroupKind::ddp:
+        for (int pi : g.members) {
+          const auto& p = param(pi);
+          cu::convert(*ctx_, master_.at(p.master_offset), Dtype::f32,
+                      weight_pool_.at(op.weight_base + p.weight_offset), wire_,
+                      static_cast<std::size_t>(p.numel));
+        }
+        break;
+    }
+  }
+
+  void weights_arrived(const StepOp&) override {}  // compute reads the wire type directly
+
+  void forward(const StepOp& op, long step) override {
+    const auto& p = param(op.param);
+    auto& a = acts_[static_cast<std::size_t>(op.param)];
+    const std::int64_t b = a.range.local();
+    if (o_.compute == Compute::none || b == 0 || p.shape.cols == 0) return;
+    cu::synthetic_rows(*ctx_, a.x.at(0), wire_, static_cast<std::size_t>(b),
+                       static_cast<std::size_t>(p.shape.cols), o_.seed,
+                       static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(a.range.begin),
+                       static_cast<std::uint64_t>(p.pid), synthetic_stream::x);
+    // Y = X·Wᵀ
+    cu::gemm(*ctx_, wire_, false, true, static_cast<std::size_t>(b),
+             static_cast<std::size_t>(p.shape.rows), static_cast<std::size_t>(p.shape.cols), 1.0f,
+             a.x.at(0), weight_pool_.at(op.weight_base + p.weight_offset), 0.0f, a.y.at(0));
+  }
+
+  void backward(const StepOp& op, long step) override {
+    const auto& p = param(op.param);
+    auto& a = acts_[static_cast<std::size_t>(op.param)];
+    void* grad = grad_of(p, op.grad_base);
+    const void* w = weight_pool_.at(op.weight_base + p.weight_offset);
+    const auto rows = static_cast<std::size_t>(p.shape.rows),
+               cols = static_cast<std::size_t>(p.shape.cols);
+    const std::int64_t b = a.range.local();
+    if (o_.compute == Compute::none) {
+      cu::synthetic_grad_none(*ctx_, w, wire_, grad, wire_, static_cast<std::size_t>(p.numel),
+                              o_.seed, static_cast<std::uint64_t>(step),
+                              static_cast<std::uint64_t>(p.pid), synthetic_stream::none);
+    } else if (b == 0 || p.numel == 0) {
+      DMUON_CHECK_CUDA(cudaMemsetAsync(grad, 0, wire_bytes(p.numel), compute_));
+    } else {
+      const auto ub = static_cast<std::size_t>(b);
+      cu::synthetic_rows(*ctx_, target_.at(0), wire_, ub, rows, o_.seed,
+                         static_cast<std::uint64_t>(step),
+                         static_cast<std::uint64_t>(a.range.begin),
+                         static_cast<std::uint64_t>(p.pid), synthetic_stream::target);
+      // dY = (Y − T)·G/n (the mean over the global samples, see synthetic.hpp)
+      const float scale = static_cast<float>(L_.me.world()) / static_cast<float>(a.range.n);
+      cu::residual_scale(*ctx_, a.y.at(0), target_.at(0), wire_, ub * rows, scale);
+      cu::gemm(*ctx_, wire_, false, false, ub, cols, rows, 1.0f, a.y.at(0), w, 0.0f,
+               dx_.at(0));  // dX = dY·W
+      cu::gemm(*ctx_, wire_, true, false, rows, cols, ub, 1.0f, a.y.at(0), a.x.at(0), 0.0f,
+               grad);  // dW = dYᵀ·X
+    }
+    if (p.storage == Storage::sharded && p.chunk * L_.me.shard > p.numel) {
+      // The pooled slot held another group's gradient: the padding must reduce as zeros.
+      DMUON_CHECK_CUDA(cudaMemsetAsync(grad_pool_.at(op.grad_base + p.grad_offset + p.numel), 0,
+                                       wire_bytes(p.chunk * L_.me.shard - p.numel), compute_));
+    }
+  }
+
+  void poison_gradient(const StepOp& op) override {
+    cu::convert(*ctx_, nan_.at(0), Dtype::f32, grad_of(param(op.param), op.grad_base), wire_, 1);
+  }
+
+  void release_weights(const StepOp&) override {}  // stream order covers the slot's reuse
+
+  void prepare(const StepOp& op, long step) override {
+    for (int pi : group(op.group).members) {
+      const auto& p = param(pi);
+      if (!p.updated_here || !p.muon) continue;
+      if (p.storage == Storage::sharded) {
+        // The Nesterov input shard goes to its own place in the gather slot (in-place gather).
+        cu::muon_momentum(
+            *ctx_, grad_arena_.at(p.grad_shard_offset), wire_, state_.f32(p.state_offset),
+            gather_pool_.at(op.gather_base + p.gather_offset + L_.me.column * p.chunk), wire_,
+            static_cast<std::size_t>(p.chunk), step, muon_.momentum, muon_.nesterov,
+            bad_gradient(pi));
+      } else {
+        cu::muon_momentum(*ctx_, grad_arena_.at(p.grad_offset), wire_, state_.f32(p.state_offset),
+                          ns_input_.at(p.state_offset), ns_type_, static_cast<std::size_t>(p.numel),
+                          step, muon_.momentum, muon_.nesterov, bad_gradient(pi));
+      }
+    }
+  }
+
+  void newton_schulz(const StepOp& op) override {
+    const auto& p = param(op.param);
+    void* x = ns_matrix(p, op.gather_base, true);
+    const auto rows = static_cast<std::size_t>(p.shape.rows),
+               cols = static_cast<std::size_t>(p.shape.cols);
+    cu::newton_schulz(*ctx_, x, x, rows, cols, ns_type_, muon_.ns, workspace(rows, cols),
+                      bad_gradient(op.param));
+  }
+
+  void apply(const StepOp& op, long step) override {
+    const auto& p = param(op.param);
+    if (p.muon) {
+      const float scale = kernels::muon_scale(static_cast<std::size_t>(p.shape.rows),
+                                              static_cast<std::size_t>(p.shape.cols));
+      std::int64_t begin = 0, len = p.numel;
+      if (p.storage == Storage::sharded) {
+        begin = L_.me.column * p.chunk;
+        len = std::max<std::int64_t>(0, std::min(p.chunk, p.numel - begin));
+      }
+      const auto* out = static_cast<const unsigned char*>(ns_matrix(p, op.gather_base, false)) +
+                        static_cast<std::size_t>(begin) * dtype_bytes(ns_type_);
+      cu::muon_apply(*ctx_, master_.f32(p.master_offset), out, ns_type_,
+                     static_cast<std::size_t>(len), muon_.lr, muon_.weight_decay, scale,
+                     bad_weight(op.param));
+      return;
+    }
+    const bool sharded = p.storage == Storage::sharded;
+    cu::adamw_step(*ctx_, master_.f32(p.master_offset),
+                   sharded ? grad_arena_.at(p.grad_shard_offset) : grad_arena_.at(p.grad_offset),
+                   wire_, state_.f32(p.state_offset), state2_.f32(p.second_state_offset),
+                   static_cast<std::size_t>(p.state_elems), step, adamw_config(),
+                   bad_gradient(op.param));
+  }
+
+  void end_step(long step) override {
+    // Join the weight and reduce streams (the replicate broadcasts stay in flight by design:
+    // the next forward waits for them), then one host synchronisation for the whole step.
+    for (cudaStream_t s : {weights_, reduce_}) {
+      DMUON_CHECK_CUDA(cudaEventRecord(joined_, s));
+      DMUON_CHECK_CUDA(cudaStreamWaitEvent(compute_, joined_, 0));
+    }
+    timer_->stop_step();
+    host_wait(compute_);
+    cu::read_counters(*ctx_, counters_->data(), counters_->size(), host_counters_.data());
+    for (std::size_t i = 0; i < L_.params.size(); ++i) {
+      if (host_counters_[2 * i] != 0)
+        comm::abort_all(fmt::format("non-finite gradient in parameter '{}' at step {}",
+                                    L_.params[i].name, step));
+      if (host_counters_[2 * i + 1] != 0)
+        comm::abort_all(
+            fmt::format("non-finite weight in parameter '{}' at step {}", L_.params[i].name, step));
+    }
+  }
+
+  PhaseTimer& timer() override { return *timer_; }
+
+  void read_masters(std::int64_t offset, std::int64_t count, float* host) override {
+    host_wait(compute_);
+    DMUON_CHECK_CUDA(cudaMemcpy(host, master_.f32(offset), static_cast<std::size_t>(count) * 4,
+                                cudaMemcpyDeviceToHost));
+  }
+
+  std::int64_t allocated_bytes() const override {
+    std::size_t b = 0;
+    for (const DeviceBuffer* d :
+         {&master_, &state_, &state2_, &ns_input_, &grad_arena_, &weight_pool_, &grad_pool_,
+          &gather_pool_, &gather_ns_, &target_, &dx_})
+      b += d->bytes();
+    for (const auto& a : acts_) b += a.x.bytes() + a.y.bytes();
+    for (const auto& w : workspaces_) b += w.second->bytes();
+    return static_cast<std::int64_t>(b);
+  }
+
+ private:
+  struct Activations {
+    SampleRange range;
+    DeviceBuffer x, y;
+  };
+
+  const GroupLayout& group(int g) const { return L_.groups[static_cast<std::size_t>(g)]; }
+  const ParamLayout& param(int p) const { return L_.params[static_cast<std::size_t>(p)]; }
+  std::size_t wire_bytes(std::int64_t n) const {
+    return static_cast<std::size_t>(n) * dtype_bytes(wire_);
+  }
+  unsigned long long* bad_gradient(int p) const {
+    return counters_->at(2 * static_cast<std::size_t>(p));
+  }
+  unsigned long long* bad_weight(int p) const {
+    return counters_->at(2 * static_cast<std::size_t>(p) + 1);
+  }
+
+  void* grad_of(const ParamLayout& p, std::int64_t base) const {
+    return p.grad_persistent ? grad_arena_.at(p.grad_offset) : grad_pool_.at(base + p.grad_offset);
+  }
+
+  cudaStream_t stream_for(Op op) const {
+    switch (op) {
+      case Op::issue_reduce: return reduce_;
+      case Op::issue_stage2:
+      case Op::publish: return replicate_;
+      default: return weights_;
+    }
+  }
+
+  // The ns-typed matrix Newton–Schulz works on in place: owners' and replicas' inputs, or
+  // fsdp-muon's gathered input (converted from the wire type when `load` and types differ).
+  void* ns_matrix(const ParamLayout& p, std::int64_t gather_base, bool load) {
+    if (p.storage != Storage::sharded) return ns_input_.at(p.state_offset);
+    void* gathered = gather_pool_.at(gather_base + p.gather_offset);
+    if (wire_ == ns_type_) return gathered;
+    void* image = gather_ns_.at(gather_base + p.gather_offset);
+    if (load)
+      cu::convert(*ctx_, gathered, wire_, image, ns_type_, static_cast<std::size_t>(p.numel));
+    return image;
+  }
+
+  cu::NsWorkspace& workspace(std::size_t rows, std::size_t cols) {
+    auto& w = workspaces_[{rows, cols}];
+    if (!w) w = std::make_unique<cu::NsWorkspace>(rows, cols, ns_type_);
+    return *w;
+  }
+
+  // Host wait for everything enqueued on `s` so far, polling the communicators' asynchronous
+  // errors (a dead peer leaves NCCL kernels spinning forever) with the NCCL timeout.
+  void host_wait(cudaStream_t s) {
+    DMUON_CHECK_CUDA(cudaEventRecord(joined_, s));
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      const cudaError_t rc = cudaEventQuery(joined_);
+      if (rc == cudaSuccess) return;
+      if (rc != cudaErrorNotReady) DMUON_CHECK_CUDA(rc);
+      for (comm::Communicator* c : {shard_.get(), replicate_comm_.get()})
+        if (c) c->check_async_error();
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (waited > timeout_s())
+        comm::abort_all(
+            fmt::format("the step did not finish on the GPU within {:.0f} s "
+                        "(DMUON_NCCL_TIMEOUT_S): a peer is gone or hung",
+                        timeout_s()));
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  static double timeout_s() {
+    const char* v = std::getenv("DMUON_NCCL_TIMEOUT_S");
+    const double t = v ? std::atof(v) : 0.0;
+    return t > 0 ? t : 600.0;
+  }
+
+  const StepLayout& L_;
+  EngineOptions o_;
+  Dtype wire_, ns_type_;
+  kernels::MuonConfig muon_;
+  int device_;
+  cudaStream_t compute_ = nullptr, weights_ = nullptr, reduce_ = nullptr, replicate_ = nullptr;
+  cudaEvent_t produced_ = nullptr, joined_ = nullptr;
+  std::unique_ptr<cu::Context> ctx_;
+  std::unique_ptr<CudaPhaseTimer> timer_;
+  std::unique_ptr<comm::Communicator> shard_, replicate_comm_;
+  DeviceBuffer master_, state_, state2_, ns_input_, grad_arena_, weight_pool_, grad_pool_,
+      gather_pool_, gather_ns_, target_, dx_, nan_;
+  std::vector<Activations> acts_;
+  std::unique_ptr<cu::DeviceCounters> counters_;
+  std::vector<unsigned long long> host_counters_;
+  std::map<std::pair<std::size_t, std::size_t>, std::unique_ptr<cu::NsWorkspace>> workspaces_;
+};
+
+}  // namespace
+
+std::unique_ptr<StepBackend> make_cuda_backend(const model::ModuleTree& tree,
+                                               const StepLayout& layout, const EngineOptions& o,
+                                               const comm::RankLayout& ranks, MPI_Comm world) {
+  const int device = select_device(world);
+  return std::make_unique<CudaBackend>(tree, layout, o, ranks, world, device);
+}
+
+}  // namespace dmuon::engine

@@ -1,0 +1,393 @@
+#include "dmuon/engine/host_backend.hpp"
+
+#include <fmt/format.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/comm/abort.hpp"
+#include "dmuon/engine/linear_work.hpp"
+#include "dmuon/engine/optimizer_step.hpp"
+#include "kernels/convert.hpp"
+
+namespace dmuon::engine {
+namespace {
+
+using F32View = Kokkos::View<float*, Kokkos::HostSpace>;
+using U16View = Kokkos::View<std::uint16_t*, Kokkos::HostSpace>;
+using kernels::Dtype;
+
+// A buffer of wire elements: fp32, or a 16-bit type held as its bit patterns.
+class WireBuffer {
+ public:
+  WireBuffer() = default;
+  WireBuffer(const std::string& label, std::int64_t n, Dtype type) : type_(type) {
+    const auto size = static_cast<std::size_t>(n);
+    if (type == Dtype::f32)
+      f32_ = F32View(label, size);
+    else
+      u16_ = U16View(label, size);
+  }
+  Dtype type() const { return type_; }
+  void* at(std::int64_t offset) {
+    return type_ == Dtype::f32 ? static_cast<void*>(f32_.data() + offset)
+                               : static_cast<void*>(u16_.data() + offset);
+  }
+  std::int64_t bytes() const {
+    return static_cast<std::int64_t>(f32_.span() * sizeof(float) +
+                                     u16_.span() * sizeof(std::uint16_t));
+  }
+
+ private:
+  Dtype type_ = Dtype::f32;
+  F32View f32_;
+  U16View u16_;
+};
+
+class SteadyTimer final : public PhaseTimer {
+ public:
+  void start_step() override {
+    ph_ = {};
+    open_ = false;
+    step_start_ = Clock::now();
+  }
+  void switch_to(Phase phase, bool exposed) override {
+    pause();
+    phase_ = phase;
+    exposed_ = exposed;
+    open_ = true;
+    start_ = Clock::now();
+  }
+  void pause() override {
+    if (!open_) return;
+    const double ms = ms_since(start_);
+    ph_[static_cast<std::size_t>(phase_)] += ms;
+    if (exposed_) ph_[static_cast<std::size_t>(Phase::exposed_comm)] += ms;
+    open_ = false;
+  }
+  std::array<double, kPhaseCount> finish_step() override {
+    pause();
+    ph_[static_cast<std::size_t>(Phase::step)] = ms_since(step_start_);
+    return ph_;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static double ms_since(Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  }
+  std::array<double, kPhaseCount> ph_{};
+  Clock::time_point step_start_, start_;
+  Phase phase_ = Phase::step;
+  bool exposed_ = false;
+  bool open_ = false;
+};
+
+class HostBackend final : public StepBackend {
+ public:
+  HostBackend(const model::ModuleTree& tree, const StepLayout& layout, const EngineOptions& o,
+              const comm::RankLayout& ranks, MPI_Comm world)
+      : L_(layout), o_(o), wire_(o.comm_dtype), opt_(muon_config(o)) {
+    if (L_.method == Method::ddp_muon) {
+      shard_ = comm::make_communicator(comm::Backend::mpi, world);
+    } else {
+      shard_ = comm::make_communicator(comm::Backend::mpi, ranks.shard_comm());
+      if (ranks.replicate_size() > 1)
+        replicate_ = comm::make_communicator(comm::Backend::mpi, ranks.replicate_comm());
+    }
+    const auto n = [](std::int64_t e) { return static_cast<std::size_t>(e); };
+    master_ = F32View("dmuon::master", n(L_.master_elems));
+    state_ = F32View("dmuon::optimizer_state", n(L_.state_elems));
+    state2_ = F32View("dmuon::adamw_exp_avg_sq", n(L_.second_state_elems));
+    input_ = F32View("dmuon::ns_input", n(L_.state_elems));
+    grad_arena_ = WireBuffer("dmuon::grad_arena", L_.grad_arena_elems, wire_);
+    weight_pool_ = WireBuffer("dmuon::weight_pool", L_.weight_pool_elems, wire_);
+    grad_pool_ = WireBuffer("dmuon::grad_pool", L_.grad_pool_elems, wire_);
+    gather_pool_ = WireBuffer("dmuon::gather_pool", L_.gather_pool_elems, wire_);
+    std::int64_t max_numel = 0;
+    for (const auto& p : L_.params) max_numel = std::max(max_numel, p.chunk * L_.me.shard);
+    for (const auto& p : L_.params) max_numel = std::max(max_numel, p.numel);
+    if (wire_ != Dtype::f32) {
+      // Compute runs in fp32 on the host: it reads an fp32 image of what arrived.
+      compute_pool_ = F32View("dmuon::compute_weights", n(L_.weight_pool_elems));
+      gather_f32_ = F32View("dmuon::gather_fp32", n(L_.gather_pool_elems));
+      scratch_ = F32View("dmuon::grad_fp32", n(max_numel));
+    }
+    zeros_.assign(static_cast<std::size_t>(L_.me.shard), 0.0f);  // padding < G elements
+    const std::int64_t global = o.global_samples(L_.me.world());
+    std::vector<float> init;
+    work_.reserve(L_.params.size());
+    for (const auto& p : L_.params) {
+      work_.emplace_back(tree, p.pid, global, ranks.world_rank(), ranks.world_size());
+      if (p.master_offset < 0) continue;
+      init.assign(n(p.numel), 0.0f);
+      init_weights(o.seed, p.pid, init.data(), p.numel, p.shape.cols);
+      float* dst = master_.data() + p.master_offset;
+      if (p.storage == Storage::sharded) {
+        const std::int64_t begin = L_.me.column * p.chunk;
+        for (std::int64_t j = 0; j < p.chunk; ++j)
+          dst[j] = begin + j < p.numel ? init[n(begin + j)] : 0.0f;
+      } else {
+        std::copy(init.begin(), init.end(), dst);
+      }
+    }
+  }
+
+  comm::Communicator* comm(CommGroup group) override {
+    return group == CommGroup::shard ? shard_.get() : replicate_.get();
+  }
+
+  void* buffer(const BufferRef& ref) override {
+    using Kind = BufferRef::Kind;
+    if (ref.pair >= 0) {
+      const auto& pr = L_.pairs[static_cast<std::size_t>(ref.pair)];
+      switch (ref.kind) {
+        case Kind::weights: return weight_pool_.at(ref.base + pr.weight_offset);
+        case Kind::grads:
+          return pr.grad_persistent ? grad_arena_.at(pr.grad_offset)
+                                    : grad_pool_.at(ref.base + pr.grad_offset);
+        case Kind::master: return master_.data() + pr.master_offset;
+        default: break;
+      }
+    } else if (ref.param >= 0) {
+      const auto& p = param(ref.param);
+      switch (ref.kind) {
+        case Kind::weights: return weight_pool_.at(ref.base + p.weight_offset);
+        case Kind::grads: return grad_of(p, ref.base);
+        case Kind::grad_shard: return grad_arena_.at(p.grad_shard_offset);
+        case Kind::gather: return gather_pool_.at(ref.base + p.gather_offset);
+        default: break;
+      }
+    }
+    throw RuntimeFailure("host backend: a collective names a buffer the layout does not have");
+  }
+
+  // Kernels may still be running under a parallel Kokkos backend: MPI must see their results.
+  void before_issue(const StepOp&) override { Kokkos::fence(); }
+  void wait(comm::Batch& batch) override { batch.wait(); }
+  void order_after(comm::Batch& batch, CommGroup) override { batch.wait(); }
+  bool wants_progress() const override { return true; }
+
+  void begin_step(long) override {}
+
+  void pack(const StepOp& op) override {
+    const auto& g = group(op.group);
+    switch (g.kind) {
+      case GroupKind::dmuon_site:
+        for (int pi : g.pairs) {
+          const auto& pr = L_.pairs[static_cast<std::size_t>(pi)];
+          if (pr.rooted_here)
+            to_wire(master_.data() + pr.master_offset,
+                    weight_pool_.at(op.weight_base + pr.weight_offset), pr.numel);
+        }
+        break;
+      case GroupKind::fsdp:
+        // The shard goes to its own place in the gathered buffer: the all-gather runs in place.
+        for (int pi : g.members) {
+          const auto& p = param(pi);
+          to_wire(master_.data() + p.master_offset,
+                  weight_pool_.at(op.weight_base + p.weight_offset + L_.me.column * p.chunk),
+                  p.chunk);
+        }
+        break;
+      case GroupKind::ddp:
+        // Replicas: compute reads the master itself in fp32, else a copy rounded to the wire
+        // type (what mixed-precision compute reads).
+        if (wire_ == Dtype::f32) break;
+        for (int pi : g.members) {
+          const auto& p = param(pi);
+          void* w = weight_pool_.at(op.weight_base + p.weight_offset);
+          to_wire(master_.data() + p.master_offset, w, p.numel);
+          kernels::host::convert(w, wire_, compute_pool_.data() + op.weight_base + p.weight_offset,
+                                 Dtype::f32, static_cast<std::size_t>(p.numel));
+        }
+        break;
+    }
+  }
+
+  void weights_arrived(const StepOp& op) override {
+    if (wire_ == Dtype::f32) return;
+    const auto& g = group(op.group);
+    kernels::host::convert(weight_pool_.at(op.weight_base), wire_,
+                           compute_pool_.data() + op.weight_base, Dtype::f32,
+                           static_cast<std::size_t>(g.weight_elems));
+  }
+
+  void forward(const StepOp& op, long step) override {
+    const auto& p = param(op.param);
+    work_[static_cast<std::size_t>(op.param)].forward(o_.compute, o_.seed, step,
+                                                      weights_of(p, op.weight_base));
+  }
+
+  void backward(const StepOp& op, long step) override {
+    const auto& p = param(op.param);
+    void* grad = grad_of(p, op.grad_base);
+    float* out = wire_ == Dtype::f32 ? static_cast<float*>(grad) : scratch_.data();
+    work_[static_cast<std::size_t>(op.param)].backward(o_.compute, o_.seed, step,
+                                                       weights_of(p, op.weight_base), out);
+    if (wire_ != Dtype::f32) to_wire(out, grad, p.numel);
+    if (p.storage == Storage::sharded && p.chunk * L_.me.shard > p.numel) {
+      // The pooled slot held another group's gradient: the padding must reduce as zeros.
+      to_wire(zeros_.data(), grad_pool_.at(op.grad_base + p.grad_offset + p.numel),
+              p.chunk * L_.me.shard - p.numel);
+    }
+  }
+
+  void poison_gradient(const StepOp& op) override {
+    const auto& p = param(op.param);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    to_wire(&nan, grad_of(p, op.grad_base), 1);
+  }
+
+  void release_weights(const StepOp&) override {}
+
+  void prepare(const StepOp& op, long step) override {
+    for (int pi : group(op.group).members) {
+      const auto& p = param(pi);
+      if (!p.updated_here || !p.muon) continue;
+      float* momentum = state_.data() + p.state_offset;
+      float* input = input_.data() + p.state_offset;
+      const auto n = static_cast<std::size_t>(p.state_elems);
+      if (p.storage == Storage::sharded) {
+        check_gradient(p,
+                       opt_.prepare(fp32_view(grad_arena_.at(p.grad_shard_offset), p.chunk),
+                                    momentum, input, n, step),
+                       step);
+        // Own part of the fsdp-muon gather, which then runs in place.
+        to_wire(input, gather_pool_.at(op.gather_base + p.gather_offset + L_.me.column * p.chunk),
+                p.chunk);
+      } else {
+        check_gradient(p,
+                       opt_.prepare(fp32_view(grad_arena_.at(p.grad_offset), p.numel), momentum,
+                                    input, n, step),
+                       step);
+      }
+    }
+  }
+
+  void newton_schulz(const StepOp& op) override {
+    const auto& p = param(op.param);
+    opt_.newton_schulz(ns_matrix(p, op.gather_base, true), p.shape.rows, p.shape.cols, p.name);
+  }
+
+  void apply(const StepOp& op, long step) override {
+    const auto& p = param(op.param);
+    float* master = master_.data() + p.master_offset;
+    if (p.muon) {
+      std::size_t bad = 0;
+      if (p.storage == Storage::sharded) {
+        // The shard's part of the full Newton–Schulz output.
+        const std::int64_t begin = L_.me.column * p.chunk;
+        const std::int64_t len = std::max<std::int64_t>(0, std::min(p.chunk, p.numel - begin));
+        bad = opt_.apply(master, ns_matrix(p, op.gather_base, false) + begin,
+                         static_cast<std::size_t>(len), p.shape.rows, p.shape.cols);
+      } else {
+        bad = opt_.apply(master, input_.data() + p.state_offset, static_cast<std::size_t>(p.numel),
+                         p.shape.rows, p.shape.cols);
+      }
+      if (bad != 0)
+        comm::abort_all(
+            fmt::format("non-finite weight in parameter '{}' at step {}", p.name, step));
+      return;
+    }
+    const bool sharded = p.storage == Storage::sharded;
+    const float* grad = sharded ? fp32_view(grad_arena_.at(p.grad_shard_offset), p.chunk)
+                                : fp32_view(grad_arena_.at(p.grad_offset), p.numel);
+    check_gradient(p,
+                   opt_.adamw(master, grad, state_.data() + p.state_offset,
+                              state2_.data() + p.second_state_offset,
+                              static_cast<std::size_t>(p.state_elems), step),
+                   step);
+  }
+
+  void end_step(long) override { Kokkos::fence(); }
+  PhaseTimer& timer() override { return timer_; }
+
+  void read_masters(std::int64_t offset, std::int64_t count, float* host) override {
+    Kokkos::fence();
+    std::copy(master_.data() + offset, master_.data() + offset + count, host);
+  }
+
+  std::int64_t allocated_bytes() const override {
+    std::int64_t b = 0;
+    for (const F32View* v :
+         {&master_, &state_, &state2_, &input_, &compute_pool_, &gather_f32_, &scratch_})
+      b += static_cast<std::int64_t>(v->span() * sizeof(float));
+    for (const WireBuffer* w : {&grad_arena_, &weight_pool_, &grad_pool_, &gather_pool_})
+      b += w->bytes();
+    return b + opt_.workspace_bytes();
+  }
+
+ private:
+  const GroupLayout& group(int g) const { return L_.groups[static_cast<std::size_t>(g)]; }
+  const ParamLayout& param(int p) const { return L_.params[static_cast<std::size_t>(p)]; }
+
+  void* grad_of(const ParamLayout& p, std::int64_t base) {
+    return p.grad_persistent ? grad_arena_.at(p.grad_offset) : grad_pool_.at(base + p.grad_offset);
+  }
+
+  // fp32 weights compute reads: the slot itself (fp32 wire), its fp32 image, or a replica.
+  const float* weights_of(const ParamLayout& p, std::int64_t base) {
+    if (p.storage == Storage::replicated && wire_ == Dtype::f32)
+      return master_.data() + p.master_offset;
+    if (wire_ == Dtype::f32)
+      return static_cast<const float*>(weight_pool_.at(base + p.weight_offset));
+    return compute_pool_.data() + base + p.weight_offset;
+  }
+
+  // An fp32 pointer to n wire elements: themselves, or their fp32 copy in the scratch buffer.
+  const float* fp32_view(void* wire, std::int64_t n) {
+    if (wire_ == Dtype::f32) return static_cast<const float*>(wire);
+    kernels::host::convert(wire, wire_, scratch_.data(), Dtype::f32, static_cast<std::size_t>(n));
+    return scratch_.data();
+  }
+
+  // The fp32 matrix fsdp-muon's Newton–Schulz works on in place: the gathered input (fp32
+  // wire) or its fp32 image (made when `load`); owners and replicas use their input buffer.
+  float* ns_matrix(const ParamLayout& p, std::int64_t gather_base, bool load) {
+    if (p.storage != Storage::sharded) return input_.data() + p.state_offset;
+    void* gathered = gather_pool_.at(gather_base + p.gather_offset);
+    if (wire_ == Dtype::f32) return static_cast<float*>(gathered);
+    float* image = gather_f32_.data() + gather_base + p.gather_offset;
+    if (load)
+      kernels::host::convert(gathered, wire_, image, Dtype::f32, static_cast<std::size_t>(p.numel));
+    return image;
+  }
+
+  void to_wire(const float* src, void* dst, std::int64_t n) {
+    kernels::host::convert(src, Dtype::f32, dst, wire_, static_cast<std::size_t>(n));
+  }
+
+  static void check_gradient(const ParamLayout& p, std::size_t bad, long step) {
+    if (bad != 0)
+      comm::abort_all(
+          fmt::format("non-finite gradient in parameter '{}' at step {}", p.name, step));
+  }
+
+  const StepLayout& L_;
+  EngineOptions o_;
+  Dtype wire_;
+  std::unique_ptr<comm::Communicator> shard_, replicate_;
+  F32View master_, state_, state2_, input_, compute_pool_, gather_f32_, scratch_;
+  WireBuffer grad_arena_, weight_pool_, grad_pool_, gather_pool_;
+  std::vector<LinearWork> work_;
+  std::vector<float> zeros_;
+  HostOptimizer opt_;
+  SteadyTimer timer_;
+};
+
+}  // namespace
+
+std::unique_ptr<StepBackend> make_host_backend(const model::ModuleTree& tree,
+                                               const StepLayout& layout, const EngineOptions& o,
+                                               const comm::RankLayout& ranks, MPI_Comm world) {
+  return std::make_unique<HostBackend>(tree, layout, o, ranks, world);
+}
+
+}  // namespace dmuon::engine

@@ -1,0 +1,45 @@
+#pragma once
+// The host's synthetic per-parameter compute (see synthetic.hpp for the data): one Linear
+// layer per parameter, its activations owned by Kokkos Views (behind a pointer, so this header
+// needs no Kokkos), GEMMs through the host kernels. Shared by the host backend and the
+// one-process --check reference, so both do the same math.
+
+#include <cstdint>
+#include <memory>
+
+#include "dmuon/engine/engine_options.hpp"
+#include "dmuon/engine/synthetic.hpp"
+#include "dmuon/model/module_tree.hpp"
+
+namespace dmuon::engine {
+
+/// Per-parameter activations and scratch, sized once for this rank's sample range.
+class LinearWork {
+ public:
+  /// Parameter `pid` of `tree`; this rank's share of its global samples among `ranks` ranks.
+  /// Requires an initialised Kokkos.
+  LinearWork(const model::ModuleTree& tree, int pid, std::int64_t global_tokens, int rank,
+             int ranks);
+  ~LinearWork();
+  LinearWork(LinearWork&&) noexcept;
+  LinearWork& operator=(LinearWork&&) noexcept;
+
+  std::int64_t local_samples() const { return range_.local(); }
+  std::int64_t bytes() const;
+
+  /// Forward: draws X (and T) for `step` and computes Y = X·Wᵀ.
+  void forward(Compute compute, std::uint64_t seed, long step, const float* w);
+  /// Backward: dY = (G/n)(Y − T), dX = dY·W (discarded), grad = dYᵀ·X (rows x cols); with
+  /// Compute::none grad = u + w. `grad` holds numel floats.
+  void backward(Compute compute, std::uint64_t seed, long step, const float* w, float* grad);
+
+ private:
+  struct Buffers;
+  int pid_ = -1;
+  MatrixShape shape_{};
+  SampleRange range_{};
+  int ranks_ = 1;
+  std::unique_ptr<Buffers> buf_;
+};
+
+}  // namespace dmuon::engine

@@ -1,0 +1,220 @@
+#include "dmuon/engine/result_collection.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "dmuon/base/check.hpp"
+#include "dmuon/engine/reference.hpp"
+#include "dmuon/engine/synthetic.hpp"
+
+namespace dmuon::engine {
+
+ResultCollector::ResultCollector(const model::ModuleTree& tree, const plan::Plan& plan,
+                                 const StepLayout& layout, const EngineOptions& o, MPI_Comm world)
+    : tree_(tree), plan_(plan), layout_(layout), o_(o), world_(world) {
+  DMUON_CHECK_MPI(MPI_Comm_rank(world, &rank_));
+  DMUON_CHECK_MPI(MPI_Comm_size(world, &size_));
+  const int wire_bytes = static_cast<int>(kernels::dtype_bytes(o.comm_dtype));
+  const auto& po = plan.partition.options;
+  predicted_ = plan::predict_dmuon_volume(tree, plan.hooks, plan.partition, o.reshard,
+                                          o.grad_reduce, wire_bytes);
+  expect_ = expected_volume(o.method, o.reshard, tree, plan, predicted_, rank_, po.shard,
+                            po.replicate, wire_bytes);
+  phases_.assign(static_cast<std::size_t>(o.total_steps()) * kPhaseCount, 0.0);
+}
+
+void ResultCollector::record(long step, const StepMeasure& m, const comm::CollectiveCounters& shard,
+                             const comm::CollectiveCounters& replicate) {
+  std::copy(m.phases_ms.begin(), m.phases_ms.end(),
+            phases_.begin() + (step - 1) * static_cast<long>(kPhaseCount));
+  hooks_per_step_ = m.hook_calls;
+  for (std::size_t c = 0; c < kChannelCount; ++c) {
+    const auto& diff = channel_group(c) == CommGroup::shard ? shard : replicate;
+    const auto k = channel_kind(c);
+    calls_[c] = static_cast<std::int64_t>(diff[k].calls);
+    bytes_[c] = static_cast<std::int64_t>(diff.volume(k));
+    if (audit_message_.empty() && (calls_[c] != expect_[c].calls || bytes_[c] != expect_[c].bytes))
+      audit_message_ = fmt::format(
+          "rank {} step {} {}: measured {} calls / {} bytes, formula {} calls / {} bytes", rank_,
+          step, channel_name(c), calls_[c], bytes_[c], expect_[c].calls, expect_[c].bytes);
+  }
+  if (o_.method == Method::dmuon && audit_message_.empty() &&
+      hooks_per_step_ != predicted_.hook_calls)
+    audit_message_ = fmt::format("rank {} step {}: {} hook calls, formula {}", rank_, step,
+                                 hooks_per_step_, predicted_.hook_calls);
+}
+
+// Per-rank values to rank 0: the measured steps' phases (steps x ranks x phases) and the last
+// step's calls, measured and formula bytes per channel (channels x ranks).
+void ResultCollector::gather_per_rank(RunResult& r) const {
+  const std::size_t np = kPhaseCount, nk = kChannelCount;
+  const auto steps = static_cast<std::size_t>(o_.steps), ranks = static_cast<std::size_t>(size_);
+  const std::vector<double> mine(phases_.begin() + static_cast<long>(o_.warmup * np),
+                                 phases_.end());
+  std::vector<double> all(rank_ == 0 ? mine.size() * ranks : 0);
+  DMUON_CHECK_MPI(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+                             static_cast<int>(mine.size()), MPI_DOUBLE, 0, world_));
+  std::vector<std::int64_t> cnt;
+  for (std::size_t i = 0; i < nk; ++i) {
+    cnt.push_back(calls_[i]);
+    cnt.push_back(bytes_[i]);
+    cnt.push_back(expect_[i].bytes);
+  }
+  std::vector<std::int64_t> allc(rank_ == 0 ? cnt.size() * ranks : 0);
+  DMUON_CHECK_MPI(MPI_Gather(cnt.data(), static_cast<int>(cnt.size()), MPI_INT64_T, allc.data(),
+                             static_cast<int>(cnt.size()), MPI_INT64_T, 0, world_));
+  if (rank_ != 0) return;
+  r.rank_phases_ms.resize(all.size());
+  for (std::size_t q = 0; q < ranks; ++q)
+    for (std::size_t t = 0; t < steps; ++t)
+      for (std::size_t p = 0; p < np; ++p)
+        r.rank_phases_ms[(t * ranks + q) * np + p] = all[(q * steps + t) * np + p];
+  r.rank_calls.resize(nk * ranks);
+  r.rank_bytes.resize(nk * ranks);
+  r.rank_formula_bytes.resize(nk * ranks);
+  for (std::size_t q = 0; q < ranks; ++q)
+    for (std::size_t k = 0; k < nk; ++k) {
+      r.rank_calls[k * ranks + q] = allc[q * 3 * nk + 3 * k];
+      r.rank_bytes[k * ranks + q] = allc[q * 3 * nk + 3 * k + 1];
+      r.rank_formula_bytes[k * ranks + q] = allc[q * 3 * nk + 3 * k + 2];
+    }
+}
+
+// Each rank writes what it holds (zeros elsewhere); one sum-reduce to rank 0 is exact.
+std::vector<std::vector<float>> ResultCollector::gather_final(StepBackend& backend) {
+  std::vector<std::size_t> offset;
+  std::size_t total = 0;
+  for (const auto& p : layout_.params) {
+    offset.push_back(total);
+    total += static_cast<std::size_t>(p.numel);
+  }
+  std::vector<float> mine(total, 0.0f), all(rank_ == 0 ? total : 0);
+  std::vector<float> part;
+  for (std::size_t i = 0; i < layout_.params.size(); ++i) {
+    const auto& p = layout_.params[i];
+    float* dst = mine.data() + offset[i];
+    const bool owner_copy =
+        p.storage == Storage::owned || (p.storage == Storage::replicated && rank_ == 0);
+    if (owner_copy) backend.read_masters(p.master_offset, p.numel, dst);
+    if (p.storage == Storage::sharded && layout_.me.row == 0) {  // every row holds the same
+      const std::int64_t begin = layout_.me.column * p.chunk;
+      const std::int64_t len = std::max<std::int64_t>(0, std::min(p.chunk, p.numel - begin));
+      if (len > 0) backend.read_masters(p.master_offset, len, dst + begin);
+    }
+  }
+  // Chunked so counts stay below INT_MAX.
+  const std::size_t max_chunk = std::size_t{1} << 28;
+  for (std::size_t off = 0; off < total; off += max_chunk) {
+    const int cnt = static_cast<int>(std::min(max_chunk, total - off));
+    DMUON_CHECK_MPI(MPI_Reduce(mine.data() + off, rank_ == 0 ? all.data() + off : nullptr, cnt,
+                               MPI_FLOAT, MPI_SUM, 0, world_));
+  }
+  std::vector<std::vector<float>> out;
+  if (rank_ == 0)
+    for (std::size_t i = 0; i < layout_.params.size(); ++i)
+      out.emplace_back(
+          all.begin() + static_cast<std::ptrdiff_t>(offset[i]),
+          all.begin() + static_cast<std::ptrdiff_t>(
+                            offset[i] + static_cast<std::size_t>(layout_.params[i].numel)));
+  return out;
+}
+
+RunResult ResultCollector::finish(StepBackend& backend) {
+  RunResult r;
+  r.method = o_.method;
+  r.reshard = plan::reshard_name(o_.reshard);
+  r.world_size = size_;
+  r.replicate = plan_.partition.options.replicate;
+  const bool dm = o_.method == Method::dmuon;
+  gather_per_rank(r);
+  // Per step the max over ranks, then the median over the measured steps.
+  std::vector<double> maxph(phases_.size());
+  DMUON_CHECK_MPI(MPI_Allreduce(phases_.data(), maxph.data(), static_cast<int>(phases_.size()),
+                                MPI_DOUBLE, MPI_MAX, world_));
+  for (std::size_t p = 0; p < kPhaseCount; ++p) {
+    std::vector<double> v;
+    for (int s = o_.warmup; s < o_.total_steps(); ++s)
+      v.push_back(maxph[static_cast<std::size_t>(s) * kPhaseCount + p]);
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    r.phases_ms[p] = n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  }
+  const auto wire = static_cast<std::int64_t>(kernels::dtype_bytes(o_.comm_dtype));
+  std::vector<std::int64_t> loc = {hooks_per_step_, layout_.live_weight_elems * wire,
+                                   layout_.master_elems * 4,
+                                   (layout_.state_elems + layout_.second_state_elems) * 4};
+  for (std::size_t i = 0; i < kChannelCount; ++i) {
+    loc.push_back(calls_[i]);
+    loc.push_back(bytes_[i]);
+    loc.push_back(expect_[i].bytes);
+  }
+  loc.push_back(audit_message_.empty() ? 0 : 1);
+  std::vector<std::int64_t> mx(loc.size());
+  DMUON_CHECK_MPI(MPI_Allreduce(loc.data(), mx.data(), static_cast<int>(loc.size()), MPI_INT64_T,
+                                MPI_MAX, world_));
+  r.hook_calls_per_step = mx[0];
+  r.peak_packed_bytes = mx[1];
+  r.master_bytes = mx[2];
+  r.momentum_bytes = mx[3];
+  for (std::size_t i = 0; i < kChannelCount; ++i) {
+    r.kinds[i].calls_per_step = mx[4 + 3 * i];
+    r.kinds[i].bytes_measured = mx[5 + 3 * i];
+    r.kinds[i].bytes_formula = mx[6 + 3 * i];
+  }
+  r.audit_ok = mx.back() == 0;
+  if (!r.audit_ok) {
+    // The lowest failing rank's message, to every rank.
+    int mine = audit_message_.empty() ? size_ : rank_, first = 0;
+    DMUON_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, world_));
+    std::string msg = audit_message_;
+    int len = rank_ == first ? static_cast<int>(msg.size()) : 0;
+    DMUON_CHECK_MPI(MPI_Bcast(&len, 1, MPI_INT, first, world_));
+    msg.resize(static_cast<std::size_t>(len));
+    DMUON_CHECK_MPI(MPI_Bcast(msg.data(), len, MPI_CHAR, first, world_));
+    r.audit_message = msg;
+  }
+  r.hook_sites = dm ? static_cast<std::int64_t>(plan_.hooks.sites.size())
+                    : static_cast<std::int64_t>(layout_.groups.size());
+  r.hook_calls_formula = dm ? predicted_.hook_calls : r.hook_calls_per_step;
+  if (!(o_.check || o_.keep_final_weights)) return r;
+  r.final_weights = gather_final(backend);
+  if (o_.check) {
+    r.checked = true;
+    double err = 0;
+    if (rank_ == 0) {
+      const auto ref =
+          o_.check_reference ? o_.check_reference() : reference_weights(tree_, plan_, o_, size_);
+      err = max_relative_error(tree_, r.final_weights, ref, &r.worst_param);
+    }
+    // The other ranks wait politely: with oversubscribed ranks a spinning MPI_Bcast would take
+    // the cores rank 0 needs for the reference.
+    MPI_Request req = MPI_REQUEST_NULL;
+    DMUON_CHECK_MPI(MPI_Ibcast(&err, 1, MPI_DOUBLE, 0, world_, &req));
+    for (int done = 0; !done;) {
+      DMUON_CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+      if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    r.max_rel_error = err;
+    r.check_tolerance = o_.effective_check_tolerance();
+    r.check_passed = err <= r.check_tolerance;
+    const bool sixteen_bit = o_.comm_dtype != kernels::Dtype::f32 ||
+                             (o_.device == Device::cuda && o_.ns_dtype != kernels::Dtype::f32);
+    if (sixteen_bit && o_.method != Method::fsdp_adamw) {
+      const auto& site_of = plan_.hooks.site_of_param;
+      const std::int64_t need = full_rank_global_tokens(
+          tree_, [&](int pid) { return site_of[static_cast<std::size_t>(pid)] >= 0; });
+      if (o_.global_samples(size_) < need)
+        r.check_note = fmt::format(
+            "some Muon parameters train on fewer samples than their rank: Newton-Schulz "
+            "amplifies 16-bit rounding in the null directions; a 16-bit check is meaningful "
+            "from --global-tokens {}",
+            need);
+    }
+  }
+  return r;
+}
+
+}  // namespace dmuon::engine

@@ -1,0 +1,36 @@
+#include "dmuon/engine/run_result.hpp"
+
+namespace dmuon::engine {
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::forward_comm: return "forward_comm";
+    case Phase::forward_compute: return "forward_compute";
+    case Phase::backward_compute: return "backward_compute";
+    case Phase::backward_comm: return "backward_comm";
+    case Phase::optimizer_ns: return "optimizer_ns";
+    case Phase::optimizer_other: return "optimizer_other";
+    case Phase::exposed_comm: return "exposed_comm";
+    case Phase::step: return "step";
+  }
+  return "?";
+}
+
+std::string channel_name(std::size_t channel) {
+  const std::string kind = comm::collective_kind_name(channel_kind(channel));
+  return channel_group(channel) == CommGroup::shard ? kind : "replicate_" + kind;
+}
+
+std::int64_t RunResult::bytes_measured_total() const {
+  std::int64_t t = 0;
+  for (const auto& k : kinds) t += k.bytes_measured;
+  return t;
+}
+
+std::int64_t RunResult::bytes_formula_total() const {
+  std::int64_t t = 0;
+  for (const auto& k : kinds) t += k.bytes_formula;
+  return t;
+}
+
+}  // namespace dmuon::engine

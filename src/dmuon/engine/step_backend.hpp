@@ -1,0 +1,81 @@
+#pragma once
+// What an executor needs from a machine to run a step schedule: communicators, the memory the
+// layout describes, the compute kernels, waits and timers. Two implementations: the host one
+// (Open MPI + Kokkos, host_backend.hpp) and the CUDA one (NCCL + cuBLAS + streams,
+// cuda_backend.hpp). Every decision about WHAT happens lives in the layout and the schedule;
+// a backend only decides HOW on its machine.
+//
+// Ordering model (the CUDA backend's streams; the host backend is trivially ordered):
+//   compute queue   pack, forward, backward, prepare, newton_schulz, apply run in schedule order
+//   issue           before_issue(op) orders the collective after the compute queue so far
+//   wait(batch)     the compute queue (and whatever the host reads) sees the batch's results
+//   order_after     the next issue on `group` starts after `batch` (stage 2 after stage 1),
+//                   without making the compute queue wait
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "dmuon/comm/batch.hpp"
+#include "dmuon/comm/communicator.hpp"
+#include "dmuon/engine/run_result.hpp"
+#include "dmuon/engine/step_schedule.hpp"
+
+namespace dmuon::engine {
+
+/// Per-phase step time. Time is attributed by segments: switch_to() starts a segment that
+/// lasts until the next switch_to()/pause(). Host: a steady clock; CUDA: events on the compute
+/// stream (a comm segment there is the time the compute stream stalled on communication).
+class PhaseTimer {
+ public:
+  virtual ~PhaseTimer() = default;
+  virtual void start_step() = 0;
+  virtual void switch_to(Phase phase, bool exposed) = 0;
+  virtual void pause() = 0;
+  /// Milliseconds per phase for the step just ended; Phase::step is the whole step and
+  /// Phase::exposed_comm the sum of the exposed segments. Called after StepBackend::end_step.
+  virtual std::array<double, kPhaseCount> finish_step() = 0;
+};
+
+class StepBackend {
+ public:
+  virtual ~StepBackend() = default;
+
+  /// The communicator of a group (ddp: `shard` spans the world); null if the group does not
+  /// exist here (no replicate group without HSDP).
+  virtual comm::Communicator* comm(CommGroup group) = 0;
+  /// Memory of a collective's buffer.
+  virtual void* buffer(const BufferRef& ref) = 0;
+  /// Orders the collectives of issue op `op` (on comm_of(op.op)) after what they read.
+  virtual void before_issue(const StepOp& op) = 0;
+  virtual void wait(comm::Batch& batch) = 0;
+  virtual void order_after(comm::Batch& batch, CommGroup group) = 0;
+  /// Host MPI: the executor polls in-flight batches between compute ops (MPI progresses
+  /// nonblocking collectives only inside MPI calls).
+  virtual bool wants_progress() const { return false; }
+
+  virtual void begin_step(long step) = 0;
+  virtual void pack(const StepOp& op) = 0;
+  /// After wait_weights: the group's slot holds what was broadcast / gathered.
+  virtual void weights_arrived(const StepOp& op) = 0;
+  virtual void forward(const StepOp& op, long step) = 0;
+  virtual void backward(const StepOp& op, long step) = 0;
+  /// Test aid (--inject-nan-step): makes the gradient backward just wrote non-finite.
+  virtual void poison_gradient(const StepOp& op) = 0;
+  virtual void release_weights(const StepOp& op) = 0;
+  virtual void prepare(const StepOp& op, long step) = 0;
+  virtual void newton_schulz(const StepOp& op) = 0;
+  virtual void apply(const StepOp& op, long step) = 0;
+  /// Ends the step: joins the queues, then aborts all ranks (comm::abort_all) naming the
+  /// parameter if a kernel saw a non-finite gradient or produced a non-finite weight.
+  virtual void end_step(long step) = 0;
+  virtual PhaseTimer& timer() = 0;
+
+  /// Copies `count` fp32 elements of the master arena from `offset` to host memory (results
+  /// and --check; outside the timed steps).
+  virtual void read_masters(std::int64_t offset, std::int64_t count, float* host) = 0;
+  /// Bytes the backend allocated, by kind, for the results' memory figures.
+  virtual std::int64_t allocated_bytes() const = 0;
+};
+
+}  // namespace dmuon::engine

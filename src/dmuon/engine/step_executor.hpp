@@ -1,0 +1,51 @@
+#pragma once
+// The one loop that runs a step schedule on a backend: it issues every collective the schedule
+// names (collectives_of) on the backend's communicators, keeps the in-flight batches, calls
+// the backend's kernels and waits in schedule order, counts hooks and attributes time to
+// phases. Host and CUDA runs differ only in the StepBackend they pass.
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "dmuon/engine/step_backend.hpp"
+
+namespace dmuon::engine {
+
+/// What one executed step measured on this rank.
+struct StepMeasure {
+  std::array<double, kPhaseCount> phases_ms{};
+  std::int64_t hook_calls = 0;
+};
+
+class StepExecutor {
+ public:
+  /// `inject_nan_step` > 0 poisons the layout's nan_param gradient on the last world rank at
+  /// that step (test aid). The layout, schedule and backend must outlive the executor.
+  StepExecutor(const StepLayout& layout, const Schedule& schedule, const ScheduleOptions& options,
+               StepBackend& backend, int inject_nan_step = -1);
+  ~StepExecutor();
+  StepExecutor(const StepExecutor&) = delete;
+  StepExecutor& operator=(const StepExecutor&) = delete;
+
+  StepMeasure run_step(long step);
+  /// Completes what a step leaves in flight on purpose (HSDP replicate broadcasts, waited at
+  /// the next forward): call before reading the masters after the last step.
+  void finish();
+
+ private:
+  comm::Batch issue(std::size_t op_index);
+  void progress();
+
+  const StepLayout& layout_;
+  const Schedule& schedule_;
+  StepBackend& backend_;
+  int inject_nan_step_;
+  bool poisoner_;
+  std::vector<std::vector<CollectiveCall>> calls_;  // per schedule op
+  // Per group: the batches of its weight, stage-1, stage-2, gather and replicate collectives.
+  std::vector<comm::Batch> weights_, reduce_, stage2_, gather_, replica_;
+  std::vector<comm::Batch*> in_flight_;
+};
+
+}  // namespace dmuon::engine
