@@ -90,6 +90,7 @@ int run_mpi_main(const char* app_name, int& argc, char**& argv, const std::funct
   // MPI_ERRORS_RETURN on the world (inherited by every communicator derived from it): a
   // failing MPI call becomes an exception naming the call (DMUON_CHECK_MPI), which ends here.
   std::unique_ptr<comm::MpiEnvironment> mpi;
+  comm::prefer_progress_friendly_collectives();
   try {
     mpi = std::make_unique<comm::MpiEnvironment>(&argc, &argv);
   } catch (const std::exception& e) {

@@ -2,11 +2,17 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include "dmuon/base/check.hpp"
 
 namespace dmuon::comm {
+
+void prefer_progress_friendly_collectives() {
+  setenv("OMPI_MCA_coll_libnbc_ireduce_algorithm", "2", /*overwrite=*/0);
+}
 
 MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
   int initialized = 0;

@@ -173,6 +173,7 @@ class HostBackend final : public StepBackend {
   void wait(comm::Batch& batch) override { batch.wait(); }
   void order_after(comm::Batch& batch, CommGroup) override { batch.wait(); }
   bool wants_progress() const override { return true; }
+  void set_progress(std::function<void()> poll) override { poll_ = std::move(poll); }
 
   void begin_step(long) override {}
 
@@ -222,7 +223,7 @@ class HostBackend final : public StepBackend {
   void forward(const StepOp& op, long step) override {
     const auto& p = param(op.param);
     work_[static_cast<std::size_t>(op.param)].forward(o_.compute, o_.seed, step,
-                                                      weights_of(p, op.weight_base));
+                                                      weights_of(p, op.weight_base), poll_);
   }
 
   void backward(const StepOp& op, long step) override {
@@ -230,7 +231,7 @@ class HostBackend final : public StepBackend {
     void* grad = grad_of(p, op.grad_base);
     float* out = wire_ == Dtype::f32 ? static_cast<float*>(grad) : scratch_.data();
     work_[static_cast<std::size_t>(op.param)].backward(o_.compute, o_.seed, step,
-                                                       weights_of(p, op.weight_base), out);
+                                                       weights_of(p, op.weight_base), out, poll_);
     if (wire_ != Dtype::f32) to_wire(out, grad, p.numel);
     if (p.storage == Storage::sharded && p.chunk * L_.me.shard > p.numel) {
       // The pooled slot held another group's gradient: the padding must reduce as zeros.
@@ -378,6 +379,7 @@ class HostBackend final : public StepBackend {
   WireBuffer grad_arena_, weight_pool_, grad_pool_, gather_pool_;
   std::vector<LinearWork> work_;
   std::vector<float> zeros_;
+  std::function<void()> poll_;  // MPI progress between the kernels of one op
   HostOptimizer opt_;
   SteadyTimer timer_;
 };

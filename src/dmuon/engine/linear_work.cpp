@@ -1,6 +1,7 @@
 #include "dmuon/engine/linear_work.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 
 #include "kernels/linear.hpp"
 
@@ -41,27 +42,34 @@ std::int64_t LinearWork::bytes() const {
       sizeof(float) * (buf_->x.span() + buf_->y.span() + buf_->t.span() + buf_->dx.span()));
 }
 
-void LinearWork::forward(Compute compute, std::uint64_t seed, long step, const float* w) {
+void LinearWork::forward(Compute compute, std::uint64_t seed, long step, const float* w,
+                         const Between& between) {
   const std::int64_t b = local_samples();
   if (compute == Compute::none || b == 0 || shape_.cols == 0) return;
   const auto pid = static_cast<std::uint64_t>(pid_);
   const auto st = static_cast<std::uint64_t>(step);
   const std::int64_t begin = range_.begin, rows = shape_.rows, cols = shape_.cols;
   const Matrix x = buf_->x, t = buf_->t;
-  Kokkos::parallel_for(
-      "dmuon::synthetic_rows", Kokkos::RangePolicy<Exec>(0, b),
-      KOKKOS_LAMBDA(const std::int64_t s) {
-        const auto sample = static_cast<std::uint64_t>(begin + s);
-        synthetic_fill_row(seed, st, sample, pid, synthetic_stream::x, &x(s, 0), cols);
-        synthetic_fill_row(seed, st, sample, pid, synthetic_stream::target, &t(s, 0), rows);
-      });
-  Kokkos::fence();
+  // In blocks of rows, so MPI can progress between them (`between`) while this rank draws.
+  constexpr std::int64_t kRowsPerBlock = 256;
+  for (std::int64_t lo = 0; lo < b; lo += kRowsPerBlock) {
+    const std::int64_t hi = std::min(b, lo + kRowsPerBlock);
+    Kokkos::parallel_for(
+        "dmuon::synthetic_rows", Kokkos::RangePolicy<Exec>(lo, hi),
+        KOKKOS_LAMBDA(const std::int64_t s) {
+          const auto sample = static_cast<std::uint64_t>(begin + s);
+          synthetic_fill_row(seed, st, sample, pid, synthetic_stream::x, &x(s, 0), cols);
+          synthetic_fill_row(seed, st, sample, pid, synthetic_stream::target, &t(s, 0), rows);
+        });
+    Kokkos::fence();
+    if (between) between();
+  }
   kernels::host::linear_forward(x.data(), w, buf_->y.data(), static_cast<std::size_t>(b),
                                 static_cast<std::size_t>(cols), static_cast<std::size_t>(rows));
 }
 
 void LinearWork::backward(Compute compute, std::uint64_t seed, long step, const float* w,
-                          float* grad) {
+                          float* grad, const Between& between) {
   const std::int64_t numel = shape_.rows * shape_.cols;
   if (compute == Compute::none) {
     synthetic_fill_row(seed, static_cast<std::uint64_t>(step), 0, static_cast<std::uint64_t>(pid_),
@@ -94,6 +102,7 @@ void LinearWork::backward(Compute compute, std::uint64_t seed, long step, const 
   const auto in = static_cast<std::size_t>(shape_.cols),
              out = static_cast<std::size_t>(shape_.rows);
   kernels::host::linear_backward_input(y.data(), w, buf_->dx.data(), ub, in, out);
+  if (between) between();
   kernels::host::linear_backward_weight(y.data(), buf_->x.data(), grad, ub, in, out, false);
 }
 

@@ -5,6 +5,7 @@
 // one-process --check reference, so both do the same math.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "dmuon/engine/engine_options.hpp"
@@ -27,11 +28,17 @@ class LinearWork {
   std::int64_t local_samples() const { return range_.local(); }
   std::int64_t bytes() const;
 
+  /// Called between the kernels of one forward/backward: the host engine drives MPI progress
+  /// there, since nonblocking collectives only move inside MPI calls.
+  using Between = std::function<void()>;
+
   /// Forward: draws X (and T) for `step` and computes Y = X·Wᵀ.
-  void forward(Compute compute, std::uint64_t seed, long step, const float* w);
+  void forward(Compute compute, std::uint64_t seed, long step, const float* w,
+               const Between& between = {});
   /// Backward: dY = (G/n)(Y − T), dX = dY·W (discarded), grad = dYᵀ·X (rows x cols); with
   /// Compute::none grad = u + w. `grad` holds numel floats.
-  void backward(Compute compute, std::uint64_t seed, long step, const float* w, float* grad);
+  void backward(Compute compute, std::uint64_t seed, long step, const float* w, float* grad,
+                const Between& between = {});
 
  private:
   struct Buffers;

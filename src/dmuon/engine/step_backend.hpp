@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "dmuon/comm/batch.hpp"
@@ -51,8 +52,10 @@ class StepBackend {
   virtual void wait(comm::Batch& batch) = 0;
   virtual void order_after(comm::Batch& batch, CommGroup group) = 0;
   /// Host MPI: the executor polls in-flight batches between compute ops (MPI progresses
-  /// nonblocking collectives only inside MPI calls).
+  /// nonblocking collectives only inside MPI calls), and hands the backend `poll` to call
+  /// between the kernels inside one op as well.
   virtual bool wants_progress() const { return false; }
+  virtual void set_progress(std::function<void()> /*poll*/) {}
 
   virtual void begin_step(long step) = 0;
   virtual void pack(const StepOp& op) = 0;

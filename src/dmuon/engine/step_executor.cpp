@@ -50,6 +50,7 @@ StepExecutor::StepExecutor(const StepLayout& layout, const Schedule& schedule,
   stage2_.resize(n);
   gather_.resize(n);
   replica_.resize(n);
+  if (backend.wants_progress()) backend.set_progress([this] { progress(); });
 }
 
 StepExecutor::~StepExecutor() = default;
