@@ -11,7 +11,8 @@
 namespace dmuon::comm {
 
 void prefer_progress_friendly_collectives() {
-  setenv("OMPI_MCA_coll_libnbc_ireduce_algorithm", "2", /*overwrite=*/0);
+  setenv("OMPI_MCA_coll_libnbc_ireduce_algorithm", "2", /*overwrite=*/0);  // 2 = binomial
+  setenv("OMPI_MCA_coll_libnbc_ibcast_algorithm", "2", /*overwrite=*/0);   // 2 = binomial
 }
 
 MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {

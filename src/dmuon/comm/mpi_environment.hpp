@@ -7,12 +7,14 @@
 
 namespace dmuon::comm {
 
-/// Called before MPI_Init: Open MPI's nonblocking reduce picks, for up to 4 ranks and large
-/// messages, a segmented chain that needs one progress call per 32 KiB segment; the engine
-/// progresses MPI only between compute kernels, so a few-MB gradient reduce then completes
-/// long after the compute it should hide behind (measured on 2 ranks: 18 ms of 20 exposed per
-/// step). Selects libnbc's binomial ireduce instead (what it already uses above 4 ranks),
-/// unless OMPI_MCA_coll_libnbc_ireduce_algorithm is set. No effect on other MPI libraries.
+/// Called before MPI_Init. Open MPI's nonblocking reduce (up to 4 ranks) and broadcast (above
+/// 4 ranks) pick, for large messages, a segmented chain that needs one progress call per
+/// 32 KiB segment; the engine progresses MPI only between compute kernels, so a few-MB
+/// gradient reduce or weight broadcast then completes long after the compute it should hide
+/// behind (measured: 2 ranks, 18 of 20 ms exposed per step from the reduce chain; 8
+/// oversubscribed ranks, ~100 -> ~60 ms exposed from the broadcast chain). Selects libnbc's
+/// binomial trees instead (what it uses for small messages anyway), unless the user set
+/// OMPI_MCA_coll_libnbc_ireduce_algorithm / _ibcast_algorithm. No effect on other MPIs.
 void prefer_progress_friendly_collectives();
 
 class MpiEnvironment {
