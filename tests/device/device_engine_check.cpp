@@ -7,7 +7,9 @@
 //   on a GPU:  dmuon_device_engine_check --references DIR          (any build with CUDA + NCCL)
 //
 // Cases: topologies moe, vla, llm (tiny presets) × methods dmuon, fsdp-adamw, fsdp-muon,
-// ddp-muon, on an fp32 wire and (dmuon, fsdp-adamw) a bf16 one; Newton–Schulz in --ns-dtype.
+// ddp-muon, each with everything in fp32 (the data movement and indexing, held to 1e-4 like the
+// host) and with Newton–Schulz in --ns-dtype (default fp16, the reference's: what that costs in
+// accuracy), and for dmuon and fsdp-adamw a bf16 wire too.
 // Prints one row per case (step time, phases, audit, check) and exits 0 when every case's
 // audit and check passed, 3 when one failed, 2 on bad input, 77 when there is no GPU.
 
@@ -41,6 +43,7 @@ struct Case {
   std::string topology;
   engine::Method method;
   kernels::Dtype wire;
+  bool fp32_ns;  ///< Newton–Schulz in fp32 instead of --ns-dtype
 };
 
 std::vector<Case> cases() {
@@ -48,9 +51,10 @@ std::vector<Case> cases() {
   for (const char* t : {"moe", "vla", "llm"})
     for (auto m : {engine::Method::dmuon, engine::Method::fsdp_adamw, engine::Method::fsdp_muon,
                    engine::Method::ddp_muon}) {
-      out.push_back({t, m, kernels::Dtype::f32});
+      out.push_back({t, m, kernels::Dtype::f32, true});
+      if (m != engine::Method::fsdp_adamw) out.push_back({t, m, kernels::Dtype::f32, false});
       if (m == engine::Method::dmuon || m == engine::Method::fsdp_adamw)
-        out.push_back({t, m, kernels::Dtype::bf16});
+        out.push_back({t, m, kernels::Dtype::bf16, false});
     }
   return out;
 }
@@ -83,7 +87,7 @@ engine::EngineOptions options(const Case& c, const Loaded& l, const std::string&
   o.method = c.method;
   o.device = engine::Device::cuda;
   o.comm_dtype = c.wire;
-  o.ns_dtype = engine::parse_dtype(ns_dtype, "--ns-dtype", true);
+  o.ns_dtype = c.fp32_ns ? kernels::Dtype::f32 : engine::parse_dtype(ns_dtype, "--ns-dtype", true);
   o.global_tokens = global_tokens(l);
   o.steps = steps;
   o.warmup = 1;
@@ -104,7 +108,7 @@ int write_references(const std::string& dir, int steps) {
   for (const char* t : {"moe", "vla", "llm"}) {
     const Loaded l = load(t);
     for (auto m : {engine::Method::dmuon, engine::Method::fsdp_adamw}) {
-      const auto o = options({t, m, kernels::Dtype::f32}, l, "fp16", steps);
+      const auto o = options({t, m, kernels::Dtype::f32, true}, l, "fp16", steps);
       const std::string path = reference_path(dir, t, m);
       engine::write_reference(path, engine::reference_header(l.topo.tree, l.plan, o, 1),
                               engine::reference_weights(l.topo.tree, l.plan, o, 1));
