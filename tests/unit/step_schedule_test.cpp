@@ -318,6 +318,59 @@ TEST(StepSchedule, EveryIssuedBatchIsWaitedInTheStep) {
   }
 }
 
+// Every buffer a collective or a compute op touches lies inside its arena (what lets a backend
+// allocate exactly the layout's sizes: the CUDA pools have no sanitizer on the GPU).
+std::int64_t arena_size(const engine::StepLayout& L, engine::Arena a) {
+  switch (a) {
+    case engine::Arena::master: return L.master_elems;
+    case engine::Arena::grad_arena: return L.grad_arena_elems;
+    case engine::Arena::weight_pool: return L.weight_pool_elems;
+    case engine::Arena::grad_pool: return L.grad_pool_elems;
+    case engine::Arena::gather_pool: return L.gather_pool_elems;
+  }
+  return 0;
+}
+
+TEST(StepSchedule, EveryBufferLiesInsideItsArena) {
+  for (const Case& c : all_cases()) {
+    const Built b = build(c);
+    for (int r = 0; r < c.world; ++r) {
+      const auto& L = b.layouts[static_cast<std::size_t>(r)];
+      const std::string what = c.name() + " rank " + std::to_string(r);
+      auto inside = [&](const engine::Location& at, std::int64_t extent, const char* which) {
+        EXPECT_GE(at.offset, 0) << what << " " << which;
+        EXPECT_LE(at.offset + extent, arena_size(L, at.arena)) << what << " " << which;
+      };
+      for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)]) {
+        for (const CollectiveCall& call : engine::collectives_of(L, op, b.options)) {
+          const int size = call.comm == CommGroup::shard ? L.me.shard : L.me.replicate;
+          const bool whole = call.kind == comm::CollectiveKind::all_gather ||
+                             call.kind == comm::CollectiveKind::reduce_scatter;
+          inside(engine::locate(L, call.buffer), whole ? call.count * size : call.count,
+                 engine::op_name(op.op));
+          if (call.kind == comm::CollectiveKind::reduce_scatter)
+            inside(engine::locate(L, call.recv), call.count, "reduce_scatter receive");
+        }
+        if (op.op == Op::forward || op.op == Op::backward) {
+          const auto& p = L.params[static_cast<std::size_t>(op.param)];
+          if (p.storage != engine::Storage::replicated || op.weight_base >= 0) {
+            inside(
+                engine::locate(L, {engine::BufferRef::Kind::weights, -1, op.param, op.weight_base}),
+                p.storage == engine::Storage::sharded ? p.chunk * L.me.shard : p.numel,
+                "compute weights");
+          }
+        }
+        if (op.op == Op::backward) {
+          const auto& p = L.params[static_cast<std::size_t>(op.param)];
+          inside(engine::gradient_location(L, op.param, op.grad_base),
+                 p.storage == engine::Storage::sharded ? p.chunk * L.me.shard : p.numel,
+                 "gradient");
+        }
+      }
+    }
+  }
+}
+
 // A hand-built model: two sites layers.0, layers.1 with one parameter each (owned by ranks 0
 // and 1 of G = 2) and no non-dedicated parameter. The op sequence of rank 0 is written out.
 std::string ops_text(const engine::Schedule& s) {

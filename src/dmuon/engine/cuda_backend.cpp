@@ -286,30 +286,7 @@ class CudaBackend final : public StepBackend {
     return group == CommGroup::shard ? shard_.get() : replicate_comm_.get();
   }
 
-  void* buffer(const BufferRef& ref) override {
-    using Kind = BufferRef::Kind;
-    if (ref.pair >= 0) {
-      const auto& pr = L_.pairs[static_cast<std::size_t>(ref.pair)];
-      switch (ref.kind) {
-        case Kind::weights: return weight_pool_.at(ref.base + pr.weight_offset);
-        case Kind::grads:
-          return pr.grad_persistent ? grad_arena_.at(pr.grad_offset)
-                                    : grad_pool_.at(ref.base + pr.grad_offset);
-        case Kind::master: return master_.at(pr.master_offset);
-        default: break;
-      }
-    } else if (ref.param >= 0) {
-      const auto& p = param(ref.param);
-      switch (ref.kind) {
-        case Kind::weights: return weight_pool_.at(ref.base + p.weight_offset);
-        case Kind::grads: return grad_of(p, ref.base);
-        case Kind::grad_shard: return grad_arena_.at(p.grad_shard_offset);
-        case Kind::gather: return gather_pool_.at(ref.base + p.gather_offset);
-        default: break;
-      }
-    }
-    throw RuntimeFailure("cuda backend: a collective names a buffer the layout does not have");
-  }
+  void* buffer(const BufferRef& ref) override { return at(locate(L_, ref)); }
 
   void before_issue(const StepOp& op) override {
     cudaStream_t s = stream_for(op.op);
@@ -380,7 +357,7 @@ class CudaBackend final : public StepBackend {
   void backward(const StepOp& op, long step) override {
     const auto& p = param(op.param);
     auto& a = acts_[static_cast<std::size_t>(op.param)];
-    void* grad = grad_of(p, op.grad_base);
+    void* grad = grad_of(op.param, op.grad_base);
     const void* w = weight_pool_.at(op.weight_base + p.weight_offset);
     const auto rows = static_cast<std::size_t>(p.shape.rows),
                cols = static_cast<std::size_t>(p.shape.cols);
@@ -413,7 +390,7 @@ class CudaBackend final : public StepBackend {
   }
 
   void poison_gradient(const StepOp& op) override {
-    cu::convert(*ctx_, nan_.at(0), Dtype::f32, grad_of(param(op.param), op.grad_base), wire_, 1);
+    cu::convert(*ctx_, nan_.at(0), Dtype::f32, grad_of(op.param, op.grad_base), wire_, 1);
   }
 
   void release_weights(const StepOp&) override {}  // stream order covers the slot's reuse
@@ -528,8 +505,18 @@ class CudaBackend final : public StepBackend {
     return counters_->at(2 * static_cast<std::size_t>(p) + 1);
   }
 
-  void* grad_of(const ParamLayout& p, std::int64_t base) const {
-    return p.grad_persistent ? grad_arena_.at(p.grad_offset) : grad_pool_.at(base + p.grad_offset);
+  void* at(const Location& where) const {
+    switch (where.arena) {
+      case Arena::master: return master_.at(where.offset);
+      case Arena::grad_arena: return grad_arena_.at(where.offset);
+      case Arena::weight_pool: return weight_pool_.at(where.offset);
+      case Arena::grad_pool: return grad_pool_.at(where.offset);
+      case Arena::gather_pool: return gather_pool_.at(where.offset);
+    }
+    return nullptr;
+  }
+  void* grad_of(int param, std::int64_t base) const {
+    return at(gradient_location(L_, param, base));
   }
 
   cudaStream_t stream_for(Op op) const {

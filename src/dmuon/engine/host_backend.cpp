@@ -143,30 +143,7 @@ class HostBackend final : public StepBackend {
     return group == CommGroup::shard ? shard_.get() : replicate_.get();
   }
 
-  void* buffer(const BufferRef& ref) override {
-    using Kind = BufferRef::Kind;
-    if (ref.pair >= 0) {
-      const auto& pr = L_.pairs[static_cast<std::size_t>(ref.pair)];
-      switch (ref.kind) {
-        case Kind::weights: return weight_pool_.at(ref.base + pr.weight_offset);
-        case Kind::grads:
-          return pr.grad_persistent ? grad_arena_.at(pr.grad_offset)
-                                    : grad_pool_.at(ref.base + pr.grad_offset);
-        case Kind::master: return master_.data() + pr.master_offset;
-        default: break;
-      }
-    } else if (ref.param >= 0) {
-      const auto& p = param(ref.param);
-      switch (ref.kind) {
-        case Kind::weights: return weight_pool_.at(ref.base + p.weight_offset);
-        case Kind::grads: return grad_of(p, ref.base);
-        case Kind::grad_shard: return grad_arena_.at(p.grad_shard_offset);
-        case Kind::gather: return gather_pool_.at(ref.base + p.gather_offset);
-        default: break;
-      }
-    }
-    throw RuntimeFailure("host backend: a collective names a buffer the layout does not have");
-  }
+  void* buffer(const BufferRef& ref) override { return at(locate(L_, ref)); }
 
   // Kernels may still be running under a parallel Kokkos backend: MPI must see their results.
   void before_issue(const StepOp&) override { Kokkos::fence(); }
@@ -228,7 +205,7 @@ class HostBackend final : public StepBackend {
 
   void backward(const StepOp& op, long step) override {
     const auto& p = param(op.param);
-    void* grad = grad_of(p, op.grad_base);
+    void* grad = grad_of(op.param, op.grad_base);
     float* out = wire_ == Dtype::f32 ? static_cast<float*>(grad) : scratch_.data();
     work_[static_cast<std::size_t>(op.param)].backward(o_.compute, o_.seed, step,
                                                        weights_of(p, op.weight_base), out, poll_);
@@ -241,9 +218,8 @@ class HostBackend final : public StepBackend {
   }
 
   void poison_gradient(const StepOp& op) override {
-    const auto& p = param(op.param);
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    to_wire(&nan, grad_of(p, op.grad_base), 1);
+    to_wire(&nan, grad_of(op.param, op.grad_base), 1);
   }
 
   void release_weights(const StepOp&) override {}
@@ -329,9 +305,17 @@ class HostBackend final : public StepBackend {
   const GroupLayout& group(int g) const { return L_.groups[static_cast<std::size_t>(g)]; }
   const ParamLayout& param(int p) const { return L_.params[static_cast<std::size_t>(p)]; }
 
-  void* grad_of(const ParamLayout& p, std::int64_t base) {
-    return p.grad_persistent ? grad_arena_.at(p.grad_offset) : grad_pool_.at(base + p.grad_offset);
+  void* at(const Location& where) {
+    switch (where.arena) {
+      case Arena::master: return master_.data() + where.offset;
+      case Arena::grad_arena: return grad_arena_.at(where.offset);
+      case Arena::weight_pool: return weight_pool_.at(where.offset);
+      case Arena::grad_pool: return grad_pool_.at(where.offset);
+      case Arena::gather_pool: return gather_pool_.at(where.offset);
+    }
+    return nullptr;
   }
+  void* grad_of(int param, std::int64_t base) { return at(gradient_location(L_, param, base)); }
 
   // fp32 weights compute reads: the slot itself (fp32 wire), its fp32 image, or a replica.
   const float* weights_of(const ParamLayout& p, std::int64_t base) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 
 namespace dmuon::engine {
 
@@ -292,6 +293,43 @@ class Builder {
 
 Schedule make_schedule(const StepLayout& layout, const ScheduleOptions& options) {
   return Builder(layout, options).build();
+}
+
+Location gradient_location(const StepLayout& L, int param, std::int64_t grad_base) {
+  const auto& p = L.params.at(static_cast<std::size_t>(param));
+  if (p.grad_persistent) return {Arena::grad_arena, p.grad_offset};
+  return {Arena::grad_pool, grad_base + p.grad_offset};
+}
+
+Location locate(const StepLayout& L, const BufferRef& ref) {
+  using Kind = BufferRef::Kind;
+  if (ref.pair >= 0) {
+    const auto& pr = L.pairs.at(static_cast<std::size_t>(ref.pair));
+    switch (ref.kind) {
+      case Kind::weights: return {Arena::weight_pool, ref.base + pr.weight_offset};
+      case Kind::grads:
+        if (pr.grad_persistent) return {Arena::grad_arena, pr.grad_offset};
+        return {Arena::grad_pool, ref.base + pr.grad_offset};
+      case Kind::master:
+        if (pr.master_offset >= 0) return {Arena::master, pr.master_offset};
+        break;
+      default: break;
+    }
+  } else if (ref.param >= 0) {
+    const auto& p = L.params.at(static_cast<std::size_t>(ref.param));
+    switch (ref.kind) {
+      case Kind::weights: return {Arena::weight_pool, ref.base + p.weight_offset};
+      case Kind::grads: return gradient_location(L, ref.param, ref.base);
+      case Kind::grad_shard:
+        if (p.grad_shard_offset >= 0) return {Arena::grad_arena, p.grad_shard_offset};
+        break;
+      case Kind::gather:
+        if (p.gather_offset >= 0) return {Arena::gather_pool, ref.base + p.gather_offset};
+        break;
+      default: break;
+    }
+  }
+  throw std::logic_error("step schedule: a collective names a buffer the layout does not have");
 }
 
 std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op,

@@ -96,6 +96,20 @@ struct BufferRef {
   std::int64_t base = 0;  ///< the op's pool base for the pooled kinds
 };
 
+/// The arenas of the step layout (step_layout.hpp) a buffer lives in.
+enum class Arena { master, grad_arena, weight_pool, grad_pool, gather_pool };
+
+/// Where a buffer is: an arena and an element offset in it (the arena's element type: fp32
+/// for master, the wire type otherwise). The one place that decides it, for every backend;
+/// throws std::logic_error for a reference the layout does not have.
+struct Location {
+  Arena arena = Arena::master;
+  std::int64_t offset = 0;
+};
+Location locate(const StepLayout& layout, const BufferRef& ref);
+/// The gradient backward writes for a parameter: its persistent place or its group's slot.
+Location gradient_location(const StepLayout& layout, int param, std::int64_t grad_base);
+
 /// One collective as an executor issues it on `comm`:
 ///   broadcast(buffer, count, dtype, root); reduce_avg(buffer -> buffer on root, in place);
 ///   all_gather in place (buffer holds size·count; this rank's part at rank·count);
