@@ -216,6 +216,9 @@ class CudaBackend final : public StepBackend {
     master_ = DeviceBuffer(L_.master_elems, Dtype::f32);
     state_ = DeviceBuffer(L_.state_elems, Dtype::f32);
     state2_ = DeviceBuffer(L_.second_state_elems, Dtype::f32);
+    // AdamW reads its moments at step 1 (Muon overwrites its momentum then): start them at 0.
+    for (const DeviceBuffer* b : {&state_, &state2_})
+      if (b->bytes() > 0) DMUON_CHECK_CUDA(cudaMemset(b->at(0), 0, b->bytes()));
     ns_input_ = DeviceBuffer(L_.state_elems, ns_type_);
     grad_arena_ = DeviceBuffer(L_.grad_arena_elems, wire_);
     weight_pool_ = DeviceBuffer(L_.weight_pool_elems, wire_);
@@ -231,7 +234,7 @@ class CudaBackend final : public StepBackend {
     // Activations: X and Y of every parameter live from its forward to its backward, as a
     // network's do; the target and dX are regenerated / discarded per call (shared scratch).
     const std::int64_t global = o.global_samples(L_.me.world());
-    std::int64_t scratch_rows = 0, scratch_cols = 0, pad = 0;
+    std::int64_t scratch_rows = 0, scratch_cols = 0;
     std::vector<float> init;
     for (const auto& p : L_.params) {
       Activations a;
@@ -242,7 +245,6 @@ class CudaBackend final : public StepBackend {
       scratch_rows = std::max(scratch_rows, b * p.shape.rows);
       scratch_cols = std::max(scratch_cols, b * p.shape.cols);
       acts_.push_back(std::move(a));
-      pad = std::max(pad, p.chunk * L_.me.shard - p.numel);
       if (p.master_offset < 0) continue;
       init.assign(static_cast<std::size_t>(p.numel), 0.0f);
       init_weights(o.seed, p.pid, init.data(), p.numel, p.shape.cols);
