@@ -12,7 +12,7 @@ packages=(
   libhdf5-dev hdf5-tools
   libopenblas-dev liblapacke-dev
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
-  libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libfmt-dev
+  libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libfmt-dev libre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-h5py python3-matplotlib python3-numpy
 )

@@ -11,6 +11,7 @@
 
 #include "common/plan_options.hpp"
 #include "common/run_main.hpp"
+#include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/plan_json.hpp"
@@ -28,10 +29,10 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
   const auto& tree = topo.tree;
   const auto& part = p.partition;
   const auto& hooks = p.hooks;
-  std::int64_t ded_numel = 0, ded_bytes = 0;
-  for (int pid : hooks.dedicated) {
-    ded_numel += tree.parameter(pid).numel();
-    ded_bytes += tree.parameter(pid).bytes();
+  std::int64_t ded_numel = 0, ded_bytes = 0;  // site sums are checked: so are theirs
+  for (const auto& s : hooks.sites) {
+    ded_numel += s.numel;
+    ded_bytes += s.bytes;
   }
   fmt::print(
       "# dmuon_inspect  topology {} ({}): {} modules, {} parameters, {} dedicated "
@@ -39,14 +40,17 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
       topo.name, topo.preset.empty() ? "file" : topo.preset, tree.num_modules(),
       tree.num_parameters(), hooks.dedicated.size(), static_cast<double>(ded_numel) / 1e6,
       mb(ded_bytes));
-  fmt::print("# dedicate {}   boundary {}\n", p.rule.spec(), p.policy.label());
+  fmt::print("# dedicate {}   boundary {}   sites for reshard {}\n",
+             abbreviate_value(p.rule.spec()), abbreviate_value(p.policy.label()),
+             plan::reshard_name(p.config.reshard));
   fmt::print("# world {} = R {} x G {}   owner strategy {}, cost model {}, packing {}\n",
              part.slots.size(), part.options.replicate, part.options.shard,
              partition::strategy_name(part.options.strategy),
              partition::cost_model_name(part.options.cost_model),
              part.options.pack ? fmt::format("on (< {})", part.options.pack_threshold) : "off");
-  fmt::print("#\n# hook sites: {}   (forward order; broadcasts/step are Z3: 2 per owner)\n",
-             hooks.sites.size());
+  const bool z3_sites = p.config.reshard == plan::Reshard::z3;
+  fmt::print("#\n# hook sites: {}   (forward order; broadcasts/step are {}: {} per owner)\n",
+             hooks.sites.size(), z3_sites ? "Z3" : "Z2", z3_sites ? 2 : 1);
   fmt::print("# {:>4}  {:<40} {:<22} {:>6} {:>10} {:>9} {:>6} {:>8}  {}\n", "site", "path", "type",
              "params", "numel", "MB", "owners", "bcast", "reason");
   for (std::size_t i = 0; i < hooks.sites.size(); ++i) {
@@ -59,7 +63,7 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
     const auto owners = plan::site_owner_ranks(s, part);
     fmt::print("  {:>4}  {:<40} {:<22} {:>6} {:>10} {:>9.3f} {:>6} {:>8}  {}\n", i,
                s.path.empty() ? "<root>" : s.path, s.type, s.params.size(), s.numel, mb(s.bytes),
-               owners.size(), 2 * owners.size(),
+               owners.size(), (z3_sites ? 2 : 1) * owners.size(),
                boundary::site_reason_name(hooks.reason[s.params.front()]));
   }
   fmt::print("#\n# owners per slot\n# {:>5} {:>5} {:>5} {:>5} {:>6} {:>12} {:>10}\n", "slot",
@@ -83,13 +87,16 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
       part.units.size(), part.packed_units, part.makespan, part.lower_bound, part.ratio,
       part.tight_lower_bound, part.tight_ratio, part.imbalance_all, part.imbalance_nonempty,
       part.empty_slots, part.key_collisions);
-  fmt::print("#\n# predicted DMuon communication per step (max over ranks; gradient reduces {})\n",
-             plan::grad_reduce_name(z3.grad_reduce));
-  fmt::print("# {:>7} {:>10} {:>10} {:>10} {:>12}\n", "reshard", "hook_calls", "broadcasts",
-             "reduces", "MB/rank");
+  fmt::print(
+      "#\n# predicted DMuon communication per step (max over ranks; gradient reduces {}; hooks "
+      "that fire / communicate)\n",
+      plan::grad_reduce_name(z3.grad_reduce));
+  fmt::print("# {:>7} {:>11} {:>10} {:>10} {:>10} {:>12}\n", "reshard", "hooks_fired", "hooks_comm",
+             "broadcasts", "reduces", "MB/rank");
   for (const auto* v : {&z3, &z2}) {
-    fmt::print("  {:>7} {:>10} {:>10} {:>10} {:>12.3f}\n", plan::reshard_name(v->reshard),
-               v->hook_calls, v->broadcast.max_calls() + v->replicate_broadcast.max_calls(),
+    fmt::print("  {:>7} {:>11} {:>10} {:>10} {:>10} {:>12.3f}\n", plan::reshard_name(v->reshard),
+               v->hooks_fired, v->hooks_communicating,
+               v->broadcast.max_calls() + v->replicate_broadcast.max_calls(),
                v->reduce.max_calls() + v->reduce_stage2.max_calls(), mb(v->max_bytes_per_rank()));
   }
   fmt::print("#\n# findings: {} warnings, {} notes\n", p.report.warnings(),
@@ -107,29 +114,46 @@ int inspect(int argc, char** argv) {
   apps::PlanOptions o;
   int world_size = 8;
   bool json = false;
-  std::size_t max_rows = 40;
+  std::int64_t max_rows = 40;
   std::string grad_reduce = "per-param";
+  std::string reshard = "z3";
   apps::add_plan_options(app, o);
   app.add_option("--grad-reduce", grad_reduce,
                  "count gradient reduces per-param (the reference) or packed (per site and owner)")
+      ->capture_default_str()
+      ->check(apps::nonempty_value());
+  app.add_option("--reshard", reshard,
+                 "z3 or z2: the mode whose hook sites the tables and the JSON plan show (a tied "
+                 "parameter's site differs); the communication is predicted for both, each on "
+                 "its own sites")
+      ->capture_default_str()
+      ->check(apps::nonempty_value());
+  app.add_option("--world-size,-n", world_size,
+                 fmt::format("number of ranks (R x G), 1..{}", partition::kMaxSlots))
       ->capture_default_str();
-  app.add_option("--world-size,-n", world_size, "number of ranks (R x G)")->capture_default_str();
   app.add_flag("--json", json, "print one JSON object instead of tables");
   app.add_option("--max-rows", max_rows, "rows per table in the human output")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30));
   if (!apps::parse_cli(app, argc, argv)) return apps::kOk;
   if (o.list) {
     fmt::print("{}", apps::list_topologies_text());
     return apps::kOk;
   }
   const auto reduce_mode = plan::parse_grad_reduce(grad_reduce);
+  const auto shown = plan::parse_reshard(reshard);
   const auto topo = apps::load_topology(o);
-  const auto config = apps::make_plan_config(o, topo, world_size);
-  const auto p = plan::make_plan(topo.tree, config);
+  // One plan per mode: Z2 resolves a tied parameter's site by the boundary rule, Z3 by the
+  // lowest common ancestor; the owners are the same (they do not depend on the sites).
+  o.reshard = plan::Reshard::z3;
+  const auto p3 = plan::make_plan(topo.tree, apps::make_plan_config(o, topo, world_size));
+  o.reshard = plan::Reshard::z2;
+  const auto p2 = plan::make_plan(topo.tree, apps::make_plan_config(o, topo, world_size));
+  const auto& p = shown == plan::Reshard::z3 ? p3 : p2;
   const auto z3 =
-      plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, plan::Reshard::z3, reduce_mode);
+      plan::predict_dmuon_volume(topo.tree, p3.hooks, p3.partition, plan::Reshard::z3, reduce_mode);
   const auto z2 =
-      plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, plan::Reshard::z2, reduce_mode);
+      plan::predict_dmuon_volume(topo.tree, p2.hooks, p2.partition, plan::Reshard::z2, reduce_mode);
   if (json) {
     auto j = plan::plan_to_json(topo.tree, p);
     j["topology"] = topo.name;
@@ -140,7 +164,7 @@ int inspect(int argc, char** argv) {
     j["comm"] = {{"z3", plan::volume_to_json(z3)}, {"z2", plan::volume_to_json(z2)}};
     std::cout << j.dump(1) << "\n";
   } else {
-    print_human(topo, p, z3, z2, max_rows);
+    print_human(topo, p, z3, z2, static_cast<std::size_t>(max_rows));
   }
   return apps::kOk;
 }

@@ -3,29 +3,53 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/model/topology_file.hpp"
 #include "dmuon/partition/partition.hpp"
 
 namespace dmuon::apps {
 
+CLI::Validator nonempty_value() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        if (value.empty()) return "empty value (give the flag a value)";
+        // `--flag= --other` makes CLI11 take "--other" as the value.
+        if (value.size() > 1 && value[0] == '-' && value[1] == '-')
+          return fmt::format("value '{}' looks like a flag (give the flag a value)",
+                             abbreviate_value(value, 40));
+        return std::string();
+      },
+      "");
+}
+
 void add_plan_options(CLI::App& app, PlanOptions& o) {
-  app.add_option("--topology", o.topology, "built-in topology (see --list)")->capture_default_str();
-  app.add_option("--preset", o.preset, "preset of the topology (default: tiny)");
-  app.add_option("--set", o.sets, "override a preset dimension, KEY=VALUE (repeatable)");
-  app.add_option("--topology-file", o.topology_file, "JSON topology file (overrides --topology)");
+  const auto nonempty = nonempty_value();
+  app.add_option("--topology", o.topology, "built-in topology (see --list)")
+      ->capture_default_str()
+      ->check(nonempty);
+  app.add_option("--preset", o.preset, "preset of the topology (default: tiny)")->check(nonempty);
+  app.add_option("--set", o.sets, "override a preset dimension, KEY=VALUE (repeatable)")
+      ->check(nonempty);
+  app.add_option("--topology-file", o.topology_file, "JSON topology file (overrides --topology)")
+      ->check(nonempty);
   app.add_flag("--list", o.list, "list built-in topologies, presets and --set keys, then exit");
   app.add_option("--dedicate", o.dedicate,
-                 "dedication rule, e.g. 'ndim=2&excludes:router' (default: the topology's)");
+                 "dedication rule, e.g. 'ndim=2&excludes:router' (default: the topology's)")
+      ->check(nonempty);
   app.add_option("--boundary", o.boundary,
                  "hook boundary: default | recommended | incomplete | types:T1,T2 | paths:REGEX | "
-                 "resolver:PARAM_REGEX=PATH;...")
-      ->capture_default_str();
+                 "resolver:PARAM_REGEX=PATH;... (regexes are RE2)")
+      ->capture_default_str()
+      ->check(nonempty);
   app.add_flag("--lenient", o.lenient,
                "lenient boundary: unmatched parameters fall back to their parent");
   app.add_option("--owner-strategy", o.owner_strategy, "lpt | round_robin | rank0 | lpt_refine")
-      ->capture_default_str();
-  app.add_option("--cost-model", o.cost_model, "optimizer | numel")->capture_default_str();
+      ->capture_default_str()
+      ->check(nonempty);
+  app.add_option("--cost-model", o.cost_model, "optimizer | numel")
+      ->capture_default_str()
+      ->check(nonempty);
   app.add_flag("--no-pack", o.no_pack, "every parameter its own partition unit");
   app.add_option("--pack-threshold", o.pack_threshold, "numel below which parameters are packed")
       ->capture_default_str();
@@ -77,8 +101,9 @@ std::string resolve_boundary_alias(const std::string& boundary, const model::Top
 }
 
 plan::PlanConfig make_plan_config(const PlanOptions& o, const model::Topology& t, int world_size) {
-  if (world_size < 1)
-    throw InputError(fmt::format("world size {} is invalid (must be >= 1)", world_size));
+  if (world_size < 1 || world_size > partition::kMaxSlots)
+    throw InputError(
+        fmt::format("world size {} is invalid (valid: 1..{})", world_size, partition::kMaxSlots));
   if (o.replicate < 1 || world_size % o.replicate != 0)
     throw InputError(
         fmt::format("replicate size {} does not divide world size {} (valid: a divisor "
@@ -91,6 +116,7 @@ plan::PlanConfig make_plan_config(const PlanOptions& o, const model::Topology& t
         fmt::format("topology '{}' names no dedication rule: pass --dedicate", t.name));
   c.boundary = resolve_boundary_alias(o.boundary, t);
   c.strict = !o.lenient;
+  c.reshard = o.reshard;
   c.partition.strategy = partition::parse_strategy(o.owner_strategy);
   c.partition.cost_model = partition::parse_cost_model(o.cost_model);
   c.partition.pack = !o.no_pack;

@@ -28,10 +28,17 @@ struct PlanOptions {
   int max_owners_per_group = 0;
   bool no_column_balance = false;
   int replicate = 1;
+  /// Not a flag here: the app sets it (dmuon_bench from its --reshard, dmuon_inspect per
+  /// mode) so that make_plan_config resolves hook sites for the mode the engine runs.
+  plan::Reshard reshard = plan::Reshard::z3;
 };
 
-/// Registers the shared flags on `app`.
+/// Registers the shared flags on `app`. Every string-valued flag refuses an empty value and a
+/// value that looks like a flag (`--dedicate= --json`), exit 2.
 void add_plan_options(CLI::App& app, PlanOptions& o);
+
+/// The validator add_plan_options puts on its string flags, for the apps' own flags.
+CLI::Validator nonempty_value();
 
 /// Text for --list: every built-in topology with presets and --set keys.
 std::string list_topologies_text();
@@ -42,7 +49,9 @@ model::Topology load_topology(const PlanOptions& o);
 /// Resolves "recommended"/"incomplete" to the topology's boundary strings.
 std::string resolve_boundary_alias(const std::string& boundary, const model::Topology& t);
 
-/// The plan configuration for a world of `world_size` ranks (G = world / R).
+/// The plan configuration for a world of `world_size` ranks (G = world / R), for o.reshard.
+/// A world size outside 1..partition::kMaxSlots is an InputError (checked before anything is
+/// sized by it).
 plan::PlanConfig make_plan_config(const PlanOptions& o, const model::Topology& t, int world_size);
 
 }  // namespace dmuon::apps

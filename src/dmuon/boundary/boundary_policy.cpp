@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
 
 namespace dmuon::boundary {
@@ -10,17 +11,15 @@ namespace {
 constexpr const char* kValidPolicies =
     "valid: default, types:T1,T2,..., paths:REGEX, resolver:PARAM_REGEX=MODULE_PATH;...";
 
-std::regex compile(std::string_view spec, const std::string& text) {
-  try {
-    return std::regex(text, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw InputError(fmt::format("boundary '{}': bad regex '{}': {}", spec, text, e.what()));
-  }
-}
-
 }  // namespace
 
 BoundaryPolicy BoundaryPolicy::parse(std::string_view spec, bool strict) {
+  if (spec.size() > kMaxBoundarySpecLength)
+    throw InputError(fmt::format("boundary '{}' is longer than {} characters",
+                                 abbreviate_value(spec, 40), kMaxBoundarySpecLength));
+  // Every message quotes the spec cut to a readable length.
+  const std::string spec_text = abbreviate_value(spec);
+  const std::string context = fmt::format("boundary '{}'", spec_text);
   BoundaryPolicy p;
   p.spec_ = std::string(spec);
   p.strict_ = strict;
@@ -37,14 +36,14 @@ BoundaryPolicy BoundaryPolicy::parse(std::string_view spec, bool strict) {
           list.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
       if (t.empty())
         throw InputError(
-            fmt::format("boundary '{}': empty type name in the list ({})", spec, kValidPolicies));
+            fmt::format("{}: empty type name in the list ({})", context, kValidPolicies));
       p.types_.emplace_back(t);
       if (comma == std::string_view::npos) break;
       pos = comma + 1;
     }
   } else if (spec.substr(0, 6) == "paths:") {
     p.kind_ = PolicyKind::paths;
-    p.path_re_ = compile(spec, std::string(spec.substr(6)));
+    p.path_re_.emplace(spec.substr(6), context);
   } else if (spec.substr(0, 9) == "resolver:") {
     p.kind_ = PolicyKind::resolver;
     std::string_view list = spec.substr(9);
@@ -56,21 +55,19 @@ BoundaryPolicy BoundaryPolicy::parse(std::string_view spec, bool strict) {
       // The module path never contains '=', the regex might: split at the last '='.
       std::size_t eq = rule.rfind('=');
       if (eq == std::string_view::npos || eq == 0)
-        throw InputError(fmt::format(
-            "boundary '{}': resolver rule '{}' is not PARAM_REGEX=MODULE_PATH", spec, rule));
-      ResolverRule r;
-      r.pattern = std::string(rule.substr(0, eq));
-      r.re = compile(spec, r.pattern);
-      r.module_path = std::string(rule.substr(eq + 1));
-      p.rules_.push_back(std::move(r));
+        throw InputError(fmt::format("{}: resolver rule '{}' is not PARAM_REGEX=MODULE_PATH",
+                                     context, abbreviate_value(rule)));
+      if (p.rules_.size() == kMaxResolverRules)
+        throw InputError(
+            fmt::format("{}: more than {} resolver rules", context, kMaxResolverRules));
+      p.rules_.push_back({Regex(rule.substr(0, eq), context), std::string(rule.substr(eq + 1))});
       if (semi == std::string_view::npos) break;
       pos = semi + 1;
     }
     if (p.rules_.empty())
-      throw InputError(
-          fmt::format("boundary '{}': resolver has no rules ({})", spec, kValidPolicies));
+      throw InputError(fmt::format("{}: resolver has no rules ({})", context, kValidPolicies));
   } else {
-    throw InputError(fmt::format("unknown boundary policy '{}' ({})", spec, kValidPolicies));
+    throw InputError(fmt::format("unknown boundary policy '{}' ({})", spec_text, kValidPolicies));
   }
   return p;
 }

@@ -9,21 +9,28 @@
 //   resolver:PRE=PATH;PRE=PATH    resolver: the first parameter-name regex PRE that fully
 //                                 matches maps the parameter to module PATH (any module, even a
 //                                 non-ancestor); no match means "none"
+// Regexes are RE2 (linear-time matching, see regex.hpp). A spec is at most
+// kMaxBoundarySpecLength characters and a resolver at most kMaxResolverRules rules.
 
-#include <regex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "dmuon/boundary/regex.hpp"
+
 namespace dmuon::boundary {
+
+inline constexpr std::size_t kMaxBoundarySpecLength = std::size_t{1} << 20;
+inline constexpr std::size_t kMaxResolverRules = 4096;
 
 enum class PolicyKind { heuristic, types, paths, resolver };
 
 struct ResolverRule {
-  std::string pattern;
-  std::regex re;
+  Regex re;  ///< over the parameter's canonical name
   std::string module_path;
+  const std::string& pattern() const { return re.pattern(); }
 };
 
 class BoundaryPolicy {
@@ -38,7 +45,8 @@ class BoundaryPolicy {
   std::string label() const;
 
   const std::vector<std::string>& types() const { return types_; }
-  const std::regex& path_regex() const { return path_re_; }
+  /// The paths: regex (kind() == paths only).
+  const Regex& path_regex() const { return *path_re_; }
   const std::vector<ResolverRule>& resolver_rules() const { return rules_; }
 
  private:
@@ -46,7 +54,7 @@ class BoundaryPolicy {
   bool strict_ = true;
   std::string spec_;
   std::vector<std::string> types_;
-  std::regex path_re_;
+  std::optional<Regex> path_re_;
   std::vector<ResolverRule> rules_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
 
 namespace dmuon::boundary {
@@ -13,8 +14,8 @@ constexpr const char* kValidTerms =
 int parse_ndim(std::string_view spec, std::string_view digits) {
   if (digits.empty() || digits.size() > 2 ||
       digits.find_first_not_of("0123456789") != std::string_view::npos)
-    throw InputError(
-        fmt::format("dedication rule '{}': bad ndim value '{}' ({})", spec, digits, kValidTerms));
+    throw InputError(fmt::format("dedication rule '{}': bad ndim value '{}' ({})",
+                                 abbreviate_value(spec), abbreviate_value(digits), kValidTerms));
   return std::stoi(std::string(digits));
 }
 
@@ -24,18 +25,17 @@ DedicationRule DedicationRule::parse(std::string_view spec) {
   DedicationRule rule;
   rule.spec_ = std::string(spec);
   if (spec.empty()) throw InputError(fmt::format("empty dedication rule ({})", kValidTerms));
+  if (spec.size() > kMaxDedicationRuleLength)
+    throw InputError(fmt::format("dedication rule '{}' is longer than {} characters",
+                                 abbreviate_value(spec, 40), kMaxDedicationRuleLength));
+  const std::string context = fmt::format("dedication rule '{}'", abbreviate_value(spec));
   std::size_t pos = 0;
   while (pos <= spec.size()) {
     std::string_view rest = spec.substr(pos);
     // A regex may contain '&': it swallows the rest of the rule.
     if (rest.substr(0, 6) == "regex:") {
       Term t{Op::regex, 0, std::string(rest.substr(6)), {}};
-      try {
-        t.re = std::regex(t.text, std::regex::ECMAScript);
-      } catch (const std::regex_error& e) {
-        throw InputError(
-            fmt::format("dedication rule '{}': bad regex '{}': {}", spec, t.text, e.what()));
-      }
+      t.re.emplace(t.text, context);
       rule.terms_.push_back(std::move(t));
       break;
     }
@@ -55,7 +55,7 @@ DedicationRule DedicationRule::parse(std::string_view spec) {
       rule.terms_.push_back({Op::excludes, 0, std::string(term.substr(9)), {}});
     } else {
       throw InputError(
-          fmt::format("dedication rule '{}': unknown term '{}' ({})", spec, term, kValidTerms));
+          fmt::format("{}: unknown term '{}' ({})", context, abbreviate_value(term), kValidTerms));
     }
     if (amp == std::string_view::npos) break;
     pos += amp + 1;
@@ -83,7 +83,7 @@ bool DedicationRule::matches(const model::Parameter& p) const {
         if (p.name.find(t.text) != std::string::npos) return false;
         break;
       case Op::regex:
-        if (!std::regex_match(p.name, t.re)) return false;
+        if (!t.re->full_match(p.name)) return false;
         break;
     }
   }
@@ -99,7 +99,7 @@ std::vector<int> select_dedicated(const model::ModuleTree& tree, const Dedicatio
     throw InputError(fmt::format(
         "dedication rule '{}' selects none of the model's {} parameters (widen the rule, or "
         "allow an empty selection explicitly)",
-        rule.spec(), tree.parameter_order().size()));
+        abbreviate_value(rule.spec()), tree.parameter_order().size()));
   return out;
 }
 

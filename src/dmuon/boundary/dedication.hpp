@@ -6,17 +6,22 @@
 //   ndim=N         exactly N dimensions (also ndim>=N, ndim<=N)
 //   contains:S     canonical name contains S
 //   excludes:S     canonical name does not contain S
-//   regex:R        canonical name fully matches the ECMAScript regex R (must be the last term)
-// e.g. "ndim=2&excludes:router", "contains:proj".
+//   regex:R        canonical name fully matches the RE2 regex R (must be the last term;
+//                  linear-time matching, see regex.hpp)
+// e.g. "ndim=2&excludes:router", "contains:proj". A rule is at most kMaxDedicationRuleLength
+// characters.
 
-#include <regex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "dmuon/boundary/regex.hpp"
 #include "dmuon/model/module_tree.hpp"
 
 namespace dmuon::boundary {
+
+inline constexpr std::size_t kMaxDedicationRuleLength = std::size_t{1} << 20;
 
 class DedicationRule {
  public:
@@ -32,7 +37,7 @@ class DedicationRule {
     Op op;
     int ndim = 0;
     std::string text;
-    std::regex re;
+    std::optional<Regex> re;
   };
   std::string spec_;
   std::vector<Term> terms_;

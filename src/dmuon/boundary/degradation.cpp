@@ -7,6 +7,8 @@
 #include <map>
 #include <set>
 
+#include "dmuon/base/abbreviate.hpp"
+
 namespace dmuon::boundary {
 
 const char* finding_kind_name(FindingKind k) {
@@ -262,7 +264,7 @@ DegradationReport analyse_degradations(const ModuleTree& tree, const HookPlan& p
   } else if (policy.kind() == PolicyKind::paths) {
     bool any = false;
     for (const auto& m : tree.modules())
-      if (std::regex_match(m.path, policy.path_regex())) {
+      if (policy.path_regex().full_match(m.path)) {
         any = true;
         break;
       }
@@ -270,7 +272,8 @@ DegradationReport analyse_degradations(const ModuleTree& tree, const HookPlan& p
       Finding f;
       f.kind = FindingKind::unmatched_paths;
       f.paths = {policy.spec()};
-      f.message = fmt::format("boundary '{}' matches no module path", policy.spec());
+      f.message =
+          fmt::format("boundary '{}' matches no module path", abbreviate_value(policy.spec()));
       rep.findings.push_back(std::move(f));
     }
   }
@@ -291,7 +294,9 @@ DegradationReport analyse_degradations(const ModuleTree& tree, const HookPlan& p
     const std::string spec = fmt::format("types:{}", fmt::join(all, ","));
     try {
       auto candidate = BoundaryPolicy::parse(spec, true);
-      auto resolved = resolve_hook_plan(tree, plan.dedicated, candidate);
+      HookPlanOptions options;
+      options.reshard_after_forward = plan.reshard_after_forward;
+      auto resolved = resolve_hook_plan(tree, plan.dedicated, candidate, options);
       rep.suggested_boundary = spec;
       rep.suggested_sites = static_cast<int>(resolved.sites.size());
     } catch (const std::exception&) {

@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "dmuon/base/abbreviate.hpp"
+#include "dmuon/base/checked_int.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/model/layer_key.hpp"
 
@@ -45,22 +47,23 @@ int lowest_common_ancestor(const ModuleTree& tree, const model::Parameter& p) {
   return depth == 0 ? ModuleTree::root : chain[depth - 1];
 }
 
-[[noreturn]] void no_ancestor(const ModuleTree& tree, const BoundaryPolicy& policy,
-                              const model::Parameter& p, int parent, const char* what) {
-  throw InputError(fmt::format(
+std::string no_ancestor(const ModuleTree& tree, const BoundaryPolicy& policy,
+                        const model::Parameter& p, int parent, const char* what) {
+  return fmt::format(
       "hook boundary '{}': {} for dedicated parameter '{}' shape [{}] (parent '{}', type {}); "
       "widen the boundary predicate, exclude the parameter from dedication, or use --lenient",
-      policy.spec(), what, p.name, fmt::join(p.shape, ", "), tree.module(parent).path,
-      tree.module(parent).type));
+      abbreviate_value(policy.spec()), what, p.name, fmt::join(p.shape, ", "),
+      tree.module(parent).path, tree.module(parent).type);
 }
 
 }  // namespace
 
 HookPlan resolve_hook_plan(const ModuleTree& tree, const std::vector<int>& dedicated,
-                           const BoundaryPolicy& policy) {
+                           const BoundaryPolicy& policy, const HookPlanOptions& options) {
   if (!tree.finalized()) throw std::logic_error("resolve_hook_plan needs a finalized tree");
   HookPlan plan;
   plan.dedicated = dedicated;
+  plan.reshard_after_forward = options.reshard_after_forward;
   plan.site_of_param.assign(tree.num_parameters(), -1);
   plan.reason.assign(tree.num_parameters(), SiteReason::per_linear);
 
@@ -70,39 +73,48 @@ HookPlan resolve_hook_plan(const ModuleTree& tree, const std::vector<int>& dedic
   auto predicate = [&](int m) -> bool {
     if (pred_cache[m] < 0) {
       const auto& mod = tree.module(m);
-      pred_cache[m] =
-          policy.kind() == PolicyKind::types
-              ? static_cast<signed char>(type_set.count(mod.type) > 0)
-              : static_cast<signed char>(std::regex_match(mod.path, policy.path_regex()));
+      pred_cache[m] = policy.kind() == PolicyKind::types
+                          ? static_cast<signed char>(type_set.count(mod.type) > 0)
+                          : static_cast<signed char>(policy.path_regex().full_match(mod.path));
     }
     return pred_cache[m] > 0;
   };
-  std::unordered_map<std::string, int> key_module;  // heuristic: layer key -> module
+  // Heuristic: layer-key module path -> module. Keyed by the path, not the key string: a
+  // top-level module named `_root` and the root's own `layers.N` share a key string.
+  std::unordered_map<std::string, int> key_module;
 
+  // Failures are collected, not thrown at once: the one reported is the first in the
+  // partition's visiting order (the reference resolves sites while it assigns owners).
+  std::unordered_map<int, std::string> failures;
   std::vector<int> site_module_of(tree.num_parameters(), -1);
   for (int pid : dedicated) {
     const auto& p = tree.parameter(pid);
     const int parent = p.holders.front().module;
     int site = -1;
     SiteReason why = SiteReason::per_linear;
-    if (p.tied()) {
+    if (options.reshard_after_forward && p.tied()) {
       site = lowest_common_ancestor(tree, p);
       why = SiteReason::tied;
     } else if (policy.kind() == PolicyKind::resolver) {
       for (const auto& rule : policy.resolver_rules()) {
-        if (!std::regex_match(p.name, rule.re)) continue;
+        if (!rule.re.full_match(p.name)) continue;
         auto m = tree.find_module(rule.module_path);
-        if (!m)
-          throw InputError(
-              fmt::format("boundary '{}': resolver maps '{}' to module '{}', which does not exist",
-                          policy.spec(), p.name, rule.module_path));
+        if (!m) {
+          failures.emplace(
+              pid, fmt::format("boundary '{}': resolver maps '{}' to module '{}', which does not "
+                               "exist",
+                               abbreviate_value(policy.spec()), p.name,
+                               abbreviate_value(rule.module_path)));
+          break;
+        }
         site = *m;
         why = SiteReason::resolver;
         break;
       }
-      if (site < 0) {
+      if (site < 0 && !failures.count(pid)) {
         if (policy.strict())
-          no_ancestor(tree, policy, p, parent, "resolver returned none (no ancestor matched)");
+          failures.emplace(pid, no_ancestor(tree, policy, p, parent,
+                                            "resolver returned none (no ancestor matched)"));
         site = parent;
         why = SiteReason::lenient_fallback;
       }
@@ -115,17 +127,18 @@ HookPlan resolve_hook_plan(const ModuleTree& tree, const std::vector<int>& dedic
         }
       }
       if (site < 0) {
-        if (policy.strict()) no_ancestor(tree, policy, p, parent, "no ancestor matched");
+        if (policy.strict())
+          failures.emplace(pid, no_ancestor(tree, policy, p, parent, "no ancestor matched"));
         site = parent;
         why = SiteReason::lenient_fallback;
       }
     } else {  // default heuristic: layer key of the direct parent's path
-      auto key = model::layer_key(tree.module(parent).path);
-      if (key) {
-        auto it = key_module.find(*key);
+      auto path = model::layer_key_module_path(tree.module(parent).path);
+      if (path) {
+        auto it = key_module.find(*path);
         if (it == key_module.end()) {
-          auto m = tree.find_module(model::layer_key_path(*key));
-          it = key_module.emplace(*key, m ? *m : parent).first;
+          auto m = tree.find_module(*path);  // an ancestor of parent: always present
+          it = key_module.emplace(*path, m ? *m : parent).first;
         }
         site = it->second;
         why = SiteReason::layer_key;
@@ -136,6 +149,12 @@ HookPlan resolve_hook_plan(const ModuleTree& tree, const std::vector<int>& dedic
     }
     site_module_of[pid] = site;
     plan.reason[pid] = why;
+  }
+  if (!failures.empty()) {
+    for (int pid : options.visit_order)
+      if (auto it = failures.find(pid); it != failures.end()) throw InputError(it->second);
+    for (int pid : dedicated)
+      if (auto it = failures.find(pid); it != failures.end()) throw InputError(it->second);
   }
 
   // Sites in module pre-order; parameters inside a site in model order.
@@ -158,8 +177,13 @@ HookPlan resolve_hook_plan(const ModuleTree& tree, const std::vector<int>& dedic
     plan.site_of_param[pid] = si;
     auto& s = plan.sites[si];
     s.params.push_back(pid);
-    s.numel += tree.parameter(pid).numel();
-    s.bytes += tree.parameter(pid).bytes();
+    const auto& prm = tree.parameter(pid);
+    const auto overflow = [&] {
+      return fmt::format("hook site '{}': its size overflows 64 bits at parameter '{}'", s.path,
+                         prm.name);
+    };
+    s.numel = checked_add(s.numel, prm.numel(), overflow);
+    s.bytes = checked_add(s.bytes, prm.bytes(), overflow);
   }
   return plan;
 }

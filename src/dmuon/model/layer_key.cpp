@@ -13,9 +13,9 @@ std::optional<std::string> layer_key(std::string_view name) {
     std::string_view seg = name.substr(start, dot - start);
     if (seg == "layers" || seg == "blocks") {
       std::size_t next_end = name.find('.', dot + 1);
-      std::string_view next = name.substr(dot + 1, next_end == std::string_view::npos
-                                                       ? std::string_view::npos
-                                                       : next_end - dot - 1);
+      std::string_view next =
+          name.substr(dot + 1, next_end == std::string_view::npos ? std::string_view::npos
+                                                                  : next_end - dot - 1);
       std::string_view prefix = start == 0 ? std::string_view("_root") : name.substr(0, start - 1);
       std::string key;
       key.reserve(prefix.size() + seg.size() + next.size() + 2);
@@ -27,10 +27,18 @@ std::optional<std::string> layer_key(std::string_view name) {
   return std::nullopt;
 }
 
-std::string layer_key_path(std::string_view key) {
-  constexpr std::string_view root = "_root.";
-  if (key.substr(0, root.size()) == root) return std::string(key.substr(root.size()));
-  return std::string(key);
+std::optional<std::string> layer_key_module_path(std::string_view path) {
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = path.find('.', start);
+    if (dot == std::string_view::npos) return std::nullopt;  // last segment has no follower
+    const std::string_view seg = path.substr(start, dot - start);
+    if (seg == "layers" || seg == "blocks") {
+      const std::size_t next_end = path.find('.', dot + 1);
+      return std::string(path.substr(0, next_end));
+    }
+    start = dot + 1;
+  }
 }
 
 }  // namespace dmuon::model

@@ -11,7 +11,11 @@ namespace dmuon::model {
 /// "<prefix>.<layers|blocks>.<next>" with prefix "_root" when empty; nullopt when no match.
 std::optional<std::string> layer_key(std::string_view name);
 
-/// The module path the key denotes: the key with a leading "_root." removed.
-std::string layer_key_path(std::string_view key);
+/// The module the key denotes, as a path: `path` cut after the segment that follows its first
+/// `layers`/`blocks` segment ("model.layers.3.mlp" -> "model.layers.3", "layers.0.fc" ->
+/// "layers.0"); nullopt when layer_key(path) is. Paths are never rewritten: a top-level module
+/// literally named `_root` keeps its name ("_root.layers.0.fc" -> "_root.layers.0"), although
+/// its key string equals the key of the root's own "layers.0".
+std::optional<std::string> layer_key_module_path(std::string_view path);
 
 }  // namespace dmuon::model

@@ -1,9 +1,11 @@
 #include "dmuon/model/module_tree.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
+#include "dmuon/base/checked_int.hpp"
 #include "dmuon/base/error.hpp"
 
 namespace dmuon::model {
@@ -28,10 +30,39 @@ int dtype_size(DType t) {
   return t == DType::f32 ? 4 : 2;
 }
 
-std::int64_t Parameter::numel() const {
+namespace {
+
+// Element count of `shape`, or nullopt when it overflows int64 (dimensions are >= 0).
+std::optional<std::int64_t> shape_numel(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
   return n;
+}
+
+std::string overflow_message(const std::string& name, const std::vector<std::int64_t>& shape) {
+  return fmt::format(
+      "parameter '{}' shape [{}] is too large: its element count times {} bytes overflows 64 "
+      "bits",
+      name, fmt::join(shape, ", "), kMaxBytesPerElement);
+}
+
+}  // namespace
+
+std::int64_t Parameter::numel() const {
+  const auto n = shape_numel(shape);
+  if (!n) throw InputError(overflow_message(name, shape));
+  return *n;
+}
+
+std::int64_t Parameter::bytes() const {
+  return checked_mul(numel(), dtype_size(dtype), [&] { return overflow_message(name, shape); });
+}
+
+bool Parameter::tied() const {
+  for (const auto& h : holders)
+    if (h.module != holders.front().module) return true;
+  return false;
 }
 
 std::string join_path(std::string_view parent, std::string_view name) {
@@ -81,6 +112,10 @@ int ModuleTree::add_parameter(int module, const std::string& attr, std::vector<s
     if (d < 0)
       throw InputError(fmt::format("parameter '{}' has a negative dimension {}",
                                    join_path(modules_[module].path, attr), d));
+  const auto numel = shape_numel(shape);
+  std::int64_t widest = 0;
+  if (!numel || __builtin_mul_overflow(*numel, kMaxBytesPerElement, &widest))
+    throw InputError(overflow_message(join_path(modules_[module].path, attr), shape));
   Parameter p;
   p.shape = std::move(shape);
   p.dtype = dtype;
@@ -153,6 +188,15 @@ void ModuleTree::finalize() {
       params_[p].name = holder_name(hs.front());
     }
   }
+  // Bounds every later sum of element or byte counts over any subset of the parameters.
+  std::int64_t total_bytes = 0;
+  for (int p : param_order_)
+    total_bytes = checked_add(total_bytes, kMaxBytesPerElement * params_[p].numel(), [&] {
+      return fmt::format(
+          "the model is too large: at parameter '{}' its total element count times {} bytes "
+          "overflows 64 bits",
+          params_[p].name, kMaxBytesPerElement);
+    });
   param_by_name_.clear();
   param_by_name_.reserve(params_.size());
   for (std::size_t i = 0; i < params_.size(); ++i)

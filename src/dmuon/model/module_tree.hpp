@@ -3,9 +3,14 @@
 //
 // Modules have a dotted path ("" for the root), a type name and children in registration
 // order; parameters (name, shape, dtype) hang off the module that holds them as its own
-// attribute. A parameter held by several modules is *tied* (PyTorch weight tying): it is one
-// object with several names; its canonical name is the first one in module pre-order, as in
-// `named_parameters()` with duplicates removed.
+// attribute. A parameter object may have several names (holders); its canonical name is the
+// first one in module pre-order, as in `named_parameters()` with duplicates removed. It is
+// *tied* (PyTorch weight tying) only when its holders are distinct modules: one module holding
+// the same object under two attribute names (an alias) still has one parent.
+//
+// Sizes are validated when a parameter is added: every element and byte count the suite forms
+// from one parameter fits in int64, and finalize() checks the same for the whole model (at 4
+// bytes per element, the widest any count uses), so sums over any subset cannot overflow.
 
 #include <cstdint>
 #include <optional>
@@ -38,11 +43,20 @@ struct Parameter {
   std::vector<Holder> holders;  ///< first entry is the canonical holder after finalize()
 
   int ndim() const { return static_cast<int>(shape.size()); }
-  /// Product of the shape (1 for a 0-d parameter).
+  /// Product of the shape (1 for a 0-d parameter, 0 when a dimension is 0); never clamped.
+  /// Throws InputError naming the parameter when the product overflows int64.
   std::int64_t numel() const;
-  std::int64_t bytes() const { return numel() * dtype_size(dtype); }
-  bool tied() const { return holders.size() > 1; }
+  /// numel() * dtype_size(dtype), checked like numel().
+  std::int64_t bytes() const;
+  /// Held by two or more distinct modules (weight tying, SPEC §3 rule 1).
+  bool tied() const;
+  /// Has more than one name (tied, or an attribute alias inside one module).
+  bool aliased() const { return holders.size() > 1; }
 };
+
+/// Largest bytes per element any count uses (an fp32 master copy): the unit of the size
+/// checks above.
+inline constexpr std::int64_t kMaxBytesPerElement = 4;
 
 struct Module {
   std::string path;           ///< dotted FQN, "" for the root
@@ -64,10 +78,13 @@ class ModuleTree {
   /// Adds a child `name` of `parent`; returns its index. Throws InputError on a duplicate or
   /// dotted name.
   int add_module(int parent, const std::string& name, const std::string& type);
-  /// Adds a parameter held by `module` under attribute `attr`; returns its id.
+  /// Adds a parameter held by `module` under attribute `attr`; returns its id. A negative
+  /// dimension, or a shape whose element count times 4 bytes overflows int64, is an InputError
+  /// naming the parameter.
   int add_parameter(int module, const std::string& attr, std::vector<std::int64_t> shape,
                     DType dtype = DType::f32);
-  /// Makes `module` also hold the existing parameter `param` under `attr` (weight tying).
+  /// Makes `module` also hold the existing parameter `param` under `attr` (weight tying when
+  /// `module` is not yet a holder, an attribute alias when it is).
   void tie_parameter(int module, const std::string& attr, int param);
   /// Convenience: a bias-free Linear(in -> out) child with a `weight` of shape (out, in).
   int add_linear(int parent, const std::string& name, std::int64_t in, std::int64_t out,
@@ -76,7 +93,9 @@ class ModuleTree {
   int add_norm(int parent, const std::string& name, const std::string& type, std::int64_t dim,
                DType dtype = DType::f32);
 
-  /// Computes pre-order, canonical parameter names and the path index. Idempotent.
+  /// Computes pre-order, canonical parameter names and the path index. Idempotent. Throws
+  /// InputError naming the parameter at which the model's total size (4 bytes per element)
+  /// overflows int64.
   void finalize();
   bool finalized() const { return finalized_; }
 
@@ -99,7 +118,7 @@ class ModuleTree {
   std::optional<int> find_parameter(std::string_view name) const;
   /// Full name of a holder: "<module path>.<attr>" (or just attr at the root).
   std::string holder_name(const Holder& h) const;
-  /// Sum of numel over all parameters (tied counted once).
+  /// Sum of numel over all parameters (tied counted once); fits in int64 after finalize().
   std::int64_t total_numel() const;
 
  private:

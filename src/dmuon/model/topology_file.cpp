@@ -5,14 +5,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <unordered_map>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/base/input_file.hpp"
 
 namespace dmuon::model {
 namespace {
@@ -140,7 +139,11 @@ class Parser {
 
     parse_modules(*mods, t.tree);
     parse_parameters(*params, t.tree);
-    t.tree.finalize();
+    try {
+      t.tree.finalize();
+    } catch (const InputError& e) {
+      fail("", e.what());  // the model's total size overflows 64 bits
+    }
     return t;
   }
 
@@ -233,7 +236,12 @@ class Parser {
           fail(where, e.what());
         }
       }
-      const int id = tree.add_parameter(module, attr, std::move(shape), dtype);
+      int id = -1;
+      try {
+        id = tree.add_parameter(module, attr, std::move(shape), dtype);
+      } catch (const InputError& e) {
+        fail(where, e.what());  // e.g. its element count times 4 bytes overflows 64 bits
+      }
 
       if (auto ti = p.find("tied"); ti != p.end()) {
         if (!ti->is_array())
@@ -264,9 +272,38 @@ std::string quoted(const std::string& s) {
   return Json(s).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+// Refuses nesting deeper than kMaxTopologyJsonDepth before nlohmann builds (and recursively
+// destroys) the document: a 100,000-level array must be an error, not a stack overflow.
+void check_depth(std::string_view text, std::string_view source) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t k = 0; k < text.size(); ++k) {
+    const char c = text[k];
+    if (in_string) {
+      if (c == '\\')
+        ++k;  // the escaped character cannot end the string
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxTopologyJsonDepth)
+        throw InputError(
+            fmt::format("{}: JSON nested deeper than {} levels (a topology file "
+                        "needs 4)",
+                        location(text, source, k), kMaxTopologyJsonDepth));
+    } else if (c == ']' || c == '}') {
+      --depth;  // unbalanced input is the parser's to report
+    }
+  }
+}
+
 }  // namespace
 
 Topology parse_topology_json(std::string_view text, std::string_view source_name) {
+  check_depth(text, source_name);
   Json root;
   try {
     root = Json::parse(text.begin(), text.end());
@@ -280,17 +317,8 @@ Topology parse_topology_json(std::string_view text, std::string_view source_name
 }
 
 Topology read_topology_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw InputError(fmt::format("cannot read topology file '{}': is a directory", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw InputError(fmt::format("cannot read topology file '{}': {}", path, std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("cannot read topology file '{}': read error", path));
-  const std::string text = ss.str();
-  return parse_topology_json(text, path);
+  if (path.empty()) throw InputError("topology file name is empty");
+  return parse_topology_json(read_regular_file(path, "topology file", kMaxTopologyFileBytes), path);
 }
 
 std::string write_topology_json(const Topology& t) {
@@ -333,7 +361,7 @@ std::string write_topology_json(const Topology& t) {
     out +=
         fmt::format("{}\n    {{\"name\": {}, \"shape\": [{}], \"dtype\": \"{}\"", first ? "" : ",",
                     quoted(p.name), fmt::join(p.shape, ", "), dtype_name(p.dtype));
-    if (p.tied()) {
+    if (p.aliased()) {
       out += ", \"tied\": [";
       for (std::size_t k = 1; k < p.holders.size(); ++k)
         out += (k > 1 ? ", " : "") + quoted(tree.holder_name(p.holders[k]));

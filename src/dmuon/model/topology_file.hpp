@@ -12,15 +12,26 @@
 //                    "dtype": "float32", "tied": ["other.holder.weight"]}, ...]}
 //
 // A parameter name is "<holder module path>.<attribute>" (just the attribute at the root).
-// "tied" lists the other names of the same parameter object; "dtype" defaults to float32;
+// "tied" lists the other names of the same parameter object (in other modules: weight tying;
+// in the same module: an attribute alias, which is not tied); "dtype" defaults to float32;
 // unknown keys are errors (typos must not pass silently).
+//
+// Limits (bad input, not crashes): the file must be a regular file (a FIFO or directory is
+// refused before reading) of at most kMaxTopologyFileBytes; JSON nesting deeper than
+// kMaxTopologyJsonDepth is refused before the document is built.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "dmuon/model/topology.hpp"
 
 namespace dmuon::model {
+
+/// Largest topology file read (a 2-million-module model is about 200 MB of JSON).
+inline constexpr std::int64_t kMaxTopologyFileBytes = std::int64_t{1} << 30;
+/// Deepest JSON nesting accepted (a valid topology file nests 4 levels).
+inline constexpr int kMaxTopologyJsonDepth = 64;
 
 /// Parses a topology document. `source_name` prefixes every error message. Throws InputError:
 /// JSON syntax errors as "<source>:<line>:<col>: ...", semantic ones naming the entry, e.g.

@@ -1,6 +1,7 @@
 #include "dmuon/partition/cost_model.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -21,14 +22,25 @@ CostModel parse_cost_model(std::string_view s) {
   throw InputError(fmt::format("unknown cost model '{}' (valid: optimizer, numel)", s));
 }
 
-std::int64_t clamped_numel(const std::vector<std::int64_t>& shape) {
+namespace {
+
+std::int64_t shape_numel(std::string_view name, const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
-  return std::max<std::int64_t>(1, n);
+  for (auto d : shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw InputError(fmt::format("parameter '{}' shape [{}]: element count overflows 64 bits",
+                                   name, fmt::join(shape, ", ")));
+  return n;
+}
+
+}  // namespace
+
+std::int64_t clamped_numel(const std::vector<std::int64_t>& shape) {
+  return std::max<std::int64_t>(1, shape_numel("", shape));
 }
 
 std::int64_t optimizer_cost(std::string_view name, const std::vector<std::int64_t>& shape) {
-  const std::int64_t numel = clamped_numel(shape);
+  const std::int64_t numel = std::max<std::int64_t>(1, shape_numel(name, shape));
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -38,24 +50,32 @@ std::int64_t optimizer_cost(std::string_view name, const std::vector<std::int64_
   for (auto k : kCheap) cheap = cheap || lower.find(k) != std::string::npos;
   if (cheap) return std::max<std::int64_t>(1, numel / 1'000'000);
 
+  const auto too_large = [&] {
+    return InputError(fmt::format(
+        "parameter '{}' shape [{}]: its optimizer cost overflows 64 bits (the shape is too "
+        "large; --cost-model numel does not overflow)",
+        name, fmt::join(shape, ", ")));
+  };
+  // rows * cols = numel fits in int64, so every term below fits in 128 bits; with rows == 0
+  // the product of the other dimensions is not bounded by numel and is checked.
   using u128 = unsigned __int128;
   const std::int64_t rows = shape[0];
   std::int64_t cols = 1;
-  for (std::size_t i = 1; i < shape.size(); ++i) cols *= shape[i];
+  for (std::size_t i = 1; i < shape.size(); ++i)
+    if (__builtin_mul_overflow(cols, shape[i], &cols)) throw too_large();
   const u128 small = static_cast<u128>(std::max<std::int64_t>(1, std::min(rows, cols)));
   const u128 big = static_cast<u128>(std::max(rows, cols));
   const u128 ns = 5 * small * (static_cast<u128>(rows) * static_cast<u128>(cols) + 2 * big * small);
   const u128 ns_cost = std::max<u128>(1, ns / 1'000'000'000u);
   const std::int64_t numel_cost = std::max<std::int64_t>(1, numel / 4'000'000);
   const u128 total = ns_cost + static_cast<u128>(numel_cost);
-  return total > static_cast<u128>(std::numeric_limits<std::int64_t>::max())
-             ? std::numeric_limits<std::int64_t>::max()
-             : static_cast<std::int64_t>(total);
+  if (total > static_cast<u128>(std::numeric_limits<std::int64_t>::max())) throw too_large();
+  return static_cast<std::int64_t>(total);
 }
 
 std::int64_t parameter_cost(CostModel model, std::string_view name,
                             const std::vector<std::int64_t>& shape) {
-  return model == CostModel::optimizer ? optimizer_cost(name, shape) : clamped_numel(shape);
+  return model == CostModel::optimizer ? optimizer_cost(name, shape) : shape_numel(name, shape);
 }
 
 }  // namespace dmuon::partition

@@ -25,6 +25,7 @@ void assign_lpt(Partition& p, const std::vector<std::string>& unit_names, bool p
     if (ka != kb) return ka < kb;
     return unit_names[a] < unit_names[b];
   });
+  p.visit_order = order;
 
   std::vector<std::int64_t> cost(S, 0), numel(S, 0);
   std::vector<std::int64_t> col_cost(opt.shard, 0), col_numel(opt.shard, 0);

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "dmuon/base/checked_int.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/partition/lpt.hpp"
 
@@ -90,12 +91,47 @@ void compute_metrics(Partition& p) {
   p.imbalance_nonempty = mn_nonempty < 0 ? 0.0 : imbalance(mx, mn_nonempty);
 }
 
+std::vector<int> parameter_visit_order(const Partition& p) {
+  std::vector<int> out;
+  for (int u : p.visit_order)
+    for (int pid : p.units[static_cast<std::size_t>(u)].members) out.push_back(pid);
+  return out;
+}
+
+namespace {
+
+// Round robin over the slots in model order; a key at its owner limit cycles over its own
+// slots (first-use order) with the same counter.
+void assign_round_robin(Partition& p) {
+  const int S = static_cast<int>(p.slots.size());
+  const int k = p.options.max_owners_per_group;
+  std::unordered_map<std::string, std::vector<int>> used;  // key -> slots, first-use order
+  p.unit_slot.resize(p.units.size());
+  for (std::size_t u = 0; u < p.units.size(); ++u) {
+    auto& key_slots = used[p.units[u].key ? "k" + *p.units[u].key : std::string("n")];
+    const auto counter = static_cast<std::int64_t>(u);
+    int slot = static_cast<int>(counter % S);
+    if (k > 0 && static_cast<int>(key_slots.size()) >= k)
+      slot = key_slots[static_cast<std::size_t>(counter % static_cast<std::int64_t>(k))];
+    if (std::find(key_slots.begin(), key_slots.end(), slot) == key_slots.end())
+      key_slots.push_back(slot);
+    p.unit_slot[u] = slot;
+  }
+}
+
+}  // namespace
+
 Partition partition_ownership(const model::ModuleTree& tree, const std::vector<int>& dedicated,
                               const PartitionOptions& options) {
-  if (options.shard < 1)
-    throw InputError(fmt::format("shard-group size {} is invalid (must be >= 1)", options.shard));
-  if (options.replicate < 1)
-    throw InputError(fmt::format("replicate size {} is invalid (must be >= 1)", options.replicate));
+  if (options.shard < 1 || options.shard > kMaxSlots)
+    throw InputError(
+        fmt::format("shard-group size {} is invalid (valid: 1..{})", options.shard, kMaxSlots));
+  if (options.replicate < 1 || options.replicate > kMaxSlots)
+    throw InputError(
+        fmt::format("replicate size {} is invalid (valid: 1..{})", options.replicate, kMaxSlots));
+  if (static_cast<std::int64_t>(options.shard) * options.replicate > kMaxSlots)
+    throw InputError(fmt::format("{} x {} owner slots is too many (valid: at most {})",
+                                 options.replicate, options.shard, kMaxSlots));
   if (options.pack_threshold < 1)
     throw InputError(
         fmt::format("pack threshold {} is invalid (must be >= 1)", options.pack_threshold));
@@ -107,6 +143,19 @@ Partition partition_ownership(const model::ModuleTree& tree, const std::vector<i
   for (int s = 0; s < options.shard; ++s)
     for (int r = 0; r < options.replicate; ++r) p.slots.push_back({s, r, r * options.shard + s});
   p.units = build_units(tree, dedicated, options);
+  // Every load below is a sum over a subset of the units: bounding the totals bounds them all.
+  {
+    std::int64_t cost = 0, numel = 0;
+    for (const auto& unit : p.units) {
+      const auto overflow = [&] {
+        return fmt::format(
+            "the dedicated parameters' total {} cost or size overflows 64 bits at parameter '{}'",
+            cost_model_name(options.cost_model), tree.parameter(unit.members.front()).name);
+      };
+      cost = checked_add(cost, unit.cost, overflow);
+      numel = checked_add(numel, unit.numel, overflow);
+    }
+  }
 
   switch (options.strategy) {
     case Strategy::lpt:
@@ -135,12 +184,12 @@ Partition partition_ownership(const model::ModuleTree& tree, const std::vector<i
       }
       break;
     }
-    case Strategy::round_robin:
-      p.unit_slot.resize(p.units.size());
-      for (std::size_t u = 0; u < p.units.size(); ++u)
-        p.unit_slot[u] = static_cast<int>(u % p.slots.size());
-      break;
+    case Strategy::round_robin: assign_round_robin(p); break;
     case Strategy::rank0: p.unit_slot.assign(p.units.size(), 0); break;
+  }
+  if (p.visit_order.empty()) {  // round_robin, rank0: model order
+    p.visit_order.resize(p.units.size());
+    std::iota(p.visit_order.begin(), p.visit_order.end(), 0);
   }
 
   p.owner_slot.assign(tree.num_parameters(), -1);

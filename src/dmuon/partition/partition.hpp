@@ -15,7 +15,9 @@ namespace dmuon::partition {
 
 enum class Strategy {
   lpt,          ///< the reference longest-processing-time greedy, reproduced exactly
-  round_robin,  ///< units in model order, slot = counter mod #slots
+  round_robin,  ///< units in model order, slot = counter mod #slots (counter = unit index);
+                ///< with max_owners_per_group k, a unit whose key already uses k slots goes
+                ///< to the key's slots (first-use order) at index counter mod k
   rank0,        ///< everything on slot (0, 0)
   lpt_refine,   ///< ours: reference LPT, then deterministic move/swap local search
 };
@@ -23,12 +25,15 @@ const char* strategy_name(Strategy s);
 /// "lpt" | "round_robin" (or "round-robin") | "rank0" | "lpt_refine" (or "lpt-refine").
 Strategy parse_strategy(std::string_view s);
 
+/// Most slots (G × R) a partition accepts: checked before anything is sized by it.
+inline constexpr std::int64_t kMaxSlots = std::int64_t{1} << 20;
+
 struct PartitionOptions {
   Strategy strategy = Strategy::lpt;
   CostModel cost_model = CostModel::optimizer;
   bool pack = true;                         ///< merge a bucket's small parameters into one unit
   std::int64_t pack_threshold = 5'000'000;  ///< numel below which a parameter is "small"
-  int max_owners_per_group = 0;             ///< 0 = unlimited
+  int max_owners_per_group = 0;             ///< 0 = unlimited (lpt, lpt_refine, round_robin)
   int shard = 1;                            ///< G, shard-group size
   int replicate = 1;                        ///< R, replicate-group size (HSDP when > 1)
   bool column_balance = true;               ///< HSDP: balance per-column loads first
@@ -53,8 +58,11 @@ struct Unit {
 struct Partition {
   PartitionOptions options;
   std::vector<Slot> slots;
-  std::vector<Unit> units;               ///< model order (by first member)
-  std::vector<int> unit_slot;            ///< per unit
+  std::vector<Unit> units;     ///< model order (by first member)
+  std::vector<int> unit_slot;  ///< per unit
+  /// Unit indices in the order the strategy assigned owners (LPT: its sorted order; the
+  /// others: model order). A strict boundary error names its first uncovered parameter here.
+  std::vector<int> visit_order;
   std::vector<int> owner_slot;           ///< per parameter id; -1 when not dedicated
   std::vector<std::int64_t> param_cost;  ///< per parameter id; 0 when not dedicated
 
@@ -81,12 +89,19 @@ struct Partition {
   }
 };
 
-/// Builds the units of the dedicated parameters (SPEC §5 "Units").
+/// Parameter ids in the order owners are assigned: units in visit_order, members in model
+/// order.
+std::vector<int> parameter_visit_order(const Partition& p);
+
+/// Builds the units of the dedicated parameters (SPEC §5 "Units"). Unit numel is the unclamped
+/// element count (0 for a zero-size parameter); sums are checked (InputError on overflow).
 std::vector<Unit> build_units(const model::ModuleTree& tree, const std::vector<int>& dedicated,
                               const PartitionOptions& options);
 
 /// Partitions the dedicated parameters over G × R slots. Deterministic: the same inputs give
-/// the same owners on every rank and every run.
+/// the same owners on every rank and every run. Throws InputError for a G, R or G × R out of
+/// range (1..kMaxSlots) and when the total cost or numel of the units overflows int64 (every
+/// load is then a sum of a subset and cannot overflow).
 Partition partition_ownership(const model::ModuleTree& tree, const std::vector<int>& dedicated,
                               const PartitionOptions& options);
 

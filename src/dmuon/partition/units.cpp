@@ -1,6 +1,9 @@
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <unordered_map>
 
+#include "dmuon/base/checked_int.hpp"
 #include "dmuon/model/layer_key.hpp"
 #include "dmuon/partition/partition.hpp"
 
@@ -34,12 +37,20 @@ std::vector<Unit> build_units(const model::ModuleTree& tree, const std::vector<i
     packed.key = b.key;
     for (int pid : b.params) {
       const auto& p = tree.parameter(pid);
-      const std::int64_t numel = clamped_numel(p.shape);
+      // Unclamped: a zero-size parameter is 0 in loads and packing (only the optimizer cost
+      // model clamps, inside parameter_cost).
+      const std::int64_t numel = p.numel();
       const std::int64_t cost = parameter_cost(options.cost_model, p.name, p.shape);
       if (options.pack && numel < options.pack_threshold) {
         packed.members.push_back(pid);
-        packed.numel += numel;
-        packed.cost += cost;
+        const auto overflow = [&] {
+          return fmt::format(
+              "packed partition unit of '{}': its size overflows 64 bits at "
+              "parameter '{}'",
+              b.key ? *b.key : std::string("none"), p.name);
+        };
+        packed.numel = checked_add(packed.numel, numel, overflow);
+        packed.cost = checked_add(packed.cost, cost, overflow);
       } else {
         units.push_back({b.key, {pid}, numel, cost});
       }

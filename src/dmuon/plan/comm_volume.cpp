@@ -5,19 +5,11 @@
 #include <algorithm>
 #include <map>
 
+#include "dmuon/base/abbreviate.hpp"
+#include "dmuon/base/checked_int.hpp"
 #include "dmuon/base/error.hpp"
 
 namespace dmuon::plan {
-
-const char* reshard_name(Reshard r) {
-  return r == Reshard::z3 ? "z3" : "z2";
-}
-
-Reshard parse_reshard(std::string_view s) {
-  if (s == "z3" || s == "Z3") return Reshard::z3;
-  if (s == "z2" || s == "Z2") return Reshard::z2;
-  throw InputError(fmt::format("unknown reshard mode '{}' (valid: z3, z2)", s));
-}
 
 const char* grad_reduce_name(GradReduce g) {
   return g == GradReduce::per_param ? "per-param" : "packed";
@@ -26,7 +18,8 @@ const char* grad_reduce_name(GradReduce g) {
 GradReduce parse_grad_reduce(std::string_view s) {
   if (s == "per-param" || s == "per_param") return GradReduce::per_param;
   if (s == "packed") return GradReduce::packed;
-  throw InputError(fmt::format("unknown gradient reduce mode '{}' (valid: per-param, packed)", s));
+  throw InputError(fmt::format("unknown gradient reduce mode '{}' (valid: per-param, packed)",
+                               abbreviate_value(s)));
 }
 
 std::int64_t KindVolume::max_calls() const {
@@ -41,7 +34,9 @@ std::int64_t KindVolume::max_bytes() const {
 std::int64_t CommVolume::total_bytes(int rank) const {
   std::int64_t t = 0;
   for (const KindVolume* k : {&broadcast, &reduce, &reduce_stage2, &replicate_broadcast})
-    t += k->bytes_per_rank.at(static_cast<std::size_t>(rank));
+    t = checked_add(t, k->bytes_per_rank.at(static_cast<std::size_t>(rank)), [&] {
+      return fmt::format("predicted volume of rank {} per step overflows 64 bits", rank);
+    });
   return t;
 }
 
@@ -65,7 +60,10 @@ CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::H
     k->bytes_per_rank.assign(static_cast<std::size_t>(v.world), 0);
   }
   v.owned_bytes.assign(static_cast<std::size_t>(v.world), 0);
-  v.hook_calls = static_cast<std::int64_t>(plan.sites.size()) * (reshard == Reshard::z3 ? 4 : 2);
+  const auto sites = static_cast<std::int64_t>(plan.sites.size());
+  v.hooks_fired = 4 * sites;
+  v.hooks_communicating = (reshard == Reshard::z3 ? 3 : 2) * sites;
+  v.hook_calls = reshard == Reshard::z3 ? v.hooks_fired : v.hooks_communicating;
   const int fwd_broadcasts = reshard == Reshard::z3 ? 2 : 1;
 
   // Per-column and per-rank totals first: every rank's volume is "all minus what its column
@@ -74,20 +72,29 @@ CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::H
   std::vector<std::int64_t> col_pairs(G, 0), col_params(G, 0);
   std::vector<std::int64_t> col_bytes(G, 0), col_master(G, 0);  // param dtype; fp32 master
   std::vector<std::int64_t> rank_bytes(v.world, 0), rank_master(v.world, 0);
+  std::int64_t total_master = 0;
   for (const auto& site : plan.sites) {
     std::map<int, char> owners;  // slots owning a packed buffer at this site
     for (int pid : site.params) {
       const auto& prm = tree.parameter(pid);
-      const std::int64_t bytes = wire_bytes > 0 ? wire_bytes * prm.numel() : prm.bytes();
+      const auto overflow = [&] {
+        return fmt::format("predicted volume overflows 64 bits at dedicated parameter '{}'",
+                           prm.name);
+      };
+      const std::int64_t bytes =
+          wire_bytes > 0 ? checked_mul(wire_bytes, prm.numel(), overflow) : prm.bytes();
+      const std::int64_t master = checked_mul(4, prm.numel(), overflow);
       const auto& owner = part.slots[part.owner_slot[pid]];
       owners[part.owner_slot[pid]] = 1;
       ++params;
       ++col_params[owner.shard];
+      // Column and rank sums are parts of the checked totals below.
+      v.dedicated_bytes = checked_add(v.dedicated_bytes, bytes, overflow);
+      total_master = checked_add(total_master, master, overflow);
       col_bytes[owner.shard] += bytes;
-      col_master[owner.shard] += 4 * prm.numel();
+      col_master[owner.shard] += master;
       rank_bytes[owner.rank] += bytes;
-      rank_master[owner.rank] += 4 * prm.numel();
-      v.dedicated_bytes += bytes;
+      rank_master[owner.rank] += master;
     }
     for (const auto& o : owners) {
       ++pairs;
@@ -99,7 +106,11 @@ CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::H
     const int s = rank % G;
     // Forward (and Z3 pre-backward) broadcasts inside each row, rooted in the owner's column.
     v.broadcast.calls_per_rank[rank] = fwd_broadcasts * pairs;
-    v.broadcast.bytes_per_rank[rank] = fwd_broadcasts * (v.dedicated_bytes - col_bytes[s]);
+    v.broadcast.bytes_per_rank[rank] =
+        checked_mul(fwd_broadcasts, v.dedicated_bytes - col_bytes[s], [&] {
+          return fmt::format("predicted broadcast volume of rank {} per step overflows 64 bits",
+                             rank);
+        });
     // Stage 1 (the only stage in 1-D): reduce inside the row to the owner's column.
     v.reduce.calls_per_rank[rank] = packed ? pairs : params;
     v.reduce.bytes_per_rank[rank] = v.dedicated_bytes - col_bytes[s];
@@ -112,6 +123,7 @@ CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::H
       v.replicate_broadcast.bytes_per_rank[rank] = col_master[s] - rank_master[rank];
     }
   }
+  for (int rank = 0; rank < v.world; ++rank) (void)v.total_bytes(rank);  // throws on overflow
   return v;
 }
 

@@ -15,13 +15,9 @@
 #include "dmuon/boundary/hook_plan.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/partition/partition.hpp"
+#include "dmuon/plan/reshard.hpp"
 
 namespace dmuon::plan {
-
-enum class Reshard { z3, z2 };
-const char* reshard_name(Reshard r);
-/// "z3" | "z2"; throws InputError otherwise.
-Reshard parse_reshard(std::string_view s);
 
 /// How a site's gradients travel to their owner. per_param is the reference (SPEC §6: one
 /// reduce per parameter); packed sends one reduce per (site, owner) over the owner's packed
@@ -43,8 +39,16 @@ struct CommVolume {
   Reshard reshard = Reshard::z3;
   int world = 1;
   GradReduce grad_reduce = GradReduce::per_param;
-  /// Hook invocations per rank per step: Z3 4 per site (forward-pre broadcast, forward-post
-  /// free, backward-pre re-broadcast, backward-post reduce), Z2 2 per site.
+  /// Hooks that fire per rank per step: the reference installs four per site in Z3 and Z2
+  /// alike (forward-pre, forward-post, backward-pre, backward-post): 4 per site.
+  std::int64_t hooks_fired = 0;
+  /// Hooks among those that issue or complete a collective, per rank per step: Z3 3 per site
+  /// (forward-pre broadcast, backward-pre re-broadcast, backward-post reduce; forward-post
+  /// only frees), Z2 2 per site (forward-pre broadcast, backward-post reduce).
+  std::int64_t hooks_communicating = 0;
+  /// Transitional: what the engine counts and audits today (Z3 4 per site = hooks_fired, Z2 2
+  /// per site = hooks_communicating). Report hooks_fired and hooks_communicating instead; this
+  /// goes once the engine counts both (docs/METRICS.md, "Hook counts").
   std::int64_t hook_calls = 0;
   KindVolume broadcast;      ///< packed weight broadcasts (rows), per (site, owner)
   KindVolume reduce;         ///< gradient reduces to the owner's column (the owner in 1-D): stage 1
@@ -53,6 +57,7 @@ struct CommVolume {
   std::int64_t dedicated_bytes = 0;       ///< P_M in bytes
   std::vector<std::int64_t> owned_bytes;  ///< per rank
   std::int64_t max_bytes_per_rank() const;
+  /// Sum over the kinds for one rank (fits: predict_dmuon_volume checks every rank's total).
   std::int64_t total_bytes(int rank) const;
 };
 
@@ -60,7 +65,9 @@ struct CommVolume {
 /// parameter (per_param) or one per (site, owner) (packed); bytes are the same either way.
 /// Weights and gradients travel in each parameter's own dtype, or in `wire_bytes` per element
 /// when it is > 0 (the engine's --comm-dtype); the replicate broadcast always carries the fp32
-/// master.
+/// master. `plan` should be resolved for the same reshard mode (Plan::config.reshard): in Z2 a
+/// tied parameter's site differs. Every sum and product is checked: a volume beyond int64 is
+/// an InputError naming the parameter or rank where it overflows.
 CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::HookPlan& plan,
                                 const partition::Partition& part, Reshard reshard,
                                 GradReduce grad_reduce = GradReduce::per_param, int wire_bytes = 0);

@@ -15,8 +15,14 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
          {},
          {}};
   const auto dedicated = boundary::select_dedicated(tree, p.rule, config.allow_empty_dedication);
+  // Ownership does not depend on the sites; it comes first because its visiting order decides
+  // which uncovered parameter a strict failure names.
+  p.partition = partition::partition_ownership(tree, dedicated, config.partition);
+  boundary::HookPlanOptions hook_options;
+  hook_options.reshard_after_forward = config.reshard == Reshard::z3;
+  hook_options.visit_order = partition::parameter_visit_order(p.partition);
   try {
-    p.hooks = boundary::resolve_hook_plan(tree, dedicated, p.policy);
+    p.hooks = boundary::resolve_hook_plan(tree, dedicated, p.policy, hook_options);
   } catch (const InputError& e) {
     // A strict failure is most often a typo in a type name: say so on the same line.
     std::string msg = e.what();
@@ -24,7 +30,6 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
       msg += "; " + unknown.second;
     throw InputError(msg);
   }
-  p.partition = partition::partition_ownership(tree, dedicated, config.partition);
   p.report = boundary::analyse_degradations(tree, p.hooks, p.policy);
   return p;
 }

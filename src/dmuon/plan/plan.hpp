@@ -13,6 +13,7 @@
 #include "dmuon/boundary/hook_plan.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/partition/partition.hpp"
+#include "dmuon/plan/reshard.hpp"
 
 namespace dmuon::plan {
 
@@ -21,6 +22,9 @@ struct PlanConfig {
   bool allow_empty_dedication = false;
   std::string boundary = "default";  ///< see boundary_policy.hpp
   bool strict = true;
+  /// The reshard mode the plan is run with: a tied parameter's hook site depends on it (SPEC
+  /// §3 rule 1 applies in Z3 only), so an engine running Z2 needs a plan made for Z2.
+  Reshard reshard = Reshard::z3;
   partition::PartitionOptions partition;
 };
 
@@ -34,6 +38,8 @@ struct Plan {
 };
 
 /// Builds the plan; throws InputError for bad rules/policies and strict boundary failures.
+/// Owners are assigned first and hook sites resolved for config.reshard; a strict failure
+/// names the first uncovered parameter in the partition's visiting order, as the reference.
 Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config);
 
 /// Distinct owner ranks of a site's parameters, ascending: one packed broadcast per owner.

@@ -44,6 +44,7 @@ json plan_to_json(const model::ModuleTree& tree, const Plan& plan) {
   return {{"dedicate", plan.rule.spec()},
           {"boundary", plan.policy.spec()},
           {"strict", plan.policy.strict()},
+          {"reshard", reshard_name(plan.config.reshard)},
           {"hook_sites", plan.hooks.sites.size()},
           {"sites", sites},
           {"dedicated_params", plan.hooks.dedicated.size()},
@@ -87,7 +88,8 @@ json volume_to_json(const CommVolume& v) {
                 {"max_bytes", k.max_bytes()}};
   };
   json out = {{"reshard", reshard_name(v.reshard)},
-              {"hook_calls_per_step", v.hook_calls},
+              {"hooks_fired_per_step", v.hooks_fired},
+              {"hooks_communicating_per_step", v.hooks_communicating},
               {"dedicated_bytes", v.dedicated_bytes},
               {"owned_bytes", v.owned_bytes},
               {"max_bytes_per_rank", v.max_bytes_per_rank()},

@@ -1,4 +1,4 @@
-// SPEC §2 vectors for layer_key, verbatim, plus layer_key_path.
+// SPEC §2 vectors for layer_key, verbatim, plus layer_key_module_path.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -32,9 +32,18 @@ TEST(LayerKey, ExactSegmentsAndFollowerRequired) {
             std::optional<std::string>("_root.layers.0"));
 }
 
-TEST(LayerKey, KeyPath) {
-  EXPECT_EQ(layer_key_path("_root.layers.0"), "layers.0");
-  EXPECT_EQ(layer_key_path("model.layers.3"), "model.layers.3");
+TEST(LayerKey, ModulePathIsNeverRewritten) {
+  using P = std::optional<std::string>;
+  EXPECT_EQ(layer_key_module_path("model.layers.3.mlp"), P("model.layers.3"));
+  EXPECT_EQ(layer_key_module_path("layers.0.fc"), P("layers.0"));
+  EXPECT_EQ(layer_key_module_path("layers.0"), P("layers.0"));
+  EXPECT_EQ(layer_key_module_path("model.layers"), std::nullopt);
+  EXPECT_EQ(layer_key_module_path("model.embed"), std::nullopt);
+  // A top-level module literally named _root: an ordinary name (issue 11). Its key string is
+  // the same as the root-level "layers.0"'s, but the module is its own.
+  EXPECT_EQ(layer_key("_root.layers.0.fc"), P("_root.layers.0"));
+  EXPECT_EQ(layer_key_module_path("_root.layers.0.fc"), P("_root.layers.0"));
+  EXPECT_EQ(layer_key_module_path("_root.blocks.2"), P("_root.blocks.2"));
 }
 
 }  // namespace

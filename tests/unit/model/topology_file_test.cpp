@@ -2,6 +2,9 @@
 // file, and the location in every error message (line:col for syntax, entry for semantics).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -286,6 +289,65 @@ TEST(TopologyFile, SemanticErrorsNameTheEntry) {
   expect_contains(parse_error(R"({"format": "dmuon-topology", "version": 1, "root_type": "R",
                                   "dims": {"d": "wide"}, "modules": [], "parameters": []})"),
                   {"dims", "\"d\" is \"wide\""});
+}
+
+TEST(TopologyFile, SizesAreChecked) {
+  const std::string mods = R"([{"path": "a", "type": "A"}, {"path": "a.b", "type": "B"}])";
+  // 2^31 x 2^31 = 2^62 elements fit in int64, their 4-byte size does not.
+  expect_contains(
+      parse_error(doc(mods, R"([{"name": "a.b.w", "shape": [2147483648, 2147483648]}])")),
+      {"t.json: parameters[0] 'a.b.w'", "parameter 'a.b.w'", "overflows 64 bits"});
+  // Two 2^60-element parameters: the model's total overflows at the second.
+  expect_contains(parse_error(doc(mods, R"([{"name": "a.w", "shape": [1073741824, 1073741824]},
+                                           {"name": "a.b.w", "shape": [1073741824, 1073741824]}])")),
+                  {"t.json: ", "at parameter 'a.b.w'"});
+}
+
+// An attribute alias (the same object twice under one module) round-trips as "tied" and is
+// not tied: one parent.
+TEST(TopologyFile, AliasInOneModule) {
+  const auto t =
+      parse_topology_json(doc(R"([{"path": "a", "type": "Linear"}])",
+                              R"([{"name": "a.weight", "shape": [4, 4], "tied": ["a.alias"]}])"),
+                          "t.json");
+  const auto& p = t.tree.parameter(0);
+  EXPECT_FALSE(p.tied());
+  EXPECT_TRUE(p.aliased());
+  EXPECT_NE(write_topology_json(t).find(R"("tied": ["a.alias"])"), std::string::npos);
+}
+
+TEST(TopologyFile, NestingDepthIsBounded) {
+  // 100,000 levels: refused at the 65th '[' (line 1, column 65), before the document is built.
+  expect_contains(parse_error(std::string(100000, '[') + std::string(100000, ']')),
+                  {"t.json:1:65: ", "nested deeper than 64 levels"});
+  expect_contains(parse_error("{\"a\": " + std::string(70, '{')),
+                  {"t.json:1:70: "});  // col 1 + 6 + 63
+  // Brackets inside strings (escaped quotes included) are not nesting.
+  const auto t = parse_topology_json(
+      doc(R"([{"path": "a", "type": ")" + std::string(100, '[') + R"(\"[[["}])", "[]"), "t.json");
+  EXPECT_EQ(t.tree.module(1).type, std::string(100, '[') + "\"[[[");
+}
+
+TEST(TopologyFile, OnlyRegularFilesAreRead) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("dmuon_topo_kinds_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string fifo = (dir / "fifo.json").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // A FIFO without a writer would block a plain read forever.
+  expect_contains(input_error([&] { read_topology_file(fifo); }),
+                  {"cannot read topology file '" + fifo + "'", "a FIFO", "regular file"});
+  expect_contains(input_error([&] { read_topology_file(dir.string()); }),
+                  {"a directory", "regular file"});
+  expect_contains(input_error([&] { read_topology_file("/dev/null"); }), {"a character device"});
+  expect_contains(input_error([&] { read_topology_file(""); }), {"empty"});
+  // Larger than the limit: refused from its size, before anything is read (a sparse file).
+  const std::string big = (dir / "big.json").string();
+  std::ofstream(big).close();
+  fs::resize_file(big, static_cast<std::uintmax_t>(kMaxTopologyFileBytes) + 1);
+  expect_contains(input_error([&] { read_topology_file(big); }),
+                  {"1073741825 bytes is larger than the limit of 1073741824 bytes"});
+  fs::remove_all(dir);
 }
 
 }  // namespace
