@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/engine/engine_options.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/plan.hpp"
@@ -95,6 +96,18 @@ void add_synthetic_measurements(const model::Topology& topo, const plan::Plan& p
   r.memory["packed_buffer_bytes_max"] = site_max;
 }
 
+// The engine options dmuon_bench runs by default, as its records carry them (so the synthetic
+// files pair with real ones in dmuon_compare and plot_results.py).
+void set_engine_defaults(RunRecord& r) {
+  const engine::EngineOptions d;
+  r.prefetch = d.prefetch;
+  r.device = engine::device_name(d.device);
+  r.comm_dtype = engine::dtype_flag_name(d.comm_dtype);
+  r.ns = std::string(kernels::to_string(d.ns));
+  r.ns_dtype = "fp32";  // the host computes Newton-Schulz in fp32
+  r.optimizer_pipeline = engine::optimizer_pipeline_name(d.pipeline);
+}
+
 int reference(const std::string& out, int world, int argc, char** argv) {
   const auto topo = model::build_topology("moe", "tiny");
   struct Choice {
@@ -122,6 +135,7 @@ int reference(const std::string& out, int world, int argc, char** argv) {
       const auto p = plan::make_plan(topo.tree, c);
       const auto v = plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, plan::Reshard::z3);
       auto r = make_plan_record(topo, p, v, "dmuon");
+      set_engine_defaults(r);
       r.boundary_label = fmt::format("{} ({})", ch.word, ch.strict ? "strict" : "lenient");
       r.config_text = config;
       add_synthetic_measurements(topo, p, v, r);

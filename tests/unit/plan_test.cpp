@@ -40,14 +40,16 @@ TEST(CommVolume, OneDimensionalAllOnRankZero) {
   ASSERT_EQ(p.hooks.sites.size(), 3u);
   auto z3 = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
   EXPECT_EQ(z3.dedicated_bytes, 240);
-  EXPECT_EQ(z3.hook_calls, 12);                                               // 4 per site
+  EXPECT_EQ(z3.hooks_fired, 12);         // 4 per site
+  EXPECT_EQ(z3.hooks_communicating, 9);  // forward-pre, backward-pre, backward-post
   EXPECT_EQ(z3.broadcast.calls_per_rank, (std::vector<std::int64_t>{6, 6}));  // 2 x 3 (site, owner)
   EXPECT_EQ(z3.broadcast.bytes_per_rank, (std::vector<std::int64_t>{0, 480}));
   EXPECT_EQ(z3.reduce.calls_per_rank, (std::vector<std::int64_t>{3, 3}));
   EXPECT_EQ(z3.reduce.bytes_per_rank, (std::vector<std::int64_t>{0, 240}));
   EXPECT_EQ(z3.max_bytes_per_rank(), 720);  // rank 1 owns nothing: 3 x P_M
   auto z2 = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z2);
-  EXPECT_EQ(z2.hook_calls, 6);
+  EXPECT_EQ(z2.hooks_fired, 12);         // the reference installs all four in Z2 too
+  EXPECT_EQ(z2.hooks_communicating, 6);  // forward-pre broadcast, backward-post reduce
   EXPECT_EQ(z2.broadcast.bytes_per_rank, (std::vector<std::int64_t>{0, 240}));
 }
 

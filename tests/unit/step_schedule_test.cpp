@@ -69,6 +69,7 @@ Built build(const Case& c) {
   po.topology = c.topology;
   po.replicate = c.replicate;
   po.no_pack = c.no_pack;
+  po.reshard = c.reshard;
   po.owner_strategy = c.strategy;
   Built b{apps::load_topology(po), {}, {}, {}, {}};
   b.plan = plan::make_plan(b.topo.tree, apps::make_plan_config(po, b.topo, c.world));
@@ -182,10 +183,13 @@ TEST(StepSchedule, CountingItsCollectivesGivesTheFormula) {
             << c.name() << " rank " << r << " " << engine::channel_name(ch);
       }
       if (c.method == Method::dmuon) {
-        std::int64_t hooks = 0;
-        for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)])
+        std::int64_t hooks = 0, communicating = 0;
+        for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)]) {
           hooks += op.op == Op::hook;
-        EXPECT_EQ(hooks, predicted.hook_calls) << c.name() << " rank " << r;
+          communicating += op.op == Op::hook && op.communicates;
+        }
+        EXPECT_EQ(hooks, predicted.hooks_fired) << c.name() << " rank " << r;
+        EXPECT_EQ(communicating, predicted.hooks_communicating) << c.name() << " rank " << r;
       }
     }
   }

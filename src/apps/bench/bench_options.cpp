@@ -104,6 +104,7 @@ std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
         "lpt_refine)");
   o.plan.owner_strategy = o.owner_strategies_resolved.front();
   o.engine.reshard = plan::parse_reshard(o.reshard);
+  o.plan.reshard = o.engine.reshard;  // Z2 sites differ for tied parameters (SPEC §3)
   o.engine.grad_reduce = plan::parse_grad_reduce(o.grad_reduce);
   o.engine.compute = engine::parse_compute(o.compute);
   o.engine.device = engine::parse_device(o.device);

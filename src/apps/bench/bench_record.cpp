@@ -106,6 +106,7 @@ void fill_measured(results::RunRecord& rec, const model::Topology& topo, const B
   s["hook_sites"] = static_cast<double>(r.hook_sites);
   s["hook_calls_per_step"] = static_cast<double>(r.hook_calls_per_step);
   s["hook_calls_formula"] = static_cast<double>(r.hook_calls_formula);
+  s["hooks_communicating_per_step"] = static_cast<double>(r.hook_comm_calls_per_step);
   s["bytes_per_rank_max"] = static_cast<double>(r.bytes_measured_total());
   s["formula_bytes_per_rank_max"] = static_cast<double>(r.bytes_formula_total());
   s["audit_ok"] = r.audit_ok ? 1 : 0;

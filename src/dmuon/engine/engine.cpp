@@ -19,6 +19,11 @@ void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const E
                   int world_size) {
   validate(o, world_size);
   const auto& po = plan.partition.options;
+  if (plan.config.reshard != o.reshard)
+    throw InputError(
+        fmt::format("plan made for reshard {}, run with {} (tied parameters take "
+                    "other sites in Z2: plan with the run's mode)",
+                    plan::reshard_name(plan.config.reshard), plan::reshard_name(o.reshard)));
   if (po.replicate < 1 || po.shard * po.replicate != world_size)
     throw InputError(fmt::format("plan laid out for {} x {} ranks, run on {} (re-plan for {})",
                                  po.replicate, po.shard, world_size, world_size));

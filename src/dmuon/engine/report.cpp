@@ -65,6 +65,8 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
     x["hook_sites"] = r.hook_sites;
     x["hook_calls_per_step"] = r.hook_calls_per_step;
     x["hook_calls_formula"] = r.hook_calls_formula;
+    x["hooks_communicating_per_step"] = r.hook_comm_calls_per_step;
+    x["hooks_communicating_formula"] = r.hook_comm_calls_formula;
     nlohmann::json c = nlohmann::json::object();
     for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
       // The shard group's kinds always; the replicate group's with HSDP.

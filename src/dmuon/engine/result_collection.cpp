@@ -31,6 +31,7 @@ void ResultCollector::record(long step, const StepMeasure& m, const comm::Collec
   std::copy(m.phases_ms.begin(), m.phases_ms.end(),
             phases_.begin() + (step - 1) * static_cast<long>(kPhaseCount));
   hooks_per_step_ = m.hook_calls;
+  comm_hooks_per_step_ = m.hook_comm_calls;
   for (std::size_t c = 0; c < kChannelCount; ++c) {
     const auto& diff = channel_group(c) == CommGroup::shard ? shard : replicate;
     const auto k = channel_kind(c);
@@ -42,9 +43,12 @@ void ResultCollector::record(long step, const StepMeasure& m, const comm::Collec
           step, channel_name(c), calls_[c], bytes_[c], expect_[c].calls, expect_[c].bytes);
   }
   if (o_.method == Method::dmuon && audit_message_.empty() &&
-      hooks_per_step_ != predicted_.hook_calls)
-    audit_message_ = fmt::format("rank {} step {}: {} hook calls, formula {}", rank_, step,
-                                 hooks_per_step_, predicted_.hook_calls);
+      (hooks_per_step_ != predicted_.hooks_fired ||
+       comm_hooks_per_step_ != predicted_.hooks_communicating))
+    audit_message_ =
+        fmt::format("rank {} step {}: {} hooks fired ({} communicating), formula {} ({})", rank_,
+                    step, hooks_per_step_, comm_hooks_per_step_, predicted_.hooks_fired,
+                    predicted_.hooks_communicating);
 }
 
 // Per-rank values to rank 0: the measured steps' phases (steps x ranks x phases) and the last
@@ -143,8 +147,8 @@ RunResult ResultCollector::finish(StepBackend& backend) {
     r.phases_ms[p] = n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
   }
   const auto wire = static_cast<std::int64_t>(kernels::dtype_bytes(o_.comm_dtype));
-  std::vector<std::int64_t> loc = {hooks_per_step_, layout_.live_weight_elems * wire,
-                                   layout_.master_elems * 4,
+  std::vector<std::int64_t> loc = {hooks_per_step_, comm_hooks_per_step_,
+                                   layout_.live_weight_elems * wire, layout_.master_elems * 4,
                                    (layout_.state_elems + layout_.second_state_elems) * 4};
   for (std::size_t i = 0; i < kChannelCount; ++i) {
     loc.push_back(calls_[i]);
@@ -156,13 +160,14 @@ RunResult ResultCollector::finish(StepBackend& backend) {
   DMUON_CHECK_MPI(MPI_Allreduce(loc.data(), mx.data(), static_cast<int>(loc.size()), MPI_INT64_T,
                                 MPI_MAX, world_));
   r.hook_calls_per_step = mx[0];
-  r.peak_packed_bytes = mx[1];
-  r.master_bytes = mx[2];
-  r.momentum_bytes = mx[3];
+  r.hook_comm_calls_per_step = mx[1];
+  r.peak_packed_bytes = mx[2];
+  r.master_bytes = mx[3];
+  r.momentum_bytes = mx[4];
   for (std::size_t i = 0; i < kChannelCount; ++i) {
-    r.kinds[i].calls_per_step = mx[4 + 3 * i];
-    r.kinds[i].bytes_measured = mx[5 + 3 * i];
-    r.kinds[i].bytes_formula = mx[6 + 3 * i];
+    r.kinds[i].calls_per_step = mx[5 + 3 * i];
+    r.kinds[i].bytes_measured = mx[6 + 3 * i];
+    r.kinds[i].bytes_formula = mx[7 + 3 * i];
   }
   r.audit_ok = mx.back() == 0;
   if (!r.audit_ok) {
@@ -178,7 +183,8 @@ RunResult ResultCollector::finish(StepBackend& backend) {
   }
   r.hook_sites = dm ? static_cast<std::int64_t>(plan_.hooks.sites.size())
                     : static_cast<std::int64_t>(layout_.groups.size());
-  r.hook_calls_formula = dm ? predicted_.hook_calls : r.hook_calls_per_step;
+  r.hook_calls_formula = dm ? predicted_.hooks_fired : r.hook_calls_per_step;
+  r.hook_comm_calls_formula = dm ? predicted_.hooks_communicating : r.hook_comm_calls_per_step;
   if (!(o_.check || o_.keep_final_weights)) return r;
   r.final_weights = gather_final(backend);
   if (o_.check) {

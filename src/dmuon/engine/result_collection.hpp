@@ -53,7 +53,7 @@ class ResultCollector {
   VolumeExpectation expect_{};
   std::vector<double> phases_;                                 // step-major, kPhaseCount per step
   std::array<std::int64_t, kChannelCount> calls_{}, bytes_{};  // of the last step
-  std::int64_t hooks_per_step_ = 0;
+  std::int64_t hooks_per_step_ = 0, comm_hooks_per_step_ = 0;
   std::string audit_message_;
 };
 

@@ -56,8 +56,10 @@ struct RunResult {
   int world_size = 1;
   int replicate = 1;
   std::int64_t hook_sites = 0;
-  std::int64_t hook_calls_per_step = 0;
+  std::int64_t hook_calls_per_step = 0;  ///< hooks that fire per rank per step (4 per site)
   std::int64_t hook_calls_formula = 0;
+  std::int64_t hook_comm_calls_per_step = 0;  ///< of those, hooks that communicate (Z3 3, Z2 2)
+  std::int64_t hook_comm_calls_formula = 0;
   std::array<KindResult, kChannelCount> kinds{};  ///< by channel_index()
   bool audit_ok = true;
   std::string audit_message;  ///< first mismatch (rank, step, kind) if any

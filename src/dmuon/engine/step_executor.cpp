@@ -150,7 +150,10 @@ StepMeasure StepExecutor::run_step(long step) {
         replica_[g] = issue(i);
         track(replica_[g]);
         break;
-      case Op::hook: ++m.hook_calls; break;
+      case Op::hook:
+        ++m.hook_calls;
+        m.hook_comm_calls += op.communicates ? 1 : 0;
+        break;
     }
   }
   timer.pause();

@@ -15,7 +15,8 @@ namespace dmuon::engine {
 /// What one executed step measured on this rank.
 struct StepMeasure {
   std::array<double, kPhaseCount> phases_ms{};
-  std::int64_t hook_calls = 0;
+  std::int64_t hook_calls = 0;       ///< hooks that fired
+  std::int64_t hook_comm_calls = 0;  ///< of those, hooks that communicated
 };
 
 class StepExecutor {

@@ -90,10 +90,11 @@ class Builder {
     return ops_.back();
   }
   void untimed(Op op, int g) { emit(op, g, Phase::step, false).timed = false; }
-  void hook(int g, HookPoint h) {
+  void hook(int g, HookPoint h, bool communicates) {
     StepOp& s = emit(Op::hook, g, Phase::step, false);
     s.timed = false;
     s.hook = h;
+    s.communicates = communicates;
   }
   void compute(Op op, int g, int p, Phase phase) { emit(op, g, phase, false).param = p; }
 
@@ -134,12 +135,10 @@ class Builder {
       const int g = order[static_cast<std::size_t>(k)];
       const auto& G = group(g);
       weights_ready(order, k, false);
-      if (G.hooked) hook(g, HookPoint::forward_pre);
+      if (G.hooked) hook(g, HookPoint::forward_pre, true);
       for (int p : G.members) compute(Op::forward, g, p, Phase::forward_compute);
-      if (z3_ && G.kind != GroupKind::ddp) {
-        untimed(Op::release_weights, g);
-        if (G.hooked) hook(g, HookPoint::forward_post);
-      }
+      if (z3_ && G.kind != GroupKind::ddp) untimed(Op::release_weights, g);
+      if (G.hooked) hook(g, HookPoint::forward_post, false);
     }
   }
 
@@ -151,10 +150,8 @@ class Builder {
     for (int k = 0; k < n_; ++k) {
       const int g = order[static_cast<std::size_t>(k)];
       const auto& G = group(g);
-      if (z3_ && G.kind != GroupKind::ddp) {
-        weights_ready(order, k, true);
-        if (G.hooked) hook(g, HookPoint::backward_pre);
-      }
+      if (z3_ && G.kind != GroupKind::ddp) weights_ready(order, k, true);
+      if (G.hooked) hook(g, HookPoint::backward_pre, z3_);
       if (G.grad_elems > 0) {
         grad_base_[static_cast<std::size_t>(g)] = L_.grad_base(k);
         // The reduce that last read this grad-pool slot must be done before it is rewritten.
@@ -166,7 +163,7 @@ class Builder {
         compute(Op::backward, g, *it, Phase::backward_compute);
       if (G.kind != GroupKind::ddp) untimed(Op::release_weights, g);
       emit(Op::issue_reduce, g, Phase::backward_comm, true);
-      if (G.hooked || G.kind == GroupKind::ddp) hook(g, HookPoint::backward_post);
+      if (G.hooked || G.kind == GroupKind::ddp) hook(g, HookPoint::backward_post, true);
       if (k >= o_.stage2_lag) stage2(order[static_cast<std::size_t>(k - o_.stage2_lag)]);
     }
     for (int k = std::max(0, n_ - o_.stage2_lag); k < n_; ++k)

@@ -8,10 +8,12 @@
 //
 // One step, groups g in forward order (the non-dedicated unit, then the hook sites):
 //   forward   per g: [take_replica] pack, issue_weights for g..g+prefetch not yet issued;
-//             wait_weights g; hook; forward p for its parameters; (Z3) release, hook
-//   backward  per g in reverse: (Z3) the same weight prefetch and wait, hook; wait for the
+//             wait_weights g; hook; forward p for its parameters; (Z3) release; hook
+//   backward  per g in reverse: (Z3) the same weight prefetch and wait; hook; wait for the
 //             reduce that last used this grad-pool slot; backward p in reverse; release;
 //             issue_reduce g; hook; HSDP: issue_stage2 of the group issued stage2_lag earlier
+//   Hooks: the four per hooked group fire in Z3 and Z2 alike (as the reference installs
+//   them); forward-post and the Z2 backward-pre do not communicate.
 //   optimizer per_group: per g in forward order wait its gradients, prepare (momentum),
 //             [fsdp-muon: all-gather the Nesterov inputs, one group ahead], newton_schulz and
 //             apply per parameter, publish (HSDP: the owners' replicate broadcasts);
@@ -63,6 +65,9 @@ struct StepOp {
   bool timed = true;     ///< false for hooks and releases (bookkeeping)
   bool exposed = false;  ///< its time counts as exposed communication
   HookPoint hook = HookPoint::forward_pre;
+  /// Op::hook: this hook issues or waits for a collective (forward-pre, Z3 backward-pre,
+  /// backward-post); forward-post and the Z2 backward-pre fire without communicating.
+  bool communicates = false;
 };
 
 struct ScheduleOptions {

@@ -63,7 +63,6 @@ CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::H
   const auto sites = static_cast<std::int64_t>(plan.sites.size());
   v.hooks_fired = 4 * sites;
   v.hooks_communicating = (reshard == Reshard::z3 ? 3 : 2) * sites;
-  v.hook_calls = reshard == Reshard::z3 ? v.hooks_fired : v.hooks_communicating;
   const int fwd_broadcasts = reshard == Reshard::z3 ? 2 : 1;
 
   // Per-column and per-rank totals first: every rank's volume is "all minus what its column

@@ -46,10 +46,6 @@ struct CommVolume {
   /// (forward-pre broadcast, backward-pre re-broadcast, backward-post reduce; forward-post
   /// only frees), Z2 2 per site (forward-pre broadcast, backward-post reduce).
   std::int64_t hooks_communicating = 0;
-  /// Transitional: what the engine counts and audits today (Z3 4 per site = hooks_fired, Z2 2
-  /// per site = hooks_communicating). Report hooks_fired and hooks_communicating instead; this
-  /// goes once the engine counts both (docs/METRICS.md, "Hook counts").
-  std::int64_t hook_calls = 0;
   KindVolume broadcast;      ///< packed weight broadcasts (rows), per (site, owner)
   KindVolume reduce;         ///< gradient reduces to the owner's column (the owner in 1-D): stage 1
   KindVolume reduce_stage2;  ///< HSDP only: inside the owner's column

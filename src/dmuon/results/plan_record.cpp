@@ -114,7 +114,8 @@ RunRecord make_plan_record(const model::Topology& topo, const plan::Plan& plan,
   }
 
   r.summary["hook_sites"] = static_cast<double>(hooks.sites.size());
-  r.summary["hook_calls_per_step"] = static_cast<double>(volume.hook_calls);
+  r.summary["hook_calls_per_step"] = static_cast<double>(volume.hooks_fired);
+  r.summary["hooks_communicating_per_step"] = static_cast<double>(volume.hooks_communicating);
   r.summary["dedicated_bytes"] = static_cast<double>(volume.dedicated_bytes);
   r.summary["formula_bytes_per_rank_max"] = static_cast<double>(volume.max_bytes_per_rank());
   (void)tree;

@@ -293,7 +293,7 @@ TEST(PlanRecord, MoeTinyRecommendedRoundTrips) {
   EXPECT_EQ(dedicated, static_cast<std::int64_t>(p.hooks.dedicated.size()));
   EXPECT_EQ(r.collectives.kinds, (std::vector<std::string>{"broadcast", "reduce"}));
   EXPECT_EQ(r.collectives.calls_per_step.size(), 16u);
-  EXPECT_EQ(r.summary.at("hook_calls_per_step"), static_cast<double>(v.hook_calls));
+  EXPECT_EQ(r.summary.at("hook_calls_per_step"), static_cast<double>(v.hooks_fired));
   EXPECT_EQ(r.partition.cost_loads, p.partition.cost_loads);
 
   TempDir dir("plan");
