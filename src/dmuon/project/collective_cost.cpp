@@ -32,27 +32,15 @@ int log2i(double x) {
   return l;
 }
 
-// Ring steps of a collective over n ranks on `nodes` domains, and how many cross a domain
-// boundary (ncclTopoTuneModel's nsteps / nInterSteps).
+// Ring hops a collective's data crosses over n ranks on `nodes` domains, and how many of them
+// leave a domain (ncclTopoTuneModel's nsteps / nInterSteps): all-reduce 2(n−1) hops, of which
+// 2(nodes−1) between domains; all-gather and reduce-scatter n−1 and nodes−1; broadcast and
+// reduce, a pipelined chain through the ring, n−1 and nodes−1 as well (NCCL counts n and nodes
+// there, one hop too many on a single node).
 void ring_steps(CollectiveKind kind, int n, int nodes, int& steps, int& inter_steps) {
-  switch (kind) {
-    case CollectiveKind::all_reduce:
-      steps = 2 * (n - 1);
-      inter_steps = 2 * (nodes - 1);
-      return;
-    case CollectiveKind::all_gather:
-    case CollectiveKind::reduce_scatter:
-      steps = n - 1;
-      inter_steps = nodes - 1;
-      return;
-    case CollectiveKind::broadcast:
-    case CollectiveKind::reduce:
-      steps = n;
-      inter_steps = nodes;
-      return;
-  }
-  steps = n;
-  inter_steps = nodes;
+  const int twice = kind == CollectiveKind::all_reduce ? 2 : 1;
+  steps = twice * (n - 1);
+  inter_steps = twice * (nodes - 1);
 }
 
 CollectiveTime nccl_time(const Machine& m, CollectiveKind kind, double bytes, const CommSpan& span,
