@@ -85,6 +85,14 @@ int calibrate(const ProjectOptions& o, MPI_Comm world) {
   for (auto& p : c.peak_tflops) p = gemm_flops / 1e12;
   c.gemm_efficiency = 1.0;
   c.sm_count = 0;
+  // A thin one, as the engine's per-rank sample counts make them: its rate relative to the
+  // square one gives the shape curve d / (d + half_dim) at d = 16.
+  const std::size_t thin = 16;
+  const double t_thin = timed(world, 9, [&] {
+    kernels::host::gemm(false, false, thin, g, g, 1.0f, a.data(), b.data(), 0.0f, cm.data());
+  });
+  const double thin_flops = 2.0 * thin * g * g / t_thin;
+  c.gemm_half_dim = std::max(0.0, static_cast<double>(thin) * (gemm_flops / thin_flops - 1.0));
 
   // Memory: a streaming copy (read + write).
   const std::size_t n = std::size_t{8} << 20;
@@ -164,13 +172,15 @@ int calibrate(const ProjectOptions& o, MPI_Comm world) {
         "Every rank measured at the same time (shared cores show as they do in a run);\n"
         "times are the median over repetitions of the slowest rank.\n"
         "compute.peak_tflops: fp32 GEMM 1024^3 through the host BLAS ({:.3f} ms);\n"
-        "  bf16/fp16 equal to it (the host computes in fp32).\n"
+        "  bf16/fp16 equal to it (the host computes in fp32). gemm_half_dim: from a\n"
+        "  16 x 1024 x 1024 GEMM ({:.3f} ms, {:.1f} GFLOP/s against {:.1f}).\n"
         "memory_bandwidth_GBps: 32 MB streaming copy ({:.3f} ms); kernel_overhead_us: one\n"
         "  host kernel on one element; synthetic_elements_per_s: the engine's draw.\n"
         "network.measured: the engine's MPI communicator, latency and bus bandwidth from two\n"
         "  sizes per kind (nccl-tests factors):\n{}"
         "network.intra.busbw_GBps: the all_reduce bus bandwidth (fallback for other sizes).",
-        host_name(), size, results::utc_now_iso8601(), 1e3 * t_gemm, 1e3 * t_copy, lines);
+        host_name(), size, results::utc_now_iso8601(), 1e3 * t_gemm, 1e3 * t_thin, thin_flops / 1e9,
+        gemm_flops / 1e9, 1e3 * t_copy, lines);
     const std::string text = dmuon::project::to_yaml(m, comment);
     // What is written must read back: the same validation as any machine file.
     (void)dmuon::project::parse_machine(text, o.output_machine);

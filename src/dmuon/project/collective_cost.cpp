@@ -156,7 +156,8 @@ CollectiveTime batch_time(const Machine& m, const std::vector<CallSize>& calls,
     CollectiveTime t;
     for (const auto& c : calls) {
       const CollectiveTime one = collective_time(m, c.kind, c.count, c.elem_bytes, span, p);
-      t.latency_s = std::max(t.latency_s, one.latency_s);
+      t.latency_s = m.device == DeviceKind::cpu ? t.latency_s + one.latency_s
+                                                : std::max(t.latency_s, one.latency_s);
       t.transfer_s += one.transfer_s;
       if (one.total_s() > 0) {
         t.algorithm = one.algorithm;

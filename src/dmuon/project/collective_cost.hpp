@@ -63,9 +63,11 @@ struct CallSize {
   std::size_t elem_bytes;
 };
 
-/// A batch of collectives launched together (one NCCL group): they run concurrently, so the
-/// batch pays the longest latency once and the sum of the transfers; NCCL picks one protocol
-/// for the aggregated group, the one that makes the batch fastest.
+/// A batch of collectives launched together. On a GPU (one NCCL group) they run concurrently:
+/// the batch pays the longest latency once and the sum of the transfers, and NCCL picks one
+/// protocol for the aggregated group, the one that makes the batch fastest. On a CPU (a batch
+/// of nonblocking MPI collectives) the core progresses them one after another: the latencies
+/// add up as well.
 CollectiveTime batch_time(const Machine& m, const std::vector<CallSize>& calls,
                           const CommSpan& span);
 

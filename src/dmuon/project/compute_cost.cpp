@@ -65,6 +65,10 @@ double ComputeCost::gemm_work(double m, double n, double k, kernels::Dtype t,
     const double waves = std::ceil(tiles / c.sm_count);
     util = std::min(1.0, tiles / (waves * c.sm_count));
   }
+  if (c.gemm_half_dim > 0) {
+    const double d = std::min({m, n, k});
+    util *= d / (d + c.gemm_half_dim);
+  }
   const double flops = 2.0 * m * n * k * fraction;
   const double compute = flops / (c.peak_flops(t) * c.gemm_efficiency * util);
   const double memory = memory_time((m * k + k * n + m * n * fraction) * bytes_of(t));

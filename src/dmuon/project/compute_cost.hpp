@@ -6,6 +6,8 @@
 //     waves  = ceil(tiles / SMs), tiles = ceil(m / tile_m)·ceil(n / tile_n)   (GPU only)
 //     util   = tiles / (waves · SMs)                    wave quantization (NVIDIA's "Matrix
 //                                                       Multiplication Background" guide)
+//              · d / (d + half_dim), d = min(m, n, k)   thin GEMMs (machine's gemm_half_dim;
+//                                                       0 = off: calibrated CPUs set it)
 //     time   = overhead + max(flops / (peak_t · gemm_efficiency · util),
 //                             bytes_moved / (memory_bandwidth · memory_efficiency))
 //     bytes_moved = (m·k + k·n + m·n) · element size    (each operand once: the roofline's

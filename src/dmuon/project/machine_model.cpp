@@ -106,10 +106,10 @@ const char* const kKindKeys[] = {"broadcast", "reduce", "reduce_scatter", "all_g
                                  "all_reduce"};
 
 void read_compute(const MapReader& top, Machine& m) {
-  const MapReader c(
-      top.get("compute"), "compute", m.source,
-      {"peak_tflops", "gemm_efficiency", "sm_count", "gemm_tile", "memory_bandwidth_GBps",
-       "memory_efficiency", "kernel_overhead_us", "synthetic_elements_per_s"});
+  const MapReader c(top.get("compute"), "compute", m.source,
+                    {"peak_tflops", "gemm_efficiency", "gemm_half_dim", "sm_count", "gemm_tile",
+                     "memory_bandwidth_GBps", "memory_efficiency", "kernel_overhead_us",
+                     "synthetic_elements_per_s"});
   const MapReader peak(c.get("peak_tflops"), "compute.peak_tflops", m.source,
                        {"fp32", "bf16", "fp16"});
   auto& s = m.compute;
@@ -120,6 +120,7 @@ void read_compute(const MapReader& top, Machine& m) {
     s.peak_tflops[static_cast<std::size_t>(t)] =
         gpu ? peak.number(key) : peak.number_or(key, peak.number("fp32"));
   s.gemm_efficiency = c.number("gemm_efficiency", false, 1.0);
+  s.gemm_half_dim = c.number_or("gemm_half_dim", 0.0, true);
   s.sm_count = c.has("sm_count") ? c.integer("sm_count", true) : 0;
   if (c.has("gemm_tile")) {
     const YAML::Node t = c.get("gemm_tile");
@@ -254,6 +255,7 @@ std::string to_yaml(const Machine& m, const std::string& comment) {
   s += fmt::format("  peak_tflops: {{fp32: {}, bf16: {}, fp16: {}}}\n", num(c.peak_tflops[0]),
                    num(c.peak_tflops[1]), num(c.peak_tflops[2]));
   s += fmt::format("  gemm_efficiency: {}\n", num(c.gemm_efficiency));
+  s += fmt::format("  gemm_half_dim: {}\n", num(c.gemm_half_dim));
   s += fmt::format("  sm_count: {}\n", c.sm_count);
   s += fmt::format("  gemm_tile: [{}, {}]\n", c.tile_m, c.tile_n);
   s += fmt::format("  memory_bandwidth_GBps: {}\n", num(c.memory_bandwidth_gbps));

@@ -31,6 +31,9 @@ struct ComputeSpec {
   std::array<double, 3> peak_tflops{};
   /// Fraction of the peak a large, well-shaped GEMM reaches (cuBLAS / OpenBLAS measured).
   double gemm_efficiency = 1.0;
+  /// Thin GEMMs: the smallest of m, n, k at which the rate is half the large-GEMM rate
+  /// (efficiency d / (d + half_dim) for smallest dimension d); 0 = no such term.
+  double gemm_half_dim = 0;
   /// Streaming multiprocessors (GPU) for wave quantization; 0 = none (CPU).
   int sm_count = 0;
   /// Output tile of one thread block (wave quantization): tiles = ceil(m/tm)·ceil(n/tn).

@@ -58,6 +58,7 @@ struct RankState {
   bool seg_exposed = false;
   bool paused = false;
   bool done = false;
+  int blocking = -1;  // CPU machines: the batch just issued, which the compute stream waits for
   std::array<double, kPhaseCount> phases{};
   std::array<StreamState, kStreamCount> streams;
   std::vector<int> issued, prev_issued;
@@ -295,6 +296,15 @@ class Replayer {
     if (s.done) return;
     const auto& code = s.prog->code;
     for (;;) {
+      if (s.blocking >= 0) {
+        const Batch& b = batches_[static_cast<std::size_t>(s.blocking)];
+        if (b.end < 0) {
+          batches_[static_cast<std::size_t>(s.blocking)].compute_waiters.push_back(r);
+          return;
+        }
+        s.clock = std::max(s.clock, b.end);
+        s.blocking = -1;
+      }
       if (s.pc == code.size()) {
         if (!finish_step(r, s)) return;
         continue;
@@ -308,7 +318,12 @@ class Replayer {
           s.seg_exposed = in.exposed;
           s.seg_start = s.clock;
           break;
-        case Instruction::issue: issue(r, s, in); break;
+        case Instruction::issue:
+          issue(r, s, in);
+          // On a CPU the rank's own core moves the bytes (MPI progresses inside its calls):
+          // communication does not overlap its compute.
+          if (m_.device == DeviceKind::cpu) s.blocking = s.issued[static_cast<std::size_t>(in.ref)];
+          break;
         case Instruction::wait: {
           if (in.ref < 0) break;
           const int b = (in.previous ? s.prev_issued : s.issued)[static_cast<std::size_t>(in.ref)];

@@ -13,6 +13,10 @@
 // stream is done and the weights and reduce streams have drained; the next step starts there
 // (the replicate stream keeps running: its broadcasts are waited at the next forward).
 //
+// On a CPU machine (the host backend over MPI) the rank's core moves the bytes, inside its MPI
+// calls, so communication does not overlap its compute: the compute stream waits for every
+// batch it issues.
+//
 // Phases are timed as the CUDA phase timer does: segments of the compute stream between the
 // executor's switch points; exposed communication is the sum of the exposed segments.
 

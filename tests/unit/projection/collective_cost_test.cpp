@@ -91,4 +91,14 @@ TEST(CollectiveCost, ABatchPaysOneLatencyAndPicksOneProtocol) {
   EXPECT_NEAR(batch.transfer_s, 10 * 1e6 / 300e9, 1e-12);
 }
 
+TEST(CollectiveCost, ACpuBatchPaysEveryLatency) {
+  // MPI progresses a batch's nonblocking collectives one after another on the rank's core:
+  // three 1 KB broadcasts at α = 10 µs, 5 GB/s cost 3·10 µs + 3·1024 / 5e9 s.
+  const auto m = project::testing::measured_machine(4, 10, 5, "cpu");
+  const std::vector<project::CallSize> three(3, {CollectiveKind::broadcast, 256, 4});
+  const auto t = project::batch_time(m, three, {4, 1});
+  EXPECT_NEAR(t.latency_s, 30 * us, 1e-12);
+  EXPECT_NEAR(t.transfer_s, 3 * 1024 / 5e9, 1e-15);
+}
+
 }  // namespace

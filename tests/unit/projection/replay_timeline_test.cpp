@@ -245,6 +245,28 @@ TEST(ReplayTimeline, CommunicationHiddenBehindCompute) {
   EXPECT_NEAR(ms(r, 0, Phase::exposed_comm), 0.0, kTol);
 }
 
+TEST(ReplayTimeline, OnACpuCommunicationDoesNotOverlapCompute) {
+  // The host backend: the rank's core moves the bytes. Issue a 2 ms broadcast, then compute
+  // 0.5 ms: the compute starts when the broadcast ends, the step takes 2.5 ms, all of the
+  // broadcast exposed.
+  const auto m = project::testing::measured_machine(2, 0, 5, "cpu");
+  World w(1, 2);
+  const auto* a =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 2'500'000);
+  w.all(Builder()
+            .phase(Phase::forward_comm, true)
+            .issue(a, Stream::weights)
+            .phase(Phase::forward_compute, false)
+            .compute(0.5e-3)
+            .phase(Phase::forward_comm, true)
+            .wait(0)
+            .p);
+  const auto r = project::replay(w.w, m, 1);
+  EXPECT_NEAR(ms(r, 0, Phase::step), 2.5, kTol);
+  EXPECT_NEAR(ms(r, 0, Phase::exposed_comm), 2.0, kTol);
+  EXPECT_NEAR(ms(r, 0, Phase::forward_compute), 0.5, kTol);
+}
+
 TEST(ReplayTimeline, TheStepEndsWhenTheStreamsDrain) {
   // A 2 ms reduce issued and never waited (as the last group's in some schedules): the step
   // ends at 2 ms (end_step joins the weights and reduce streams), the phases do not see it.
