@@ -83,7 +83,7 @@ TEST(MachineModel, BadFilesAreOneLineErrorsNamingLineAndValid) {
        "compute.memory_bandwidth_GBps must be a number"},
       {replace(kGood, "  sm_count: 100\n", "  sm_count: 100\n  clock_ghz: 2\n"),
        "m.yaml:9: unknown key 'clock_ghz' in compute \\(valid keys: peak_tflops, gemm_efficiency, "
-       "sm_count,"},
+       "gemm_half_dim, sm_count,"},
       {replace(kGood, "bf16: 900, ", ""), "compute.peak_tflops has no 'bf16'"},
       {replace(kGood, "[64, 256]", "[64]"), "compute.gemm_tile must be \\[rows, cols\\]"},
       {replace(kGood, "name: good", "name: Good Machine"), "name 'Good Machine' is invalid"},
