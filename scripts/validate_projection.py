@@ -8,7 +8,10 @@ ratio projected / measured is printed per method, for the step and per phase, as
 table (one run each: ratios of a noisy shared machine move between invocations).
 
   scripts/validate_projection.py [--ranks 2 4] [--topologies moe vla llm] [--out DIR]
-                                 [-- extra dmuon_bench/dmuon_project arguments]
+                                 [--repeat K] [-- extra dmuon_bench/dmuon_project arguments]
+
+With --repeat K the whole sequence (calibrate, then per topology measure and project) runs K
+times and the table shows medians, the step ratio's range in brackets.
 
 Exit 0 with the table; 2 when a tool fails (its output is shown). Needs the built tools
 (build/bin, or --bin DIR) and mpirun; sets the small-machine Open MPI environment of
@@ -44,6 +47,8 @@ def main():
     ap.add_argument("--bin", default=os.path.join(root, "build", "bin"))
     ap.add_argument("--mpiexec", default="mpirun")
     ap.add_argument("--out", default="validation")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="repeat calibration + measurement + projection; report medians")
     ap.add_argument("extra", nargs="*", help="more arguments for both tools (after --)")
     a = ap.parse_args()
     env_defaults = {
@@ -59,36 +64,43 @@ def main():
         if not os.access(exe, os.X_OK):
             die(f"'{exe}' not found (build first, or pass --bin)")
     os.makedirs(a.out, exist_ok=True)
-    rows = []
-    for n in a.ranks:
-        machine = os.path.join(a.out, f"calibrated-np{n}.yaml")
-        run([a.mpiexec, "-n", str(n), project, "--calibrate", "--output-machine", machine,
-             "--machine-name", f"calibrated-np{n}"])
-        for topo in a.topologies:
-            common = ["--topology", topo, "--preset", "tiny", "--boundary", "default",
-                      "--method", a.methods, "--json"] + a.extra
-            measured = json.loads(run([a.mpiexec, "-n", str(n), bench] + common))
-            projected = json.loads(run([project, "--machine", machine, "--world-size", str(n)]
-                                       + common))
-            for m, p in zip(measured["runs"], projected["runs"]):
-                if m["status"] != "ok" or p["status"] != "ok" or m["method"] != p["method"]:
-                    continue
-                rows.append((topo, n, m["method"], m, p))
+    import statistics
+    samples = {}  # (topology, ranks, method) -> list of (measured run, projected run)
+    for rep in range(a.repeat):
+        for n in a.ranks:
+            machine = os.path.join(a.out, f"calibrated-np{n}-r{rep + 1}.yaml")
+            run([a.mpiexec, "-n", str(n), project, "--calibrate", "--output-machine", machine,
+                 "--machine-name", f"calibrated-np{n}"])
+            for topo in a.topologies:
+                common = ["--topology", topo, "--preset", "tiny", "--boundary", "default",
+                          "--method", a.methods, "--json"] + a.extra
+                measured = json.loads(run([a.mpiexec, "-n", str(n), bench] + common))
+                projected = json.loads(run([project, "--machine", machine, "--world-size",
+                                            str(n)] + common))
+                for m, p in zip(measured["runs"], projected["runs"]):
+                    if m["status"] != "ok" or p["status"] != "ok" or m["method"] != p["method"]:
+                        continue
+                    samples.setdefault((topo, n, m["method"]), []).append((m, p))
+    med = statistics.median
     print("| topology | ranks | method | step measured ms | step projected ms | ratio | "
           + " | ".join(PHASES) + " |")
     print("|---|---|---|---|---|---|" + "---|" * len(PHASES))
     within = 0
-    for topo, n, method, m, p in rows:
-        ratio = p["step_ms"] / m["step_ms"] if m["step_ms"] > 0 else float("nan")
+    for (topo, n, method), pairs in samples.items():
+        ratios = [p["step_ms"] / m["step_ms"] for m, p in pairs if m["step_ms"] > 0]
+        ratio = med(ratios)
         within += 0.7 <= ratio <= 1.3
+        spread = f" [{min(ratios):.2f}–{max(ratios):.2f}]" if len(ratios) > 1 else ""
         phases = []
         for ph in PHASES:
-            mv, pv = m["phases_ms"][ph], p["phases_ms"][ph]
-            phases.append(f"{pv:.1f}/{mv:.1f}" if mv > 0 else f"{pv:.1f}/0")
-        print(f"| {topo} | {n} | {method} | {m['step_ms']:.1f} | {p['step_ms']:.1f} | "
-              f"{ratio:.2f} | " + " | ".join(phases) + " |")
-    print(f"\n# phases: projected/measured ms; {within} of {len(rows)} step ratios within "
-          f"[0.7, 1.3]")
+            mv = med(m["phases_ms"][ph] for m, _ in pairs)
+            pv = med(p["phases_ms"][ph] for _, p in pairs)
+            phases.append(f"{pv:.1f}/{mv:.1f}")
+        print(f"| {topo} | {n} | {method} | {med(m['step_ms'] for m, _ in pairs):.1f} | "
+              f"{med(p['step_ms'] for _, p in pairs):.1f} | {ratio:.2f}{spread} | "
+              + " | ".join(phases) + " |")
+    print(f"\n# phases: projected/measured ms (medians); {within} of {len(samples)} median step "
+          f"ratios within [0.7, 1.3]; {a.repeat} repetition(s)")
     return 0
 
 

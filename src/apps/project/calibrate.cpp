@@ -78,7 +78,7 @@ int calibrate(const ProjectOptions& o, MPI_Comm world) {
   // GEMM: the host's fp32 BLAS on a square product, all ranks at once.
   const std::size_t g = 1024;
   std::vector<float> a(g * g, 0.5f), b(g * g, 0.25f), cm(g * g, 0.0f);
-  const double t_gemm = timed(world, 5, [&] {
+  const double t_gemm = timed(world, 9, [&] {
     kernels::host::gemm(false, false, g, g, g, 1.0f, a.data(), b.data(), 0.0f, cm.data());
   });
   const double gemm_flops = 2.0 * g * g * g / t_gemm;
@@ -97,7 +97,7 @@ int calibrate(const ProjectOptions& o, MPI_Comm world) {
   // Memory: a streaming copy (read + write).
   const std::size_t n = std::size_t{8} << 20;
   std::vector<float> src(n, 1.0f), dst(n, 0.0f);
-  const double t_copy = timed(world, 5, [&] { std::copy(src.begin(), src.end(), dst.begin()); });
+  const double t_copy = timed(world, 9, [&] { std::copy(src.begin(), src.end(), dst.begin()); });
   c.memory_bandwidth_gbps = 2.0 * static_cast<double>(n) * sizeof(float) / t_copy / 1e9;
   c.memory_efficiency = 1.0;
 
