@@ -1,6 +1,7 @@
 #include "dmuon/project/machine_model.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 // yaml-cpp's node headers trip GCC 12's -Wdangling-pointer (a false positive in its inline
 // code); silence it for those headers only, as config_file.cpp does.
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
@@ -13,6 +14,7 @@
 #endif
 
 #include <dirent.h>
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>

@@ -98,8 +98,8 @@ Provenance collect_provenance(int argc, char** argv, int world_size, int replica
     return std::string(v ? v : "");
   };
   if (!env("SLURM_JOB_ID").empty())
-    p.scheduler_job = fmt::format("slurm {} nodes {}", env("SLURM_JOB_ID"),
-                                  env("SLURM_JOB_NODELIST"));
+    p.scheduler_job =
+        fmt::format("slurm {} nodes {}", env("SLURM_JOB_ID"), env("SLURM_JOB_NODELIST"));
   else if (!env("PBS_JOBID").empty())
     p.scheduler_job = fmt::format("pbs {}", env("PBS_JOBID"));
   p.world_size = world_size;
