@@ -8,7 +8,11 @@ Writes into outdir:
   hook_collective_counts.png  hook sites, hook calls/step and collective calls/step per run
   rank_loads.png              ownership cost load per slot (rank), one panel per run
   scaling.png                 median step time vs world size (only when the inputs hold
-                              several world sizes), one curve per boundary/method
+                              several world sizes), one curve per boundary/method and per
+                              source (measured: solid; dmuon_project's projected: dashed),
+                              each with its ideal-scaling line (dotted), and the parallel
+                              efficiency below; strong or weak scaling and the global batch
+                              in the title
 
 Needs h5py and matplotlib (Debian: python3-h5py python3-matplotlib). Exits 2 with one line
 on stderr for a missing or unreadable file.
@@ -91,6 +95,7 @@ def load(path):
                     "slot_rank": np.asarray(g["partition"]["slot_rank"][()]),
                     "lower_bound": float(g["partition"].attrs["lower_bound"]),
                     "summary": {k: v for k, v in g["summary"].attrs.items()},
+                    "config": text(g.attrs.get("config", "")),
                 }
                 runs.append(run)
         except KeyError as e:
@@ -227,26 +232,82 @@ def plot_loads(runs, out, several_worlds):
     plt.close(fig)
 
 
+def batch_of(r):
+    """(kind, samples): ("global", n) for --global-tokens n, ("per_rank", t) for --tokens t."""
+    for line in r["config"].splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "global_tokens":
+            return ("global", int(value))
+        if key.strip() == "tokens":
+            return ("per_rank", int(value))
+    return ("unknown", 0)
+
+
+def source_of(r):
+    """"projected" for dmuon_project's runs, "measured" for everything else (the bench's, and
+    the synthetic examples results_testgen writes)."""
+    return "projected" if text(r["summary"].get("timings_source", "")) == "projected" \
+        else "measured"
+
+
 def plot_scaling(runs, out):
+    # Per curve (configuration x source) and world size: the median over repetitions.
     curves = {}
+    batches = set()
     for r in runs:
         if r["status"] != "ok":
             continue
-        key = f"{r['topology']}/{r['preset']} {r['boundary']} {variant(r)}"
-        curves.setdefault(key, {})[r["world"]] = step_ms(r)
-    curves = {k: v for k, v in curves.items() if len(v) >= 2}
+        source = source_of(r)
+        key = (f"{r['topology']}/{r['preset']} {r['boundary']} {variant(r)}", source)
+        curves.setdefault(key, {}).setdefault(r["world"], []).append(step_ms(r))
+        batches.add(batch_of(r))
+    curves = {k: {w: float(np.median(v)) for w, v in pts.items()} for k, pts in curves.items()
+              if len(pts) >= 2}
     if not curves:
         return False  # no configuration ran at two world sizes
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key, pts in sorted(curves.items()):
+    # Strong scaling keeps the global batch (--global-tokens); weak keeps the per-rank one.
+    kinds = {b[0] for b in batches}
+    if kinds == {"global"}:
+        mode = "strong"
+        title = "strong scaling, global batch " + ", ".join(
+            str(n) for n in sorted({b[1] for b in batches})) + " samples"
+    elif kinds == {"per_rank"}:
+        mode = "weak"
+        title = "weak scaling, " + ", ".join(
+            str(n) for n in sorted({b[1] for b in batches})) + " samples per rank"
+    else:
+        mode = "strong" if "global" in kinds else "weak"
+        title = "scaling (mixed batch settings: ideal lines as " + mode + ")"
+    fig, (ax, eff) = plt.subplots(2, 1, figsize=(12, 7), sharex=True,
+                                  gridspec_kw={"height_ratios": [3, 2]})
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    configs = sorted({k[0] for k in curves})
+    for (config, source), pts in sorted(curves.items()):
+        color = colors[configs.index(config) % len(colors)]
         w = sorted(pts)
-        ax.plot(w, [pts[x] for x in w], marker="o", label=key)
+        t = [pts[x] for x in w]
+        projected = source == "projected"
+        style = dict(color=color, linestyle="--" if projected else "-",
+                     marker="s" if projected else "o",
+                     markerfacecolor="none" if projected else color)
+        ax.plot(w, t, label=textwrap.fill(f"{config} ({source})", 46), **style)
+        w0, t0 = w[0], t[0]
+        ideal = [t0 * w0 / x if mode == "strong" else t0 for x in w]
+        ax.plot(w, ideal, color=color, linestyle=":", linewidth=1)
+        e = [(t0 * w0 / (x * y) if mode == "strong" else t0 / y) for x, y in zip(w, t)]
+        eff.plot(w, e, **style)
+    ax.plot([], [], color="gray", linestyle=":", linewidth=1, label="ideal scaling")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("world size (ranks)")
+    ax.set_yscale("log")
     ax.set_ylabel("median step time [ms]")
-    ax.set_title("Scaling")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    ax.set_title(title)
+    eff.axhline(1.0, color="gray", linestyle=":", linewidth=1)
+    eff.set_xlabel("world size (ranks)")
+    eff.set_ylabel("parallel efficiency")
+    eff.set_ylim(bottom=0)
+    # The legend goes beside the axes, never over the data.
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    fig.subplots_adjust(left=0.07, right=0.64, hspace=0.08)
     fig.savefig(os.path.join(out, "scaling.png"), dpi=100)
     plt.close(fig)
     return True

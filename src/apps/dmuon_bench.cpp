@@ -17,11 +17,11 @@
 #include "bench/bench_output.hpp"
 #include "bench/bench_record.hpp"
 #include "bench/progress.hpp"
+#include "bench/run_list.hpp"
 #include "bench/sweep.hpp"
 #include "common/run_main.hpp"
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
-#include "dmuon/boundary/degradation.hpp"
 #include "dmuon/config/config_file.hpp"
 #include "dmuon/engine/engine.hpp"
 #include "dmuon/results/provenance.hpp"
@@ -66,14 +66,6 @@ std::vector<std::string> gather_hostnames(int rank, int size) {
   return out;
 }
 
-std::vector<std::string> warning_lines(const plan::Plan& p) {
-  std::vector<std::string> w;
-  for (const auto& f : p.report.findings)
-    if (f.severity == boundary::Severity::warning)
-      w.push_back(fmt::format("WARNING [{}] {}", boundary::finding_kind_name(f.kind), f.message));
-  return w;
-}
-
 int bench(int argc, char** argv) {
   int rank = 0, size = 1;
   DMUON_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -96,81 +88,12 @@ int bench(int argc, char** argv) {
   const auto methods = apps::bench::resolve_engine_options(o);
   engine::validate(o.engine, size);
   const auto topo = apps::load_topology(o.plan);
-  std::string sweep_source = "--boundary";
-  std::vector<apps::bench::BoundaryChoice> sweep;
-  if (o.boundaries.empty()) {
-    const auto items =
-        o.plan.topology_file.empty()
-            ? apps::bench::default_sweep_items(topo.name, DMUON_CONFIG_DIR, &sweep_source)
-            : apps::bench::builtin_sweep_items();
-    if (!o.plan.topology_file.empty()) sweep_source = "built-in";
-    sweep = apps::bench::resolve_sweep(items, false, topo, true);
-  } else {
-    if (!args.config_path().empty()) sweep_source = args.config_path() + " / --boundary";
-    sweep = apps::bench::resolve_sweep(o.boundaries, o.lenient, topo, false);
-  }
-  bool want_dmuon = false;
-  for (auto m : methods) want_dmuon = want_dmuon || m == engine::Method::dmuon;
-
-  std::vector<plan::Plan> plans;
-  std::vector<BenchRun> runs;
-  plan::PlanConfig baseline_config;
-  int baseline_plan = -1;
-  // dmuon rows: every boundary of the sweep under every owner strategy.
-  for (const auto& choice : sweep)
-    for (std::size_t strategy = 0; strategy < o.owner_strategies_resolved.size(); ++strategy) {
-      apps::PlanOptions po = o.plan;
-      po.boundary = choice.spec;
-      po.lenient = !choice.strict;
-      po.owner_strategy = o.owner_strategies_resolved[strategy];
-      BenchRun run;
-      run.boundary = choice;
-      run.config = apps::make_plan_config(po, topo, size);
-      try {
-        plans.push_back(plan::make_plan(topo.tree, run.config));
-        run.plan_index = static_cast<int>(plans.size()) - 1;
-        run.warnings = warning_lines(plans.back());
-        if (baseline_plan < 0) {
-          baseline_plan = run.plan_index;
-          baseline_config = run.config;
-        }
-      } catch (const InputError& e) {
-        // A strict boundary that plans leniently was rejected for coverage: a result, not an
-        // input error. Anything else (bad spec, bad rule) is bad input.
-        if (!choice.strict) throw;
-        auto lenient = run.config;
-        lenient.strict = false;
-        try {
-          (void)plan::make_plan(topo.tree, lenient);
-        } catch (const InputError&) {
-          throw e;
-        }
-        if (strategy > 0) continue;  // rejected for coverage: once per boundary is enough
-        run.status = "rejected";
-        run.error = e.what();
-      }
-      if (want_dmuon) runs.push_back(std::move(run));
-    }
-  bool want_baselines = false;
-  for (auto m : methods) want_baselines = want_baselines || m != engine::Method::dmuon;
-  if (want_baselines && baseline_plan < 0) {
-    // Every sweep row was rejected: the baselines still run (they ignore the boundary).
-    apps::PlanOptions po = o.plan;
-    po.boundary = "default";
-    po.lenient = true;
-    baseline_config = apps::make_plan_config(po, topo, size);
-    plans.push_back(plan::make_plan(topo.tree, baseline_config));
-    baseline_plan = static_cast<int>(plans.size()) - 1;
-  }
-  for (auto m : methods) {
-    if (m == engine::Method::dmuon) continue;
-    BenchRun run;
-    run.baseline = true;
-    run.method = m;
-    run.plan_index = baseline_plan;
-    run.config = baseline_config;
-    runs.push_back(std::move(run));
-  }
+  std::string sweep_source;
+  const auto sweep =
+      apps::bench::invocation_sweep(o, topo, DMUON_CONFIG_DIR, args.config_path(), &sweep_source);
+  auto list = apps::bench::make_run_list(o, topo, sweep, methods, size);
+  const std::vector<plan::Plan>& plans = list.plans;
+  std::vector<BenchRun>& runs = list.runs;
   for (const auto& run : runs)
     if (run.ok()) {
       auto eo = o.engine;

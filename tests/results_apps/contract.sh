@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # App contract tests for dmuon_compare, scripts/plot_results.py and scripts/scaling_study.sh
 # (exit codes, one-line errors, differences named in the output). Usage: contract.sh CASE
-# Environment: COMPARE, TESTGEN, REFERENCE, PLOT, SCALING, PYTHON, WORK (set by CMakeLists.txt).
+# Environment: COMPARE, TESTGEN, REFERENCE, PLOT, SCALING, PROJECT, PYTHON, WORK (set by CMakeLists.txt).
 set -u
 case_name=$1
 work="$WORK/$case_name"
@@ -108,6 +108,14 @@ case $case_name in
     expect_rc 0; expect_out "2 ranks -> $work/study/n2.h5"
     for f in n1.h5 n2.h5 plots/scaling.png plots/step_breakdown.png; do
       [ -s "$work/study/$f" ] || { cat "$work/out" "$work/err"; fail "missing or empty $f"; }
+    done
+    # Repetitions and the projection of the same arguments on a machine model, on one plot.
+    export DMUON_PROJECT="$PROJECT"
+    run bash "$SCALING" --ranks "1 2" --repeat 2 --project h100-ndr --out "$work/study2" -- \
+      --topology moe --boundary recommended --method dmuon --global-tokens 8 --steps 1 --warmup 0
+    expect_rc 0; expect_out "2 ranks, repetition 2 -> $work/study2/n2_r2.h5"
+    for f in n1_r1.h5 n2_r2.h5 projected.h5 plots/scaling.png; do
+      [ -s "$work/study2/$f" ] || { cat "$work/out" "$work/err"; fail "missing or empty $f"; }
     done
     run bash "$SCALING" --ranks "1 x" --out "$work/bad" -- --topology moe
     expect_rc 2; expect_one_line_err "--ranks item 'x' is not a positive integer"

@@ -207,7 +207,13 @@ void build_llm(Builder& b, const DimView& x) {
   const int layers = b.module(model, "layers", "ModuleList");
   for (std::int64_t k = 0; k < x["L"]; ++k) {
     const int l = b.module(layers, idx(k), "LlamaDecoderLayer");
-    add_gqa_attention(b, l, "LlamaAttention", h, kv);
+    const int attn = add_gqa_attention(b, l, "LlamaAttention", h, kv);
+    if (x["qkv_bias"]) {
+      // Qwen2: q/k/v projections carry a bias (its children: q_proj, k_proj, v_proj, o_proj).
+      const std::vector<int> proj = b.tree().module(attn).children;
+      const std::int64_t out[] = {h, kv, kv};
+      for (std::size_t j = 0; j < 3; ++j) b.tree().add_parameter(proj[j], "bias", {out[j]});
+    }
     add_gated_mlp(b, l, "mlp", "LlamaMLP", h, i);
     b.norm(l, "input_layernorm", "LlamaRMSNorm", h);
     b.norm(l, "post_attention_layernorm", "LlamaRMSNorm", h);
@@ -382,26 +388,37 @@ const std::vector<Entry>& registry() {
         "types:Qwen2VLDecoderLayer,Qwen2VLVisionBlock", build_nested, [](const DimView& x) {
           return 12.0 + 12.0 * double(x["Ll"]) + 9.0 * double(x["Lv"]) + 7.0 * double(x["La"]);
         }));
-    v.push_back(make(
-        "llm", "LlamaForCausalLM: model.layers.N (self_attn, mlp), optional tied lm_head",
-        "LlamaForCausalLM",
-        {size("h", "hidden size"), size("i", "MLP width"), size("kv", "k/v projection width"),
-         count("L", "decoder layers"), size("V", "vocabulary"),
-         flag("tie_embeddings", "1: lm_head.weight is model.embed_tokens.weight")},
-        "L",
-        {{"tiny",
-          {{"h", 128}, {"i", 256}, {"kv", 32}, {"L", 4}, {"V", 1000}, {"tie_embeddings", 0}}},
-         {"mini",
-          {{"h", 1024}, {"i", 8192}, {"kv", 256}, {"L", 4}, {"V", 32000}, {"tie_embeddings", 0}}},
-         {"llama3-8b",
-          {{"h", 4096},
-           {"i", 14336},
-           {"kv", 1024},
-           {"L", 32},
-           {"V", 128256},
-           {"tie_embeddings", 0}}}},
-        "contains:proj", "types:LlamaDecoderLayer", "types:LlamaAttention", build_llm,
-        [](const DimView& x) { return 6.0 + 12.0 * double(x["L"]); }));
+    const auto llm_preset = [](const char* name, std::int64_t h, std::int64_t i, std::int64_t kv,
+                               std::int64_t L, std::int64_t V, std::int64_t tie,
+                               std::int64_t bias) {
+      return Preset{name,
+                    {{"h", h},
+                     {"i", i},
+                     {"kv", kv},
+                     {"L", L},
+                     {"V", V},
+                     {"tie_embeddings", tie},
+                     {"qkv_bias", bias}}};
+    };
+    v.push_back(
+        make("llm", "LlamaForCausalLM: model.layers.N (self_attn, mlp), optional tied lm_head",
+             "LlamaForCausalLM",
+             {size("h", "hidden size"), size("i", "MLP width"), size("kv", "k/v projection width"),
+              count("L", "decoder layers"), size("V", "vocabulary"),
+              flag("tie_embeddings", "1: lm_head.weight is model.embed_tokens.weight"),
+              flag("qkv_bias", "1: q/k/v projections have biases (Qwen2)")},
+             "L",
+             // The reference's published benchmark models (HF config.json values; head dim 128):
+             // Qwen2.5-1.5B, Llama-3.2-3B, Qwen2.5-7B, Llama-3.1-8B (llama3-8b), Qwen2.5-14B.
+             {llm_preset("tiny", 128, 256, 32, 4, 1000, 0, 0),
+              llm_preset("mini", 1024, 8192, 256, 4, 32000, 0, 0),
+              llm_preset("llama3-8b", 4096, 14336, 1024, 32, 128256, 0, 0),
+              llm_preset("qwen2.5-1.5b", 1536, 8960, 256, 28, 151936, 1, 1),
+              llm_preset("llama3.2-3b", 3072, 8192, 1024, 28, 128256, 1, 0),
+              llm_preset("qwen2.5-7b", 3584, 18944, 512, 28, 152064, 0, 1),
+              llm_preset("qwen2.5-14b", 5120, 13824, 1024, 48, 152064, 0, 1)},
+             "contains:proj", "types:LlamaDecoderLayer", "types:LlamaAttention", build_llm,
+             [](const DimView& x) { return 6.0 + 12.0 * double(x["L"]); }));
     const auto moe_llm = [](const char* name, std::int64_t h, std::int64_t kv, std::int64_t L,
                             std::int64_t V, std::int64_t E, std::int64_t i, std::int64_t shared,
                             std::int64_t i_shared, std::int64_t first_dense, std::int64_t i_dense,

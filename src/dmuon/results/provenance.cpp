@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <ctime>
 
 #include "dmuon/base/build_info.hpp"
@@ -91,6 +92,16 @@ Provenance collect_provenance(int argc, char** argv, int world_size, int replica
     p.hostnames = {"unknown"};
   p.date_utc = utc_now_iso8601();
   p.command_line = shell_quote_command_line(argc, argv);
+  // A Slurm (or PBS) job: its id and node list, so a scaling study's files name their jobs.
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  if (!env("SLURM_JOB_ID").empty())
+    p.scheduler_job =
+        fmt::format("slurm {} nodes {}", env("SLURM_JOB_ID"), env("SLURM_JOB_NODELIST"));
+  else if (!env("PBS_JOBID").empty())
+    p.scheduler_job = fmt::format("pbs {}", env("PBS_JOBID"));
   p.world_size = world_size;
   p.replicate = replicate;
   return p;

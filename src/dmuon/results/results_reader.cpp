@@ -217,6 +217,8 @@ ResultsFile read_results(const std::string& path) {
     p.hostnames = split_hosts(f.read_attr_string("hostnames"));
     p.date_utc = f.read_attr_string("date_utc");
     p.command_line = f.read_attr_string("command_line");
+    // Files written before it existed have none.
+    if (f.has_attr("scheduler_job")) p.scheduler_job = f.read_attr_string("scheduler_job");
     p.world_size = f.read_attr_int("world_size");
     p.replicate = f.read_attr_int("replicate");
     const auto n = f.read_attr_int("num_runs");

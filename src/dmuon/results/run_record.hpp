@@ -31,6 +31,8 @@ struct Provenance {
   std::vector<std::string> hostnames;
   std::string date_utc;      ///< ISO-8601, e.g. 2026-11-29T09:07:22Z
   std::string command_line;  ///< shell-quoted argv
+  /// The batch job that ran it ("slurm 123456 nodes node[01-16]"), "" outside a scheduler.
+  std::string scheduler_job;
   std::int64_t world_size = 1;
   std::int64_t replicate = 1;
 };

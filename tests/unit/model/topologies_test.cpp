@@ -83,16 +83,21 @@ TEST(Registry, NamesPresetsKeys) {
       for (std::size_t k = 0; k < i.keys.size(); ++k) EXPECT_EQ(t.dims[k].first, i.keys[k]);
       EXPECT_FALSE(t.dedicate_rule.empty());
       EXPECT_FALSE(t.recommended_boundary.empty());
-      // Every Linear is bias-free: exactly one parameter, "weight", 2-D.
+      // Every Linear holds a 2-D "weight"; only Qwen2's q/k/v projections (qkv_bias) add a
+      // 1-D "bias".
+      const bool biased = i.name == "llm" && p.rfind("qwen", 0) == 0;
       for (const auto& m : t.tree.modules())
         if (m.type == "Linear") {
-          ASSERT_EQ(m.params.size(), 1u) << m.path;
+          const bool qkv = m.name == "q_proj" || m.name == "k_proj" || m.name == "v_proj";
+          ASSERT_EQ(m.params.size(), biased && qkv ? 2u : 1u) << m.path;
           EXPECT_EQ(t.tree.parameter(m.params[0]).ndim(), 2) << m.path;
         }
     }
   }
   EXPECT_EQ(topology_info("vla").keys, (std::vector<std::string>{"d", "n_vit", "n_dec"}));
-  EXPECT_EQ(topology_info("llm").presets, (std::vector<std::string>{"tiny", "mini", "llama3-8b"}));
+  EXPECT_EQ(topology_info("llm").presets,
+            (std::vector<std::string>{"tiny", "mini", "llama3-8b", "qwen2.5-1.5b", "llama3.2-3b",
+                                      "qwen2.5-7b", "qwen2.5-14b"}));
 }
 
 TEST(Sequential, TinyAndPaper) {
@@ -276,6 +281,17 @@ TEST(Llm, MiniAndLlama3) {
   // Llama-3-8B has 8.03e9 parameters: 32 x (2*4096^2 + 2*1024*4096 + 3*14336*4096 + 2*4096)
   // + 2*128256*4096 + 4096.
   EXPECT_EQ(l3.tree.total_numel(), 8030261248);
+  // The reference's other published benchmark models: every parameter count is the model
+  // card's (Hugging Face safetensors totals), from embeddings (tied in Qwen2.5-1.5B and
+  // Llama-3.2-3B), q/k/v biases (Qwen2.5) and head dim 128 GQA.
+  EXPECT_EQ(build_topology("llm", "qwen2.5-1.5b").tree.total_numel(), 1543714304);
+  EXPECT_EQ(build_topology("llm", "llama3.2-3b").tree.total_numel(), 3212749824);
+  EXPECT_EQ(build_topology("llm", "qwen2.5-7b").tree.total_numel(), 7615616512);
+  EXPECT_EQ(build_topology("llm", "qwen2.5-14b").tree.total_numel(), 14770033664);
+  const auto q7 = build_topology("llm", "qwen2.5-7b");
+  EXPECT_EQ(shape_of(q7, "model.layers.0.self_attn.k_proj.bias"), (Shape{512}));
+  EXPECT_EQ(shape_of(q7, "model.layers.27.self_attn.q_proj.bias"), (Shape{3584}));
+  EXPECT_FALSE(l3.tree.find_parameter("model.layers.0.self_attn.q_proj.bias").has_value());
 }
 
 TEST(MoeLlm, Tiny) {

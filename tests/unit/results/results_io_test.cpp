@@ -111,6 +111,7 @@ TEST(ResultsFile, RoundTripsEveryField) {
   EXPECT_EQ(p.hostnames, q.hostnames);
   EXPECT_EQ(p.date_utc, q.date_utc);
   EXPECT_EQ(p.command_line, q.command_line);
+  EXPECT_EQ(p.scheduler_job, q.scheduler_job);
   EXPECT_EQ(p.world_size, q.world_size);
   EXPECT_EQ(p.replicate, q.replicate);
   ASSERT_EQ(g.runs.size(), 2u);

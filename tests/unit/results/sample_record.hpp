@@ -91,6 +91,7 @@ inline ResultsFile sample_file() {
   p.hostnames = {"node1", "node2"};
   p.date_utc = "2026-11-29T09:07:22Z";
   p.command_line = "dmuon_bench --topology moe 'a b'";
+  p.scheduler_job = "slurm 4242 nodes gpu[01-16]";
   p.world_size = 2;
   p.replicate = 1;
   f.runs.push_back(sample_run());

@@ -1,0 +1,107 @@
+#include "bench/run_list.hpp"
+
+#include <fmt/format.h>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/boundary/degradation.hpp"
+
+namespace dmuon::apps::bench {
+namespace {
+
+std::vector<std::string> warning_lines(const plan::Plan& p) {
+  std::vector<std::string> w;
+  for (const auto& f : p.report.findings)
+    if (f.severity == boundary::Severity::warning)
+      w.push_back(fmt::format("WARNING [{}] {}", boundary::finding_kind_name(f.kind), f.message));
+  return w;
+}
+
+}  // namespace
+
+std::vector<BoundaryChoice> invocation_sweep(const BenchOptions& o, const model::Topology& topo,
+                                             const std::string& config_dir,
+                                             const std::string& config_path, std::string* source) {
+  std::string src = "--boundary";
+  std::vector<BoundaryChoice> sweep;
+  if (o.boundaries.empty()) {
+    const auto items = o.plan.topology_file.empty()
+                           ? default_sweep_items(topo.name, config_dir, &src)
+                           : builtin_sweep_items();
+    if (!o.plan.topology_file.empty()) src = "built-in";
+    sweep = resolve_sweep(items, false, topo, true);
+  } else {
+    if (!config_path.empty()) src = config_path + " / --boundary";
+    sweep = resolve_sweep(o.boundaries, o.lenient, topo, false);
+  }
+  if (source) *source = src;
+  return sweep;
+}
+
+RunList make_run_list(const BenchOptions& o, const model::Topology& topo,
+                      const std::vector<BoundaryChoice>& sweep,
+                      const std::vector<engine::Method>& methods, int world) {
+  RunList out;
+  auto& plans = out.plans;
+  auto& runs = out.runs;
+  bool want_dmuon = false, want_baselines = false;
+  for (auto m : methods) {
+    want_dmuon = want_dmuon || m == engine::Method::dmuon;
+    want_baselines = want_baselines || m != engine::Method::dmuon;
+  }
+  plan::PlanConfig baseline_config;
+  int baseline_plan = -1;
+  // dmuon rows: every boundary of the sweep under every owner strategy.
+  for (const auto& choice : sweep)
+    for (std::size_t strategy = 0; strategy < o.owner_strategies_resolved.size(); ++strategy) {
+      apps::PlanOptions po = o.plan;
+      po.boundary = choice.spec;
+      po.lenient = !choice.strict;
+      po.owner_strategy = o.owner_strategies_resolved[strategy];
+      BenchRun run;
+      run.boundary = choice;
+      run.config = apps::make_plan_config(po, topo, world);
+      try {
+        plans.push_back(plan::make_plan(topo.tree, run.config));
+        run.plan_index = static_cast<int>(plans.size()) - 1;
+        run.warnings = warning_lines(plans.back());
+        if (baseline_plan < 0) {
+          baseline_plan = run.plan_index;
+          baseline_config = run.config;
+        }
+      } catch (const InputError& e) {
+        if (!choice.strict) throw;
+        auto lenient = run.config;
+        lenient.strict = false;
+        try {
+          (void)plan::make_plan(topo.tree, lenient);
+        } catch (const InputError&) {
+          throw e;
+        }
+        if (strategy > 0) continue;  // rejected for coverage: once per boundary is enough
+        run.status = "rejected";
+        run.error = e.what();
+      }
+      if (want_dmuon) runs.push_back(std::move(run));
+    }
+  if (want_baselines && baseline_plan < 0) {
+    // Every sweep row was rejected: the baselines still run (they ignore the boundary).
+    apps::PlanOptions po = o.plan;
+    po.boundary = "default";
+    po.lenient = true;
+    baseline_config = apps::make_plan_config(po, topo, world);
+    plans.push_back(plan::make_plan(topo.tree, baseline_config));
+    baseline_plan = static_cast<int>(plans.size()) - 1;
+  }
+  for (auto m : methods) {
+    if (m == engine::Method::dmuon) continue;
+    BenchRun run;
+    run.baseline = true;
+    run.method = m;
+    run.plan_index = baseline_plan;
+    run.config = baseline_config;
+    runs.push_back(std::move(run));
+  }
+  return out;
+}
+
+}  // namespace dmuon::apps::bench

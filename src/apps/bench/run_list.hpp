@@ -1,0 +1,37 @@
+#pragma once
+// The rows of one invocation for one world size: a dmuon row per (boundary of the sweep,
+// owner strategy), then one row per baseline method, with the plans they run. Shared by
+// dmuon_bench (which measures them) and dmuon_project (which replays them on a machine model),
+// so both tools run exactly the same rows.
+//
+// A strict boundary that plans leniently was rejected for coverage: a "rejected" row (once per
+// boundary), not an input error; anything else (a bad spec, a bad rule) is an InputError.
+
+#include <string>
+#include <vector>
+
+#include "bench/bench_options.hpp"
+#include "bench/bench_run.hpp"
+#include "bench/sweep.hpp"
+#include "dmuon/model/topology.hpp"
+#include "dmuon/plan/plan.hpp"
+
+namespace dmuon::apps::bench {
+
+/// The boundary sweep of an invocation: the --boundary items, or the topology's default sweep
+/// (`config_dir`/<topology>.yaml, else the built-in one). `source` says where it came from.
+std::vector<BoundaryChoice> invocation_sweep(const BenchOptions& o, const model::Topology& topo,
+                                             const std::string& config_dir,
+                                             const std::string& config_path, std::string* source);
+
+struct RunList {
+  std::vector<plan::Plan> plans;
+  std::vector<BenchRun> runs;
+};
+
+/// The rows for `world` ranks, methods `methods`, in the order dmuon_bench prints them.
+RunList make_run_list(const BenchOptions& o, const model::Topology& topo,
+                      const std::vector<BoundaryChoice>& sweep,
+                      const std::vector<engine::Method>& methods, int world);
+
+}  // namespace dmuon::apps::bench

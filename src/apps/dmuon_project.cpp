@@ -1,0 +1,226 @@
+// dmuon_project: projects dmuon_bench's rows onto a modelled cluster. For each world size the
+// same rows as dmuon_bench (boundary sweep x owner strategies, then the baselines) are planned
+// for that world, and the engine's step schedule of every rank is replayed on the machine model
+// (src/dmuon/project/): the same table, JSON and results file as dmuon_bench, marked as
+// projected, with MFU and tokens/s. No MPI launch is needed (one process; --calibrate measures
+// the machine at hand under mpirun and writes a machine file instead).
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "bench/bench_output.hpp"
+#include "bench/bench_record.hpp"
+#include "bench/run_list.hpp"
+#include "common/run_main.hpp"
+#include "dmuon/base/check.hpp"
+#include "dmuon/base/error.hpp"
+#include "dmuon/config/config_file.hpp"
+#include "dmuon/engine/engine.hpp"
+#include "dmuon/project/projection.hpp"
+#include "dmuon/results/provenance.hpp"
+#include "dmuon/results/results_writer.hpp"
+#include "project/calibrate.hpp"
+#include "project/project_options.hpp"
+
+#ifndef DMUON_CONFIG_DIR
+#define DMUON_CONFIG_DIR ""
+#endif
+
+namespace {
+
+using namespace dmuon;
+using apps::bench::BenchRun;
+
+struct WorldRows {
+  int world = 0;
+  apps::bench::RunList list;
+  std::vector<project::Projection> projections;  // by row (empty for rejected rows)
+};
+
+std::string projection_table(const project::Machine& m, const WorldRows& w) {
+  std::string s = fmt::format(
+      "# projected on {} (world {} = {} node(s) of {} ranks): throughput and how the replay ran\n",
+      m.name, w.world, (w.world + m.ranks_per_node - 1) / m.ranks_per_node, m.ranks_per_node);
+  s += fmt::format("# {:<40} {:<10} {:>10} {:>8} {:>14} {:>9} {:>10} {:>9}\n", "boundary", "method",
+                   "step ms", "MFU %", "tokens/s", "programs", "batches", "wall s");
+  for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
+    const auto& run = w.list.runs[i];
+    if (!run.ok()) continue;
+    const auto& p = w.projections[i];
+    std::string label = run.boundary_label();
+    if (label.size() > 40) label = label.substr(0, 37) + "...";
+    s += fmt::format("  {:<40} {:<10} {:>10.2f} {:>8.2f} {:>14.4g} {:>9} {:>10} {:>9.2f}\n", label,
+                     engine::method_name(run.method),
+                     p.result.phases_ms[static_cast<std::size_t>(engine::Phase::step)], 100 * p.mfu,
+                     p.tokens_per_s, p.programs, p.batches, p.build_s + p.replay_s);
+  }
+  return s;
+}
+
+nlohmann::json machine_json(const project::Machine& m) {
+  const auto& c = m.compute;
+  return {{"name", m.name},
+          {"description", m.description},
+          {"source", m.source},
+          {"device", project::device_kind_name(m.device)},
+          {"ranks_per_node", m.ranks_per_node},
+          {"nvlink_domain", m.nvlink_domain},
+          {"peak_tflops",
+           {{"fp32", c.peak_tflops[0]}, {"bf16", c.peak_tflops[1]}, {"fp16", c.peak_tflops[2]}}},
+          {"gemm_efficiency", c.gemm_efficiency},
+          {"memory_bandwidth_GBps", c.memory_bandwidth_gbps},
+          {"intra_busbw_GBps", m.intra.busbw_gbps},
+          {"inter_busbw_GBps", m.inter.busbw_gbps},
+          {"model", m.text}};
+}
+
+int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::Method>& methods,
+                   int argc, char** argv, const std::string& config_path) {
+  const auto machine =
+      project::load_machine(o.machine, std::string(DMUON_CONFIG_DIR) + "/machines");
+  const auto topo = apps::load_topology(o.bench.plan);
+  std::string sweep_source;
+  const auto sweep =
+      apps::bench::invocation_sweep(o.bench, topo, DMUON_CONFIG_DIR, config_path, &sweep_source);
+  // Everything is validated before the first projection: a bad world in the list fails at once.
+  std::vector<WorldRows> worlds;
+  for (int world : o.worlds) {
+    engine::validate(o.bench.engine, world);
+    WorldRows w;
+    w.world = world;
+    w.list = apps::bench::make_run_list(o.bench, topo, sweep, methods, world);
+    worlds.push_back(std::move(w));
+  }
+  if (!o.bench.output.empty()) results::check_output_writable(o.bench.output);
+
+  project::ProjectionOptions po;
+  po.engine = o.bench.engine;
+  po.symmetry = o.symmetry_resolved;
+  for (auto& w : worlds) {
+    w.projections.resize(w.list.runs.size());
+    for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
+      auto& run = w.list.runs[i];
+      if (!run.ok()) continue;
+      po.engine.method = run.method;
+      w.projections[i] = project::project(
+          topo.tree, w.list.plans[static_cast<std::size_t>(run.plan_index)], machine, po);
+      run.result = w.projections[i].result;
+    }
+  }
+
+  // The bench's options as a projection ran them: one measured step, no device of its own.
+  auto bo = o.bench;
+  bo.engine.steps = 1;
+  bo.engine.warmup = 0;
+  bo.engine.device =
+      machine.device == project::DeviceKind::gpu ? engine::Device::cuda : engine::Device::host;
+  int failures = 0;
+  for (const auto& w : worlds) failures += apps::bench::failures(w.list.runs);
+
+  if (!o.bench.output.empty()) {
+    results::ResultsFile f;
+    int largest = 0;
+    for (const auto& w : worlds) largest = std::max(largest, w.world);
+    f.provenance = results::collect_provenance(argc, argv, largest, o.bench.plan.replicate);
+    for (auto& w : worlds) {
+      auto records = apps::bench::make_records(topo, w.list.plans, bo, w.list.runs);
+      for (std::size_t i = 0; i < records.size(); ++i) {
+        auto& rec = records[i];
+        rec.summary_text["timings_source"] = "projected";
+        rec.summary_text["machine"] = machine.name;
+        rec.summary_text["machine_model"] = machine.text;
+        rec.summary_text["symmetry"] = project::symmetry_name(o.symmetry_resolved);
+        if (w.list.runs[i].ok()) {
+          rec.summary["mfu"] = w.projections[i].mfu;
+          rec.summary["tokens_per_s"] = w.projections[i].tokens_per_s;
+          rec.summary["model_flops_per_step"] = w.projections[i].model_flops_per_step;
+        }
+        f.runs.push_back(std::move(rec));
+      }
+    }
+    results::write_results(o.bench.output, f);
+  }
+
+  if (o.bench.json) {
+    nlohmann::json j;
+    nlohmann::json runs = nlohmann::json::array();
+    for (const auto& w : worlds) {
+      auto wj = apps::bench::to_json(topo, w.list.plans, bo, w.world, w.list.runs);
+      for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
+        auto& x = wj["runs"][i];
+        x["world_size"] = w.world;
+        x["projected"] = true;
+        if (w.list.runs[i].ok()) {
+          const auto& p = w.projections[i];
+          x["mfu"] = p.mfu;
+          x["tokens_per_s"] = p.tokens_per_s;
+          x["model_flops_per_step"] = p.model_flops_per_step;
+          x["projection"] = {{"programs", p.programs},
+                             {"batches", p.batches},
+                             {"build_s", p.build_s},
+                             {"replay_s", p.replay_s}};
+        }
+        runs.push_back(x);
+      }
+      if (j.is_null()) j = wj;
+    }
+    j.erase("world_size");
+    j["world_sizes"] = o.worlds;
+    j["projected"] = true;
+    j["symmetry"] = project::symmetry_name(o.symmetry_resolved);
+    j["machine"] = machine_json(machine);
+    j["runs"] = runs;
+    j["failures"] = failures;
+    j["passed"] = failures == 0;
+    std::cout << j.dump(2) << std::endl;
+  } else {
+    for (const auto& w : worlds) {
+      std::string t =
+          apps::bench::format_table(topo, w.list.plans, bo, w.world, w.list.runs, sweep_source);
+      // The bench's table, marked: the first line names the tool and the machine.
+      const auto eol = t.find('\n');
+      t = fmt::format("# dmuon_project (PROJECTED on machine {}, not measured): {}\n", machine.name,
+                      t.substr(std::string("# dmuon_bench ").size(), eol - 14)) +
+          t.substr(eol + 1);
+      std::cout << t << projection_table(machine, w) << std::flush;
+    }
+  }
+  return failures == 0 ? apps::kOk : apps::kCheckFailed;
+}
+
+int project_main(int argc, char** argv) {
+  int rank = 0;
+  DMUON_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  config::ExpandedArgs args(argc, argv, apps::project::project_config_keys());
+  CLI::App app{
+      "dmuon_project: dmuon_bench's rows replayed on a modelled cluster (NCCL cost model, "
+      "machine files in configs/machines), or --calibrate the machine at hand under mpirun"};
+  apps::project::ProjectOptions o;
+  app.add_option("--config", "YAML config file (keys = these flags; flags given here win)");
+  apps::project::add_project_options(app, o);
+  if (!apps::parse_cli(app, args.argc(), args.argv(), rank == 0)) return apps::kOk;
+  if (o.bench.plan.list) {
+    if (rank == 0) fmt::print("{}", apps::list_topologies_text());
+    return apps::kOk;
+  }
+  const auto methods = apps::project::resolve_project_options(o);
+  if (o.calibrate) return apps::project::calibrate(o, MPI_COMM_WORLD);
+  int size = 1;
+  DMUON_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  if (size != 1)
+    throw InputError(fmt::format(
+        "a projection runs in one process (started with {} ranks); only --calibrate runs under "
+        "mpirun -n N",
+        size));
+  return run_projection(o, methods, argc, argv, args.config_path());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return dmuon::apps::run_mpi_main("dmuon_project", argc, argv,
+                                   [&] { return project_main(argc, argv); });
+}

@@ -1,0 +1,107 @@
+#include "project/project_options.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "dmuon/base/comma_list.hpp"
+#include "dmuon/base/error.hpp"
+
+namespace dmuon::apps::project {
+namespace {
+
+// dmuon_bench flags a projection has no use for (it measures nothing and runs no steps).
+const char* const kMeasuredOnly[] = {"--device", "--steps",           "--warmup",         "--seed",
+                                     "--check",  "--check-tolerance", "--inject-nan-step"};
+
+}  // namespace
+
+void add_project_options(CLI::App& app, ProjectOptions& o) {
+  bench::add_bench_options(app, o.bench);
+  for (const char* flag : kMeasuredOnly) app.remove_option(app.get_option(flag));
+  app.add_option("--machine", o.machine,
+                 "machine model: a name in configs/machines (a800, h100-ndr, h200, gb200-nvl72) "
+                 "or a YAML file (e.g. one written by --calibrate)");
+  app.add_option("--world-size", o.world_sizes,
+                 "ranks of the modelled world; a comma list sweeps (8,64,512,4096)");
+  app.add_option("--seq-len", o.seq_len,
+                 "tokens per sample; with --micro-batch: tokens per rank = seq-len x micro-batch "
+                 "(the reference's benchmarks), instead of --tokens");
+  app.add_option("--micro-batch", o.micro_batch, "samples per rank (with --seq-len)");
+  app.add_option("--symmetry", o.symmetry,
+                 "reduced (rank symmetry, the default) or full (every rank's full layout: slow, "
+                 "for checking the reduction)")
+      ->capture_default_str();
+  app.add_flag("--calibrate", o.calibrate,
+               "measure this machine (run under mpirun -n N): GEMM, memory and synthetic-draw "
+               "rates per rank and MPI latency/bandwidth per collective; writes --output-machine");
+  app.add_option("--output-machine", o.output_machine,
+                 "--calibrate: the machine file to write (YAML)");
+  app.add_option("--machine-name", o.machine_name,
+                 "--calibrate: the name recorded in the machine file (default calibrated-<host>)");
+}
+
+const std::vector<config::ConfigKey>& project_config_keys() {
+  static const std::vector<config::ConfigKey> keys = [] {
+    std::vector<config::ConfigKey> k;
+    for (const auto& key : config::bench_config_keys()) {
+      const std::string flag = key.flag();
+      if (std::find(std::begin(kMeasuredOnly), std::end(kMeasuredOnly), flag) ==
+          std::end(kMeasuredOnly))
+        k.push_back(key);
+    }
+    using config::KeyKind;
+    k.push_back({"machine", KeyKind::scalar, "machine model (name or YAML file)"});
+    k.push_back({"world_size", KeyKind::list, "modelled world size(s)"});
+    k.push_back({"seq_len", KeyKind::scalar, "tokens per sample"});
+    k.push_back({"micro_batch", KeyKind::scalar, "samples per rank"});
+    k.push_back({"symmetry", KeyKind::scalar, "reduced | full"});
+    return k;
+  }();
+  return keys;
+}
+
+std::vector<engine::Method> resolve_project_options(ProjectOptions& o) {
+  const auto methods = bench::resolve_engine_options(o.bench);
+  if (o.symmetry == "reduced")
+    o.symmetry_resolved = dmuon::project::Symmetry::reduced;
+  else if (o.symmetry == "full")
+    o.symmetry_resolved = dmuon::project::Symmetry::full;
+  else
+    throw InputError(fmt::format("--symmetry '{}' is invalid (valid: reduced, full)", o.symmetry));
+  o.worlds.clear();
+  for (const auto& word : split_comma_lists(o.world_sizes)) {
+    int n = 0;
+    const auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), n);
+    if (ec != std::errc() || end != word.data() + word.size() || n < 1 || n > (1 << 24))
+      throw InputError(fmt::format(
+          "--world-size '{}' is invalid (valid: ranks 1..16777216, or a comma list of them)",
+          word));
+    if (std::find(o.worlds.begin(), o.worlds.end(), n) == o.worlds.end()) o.worlds.push_back(n);
+  }
+  if (!o.calibrate && o.worlds.empty())
+    throw InputError("--world-size is required (ranks of the modelled world, e.g. 8,64,512)");
+  if ((o.seq_len > 0) != (o.micro_batch > 0))
+    throw InputError("--seq-len and --micro-batch go together (tokens per rank = their product)");
+  if (o.seq_len < 0 || o.micro_batch < 0)
+    throw InputError(fmt::format("--seq-len {} / --micro-batch {} are invalid (must be >= 1)",
+                                 o.seq_len, o.micro_batch));
+  if (o.seq_len > 0) {
+    if (o.bench.engine.global_tokens > 0)
+      throw InputError("--seq-len/--micro-batch and --global-tokens both set the batch: give one");
+    o.bench.engine.tokens = o.seq_len * o.micro_batch;
+  }
+  if (o.calibrate) {
+    if (o.output_machine.empty())
+      throw InputError("--calibrate needs --output-machine FILE (the machine file to write)");
+  } else {
+    if (!o.output_machine.empty()) throw InputError("--output-machine needs --calibrate");
+    if (o.machine.empty())
+      throw InputError(
+          "--machine is required (a800, h100-ndr, h200, gb200-nvl72, or a YAML machine file)");
+  }
+  return methods;
+}
+
+}  // namespace dmuon::apps::project

@@ -1,0 +1,74 @@
+#pragma once
+// How long one collective takes on an idle machine: NCCL's own cost model (NCCL
+// src/graph/tuning.cc, ncclTopoTuneModel + ncclTopoGetAlgoTime): per algorithm (ring; tree
+// for all-reduce) and protocol (Simple, LL), time = latency + bytes / algorithm bandwidth,
+// and the fastest pair is what NCCL would pick. Latency = a base per (algorithm, protocol)
+// plus a per-step hardware latency, NVLink for steps inside an NVLink domain and the NIC for
+// steps between domains; bandwidth = the link's bus bandwidth (machine file) scaled by the
+// protocol and algorithm factors of the same file. A machine calibrated with --calibrate
+// replaces the model per kind by what was measured.
+//
+// The time is returned in two parts because they behave differently when collectives run
+// concurrently: the latency is not shared, the transfer is (link_network.hpp).
+//
+// Message sizes follow nccl-tests: S = count·e for broadcast, reduce, all_reduce; S = n·count·e
+// (the full buffer) for all_gather and reduce_scatter, whose `count` is the per-rank chunk as
+// the Communicator takes it. Bus-bandwidth factors: all_reduce 2(n−1)/n, all_gather and
+// reduce_scatter (n−1)/n, broadcast and reduce 1.
+
+#include <cstdint>
+#include <vector>
+
+#include "dmuon/comm/collective_counters.hpp"
+#include "dmuon/project/machine_model.hpp"
+
+namespace dmuon::project {
+
+/// The ranks of a communicator as the cost model needs them.
+struct CommSpan {
+  int ranks = 1;    ///< participants n
+  int domains = 1;  ///< NVLink domains they occupy (NCCL's nNodes)
+};
+
+struct CollectiveTime {
+  double latency_s = 0;   ///< not shared between concurrent collectives
+  double transfer_s = 0;  ///< bytes / bandwidth at the full link rate
+  const char* algorithm = "none";
+  const char* protocol = "none";
+  double total_s() const { return latency_s + transfer_s; }
+};
+
+/// nccl-tests bus-bandwidth factor of a collective over n ranks.
+double busbw_factor(comm::CollectiveKind kind, int n);
+
+/// Bytes S of a call (see above).
+double message_bytes(comm::CollectiveKind kind, std::int64_t count, std::size_t elem_bytes, int n);
+
+/// NCCL's protocols in the model: Simple (bandwidth) and LL (low latency, a quarter of the
+/// bandwidth).
+enum class Protocol { simple, ll };
+
+/// Time of one collective alone on the machine with `protocol` (the faster algorithm for it).
+/// n == 1 or S == 0: zero (NCCL returns at once).
+CollectiveTime collective_time(const Machine& m, comm::CollectiveKind kind, std::int64_t count,
+                               std::size_t elem_bytes, const CommSpan& span, Protocol protocol);
+/// The same with the faster protocol, as NCCL picks for a collective on its own.
+CollectiveTime collective_time(const Machine& m, comm::CollectiveKind kind, std::int64_t count,
+                               std::size_t elem_bytes, const CommSpan& span);
+
+/// One call of a batch.
+struct CallSize {
+  comm::CollectiveKind kind;
+  std::int64_t count;
+  std::size_t elem_bytes;
+};
+
+/// A batch of collectives launched together. On a GPU (one NCCL group) they run concurrently:
+/// the batch pays the longest latency once and the sum of the transfers, and NCCL picks one
+/// protocol for the aggregated group, the one that makes the batch fastest. On a CPU (a batch
+/// of nonblocking MPI collectives) the core progresses them one after another: the latencies
+/// add up as well.
+CollectiveTime batch_time(const Machine& m, const std::vector<CallSize>& calls,
+                          const CommSpan& span);
+
+}  // namespace dmuon::project

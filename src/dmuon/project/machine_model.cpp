@@ -1,0 +1,283 @@
+#include "dmuon/project/machine_model.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+// yaml-cpp's node headers trip GCC 12's -Wdangling-pointer (a false positive in its inline
+// code); silence it for those headers only, as config_file.cpp does.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdangling-pointer"
+#include <yaml-cpp/yaml.h>
+#pragma GCC diagnostic pop
+#else
+#include <yaml-cpp/yaml.h>
+#endif
+
+#include <dirent.h>
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "dmuon/base/error.hpp"
+
+namespace dmuon::project {
+
+const char* device_kind_name(DeviceKind d) {
+  return d == DeviceKind::gpu ? "gpu" : "cpu";
+}
+
+namespace {
+
+// Reads one mapping, rejecting keys outside `valid` with the list of valid ones.
+class MapReader {
+ public:
+  MapReader(const YAML::Node& node, std::string where, const std::string& source,
+            std::vector<std::string> valid)
+      : node_(node), where_(std::move(where)), source_(source), valid_(std::move(valid)) {
+    if (!node.IsMap()) fail(node, fmt::format("{} must be a mapping", where_));
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const std::string key = it->first.Scalar();
+      if (std::find(valid_.begin(), valid_.end(), key) == valid_.end())
+        fail(it->first, fmt::format("unknown key '{}' in {} (valid keys: {})", key, where_,
+                                    fmt::join(valid_, ", ")));
+      if (!seen_.insert(key).second)
+        fail(it->first, fmt::format("duplicate key '{}' in {}", key, where_));
+    }
+  }
+
+  [[noreturn]] void fail(const YAML::Node& at, const std::string& what) const {
+    throw InputError(fmt::format("machine file {}:{}: {}", source_, at.Mark().line + 1, what));
+  }
+
+  bool has(const std::string& key) const { return seen_.count(key) > 0; }
+  YAML::Node get(const std::string& key) const {
+    if (!has(key)) fail(node_, fmt::format("{} has no '{}'", where_, key));
+    return node_[key];
+  }
+
+  std::string text(const std::string& key) const {
+    const YAML::Node v = get(key);
+    if (!v.IsScalar()) fail(v, fmt::format("{}.{} must be a single value", where_, key));
+    return v.Scalar();
+  }
+
+  // A finite number > 0 (or >= 0 with allow_zero), optionally <= `max`.
+  double number(const std::string& key, bool allow_zero = false, double max = 0) const {
+    const YAML::Node v = get(key);
+    double x = 0;
+    if (!v.IsScalar() || !YAML::convert<double>::decode(v, x) || !std::isfinite(x))
+      fail(v, fmt::format("{}.{} must be a number", where_, key));
+    if (allow_zero ? x < 0 : x <= 0)
+      fail(v, fmt::format("{}.{} is {} (must be {} 0)", where_, key, v.Scalar(),
+                          allow_zero ? ">=" : ">"));
+    if (max > 0 && x > max)
+      fail(v, fmt::format("{}.{} is {} (must be <= {})", where_, key, v.Scalar(), max));
+    return x;
+  }
+  double number_or(const std::string& key, double fallback, bool allow_zero = false,
+                   double max = 0) const {
+    return has(key) ? number(key, allow_zero, max) : fallback;
+  }
+
+  int integer(const std::string& key, bool allow_zero = false) const {
+    const YAML::Node v = get(key);
+    long long x = 0;
+    if (!v.IsScalar() || !YAML::convert<long long>::decode(v, x))
+      fail(v, fmt::format("{}.{} must be an integer", where_, key));
+    if (allow_zero ? x < 0 : x <= 0)
+      fail(v, fmt::format("{}.{} is {} (must be {} 0)", where_, key, v.Scalar(),
+                          allow_zero ? ">=" : ">"));
+    if (x > (1 << 30)) fail(v, fmt::format("{}.{} is {} (too large)", where_, key, v.Scalar()));
+    return static_cast<int>(x);
+  }
+
+  const std::string& where() const { return where_; }
+
+ private:
+  YAML::Node node_;
+  std::string where_;
+  const std::string& source_;
+  std::vector<std::string> valid_;
+  std::set<std::string> seen_;
+};
+
+const char* const kKindKeys[] = {"broadcast", "reduce", "reduce_scatter", "all_gather",
+                                 "all_reduce"};
+
+void read_compute(const MapReader& top, Machine& m) {
+  const MapReader c(top.get("compute"), "compute", m.source,
+                    {"peak_tflops", "gemm_efficiency", "gemm_half_dim", "sm_count", "gemm_tile",
+                     "memory_bandwidth_GBps", "memory_efficiency", "kernel_overhead_us",
+                     "synthetic_elements_per_s"});
+  const MapReader peak(c.get("peak_tflops"), "compute.peak_tflops", m.source,
+                       {"fp32", "bf16", "fp16"});
+  auto& s = m.compute;
+  s.peak_tflops[static_cast<std::size_t>(kernels::Dtype::f32)] = peak.number("fp32");
+  // The host computes in fp32 only; a GPU needs every type the engine can run.
+  const bool gpu = m.device == DeviceKind::gpu;
+  for (auto [key, t] : {std::pair{"bf16", kernels::Dtype::bf16}, {"fp16", kernels::Dtype::f16}})
+    s.peak_tflops[static_cast<std::size_t>(t)] =
+        gpu ? peak.number(key) : peak.number_or(key, peak.number("fp32"));
+  s.gemm_efficiency = c.number("gemm_efficiency", false, 1.0);
+  s.gemm_half_dim = c.number_or("gemm_half_dim", 0.0, true);
+  s.sm_count = c.has("sm_count") ? c.integer("sm_count", true) : 0;
+  if (c.has("gemm_tile")) {
+    const YAML::Node t = c.get("gemm_tile");
+    long long a = 0, b = 0;
+    if (!t.IsSequence() || t.size() != 2 || !YAML::convert<long long>::decode(t[0], a) ||
+        !YAML::convert<long long>::decode(t[1], b) || a < 1 || b < 1 || a > 4096 || b > 4096)
+      c.fail(t, "compute.gemm_tile must be [rows, cols] of a thread block's output tile (1..4096)");
+    s.tile_m = static_cast<int>(a);
+    s.tile_n = static_cast<int>(b);
+  }
+  s.memory_bandwidth_gbps = c.number("memory_bandwidth_GBps");
+  s.memory_efficiency = c.number_or("memory_efficiency", 1.0, false, 1.0);
+  s.kernel_overhead_us = c.number_or("kernel_overhead_us", 0.0, true);
+  s.synthetic_elements_per_s = c.number_or("synthetic_elements_per_s", 0.0, true);
+}
+
+void read_network(const MapReader& top, Machine& m) {
+  const MapReader n(top.get("network"), "network", m.source, {"intra", "inter", "measured"});
+  const MapReader intra(n.get("intra"), "network.intra", m.source, {"busbw_GBps"});
+  m.intra.busbw_gbps = intra.number("busbw_GBps");
+  if (n.has("inter")) {
+    const MapReader inter(n.get("inter"), "network.inter", m.source, {"busbw_GBps"});
+    m.inter.busbw_gbps = inter.number("busbw_GBps");
+  }
+  if (!n.has("measured")) return;
+  std::vector<std::string> keys = {"ranks"};
+  for (const char* k : kKindKeys) keys.emplace_back(k);
+  const MapReader meas(n.get("measured"), "network.measured", m.source, keys);
+  m.measured.ranks = meas.integer("ranks");
+  for (std::size_t i = 0; i < comm::kCollectiveKindCount; ++i) {
+    const std::string kind = comm::collective_kind_name(comm::kAllCollectiveKinds[i]);
+    if (!meas.has(kind)) continue;
+    const MapReader k(meas.get(kind), "network.measured." + kind, m.source,
+                      {"latency_us", "busbw_GBps"});
+    m.measured.kinds[static_cast<std::size_t>(comm::kAllCollectiveKinds[i])] =
+        MeasuredCollective{k.number("latency_us", true), k.number("busbw_GBps")};
+  }
+}
+
+bool is_path(const std::string& spec) {
+  auto ends = [&](const char* suffix) {
+    const std::string s(suffix);
+    return spec.size() >= s.size() && spec.compare(spec.size() - s.size(), s.size(), s) == 0;
+  };
+  return spec.find('/') != std::string::npos || ends(".yaml") || ends(".yml");
+}
+
+std::vector<std::string> machine_names(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (const dirent* e = readdir(d)) {
+      const std::string f = e->d_name;
+      if (f.size() > 5 && f.compare(f.size() - 5, 5, ".yaml") == 0)
+        names.push_back(f.substr(0, f.size() - 5));
+    }
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+Machine parse_machine(const std::string& text, const std::string& source) {
+  Machine m;
+  m.source = source;
+  m.text = text;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(fmt::format("machine file {}:{}:{}: YAML syntax error: {}", source,
+                                 e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  if (!root.IsMap())
+    throw InputError(fmt::format("machine file {}: not a mapping of machine keys", source));
+  const MapReader top(
+      root, "the machine", m.source,
+      {"name", "description", "device", "ranks_per_node", "nvlink_domain", "compute", "network"});
+  m.name = top.text("name");
+  if (m.name.empty() ||
+      m.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") != std::string::npos)
+    top.fail(
+        top.get("name"),
+        fmt::format("name '{}' is invalid (lower-case letters, digits, '.', '_', '-')", m.name));
+  if (top.has("description")) m.description = top.text("description");
+  const std::string device = top.text("device");
+  if (device == "gpu")
+    m.device = DeviceKind::gpu;
+  else if (device == "cpu")
+    m.device = DeviceKind::cpu;
+  else
+    top.fail(top.get("device"), fmt::format("device '{}' is invalid (valid: gpu, cpu)", device));
+  m.ranks_per_node = top.integer("ranks_per_node");
+  m.nvlink_domain = top.integer("nvlink_domain");
+  read_compute(top, m);
+  read_network(top, m);
+  return m;
+}
+
+Machine read_machine_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("cannot read machine file '{}'", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_machine(ss.str(), path);
+}
+
+Machine load_machine(const std::string& spec, const std::string& machines_dir) {
+  if (spec.empty())
+    throw InputError("--machine is empty (a name in configs/machines or a YAML file)");
+  if (is_path(spec)) return read_machine_file(spec);
+  const auto names = machine_names(machines_dir);
+  if (std::find(names.begin(), names.end(), spec) == names.end())
+    throw InputError(
+        fmt::format("unknown machine '{}' (valid: {}; or a path to a YAML file)", spec,
+                    names.empty() ? "none found" : fmt::format("{}", fmt::join(names, ", "))));
+  return read_machine_file(machines_dir + "/" + spec + ".yaml");
+}
+
+std::string to_yaml(const Machine& m, const std::string& comment) {
+  std::string s;
+  std::istringstream lines(comment);
+  for (std::string line; std::getline(lines, line);) s += "# " + line + "\n";
+  const auto& c = m.compute;
+  auto num = [](double x) { return fmt::format("{:.6g}", x); };
+  s += fmt::format("name: {}\n", m.name);
+  if (!m.description.empty()) s += fmt::format("description: \"{}\"\n", m.description);
+  s += fmt::format("device: {}\n", device_kind_name(m.device));
+  s += fmt::format("ranks_per_node: {}\nnvlink_domain: {}\n", m.ranks_per_node, m.nvlink_domain);
+  s += "compute:\n";
+  s += fmt::format("  peak_tflops: {{fp32: {}, bf16: {}, fp16: {}}}\n", num(c.peak_tflops[0]),
+                   num(c.peak_tflops[1]), num(c.peak_tflops[2]));
+  s += fmt::format("  gemm_efficiency: {}\n", num(c.gemm_efficiency));
+  s += fmt::format("  gemm_half_dim: {}\n", num(c.gemm_half_dim));
+  s += fmt::format("  sm_count: {}\n", c.sm_count);
+  s += fmt::format("  gemm_tile: [{}, {}]\n", c.tile_m, c.tile_n);
+  s += fmt::format("  memory_bandwidth_GBps: {}\n", num(c.memory_bandwidth_gbps));
+  s += fmt::format("  memory_efficiency: {}\n", num(c.memory_efficiency));
+  s += fmt::format("  kernel_overhead_us: {}\n", num(c.kernel_overhead_us));
+  s += fmt::format("  synthetic_elements_per_s: {}\n", num(c.synthetic_elements_per_s));
+  s += "network:\n";
+  s += fmt::format("  intra: {{busbw_GBps: {}}}\n", num(m.intra.busbw_gbps));
+  if (m.inter.busbw_gbps > 0)
+    s += fmt::format("  inter: {{busbw_GBps: {}}}\n", num(m.inter.busbw_gbps));
+  if (m.measured.ranks > 0) {
+    s += fmt::format("  measured:\n    ranks: {}\n", m.measured.ranks);
+    for (auto k : comm::kAllCollectiveKinds) {
+      const auto& mc = m.measured.kinds[static_cast<std::size_t>(k)];
+      if (mc)
+        s += fmt::format("    {}: {{latency_us: {}, busbw_GBps: {}}}\n",
+                         comm::collective_kind_name(k), num(mc->latency_us), num(mc->busbw_gbps));
+    }
+  }
+  return s;
+}
+
+}  // namespace dmuon::project

@@ -1,0 +1,105 @@
+#pragma once
+// A modelled machine for the projection (dmuon_project): what one rank's device computes per
+// second and what its links carry, read from a YAML machine file (configs/machines/*.yaml,
+// every parameter with its public source) or written by `dmuon_project --calibrate`.
+//
+// Ranks are placed in order: rank r sits on node r / ranks_per_node and in NVLink domain
+// r / nvlink_domain (a node on DGX/HGX systems; a whole rack on GB200 NVL72). A communicator
+// whose ranks all share one domain uses the `intra` link, else the `inter` link (the NIC).
+//
+// Files are validated completely: an unknown key, a missing or non-positive value is an
+// InputError naming the file, the line and what is valid (exit 2 in the apps).
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "dmuon/comm/collective_counters.hpp"
+#include "kernels/dtype.hpp"
+
+namespace dmuon::project {
+
+/// What the engine's device semantics are on this machine: GPU (the CUDA backend: streams,
+/// Newton–Schulz in --ns-dtype with tiled symmetric products) or CPU (the host backend:
+/// fp32 Newton–Schulz with BLAS SYRK).
+enum class DeviceKind { gpu, cpu };
+const char* device_kind_name(DeviceKind d);
+
+struct ComputeSpec {
+  /// Dense peak GEMM rate per dtype, TFLOP/s (index: kernels::Dtype f32, bf16, f16).
+  std::array<double, 3> peak_tflops{};
+  /// Fraction of the peak a large, well-shaped GEMM reaches (cuBLAS / OpenBLAS measured).
+  double gemm_efficiency = 1.0;
+  /// Thin GEMMs: the smallest of m, n, k at which the rate is half the large-GEMM rate
+  /// (efficiency d / (d + half_dim) for smallest dimension d); 0 = no such term.
+  double gemm_half_dim = 0;
+  /// Streaming multiprocessors (GPU) for wave quantization; 0 = none (CPU).
+  int sm_count = 0;
+  /// Output tile of one thread block (wave quantization): tiles = ceil(m/tm)·ceil(n/tn).
+  int tile_m = 128, tile_n = 128;
+  /// Device memory bandwidth, GB/s, and the fraction a streaming kernel reaches.
+  double memory_bandwidth_gbps = 0;
+  double memory_efficiency = 1.0;
+  /// Fixed cost of one kernel on a busy stream (launch gap, tail), µs.
+  double kernel_overhead_us = 0;
+  /// Synthetic input draw (the engine's counter-based RNG), elements/s per rank; 0 = bound
+  /// by memory bandwidth like any elementwise write (the GPU kernel is).
+  double synthetic_elements_per_s = 0;
+
+  double peak_flops(kernels::Dtype t) const {
+    return peak_tflops[static_cast<std::size_t>(t)] * 1e12;
+  }
+};
+
+struct LinkSpec {
+  /// Bus bandwidth per rank (nccl-tests convention: algorithm bandwidth times the
+  /// collective's busbw factor), GB/s.
+  double busbw_gbps = 0;
+};
+
+/// A collective measured on the machine itself (calibration): latency and bus bandwidth at
+/// `ranks` participants, used instead of the NCCL model for that kind.
+struct MeasuredCollective {
+  double latency_us = 0;
+  double busbw_gbps = 0;
+};
+
+struct MeasuredNetwork {
+  int ranks = 0;  ///< participants of the measurement
+  std::array<std::optional<MeasuredCollective>, comm::kCollectiveKindCount> kinds{};
+};
+
+struct Machine {
+  std::string name;
+  std::string description;
+  DeviceKind device = DeviceKind::gpu;
+  int ranks_per_node = 1;
+  int nvlink_domain = 1;  ///< ranks that reach each other over the intra link
+  ComputeSpec compute;
+  LinkSpec intra, inter;
+  MeasuredNetwork measured;
+  /// Where it came from (a path, or "calibrated") and the text as read (comments kept), so a
+  /// results file can embed the exact model it was projected with.
+  std::string source;
+  std::string text;
+
+  /// NVLink domain of world rank r.
+  int domain_of(int rank) const { return rank / nvlink_domain; }
+};
+
+/// Parses a machine file's text; `source` names it in errors ("configs/machines/a800.yaml").
+Machine parse_machine(const std::string& text, const std::string& source);
+
+/// Reads a machine file from a path.
+Machine read_machine_file(const std::string& path);
+
+/// `spec` is a path to a YAML file (contains '/' or ends in .yaml/.yml) or a name looked up as
+/// `<machines_dir>/<name>.yaml`; an unknown name lists the available ones.
+Machine load_machine(const std::string& spec, const std::string& machines_dir);
+
+/// YAML text of a machine (what --calibrate writes); parse_machine(to_yaml(m)) == m up to
+/// rounding in the last printed digit. `comment` lines are written first, each prefixed '# '.
+std::string to_yaml(const Machine& m, const std::string& comment = "");
+
+}  // namespace dmuon::project

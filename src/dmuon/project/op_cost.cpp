@@ -1,0 +1,112 @@
+#include "dmuon/project/op_cost.hpp"
+
+#include <algorithm>
+
+#include "dmuon/engine/optimizer_config.hpp"
+
+namespace dmuon::project {
+
+using engine::GroupKind;
+using engine::ParamLayout;
+using engine::Storage;
+
+OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options)
+    : cost_(machine), o_(options), gpu_(machine.device == DeviceKind::gpu) {
+  wire_ = o_.comm_dtype;
+  compute_ = gpu_ ? wire_ : kernels::Dtype::f32;
+  ns_ = gpu_ ? o_.ns_dtype : kernels::Dtype::f32;
+  w_ = static_cast<double>(kernels::dtype_bytes(wire_));
+  n_ = static_cast<double>(kernels::dtype_bytes(ns_));
+  ns_config_ = engine::muon_config(o_).ns;
+}
+
+double OpCost::forward(const ParamLayout& p, std::int64_t local) const {
+  if (o_.compute == engine::Compute::none || local <= 0 || p.shape.cols <= 0) return 0;
+  const std::int64_t b = local, rows = p.shape.rows, cols = p.shape.cols;
+  double s = cost_.synthetic(b * cols, compute_);
+  if (!gpu_) s += cost_.synthetic(b * rows, compute_);  // the host draws T with X
+  return s + cost_.gemm(b, rows, cols, compute_);
+}
+
+double OpCost::backward(const ParamLayout& p, std::int64_t local, int shard) const {
+  const std::int64_t rows = p.shape.rows, cols = p.shape.cols, b = local;
+  double s = 0;
+  if (o_.compute == engine::Compute::none) {
+    s = cost_.synthetic(p.numel, wire_);
+  } else if (b <= 0 || p.numel == 0) {
+    s = cost_.elementwise(static_cast<double>(p.numel) * w_);
+  } else {
+    if (gpu_) s += cost_.synthetic(b * rows, compute_);
+    s += cost_.elementwise(3.0 * static_cast<double>(b * rows) *
+                           static_cast<double>(kernels::dtype_bytes(compute_)));
+    s += cost_.gemm(b, cols, rows, compute_);  // dX = dY·W
+    s += cost_.gemm(rows, cols, b, compute_);  // dW = dYᵀ·X
+  }
+  if (p.storage == Storage::sharded && p.chunk * shard > p.numel)
+    s += cost_.elementwise(static_cast<double>(p.chunk * shard - p.numel) * w_);
+  return s;
+}
+
+double OpCost::pack(const engine::StepLayout& L, int group) const {
+  const auto& g = L.groups[static_cast<std::size_t>(group)];
+  double s = 0;
+  switch (g.kind) {
+    case GroupKind::dmuon_site:
+      for (int pi : g.pairs) {
+        const auto& pr = L.pairs[static_cast<std::size_t>(pi)];
+        if (pr.rooted_here) s += cost_.elementwise(static_cast<double>(pr.numel) * (4 + w_));
+      }
+      break;
+    case GroupKind::fsdp:
+      for (int pi : g.members)
+        s += cost_.elementwise(static_cast<double>(L.params[static_cast<std::size_t>(pi)].chunk) *
+                               (4 + w_));
+      break;
+    case GroupKind::ddp:
+      // The host computes on fp32 replicas directly: nothing to convert then.
+      if (!gpu_ && wire_ == kernels::Dtype::f32) break;
+      for (int pi : g.members)
+        s += cost_.elementwise(static_cast<double>(L.params[static_cast<std::size_t>(pi)].numel) *
+                               (4 + w_));
+      break;
+  }
+  return s;
+}
+
+double OpCost::prepare(const engine::StepLayout& L, int group) const {
+  double s = 0;
+  for (int pi : L.groups[static_cast<std::size_t>(group)].members) {
+    const auto& p = L.params[static_cast<std::size_t>(pi)];
+    if (!p.updated_here || !p.muon) continue;
+    if (p.storage == Storage::sharded)
+      s += cost_.elementwise(static_cast<double>(p.chunk) * (2 * w_ + 8));
+    else
+      s += cost_.elementwise(static_cast<double>(p.numel) * (w_ + 8 + n_));
+  }
+  return s;
+}
+
+double OpCost::newton_schulz(const ParamLayout& p) const {
+  const auto key = std::make_pair(p.shape.rows, p.shape.cols);
+  auto it = ns_cache_.find(key);
+  if (it == ns_cache_.end())
+    it = ns_cache_
+             .emplace(key, cost_.newton_schulz(p.shape.rows, p.shape.cols, ns_config_, ns_, ns_))
+             .first;
+  double s = it->second;
+  if (p.storage == Storage::sharded && wire_ != ns_)
+    s += cost_.elementwise(static_cast<double>(p.numel) * (w_ + n_));
+  return s;
+}
+
+double OpCost::apply(const ParamLayout& p, int column) const {
+  if (p.muon) {
+    std::int64_t len = p.numel;
+    if (p.storage == Storage::sharded)
+      len = std::max<std::int64_t>(0, std::min(p.chunk, p.numel - column * p.chunk));
+    return cost_.elementwise(static_cast<double>(len) * (8 + n_));
+  }
+  return cost_.elementwise(static_cast<double>(p.state_elems) * (24 + w_));
+}
+
+}  // namespace dmuon::project

@@ -1,0 +1,63 @@
+#pragma once
+// Seconds the compute stream of one rank spends on each compute op of a step schedule
+// (pack, forward, backward, prepare, newton_schulz, apply), as the sequence of kernels the
+// engine's backend launches for it (engine/cuda_backend.cpp on a GPU machine,
+// engine/host_backend.cpp + engine/linear_work.cpp on a CPU machine), each costed by
+// ComputeCost. Element sizes: w = the wire type (--comm-dtype: what compute reads and
+// gradients are written in on a GPU; the host computes in fp32), n = the Newton–Schulz type
+// (GPU: --ns-dtype; CPU: fp32), masters and optimizer state fp32.
+//
+//   pack        one conversion per packed pair rooted here / per FSDP shard / DDP replica:
+//               (4 + w) bytes per element
+//   forward     b local samples of a rows×cols weight: draw X (b·cols) [+ T on the host],
+//               Y = X·Wᵀ (GEMM b×rows, k = cols)
+//   backward    [draw T (b·rows) on a GPU], dY = (Y − T)·G/n (3 passes of b·rows),
+//               dX = dY·W (GEMM b×cols, k = rows), dW = dYᵀ·X (GEMM rows×cols, k = b);
+//               b = 0: a memset of the gradient; sharded padding zeroed
+//   prepare     Muon momentum per updated parameter: grad (w) + momentum (8) + input (n or w)
+//   newton_schulz  ComputeCost::newton_schulz (+ a conversion of fsdp-muon's gathered input
+//               when the wire and Newton–Schulz types differ)
+//   apply       Muon: master (8) + update (n) per element; AdamW: 24 + w per element
+// --compute none: forward costs nothing and backward draws the synthetic gradient.
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "dmuon/engine/engine_options.hpp"
+#include "dmuon/engine/step_layout.hpp"
+#include "dmuon/engine/step_schedule.hpp"
+#include "dmuon/project/compute_cost.hpp"
+
+namespace dmuon::project {
+
+class OpCost {
+ public:
+  OpCost(const Machine& machine, const engine::EngineOptions& options);
+
+  /// Seconds of a compute op of `layout`'s schedule; `local` is this rank's sample count of
+  /// the op's parameter (forward/backward). Non-compute ops cost 0.
+  double forward(const engine::ParamLayout& p, std::int64_t local) const;
+  double backward(const engine::ParamLayout& p, std::int64_t local, int shard) const;
+  double pack(const engine::StepLayout& layout, int group) const;
+  double prepare(const engine::StepLayout& layout, int group) const;
+  double newton_schulz(const engine::ParamLayout& p) const;
+  double apply(const engine::ParamLayout& p, int column) const;
+
+  /// The Newton–Schulz and GEMM dtypes this machine runs the options in.
+  kernels::Dtype compute_dtype() const { return compute_; }
+  kernels::Dtype ns_dtype() const { return ns_; }
+  const ComputeCost& cost() const { return cost_; }
+
+ private:
+  ComputeCost cost_;
+  engine::EngineOptions o_;
+  bool gpu_;
+  kernels::Dtype wire_, compute_, ns_;
+  double w_, n_;  // bytes of the wire and Newton–Schulz types
+  kernels::NsConfig ns_config_;
+  mutable std::map<std::pair<std::int64_t, std::int64_t>, double> ns_cache_;
+};
+
+}  // namespace dmuon::project

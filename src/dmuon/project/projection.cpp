@@ -1,0 +1,183 @@
+#include "dmuon/project/projection.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/engine/baseline_volume.hpp"
+#include "dmuon/engine/synthetic.hpp"
+#include "dmuon/project/op_cost.hpp"
+#include "dmuon/project/replay.hpp"
+
+namespace dmuon::project {
+
+using engine::kChannelCount;
+using engine::kPhaseCount;
+using engine::Phase;
+
+namespace {
+
+// The formula's calls and bytes of every rank (engine::expected_volume). It walks every
+// parameter for every rank; at scale only the DMuon channels (broadcast and reduce on both
+// groups, which expected_volume takes from the per-rank prediction alone) differ between
+// ranks, so they are swapped into rank 0's expectation, and a few ranks are checked exactly.
+std::vector<engine::VolumeExpectation> expected_by_rank(const model::ModuleTree& tree,
+                                                        const plan::Plan& plan,
+                                                        const engine::EngineOptions& o,
+                                                        const plan::CommVolume& predicted,
+                                                        int world, int wire) {
+  const auto& po = plan.partition.options;
+  auto exact = [&](int q) {
+    return engine::expected_volume(o.method, o.reshard, tree, plan, predicted, q, po.shard,
+                                   po.replicate, wire);
+  };
+  std::vector<engine::VolumeExpectation> out;
+  out.reserve(static_cast<std::size_t>(world));
+  constexpr int kExactUpTo = 1024;
+  if (world <= kExactUpTo) {
+    for (int q = 0; q < world; ++q) out.push_back(exact(q));
+    return out;
+  }
+  using comm::CollectiveKind;
+  using engine::CommGroup;
+  const std::pair<std::size_t, const plan::KindVolume*> dmuon_channels[] = {
+      {engine::channel_index(CommGroup::shard, CollectiveKind::broadcast), &predicted.broadcast},
+      {engine::channel_index(CommGroup::shard, CollectiveKind::reduce), &predicted.reduce},
+      {engine::channel_index(CommGroup::replicate, CollectiveKind::reduce),
+       &predicted.reduce_stage2},
+      {engine::channel_index(CommGroup::replicate, CollectiveKind::broadcast),
+       &predicted.replicate_broadcast}};
+  const auto base = exact(0);
+  for (int q = 0; q < world; ++q) {
+    auto v = base;
+    if (o.method == engine::Method::dmuon)
+      for (const auto& [c, kind] : dmuon_channels) {
+        const auto at = static_cast<std::size_t>(q);
+        v[c].calls = kind->calls_per_rank.empty() ? 0 : kind->calls_per_rank.at(at);
+        v[c].bytes = kind->bytes_per_rank.empty() ? 0 : kind->bytes_per_rank.at(at);
+      }
+    out.push_back(v);
+  }
+  for (int q : {1, world / 2, world - 1}) {
+    const auto e = exact(q);
+    for (std::size_t c = 0; c < kChannelCount; ++c)
+      if (e[c].calls != out[static_cast<std::size_t>(q)][c].calls ||
+          e[c].bytes != out[static_cast<std::size_t>(q)][c].bytes)
+        throw RuntimeFailure(fmt::format(
+            "projection: the formula of rank {} differs from rank 0's outside the DMuon "
+            "channels ({})",
+            q, engine::channel_name(c)));
+  }
+  return out;
+}
+
+}  // namespace
+
+double model_flops_per_step(const model::ModuleTree& tree, const engine::EngineOptions& o,
+                            int world) {
+  if (o.compute == engine::Compute::none) return 0;
+  const std::int64_t global = o.global_samples(world);
+  double f = 0;
+  for (int pid : tree.parameter_order())
+    f += 6.0 * static_cast<double>(tree.parameter(pid).numel()) *
+         static_cast<double>(engine::param_samples(tree, pid, global));
+  return f;
+}
+
+Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const Machine& machine,
+                   const ProjectionOptions& options) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  const auto& po = plan.partition.options;
+  const int world = po.shard * po.replicate;
+  engine::EngineOptions o = options.engine;
+  o.steps = 1;
+  o.warmup = std::max(1, o.warmup);
+  o.check = false;
+  engine::validate(o, world);
+  const int domains = machine.domain_of(world - 1) + 1;
+  if (domains > 1 && machine.inter.busbw_gbps <= 0)
+    throw InputError(fmt::format(
+        "machine '{}' has no inter-node link (network.inter) and holds {} ranks per NVLink "
+        "domain: world size {} does not fit (valid: 1..{})",
+        machine.name, machine.nvlink_domain, world, machine.nvlink_domain));
+
+  const OpCost cost(machine, o);
+  const WorldPrograms programs = build_programs(tree, plan, o, cost, options.symmetry);
+  const auto t1 = clock::now();
+  const ReplayResult rep = replay(programs, machine, o.warmup + 1);
+  const auto t2 = clock::now();
+
+  Projection p;
+  p.programs = static_cast<std::int64_t>(programs.programs.size());
+  p.batches = rep.batches;
+  p.build_s = std::chrono::duration<double>(t1 - t0).count();
+  p.replay_s = std::chrono::duration<double>(t2 - t1).count();
+  auto& r = p.result;
+  r.method = o.method;
+  r.reshard = plan::reshard_name(o.reshard);
+  r.world_size = world;
+  r.replicate = po.replicate;
+  // The measured step: the last; per phase the max over ranks (one step: its median).
+  const int step = rep.steps - 1;
+  const auto W = static_cast<std::size_t>(world);
+  r.rank_phases_ms.resize(W * kPhaseCount);
+  for (std::size_t q = 0; q < W; ++q)
+    for (std::size_t ph = 0; ph < kPhaseCount; ++ph) {
+      const double v = rep.phase_ms(step, static_cast<int>(q), static_cast<Phase>(ph));
+      r.rank_phases_ms[q * kPhaseCount + ph] = v;
+      r.phases_ms[ph] = std::max(r.phases_ms[ph], v);
+    }
+  // Collectives of the replayed step against the formula, per rank and channel.
+  const int wire = static_cast<int>(kernels::dtype_bytes(o.comm_dtype));
+  const auto predicted =
+      plan::predict_dmuon_volume(tree, plan.hooks, plan.partition, o.reshard, o.grad_reduce, wire);
+  r.rank_calls = rep.calls;
+  r.rank_bytes = rep.bytes;
+  r.rank_formula_bytes.assign(kChannelCount * W, 0);
+  const auto expected = expected_by_rank(tree, plan, o, predicted, world, wire);
+  for (int q = 0; q < world; ++q) {
+    const auto& expect = expected[static_cast<std::size_t>(q)];
+    for (std::size_t c = 0; c < kChannelCount; ++c) {
+      const std::size_t at = c * W + static_cast<std::size_t>(q);
+      r.rank_formula_bytes[at] = expect[c].bytes;
+      auto& k = r.kinds[c];
+      k.calls_per_step = std::max(k.calls_per_step, rep.calls[at]);
+      k.bytes_measured = std::max(k.bytes_measured, rep.bytes[at]);
+      k.bytes_formula = std::max(k.bytes_formula, expect[c].bytes);
+      if (r.audit_ok && (rep.calls[at] != expect[c].calls || rep.bytes[at] != expect[c].bytes)) {
+        r.audit_ok = false;
+        r.audit_message =
+            fmt::format("rank {} {}: replayed {} calls / {} bytes, formula {} calls / {} bytes", q,
+                        engine::channel_name(c), rep.calls[at], rep.bytes[at], expect[c].calls,
+                        expect[c].bytes);
+      }
+    }
+  }
+  const bool dm = o.method == engine::Method::dmuon;
+  r.hook_sites = dm ? static_cast<std::int64_t>(plan.hooks.sites.size()) : programs.groups;
+  r.hook_calls_per_step = programs.hook_calls;
+  r.hook_calls_formula = dm ? predicted.hook_calls : programs.hook_calls;
+  if (dm && r.audit_ok && programs.hook_calls != predicted.hook_calls) {
+    r.audit_ok = false;
+    r.audit_message = fmt::format("{} hook calls per step, formula {}", programs.hook_calls,
+                                  predicted.hook_calls);
+  }
+  r.peak_packed_bytes = programs.peak_packed_bytes;
+  r.master_bytes = programs.master_bytes;
+  r.momentum_bytes = programs.state_bytes;
+
+  const double step_s = r.phases_ms[static_cast<std::size_t>(Phase::step)] * 1e-3;
+  p.model_flops_per_step = model_flops_per_step(tree, o, world);
+  if (step_s > 0) {
+    p.tokens_per_s = static_cast<double>(o.global_samples(world)) / step_s;
+    const kernels::Dtype compute =
+        machine.device == DeviceKind::gpu ? o.comm_dtype : kernels::Dtype::f32;
+    p.mfu = p.model_flops_per_step / (step_s * world * machine.compute.peak_flops(compute));
+  }
+  return p;
+}
+
+}  // namespace dmuon::project

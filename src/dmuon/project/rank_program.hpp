@@ -1,0 +1,76 @@
+#pragma once
+// One rank's step schedule (engine/step_schedule.hpp) compiled for the replay: compute ops
+// become durations on the compute stream (consecutive ones merged), issue ops become batches
+// on the CUDA backend's communication streams (engine/cuda_backend.cpp: weights = broadcasts
+// and all-gathers, reduce = stage-1 gradient reduces, replicate = HSDP stage 2 and the
+// owners' replicate broadcasts), waits name the issue whose batch they wait for, and the
+// phase timer's switches are kept where the executor (engine/step_executor.cpp) makes them.
+// Nothing about the order is decided here: the program is the schedule, op for op.
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "dmuon/comm/collective_counters.hpp"
+#include "dmuon/engine/run_result.hpp"
+#include "dmuon/engine/step_schedule.hpp"
+
+namespace dmuon::project {
+
+/// The CUDA backend's streams.
+enum class Stream : std::uint8_t { weights = 0, reduce = 1, replicate = 2 };
+inline constexpr int kStreamCount = 3;
+/// The stream an issue op's batch runs on (CudaBackend::stream_for).
+Stream stream_of(engine::Op op);
+
+/// The collectives of one batch (one NCCL group / one MPI batch), as issued.
+struct BatchSpec {
+  struct Call {
+    comm::CollectiveKind kind = comm::CollectiveKind::broadcast;
+    std::int64_t count = 0;
+    std::uint8_t elem_bytes = 4;
+    int root = -1;  ///< index in the communicator (broadcast, reduce)
+    bool operator==(const Call& o) const {
+      return kind == o.kind && count == o.count && elem_bytes == o.elem_bytes && root == o.root;
+    }
+  };
+  engine::CommGroup comm = engine::CommGroup::shard;
+  engine::Op op = engine::Op::issue_weights;  ///< the issue op (for consistency checks)
+  int group = -1;
+  std::vector<Call> calls;
+};
+
+/// The calls of an issue op as collectives_of() lists them.
+BatchSpec batch_spec(const engine::StepLayout& layout, const engine::StepOp& op,
+                     const engine::ScheduleOptions& options);
+
+struct Instruction {
+  enum Kind : std::uint8_t { compute, switch_phase, issue, wait };
+  Kind kind = compute;
+  std::uint8_t phase = 0;   ///< switch_phase: the engine::Phase the timer switches to
+  bool exposed = false;     ///< switch_phase: its time counts as exposed communication
+  std::uint8_t stream = 0;  ///< issue: Stream
+  std::uint8_t comm = 0;    ///< issue: engine::CommGroup
+  bool previous = false;    ///< wait: on an issue of the previous step (take_replica)
+  std::int32_t ref = -1;    ///< issue: its index in the step; wait: the issue waited for
+  std::int32_t dep = -1;    ///< issue (stage 2): the issue whose batch must end first
+  double seconds = 0;       ///< compute
+};
+
+struct RankProgram {
+  std::vector<Instruction> code;
+  /// Per issue index: the batch it joins (owned elsewhere, shared between ranks).
+  std::vector<const BatchSpec*> batches;
+  std::int64_t hook_calls = 0;  ///< hook ops per step
+};
+
+/// Seconds of a compute op (0 for the others).
+using DurationFn = std::function<double(const engine::StepOp&)>;
+/// The batch an issue op joins; `seq` counts the issues on its communicator within the step.
+using BatchFn = std::function<const BatchSpec*(const engine::StepOp&, int seq)>;
+
+/// Compiles a schedule. Throws RuntimeFailure when a wait names a batch nothing issued.
+RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& duration,
+                            const BatchFn& batch);
+
+}  // namespace dmuon::project

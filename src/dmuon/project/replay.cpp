@@ -1,0 +1,422 @@
+#include "dmuon/project/replay.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <queue>
+#include <unordered_map>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/project/collective_cost.hpp"
+#include "dmuon/project/link_network.hpp"
+
+namespace dmuon::project {
+namespace {
+
+using engine::CommGroup;
+using engine::kChannelCount;
+using engine::kPhaseCount;
+using engine::Phase;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Batch {
+  const BatchSpec* spec = nullptr;
+  CommGroup comm = CommGroup::shard;
+  int index = 0;  // row or column
+  int members = 1;
+  std::uint8_t stream = 0;
+  int arrived = 0;
+  double ready = 0;
+  double end = -1;
+  std::vector<int> compute_waiters;
+  std::vector<std::pair<int, std::uint8_t>> dep_waiters;
+};
+
+struct Pending {
+  int batch;
+  double ready;
+  int dep;
+};
+
+struct StreamState {
+  std::vector<Pending> queue;
+  std::size_t head = 0;
+  double free_at = 0;
+  bool head_arrived = false;
+  int last = -1;  // the last batch issued on it (any step)
+};
+
+struct RankState {
+  const RankProgram* prog = nullptr;
+  std::size_t pc = 0;
+  int step = 0;
+  double clock = 0, step_start = 0, seg_start = 0;
+  int seg_phase = -1;
+  bool seg_exposed = false;
+  bool paused = false;
+  bool done = false;
+  int blocking = -1;  // CPU machines: the batch just issued, which the compute stream waits for
+  std::array<double, kPhaseCount> phases{};
+  std::array<StreamState, kStreamCount> streams;
+  std::vector<int> issued, prev_issued;
+  std::array<int, 2> seq{0, 0};
+};
+
+// Per-channel calls and the volume a non-root rank counts (collective_counters.hpp), and what
+// the root counts differently, of one batch spec on a communicator of n ranks.
+struct Tally {
+  std::array<std::int64_t, kChannelCount> calls{}, uniform{};
+  struct RootDelta {
+    int root;
+    std::size_t channel;
+    std::int64_t delta;
+  };
+  std::vector<RootDelta> roots;
+};
+
+Tally tally(const BatchSpec& spec, int n) {
+  Tally t;
+  for (const auto& c : spec.calls) {
+    const std::size_t ch = engine::channel_index(spec.comm, c.kind);
+    const auto count = static_cast<std::size_t>(c.count);
+    const auto other = static_cast<std::int64_t>(comm::collective_volume(
+        c.kind, comm::collective_payload(c.kind, n, false, count, c.elem_bytes)));
+    ++t.calls[ch];
+    t.uniform[ch] += other;
+    if (c.root >= 0) {
+      const auto root = static_cast<std::int64_t>(comm::collective_volume(
+          c.kind, comm::collective_payload(c.kind, n, true, count, c.elem_bytes)));
+      if (root != other) t.roots.push_back({c.root, ch, root - other});
+    }
+  }
+  return t;
+}
+
+class Replayer {
+ public:
+  Replayer(const WorldPrograms& w, const Machine& m, int steps)
+      : w_(w), m_(m), steps_(steps), rows_(w.rows), cols_(w.columns), net_(w.rows, w.columns) {
+    result_.steps = steps;
+    result_.world = w.world;
+    result_.rank_phases_ms.assign(
+        static_cast<std::size_t>(steps) * static_cast<std::size_t>(w.world) * kPhaseCount, 0.0);
+    result_.calls.assign(kChannelCount * static_cast<std::size_t>(w.world), 0);
+    result_.bytes.assign(kChannelCount * static_cast<std::size_t>(w.world), 0);
+    ranks_.resize(static_cast<std::size_t>(w.world));
+    for (int r = 0; r < w.world; ++r) {
+      auto& s = ranks_[static_cast<std::size_t>(r)];
+      s.prog =
+          &w.programs[static_cast<std::size_t>(w.program_of_rank[static_cast<std::size_t>(r)])];
+      s.issued.assign(s.prog->batches.size(), -1);
+      s.prev_issued.assign(s.prog->batches.size(), -1);
+    }
+    instances_[0].resize(static_cast<std::size_t>(rows_));
+    instances_[1].resize(static_cast<std::size_t>(cols_));
+    // NVLink domains each row and column spans.
+    row_span_.resize(static_cast<std::size_t>(rows_));
+    for (int i = 0; i < rows_; ++i)
+      row_span_[static_cast<std::size_t>(i)] = {
+          cols_, m.domain_of((i + 1) * cols_ - 1) - m.domain_of(i * cols_) + 1};
+    col_span_.resize(static_cast<std::size_t>(cols_));
+    for (int j = 0; j < cols_; ++j) {
+      int domains = 0, last = -1;
+      for (int i = 0; i < rows_; ++i) {
+        const int d = m.domain_of(i * cols_ + j);
+        if (d != last) ++domains;
+        last = d;
+      }
+      col_span_[static_cast<std::size_t>(j)] = {rows_, domains};
+    }
+  }
+
+  ReplayResult run() {
+    for (int r = 0; r < w_.world; ++r) advance(r);
+    std::vector<int> finished;
+    for (;;) {
+      const double th = events_.empty() ? kInf : events_.top().first;
+      const double tn = net_.next_event();
+      if (th == kInf && tn == kInf) break;
+      finished.clear();
+      const double t = std::min(th, tn);
+      net_.advance(t, finished);
+      for (int f : finished) end_batch(flow_batch_[static_cast<std::size_t>(f)], t);
+      if (th <= tn) {
+        const int b = events_.top().second;
+        events_.pop();
+        start_batch(b, th);
+      }
+    }
+    for (int r = 0; r < w_.world; ++r)
+      if (!ranks_[static_cast<std::size_t>(r)].done) deadlock(r);
+    result_.batches = static_cast<std::int64_t>(batches_.size());
+    return std::move(result_);
+  }
+
+ private:
+  int row_of(int r) const { return r / cols_; }
+  int col_of(int r) const { return r % cols_; }
+  int instance_of(int r, CommGroup c) const {
+    return c == CommGroup::shard ? row_of(r) : col_of(r);
+  }
+  int member_rank(const Batch& b, int member) const {
+    return b.comm == CommGroup::shard ? b.index * cols_ + member : member * cols_ + b.index;
+  }
+
+  void close_segment(RankState& s) {
+    if (s.seg_phase < 0) return;
+    const double d = s.clock - s.seg_start;
+    s.phases[static_cast<std::size_t>(s.seg_phase)] += d;
+    if (s.seg_exposed) s.phases[static_cast<std::size_t>(Phase::exposed_comm)] += d;
+    s.seg_phase = -1;
+  }
+
+  const Tally& tally_of(const BatchSpec* spec, int n) {
+    auto it = tallies_.find(spec);
+    if (it == tallies_.end()) it = tallies_.emplace(spec, tally(*spec, n)).first;
+    return it->second;
+  }
+
+  void issue(int r, RankState& s, const Instruction& in) {
+    const auto comm = static_cast<CommGroup>(in.comm);
+    const int inst = instance_of(r, comm);
+    const int k = s.seq[in.comm]++;
+    auto& list = instances_[in.comm][static_cast<std::size_t>(inst)];
+    const BatchSpec* spec = s.prog->batches[static_cast<std::size_t>(in.ref)];
+    const bool last_step = s.step == steps_ - 1;
+    const int n = comm == CommGroup::shard ? cols_ : rows_;
+    if (k >= static_cast<int>(list.size())) {
+      Batch b;
+      b.spec = spec;
+      b.comm = comm;
+      b.index = inst;
+      b.members = n;
+      b.stream = in.stream;
+      list.push_back(static_cast<int>(batches_.size()));
+      batches_.push_back(std::move(b));
+      if (last_step)
+        for (const auto& d : tally_of(spec, n).roots) {
+          const int rank = member_rank(batches_.back(), d.root);
+          result_.bytes[d.channel * static_cast<std::size_t>(w_.world) +
+                        static_cast<std::size_t>(rank)] += d.delta;
+        }
+    }
+    const int id = list[static_cast<std::size_t>(k)];
+    Batch& b = batches_[static_cast<std::size_t>(id)];
+    if (w_.check_batches && (b.spec->op != spec->op || b.spec->group != spec->group ||
+                             !(b.spec->calls == spec->calls) || b.stream != in.stream))
+      throw RuntimeFailure(fmt::format(
+          "projection: rank {} issues {} of group {} where the other ranks of its {} issue {} of "
+          "group {} (batch {} on the communicator)",
+          r, engine::op_name(spec->op), spec->group, comm == CommGroup::shard ? "row" : "column",
+          engine::op_name(b.spec->op), b.spec->group, k));
+    if (last_step) {
+      const Tally& t = tally_of(spec, n);
+      for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
+        const std::size_t at =
+            ch * static_cast<std::size_t>(w_.world) + static_cast<std::size_t>(r);
+        result_.calls[at] += t.calls[ch];
+        result_.bytes[at] += t.uniform[ch];
+      }
+    }
+    s.issued[static_cast<std::size_t>(in.ref)] = id;
+    Pending p{id, s.clock, -1};
+    if (in.dep >= 0) {
+      // Stage 2: ordered after its stage-1 batch only, not after the compute stream.
+      p.ready = 0;
+      p.dep = s.issued[static_cast<std::size_t>(in.dep)];
+    }
+    auto& st = s.streams[in.stream];
+    st.queue.push_back(p);
+    st.last = id;
+    try_arrive(r, in.stream);
+  }
+
+  void try_arrive(int r, std::uint8_t stream) {
+    auto& st = ranks_[static_cast<std::size_t>(r)].streams[stream];
+    if (st.head >= st.queue.size() || st.head_arrived) return;
+    const Pending& h = st.queue[st.head];
+    double t = std::max(h.ready, st.free_at);
+    if (h.dep >= 0) {
+      Batch& d = batches_[static_cast<std::size_t>(h.dep)];
+      if (d.end < 0) {
+        d.dep_waiters.emplace_back(r, stream);
+        return;
+      }
+      t = std::max(t, d.end);
+    }
+    st.head_arrived = true;
+    Batch& b = batches_[static_cast<std::size_t>(h.batch)];
+    ++b.arrived;
+    b.ready = std::max(b.ready, t);
+    if (b.arrived == b.members) events_.emplace(b.ready, h.batch);
+  }
+
+  // Ends the rank's step if its streams have drained; false when it must wait (or is done).
+  bool finish_step(int r, RankState& s) {
+    if (!s.paused) {
+      close_segment(s);
+      s.paused = true;
+    }
+    double end = s.clock;
+    for (auto stream : {Stream::weights, Stream::reduce}) {
+      const int last = s.streams[static_cast<std::size_t>(stream)].last;
+      if (last < 0) continue;
+      Batch& b = batches_[static_cast<std::size_t>(last)];
+      if (b.end < 0) {
+        b.compute_waiters.push_back(r);
+        return false;
+      }
+      end = std::max(end, b.end);
+    }
+    s.phases[static_cast<std::size_t>(Phase::step)] = end - s.step_start;
+    for (std::size_t p = 0; p < kPhaseCount; ++p)
+      result_
+          .rank_phases_ms[(static_cast<std::size_t>(s.step) * static_cast<std::size_t>(w_.world) +
+                           static_cast<std::size_t>(r)) *
+                              kPhaseCount +
+                          p] = 1e3 * s.phases[p];
+    if (++s.step == steps_) {
+      s.done = true;
+      return false;
+    }
+    s.pc = 0;
+    s.clock = s.step_start = end;
+    s.phases = {};
+    s.paused = false;
+    s.prev_issued.swap(s.issued);
+    std::fill(s.issued.begin(), s.issued.end(), -1);
+    return true;
+  }
+
+  void advance(int r) {
+    RankState& s = ranks_[static_cast<std::size_t>(r)];
+    if (s.done) return;
+    const auto& code = s.prog->code;
+    for (;;) {
+      if (s.blocking >= 0) {
+        const Batch& b = batches_[static_cast<std::size_t>(s.blocking)];
+        if (b.end < 0) {
+          batches_[static_cast<std::size_t>(s.blocking)].compute_waiters.push_back(r);
+          return;
+        }
+        s.clock = std::max(s.clock, b.end);
+        s.blocking = -1;
+      }
+      if (s.pc == code.size()) {
+        if (!finish_step(r, s)) return;
+        continue;
+      }
+      const Instruction& in = code[s.pc];
+      switch (in.kind) {
+        case Instruction::compute: s.clock += in.seconds; break;
+        case Instruction::switch_phase:
+          close_segment(s);
+          s.seg_phase = in.phase;
+          s.seg_exposed = in.exposed;
+          s.seg_start = s.clock;
+          break;
+        case Instruction::issue:
+          issue(r, s, in);
+          // On a CPU the rank's own core moves the bytes (MPI progresses inside its calls):
+          // communication does not overlap its compute.
+          if (m_.device == DeviceKind::cpu) s.blocking = s.issued[static_cast<std::size_t>(in.ref)];
+          break;
+        case Instruction::wait: {
+          if (in.ref < 0) break;
+          const int b = (in.previous ? s.prev_issued : s.issued)[static_cast<std::size_t>(in.ref)];
+          if (b < 0) break;  // the previous step's broadcast of the first step: none
+          const Batch& batch = batches_[static_cast<std::size_t>(b)];
+          if (batch.end < 0) {
+            batches_[static_cast<std::size_t>(b)].compute_waiters.push_back(r);
+            return;
+          }
+          s.clock = std::max(s.clock, batch.end);
+          break;
+        }
+      }
+      ++s.pc;
+    }
+  }
+
+  void start_batch(int id, double t) {
+    const Batch& b = batches_[static_cast<std::size_t>(id)];
+    const CommSpan span = b.comm == CommGroup::shard ? row_span_[static_cast<std::size_t>(b.index)]
+                                                     : col_span_[static_cast<std::size_t>(b.index)];
+    calls_.clear();
+    for (const auto& c : b.spec->calls) calls_.push_back({c.kind, c.count, c.elem_bytes});
+    const CollectiveTime ct = batch_time(m_, calls_, span);
+    const Level level = span.domains > 1 ? Level::inter : Level::intra;
+    const int flow = net_.start(t, b.comm, b.index, level, ct.latency_s, ct.transfer_s);
+    if (static_cast<std::size_t>(flow) >= flow_batch_.size())
+      flow_batch_.resize(static_cast<std::size_t>(flow) + 1, -1);
+    flow_batch_[static_cast<std::size_t>(flow)] = id;
+  }
+
+  void end_batch(int id, double t) {
+    batches_[static_cast<std::size_t>(id)].end = t;
+    const int members = batches_[static_cast<std::size_t>(id)].members;
+    const std::uint8_t stream = batches_[static_cast<std::size_t>(id)].stream;
+    for (int i = 0; i < members; ++i) {
+      const int r = member_rank(batches_[static_cast<std::size_t>(id)], i);
+      auto& st = ranks_[static_cast<std::size_t>(r)].streams[stream];
+      ++st.head;
+      st.free_at = t;
+      st.head_arrived = false;
+      if (st.head == st.queue.size()) {
+        st.queue.clear();
+        st.head = 0;
+      }
+      try_arrive(r, stream);
+    }
+    const auto waiters = std::move(batches_[static_cast<std::size_t>(id)].compute_waiters);
+    const auto deps = std::move(batches_[static_cast<std::size_t>(id)].dep_waiters);
+    for (int r : waiters) advance(r);
+    for (const auto& [r, s] : deps) try_arrive(r, s);
+  }
+
+  [[noreturn]] void deadlock(int r) const {
+    const RankState& s = ranks_[static_cast<std::size_t>(r)];
+    std::string what = "its end of step";
+    if (s.pc < s.prog->code.size()) {
+      const auto& in = s.prog->code[s.pc];
+      const int b =
+          in.ref < 0 ? -1
+                     : (in.previous ? s.prev_issued : s.issued)[static_cast<std::size_t>(in.ref)];
+      if (b >= 0) {
+        const Batch& batch = batches_[static_cast<std::size_t>(b)];
+        what =
+            fmt::format("{} of group {} ({} of {} ranks arrived)", engine::op_name(batch.spec->op),
+                        batch.spec->group, batch.arrived, batch.members);
+      }
+    }
+    throw RuntimeFailure(
+        fmt::format("projection deadlock: rank {} waits at step {} for {}", r, s.step + 1, what));
+  }
+
+  const WorldPrograms& w_;
+  const Machine& m_;
+  int steps_, rows_, cols_;
+  LinkNetwork net_;
+  std::vector<RankState> ranks_;
+  std::vector<Batch> batches_;
+  std::vector<std::vector<int>> instances_[2];
+  std::vector<CommSpan> row_span_, col_span_;
+  std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>
+      events_;
+  std::vector<int> flow_batch_;
+  std::vector<CallSize> calls_;
+  std::unordered_map<const BatchSpec*, Tally> tallies_;
+  ReplayResult result_;
+};
+
+}  // namespace
+
+ReplayResult replay(const WorldPrograms& w, const Machine& machine, int steps) {
+  if (steps < 1) throw InputError(fmt::format("replay of {} steps is invalid (>= 1)", steps));
+  return Replayer(w, machine, steps).run();
+}
+
+}  // namespace dmuon::project

@@ -1,0 +1,54 @@
+#pragma once
+// The discrete-event replay of compiled step programs over a modelled world.
+//
+// Per rank: a compute stream that runs the program in order (compute instructions advance its
+// clock; a wait blocks it until the named batch has ended), and the CUDA backend's three
+// communication streams, each running its batches in issue order. A batch is ready on a rank
+// when that rank's compute stream has reached its issue (stage 2: when the stage-1 batch it
+// follows has ended instead: the engine orders it after that batch, not after compute) and
+// its stream has finished the batch before; it starts when it is ready on every rank of its
+// communicator (NCCL blocks until all have joined), then takes its collectives' latency and
+// transfer on the link network (link_network.hpp), sharing bandwidth with every batch in
+// flight on the same ports. A step ends, as the engine's end_step() does, when the compute
+// stream is done and the weights and reduce streams have drained; the next step starts there
+// (the replicate stream keeps running: its broadcasts are waited at the next forward).
+//
+// On a CPU machine (the host backend over MPI) the rank's core moves the bytes, inside its MPI
+// calls, so communication does not overlap its compute: the compute stream waits for every
+// batch it issues.
+//
+// Phases are timed as the CUDA phase timer does: segments of the compute stream between the
+// executor's switch points; exposed communication is the sum of the exposed segments.
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "dmuon/engine/run_result.hpp"
+#include "dmuon/project/machine_model.hpp"
+#include "dmuon/project/world_programs.hpp"
+
+namespace dmuon::project {
+
+struct ReplayResult {
+  int steps = 0;
+  int world = 0;
+  /// ms per step, rank and phase: [(step · world + rank) · kPhaseCount + phase]
+  std::vector<double> rank_phases_ms;
+  /// Of the last step, per channel (engine::channel_index) and rank: [channel · world + rank]
+  std::vector<std::int64_t> calls, bytes;
+  std::int64_t batches = 0;  ///< batch instances replayed (all steps)
+  double phase_ms(int step, int rank, engine::Phase p) const {
+    return rank_phases_ms[(static_cast<std::size_t>(step) * static_cast<std::size_t>(world) +
+                           static_cast<std::size_t>(rank)) *
+                              engine::kPhaseCount +
+                          static_cast<std::size_t>(p)];
+  }
+};
+
+/// Replays `steps` consecutive steps of every rank. Throws RuntimeFailure when the programs
+/// deadlock (a batch some participant never issues) or, with w.check_batches, when the ranks
+/// of a communicator issue different collectives at the same position.
+ReplayResult replay(const WorldPrograms& w, const Machine& machine, int steps);
+
+}  // namespace dmuon::project

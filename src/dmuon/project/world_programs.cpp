@@ -1,0 +1,239 @@
+#include "dmuon/project/world_programs.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/project/reduced_layout.hpp"
+#include "dmuon/project/sample_classes.hpp"
+
+namespace dmuon::project {
+
+using engine::Op;
+using engine::StepLayout;
+
+const char* symmetry_name(Symmetry s) {
+  return s == Symmetry::full ? "full" : "reduced";
+}
+
+namespace {
+
+// Seconds of one compute op of `L` on a rank of sample class `cls`. Aggregate parameters of a
+// reduced layout cost the group's total over the reference layout minus the members kept.
+class Durations {
+ public:
+  Durations(const OpCost& cost, const SampleClasses& samples) : cost_(cost), samples_(samples) {}
+
+  // Per-group totals of forward / backward over `ref`'s members (DMuon sites), for `cls`.
+  void set_reference(const StepLayout* ref) { ref_ = ref; }
+
+  double operator()(const StepLayout& L, int cls, const engine::StepOp& op) const {
+    switch (op.op) {
+      case Op::pack: return cost_.pack(L, op.group);
+      case Op::prepare: return cost_.prepare(L, op.group);
+      case Op::forward:
+      case Op::backward: {
+        const bool fwd = op.op == Op::forward;
+        const auto& p = L.params[static_cast<std::size_t>(op.param)];
+        if (!is_aggregate(p)) return one(p, cls, fwd, L.me.shard);
+        double kept = 0;
+        for (int pi : L.groups[static_cast<std::size_t>(op.group)].members) {
+          const auto& q = L.params[static_cast<std::size_t>(pi)];
+          if (!is_aggregate(q)) kept += one(q, cls, fwd, L.me.shard);
+        }
+        return std::max(0.0, total(cls, op.group, fwd) - kept);
+      }
+      case Op::newton_schulz:
+        return cost_.newton_schulz(L.params[static_cast<std::size_t>(op.param)]);
+      case Op::apply: return cost_.apply(L.params[static_cast<std::size_t>(op.param)], L.me.column);
+      default: return 0;
+    }
+  }
+
+ private:
+  double one(const engine::ParamLayout& p, int cls, bool fwd, int shard) const {
+    const std::int64_t local = samples_.local(p.pid, cls);
+    return fwd ? cost_.forward(p, local) : cost_.backward(p, local, shard);
+  }
+
+  double total(int cls, int group, bool fwd) const {
+    auto it = totals_.find(cls);
+    if (it == totals_.end()) {
+      std::vector<std::array<double, 2>> t(ref_->groups.size(), {0.0, 0.0});
+      for (std::size_t g = 0; g < ref_->groups.size(); ++g)
+        for (int pi : ref_->groups[g].members) {
+          const auto& p = ref_->params[static_cast<std::size_t>(pi)];
+          t[g][0] += one(p, cls, true, ref_->me.shard);
+          t[g][1] += one(p, cls, false, ref_->me.shard);
+        }
+      it = totals_.emplace(cls, std::move(t)).first;
+    }
+    return it->second[static_cast<std::size_t>(group)][fwd ? 0 : 1];
+  }
+
+  const OpCost& cost_;
+  const SampleClasses& samples_;
+  const StepLayout* ref_ = nullptr;
+  mutable std::map<int, std::vector<std::array<double, 2>>> totals_;
+};
+
+void account_memory(WorldPrograms& w, const StepLayout& L, int wire_bytes) {
+  w.peak_packed_bytes = std::max(w.peak_packed_bytes, L.live_weight_elems * wire_bytes);
+  w.master_bytes = std::max(w.master_bytes, L.master_elems * 4);
+  w.state_bytes = std::max(w.state_bytes, (L.state_elems + L.second_state_elems) * 4);
+}
+
+// The issue ops of a schedule in order, split by communicator, as batch specs.
+struct ReferenceBatches {
+  std::vector<const BatchSpec*> by_comm[2];
+};
+
+ReferenceBatches reference_batches(WorldPrograms& w, const StepLayout& L, const engine::Schedule& s,
+                                   const engine::ScheduleOptions& so) {
+  ReferenceBatches r;
+  for (const auto& op : s) {
+    if (op.op != Op::issue_weights && op.op != Op::issue_reduce && op.op != Op::issue_stage2 &&
+        op.op != Op::issue_gather && op.op != Op::publish)
+      continue;
+    w.specs.push_back(batch_spec(L, op, so));
+    r.by_comm[static_cast<std::size_t>(w.specs.back().comm)].push_back(&w.specs.back());
+  }
+  return r;
+}
+
+const BatchSpec* take(const std::vector<const BatchSpec*>& list, const engine::StepOp& op,
+                      int seq) {
+  if (seq >= static_cast<int>(list.size()) || list[static_cast<std::size_t>(seq)]->op != op.op ||
+      list[static_cast<std::size_t>(seq)]->group != op.group)
+    throw RuntimeFailure(fmt::format(
+        "projection: rank symmetry broken: issue {} of group {} is not the reference rank's "
+        "collective {} on its communicator",
+        engine::op_name(op.op), op.group, seq));
+  return list[static_cast<std::size_t>(seq)];
+}
+
+}  // namespace
+
+WorldPrograms build_programs(const model::ModuleTree& tree, const plan::Plan& plan,
+                             const engine::EngineOptions& o, const OpCost& cost,
+                             Symmetry symmetry) {
+  const auto& po = plan.partition.options;
+  const int world = po.shard * po.replicate;
+  WorldPrograms w;
+  w.world = world;
+  const bool ddp = o.method == engine::Method::ddp_muon;
+  w.rows = ddp ? 1 : po.replicate;
+  w.columns = ddp ? world : po.shard;
+  w.program_of_rank.assign(static_cast<std::size_t>(world), 0);
+  const auto so = engine::schedule_options(o);
+  const engine::LayoutOptions lo{o.method, o.reshard, o.prefetch, o.pipeline};
+  const SampleClasses samples(tree, o.global_samples(world), world);
+  const int wire = static_cast<int>(kernels::dtype_bytes(o.comm_dtype));
+  Durations durations(cost, samples);
+
+  if (symmetry == Symmetry::full) {
+    w.check_batches = true;
+    for (int r = 0; r < world; ++r) {
+      const StepLayout L = engine::make_layout(tree, plan, lo, r);
+      const engine::Schedule s = engine::make_schedule(L, so);
+      const int cls = samples.class_of(r);
+      w.programs.push_back(compile_program(
+          s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
+          [&](const engine::StepOp& op, int) {
+            w.specs.push_back(batch_spec(L, op, so));
+            return &w.specs.back();
+          }));
+      w.program_of_rank[static_cast<std::size_t>(r)] = r;
+      account_memory(w, L, wire);
+      w.hook_calls = std::max(w.hook_calls, w.programs.back().hook_calls);
+      w.groups = static_cast<std::int64_t>(L.groups.size());
+    }
+    return w;
+  }
+
+  const StepLayout ref = engine::make_layout(tree, plan, lo, 0);
+  const engine::Schedule ref_schedule = engine::make_schedule(ref, so);
+  const ReferenceBatches batches = reference_batches(w, ref, ref_schedule, so);
+  w.groups = static_cast<std::int64_t>(ref.groups.size());
+
+  if (o.method != engine::Method::dmuon) {
+    // One schedule for all; a program per (sample class, short last shards).
+    std::vector<std::vector<std::pair<int, std::int64_t>>> short_of_column(
+        static_cast<std::size_t>(w.columns));
+    if (o.method == engine::Method::fsdp_muon)
+      for (std::size_t i = 0; i < ref.params.size(); ++i) {
+        const auto& p = ref.params[i];
+        if (p.storage != engine::Storage::sharded || !p.muon || p.chunk <= 0) continue;
+        for (std::int64_t c = std::max<std::int64_t>(0, (p.numel - p.chunk) / p.chunk);
+             c < w.columns; ++c) {
+          const std::int64_t len =
+              std::max<std::int64_t>(0, std::min(p.chunk, p.numel - c * p.chunk));
+          if (len < p.chunk)
+            short_of_column[static_cast<std::size_t>(c)].emplace_back(static_cast<int>(i), len);
+        }
+      }
+    std::map<std::pair<int, std::vector<std::pair<int, std::int64_t>>>, int> program_of_key;
+    for (int r = 0; r < world; ++r) {
+      const int column = r % w.columns;
+      auto key =
+          std::make_pair(samples.class_of(r), short_of_column[static_cast<std::size_t>(column)]);
+      auto it = program_of_key.find(key);
+      if (it == program_of_key.end()) {
+        StepLayout L = ref;  // durations read me.column (apply of a last shard)
+        L.me = ddp ? engine::RankCoords::of(r, world, 1)
+                   : engine::RankCoords::of(r, po.shard, po.replicate);
+        const int cls = key.first;
+        w.programs.push_back(compile_program(
+            ref_schedule, [&](const engine::StepOp& op) { return durations(L, cls, op); },
+            [&](const engine::StepOp& op, int seq) {
+              return take(batches.by_comm[static_cast<std::size_t>(engine::comm_of(op.op))], op,
+                          seq);
+            }));
+        it = program_of_key.emplace(std::move(key), static_cast<int>(w.programs.size()) - 1).first;
+      }
+      w.program_of_rank[static_cast<std::size_t>(r)] = it->second;
+    }
+    account_memory(w, ref, wire);
+    w.hook_calls = w.programs.front().hook_calls;
+    return w;
+  }
+
+  // DMuon: a reduced layout and schedule per rank.
+  durations.set_reference(&ref);
+  const LayoutReducer reducer(ref, plan);
+  std::map<int, std::vector<const BatchSpec*>> column_batches;
+  w.programs.reserve(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    const ReducedLayout R = reducer.reduce(r);
+    const StepLayout& L = R.layout;
+    const engine::Schedule s = engine::make_schedule(L, so);
+    const int cls = samples.class_of(r);
+    auto& mine = column_batches[L.me.column];
+    w.programs.push_back(compile_program(
+        s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
+        [&](const engine::StepOp& op, int seq) -> const BatchSpec* {
+          if (engine::comm_of(op.op) == engine::CommGroup::shard)
+            return take(batches.by_comm[0], op, seq);
+          BatchSpec spec = batch_spec(L, op, so);
+          if (seq < static_cast<int>(mine.size())) {
+            const BatchSpec* known = mine[static_cast<std::size_t>(seq)];
+            if (known->op != spec.op || known->group != spec.group || !(known->calls == spec.calls))
+              throw RuntimeFailure(
+                  fmt::format("projection: ranks of column {} disagree on their collective {}",
+                              L.me.column, seq));
+            return known;
+          }
+          w.specs.push_back(std::move(spec));
+          mine.push_back(&w.specs.back());
+          return &w.specs.back();
+        }));
+    w.program_of_rank[static_cast<std::size_t>(r)] = r;
+    account_memory(w, L, wire);
+    w.hook_calls = std::max(w.hook_calls, w.programs.back().hook_calls);
+  }
+  return w;
+}
+
+}  // namespace dmuon::project

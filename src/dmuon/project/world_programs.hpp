@@ -1,0 +1,51 @@
+#pragma once
+// The compiled programs of every rank of a modelled world for one run (method, plan,
+// options), built from the engine's own layouts and schedules:
+//
+//   full      make_layout + make_schedule + collectives_of for every rank: the reference the
+//             reduced form is tested against; fine up to a few hundred ranks of a small model
+//   reduced   rank symmetry: FSDP and DDP ranks share one schedule (their layouts differ only in
+//             offsets) and differ only in durations, so ranks with equal sample counts (and,
+//             for fsdp-muon, an equally long last shard) share one program; DMuon ranks each
+//             get the schedule of their reduced layout (reduced_layout.hpp), O(groups + owned
+//             parameters) per rank, with the row collectives of one full reference layout.
+//
+// Programs are shared between ranks by index, batch specs are owned here and shared by
+// pointer, so the memory is O(distinct programs + batches of one step).
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "dmuon/engine/engine_options.hpp"
+#include "dmuon/model/module_tree.hpp"
+#include "dmuon/plan/plan.hpp"
+#include "dmuon/project/op_cost.hpp"
+#include "dmuon/project/rank_program.hpp"
+
+namespace dmuon::project {
+
+enum class Symmetry { full, reduced };
+const char* symmetry_name(Symmetry s);
+
+struct WorldPrograms {
+  int world = 1;
+  int rows = 1, columns = 1;  ///< the method's grid (DDP: one row of all ranks)
+  std::vector<RankProgram> programs;
+  std::vector<int> program_of_rank;
+  std::deque<BatchSpec> specs;
+  /// Full form: every participant's batch is compared with the others' during the replay.
+  bool check_batches = false;
+  std::int64_t hook_calls = 0;  ///< per rank per step
+  std::int64_t groups = 0;      ///< groups of a layout (hook sites + the FSDP unit)
+  /// Max over ranks, bytes: weight buffers live at once (Z3: prefetch + 1 groups), fp32
+  /// masters, optimizer state (as RunResult reports them).
+  std::int64_t peak_packed_bytes = 0, master_bytes = 0, state_bytes = 0;
+};
+
+/// Builds every rank's program. `o.method` selects the method; the plan's partition options
+/// give the world (R × G).
+WorldPrograms build_programs(const model::ModuleTree& tree, const plan::Plan& plan,
+                             const engine::EngineOptions& o, const OpCost& cost, Symmetry symmetry);
+
+}  // namespace dmuon::project

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""dmuon_project as a product: the issue's reference command prints per-method projected step
+times, MFU and phases for both world sizes; the results file has dmuon_bench's layout, marked
+projected with the machine model embedded, and plot_results.py and dmuon_compare accept it.
+Exit 0 with 'OK' on success, 1 with the first failed check."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+
+def fail(msg):
+    print(f"FAILED: {msg}")
+    sys.exit(1)
+
+
+def run(cmd, env=None, expect=0):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != expect:
+        fail(f"{' '.join(cmd)} exited {p.returncode} (expected {expect})\n{p.stdout}\n{p.stderr}")
+    return p.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--project", required=True)
+    ap.add_argument("--compare", required=True)
+    ap.add_argument("--plot", required=True)
+    ap.add_argument("--workdir", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    out = os.path.join(a.workdir, "projected.h5")
+    if os.path.exists(out):
+        os.remove(out)
+    cmd = [a.project, "--topology", "llm", "--preset", "llama3-8b", "--machine", "a800",
+           "--world-size", "8,128", "--method", "dmuon,fsdp-adamw,fsdp-muon", "--boundary",
+           "recommended", "--seq-len", "2048", "--micro-batch", "2", "--comm-dtype", "bf16",
+           "--json", "--output", out]
+    j = json.loads(run(cmd))
+    if j.get("projected") is not True or j.get("machine", {}).get("name") != "a800":
+        fail("the JSON is not marked projected on a800")
+    if j.get("world_sizes") != [8, 128] or not j.get("passed"):
+        fail(f"world_sizes {j.get('world_sizes')}, passed {j.get('passed')}")
+    seen = set()
+    for r in j["runs"]:
+        seen.add((r["method"], r["world_size"]))
+        for key in ("step_ms", "mfu", "tokens_per_s", "phases_ms", "collectives"):
+            if key not in r:
+                fail(f"run {r['method']} n={r['world_size']} has no '{key}'")
+        if not (r["step_ms"] > 0 and 0 < r["mfu"] < 1 and r["tokens_per_s"] > 0):
+            fail(f"implausible figures in {r['method']} n={r['world_size']}: {r['step_ms']} ms, "
+                 f"MFU {r['mfu']}")
+        ph = r["phases_ms"]
+        if abs(ph["step"] - r["step_ms"]) > 1e-9 or "exposed_comm" not in ph:
+            fail("phases_ms does not carry the step and exposed communication")
+        # 8 ranks x 2 x 2048 tokens, 128 ranks likewise: the global batch scales with the world.
+        if r["global_tokens"] != r["world_size"] * 4096:
+            fail(f"global tokens {r['global_tokens']} at n={r['world_size']}")
+        if not r["audit_ok"]:
+            fail(f"audit of the replayed schedule failed: {r.get('audit_message')}")
+    want = {(m, n) for m in ("dmuon", "fsdp-adamw", "fsdp-muon") for n in (8, 128)}
+    if seen != want:
+        fail(f"runs {sorted(seen)} != {sorted(want)}")
+
+    import h5py  # Debian's python3-h5py
+    with h5py.File(out, "r") as f:
+        if f.attrs["format"] != "dmuon-results" or int(f.attrs["num_runs"]) != 6:
+            fail("results file format / run count")
+        for i in range(6):
+            s = f["runs"][str(i)]["summary"].attrs
+            def text(v):
+                return v.decode() if isinstance(v, bytes) else str(v)
+            if text(s["timings_source"]) != "projected" or text(s["machine"]) != "a800":
+                fail(f"run {i} is not marked projected on a800")
+            if "memory_bandwidth_GBps: 2039" not in text(s["machine_model"]):
+                fail(f"run {i} does not embed the machine model")
+            if not (0 < float(s["mfu"]) < 1):
+                fail(f"run {i} mfu {s['mfu']}")
+    # The same file against itself passes the gate; plots are written from it.
+    run([a.compare, out, out])
+    env = dict(os.environ, MPLBACKEND="Agg")
+    plots = os.path.join(a.workdir, "plots")
+    txt = run([sys.executable, a.plot, out, "-o", plots], env=env)
+    if "scaling.png" not in txt:
+        fail(f"plot_results.py wrote no scaling plot: {txt}")
+    print(f"OK: {len(j['runs'])} projected runs")
+
+
+if __name__ == "__main__":
+    main()

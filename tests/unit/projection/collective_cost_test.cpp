@@ -1,0 +1,104 @@
+// The collective cost model against times worked out by hand from its documented formulas
+// (collective_cost.hpp): measured α/β machines, and NCCL's constants (src/graph/tuning.cc).
+
+#include <gtest/gtest.h>
+
+#include "dmuon/project/collective_cost.hpp"
+#include "test_machines.hpp"
+
+namespace {
+
+using namespace dmuon;
+using comm::CollectiveKind;
+using project::collective_time;
+using project::CommSpan;
+
+constexpr double us = 1e-6, ms = 1e-3;
+
+TEST(CollectiveCost, BroadcastAtKnownLatencyAndBandwidth) {
+  // α = 10 µs measured at 4 ranks, β = 5 GB/s: 1e6 floats = 4 MB.
+  const auto m = project::testing::measured_machine(4, 10, 5);
+  const auto t = collective_time(m, CollectiveKind::broadcast, 1'000'000, 4, {4, 1});
+  EXPECT_NEAR(t.latency_s, 10 * us, 1e-12);
+  EXPECT_NEAR(t.transfer_s, 4e6 / 5e9, 1e-12);  // 0.8 ms
+  // At 8 ranks the chain is 7 hops instead of 3: α scales to 70/3 µs.
+  const auto t8 = collective_time(m, CollectiveKind::broadcast, 1'000'000, 4, {8, 1});
+  EXPECT_NEAR(t8.latency_s, 70.0 / 3 * us, 1e-12);
+  EXPECT_NEAR(t8.transfer_s, 0.8 * ms, 1e-12);
+}
+
+TEST(CollectiveCost, RingAllReduceAtKnownLatencyAndBandwidth) {
+  // α = 20 µs (two traversals) at 4 ranks, β = 5 GB/s; busbw factor 2·3/4.
+  const auto m = project::testing::measured_machine(4, 10, 5);
+  const auto t = collective_time(m, CollectiveKind::all_reduce, 1'000'000, 4, {4, 1});
+  EXPECT_NEAR(t.latency_s, 20 * us, 1e-12);
+  EXPECT_NEAR(t.transfer_s, 4e6 * 1.5 / 5e9, 1e-12);  // 1.2 ms
+  // all_gather of a 1e6-float chunk: S = 16 MB, factor 3/4.
+  const auto g = collective_time(m, CollectiveKind::all_gather, 1'000'000, 4, {4, 1});
+  EXPECT_NEAR(g.total_s(), 10 * us + 12e6 / 5e9, 1e-12);
+  // Nothing moves on one rank or with no bytes.
+  EXPECT_EQ(collective_time(m, CollectiveKind::all_reduce, 100, 4, {1, 1}).total_s(), 0);
+  EXPECT_EQ(collective_time(m, CollectiveKind::broadcast, 0, 4, {4, 1}).total_s(), 0);
+}
+
+TEST(CollectiveCost, NcclRingAllReduceLargeMessage) {
+  // 8 ranks on one NVLink domain of 300 GB/s, 1 GB: ring/Simple = 8.4 + 14·3.4 µs latency and
+  // 1e9·(2·7/8) / 300e9 s; ring/LL has a quarter of the bandwidth and the tree is capped at
+  // 110 GB/s with 2·7·28 µs of latency: both slower.
+  const auto m = project::testing::nccl_machine(8, 300, 40);
+  const auto t = collective_time(m, CollectiveKind::all_reduce, 250'000'000, 4, {8, 1});
+  EXPECT_STREQ(t.algorithm, "ring");
+  EXPECT_STREQ(t.protocol, "simple");
+  EXPECT_NEAR(t.latency_s, 56.0 * us, 1e-12);
+  EXPECT_NEAR(t.transfer_s, 1e9 * 1.75 / 300e9, 1e-12);
+}
+
+TEST(CollectiveCost, NcclSmallAllReducePicksLowLatency) {
+  // 4 KB on 8 ranks: ring/LL 6.6 + 14·0.47 µs + 4096·1.75 / 75e9 s beats the tree/LL
+  // (6.8 + 2·7·0.52 µs) and anything Simple (56 µs and more).
+  const auto m = project::testing::nccl_machine(8, 300, 40);
+  const auto t = collective_time(m, CollectiveKind::all_reduce, 1024, 4, {8, 1});
+  EXPECT_STREQ(t.protocol, "ll");
+  EXPECT_STREQ(t.algorithm, "ring");
+  EXPECT_NEAR(t.total_s(), 13.18 * us + 4096 * 1.75 / 75e9, 1e-12);
+}
+
+TEST(CollectiveCost, NcclCrossDomainUsesTheNics) {
+  const auto m = project::testing::nccl_machine(8, 300, 40);
+  // 16 ranks on 2 domains, 8 per domain: min(300, 8·40) = 300 GB/s; 15 hops, one between
+  // domains: 8.4 + 14·3.4 + 9.6 µs.
+  const auto a = collective_time(m, CollectiveKind::broadcast, 250'000'000, 4, {16, 2});
+  EXPECT_NEAR(a.latency_s, 65.6 * us, 1e-12);
+  EXPECT_NEAR(a.transfer_s, 1e9 / 300e9, 1e-12);
+  // One rank per domain (an HSDP column): one NIC, 40 GB/s; 3 hops, all between domains.
+  const auto b = collective_time(m, CollectiveKind::broadcast, 25'000'000, 4, {4, 4});
+  EXPECT_NEAR(b.latency_s, (8.4 + 3 * 9.6) * us, 1e-12);
+  EXPECT_NEAR(b.transfer_s, 1e8 / 40e9, 1e-12);
+}
+
+TEST(CollectiveCost, ABatchPaysOneLatencyAndPicksOneProtocol) {
+  // 1 MB broadcasts on 8 ranks: alone, LL wins (9.89 µs + 1e6 / 100e9 s against
+  // 32.2 µs + 1e6 / 300e9 s); ten in one group share one latency, and Simple wins:
+  // 32.2 µs + 10·1e6 / 300e9 s.
+  const auto m = project::testing::nccl_machine(8, 300, 40);
+  const auto one = collective_time(m, CollectiveKind::broadcast, 250'000, 4, {8, 1});
+  EXPECT_STREQ(one.protocol, "ll");
+  EXPECT_NEAR(one.total_s(), 9.89 * us + 1e6 / 100e9, 1e-12);
+  const std::vector<project::CallSize> ten(10, {CollectiveKind::broadcast, 250'000, 4});
+  const auto batch = project::batch_time(m, ten, {8, 1});
+  EXPECT_STREQ(batch.protocol, "simple");
+  EXPECT_NEAR(batch.latency_s, 32.2 * us, 1e-12);
+  EXPECT_NEAR(batch.transfer_s, 10 * 1e6 / 300e9, 1e-12);
+}
+
+TEST(CollectiveCost, ACpuBatchPaysEveryLatency) {
+  // MPI progresses a batch's nonblocking collectives one after another on the rank's core:
+  // three 1 KB broadcasts at α = 10 µs, 5 GB/s cost 3·10 µs + 3·1024 / 5e9 s.
+  const auto m = project::testing::measured_machine(4, 10, 5, "cpu");
+  const std::vector<project::CallSize> three(3, {CollectiveKind::broadcast, 256, 4});
+  const auto t = project::batch_time(m, three, {4, 1});
+  EXPECT_NEAR(t.latency_s, 30 * us, 1e-12);
+  EXPECT_NEAR(t.transfer_s, 3 * 1024 / 5e9, 1e-15);
+}
+
+}  // namespace

@@ -1,0 +1,160 @@
+// Machine files: the shipped ones load (and carry a source comment on every value line), bad
+// files are one-line InputErrors naming the file, line and what is valid, and what
+// --calibrate writes reads back.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/project/machine_model.hpp"
+
+namespace {
+
+using namespace dmuon;
+using project::parse_machine;
+
+const std::string kGood =
+    "name: good\n"
+    "device: gpu\n"
+    "ranks_per_node: 8\n"
+    "nvlink_domain: 8\n"
+    "compute:\n"
+    "  peak_tflops: {fp32: 60, bf16: 900, fp16: 900}\n"
+    "  gemm_efficiency: 0.8\n"
+    "  sm_count: 100\n"
+    "  gemm_tile: [64, 256]\n"
+    "  memory_bandwidth_GBps: 3000\n"
+    "network:\n"
+    "  intra: {busbw_GBps: 300}\n"
+    "  inter: {busbw_GBps: 40}\n";
+
+// The InputError message of parsing `text`, "" if it parsed.
+std::string error_of(const std::string& text) {
+  try {
+    (void)parse_machine(text, "m.yaml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  const auto at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return s.replace(at, from.size(), to);
+}
+
+TEST(MachineModel, ParsesEveryField) {
+  const auto m = parse_machine(kGood, "m.yaml");
+  EXPECT_EQ(m.name, "good");
+  EXPECT_EQ(m.device, project::DeviceKind::gpu);
+  EXPECT_EQ(m.ranks_per_node, 8);
+  EXPECT_EQ(m.nvlink_domain, 8);
+  EXPECT_DOUBLE_EQ(m.compute.peak_flops(kernels::Dtype::f32), 60e12);
+  EXPECT_DOUBLE_EQ(m.compute.peak_flops(kernels::Dtype::bf16), 900e12);
+  EXPECT_DOUBLE_EQ(m.compute.gemm_efficiency, 0.8);
+  EXPECT_EQ(m.compute.sm_count, 100);
+  EXPECT_EQ(m.compute.tile_m, 64);
+  EXPECT_EQ(m.compute.tile_n, 256);
+  EXPECT_DOUBLE_EQ(m.compute.memory_efficiency, 1.0);  // default
+  EXPECT_DOUBLE_EQ(m.intra.busbw_gbps, 300);
+  EXPECT_DOUBLE_EQ(m.inter.busbw_gbps, 40);
+  EXPECT_EQ(m.domain_of(7), 0);
+  EXPECT_EQ(m.domain_of(8), 1);
+  EXPECT_EQ(m.text, kGood);
+}
+
+TEST(MachineModel, BadFilesAreOneLineErrorsNamingLineAndValid) {
+  struct Case {
+    std::string text, expect;
+  };
+  const Case cases[] = {
+      {replace(kGood, "device: gpu", "device: tpu"),
+       "m.yaml:2: device 'tpu' is invalid \\(valid: gpu, cpu\\)"},
+      {replace(kGood, "ranks_per_node: 8\n", ""), "m.yaml:1: the machine has no 'ranks_per_node'"},
+      {replace(kGood, "gemm_efficiency: 0.8", "gemm_efficiency: 1.5"),
+       "gemm_efficiency is 1.5 \\(must be <= 1\\)"},
+      {replace(kGood, "memory_bandwidth_GBps: 3000", "memory_bandwidth_GBps: -1"),
+       "m.yaml:10: compute.memory_bandwidth_GBps is -1 \\(must be > 0\\)"},
+      {replace(kGood, "memory_bandwidth_GBps: 3000", "memory_bandwidth_GBps: fast"),
+       "compute.memory_bandwidth_GBps must be a number"},
+      {replace(kGood, "  sm_count: 100\n", "  sm_count: 100\n  clock_ghz: 2\n"),
+       "m.yaml:9: unknown key 'clock_ghz' in compute \\(valid keys: peak_tflops, gemm_efficiency, "
+       "gemm_half_dim, sm_count,"},
+      {replace(kGood, "bf16: 900, ", ""), "compute.peak_tflops has no 'bf16'"},
+      {replace(kGood, "[64, 256]", "[64]"), "compute.gemm_tile must be \\[rows, cols\\]"},
+      {replace(kGood, "name: good", "name: Good Machine"), "name 'Good Machine' is invalid"},
+      {replace(kGood, "  intra: {busbw_GBps: 300}\n", ""), "network has no 'intra'"},
+      {"name: [unclosed\n", "m.yaml:2:1: YAML syntax error"},
+      {"- a\n- b\n", "m.yaml: not a mapping"},
+  };
+  for (const auto& c : cases) {
+    const std::string e = error_of(c.text);
+    EXPECT_TRUE(std::regex_search(e, std::regex(c.expect)))
+        << "got: " << e << "\nwant: " << c.expect;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+}
+
+TEST(MachineModel, CpuMachinesNeedOnlyFp32) {
+  const auto m = parse_machine(replace(replace(kGood, "device: gpu", "device: cpu"),
+                                       "{fp32: 60, bf16: 900, fp16: 900}", "{fp32: 0.1}"),
+                               "m.yaml");
+  EXPECT_DOUBLE_EQ(m.compute.peak_flops(kernels::Dtype::bf16), 0.1e12);
+}
+
+TEST(MachineModel, UnknownNamesListTheShippedMachines) {
+  try {
+    (void)project::load_machine("h1000", DMUON_MACHINES_DIR);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_TRUE(std::regex_search(
+        e.what(),
+        std::regex("unknown machine 'h1000' \\(valid: .*a800.*gb200-nvl72.*h100-ndr.*h200")))
+        << e.what();
+  }
+  EXPECT_THROW((void)project::load_machine("/nonexistent/m.yaml", DMUON_MACHINES_DIR), InputError);
+}
+
+TEST(MachineModel, ShippedMachinesLoadAndCiteASourceForEveryValue) {
+  for (const char* name : {"a800", "h100-ndr", "h200", "gb200-nvl72"}) {
+    const auto m = project::load_machine(name, DMUON_MACHINES_DIR);
+    EXPECT_EQ(m.name, name);
+    EXPECT_EQ(m.device, project::DeviceKind::gpu);
+    EXPECT_GT(m.inter.busbw_gbps, 0) << name;
+    // Every line holding a number carries a comment (its source or the stated assumption).
+    std::istringstream in(m.text);
+    int line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++line_no;
+      if (line.empty() || line[0] == '#') continue;
+      const bool has_value =
+          std::regex_search(line, std::regex("^\\s*[A-Za-z_0-9]+:\\s*[0-9\\[{]"));
+      if (has_value) {
+        EXPECT_NE(line.find('#'), std::string::npos) << name << ":" << line_no << ": " << line;
+      }
+    }
+  }
+}
+
+TEST(MachineModel, WrittenFilesReadBack) {
+  auto m = parse_machine(kGood, "m.yaml");
+  m.measured.ranks = 4;
+  m.measured.kinds[static_cast<std::size_t>(comm::CollectiveKind::reduce)] =
+      project::MeasuredCollective{12.5, 3.25};
+  const auto back = parse_machine(project::to_yaml(m, "two\nlines"), "w.yaml");
+  EXPECT_EQ(back.name, m.name);
+  EXPECT_DOUBLE_EQ(back.compute.peak_flops(kernels::Dtype::f16), 900e12);
+  EXPECT_EQ(back.compute.tile_n, 256);
+  EXPECT_EQ(back.measured.ranks, 4);
+  const auto& r = back.measured.kinds[static_cast<std::size_t>(comm::CollectiveKind::reduce)];
+  ASSERT_TRUE(r.has_value());
+  EXPECT_DOUBLE_EQ(r->latency_us, 12.5);
+  EXPECT_DOUBLE_EQ(r->busbw_gbps, 3.25);
+  EXPECT_FALSE(back.measured.kinds[0].has_value());
+}
+
+}  // namespace

@@ -1,0 +1,199 @@
+// Rank symmetry against the unreduced replay, and the replayed schedules against the formula:
+// for every method and the main options on the small topologies,
+//   - the reduced DMuon layout's schedule is the full schedule with each run of aggregated
+//     member ops collapsed into one op (same order, phases, hooks, groups, kept parameters);
+//   - projecting with the reduced programs gives the same per-rank phases (up to summation
+//     order) and exactly the same per-rank collective calls and bytes as the full programs;
+//   - the bytes the replayed batches move are the closed-form formula's (the run's audit).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/plan_options.hpp"
+#include "dmuon/engine/step_schedule.hpp"
+#include "dmuon/project/projection.hpp"
+#include "dmuon/project/reduced_layout.hpp"
+#include "test_machines.hpp"
+
+namespace {
+
+using namespace dmuon;
+using engine::Method;
+
+struct Case {
+  std::string topology;
+  int world = 4, replicate = 1;
+  Method method = Method::dmuon;
+  plan::Reshard reshard = plan::Reshard::z3;
+  int prefetch = 1;
+  plan::GradReduce grad_reduce = plan::GradReduce::per_param;
+  engine::OptimizerPipeline pipeline = engine::OptimizerPipeline::per_group;
+  bool no_pack = false;
+  std::string name() const {
+    std::ostringstream s;
+    s << topology << " N=" << world << " R=" << replicate << " " << engine::method_name(method)
+      << " " << plan::reshard_name(reshard) << " pf" << prefetch << " "
+      << plan::grad_reduce_name(grad_reduce) << " " << engine::optimizer_pipeline_name(pipeline)
+      << (no_pack ? " no-pack" : "");
+    return s.str();
+  }
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  const Method methods[] = {Method::dmuon, Method::fsdp_adamw, Method::fsdp_muon, Method::ddp_muon};
+  int k = 0;
+  for (const char* t : {"moe", "vla", "llm", "nested", "moe-llm"})
+    for (auto [world, replicate] : {std::pair{4, 1}, {8, 1}, {8, 2}, {4, 4}})
+      for (Method m : methods)
+        for (auto rs : {plan::Reshard::z3, plan::Reshard::z2}) {
+          Case c;
+          c.topology = t;
+          c.world = world;
+          c.replicate = replicate;
+          c.method = m;
+          c.reshard = rs;
+          c.prefetch = k % 3 == 0 ? 0 : 1;
+          c.grad_reduce = k % 2 ? plan::GradReduce::packed : plan::GradReduce::per_param;
+          c.pipeline = k % 5 == 1 ? engine::OptimizerPipeline::all_then_publish
+                                  : engine::OptimizerPipeline::per_group;
+          // Unpacked units put several owners on a site (several pairs, partial aggregates).
+          c.no_pack = k % 4 != 0;
+          ++k;
+          out.push_back(c);
+        }
+  return out;
+}
+
+struct Built {
+  model::Topology topo;
+  plan::Plan plan;
+};
+
+Built build(const Case& c) {
+  apps::PlanOptions po;
+  po.topology = c.topology;
+  po.replicate = c.replicate;
+  po.no_pack = c.no_pack;
+  Built b{apps::load_topology(po), {}};
+  b.plan = plan::make_plan(b.topo.tree, apps::make_plan_config(po, b.topo, c.world));
+  return b;
+}
+
+engine::EngineOptions options(const Case& c) {
+  engine::EngineOptions o;
+  o.method = c.method;
+  o.reshard = c.reshard;
+  o.prefetch = c.prefetch;
+  o.grad_reduce = c.grad_reduce;
+  o.pipeline = c.pipeline;
+  o.tokens = 7;  // uneven sample splits: several sample classes
+  return o;
+}
+
+// An op as the collapsed comparison sees it: its parameter is the reference layout's index,
+// or -2 for "some aggregated member of this group".
+using Key = std::tuple<int, int, int, int, int, bool, bool>;
+
+Key key(const engine::StepOp& op, int param) {
+  return {static_cast<int>(op.op),    op.group,   param,   static_cast<int>(op.hook),
+          static_cast<int>(op.phase), op.exposed, op.timed};
+}
+
+TEST(RankSymmetry, ReducedScheduleIsTheFullOneCollapsed) {
+  for (const Case& c : cases()) {
+    if (c.method != Method::dmuon) continue;
+    const Built b = build(c);
+    const auto o = options(c);
+    const engine::LayoutOptions lo{o.method, o.reshard, o.prefetch, o.pipeline};
+    const auto so = engine::schedule_options(o);
+    const auto ref = engine::make_layout(b.topo.tree, b.plan, lo, 0);
+    const project::LayoutReducer reducer(ref, b.plan);
+    for (int r = 0; r < c.world; ++r) {
+      const auto full_layout = engine::make_layout(b.topo.tree, b.plan, lo, r);
+      const auto full = engine::make_schedule(full_layout, so);
+      const auto reduced = reducer.reduce(r);
+      const auto red = engine::make_schedule(reduced.layout, so);
+      // Which full-layout members the reduced layout kept (the layouts share parameter order).
+      std::vector<bool> kept(full_layout.params.size(), false);
+      for (int ref_index : reduced.reference)
+        if (ref_index >= 0) kept[static_cast<std::size_t>(ref_index)] = true;
+      std::vector<Key> expect, got;
+      for (const auto& op : full) {
+        const bool member_op = op.op == engine::Op::forward || op.op == engine::Op::backward;
+        const int p = op.param < 0 ? -1
+                      : (member_op && !kept[static_cast<std::size_t>(op.param)] &&
+                         full_layout.groups[static_cast<std::size_t>(op.group)].kind ==
+                             engine::GroupKind::dmuon_site)
+                          ? -2
+                          : op.param;
+        expect.push_back(key(op, p));
+      }
+      for (const auto& op : red) {
+        int p = op.param < 0 ? -1 : reduced.reference[static_cast<std::size_t>(op.param)];
+        if (op.param >= 0 && p < 0) p = -2;
+        got.push_back(key(op, p));
+      }
+      // A site's forward (backward) ops are one contiguous run in both schedules; the
+      // aggregate stands first in the reduced run, the non-kept members are spread over the
+      // full one. Each run is compared as a set: sorted, the aggregated members once.
+      auto normalise = [](std::vector<Key>& v) {
+        for (std::size_t i = 0; i < v.size();) {
+          std::size_t j = i;
+          while (j < v.size() && std::get<0>(v[j]) == std::get<0>(v[i]) &&
+                 std::get<1>(v[j]) == std::get<1>(v[i]) &&
+                 (std::get<0>(v[i]) == static_cast<int>(engine::Op::forward) ||
+                  std::get<0>(v[i]) == static_cast<int>(engine::Op::backward)))
+            ++j;
+          if (j > i + 1) {
+            std::sort(v.begin() + static_cast<long>(i), v.begin() + static_cast<long>(j));
+            const auto end = std::unique(
+                v.begin() + static_cast<long>(i), v.begin() + static_cast<long>(j),
+                [](const Key& a, const Key& b) { return a == b && std::get<2>(a) == -2; });
+            const auto kept_end = static_cast<std::size_t>(end - v.begin());
+            v.erase(end, v.begin() + static_cast<long>(j));
+            j = kept_end;
+          }
+          i = std::max(j, i + 1);
+        }
+      };
+      normalise(expect);
+      normalise(got);
+      ASSERT_EQ(got, expect) << c.name() << " rank " << r;
+    }
+  }
+}
+
+TEST(RankSymmetry, ReducedProjectionEqualsFullAndMatchesTheFormula) {
+  const auto m = project::testing::nccl_machine(4, 100, 10);
+  for (const Case& c : cases()) {
+    const Built b = build(c);
+    project::ProjectionOptions po;
+    po.engine = options(c);
+    po.symmetry = project::Symmetry::full;
+    const auto full = project::project(b.topo.tree, b.plan, m, po);
+    po.symmetry = project::Symmetry::reduced;
+    const auto red = project::project(b.topo.tree, b.plan, m, po);
+    EXPECT_TRUE(full.result.audit_ok) << c.name() << ": " << full.result.audit_message;
+    EXPECT_TRUE(red.result.audit_ok) << c.name() << ": " << red.result.audit_message;
+    ASSERT_EQ(full.result.rank_phases_ms.size(), red.result.rank_phases_ms.size());
+    for (std::size_t i = 0; i < full.result.rank_phases_ms.size(); ++i) {
+      const double a = full.result.rank_phases_ms[i], bb = red.result.rank_phases_ms[i];
+      ASSERT_NEAR(a, bb, 1e-9 * std::max(1.0, a)) << c.name() << " rank/phase " << i;
+    }
+    EXPECT_EQ(full.result.rank_calls, red.result.rank_calls) << c.name();
+    EXPECT_EQ(full.result.rank_bytes, red.result.rank_bytes) << c.name();
+    EXPECT_EQ(full.result.hook_calls_per_step, red.result.hook_calls_per_step) << c.name();
+    EXPECT_GT(red.result.phases_ms[static_cast<std::size_t>(engine::Phase::step)], 0) << c.name();
+    if (c.method != Method::dmuon) {
+      EXPECT_LT(red.programs, c.world) << c.name() << ": FSDP/DDP ranks share programs";
+    }
+  }
+}
+
+}  // namespace

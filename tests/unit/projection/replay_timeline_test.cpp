@@ -1,0 +1,345 @@
+// The replay against timelines worked out by hand: programs built directly (what the compiler
+// makes of a schedule: compute, phase switches, issues on streams, waits), on machines whose
+// collectives cost α + S/β exactly (test_machines.hpp).
+
+#include <gtest/gtest.h>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/project/replay.hpp"
+#include "test_machines.hpp"
+
+namespace {
+
+using namespace dmuon;
+using comm::CollectiveKind;
+using engine::CommGroup;
+using engine::Phase;
+using project::Instruction;
+using project::Stream;
+
+constexpr double kTol = 1e-9;  // ms
+
+// A world of `rows` × `columns` ranks; programs are added per rank.
+struct World {
+  project::WorldPrograms w;
+  World(int rows, int columns) {
+    w.world = rows * columns;
+    w.rows = rows;
+    w.columns = columns;
+    w.program_of_rank.assign(static_cast<std::size_t>(w.world), 0);
+    w.check_batches = true;
+  }
+  const project::BatchSpec* spec(CommGroup c, engine::Op op, CollectiveKind k, std::int64_t count,
+                                 int root = 0) {
+    project::BatchSpec b;
+    b.comm = c;
+    b.op = op;
+    b.group = 0;
+    b.calls.push_back({k, count, 4, root});
+    w.specs.push_back(b);
+    return &w.specs.back();
+  }
+  // Every rank runs `p`.
+  void all(const project::RankProgram& p) {
+    w.programs = {p};
+    std::fill(w.program_of_rank.begin(), w.program_of_rank.end(), 0);
+  }
+};
+
+struct Builder {
+  project::RankProgram p;
+  Builder& phase(Phase ph, bool exposed) {
+    Instruction i;
+    i.kind = Instruction::switch_phase;
+    i.phase = static_cast<std::uint8_t>(ph);
+    i.exposed = exposed;
+    p.code.push_back(i);
+    return *this;
+  }
+  Builder& compute(double seconds) {
+    Instruction i;
+    i.kind = Instruction::compute;
+    i.seconds = seconds;
+    p.code.push_back(i);
+    return *this;
+  }
+  Builder& issue(const project::BatchSpec* spec, Stream s) {
+    Instruction i;
+    i.kind = Instruction::issue;
+    i.stream = static_cast<std::uint8_t>(s);
+    i.comm = static_cast<std::uint8_t>(spec->comm);
+    i.ref = static_cast<std::int32_t>(p.batches.size());
+    p.batches.push_back(spec);
+    p.code.push_back(i);
+    return *this;
+  }
+  Builder& wait(int issue) {
+    Instruction i;
+    i.kind = Instruction::wait;
+    i.ref = issue;
+    p.code.push_back(i);
+    return *this;
+  }
+};
+
+double ms(const project::ReplayResult& r, int rank, Phase p, int step = 0) {
+  return r.phase_ms(step, rank, p);
+}
+
+TEST(ReplayTimeline, SingleBroadcast) {
+  // 4 ranks, α = 10 µs, β = 5 GB/s: a 4 MB broadcast ends at 10 µs + 0.8 ms = 0.81 ms; the
+  // compute stream waits for it from 0: all of it is exposed forward communication.
+  const auto m = project::testing::measured_machine(4, 10, 5);
+  World w(1, 4);
+  const auto* b =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'000'000);
+  w.all(Builder().phase(Phase::forward_comm, true).issue(b, Stream::weights).wait(0).p);
+  const auto r = project::replay(w.w, m, 1);
+  for (int q = 0; q < 4; ++q) {
+    EXPECT_NEAR(ms(r, q, Phase::step), 0.81, kTol);
+    EXPECT_NEAR(ms(r, q, Phase::forward_comm), 0.81, kTol);
+    EXPECT_NEAR(ms(r, q, Phase::exposed_comm), 0.81, kTol);
+  }
+  // Counted as the communicator counts: every receiver 4 MB, the root nothing.
+  const auto ch = engine::channel_index(CommGroup::shard, CollectiveKind::broadcast);
+  EXPECT_EQ(r.bytes[ch * 4 + 0], 0);
+  EXPECT_EQ(r.bytes[ch * 4 + 1], 4'000'000);
+  EXPECT_EQ(r.calls[ch * 4 + 3], 1);
+}
+
+TEST(ReplayTimeline, RingAllReduceAtKnownAlphaBeta) {
+  // α = 20 µs at 4 ranks (two traversals), β = 5 GB/s, 4 MB: 20 µs + 4e6·(2·3/4)/5e9 s.
+  const auto m = project::testing::measured_machine(4, 10, 5);
+  World w(1, 4);
+  const auto* b =
+      w.spec(CommGroup::shard, engine::Op::issue_reduce, CollectiveKind::all_reduce, 1'000'000);
+  w.all(Builder().phase(Phase::backward_comm, true).issue(b, Stream::reduce).wait(0).p);
+  const auto r = project::replay(w.w, m, 1);
+  EXPECT_NEAR(ms(r, 2, Phase::step), 0.02 + 1.2, kTol);
+}
+
+TEST(ReplayTimeline, ACollectiveStartsWhenItsLastParticipantIssues) {
+  // Rank 1 computes 1 ms before issuing; rank 0 issues at once and waits: the broadcast runs
+  // from 1 ms to 1.81 ms on both.
+  const auto m = project::testing::measured_machine(2, 10, 5);
+  World w(1, 2);
+  const auto* b =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'000'000);
+  w.w.programs = {Builder().phase(Phase::forward_comm, true).issue(b, Stream::weights).wait(0).p,
+                  Builder()
+                      .phase(Phase::forward_compute, false)
+                      .compute(1e-3)
+                      .phase(Phase::forward_comm, true)
+                      .issue(b, Stream::weights)
+                      .wait(0)
+                      .p};
+  w.w.program_of_rank = {0, 1};
+  const auto r = project::replay(w.w, m, 1);
+  EXPECT_NEAR(ms(r, 0, Phase::step), 1.81, kTol);
+  EXPECT_NEAR(ms(r, 0, Phase::exposed_comm), 1.81, kTol);
+  EXPECT_NEAR(ms(r, 1, Phase::step), 1.81, kTol);
+  EXPECT_NEAR(ms(r, 1, Phase::forward_compute), 1.0, kTol);
+  EXPECT_NEAR(ms(r, 1, Phase::exposed_comm), 0.81, kTol);
+}
+
+TEST(ReplayTimeline, TwoOverlappingCollectivesShareOneLink) {
+  // No latency, 5 GB/s: alone, A (5 MB) takes 1 ms and B (15 MB) 3 ms. Both start at 0 on the
+  // same ports (weights and reduce streams of the same ranks): each runs at half rate, so A
+  // ends at 2 ms with B a third done; B's remaining 2 ms at full rate end at 4 ms (= A + B:
+  // the link is never idle).
+  const auto m = project::testing::measured_machine(2, 0, 5);
+  World w(1, 2);
+  const auto* a =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'250'000);
+  const auto* b =
+      w.spec(CommGroup::shard, engine::Op::issue_reduce, CollectiveKind::reduce, 3'750'000);
+  w.all(Builder()
+            .phase(Phase::forward_comm, true)
+            .issue(a, Stream::weights)
+            .issue(b, Stream::reduce)
+            .wait(0)
+            .phase(Phase::backward_comm, true)
+            .wait(1)
+            .p);
+  const auto r = project::replay(w.w, m, 1);
+  EXPECT_NEAR(ms(r, 0, Phase::forward_comm), 2.0, kTol);
+  EXPECT_NEAR(ms(r, 0, Phase::backward_comm), 2.0, kTol);
+  EXPECT_NEAR(ms(r, 1, Phase::step), 4.0, kTol);
+}
+
+TEST(ReplayTimeline, LatencyIsNotShared) {
+  // The same with α = 0.5 ms each: both transfers start at 0.5 ms, A ends at 2.5, B at 4.5.
+  const auto m = project::testing::measured_machine(2, 500, 5);
+  World w(1, 2);
+  const auto* a =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'250'000);
+  const auto* b =
+      w.spec(CommGroup::shard, engine::Op::issue_reduce, CollectiveKind::reduce, 3'750'000);
+  w.all(Builder()
+            .phase(Phase::forward_comm, true)
+            .issue(a, Stream::weights)
+            .issue(b, Stream::reduce)
+            .wait(0)
+            .phase(Phase::backward_comm, true)
+            .wait(1)
+            .p);
+  const auto r = project::replay(w.w, m, 1);
+  EXPECT_NEAR(ms(r, 0, Phase::forward_comm), 2.5, kTol);
+  EXPECT_NEAR(ms(r, 0, Phase::step), 4.5, kTol);
+}
+
+TEST(ReplayTimeline, CollectivesOnOneStreamRunInOrder) {
+  // Two 1 ms broadcasts on the weights stream: the second starts when the first ends.
+  const auto m = project::testing::measured_machine(2, 0, 5);
+  World w(1, 2);
+  const auto* a =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'250'000);
+  w.all(Builder()
+            .phase(Phase::forward_comm, true)
+            .issue(a, Stream::weights)
+            .issue(a, Stream::weights)
+            .wait(1)
+            .p);
+  const auto r = project::replay(w.w, m, 1);
+  EXPECT_NEAR(ms(r, 0, Phase::step), 2.0, kTol);
+}
+
+TEST(ReplayTimeline, ComputeHiddenBehindCommunication) {
+  // Issue a 2 ms broadcast, compute 0.5 ms, wait: the step is the broadcast (2 ms), of which
+  // 1.5 ms is exposed.
+  const auto m = project::testing::measured_machine(2, 0, 5);
+  World w(1, 2);
+  const auto* a =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 2'500'000);
+  w.all(Builder()
+            .phase(Phase::forward_comm, true)
+            .issue(a, Stream::weights)
+            .phase(Phase::forward_compute, false)
+            .compute(0.5e-3)
+            .phase(Phase::forward_comm, true)
+            .wait(0)
+            .p);
+  const auto r = project::replay(w.w, m, 1);
+  EXPECT_NEAR(ms(r, 0, Phase::step), 2.0, kTol);
+  EXPECT_NEAR(ms(r, 0, Phase::forward_compute), 0.5, kTol);
+  EXPECT_NEAR(ms(r, 0, Phase::exposed_comm), 1.5, kTol);
+}
+
+TEST(ReplayTimeline, CommunicationHiddenBehindCompute) {
+  // The reverse: 3 ms of compute hide the 2 ms broadcast; nothing is exposed, and a step's end
+  // still waits for the streams to drain (here: already done).
+  const auto m = project::testing::measured_machine(2, 0, 5);
+  World w(1, 2);
+  const auto* a =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 2'500'000);
+  w.all(Builder()
+            .phase(Phase::forward_comm, true)
+            .issue(a, Stream::weights)
+            .phase(Phase::forward_compute, false)
+            .compute(3e-3)
+            .phase(Phase::forward_comm, true)
+            .wait(0)
+            .p);
+  const auto r = project::replay(w.w, m, 1);
+  EXPECT_NEAR(ms(r, 0, Phase::step), 3.0, kTol);
+  EXPECT_NEAR(ms(r, 0, Phase::exposed_comm), 0.0, kTol);
+}
+
+TEST(ReplayTimeline, OnACpuCommunicationDoesNotOverlapCompute) {
+  // The host backend: the rank's core moves the bytes. Issue a 2 ms broadcast, then compute
+  // 0.5 ms: the compute starts when the broadcast ends, the step takes 2.5 ms, all of the
+  // broadcast exposed.
+  const auto m = project::testing::measured_machine(2, 0, 5, "cpu");
+  World w(1, 2);
+  const auto* a =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 2'500'000);
+  w.all(Builder()
+            .phase(Phase::forward_comm, true)
+            .issue(a, Stream::weights)
+            .phase(Phase::forward_compute, false)
+            .compute(0.5e-3)
+            .phase(Phase::forward_comm, true)
+            .wait(0)
+            .p);
+  const auto r = project::replay(w.w, m, 1);
+  EXPECT_NEAR(ms(r, 0, Phase::step), 2.5, kTol);
+  EXPECT_NEAR(ms(r, 0, Phase::exposed_comm), 2.0, kTol);
+  EXPECT_NEAR(ms(r, 0, Phase::forward_compute), 0.5, kTol);
+}
+
+TEST(ReplayTimeline, TheStepEndsWhenTheStreamsDrain) {
+  // A 2 ms reduce issued and never waited (as the last group's in some schedules): the step
+  // ends at 2 ms (end_step joins the weights and reduce streams), the phases do not see it.
+  const auto m = project::testing::measured_machine(2, 0, 5);
+  World w(1, 2);
+  const auto* a =
+      w.spec(CommGroup::shard, engine::Op::issue_reduce, CollectiveKind::reduce, 2'500'000);
+  w.all(Builder().phase(Phase::backward_comm, true).issue(a, Stream::reduce).compute(0.5e-3).p);
+  const auto r = project::replay(w.w, m, 1);
+  EXPECT_NEAR(ms(r, 0, Phase::step), 2.0, kTol);
+  EXPECT_NEAR(ms(r, 0, Phase::backward_comm), 0.5, kTol);
+}
+
+TEST(ReplayTimeline, RowsAndColumnsOnDifferentLinksDoNotShare) {
+  // 2 rows × 2 columns, 2 ranks per NVLink domain: rows are inside a domain (NVLink), columns
+  // span two (the NIC). A row broadcast and a column broadcast at once each take their time
+  // alone; two row broadcasts on the same ranks would share.
+  const auto m = project::testing::nccl_machine(2, 100, 10);
+  World w(2, 2);
+  // 1e8 B each: row: 8.4 + 1·3.4 µs + 1 ms; column (1 rank per domain, 10 GB/s):
+  // 8.4 + 9.6 µs + 10 ms.
+  const auto* row =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 25'000'000);
+  const auto* col =
+      w.spec(CommGroup::replicate, engine::Op::publish, CollectiveKind::broadcast, 25'000'000);
+  w.all(Builder()
+            .phase(Phase::forward_comm, true)
+            .issue(row, Stream::weights)
+            .issue(col, Stream::replicate)
+            .wait(0)
+            .phase(Phase::backward_comm, true)
+            .wait(1)
+            .p);
+  const auto r = project::replay(w.w, m, 1);
+  EXPECT_NEAR(ms(r, 3, Phase::forward_comm), (8.4 + 3.4) * 1e-3 + 1.0, kTol);
+  EXPECT_NEAR(ms(r, 3, Phase::step), (8.4 + 9.6) * 1e-3 + 10.0, kTol);
+}
+
+TEST(ReplayTimeline, StepsFollowEachOther) {
+  // Two steps of 0.81 ms each: the second starts where the first ended.
+  const auto m = project::testing::measured_machine(4, 10, 5);
+  World w(1, 4);
+  const auto* b =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'000'000);
+  w.all(Builder().phase(Phase::forward_comm, true).issue(b, Stream::weights).wait(0).p);
+  const auto r = project::replay(w.w, m, 2);
+  EXPECT_NEAR(ms(r, 0, Phase::step, 1), 0.81, kTol);
+}
+
+TEST(ReplayTimeline, MismatchedBatchesAndDeadlocksAreErrors) {
+  const auto m = project::testing::measured_machine(2, 10, 5);
+  World w(1, 2);
+  const auto* a =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 10);
+  const auto* b =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 20);
+  w.w.programs = {Builder().issue(a, Stream::weights).wait(0).p,
+                  Builder().issue(b, Stream::weights).wait(0).p};
+  w.w.program_of_rank = {0, 1};
+  EXPECT_THROW((void)project::replay(w.w, m, 1), RuntimeFailure);
+  // Rank 1 never issues: rank 0 waits forever.
+  World d(1, 2);
+  const auto* c =
+      d.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 10);
+  d.w.programs = {Builder().issue(c, Stream::weights).wait(0).p, Builder().compute(1e-3).p};
+  d.w.program_of_rank = {0, 1};
+  try {
+    (void)project::replay(d.w, m, 1);
+    FAIL() << "no deadlock reported";
+  } catch (const RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("projection deadlock: rank 0"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
