@@ -25,6 +25,12 @@ if(DMUON_ENABLE_SANITIZERS)
     OMPI_MCA_mca_base_component_disable_dlclose=1)
 endif()
 
+# Time limits scale with the build: sanitizers run the MPI tests several times slower.
+set(DMUON_TIMEOUT_SCALE 1)
+if(DMUON_ENABLE_SANITIZERS)
+  set(DMUON_TIMEOUT_SCALE 4)
+endif()
+
 set(DMUON_MAX_TEST_RANKS 8 CACHE STRING "Largest MPI rank count a test is launched with")
 
 # dmuon_add_test(NAME name SOURCES ... [LIBS ...] [RANKS 1 2 4 8] [TIMEOUT s] [LABELS ...])

@@ -159,11 +159,16 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   const bool dm = o.method == engine::Method::dmuon;
   r.hook_sites = dm ? static_cast<std::int64_t>(plan.hooks.sites.size()) : programs.groups;
   r.hook_calls_per_step = programs.hook_calls;
-  r.hook_calls_formula = dm ? predicted.hook_calls : programs.hook_calls;
-  if (dm && r.audit_ok && programs.hook_calls != predicted.hook_calls) {
+  r.hook_calls_formula = dm ? predicted.hooks_fired : programs.hook_calls;
+  r.hook_comm_calls_per_step = programs.hook_comm_calls;
+  r.hook_comm_calls_formula = dm ? predicted.hooks_communicating : programs.hook_comm_calls;
+  if (dm && r.audit_ok &&
+      (programs.hook_calls != predicted.hooks_fired ||
+       programs.hook_comm_calls != predicted.hooks_communicating)) {
     r.audit_ok = false;
-    r.audit_message = fmt::format("{} hook calls per step, formula {}", programs.hook_calls,
-                                  predicted.hook_calls);
+    r.audit_message = fmt::format("{} hooks fired ({} communicating) per step, formula {} ({})",
+                                  programs.hook_calls, programs.hook_comm_calls,
+                                  predicted.hooks_fired, predicted.hooks_communicating);
   }
   r.peak_packed_bytes = programs.peak_packed_bytes;
   r.master_bytes = programs.master_bytes;

@@ -117,6 +117,7 @@ RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& 
     }
     if (op.op == Op::hook) {
       ++prog.hook_calls;
+      prog.hook_comm_calls += op.communicates ? 1 : 0;
       continue;
     }
     if (is_compute(op.op)) {

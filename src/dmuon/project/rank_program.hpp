@@ -61,7 +61,8 @@ struct RankProgram {
   std::vector<Instruction> code;
   /// Per issue index: the batch it joins (owned elsewhere, shared between ranks).
   std::vector<const BatchSpec*> batches;
-  std::int64_t hook_calls = 0;  ///< hook ops per step
+  std::int64_t hook_calls = 0;       ///< hook ops per step (hooks that fire)
+  std::int64_t hook_comm_calls = 0;  ///< of those, hooks that communicate
 };
 
 /// Seconds of a compute op (0 for the others).

@@ -148,6 +148,8 @@ WorldPrograms build_programs(const model::ModuleTree& tree, const plan::Plan& pl
       w.program_of_rank[static_cast<std::size_t>(r)] = r;
       account_memory(w, L, wire);
       w.hook_calls = std::max(w.hook_calls, w.programs.back().hook_calls);
+    w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.back().hook_comm_calls);
+      w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.back().hook_comm_calls);
       w.groups = static_cast<std::int64_t>(L.groups.size());
     }
     return w;
@@ -197,6 +199,7 @@ WorldPrograms build_programs(const model::ModuleTree& tree, const plan::Plan& pl
     }
     account_memory(w, ref, wire);
     w.hook_calls = w.programs.front().hook_calls;
+    w.hook_comm_calls = w.programs.front().hook_comm_calls;
     return w;
   }
 
@@ -232,6 +235,7 @@ WorldPrograms build_programs(const model::ModuleTree& tree, const plan::Plan& pl
     w.program_of_rank[static_cast<std::size_t>(r)] = r;
     account_memory(w, L, wire);
     w.hook_calls = std::max(w.hook_calls, w.programs.back().hook_calls);
+    w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.back().hook_comm_calls);
   }
   return w;
 }

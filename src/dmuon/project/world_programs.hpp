@@ -36,7 +36,8 @@ struct WorldPrograms {
   std::deque<BatchSpec> specs;
   /// Full form: every participant's batch is compared with the others' during the replay.
   bool check_batches = false;
-  std::int64_t hook_calls = 0;  ///< per rank per step
+  std::int64_t hook_calls = 0;       ///< hooks that fire, per rank per step
+  std::int64_t hook_comm_calls = 0;  ///< of those, hooks that communicate
   std::int64_t groups = 0;      ///< groups of a layout (hook sites + the FSDP unit)
   /// Max over ranks, bytes: weight buffers live at once (Z3: prefetch + 1 groups), fp32
   /// masters, optimizer state (as RunResult reports them).
