@@ -148,7 +148,7 @@ WorldPrograms build_programs(const model::ModuleTree& tree, const plan::Plan& pl
       w.program_of_rank[static_cast<std::size_t>(r)] = r;
       account_memory(w, L, wire);
       w.hook_calls = std::max(w.hook_calls, w.programs.back().hook_calls);
-    w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.back().hook_comm_calls);
+      w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.back().hook_comm_calls);
       w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.back().hook_comm_calls);
       w.groups = static_cast<std::int64_t>(L.groups.size());
     }

@@ -38,7 +38,7 @@ struct WorldPrograms {
   bool check_batches = false;
   std::int64_t hook_calls = 0;       ///< hooks that fire, per rank per step
   std::int64_t hook_comm_calls = 0;  ///< of those, hooks that communicate
-  std::int64_t groups = 0;      ///< groups of a layout (hook sites + the FSDP unit)
+  std::int64_t groups = 0;           ///< groups of a layout (hook sites + the FSDP unit)
   /// Max over ranks, bytes: weight buffers live at once (Z3: prefetch + 1 groups), fp32
   /// masters, optimizer state (as RunResult reports them).
   std::int64_t peak_packed_bytes = 0, master_bytes = 0, state_bytes = 0;
