@@ -17,20 +17,20 @@ namespace dmuon::detail {
   } while (0)
 
 /// Checks an MPI call (MPI_SUCCESS) and throws RuntimeFailure naming it.
-#define DMUON_CHECK_MPI(call)                                                               \
-  do {                                                                                      \
-    const int dmuon_mpi_rc_ = (call);                                                       \
-    if (dmuon_mpi_rc_ != 0)                                                                 \
+#define DMUON_CHECK_MPI(call)                                                              \
+  do {                                                                                     \
+    const int dmuon_mpi_rc_ = (call);                                                      \
+    if (dmuon_mpi_rc_ != 0)                                                                \
       ::dmuon::detail::throw_call_failure("MPI", #call, dmuon_mpi_rc_, __FILE__, __LINE__, \
-                                          ::std::string());                                 \
+                                          ::std::string());                                \
   } while (0)
 
 /// Checks an HDF5 call (negative return is failure) and throws RuntimeFailure naming it.
-#define DMUON_CHECK_H5(call)                                                                \
-  ([&]() {                                                                                  \
-    auto dmuon_h5_rc_ = (call);                                                             \
-    if (dmuon_h5_rc_ < 0)                                                                   \
-      ::dmuon::detail::throw_call_failure("HDF5", #call, static_cast<long>(dmuon_h5_rc_),  \
-                                          __FILE__, __LINE__, ::std::string());             \
-    return dmuon_h5_rc_;                                                                    \
+#define DMUON_CHECK_H5(call)                                                              \
+  ([&]() {                                                                                \
+    auto dmuon_h5_rc_ = (call);                                                           \
+    if (dmuon_h5_rc_ < 0)                                                                 \
+      ::dmuon::detail::throw_call_failure("HDF5", #call, static_cast<long>(dmuon_h5_rc_), \
+                                          __FILE__, __LINE__, ::std::string());           \
+    return dmuon_h5_rc_;                                                                  \
   }())
