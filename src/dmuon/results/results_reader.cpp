@@ -1,8 +1,15 @@
 #include "dmuon/results/results_reader.hpp"
 
 #include <fmt/format.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/results/h5.hpp"
@@ -308,10 +315,90 @@ ResultsFile read_file(const std::string& path) {
   return out;
 }
 
+// HDF5 1.10 trusts a file's metadata: some damaged files make it crash (SIGSEGV) or loop. So
+// the first read happens in a child process; only when it finished cleanly does this process
+// read the file itself. The child reports an error as one line through a pipe.
+constexpr int kReadTimeoutS = 60;
+
+void read_in_child_first(const std::string& path) {
+  int fds[2];
+  if (::pipe(fds) != 0) return;  // cannot isolate: read directly (best effort)
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return;
+  }
+  if (child == 0) {
+    ::close(fds[0]);
+    int code = 0;
+    std::string msg;
+    try {
+      (void)read_file(path);
+    } catch (const InputError& e) {
+      code = 2;
+      msg = e.what();
+    } catch (const std::exception& e) {
+      code = 3;
+      msg = e.what();
+    }
+    std::size_t off = 0;
+    while (off < msg.size()) {
+      const ssize_t n = ::write(fds[1], msg.data() + off, msg.size() - off);
+      if (n <= 0) break;
+      off += static_cast<std::size_t>(n);
+    }
+    ::_exit(code);  // no atexit handlers, no second flush of the parent's buffers
+  }
+  ::close(fds[1]);
+  std::string msg;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kReadTimeoutS);
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd pfd{fds[0], POLLIN, 0};
+    const int r = ::poll(&pfd, 1, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      timed_out = r == 0;
+      break;
+    }
+    char buf[4096];
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF: the child is done
+    if (msg.size() < 65536) msg.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(child, SIGKILL);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out)
+    throw InputError(fmt::format("'{}' is damaged: reading it did not finish within {} s", path,
+                                 kReadTimeoutS));
+  if (WIFSIGNALED(status))
+    throw InputError(fmt::format("'{}' is damaged: its metadata crashes the HDF5 library ({})",
+                                 path, strsignal(WTERMSIG(status))));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 2) throw InputError(msg);
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+    throw InputError(
+        fmt::format("'{}' is damaged or not a readable dmuon results file: {}", path, msg));
+}
+
 }  // namespace
 
 ResultsFile read_results(const std::string& path) {
   try {
+    read_in_child_first(path);
     return read_file(path);
   } catch (const InputError&) {
     throw;
