@@ -49,6 +49,16 @@ hsize_t product(const std::vector<hsize_t>& dims) {
   return n;
 }
 
+// HDF5 closes every open object at exit (H5_term_library via atexit). After a write failed
+// part-way (disk full, file-size limit) the half-closed file it finds there crashes it
+// (SIGSEGV in H5F__close_cb, HDF5 1.10). Every object here is closed by RAII, so that exit-time
+// pass has nothing to do: turn it off before the library initialises (this runs at static
+// initialisation, before main and before any HDF5 call).
+const bool g_no_atexit = [] {
+  H5dont_atexit();
+  return true;
+}();
+
 }  // namespace
 
 void silence_errors() {

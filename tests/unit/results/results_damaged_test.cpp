@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <hdf5_hl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -362,6 +363,40 @@ TEST(InterruptedWrite, SigtermRemovesTheTemporary) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator{}), 1);
   EXPECT_TRUE(fs::exists(path));
   (void)temp;
+}
+
+}  // namespace
+
+namespace {
+
+TEST(FailedWrite, NamesTheCauseAndLeavesNothing) {
+  // A file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes the write fail with EFBIG, as a
+  // full disk fails with ENOSPC: the error names the cause, no temporary stays behind, and the
+  // process still ends cleanly (HDF5's exit-time cleanup with a failed file must not crash).
+  TempDir dir("efbig");
+  const auto path = dir.file("r.h5");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim {
+      4096, 4096
+    };
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    int code = 10;
+    try {
+      write_results(path, fixture::sample_file());
+    } catch (const RuntimeFailure& e) {
+      code = std::string(e.what()).find("File too large") != std::string::npos ? 0 : 11;
+      if (code) std::fprintf(stderr, "message: %s\n", e.what());
+    }
+    std::exit(code);  // a normal exit, with atexit handlers (HDF5's included)
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(fs::is_empty(dir.path)) << "a temporary was left behind";
 }
 
 }  // namespace
