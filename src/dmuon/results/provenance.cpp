@@ -80,7 +80,7 @@ std::string slurm_job_description() {
 
 std::string version_text(const std::string& tool) {
   std::string s = fmt::format("{} (dmuon-bench) {}\n", tool, build_info::version);
-  s += fmt::format("git commit {}\n", build_info::git_commit);
+  s += fmt::format("git commit {}\n", build_info::git_commit());
   s += fmt::format("build type {}, compiler {}\n", build_info::build_type, build_info::compiler);
   s += fmt::format("CUDA {}\n",
                    build_info::have_cuda ? build_info::cuda_version : "n/a (not built)");
@@ -116,7 +116,7 @@ Provenance collect_provenance(int argc, char** argv, int world_size, int replica
   Provenance p;
   p.schema_version = kSchemaVersion;
   p.suite_version = build_info::version;
-  p.git_commit = build_info::git_commit;
+  p.git_commit = build_info::git_commit();
   p.build_type = build_info::build_type;
   p.compiler = build_info::compiler;
   p.mpi_version = mpi_library_version();
