@@ -12,8 +12,9 @@
 #
 # The launcher is "$MPIEXEC $NPFLAG N" (default: mpiexec -n N); on a cluster set e.g.
 # MPIEXEC=srun NPFLAG=-n. DMUON_BENCH overrides the executable (default: build/bin/dmuon_bench).
-# Writes DIR/n<N>.h5 and DIR/plots/*.png. Exit 0 OK, 1 a run failed its audit or check, 2 bad
-# usage or a run that could not complete (its output is shown).
+# Writes DIR/n<N>.h5 and DIR/plots/*.png. Works from any directory. Exit codes like the tools:
+# 0 OK, 2 bad usage or bad input (a run's own exit 2), 3 a run failed its audit or check, 1 a
+# run or the plotting could not complete (its output is shown).
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,7 +27,7 @@ while [[ $# -gt 0 ]]; do
     --ranks) [[ $# -ge 2 ]] || die "--ranks needs a value"; ranks="$2"; shift 2 ;;
     --out) [[ $# -ge 2 ]] || die "--out needs a value"; out="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/{/^#/p}' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (valid: --ranks \"N ...\", --out DIR, -- then dmuon_bench arguments)" ;;
   esac
 done
@@ -37,8 +38,16 @@ for a in "$@"; do
   [[ "$a" != --output && "$a" != --output=* ]] || die "--output is set per rank count; use --out DIR"
 done
 
-bench="${DMUON_BENCH:-$root/build/bin/dmuon_bench}"
-[[ -x "$bench" ]] || die "dmuon_bench not found at '$bench' (run scripts/setup.sh, or set DMUON_BENCH)"
+# dmuon_bench: $DMUON_BENCH, else the source tree's build, else the install prefix's bin/
+# (this script installs to <prefix>/share/dmuon/scripts), else PATH.
+bench="${DMUON_BENCH:-}"
+if [[ -z "$bench" ]]; then
+  for c in "$root/build/bin/dmuon_bench" "$root/../../bin/dmuon_bench"; do
+    [[ -x "$c" ]] && { bench="$c"; break; }
+  done
+  [[ -n "$bench" ]] || bench="$(command -v dmuon_bench || true)"
+fi
+[[ -n "$bench" && -x "$bench" ]] || die "dmuon_bench not found (run scripts/setup.sh, or set DMUON_BENCH)"
 launcher="${MPIEXEC:-mpiexec}"
 npflag="${NPFLAG:--n}"
 python="${PYTHON:-/usr/bin/python3}"
@@ -53,12 +62,14 @@ for n in $ranks; do
   rc=$?
   case "$rc" in
     0) ;;
-    3) echo "# scaling_study: $n ranks: an audit or check FAILED (see $out/n$n.txt)"; status=1 ;;
-    *) cat "$out/n$n.txt" >&2; die "the run on $n ranks exited $rc" ;;
+    3) echo "# scaling_study: $n ranks: an audit or check FAILED (see $out/n$n.txt)"; status=3 ;;
+    2) cat "$out/n$n.txt" >&2; die "the run on $n ranks rejected its input (exit 2)" ;;
+    *) cat "$out/n$n.txt" >&2; echo "scaling_study.sh: error: the run on $n ranks exited $rc" >&2
+       exit 1 ;;
   esac
   grep -E "^# Failed audits" "$out/n$n.txt" || true
   files+=("$file")
 done
 MPLBACKEND="${MPLBACKEND:-Agg}" "$python" "$root/scripts/plot_results.py" "${files[@]}" \
-  -o "$out/plots" || die "plotting failed"
+  -o "$out/plots" || { echo "scaling_study.sh: error: plotting failed" >&2; exit 1; }
 exit "$status"

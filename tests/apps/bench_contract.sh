@@ -74,6 +74,20 @@ EOS
     run "$MPIEXEC" "$NPFLAG" 2 "$BENCH" "${small[@]}" --repeats 0
     expect_rc 2; expect_one_error "--repeats 0 is invalid"
     ;;
+  cli)
+    # --help and --version on the MPI tool and the planner: exit 0, text on stdout.
+    run "$MPIEXEC" "$NPFLAG" 2 "$BENCH" --help
+    expect_rc 0; expect_out "Usage:"; expect_out "--repeats"
+    [ "$(grep -c '^Usage:' "$work/out")" -eq 1 ] || fail "usage printed by more than one rank"
+    run "$MPIEXEC" "$NPFLAG" 2 "$BENCH" --version
+    expect_rc 0; expect_out "git commit"; expect_out "Kokkos"; expect_out "MPI"; expect_out "NCCL"
+    run "$INSPECT" --help
+    expect_rc 0; expect_out "Usage:"
+    run "$INSPECT" --version
+    expect_rc 0; expect_out "git commit"; expect_out "HDF5"; expect_out "build type"
+    run "$INSPECT" --topology moe --output=
+    expect_rc 2; grep -q "has an empty value" "$work/err" || fail "empty value accepted"
+    ;;
   *) fail "unknown case $case_name" ;;
 esac
 echo "OK $case_name"

@@ -74,6 +74,31 @@ case $case_name in
     run "$COMPARE" "$REFERENCE" "$work/nan.h5"
     expect_rc 3; expect_out "non-finite timing in B"
     ;;
+  scripts_cli)
+    # Every script answers --help with exit 0 from any directory, and bad arguments with exit 2
+    # and one line (the tools' convention).
+    cd "$work" || fail "cd"
+    scripts="$(dirname "$PLOT")"
+    for s in plot_results.py partition_quality.py export_topology.py; do
+      run "$PYTHON" "$scripts/$s" --help
+      expect_rc 0; expect_out "usage:"
+    done
+    for s in scaling_study.sh device_check.sh; do
+      run bash "$scripts/$s" --help
+      expect_rc 0; grep -q "Exit codes" "$work/out" || fail "$s --help lacks the exit codes"
+    done
+    run "$PYTHON" "$scripts/partition_quality.py" --worlds 8,x
+    expect_rc 2; expect_one_line_err "--worlds item 'x' is not a positive integer"
+    run "$PYTHON" "$scripts/partition_quality.py" --inspect "$work/nope"
+    expect_rc 2; expect_one_line_err "is not an executable file"
+    run bash "$scripts/device_check.sh" --bogus
+    expect_rc 2; expect_one_line_err "unknown argument '--bogus'"
+    run "$PYTHON" "$PLOT" "$work/missing.h5"
+    expect_rc 2; expect_one_line_err "$work/missing.h5"
+    mkfifo "$work/fifo.h5"
+    run timeout 20 "$PYTHON" "$PLOT" "$work/fifo.h5"
+    expect_rc 2; expect_one_line_err "not a regular file"
+    ;;
   compare_cli)
     # --help and --version: exit 0, usage on stdout (not CLI11's "This should be caught in your
     # main function"); bad flags exit 2 with one line.
