@@ -29,7 +29,8 @@ std::string generic_kernel_warning(const BlasInfo& info);
 bool is_generic_core(const std::string& core);
 
 /// Measures single-precision GEMM on n x n x n through the host GEMM entry point (needs
-/// Kokkos): best of `reps` timed calls after one warm-up call, in GFLOP/s (2·n³ per call).
-double measure_sgemm_gflops(std::size_t n = 512, int reps = 3);
+/// Kokkos): the median of `reps` timed calls after one warm-up call, in GFLOP/s (2·n³ per
+/// call) — under contention, what this process actually gets from its cores.
+double measure_sgemm_gflops(std::size_t n = 512, int reps = 5);
 
 }  // namespace dmuon::kernels::host

@@ -56,7 +56,7 @@ std::vector<std::string> gather_hostnames(int rank, int size) {
 // share); rank 0 receives the median over ranks in GFLOP/s.
 constexpr std::size_t kSgemmSize = 512;
 double measured_sgemm_gflops(int rank, int size) {
-  const double mine = kernels::host::measure_sgemm_gflops(kSgemmSize, 2);
+  const double mine = kernels::host::measure_sgemm_gflops(kSgemmSize, 5);
   std::vector<double> all(rank == 0 ? static_cast<std::size_t>(size) : 0);
   DMUON_CHECK_MPI(MPI_Gather(&mine, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
   return rank == 0 ? results::median(all) : 0.0;
@@ -253,22 +253,26 @@ int bench(int argc, char** argv) {
   for (const auto& run : st.runs) measured += run.ok();
   apps::bench::Progress progress(rank, measured * o.repeats,
                                  static_cast<long>(measured) * o.repeats * o.engine.total_steps());
-  for (auto& run : st.runs) {
-    if (!run.ok()) continue;
-    auto eo = o.engine;
-    eo.method = run.method;
-    eo.on_step = [&progress](int s, int total) { progress.step(s, total); };
-    std::vector<engine::RunResult> repeats;
-    for (int k = 0; k < o.repeats; ++k) {
+  // Repeats interleaved (all rows, then all rows again, ...): a drift of the machine's load
+  // during the invocation then touches every row alike, and the rows stay comparable.
+  std::vector<std::vector<engine::RunResult>> repeats(st.runs.size());
+  for (int k = 0; k < o.repeats; ++k)
+    for (std::size_t i = 0; i < st.runs.size(); ++i) {
+      const auto& run = st.runs[i];
+      if (!run.ok()) continue;
+      auto eo = o.engine;
+      eo.method = run.method;
+      eo.on_step = [&progress](int s, int total) { progress.step(s, total); };
       progress.begin_run(fmt::format(
           "{} {}{}", engine::method_name(run.method),
           run.baseline ? "(baseline)" : run.boundary.label(),
           o.repeats > 1 ? fmt::format(" (repeat {}/{})", k + 1, o.repeats) : std::string()));
-      repeats.push_back(engine::run_engine(
+      repeats[i].push_back(engine::run_engine(
           topo.tree, st.plans[static_cast<std::size_t>(run.plan_index)], eo, MPI_COMM_WORLD));
     }
-    run.result = apps::bench::merge_repeats(std::move(repeats), size);
-  }
+  for (std::size_t i = 0; i < st.runs.size(); ++i)
+    if (st.runs[i].ok())
+      st.runs[i].result = apps::bench::merge_repeats(std::move(repeats[i]), size);
   progress.done();
 
   // The table first: a failed write must not lose the run.

@@ -66,7 +66,7 @@ EOS
     # --repeats: every measured step of every repeat is a sample (2 x 3 here), in the table,
     # the JSON and the results file (timings/seconds is samples x ranks x phases).
     run "$MPIEXEC" "$NPFLAG" 2 "$BENCH" "${base[@]}" --compute none --steps 3 --repeats 2 --output r.h5
-    expect_rc 0; expect_out "steps 3 (+0 warmup) x 2 repeats"; expect_out "6 samples per row"
+    expect_rc 0; expect_out "steps 3 (+0 warmup) x 2 repeats"; expect_out "6 per row"
     h5dump -H -d /runs/0/timings/seconds r.h5 >"$work/h5" 2>&1 && ! grep -q "( 6, 2, 6 )" "$work/h5" &&
       { cat "$work/h5"; fail "timings/seconds is not 6 samples x 2 ranks x 6 phases"; }
     run "$MPIEXEC" "$NPFLAG" 2 "$BENCH" "${base[@]}" --compute none --steps 3 --repeats 2 --json

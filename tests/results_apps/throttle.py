@@ -3,7 +3,10 @@
 of the wall time (SIGSTOP / SIGCONT), so the job runs measurably slower by a known factor:
 a planted slowdown for the regression-gate test. Exits with the command's exit code.
 
-usage: throttle.py --stopped 0.5 -- COMMAND [ARGS...]   (0.5: half the time stopped, 2x slower)
+usage: throttle.py --stopped 0.5 [--after 1.5] -- COMMAND [ARGS...]
+  (0.5: half the wall time stopped, 2x slower; --after: seconds to let the job start first, so
+  its start-up calibration - dmuon_bench's sgemm at start - runs at full speed, as it would
+  for a regression in the code)
 """
 import argparse
 import os
@@ -42,12 +45,17 @@ def signal_all(pids, sig):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stopped", type=float, required=True, help="share of wall time stopped")
+    ap.add_argument("--after", type=float, default=0.0, help="seconds before throttling starts")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
     if not cmd or not 0 <= a.stopped < 1:
         ap.error("need --stopped in [0, 1) and a command after --")
     proc = subprocess.Popen(cmd)
+    try:
+        proc.wait(timeout=a.after)
+    except subprocess.TimeoutExpired:
+        pass
     ran = stopped = 0.0
     pids = []
     while proc.poll() is None:

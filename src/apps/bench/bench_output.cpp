@@ -160,7 +160,7 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
                    host.sgemm_size, host.sgemm_gflops));
   if (!host.warning.empty()) line("# WARNING: " + host.warning);
   line(fmt::format(
-      "# times in ms, per sample (a measured step of a repeat: {} samples per row) the slowest "
+      "# times in ms, per sample (a measured step of a repeat: {} per row) the slowest "
       "rank; step: median (min-max); optim, exposed: medians. vs best: step median / the "
       "fastest dmuon row's, ~ = not significantly slower (one-sided Mann-Whitney U, p >= {}). "
       "MB = 1e6 bytes per rank per step (max over ranks), measured; the audit compares it with "

@@ -223,6 +223,21 @@ TEST(Compare, TimingsOfDifferentMachinesAreNotCompared) {
   EXPECT_FALSE(compare_results(a, b, 0.2).ok());
 }
 
+TEST(Compare, AMachineRunningAtAnotherSpeedIsNoted) {
+  // The sgemm measured at the start of both runs 30 % apart: noted (the machine was busier),
+  // not used to excuse or blame timings (it is as noisy as they are on a shared machine).
+  auto a = with_samples(base_samples());
+  auto b = with_samples(base_samples(2.0));
+  a.provenance.sgemm_gflops = 100;
+  b.provenance.sgemm_gflops = 70;
+  const auto c = compare_results(a, b, 0.2);
+  EXPECT_FALSE(c.timings_skipped);
+  EXPECT_EQ(c.regressions(), 1);
+  ASSERT_FALSE(c.notes.empty());
+  EXPECT_NE(c.notes.front().find("A 100.0, B 70.0 GFLOP/s per rank (-30 %)"), std::string::npos)
+      << c.notes.front();
+}
+
 TEST(Compare, BadOptionsAreInputErrors) {
   const auto a = fixture::sample_file();
   EXPECT_THROW(compare_results(a, a, -1), InputError);
