@@ -9,11 +9,11 @@
 namespace dmuon::kernels::host {
 
 struct BlasInfo {
-  std::string library;   ///< openblas_get_config(), e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ...", or
-                         ///< "unknown (not OpenBLAS)"
-  std::string core;      ///< openblas_get_corename(), e.g. "Haswell", "SkylakeX", "Prescott"; ""
-                         ///< when the BLAS is not OpenBLAS
-  std::string cpu_model; ///< /proc/cpuinfo "model name" (or "unknown")
+  std::string library;    ///< openblas_get_config(), e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ...", or
+                          ///< "unknown (not OpenBLAS)"
+  std::string core;       ///< openblas_get_corename(), e.g. "Haswell", "SkylakeX", "Prescott"; ""
+                          ///< when the BLAS is not OpenBLAS
+  std::string cpu_model;  ///< /proc/cpuinfo "model name" (or "unknown")
   std::string cpu_features;  ///< the vector extensions this CPU has: "avx2,avx512f" (x86 only)
 };
 

@@ -67,9 +67,9 @@ BlasInfo blas_info() {
 bool is_generic_core(const std::string& core) {
   std::string c;
   for (char ch : core) c += static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
-  for (const char* g : {"prescott", "core2", "penryn", "dunnington", "nehalem", "atom", "katmai",
-                        "coppermine", "northwood", "banias", "generic", "opteron", "barcelona",
-                        "bobcat", "athlon"})
+  for (const char* g :
+       {"prescott", "core2", "penryn", "dunnington", "nehalem", "atom", "katmai", "coppermine",
+        "northwood", "banias", "generic", "opteron", "barcelona", "bobcat", "athlon"})
     if (c == g) return true;
   return false;
 }

@@ -106,10 +106,10 @@ void set_up(int argc, char** argv, int rank, int size, Setup& st) {
   const auto& topo = *st.topo;
   std::vector<apps::bench::BoundaryChoice> sweep;
   if (o.boundaries.empty()) {
-    const auto items = o.plan.topology_file.empty()
-                           ? apps::bench::default_sweep_items(topo.name, apps::config_dir(),
-                                                              &st.sweep_source)
-                           : apps::bench::builtin_sweep_items();
+    const auto items =
+        o.plan.topology_file.empty()
+            ? apps::bench::default_sweep_items(topo.name, apps::config_dir(), &st.sweep_source)
+            : apps::bench::builtin_sweep_items();
     if (!o.plan.topology_file.empty()) st.sweep_source = "built-in";
     sweep = apps::bench::resolve_sweep(items, false, topo, true);
   } else {
@@ -243,7 +243,8 @@ int bench(int argc, char** argv) {
   host.sgemm_gflops = sgemm;
   host.sgemm_size = kSgemmSize;
   host.hostnames = hosts;
-  if (o.engine.device == engine::Device::host) host.warning = kernels::host::generic_kernel_warning(host.blas);
+  if (o.engine.device == engine::Device::host)
+    host.warning = kernels::host::generic_kernel_warning(host.blas);
   if (rank == 0 && !host.warning.empty()) {
     std::fprintf(stderr, "dmuon_bench: warning: %s\n", host.warning.c_str());
     std::fflush(stderr);

@@ -73,7 +73,8 @@ KeyParts split_keys(const std::vector<const results::RunRecord*>& runs) {
     std::string s;
     for (std::size_t i = 0; i < f.size(); ++i) {
       if (same[i]) continue;
-      const bool bare = f[i].first == "boundary" || f[i].first == "method" || f[i].first == "owners";
+      const bool bare =
+          f[i].first == "boundary" || f[i].first == "method" || f[i].first == "owners";
       s += (s.empty() ? "" : " ") + (bare ? f[i].second : f[i].first + "=" + f[i].second);
     }
     k.per_run.push_back(s.empty() ? "(the key above)" : s);
@@ -120,17 +121,17 @@ void print_table(const std::string& pa, const results::ResultsFile& a, const std
                         v.device_model.empty()
                             ? std::string()
                             : fmt::format("; {}, BLAS {}, sgemm {:.1f} GFLOP/s", v.device_model,
-                                          v.blas_core.empty() ? "?" : v.blas_core,
-                                          v.sgemm_gflops)),
+                                          v.blas_core.empty() ? "?" : v.blas_core, v.sgemm_gflops)),
             wide);
   };
   fmt::print("# dmuon_compare\n");
   head("A", pa, a);
   head("B", pb, b);
   if (o.deterministic_only)
-    comment("# deterministic only: hooks, sites, owners, loads, calls, bytes, audit and check "
-            "must match exactly; timings are not compared",
-            wide);
+    comment(
+        "# deterministic only: hooks, sites, owners, loads, calls, bytes, audit and check "
+        "must match exactly; timings are not compared",
+        wide);
   else
     comment(fmt::format(
                 "# timings per sample (one measured step of one repeat, slowest rank): B is SLOWER "
@@ -149,26 +150,26 @@ void print_table(const std::string& pa, const results::ResultsFile& a, const std
   for (const auto& [k, v] : keys.common) common += (common.empty() ? "" : " ") + k + "=" + v;
   if (!common.empty()) comment("# key of every run: " + common, wide);
   fmt::print("# ms: median (min-max) over samples; p: one-sided U test, * = significant\n#\n");
-  const std::string row = "  {:>3} {:>3}  {:<9} {:>22} {:>22} {:>7} {:>8} {:>9} {:>9} {:>7} {:>8}  {}\n";
+  const std::string row =
+      "  {:>3} {:>3}  {:<9} {:>22} {:>22} {:>7} {:>8} {:>9} {:>9} {:>7} {:>8}  {}\n";
   const std::size_t fixed = 2 + 4 + 4 + 11 + 23 + 23 + 8 + 9 + 10 + 10 + 8 + 9 + 1;
   const std::size_t label_width = kTableWidth > fixed ? kTableWidth - fixed : 20;
-  fmt::print("# {:>3} {:>3}  {:<9} {:>22} {:>22} {:>7} {:>8} {:>9} {:>9} {:>7} {:>8}  {}\n", "A", "B",
-             "check", "A step ms", "B step ms", "chg %", "p", "A opt ms", "B opt ms", "chg %", "p",
-             "run");
+  fmt::print("# {:>3} {:>3}  {:<9} {:>22} {:>22} {:>7} {:>8} {:>9} {:>9} {:>7} {:>8}  {}\n", "A",
+             "B", "check", "A step ms", "B step ms", "chg %", "p", "A opt ms", "B opt ms", "chg %",
+             "p", "run");
   std::size_t k = 0;
   for (const auto& r : c.runs) {
     const auto* st = find_test(r, "step_ms");
     const auto* ot = find_test(r, "optimizer_ms");
     const bool measured = r.status == "ok";
-    fmt::print(
-        row, r.a, r.b, r.check(),
-        st ? spread(st->a_median, st->a_min, st->a_max) : (measured ? ms(r.a_step_ms) : "-"),
-        st ? spread(st->b_median, st->b_min, st->b_max) : (measured ? ms(r.b_step_ms) : "-"),
-        st ? pct(st->change) : "-", st ? pval(*st, o.alpha) : "-",
-        ot ? ms(ot->a_median) : (measured ? ms(r.a_opt_ms) : "-"),
-        ot ? ms(ot->b_median) : (measured ? ms(r.b_opt_ms) : "-"), ot ? pct(ot->change) : "-",
-        ot ? pval(*ot, o.alpha) : "-",
-        clip((r.status == "ok" ? "" : r.status + " ") + keys.per_run[k], label_width, wide));
+    fmt::print(row, r.a, r.b, r.check(),
+               st ? spread(st->a_median, st->a_min, st->a_max) : (measured ? ms(r.a_step_ms) : "-"),
+               st ? spread(st->b_median, st->b_min, st->b_max) : (measured ? ms(r.b_step_ms) : "-"),
+               st ? pct(st->change) : "-", st ? pval(*st, o.alpha) : "-",
+               ot ? ms(ot->a_median) : (measured ? ms(r.a_opt_ms) : "-"),
+               ot ? ms(ot->b_median) : (measured ? ms(r.b_opt_ms) : "-"),
+               ot ? pct(ot->change) : "-", ot ? pval(*ot, o.alpha) : "-",
+               clip((r.status == "ok" ? "" : r.status + " ") + keys.per_run[k], label_width, wide));
     ++k;
     for (const auto& m : r.mismatches) comment("#     mismatch: " + m, wide);
     for (const auto& m : r.regressions) comment("#     regression: " + m, wide);
@@ -191,9 +192,10 @@ void print_table(const std::string& pa, const results::ResultsFile& a, const std
   } else {
     fmt::print("# regressions: {}\n", c.regressions());
     if (c.untested() > 0)
-      fmt::print("# untested timings: {} runs (too few samples for p < {}: raise --steps or "
-                 "--repeats)\n",
-                 c.untested(), o.alpha);
+      fmt::print(
+          "# untested timings: {} runs (too few samples for p < {}: raise --steps or "
+          "--repeats)\n",
+          c.untested(), o.alpha);
   }
   fmt::print("# {}\n", c.ok() ? "OK" : "FAILED");
 }

@@ -13,7 +13,9 @@ std::string version_text(const std::string& tool) {
   int rt = 0, drv = 0;
   cudaRuntimeGetVersion(&rt);
   cudaDriverGetVersion(&drv);
-  const auto v = [](int x) { return std::to_string(x / 1000) + "." + std::to_string(x % 1000 / 10); };
+  const auto v = [](int x) {
+    return std::to_string(x / 1000) + "." + std::to_string(x % 1000 / 10);
+  };
   return tool + " (dmuon-bench, GPU-machine build: no MPI, HDF5, Kokkos or BLAS)\n" +
          "git commit unknown (built outside the git tree)\n" + "CUDA runtime " + v(rt) +
          ", driver " + v(drv) + "\n" + "NCCL " + comm::nccl_version() + "\n" +

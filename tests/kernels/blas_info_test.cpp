@@ -38,7 +38,7 @@ TEST(BlasInfo, NoWarningWhenTheKernelsFitOrTheCpuIsOld) {
   EXPECT_EQ(generic_kernel_warning(info("SkylakeX", "avx2,avx512f")), "");
   EXPECT_EQ(generic_kernel_warning(info("Haswell", "avx2")), "");
   EXPECT_EQ(generic_kernel_warning(info("Cooperlake", "avx2,avx512f")), "");
-  EXPECT_EQ(generic_kernel_warning(info("Prescott", "")), "");  // right for a pre-AVX2 CPU
+  EXPECT_EQ(generic_kernel_warning(info("Prescott", "")), "");      // right for a pre-AVX2 CPU
   EXPECT_EQ(generic_kernel_warning(info("", "avx2,avx512f")), "");  // not OpenBLAS
 }
 

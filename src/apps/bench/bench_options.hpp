@@ -38,7 +38,7 @@ struct BenchOptions {
   engine::EngineOptions engine;
   int repeats = 1;  ///< engine runs per row (each with its warm-up): samples = repeats x steps
   bool json = false;
-  bool wide = false;  ///< table: full boundary specs and errors instead of fitting 160 columns
+  bool wide = false;   ///< table: full boundary specs and errors instead of fitting 160 columns
   std::string output;  ///< "" = no results file
 };
 

@@ -136,11 +136,11 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
   line(fmt::format("# dmuon_bench  topology {} (preset {})  world {} = R {} x G {}{}", topo.name,
                    topo.preset.empty() ? "file" : topo.preset, world, replicate, world / replicate,
                    replicate > 1 ? " (HSDP)" : ""));
-  line(fmt::format("# boundary sweep: {}  owner strategy {}  reshard {}  grad reduce {}  prefetch {}  "
-                   "compute {}",
-                   sweep_source, fmt::join(o.owner_strategies_resolved, ","),
-                   plan::reshard_name(e.reshard), plan::grad_reduce_name(e.grad_reduce), e.prefetch,
-                   engine::compute_name(e.compute)));
+  line(fmt::format(
+      "# boundary sweep: {}  owner strategy {}  reshard {}  grad reduce {}  prefetch {}  "
+      "compute {}",
+      sweep_source, fmt::join(o.owner_strategies_resolved, ","), plan::reshard_name(e.reshard),
+      plan::grad_reduce_name(e.grad_reduce), e.prefetch, engine::compute_name(e.compute)));
   line(fmt::format("# device {}  comm dtype {}  Newton-Schulz {}{}  optimizer pipeline {}",
                    engine::device_name(e.device), engine::dtype_flag_name(e.comm_dtype),
                    kernels::to_string(e.ns),
@@ -148,16 +148,18 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
                        ? fmt::format(" in {}", engine::dtype_flag_name(e.ns_dtype))
                        : std::string(" in fp32"),
                    engine::optimizer_pipeline_name(e.pipeline)));
-  line(fmt::format("# global batch {} samples ({} per rank)  steps {} (+{} warmup) x {} repeat{}  "
-                   "seed {}",
-                   e.global_samples(world), e.global_samples(world) / world, e.steps, e.warmup,
-                   o.repeats, o.repeats == 1 ? "" : "s", e.seed));
-  line(fmt::format("# host {}: {}; BLAS {} kernels; sgemm {}^3 {:.1f} GFLOP/s per rank (median "
-                   "over ranks, all at once)",
-                   host.hostnames.empty() ? "?" : host.hostnames.front() +
-                                                      (host.hostnames.size() > 1 ? ", ..." : ""),
-                   host.blas.cpu_model, host.blas.core.empty() ? "unknown" : host.blas.core,
-                   host.sgemm_size, host.sgemm_gflops));
+  line(
+      fmt::format("# global batch {} samples ({} per rank)  steps {} (+{} warmup) x {} repeat{}  "
+                  "seed {}",
+                  e.global_samples(world), e.global_samples(world) / world, e.steps, e.warmup,
+                  o.repeats, o.repeats == 1 ? "" : "s", e.seed));
+  line(fmt::format(
+      "# host {}: {}; BLAS {} kernels; sgemm {}^3 {:.1f} GFLOP/s per rank (median "
+      "over ranks, all at once)",
+      host.hostnames.empty() ? "?"
+                             : host.hostnames.front() + (host.hostnames.size() > 1 ? ", ..." : ""),
+      host.blas.cpu_model, host.blas.core.empty() ? "unknown" : host.blas.core, host.sgemm_size,
+      host.sgemm_gflops));
   if (!host.warning.empty()) line("# WARNING: " + host.warning);
   line(fmt::format(
       "# times in ms, per sample (a measured step of a repeat: {} per row) the slowest "
@@ -172,9 +174,9 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
   const std::string hdr = "# {:<" + lw +
                           "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>7} {:>5} {:>18} "
                           "{:>7} {:>7} {:>7} {:>6} {:>5}\n";
-  s += fmt::format(hdr, "boundary", "mode", "method", "owners", "status", "sites", "hooks",
-                   "bcast", "red", "MB", "audit", "step ms", "vs best", "optim", "exposed",
-                   "/adamw", "check");
+  s += fmt::format(hdr, "boundary", "mode", "method", "owners", "status", "sites", "hooks", "bcast",
+                   "red", "MB", "audit", "step ms", "vs best", "optim", "exposed", "/adamw",
+                   "check");
   const std::string row = "  {:<" + lw +
                           "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>7.3f} {:>5} "
                           "{:>18} {:>7} {:>7.2f} {:>7.2f} {:>6} {:>5}\n";
@@ -184,26 +186,25 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
     const auto& run = runs[i];
     const std::string label = row_label(run, o.wide);
     if (!run.ok()) {
-      const std::string head = fmt::format("  {:<" + lw + "} {:<7} {:<10} {:<10} {:<8} ", label,
-                                           run.mode(), engine::method_name(run.method),
-                                           owners(run), run.status);
-      s += head +
-           (o.wide ? run.error
-                   : clip(run.error, kWidth > head.size() ? kWidth - head.size() : 20)) +
-           "\n";
+      const std::string head =
+          fmt::format("  {:<" + lw + "} {:<7} {:<10} {:<10} {:<8} ", label, run.mode(),
+                      engine::method_name(run.method), owners(run), run.status);
+      s +=
+          head +
+          (o.wide ? run.error : clip(run.error, kWidth > head.size() ? kWidth - head.size() : 20)) +
+          "\n";
       continue;
     }
     const auto& r = run.result;
     const double step = ph(r, Phase::step);
-    s += fmt::format(row, label, run.mode(), engine::method_name(run.method), owners(run),
-                     run.status, r.hook_sites, r.hook_calls_per_step,
-                     engine::weight_calls_per_step(r), engine::reduce_calls_per_step(r),
-                     static_cast<double>(r.bytes_measured_total()) / 1e6,
-                     r.audit_ok ? "OK" : "FAIL", spread_text(phase_spread(r, Phase::step, world)),
-                     best[i].text, ph(r, Phase::optimizer_ns) + ph(r, Phase::optimizer_other),
-                     ph(r, Phase::exposed_comm),
-                     adamw > 0 ? fmt::format("{:.2f}", step / adamw) : std::string("-"),
-                     !r.checked ? "-" : (r.check_passed ? "OK" : "FAIL"));
+    s += fmt::format(
+        row, label, run.mode(), engine::method_name(run.method), owners(run), run.status,
+        r.hook_sites, r.hook_calls_per_step, engine::weight_calls_per_step(r),
+        engine::reduce_calls_per_step(r), static_cast<double>(r.bytes_measured_total()) / 1e6,
+        r.audit_ok ? "OK" : "FAIL", spread_text(phase_spread(r, Phase::step, world)), best[i].text,
+        ph(r, Phase::optimizer_ns) + ph(r, Phase::optimizer_other), ph(r, Phase::exposed_comm),
+        adamw > 0 ? fmt::format("{:.2f}", step / adamw) : std::string("-"),
+        !r.checked ? "-" : (r.check_passed ? "OK" : "FAIL"));
   }
   // Boundary legend: the spec behind every alias or abbreviated label, once.
   std::set<std::string> legend;
@@ -212,7 +213,8 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
     const auto& b = run.boundary;
     const std::string label = row_label(run, o.wide);
     if (o.wide || (label == b.spec)) continue;
-    if (legend.insert(label + b.spec).second) line(fmt::format("# boundary {} = {}", label, b.spec));
+    if (legend.insert(label + b.spec).second)
+      line(fmt::format("# boundary {} = {}", label, b.spec));
   }
   // Warnings, one line each, grouped per boundary row (once per boundary when several owner
   // strategies ran it: the findings are the boundary's).

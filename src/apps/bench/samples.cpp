@@ -18,7 +18,8 @@ std::vector<double> per_sample_max(const engine::RunResult& r, int world, F f) {
   std::vector<double> out;
   for (std::size_t s = 0; s < samples; ++s) {
     double m = 0;
-    for (std::size_t q = 0; q < ranks; ++q) m = std::max(m, f(&r.rank_phases_ms[(s * ranks + q) * kNp]));
+    for (std::size_t q = 0; q < ranks; ++q)
+      m = std::max(m, f(&r.rank_phases_ms[(s * ranks + q) * kNp]));
     out.push_back(m);
   }
   return out;
@@ -68,8 +69,7 @@ engine::RunResult merge_repeats(std::vector<engine::RunResult> repeats, int worl
   return out;
 }
 
-std::vector<double> phase_samples_ms(const engine::RunResult& r, engine::Phase p,
-                                     int world_size) {
+std::vector<double> phase_samples_ms(const engine::RunResult& r, engine::Phase p, int world_size) {
   const auto i = static_cast<std::size_t>(p);
   return per_sample_max(r, world_size, [i](const double* x) { return x[i]; });
 }

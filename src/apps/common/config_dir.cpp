@@ -7,8 +7,7 @@
 namespace dmuon::apps {
 
 std::string config_dir() {
-  if (const char* env = std::getenv("DMUON_CONFIG_DIR"); env != nullptr && *env != '\0')
-    return env;
+  if (const char* env = std::getenv("DMUON_CONFIG_DIR"); env != nullptr && *env != '\0') return env;
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);

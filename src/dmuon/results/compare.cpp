@@ -145,8 +145,8 @@ std::string bad_timing(const char* which, const RunRecord& r) {
   for (std::size_t i = 0; i < t.step_seconds.size(); ++i)
     if (bad(t.step_seconds[i])) {
       const auto ranks = static_cast<std::size_t>(std::max<std::int64_t>(t.ranks, 1));
-      return fmt::format("non-finite timing in {}: sample {} rank {} step = {} s", which,
-                         i / ranks, i % ranks, t.step_seconds[i]);
+      return fmt::format("non-finite timing in {}: sample {} rank {} step = {} s", which, i / ranks,
+                         i % ranks, t.step_seconds[i]);
     }
   for (const char* k : {"step_ms", "optimizer_ms"}) {
     const auto it = r.summary.find(k);
@@ -197,13 +197,13 @@ TimingTest test_timing(const char* metric, const std::vector<double>& a,
       t.a_median, t.a_min, t.a_max, t.b_median, t.b_min, t.b_max, 100.0 * t.change, t.n_a, t.n_b);
   if (t.p_slower < o.alpha && t.change > o.tolerance) {
     t.verdict = "slower";
-    rc.regressions.push_back(fmt::format("{}: {}; U test p = {:.2g} < {} and the change exceeds "
-                                         "the tolerance {:.1f} %",
-                                         metric, stats, t.p_slower, o.alpha, 100.0 * o.tolerance));
+    rc.regressions.push_back(
+        fmt::format("{}: {}; U test p = {:.2g} < {} and the change exceeds "
+                    "the tolerance {:.1f} %",
+                    metric, stats, t.p_slower, o.alpha, 100.0 * o.tolerance));
   } else if (t.p_faster < o.alpha && t.change < -o.tolerance) {
     t.verdict = "faster";
-    rc.improvements.push_back(
-        fmt::format("{}: {}; U test p = {:.2g}", metric, stats, t.p_faster));
+    rc.improvements.push_back(fmt::format("{}: {}; U test p = {:.2g}", metric, stats, t.p_faster));
   } else {
     t.verdict = "same";
   }
@@ -288,8 +288,9 @@ std::vector<std::pair<std::string, std::string>> run_key_fields(const RunRecord&
           {"preset", dash(r.preset)},
           {"set", dash(r.sets)},
           {"dedicate", dash(r.dedicate_rule)},
-          {"boundary", r.boundary_spec.empty() ? "-" : fmt::format("{} ({})", r.boundary_spec,
-                                                                  r.strict ? "strict" : "lenient")},
+          {"boundary", r.boundary_spec.empty() ? "-"
+                                               : fmt::format("{} ({})", r.boundary_spec,
+                                                             r.strict ? "strict" : "lenient")},
           {"method", r.method},
           {"owners", dash(r.partition.strategy)},
           {"cost", dash(r.partition.cost_model)},
@@ -359,14 +360,16 @@ void compare_provenance(const Provenance& a, const Provenance& b, std::vector<st
   if (a.sgemm_gflops > 0 && b.sgemm_gflops > 0) {
     const double r = b.sgemm_gflops / a.sgemm_gflops;
     if (r < 0.8 || r > 1.25)
-      out.push_back(fmt::format("sgemm measured at the start: A {:.1f}, B {:.1f} GFLOP/s per rank "
-                                "({:+.0f} %): the machine was busier in one of the runs",
-                                a.sgemm_gflops, b.sgemm_gflops, 100.0 * (r - 1)));
+      out.push_back(
+          fmt::format("sgemm measured at the start: A {:.1f}, B {:.1f} GFLOP/s per rank "
+                      "({:+.0f} %): the machine was busier in one of the runs",
+                      a.sgemm_gflops, b.sgemm_gflops, 100.0 * (r - 1)));
   }
-  const auto join = [](const std::vector<std::string>& v) { return fmt::format("{}", fmt::join(v, ",")); };
+  const auto join = [](const std::vector<std::string>& v) {
+    return fmt::format("{}", fmt::join(v, ","));
+  };
   if (a.hostnames != b.hostnames)
-    out.push_back(fmt::format("A ran on hosts {}, B on {}", join(a.hostnames),
-                              join(b.hostnames)));
+    out.push_back(fmt::format("A ran on hosts {}, B on {}", join(a.hostnames), join(b.hostnames)));
 }
 
 // Why two invocations ran on different kinds of machine ("" when they did not, or when a file
@@ -395,9 +398,8 @@ Comparison compare_results(const ResultsFile& a, const ResultsFile& b, const Com
     throw InputError(fmt::format("time tolerance {} is invalid (valid: a fraction >= 0, e.g. 0.1)",
                                  o.tolerance));
   if (!(o.alpha > 0 && o.alpha < 1))
-    throw InputError(
-        fmt::format("alpha {} is invalid (valid: a significance level in (0, 1), e.g. 0.05)",
-                    o.alpha));
+    throw InputError(fmt::format(
+        "alpha {} is invalid (valid: a significance level in (0, 1), e.g. 0.05)", o.alpha));
   Comparison c;
   c.options = o;
   CompareOptions run_options = o;
@@ -405,10 +407,11 @@ Comparison compare_results(const ResultsFile& a, const ResultsFile& b, const Com
     compare_provenance(a.provenance, b.provenance, c.notes);
     const std::string why = different_machines(a.provenance, b.provenance, o.tolerance);
     if (!why.empty() && !o.any_machine) {
-      c.notes.push_back(fmt::format("timings not compared: {} (timings of different machines or "
-                                    "machine states say nothing about the code; --any-machine "
-                                    "compares them anyway)",
-                                    why));
+      c.notes.push_back(
+          fmt::format("timings not compared: {} (timings of different machines or "
+                      "machine states say nothing about the code; --any-machine "
+                      "compares them anyway)",
+                      why));
       c.timings_skipped = true;
       run_options.deterministic_only = true;
     }

@@ -233,8 +233,8 @@ std::string Group::read_attr_string(const std::string& name) const {
   Handle ft(chk(H5Aget_type(a.get()), "H5Aget_type", w), H5Tclose);
   const auto cls = H5Tget_class(ft.get());
   if (cls != H5T_STRING)
-    throw InputError(fmt::format("'{}': expected a string attribute, found {}", w,
-                                 class_name(cls)));
+    throw InputError(
+        fmt::format("'{}': expected a string attribute, found {}", w, class_name(cls)));
   if (chk(H5Tis_variable_str(ft.get()), "H5Tis_variable_str", w) > 0) {
     Handle t = string_type(w);
     char* p = nullptr;
@@ -259,8 +259,8 @@ std::int64_t Group::read_attr_int(const std::string& name) const {
   Handle a = open_attr(id(), name, w);
   const auto cls = attr_class(a, w);
   if (cls != H5T_INTEGER)
-    throw InputError(fmt::format("'{}': expected an integer attribute, found {}", w,
-                                 class_name(cls)));
+    throw InputError(
+        fmt::format("'{}': expected an integer attribute, found {}", w, class_name(cls)));
   std::int64_t v = 0;
   chk(H5Aread(a.get(), H5T_NATIVE_INT64, &v), "H5Aread", w);
   return v;
@@ -271,8 +271,8 @@ double Group::read_attr_double(const std::string& name) const {
   Handle a = open_attr(id(), name, w);
   const auto cls = attr_class(a, w);
   if (cls != H5T_INTEGER && cls != H5T_FLOAT)
-    throw InputError(fmt::format("'{}': expected a numeric attribute, found {}", w,
-                                 class_name(cls)));
+    throw InputError(
+        fmt::format("'{}': expected a numeric attribute, found {}", w, class_name(cls)));
   double v = 0;
   chk(H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v), "H5Aread", w);
   return v;
@@ -292,8 +292,7 @@ void write_meta(hid_t d, const DatasetMeta& meta, std::size_t rank, const std::s
     throw RuntimeFailure(fmt::format("'{}': {} dimension labels for {} dimensions", w,
                                      meta.dim_labels.size(), rank));
   for (std::size_t i = 0; i < rank; ++i)
-    chk(H5DSset_label(d, static_cast<unsigned>(i), meta.dim_labels[i].c_str()), "H5DSset_label",
-        w);
+    chk(H5DSset_label(d, static_cast<unsigned>(i), meta.dim_labels[i].c_str()), "H5DSset_label", w);
 }
 
 void write_numeric(hid_t loc, const std::string& name, hid_t file_type, hid_t mem_type,
@@ -339,9 +338,10 @@ std::vector<hsize_t> dataset_dims(hid_t d, std::size_t elem_bytes, const std::st
   long double bytes = static_cast<long double>(elem_bytes);
   for (hsize_t x : dims) bytes *= static_cast<long double>(x);
   if (bytes > limit)
-    throw InputError(fmt::format("'{}': shape claims {:.3g} bytes, more than a {}-byte file can "
-                                 "hold",
-                                 w, static_cast<double>(bytes), file_size));
+    throw InputError(
+        fmt::format("'{}': shape claims {:.3g} bytes, more than a {}-byte file can "
+                    "hold",
+                    w, static_cast<double>(bytes), file_size));
   return dims;
 }
 
@@ -370,8 +370,8 @@ void Group::write_ints(const std::string& name, const std::vector<std::int64_t>&
 
 void Group::write_doubles(const std::string& name, const std::vector<double>& data,
                           const std::vector<hsize_t>& dims, const DatasetMeta& meta) {
-  write_numeric(id(), name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, data.data(), data.size(), dims,
-                meta, where(name));
+  write_numeric(id(), name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, data.data(), data.size(), dims, meta,
+                where(name));
 }
 
 void Group::write_strings(const std::string& name, const std::vector<std::string>& data,
@@ -407,12 +407,11 @@ std::vector<std::string> Group::dataset_dim_labels(const std::string& name) cons
   const int nd = chk(H5Sget_simple_extent_ndims(space.get()), "H5Sget_simple_extent_ndims", w);
   std::vector<std::string> out;
   for (int i = 0; i < nd; ++i) {
-    const ssize_t n = chk(H5DSget_label(d.get(), static_cast<unsigned>(i), nullptr, 0),
-                          "H5DSget_label", w);
+    const ssize_t n =
+        chk(H5DSget_label(d.get(), static_cast<unsigned>(i), nullptr, 0), "H5DSget_label", w);
     std::string s(static_cast<std::size_t>(n) + 1, '\0');
     if (n > 0)
-      chk(H5DSget_label(d.get(), static_cast<unsigned>(i), s.data(), s.size()), "H5DSget_label",
-          w);
+      chk(H5DSget_label(d.get(), static_cast<unsigned>(i), s.data(), s.size()), "H5DSget_label", w);
     s.resize(static_cast<std::size_t>(n));
     out.push_back(std::move(s));
   }
@@ -539,9 +538,10 @@ File File::open_read(const std::string& path) {
     throw InputError(fmt::format("'{}' is not an HDF5 file", path));
   const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (f < 0)
-    throw InputError(fmt::format("'{}' is a damaged HDF5 file (its superblock or root group "
-                                 "cannot be read)",
-                                 path));
+    throw InputError(
+        fmt::format("'{}' is a damaged HDF5 file (its superblock or root group "
+                    "cannot be read)",
+                    path));
   return File(Handle(f, H5Fclose), path, "");
 }
 

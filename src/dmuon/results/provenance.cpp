@@ -70,8 +70,8 @@ std::string slurm_job_description() {
     if (!v.empty()) details += (details.empty() ? "" : ", ") + v;
   };
   add(env("SLURM_JOB_NAME"));
-  const std::string nodes = env("SLURM_JOB_NUM_NODES").empty() ? env("SLURM_NNODES")
-                                                               : env("SLURM_JOB_NUM_NODES");
+  const std::string nodes =
+      env("SLURM_JOB_NUM_NODES").empty() ? env("SLURM_NNODES") : env("SLURM_JOB_NUM_NODES");
   if (!nodes.empty()) add(nodes + " nodes");
   if (!env("SLURM_CLUSTER_NAME").empty()) add("cluster " + env("SLURM_CLUSTER_NAME"));
   if (!env("SLURM_JOB_PARTITION").empty()) add("partition " + env("SLURM_JOB_PARTITION"));
@@ -86,8 +86,8 @@ std::string version_text(const std::string& tool) {
                    build_info::have_cuda ? build_info::cuda_version : "n/a (not built)");
   s += fmt::format("NCCL {}\n", build_info::have_nccl ? comm::nccl_version() : "n/a (not built)");
   s += fmt::format("Kokkos {}\n", build_info::kokkos_version);
-  s += fmt::format("HDF5 {} (built against {})\n", hdf5_runtime_version(),
-                   build_info::hdf5_version);
+  s +=
+      fmt::format("HDF5 {} (built against {})\n", hdf5_runtime_version(), build_info::hdf5_version);
   s += fmt::format("MPI {} (built against {})\n", mpi_library_version(), build_info::mpi_version);
   const auto b = kernels::host::blas_info();
   s += fmt::format("BLAS {}{}\n", b.library, b.core.empty() ? "" : ", kernels " + b.core);

@@ -10,9 +10,9 @@
 namespace dmuon::results {
 
 /// Fills every Provenance field but the measured ones (sgemm_gflops, sgemm_size) and the
-/// device of the run (device "host", device_model the CPU; a CUDA run replaces both). MPI's library version is queried only when MPI is initialised
-/// (else "n/a"); the hostname is this process's (the engine may replace `hostnames` with a
-/// list gathered from all ranks).
+/// device of the run (device "host", device_model the CPU; a CUDA run replaces both). MPI's library
+/// version is queried only when MPI is initialised (else "n/a"); the hostname is this process's
+/// (the engine may replace `hostnames` with a list gathered from all ranks).
 Provenance collect_provenance(int argc, char** argv, int world_size, int replicate);
 
 /// argv joined with spaces, each argument single-quoted when it holds a shell metacharacter.

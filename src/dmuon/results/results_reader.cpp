@@ -209,8 +209,8 @@ RunRecord read_run(const h5::Group& g) {
     t.steps = static_cast<std::int64_t>(dims[0]);
     t.ranks = static_cast<std::int64_t>(dims[1]);
     if (t.steps > 0 && t.ranks != r.world_size)
-      throw InputError(fmt::format("'{}': {} ranks, the run has world size {}",
-                                   tg.where("seconds"), t.ranks, r.world_size));
+      throw InputError(fmt::format("'{}': {} ranks, the run has world size {}", tg.where("seconds"),
+                                   t.ranks, r.world_size));
     if (tg.has("step_seconds")) {
       std::vector<hsize_t> sd;
       t.step_seconds = tg.read_doubles("step_seconds", &sd);
@@ -278,8 +278,9 @@ ResultsFile read_file(const std::string& path) {
   auto& p = out.provenance;
   p.schema_version = f.read_attr_string("schema_version");
   if (p.schema_version != kSchemaVersion && p.schema_version != kOldestSchemaVersion)
-    throw InputError(fmt::format("'{}': unsupported results schema version '{}' (supported: {} to {})",
-                                 path, p.schema_version, kOldestSchemaVersion, kSchemaVersion));
+    throw InputError(
+        fmt::format("'{}': unsupported results schema version '{}' (supported: {} to {})", path,
+                    p.schema_version, kOldestSchemaVersion, kSchemaVersion));
   p.suite_version = f.read_attr_string("suite_version");
   p.git_commit = f.read_attr_string("git_commit");
   p.build_type = f.read_attr_string("build_type");
@@ -308,8 +309,8 @@ ResultsFile read_file(const std::string& path) {
   const auto runs = f.open_group("runs");
   const auto children = runs.children();
   if (n < 0 || static_cast<std::size_t>(n) != children.size())
-    throw InputError(fmt::format("'{}': num_runs is {} but /runs holds {} groups", path, n,
-                                 children.size()));
+    throw InputError(
+        fmt::format("'{}': num_runs is {} but /runs holds {} groups", path, n, children.size()));
   for (std::int64_t i = 0; i < n; ++i)
     out.runs.push_back(read_run(runs.open_group(std::to_string(i))));
   return out;
@@ -383,8 +384,8 @@ void read_in_child_first(const std::string& path) {
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   if (timed_out)
-    throw InputError(fmt::format("'{}' is damaged: reading it did not finish within {} s", path,
-                                 kReadTimeoutS));
+    throw InputError(
+        fmt::format("'{}' is damaged: reading it did not finish within {} s", path, kReadTimeoutS));
   if (WIFSIGNALED(status))
     throw InputError(fmt::format("'{}' is damaged: its metadata crashes the HDF5 library ({})",
                                  path, strsignal(WTERMSIG(status))));
@@ -405,8 +406,8 @@ ResultsFile read_results(const std::string& path) {
   } catch (const std::exception& e) {
     // HDF5 failures (RuntimeFailure), bad_alloc, out_of_range on damaged content: one line,
     // exit 2, naming the file.
-    throw InputError(fmt::format("'{}' is damaged or not a readable dmuon results file: {}", path,
-                                 e.what()));
+    throw InputError(
+        fmt::format("'{}' is damaged or not a readable dmuon results file: {}", path, e.what()));
   }
 }
 

@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -102,7 +102,8 @@ void write_run(h5::Group& g, const RunRecord& r) {
     const h5::DatasetMeta param{"", {"parameter"}};
     p.write_strings("name", t.name, param);
     p.write_ints("ndim", ndim, h5::DatasetMeta{"dimensions", {"parameter"}});
-    p.write_ints("shape", shape, dims2(n, maxdim), h5::DatasetMeta{"elements", {"parameter", "dimension"}});
+    p.write_ints("shape", shape, dims2(n, maxdim),
+                 h5::DatasetMeta{"elements", {"parameter", "dimension"}});
     p.write_strings("dtype", t.dtype, param);
     p.write_ints("dedicated", t.dedicated, h5::DatasetMeta{"boolean", {"parameter"}});
     p.write_ints("owner_rank", t.owner_rank, h5::DatasetMeta{"rank", {"parameter"}});
@@ -161,8 +162,9 @@ void write_run(h5::Group& g, const RunRecord& r) {
                       t.seconds.size(), t.steps, t.ranks, t.phases.size()));
     if (!t.step_seconds.empty() &&
         t.step_seconds.size() != static_cast<std::size_t>(t.steps * t.ranks))
-      throw RuntimeFailure(fmt::format("run step times hold {} values, expected steps {} x ranks {}",
-                                       t.step_seconds.size(), t.steps, t.ranks));
+      throw RuntimeFailure(
+          fmt::format("run step times hold {} values, expected steps {} x ranks {}",
+                      t.step_seconds.size(), t.steps, t.ranks));
     auto tg = g.create_group("timings");
     tg.write_attr("repeats", t.repeats);
     tg.write_attr("steps_per_repeat", t.repeats > 0 ? t.steps / t.repeats : t.steps);
@@ -188,7 +190,8 @@ void write_run(h5::Group& g, const RunRecord& r) {
     auto cg = g.create_group("collectives");
     cg.write_strings("kinds", c.kinds, h5::DatasetMeta{"", {"kind"}});
     const auto dims = dims2(c.kinds.size(), static_cast<std::size_t>(c.ranks));
-    cg.write_ints("calls_per_step", c.calls_per_step, dims, h5::DatasetMeta{"calls/step", {"kind", "rank"}});
+    cg.write_ints("calls_per_step", c.calls_per_step, dims,
+                  h5::DatasetMeta{"calls/step", {"kind", "rank"}});
     cg.write_ints("bytes_per_rank_per_step", c.bytes_per_rank_per_step, dims,
                   {"B/step", {"kind", "rank"}});
     cg.write_ints("formula_bytes_per_rank_per_step", c.formula_bytes_per_rank_per_step, dims,

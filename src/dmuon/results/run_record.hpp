@@ -34,16 +34,16 @@ struct Provenance {
   std::string nccl_version;  ///< "n/a" when not built with NCCL
   std::vector<std::string> hostnames;
   // Hardware and the software that ran the compute (schema 2; "" when read from older files).
-  std::string device;          ///< "host" | "cuda"
-  std::string device_model;    ///< CPU model name (host) or GPU name (cuda)
-  std::string cpu_features;    ///< e.g. "avx2,avx512f" (x86), "" elsewhere
-  std::string blas_library;    ///< openblas_get_config(), or "unknown"
-  std::string blas_core;       ///< openblas_get_corename(): the kernels OpenBLAS runs
-  double sgemm_gflops = 0;     ///< sgemm rate measured at start (median over ranks), 0 = none
-  std::int64_t sgemm_size = 0; ///< n of the n x n x n sgemm measured
-  std::string slurm_job;       ///< "<SLURM_JOB_ID> (<name>, <nodes> nodes)", "" outside Slurm
-  std::string date_utc;      ///< ISO-8601, e.g. 2026-11-29T09:07:22Z
-  std::string command_line;  ///< shell-quoted argv
+  std::string device;           ///< "host" | "cuda"
+  std::string device_model;     ///< CPU model name (host) or GPU name (cuda)
+  std::string cpu_features;     ///< e.g. "avx2,avx512f" (x86), "" elsewhere
+  std::string blas_library;     ///< openblas_get_config(), or "unknown"
+  std::string blas_core;        ///< openblas_get_corename(): the kernels OpenBLAS runs
+  double sgemm_gflops = 0;      ///< sgemm rate measured at start (median over ranks), 0 = none
+  std::int64_t sgemm_size = 0;  ///< n of the n x n x n sgemm measured
+  std::string slurm_job;        ///< "<SLURM_JOB_ID> (<name>, <nodes> nodes)", "" outside Slurm
+  std::string date_utc;         ///< ISO-8601, e.g. 2026-11-29T09:07:22Z
+  std::string command_line;     ///< shell-quoted argv
   std::int64_t world_size = 1;
   std::int64_t replicate = 1;
 };
@@ -150,13 +150,13 @@ struct RunRecord {
   std::int64_t world_size = 1;
   std::int64_t replicate = 1;
   // Inputs that change the numbers (schema 2; older files: parsed from `config`, else these).
-  std::string compute = "gemm";      ///< "gemm" | "none"
-  std::int64_t global_samples = 0;   ///< global batch per step (0 = unknown)
-  std::int64_t steps = 0;            ///< measured steps per repeat (0 = unknown)
-  std::int64_t warmup = -1;          ///< warm-up steps per repeat (-1 = unknown)
-  std::int64_t seed = -1;            ///< seed of the synthetic weights and data (-1 = unknown)
-  std::string sets;                  ///< --set overrides of the topology, "K=V,..." ("" = none)
-  std::string plan_options;          ///< packing, owners per group, column balance (one string)
+  std::string compute = "gemm";     ///< "gemm" | "none"
+  std::int64_t global_samples = 0;  ///< global batch per step (0 = unknown)
+  std::int64_t steps = 0;           ///< measured steps per repeat (0 = unknown)
+  std::int64_t warmup = -1;         ///< warm-up steps per repeat (-1 = unknown)
+  std::int64_t seed = -1;           ///< seed of the synthetic weights and data (-1 = unknown)
+  std::string sets;                 ///< --set overrides of the topology, "K=V,..." ("" = none)
+  std::string plan_options;         ///< packing, owners per group, column balance (one string)
 
   ModuleTable modules;
   ParamTable params;

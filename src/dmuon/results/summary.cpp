@@ -41,8 +41,8 @@ std::vector<double> max_over_ranks(const Timings& t, F f) {
 
 std::vector<double> step_samples(const Timings& t) {
   const auto ranks = static_cast<std::size_t>(std::max<std::int64_t>(t.ranks, 0));
-  const bool wall = !t.step_seconds.empty() &&
-                    t.step_seconds.size() == static_cast<std::size_t>(t.steps) * ranks;
+  const bool wall =
+      !t.step_seconds.empty() && t.step_seconds.size() == static_cast<std::size_t>(t.steps) * ranks;
   return max_over_ranks(t, [&](std::int64_t s, std::int64_t r) {
     if (wall) return t.step_seconds[static_cast<std::size_t>(s * t.ranks + r)];
     double sum = 0;
@@ -79,10 +79,10 @@ std::map<std::string, double> timing_medians(const Timings& t) {
 }
 
 bool is_count_summary(const std::string& name) {
-  static const char* const kCounts[] = {"hook_sites",     "hook_calls_per_step", "hook_calls_formula",
-                                        "audit_ok",       "check_passed",        "dedicated_bytes",
-                                        "bytes_per_rank_max", "formula_bytes_per_rank_max",
-                                        "idle_slots"};
+  static const char* const kCounts[] = {
+      "hook_sites",   "hook_calls_per_step", "hook_calls_formula", "audit_ok",
+      "check_passed", "dedicated_bytes",     "bytes_per_rank_max", "formula_bytes_per_rank_max",
+      "idle_slots"};
   for (const char* c : kCounts)
     if (name == c) return true;
   return false;

@@ -105,8 +105,7 @@ TEST(Compare, LoadsAuditAndCheckAreDeterministic) {
   a2.runs[0].summary["audit_ok"] = 1;
   c = compare_results(a2, b, 0.1);
   ASSERT_EQ(c.mismatches(), 1);
-  EXPECT_NE(c.runs[0].mismatches[0].find("byte audit: A ok vs B rank 1 step 2"),
-            std::string::npos);
+  EXPECT_NE(c.runs[0].mismatches[0].find("byte audit: A ok vs B rank 1 step 2"), std::string::npos);
 }
 
 TEST(Compare, TwiceAsSlowIsARegression) {
@@ -165,9 +164,9 @@ TEST(Compare, TooFewSamplesAreUntestedNotFailed) {
 
 TEST(Compare, NonFiniteTimingsAreRegressions) {
   const auto a = with_samples(base_samples());
-  for (double bad : {std::numeric_limits<double>::quiet_NaN(),
-                     -std::numeric_limits<double>::infinity(),
-                     std::numeric_limits<double>::infinity(), -1.0}) {
+  for (double bad :
+       {std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::infinity(),
+        std::numeric_limits<double>::infinity(), -1.0}) {
     auto b = a;
     b.runs[0].timings.step_seconds[5] = bad;
     const auto c = compare_results(a, b, 0.1);

@@ -49,8 +49,8 @@ void replace_attr(hid_t loc, const char* obj, const char* name, hid_t type, hid_
                   const void* data) {
   if (H5Aexists_by_name(loc, obj, name, H5P_DEFAULT) > 0)
     H5Adelete_by_name(loc, obj, name, H5P_DEFAULT);
-  const hid_t a = H5Acreate_by_name(loc, obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT,
-                                    H5P_DEFAULT);
+  const hid_t a =
+      H5Acreate_by_name(loc, obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   ASSERT_GE(a, 0);
   if (data) H5Awrite(a, type, data);
   H5Aclose(a);
@@ -147,8 +147,8 @@ TEST(DamagedFile, ShapesTheFileCannotHold) {
     H5Ldelete(f.id, "/runs/0/timings/seconds", H5P_DEFAULT);
     const hsize_t dims[3] = {hsize_t{1} << 40, 2, 3};
     const hid_t space = H5Screate_simple(3, dims, nullptr);
-    const hid_t d = H5Dcreate2(f.id, "/runs/0/timings/seconds", H5T_IEEE_F64LE, space,
-                               H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t d = H5Dcreate2(f.id, "/runs/0/timings/seconds", H5T_IEEE_F64LE, space, H5P_DEFAULT,
+                               H5P_DEFAULT, H5P_DEFAULT);
     ASSERT_GE(d, 0);
     H5Dclose(d);
     H5Sclose(space);
@@ -295,7 +295,8 @@ TEST(SchemaOne, OlderFilesStillRead) {
   // no hardware provenance.
   TempDir dir("schema1");
   auto sample = fixture::sample_file();
-  sample.runs[0].config_text = "topology: moe\ncompute: none\ntokens: 8\nsteps: 4\nwarmup: 2\nseed: 9\n";
+  sample.runs[0].config_text =
+      "topology: moe\ncompute: none\ntokens: 8\nsteps: 4\nwarmup: 2\nseed: 9\n";
   const auto path = dir.file("old.h5");
   write_results(path, sample);
   {
