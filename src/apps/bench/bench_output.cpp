@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <set>
 
 #include "bench/samples.hpp"
@@ -153,13 +154,19 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
                   "seed {}",
                   e.global_samples(world), e.global_samples(world) / world, e.steps, e.warmup,
                   o.repeats, o.repeats == 1 ? "" : "s", e.seed));
-  line(fmt::format(
-      "# host {}: {}; BLAS {} kernels; sgemm {}^3 {:.1f} GFLOP/s per rank (median "
-      "over ranks, all at once)",
-      host.hostnames.empty() ? "?"
-                             : host.hostnames.front() + (host.hostnames.size() > 1 ? ", ..." : ""),
-      host.blas.cpu_model, host.blas.core.empty() ? "unknown" : host.blas.core, host.sgemm_size,
-      host.sgemm_gflops));
+  std::vector<std::string> hosts;
+  for (const auto& h : host.hostnames)
+    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+  const std::string where = hosts.empty() ? "?"
+                            : hosts.size() == 1
+                                ? fmt::format("{} ({} ranks)", hosts.front(), host.hostnames.size())
+                                : fmt::format("{} hosts ({}, ...; {} ranks)", hosts.size(),
+                                              hosts.front(), host.hostnames.size());
+  line(
+      fmt::format("# host {}: {}; BLAS {} kernels; sgemm {}^3 {:.1f} GFLOP/s per rank (median "
+                  "over ranks, all at once)",
+                  where, host.blas.cpu_model, host.blas.core.empty() ? "unknown" : host.blas.core,
+                  host.sgemm_size, host.sgemm_gflops));
   if (!host.warning.empty()) line("# WARNING: " + host.warning);
   line(fmt::format(
       "# times in ms, per sample (a measured step of a repeat: {} per row) the slowest "
