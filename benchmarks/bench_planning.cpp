@@ -10,6 +10,7 @@
 #include "dmuon/boundary/hook_plan.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/partition/partition.hpp"
+#include "version_flag.hpp"
 
 namespace {
 
@@ -99,4 +100,11 @@ BENCHMARK(BM_DeepseekEndToEnd4096)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  if (dmuon::benchmarks::print_version_if_asked(argc, argv)) return 0;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

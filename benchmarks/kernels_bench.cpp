@@ -7,6 +7,7 @@
 
 #include "kernels/linear.hpp"
 #include "kernels/scoped_kokkos.hpp"
+#include "version_flag.hpp"
 
 namespace {
 
@@ -27,9 +28,10 @@ BENCHMARK(BM_Sgemm)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (dmuon::benchmarks::print_version_if_asked(argc, argv)) return 0;
   dmuon::kernels::host::ScopedKokkos kokkos;
   benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -62,7 +62,7 @@ function(dmuon_add_test)
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n}
                      ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${T_NAME}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
     set_tests_properties(${tn} PROPERTIES TIMEOUT ${T_TIMEOUT} ENVIRONMENT "${DMUON_TEST_ENV}"
-                         PROCESSORS 1 LABELS "mpi;${T_LABELS}")
+                         PROCESSORS ${n} LABELS "mpi;${T_LABELS}")
   endforeach()
 endfunction()
 

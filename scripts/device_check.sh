@@ -15,13 +15,14 @@
 # Environment: DMUON_DEVICE_BUILD (build dir, default /tmp/dmuon-device-build),
 #   DMUON_CUDA_ARCH (default 90), NCCL_HOME (dir with include/nccl.h and lib/libnccl.so*),
 #   OUT (if set, logs and the summary are copied there).
-# Exit codes: 0 every check passed, 1 a check failed, 2 usage/build error, 77 no GPU.
+# Works from any directory. Exit codes like the tools: 0 every check passed, 3 a check failed
+# (or timed out), 2 usage or build error, 77 no GPU.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 deps="$root/.device"
 
-usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^[^#]/{/^#/p}' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 prepare() {
   local build="${DMUON_BUILD_DIR:-$root/build}"
@@ -133,9 +134,9 @@ for pair in "kernels:$rc_kernels" "engine:$rc_engine"; do
   name=${pair%%:*}; code=${pair##*:}
   case $code in
     0) say "# device_check: $name OK" ;;
-    124) say "# device_check: $name FAILED: timed out"; rc=1 ;;
+    124) say "# device_check: $name FAILED: timed out"; rc=3 ;;
     77) say "# device_check: $name: no GPU"; [[ $rc -eq 0 ]] && rc=77 ;;
-    *) say "# device_check: $name FAILED (exit $code)"; rc=1 ;;
+    *) say "# device_check: $name FAILED (exit $code)"; rc=3 ;;
   esac
 done
 finish $rc

@@ -16,9 +16,11 @@
 # The launcher is "$MPIEXEC $NPFLAG N" (default: mpiexec -n N); on a cluster e.g.
 # MPIEXEC="srun --mpi=pmix" NPFLAG=-n (scripts/slurm/scaling_study.sbatch does this). Under a
 # scheduler every results file records its job id and node list (scheduler_job) and hosts.
-# DMUON_BENCH / DMUON_PROJECT override the executables (default: build/bin/...).
-# Writes DIR/n<N>.h5 (with --repeat K: DIR/n<N>_r<k>.h5), DIR/projected.h5 and DIR/plots/*.png. Exit 0 OK, 1 a run failed its
-# audit or check, 2 bad usage or a run that could not complete (its output is shown).
+# DMUON_BENCH / DMUON_PROJECT override the executables (default: the source tree's build, else
+# the install prefix's bin/, else PATH). Writes DIR/n<N>.h5 (with --repeat K: DIR/n<N>_r<k>.h5),
+# DIR/projected.h5 and DIR/plots/*.png. Works from any directory. Exit codes like the tools: 0
+# OK, 2 bad usage or bad input (a run's own exit 2), 3 a run failed its audit or check, 1 a run
+# or the plotting could not complete (its output is shown).
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,7 +37,7 @@ while [[ $# -gt 0 ]]; do
     --project) [[ $# -ge 2 ]] || die "--project needs a machine"; machine="$2"; shift 2 ;;
     --out) [[ $# -ge 2 ]] || die "--out needs a value"; out="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/{/^#/p}' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (valid: --ranks \"N ...\", --repeat K, --project MACHINE, --out DIR, -- then dmuon_bench arguments)" ;;
   esac
 done
@@ -47,11 +49,22 @@ for a in "$@"; do
   [[ "$a" != --output && "$a" != --output=* ]] || die "--output is set per rank count; use --out DIR"
 done
 
-bench="${DMUON_BENCH:-$root/build/bin/dmuon_bench}"
-project="${DMUON_PROJECT:-$root/build/bin/dmuon_project}"
-[[ -x "$bench" ]] || die "dmuon_bench not found at '$bench' (run scripts/setup.sh, or set DMUON_BENCH)"
+# An executable: $2 if set, else the source tree's build, else the install prefix's bin/ (this
+# script installs to <prefix>/share/dmuon/scripts), else PATH.
+find_tool() {
+  local name="$1" given="$2" c
+  if [[ -n "$given" ]]; then echo "$given"; return; fi
+  for c in "$root/build/bin/$name" "$root/../../bin/$name"; do
+    [[ -x "$c" ]] && { echo "$c"; return; }
+  done
+  command -v "$name" || true
+}
+bench="$(find_tool dmuon_bench "${DMUON_BENCH:-}")"
+[[ -n "$bench" && -x "$bench" ]] || die "dmuon_bench not found (run scripts/setup.sh, or set DMUON_BENCH)"
+project=""
 if [[ -n "$machine" ]]; then
-  [[ -x "$project" ]] || die "dmuon_project not found at '$project' (set DMUON_PROJECT)"
+  project="$(find_tool dmuon_project "${DMUON_PROJECT:-}")"
+  [[ -n "$project" && -x "$project" ]] || die "dmuon_project not found (set DMUON_PROJECT)"
 fi
 launcher="${MPIEXEC:-mpiexec}"
 npflag="${NPFLAG:--n}"
@@ -102,8 +115,10 @@ for n in $ranks; do
     rc=$?
     case "$rc" in
       0) ;;
-      3) echo "# scaling_study: $n ranks: an audit or check FAILED (see $out/$name.txt)"; status=1 ;;
-      *) cat "$out/$name.txt" >&2; die "the run on $n ranks exited $rc" ;;
+      3) echo "# scaling_study: $n ranks: an audit or check FAILED (see $out/$name.txt)"; status=3 ;;
+      2) cat "$out/$name.txt" >&2; die "the run on $n ranks rejected its input (exit 2)" ;;
+      *) cat "$out/$name.txt" >&2; echo "scaling_study.sh: error: the run on $n ranks exited $rc" >&2
+         exit 1 ;;
     esac
     grep -E "^# Failed audits" "$out/$name.txt" || true
     files+=("$file")
@@ -119,5 +134,5 @@ if [[ -n "$machine" ]]; then
   files+=("$out/projected.h5")
 fi
 MPLBACKEND="${MPLBACKEND:-Agg}" "$python" "$root/scripts/plot_results.py" "${files[@]}" \
-  -o "$out/plots" || die "plotting failed"
+  -o "$out/plots" || { echo "scaling_study.sh: error: plotting failed" >&2; exit 1; }
 exit "$status"

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "kernels/adamw.hpp"
@@ -48,6 +49,10 @@ bool compiled();
 /// Number of visible GPUs. Throws KernelError carrying cudaGetDeviceCount's message when the
 /// runtime reports an error (e.g. no driver / no GPU), so callers can say so clearly.
 int device_count();
+
+/// The name of GPU `device` (e.g. "NVIDIA H200"), for provenance. Throws KernelError like
+/// device_count() when the runtime cannot say.
+std::string device_name(int device);
 
 /// A stream (borrowed; the legacy default stream when null), a cuBLAS handle bound to it and
 /// the handle's own 32 MiB cuBLAS workspace (so contexts on different streams never share one,

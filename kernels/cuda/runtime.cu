@@ -24,6 +24,14 @@ int device_count() {
   return n;
 }
 
+std::string device_name(int device) {
+  cudaDeviceProp prop{};
+  const cudaError_t err = cudaGetDeviceProperties(&prop, device);
+  if (err != cudaSuccess)
+    throw KernelError(std::string("cudaGetDeviceProperties failed: ") + cudaGetErrorString(err));
+  return prop.name;
+}
+
 Context::Context(void* stream) : impl_(std::make_unique<Impl>()) {
   Impl& c = *impl_;
   c.stream = static_cast<cudaStream_t>(stream);

@@ -20,6 +20,9 @@ bool compiled() {
 int device_count() {
   not_compiled();
 }
+std::string device_name(int) {
+  not_compiled();
+}
 
 Context::Context(void*) {
   not_compiled();

@@ -3,7 +3,7 @@
 // fsdp-muon: the naive Muon), times every phase, counts every collective and audits the bytes
 // against the exact formulas (SPEC §6), prints one table and optionally writes one results
 // file (results/README.md). A strict boundary that fails at set-up is a "rejected" row, not an
-// error.
+// error. The table is printed before the file is written, so a failed write loses nothing.
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -12,47 +12,34 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "bench/bench_options.hpp"
 #include "bench/bench_output.hpp"
 #include "bench/bench_record.hpp"
 #include "bench/progress.hpp"
 #include "bench/run_list.hpp"
+#include "bench/samples.hpp"
 #include "bench/sweep.hpp"
+#include "common/config_dir.hpp"
 #include "common/run_main.hpp"
+#include "common/setup_agreement.hpp"
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
+#include "dmuon/boundary/degradation.hpp"
 #include "dmuon/config/config_file.hpp"
 #include "dmuon/engine/engine.hpp"
 #include "dmuon/results/provenance.hpp"
 #include "dmuon/results/results_writer.hpp"
+#include "dmuon/results/summary.hpp"
+#include "kernels/blas_info.hpp"
+#include "kernels/cuda/kernels.hpp"
 #include "kernels/scoped_kokkos.hpp"
-
-#ifndef DMUON_CONFIG_DIR
-#define DMUON_CONFIG_DIR ""
-#endif
 
 namespace {
 
 using namespace dmuon;
 using apps::bench::BenchRun;
-
-// Rank 0 checks the output path; every rank learns the verdict (exit 2 together).
-void check_output(const std::string& path, int rank) {
-  std::string err;
-  if (rank == 0) {
-    try {
-      results::check_output_writable(path);
-    } catch (const InputError& e) {
-      err = e.what();
-    }
-  }
-  int len = static_cast<int>(err.size());
-  DMUON_CHECK_MPI(MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD));
-  err.resize(static_cast<std::size_t>(len));
-  DMUON_CHECK_MPI(MPI_Bcast(err.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD));
-  if (!err.empty()) throw InputError(err);
-}
 
 std::vector<std::string> gather_hostnames(int rank, int size) {
   constexpr int kLen = 256;
@@ -66,77 +53,168 @@ std::vector<std::string> gather_hostnames(int rank, int size) {
   return out;
 }
 
-int bench(int argc, char** argv) {
-  int rank = 0, size = 1;
-  DMUON_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  DMUON_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
+// Every rank measures sgemm at once (what the run's ranks really get from the cores they
+// share); rank 0 receives the median over ranks in GFLOP/s.
+constexpr std::size_t kSgemmSize = 512;
+double measured_sgemm_gflops(int rank, int size) {
+  const double mine = kernels::host::measure_sgemm_gflops(kSgemmSize, 5);
+  std::vector<double> all(rank == 0 ? static_cast<std::size_t>(size) : 0);
+  DMUON_CHECK_MPI(MPI_Gather(&mine, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  return rank == 0 ? results::median(all) : 0.0;
+}
+
+// Everything an invocation decides before its first collective.
+struct Setup {
+  bool exit_now = false;  ///< --help, --version, --list: done
+  apps::bench::BenchOptions o;
+  std::vector<engine::Method> methods;
+  std::optional<model::Topology> topo;
+  std::string sweep_source = "--boundary";
+  std::vector<plan::Plan> plans;
+  std::vector<BenchRun> runs;
+};
+
+void set_up(int argc, char** argv, int rank, int size, Setup& st) {
+  auto& o = st.o;
   // --config FILE becomes flags placed before the command line (configs/README.md).
   config::ExpandedArgs args(argc, argv, config::bench_config_keys());
   CLI::App app{
       "dmuon_bench: DMuon over a boundary sweep vs FSDP baselines, measured and audited (run "
-      "under mpirun)"};
-  apps::bench::BenchOptions o;
+      "under mpirun); exit 0 OK, 2 bad input, 3 a failed audit or check"};
   app.add_option("--config", "YAML config file (keys = these flags; flags given here win)");
   apps::bench::add_bench_options(app, o);
-  if (!apps::parse_cli(app, args.argc(), args.argv(), rank == 0)) return apps::kOk;
+  if (!apps::parse_cli(app, args.argc(), args.argv(), rank == 0)) {
+    st.exit_now = true;
+    return;
+  }
   if (o.plan.list) {
     if (rank == 0) fmt::print("{}", apps::list_topologies_text());
-    return apps::kOk;
+    st.exit_now = true;
+    return;
   }
 
-  // Validate everything before the first collective: every rank throws the same InputError.
-  const auto methods = apps::bench::resolve_engine_options(o);
+  st.methods = apps::bench::resolve_engine_options(o);
   engine::validate(o.engine, size);
-  const auto topo = apps::load_topology(o.plan);
-  std::string sweep_source;
-  const auto sweep =
-      apps::bench::invocation_sweep(o, topo, DMUON_CONFIG_DIR, args.config_path(), &sweep_source);
-  auto list = apps::bench::make_run_list(o, topo, sweep, methods, size);
-  const std::vector<plan::Plan>& plans = list.plans;
-  std::vector<BenchRun>& runs = list.runs;
+  st.topo = apps::load_topology(o.plan);
+  const auto& topo = *st.topo;
+  const auto sweep = apps::bench::invocation_sweep(o, topo, apps::config_dir(),
+                                                   args.config_path(), &st.sweep_source);
+  auto list = apps::bench::make_run_list(o, topo, sweep, st.methods, size);
+  st.plans = std::move(list.plans);
+  st.runs = std::move(list.runs);
+  const auto& plans = st.plans;
+  const auto& runs = st.runs;
   for (const auto& run : runs)
     if (run.ok()) {
       auto eo = o.engine;
       eo.method = run.method;
       engine::validate_run(topo.tree, plans[static_cast<std::size_t>(run.plan_index)], eo, size);
     }
-  if (!o.output.empty()) check_output(o.output, rank);
+  // Rank 0 writes the file; the set-up agreement carries its verdict to every rank.
+  if (!o.output.empty() && rank == 0) results::check_output_writable(o.output);
+}
 
-  kernels::host::ScopedKokkos kokkos;
-  int measured = 0;
-  for (const auto& run : runs) measured += run.ok();
-  apps::bench::Progress progress(rank, measured,
-                                 static_cast<long>(measured) * o.engine.total_steps());
-  for (auto& run : runs) {
-    if (!run.ok()) continue;
-    auto eo = o.engine;
-    eo.method = run.method;
-    progress.begin_run(fmt::format("{} {}", engine::method_name(run.method),
-                                   run.baseline ? "(baseline)" : run.boundary.label()));
-    eo.on_step = [&progress](int s, int total) { progress.step(s, total); };
-    run.result = engine::run_engine(topo.tree, plans[static_cast<std::size_t>(run.plan_index)], eo,
-                                    MPI_COMM_WORLD);
-  }
-  progress.done();
-
-  if (!o.output.empty()) {
-    const auto hosts = gather_hostnames(rank, size);
-    if (rank == 0) {
+// Rank 0 writes the results file after the table is out; every rank learns whether it worked,
+// so all exit alike. A failed write names its cause and leaves no temporary behind.
+bool write_output(const Setup& st, int argc, char** argv, int rank, int size,
+                  const std::vector<std::string>& hosts, double sgemm) {
+  const auto& o = st.o;
+  int ok = 1;
+  if (rank == 0) {
+    try {
       results::ResultsFile f;
       f.provenance = results::collect_provenance(argc, argv, size, o.plan.replicate);
       f.provenance.hostnames = hosts;
-      f.runs = apps::bench::make_records(topo, plans, o, runs);
+      f.provenance.device = engine::device_name(o.engine.device);
+      if (o.engine.device == engine::Device::cuda)
+        f.provenance.device_model = kernels::cuda::device_name(0);
+      f.provenance.sgemm_gflops = sgemm;
+      f.provenance.sgemm_size = static_cast<std::int64_t>(kSgemmSize);
+      f.runs = apps::bench::make_records(*st.topo, st.plans, o, st.runs);
       results::write_results(o.output, f);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr,
+                   "dmuon_bench: error: cannot write results file '%s': %s (the table above is "
+                   "complete; nothing was written)\n",
+                   o.output.c_str(), e.what());
+      std::fflush(stderr);
+      ok = 0;
     }
   }
+  DMUON_CHECK_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  return ok != 0;
+}
+
+int bench(int argc, char** argv) {
+  int rank = 0, size = 1;
+  DMUON_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  DMUON_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
+
+  // Validate everything before the first collective; then agree: a rank whose input fails
+  // (a file missing on its node) takes every rank out with its message instead of leaving
+  // the others waiting in a collective.
+  Setup st;
+  apps::run_setup(MPI_COMM_WORLD, [&] { set_up(argc, argv, rank, size, st); });
+  int go = st.exit_now ? 0 : 1, all_go = 0;
+  DMUON_CHECK_MPI(MPI_Allreduce(&go, &all_go, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (!all_go) return apps::kOk;
+  const auto& o = st.o;
+  const auto& topo = *st.topo;
+
+  kernels::host::ScopedKokkos kokkos;
+  const auto hosts = gather_hostnames(rank, size);
+  const double sgemm = measured_sgemm_gflops(rank, size);
+  apps::bench::HostInfo host;
+  host.blas = kernels::host::blas_info();
+  host.sgemm_gflops = sgemm;
+  host.sgemm_size = kSgemmSize;
+  host.hostnames = hosts;
+  if (o.engine.device == engine::Device::host)
+    host.warning = kernels::host::generic_kernel_warning(host.blas);
+  if (rank == 0 && !host.warning.empty()) {
+    std::fprintf(stderr, "dmuon_bench: warning: %s\n", host.warning.c_str());
+    std::fflush(stderr);
+  }
+
+  int measured = 0;
+  for (const auto& run : st.runs) measured += run.ok();
+  apps::bench::Progress progress(rank, measured * o.repeats,
+                                 static_cast<long>(measured) * o.repeats * o.engine.total_steps());
+  // Repeats interleaved (all rows, then all rows again, ...): a drift of the machine's load
+  // during the invocation then touches every row alike, and the rows stay comparable.
+  std::vector<std::vector<engine::RunResult>> repeats(st.runs.size());
+  for (int k = 0; k < o.repeats; ++k)
+    for (std::size_t i = 0; i < st.runs.size(); ++i) {
+      const auto& run = st.runs[i];
+      if (!run.ok()) continue;
+      auto eo = o.engine;
+      eo.method = run.method;
+      eo.on_step = [&progress](int s, int total) { progress.step(s, total); };
+      progress.begin_run(fmt::format(
+          "{} {}{}", engine::method_name(run.method),
+          run.baseline ? "(baseline)" : run.boundary.label(),
+          o.repeats > 1 ? fmt::format(" (repeat {}/{})", k + 1, o.repeats) : std::string()));
+      repeats[i].push_back(engine::run_engine(
+          topo.tree, st.plans[static_cast<std::size_t>(run.plan_index)], eo, MPI_COMM_WORLD));
+    }
+  for (std::size_t i = 0; i < st.runs.size(); ++i)
+    if (st.runs[i].ok())
+      st.runs[i].result = apps::bench::merge_repeats(std::move(repeats[i]), size);
+  progress.done();
+
+  // The table first: a failed write must not lose the run.
   if (rank == 0) {
     if (o.json)
-      std::cout << apps::bench::to_json(topo, plans, o, size, runs).dump(2) << std::endl;
+      std::cout << apps::bench::to_json(topo, st.plans, o, size, st.runs, host).dump(2)
+                << std::endl;
     else
-      std::cout << apps::bench::format_table(topo, plans, o, size, runs, sweep_source)
+      std::cout << apps::bench::format_table(topo, st.plans, o, size, st.runs, st.sweep_source,
+                                             host)
                 << std::flush;
   }
-  return apps::bench::failures(runs) == 0 ? apps::kOk : apps::kCheckFailed;
+  if (!o.output.empty() && !write_output(st, argc, argv, rank, size, hosts, sgemm))
+    return apps::kUnexpected;
+  return apps::bench::failures(st.runs) == 0 ? apps::kOk : apps::kCheckFailed;
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // dmuon_compare: compares two results files run by run — deterministic quantities exactly,
-// median timings within a tolerance — and exits 3 on any mismatch or regression, so it can
-// gate boundary choices in CI. No MPI launch.
+// timings by a one-sided Mann–Whitney U test over the per-step samples with a minimum effect
+// size — and exits 3 on any mismatch or regression, so it can gate boundary choices in CI.
+// No MPI launch.
 
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/run_main.hpp"
@@ -16,64 +18,218 @@ namespace {
 
 using namespace dmuon;
 
+constexpr std::size_t kTableWidth = 160;
+
 std::string ms(double v) {
-  return std::isnan(v) ? "-" : fmt::format("{:.4f}", v);
+  return std::isnan(v) ? "-" : fmt::format("{:.2f}", v);
 }
 
-std::string pct(double a, double b) {
-  if (std::isnan(a) || std::isnan(b) || !(a > 0)) return "-";
-  return fmt::format("{:+.1f}", 100.0 * (b - a) / a);
+// "median (min-max)" of one side of a timing test, or "-".
+std::string spread(double med, double lo, double hi) {
+  if (std::isnan(med)) return "-";
+  return fmt::format("{:.2f} ({:.1f}-{:.1f})", med, lo, hi);
+}
+
+std::string pct(double change) {
+  return std::isnan(change) ? "-" : fmt::format("{:+.1f}", 100.0 * change);
+}
+
+// The p-value of the direction that moved, with a mark: '*' significant at alpha.
+std::string pval(const results::TimingTest& t, double alpha) {
+  if (!t.testable) return t.verdict == "non-finite" ? "nonfin" : "n/a";
+  const double p = t.change >= 0 ? t.p_slower : t.p_faster;
+  return fmt::format("{:.1e}{}", p, p < alpha ? "*" : " ");
 }
 
 nlohmann::json num(double v) {
   return std::isnan(v) ? nlohmann::json() : nlohmann::json(v);
 }
 
+const results::TimingTest* find_test(const results::RunComparison& r, const char* metric) {
+  for (const auto& t : r.timings)
+    if (t.metric == metric) return &t;
+  return nullptr;
+}
+
+// Key fields equal across every listed run (printed once) and, per run, the rest.
+struct KeyParts {
+  std::vector<std::pair<std::string, std::string>> common;
+  std::vector<std::string> per_run;  // indexed like the runs passed in
+};
+
+KeyParts split_keys(const std::vector<const results::RunRecord*>& runs) {
+  KeyParts k;
+  if (runs.empty()) return k;
+  std::vector<std::vector<std::pair<std::string, std::string>>> fields;
+  for (const auto* r : runs) fields.push_back(results::run_key_fields(*r));
+  std::vector<bool> same(fields[0].size(), true);
+  for (const auto& f : fields)
+    for (std::size_t i = 0; i < f.size(); ++i) same[i] = same[i] && f[i] == fields[0][i];
+  for (std::size_t i = 0; i < same.size(); ++i)
+    if (same[i]) k.common.push_back(fields[0][i]);
+  // Per run: boundary, method and owner strategy by value (they are what rows differ in),
+  // anything else as name=value.
+  for (const auto& f : fields) {
+    std::string s;
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      if (same[i]) continue;
+      const bool bare =
+          f[i].first == "boundary" || f[i].first == "method" || f[i].first == "owners";
+      s += (s.empty() ? "" : " ") + (bare ? f[i].second : f[i].first + "=" + f[i].second);
+    }
+    k.per_run.push_back(s.empty() ? "(the key above)" : s);
+  }
+  return k;
+}
+
+std::string clip(const std::string& s, std::size_t n, bool wide) {
+  if (wide || s.size() <= n) return s;
+  return n < 4 ? s.substr(0, n) : s.substr(0, n - 3) + "...";
+}
+
+// A '#' comment wrapped to the table width (continuation lines "#   ").
+void comment(const std::string& text, bool wide) {
+  if (wide || text.size() <= kTableWidth) {
+    fmt::print("{}\n", text);
+    return;
+  }
+  std::string cur;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t next = text.find(' ', pos);
+    if (next == std::string::npos) next = text.size();
+    const std::string word = text.substr(pos, next - pos);
+    if (!cur.empty() && cur.size() + 1 + word.size() > kTableWidth) {
+      fmt::print("{}\n", cur);
+      cur = "#   " + word;
+    } else {
+      cur += (cur.empty() ? "" : " ") + word;
+    }
+    pos = next + 1;
+  }
+  if (!cur.empty()) fmt::print("{}\n", cur);
+}
+
 void print_table(const std::string& pa, const results::ResultsFile& a, const std::string& pb,
-                 const results::ResultsFile& b, const results::Comparison& c) {
-  auto head = [](const char* tag, const std::string& p, const results::ResultsFile& f) {
-    fmt::print("# {}: {}  ({} runs; suite {}, commit {:.12}, {}, world {}, {})\n", tag, p,
-               f.runs.size(), f.provenance.suite_version, f.provenance.git_commit,
-               f.provenance.build_type, f.provenance.world_size, f.provenance.date_utc);
+                 const results::ResultsFile& b, const results::Comparison& c, bool wide) {
+  const auto& o = c.options;
+  auto head = [wide](const char* tag, const std::string& p, const results::ResultsFile& f) {
+    const auto& v = f.provenance;
+    comment(fmt::format("# {}: {}  ({} runs; suite {}, commit {:.12}, {}, world {}, {}{})", tag, p,
+                        f.runs.size(), v.suite_version, v.git_commit, v.build_type, v.world_size,
+                        v.date_utc,
+                        v.device_model.empty()
+                            ? std::string()
+                            : fmt::format("; {}, BLAS {}, sgemm {:.1f} GFLOP/s", v.device_model,
+                                          v.blas_core.empty() ? "?" : v.blas_core, v.sgemm_gflops)),
+            wide);
   };
   fmt::print("# dmuon_compare\n");
   head("A", pa, a);
   head("B", pb, b);
-  fmt::print(
-      "# time tolerance {:.1f} %: B's median step_ms and optimizer_ms may exceed A's by at most "
-      "this; deterministic quantities must match exactly\n#\n",
-      100.0 * c.tolerance);
-  fmt::print("# {:>3} {:>3}  {:<8} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}  {:<8}  {}\n", "A", "B",
-             "status", "A step_ms", "B step_ms", "chg %", "A opt_ms", "B opt_ms", "chg %", "check",
-             "run");
+  if (o.deterministic_only)
+    comment(
+        "# deterministic only: hooks, sites, owners, loads, calls, bytes, audit and check "
+        "must match exactly; timings are not compared",
+        wide);
+  else
+    comment(fmt::format(
+                "# timings per sample (one measured step of one repeat, slowest rank): B is SLOWER "
+                "when a one-sided Mann-Whitney U test gives p < {} AND B's median exceeds A's by "
+                "more than the tolerance {:.1f} %; deterministic quantities must match exactly",
+                o.alpha, 100.0 * o.tolerance),
+            wide);
+  for (const auto& n : c.notes) comment("# note: " + n, wide);
+
+  std::vector<const results::RunRecord*> keyed;
+  for (const auto& r : c.runs) keyed.push_back(&a.runs[r.a]);
+  for (auto i : c.only_a) keyed.push_back(&a.runs[i]);
+  for (auto j : c.only_b) keyed.push_back(&b.runs[j]);
+  const auto keys = split_keys(keyed);
+  std::string common;
+  for (const auto& [k, v] : keys.common) common += (common.empty() ? "" : " ") + k + "=" + v;
+  if (!common.empty()) comment("# key of every run: " + common, wide);
+  fmt::print("# ms: median (min-max) over samples; p: one-sided U test, * = significant\n#\n");
+  const std::string row =
+      "  {:>3} {:>3}  {:<9} {:>22} {:>22} {:>7} {:>8} {:>9} {:>9} {:>7} {:>8}  {}\n";
+  const std::size_t fixed = 2 + 4 + 4 + 11 + 23 + 23 + 8 + 9 + 10 + 10 + 8 + 9 + 1;
+  const std::size_t label_width = kTableWidth > fixed ? kTableWidth - fixed : 20;
+  fmt::print("# {:>3} {:>3}  {:<9} {:>22} {:>22} {:>7} {:>8} {:>9} {:>9} {:>7} {:>8}  {}\n", "A",
+             "B", "check", "A step ms", "B step ms", "chg %", "p", "A opt ms", "B opt ms", "chg %",
+             "p", "run");
+  std::size_t k = 0;
   for (const auto& r : c.runs) {
-    fmt::print("  {:>3} {:>3}  {:<8} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}  {:<8}  {}\n", r.a,
-               r.b, r.status, ms(r.a_step_ms), ms(r.b_step_ms), pct(r.a_step_ms, r.b_step_ms),
-               ms(r.a_opt_ms), ms(r.b_opt_ms), pct(r.a_opt_ms, r.b_opt_ms), r.check(), r.key);
-    for (const auto& m : r.mismatches) fmt::print("#     mismatch: {}\n", m);
-    for (const auto& m : r.regressions) fmt::print("#     regression: {}\n", m);
-    for (const auto& m : r.improvements) fmt::print("#     improvement: {}\n", m);
+    const auto* st = find_test(r, "step_ms");
+    const auto* ot = find_test(r, "optimizer_ms");
+    const bool measured = r.status == "ok";
+    fmt::print(row, r.a, r.b, r.check(),
+               st ? spread(st->a_median, st->a_min, st->a_max) : (measured ? ms(r.a_step_ms) : "-"),
+               st ? spread(st->b_median, st->b_min, st->b_max) : (measured ? ms(r.b_step_ms) : "-"),
+               st ? pct(st->change) : "-", st ? pval(*st, o.alpha) : "-",
+               ot ? ms(ot->a_median) : (measured ? ms(r.a_opt_ms) : "-"),
+               ot ? ms(ot->b_median) : (measured ? ms(r.b_opt_ms) : "-"),
+               ot ? pct(ot->change) : "-", ot ? pval(*ot, o.alpha) : "-",
+               clip((r.status == "ok" ? "" : r.status + " ") + keys.per_run[k], label_width, wide));
+    ++k;
+    for (const auto& m : r.mismatches) comment("#     mismatch: " + m, wide);
+    for (const auto& m : r.regressions) comment("#     regression: " + m, wide);
+    for (const auto& m : r.improvements) comment("#     improvement: " + m, wide);
+    for (const auto& m : r.notes) comment("#     note: " + m, wide);
   }
-  for (std::size_t i = 0; i < c.only_a.size(); ++i)
-    fmt::print("  {:>3} {:>3}  {:<8} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}  {:<8}  {}\n",
-               c.only_a[i], "-", "-", "-", "-", "-", "-", "-", "-", "MISSING", c.only_a_keys[i]);
-  for (std::size_t i = 0; i < c.only_b.size(); ++i)
-    fmt::print("  {:>3} {:>3}  {:<8} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}  {:<8}  {}\n", "-",
-               c.only_b[i], "-", "-", "-", "-", "-", "-", "-", "NEW", c.only_b_keys[i]);
+  for (auto i : c.only_a)
+    fmt::print(row, i, "-", "MISSING", "-", "-", "-", "-", "-", "-", "-", "-",
+               clip(keys.per_run[k++], label_width, wide));
+  for (auto j : c.only_b)
+    fmt::print(row, "-", j, "NEW", "-", "-", "-", "-", "-", "-", "-", "-",
+               clip(keys.per_run[k++], label_width, wide));
   fmt::print("#\n# matched runs: {}   only in A: {}   only in B: {}\n", c.runs.size(),
              c.only_a.size(), c.only_b.size());
   fmt::print("# deterministic mismatches: {}\n", c.mismatches());
-  fmt::print("# regressions: {}\n", c.regressions());
+  if (o.deterministic_only) {
+    fmt::print("# regressions: not tested (--deterministic-only)\n");
+  } else if (c.timings_skipped) {
+    fmt::print("# regressions: not tested (different machines; --any-machine to compare)\n");
+  } else {
+    fmt::print("# regressions: {}\n", c.regressions());
+    if (c.untested() > 0)
+      fmt::print(
+          "# untested timings: {} runs (too few samples for p < {}: raise --steps or "
+          "--repeats)\n",
+          c.untested(), o.alpha);
+  }
   fmt::print("# {}\n", c.ok() ? "OK" : "FAILED");
+}
+
+nlohmann::json timing_json(const results::TimingTest& t) {
+  return {{"metric", t.metric},
+          {"samples_a", t.n_a},
+          {"samples_b", t.n_b},
+          {"a_median_ms", num(t.a_median)},
+          {"a_min_ms", num(t.a_min)},
+          {"a_max_ms", num(t.a_max)},
+          {"b_median_ms", num(t.b_median)},
+          {"b_min_ms", num(t.b_min)},
+          {"b_max_ms", num(t.b_max)},
+          {"change", num(t.change)},
+          {"p_slower", num(t.p_slower)},
+          {"p_faster", num(t.p_faster)},
+          {"testable", t.testable},
+          {"verdict", t.verdict}};
 }
 
 void print_json(const std::string& pa, const std::string& pb, const results::Comparison& c) {
   nlohmann::json j;
   j["a"] = pa;
   j["b"] = pb;
-  j["time_tolerance"] = c.tolerance;
+  j["time_tolerance"] = c.options.tolerance;
+  j["alpha"] = c.options.alpha;
+  j["deterministic_only"] = c.options.deterministic_only;
+  j["timings_compared"] = !c.options.deterministic_only && !c.timings_skipped;
+  j["notes"] = c.notes;
   j["runs"] = nlohmann::json::array();
-  for (const auto& r : c.runs)
+  for (const auto& r : c.runs) {
+    auto t = nlohmann::json::array();
+    for (const auto& x : r.timings) t.push_back(timing_json(x));
     j["runs"].push_back({{"a", r.a},
                          {"b", r.b},
                          {"key", r.key},
@@ -82,39 +238,56 @@ void print_json(const std::string& pa, const std::string& pb, const results::Com
                          {"b_step_ms", num(r.b_step_ms)},
                          {"a_optimizer_ms", num(r.a_opt_ms)},
                          {"b_optimizer_ms", num(r.b_opt_ms)},
+                         {"timings", t},
                          {"check", r.check()},
                          {"mismatches", r.mismatches},
                          {"regressions", r.regressions},
-                         {"improvements", r.improvements}});
+                         {"improvements", r.improvements},
+                         {"notes", r.notes}});
+  }
   j["only_a"] = c.only_a_keys;
   j["only_b"] = c.only_b_keys;
   j["mismatches"] = c.mismatches();
   j["regressions"] = c.regressions();
+  j["untested"] = c.untested();
   j["ok"] = c.ok();
   fmt::print("{}\n", j.dump(2));
 }
 
 int compare(int argc, char** argv) {
   CLI::App app{
-      "dmuon_compare: compare two dmuon results files (deterministic quantities exactly, median "
-      "timings within a tolerance); exit 3 on a mismatch or regression"};
+      "dmuon_compare: compare two dmuon results files: deterministic quantities (hooks, sites, "
+      "owners, loads, calls, bytes, audit, check) exactly, timings by a one-sided Mann-Whitney U "
+      "test over the per-step samples with a minimum effect size; exit 0 OK, 2 bad input, 3 a "
+      "mismatch or regression"};
   std::string pa, pb;
-  double tolerance = 0.10;
-  bool json = false;
+  results::CompareOptions o;
+  bool json = false, wide = false;
   app.add_option("A", pa, "baseline results file (HDF5)")->required();
   app.add_option("B", pb, "results file to check against A")->required();
-  app.add_option("--time-tolerance", tolerance,
-                 "allowed slowdown of B's median timings as a fraction (0.1 = 10 %)")
+  app.add_option("--time-tolerance", o.tolerance,
+                 "minimum effect: B's median step/optimizer time must exceed A's by more than "
+                 "this fraction (0.1 = 10 %) to count as a regression")
       ->capture_default_str();
+  app.add_option("--alpha", o.alpha,
+                 "significance level of the one-sided Mann-Whitney U test on the samples")
+      ->capture_default_str();
+  app.add_flag("--deterministic-only", o.deterministic_only,
+               "compare hooks, sites, owners, loads, calls, bytes, audit and check only (no "
+               "timings): the gate against a reference made on another machine");
+  app.add_flag("--any-machine", o.any_machine,
+               "compare timings even when A and B ran on different CPU/GPU models or BLAS "
+               "kernels (by default only their deterministic quantities are compared)");
   app.add_flag("--json", json, "print one JSON object instead of the table");
-  app.parse(argc, argv);
+  app.add_flag("--wide", wide, "do not abbreviate the run column (the table fits 160 columns)");
+  if (!apps::parse_cli(app, argc, argv)) return apps::kOk;
   const auto a = results::read_results(pa);
   const auto b = results::read_results(pb);
-  const auto c = results::compare_results(a, b, tolerance);
+  const auto c = results::compare_results(a, b, o);
   if (json)
     print_json(pa, pb, c);
   else
-    print_table(pa, a, pb, b, c);
+    print_table(pa, a, pb, b, c, wide);
   return c.ok() ? apps::kOk : apps::kCheckFailed;
 }
 

@@ -14,6 +14,7 @@
 #include "bench/bench_output.hpp"
 #include "bench/bench_record.hpp"
 #include "bench/run_list.hpp"
+#include "common/config_dir.hpp"
 #include "common/run_main.hpp"
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
@@ -24,10 +25,6 @@
 #include "dmuon/results/results_writer.hpp"
 #include "project/calibrate.hpp"
 #include "project/project_options.hpp"
-
-#ifndef DMUON_CONFIG_DIR
-#define DMUON_CONFIG_DIR ""
-#endif
 
 namespace {
 
@@ -79,12 +76,12 @@ nlohmann::json machine_json(const project::Machine& m) {
 
 int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::Method>& methods,
                    int argc, char** argv, const std::string& config_path) {
-  const auto machine =
-      project::load_machine(o.machine, std::string(DMUON_CONFIG_DIR) + "/machines");
+  const auto machine = project::load_machine(
+      o.machine, apps::config_dir().empty() ? std::string() : apps::config_dir() + "/machines");
   const auto topo = apps::load_topology(o.bench.plan);
   std::string sweep_source;
   const auto sweep =
-      apps::bench::invocation_sweep(o.bench, topo, DMUON_CONFIG_DIR, config_path, &sweep_source);
+      apps::bench::invocation_sweep(o.bench, topo, apps::config_dir(), config_path, &sweep_source);
   // Everything is validated before the first projection: a bad world in the list fails at once.
   std::vector<WorldRows> worlds;
   for (int world : o.worlds) {
@@ -148,7 +145,9 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
     nlohmann::json j;
     nlohmann::json runs = nlohmann::json::array();
     for (const auto& w : worlds) {
-      auto wj = apps::bench::to_json(topo, w.list.plans, bo, w.world, w.list.runs);
+      // Nothing ran on this host: no host description (and no sgemm rate) goes with it.
+      auto wj = apps::bench::to_json(topo, w.list.plans, bo, w.world, w.list.runs, {});
+      wj.erase("host");
       for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
         auto& x = wj["runs"][i];
         x["world_size"] = w.world;
@@ -179,7 +178,7 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
   } else {
     for (const auto& w : worlds) {
       std::string t =
-          apps::bench::format_table(topo, w.list.plans, bo, w.world, w.list.runs, sweep_source);
+          apps::bench::format_table(topo, w.list.plans, bo, w.world, w.list.runs, sweep_source, {});
       // The bench's table, marked: the first line names the tool and the machine.
       const auto eol = t.find('\n');
       t = fmt::format("# dmuon_project (PROJECTED on machine {}, not measured): {}\n", machine.name,

@@ -27,6 +27,7 @@ except ImportError:
     sys.exit(77)
 
 ROOT_ATTRS = ["format", "schema_version", "suite_version", "git_commit", "build_type", "compiler",
+              "device", "device_model", "blas_library", "blas_core", "sgemm_gflops",
               "mpi_version", "kokkos_version", "hdf5_version", "cuda_version", "nccl_version",
               "hostnames", "date_utc", "command_line", "world_size", "replicate", "num_runs"]
 RUN_ATTRS = ["status", "error", "config", "topology", "preset", "dedicate_rule", "method",
@@ -118,6 +119,21 @@ def main():
         sec = r["timings/seconds"]
         if sec.shape[0] != 1 or sec.shape[1] != a.np or sec.shape[2] != len(r["timings/phases"]):
             fail(f"run {i}: timings shape {sec.shape}")
+        # Schema 2: self-describing samples (units, dimension labels), the wall step per
+        # sample and rank, counts as integers, the run inputs as attributes.
+        if s(sec.attrs.get("units", "")) != "s" or \
+                [d.label for d in sec.dims] != ["sample", "rank", "phase"]:
+            fail(f"run {i}: timings/seconds lacks units or dimension labels")
+        step = r["timings/step_seconds"]
+        if step.shape != sec.shape[:2] or (step[()] <= 0).any():
+            fail(f"run {i}: timings/step_seconds shape {step.shape} or non-positive values")
+        if summ["hook_sites"].dtype.kind != "i" or summ["hook_calls_per_step"].dtype.kind != "i":
+            fail(f"run {i}: counts in the summary are not integers")
+        for k in ["compute", "global_samples", "steps", "warmup", "seed"]:
+            if k not in r.attrs:
+                fail(f"run {i}: run attribute {k} missing")
+        if s(r["collectives/bytes_per_rank_per_step"].attrs.get("units", "")) != "B/step":
+            fail(f"run {i}: collective bytes lack units")
         c = r["collectives"]
         meas, form = c["bytes_per_rank_per_step"][()], c["formula_bytes_per_rank_per_step"][()]
         if meas.shape != form.shape or (meas != form).any():

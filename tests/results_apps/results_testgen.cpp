@@ -5,10 +5,11 @@
 //       rejected at set-up) and incomplete (lenient) boundaries with REAL plans (sites, owners,
 //       partition, predicted collectives) and SYNTHETIC timings derived deterministically from
 //       the plan (summary attribute timings_source = "synthetic-example").
-//   results_testgen mutate IN.h5 OUT.h5 collective|owner|slower=F
+//   results_testgen mutate IN.h5 OUT.h5 collective|owner|slower=F|nan
 //       a copy of IN with one deterministic quantity changed (run 0's first broadcast count on
-//       rank 0 +1, or the owner of run 0's first dedicated parameter moved), or every ok run's
-//       timings (and timing summaries) multiplied by F.
+//       rank 0 +1, or the owner of run 0's first dedicated parameter moved), every ok run's
+//       timings (per-sample phases, step times and timing summaries) multiplied by F, or one
+//       NaN step time in the first ok run.
 
 #include <fmt/format.h>
 
@@ -35,7 +36,7 @@ using namespace dmuon;
 using namespace dmuon::results;
 
 constexpr std::int64_t kTokens = 256;  // per rank per step
-constexpr std::int64_t kSteps = 5;
+constexpr std::int64_t kSteps = 12;
 
 // Deterministic jitter in [-2 %, +2 %].
 double jitter(std::uint64_t& state) {
@@ -63,7 +64,12 @@ void add_synthetic_measurements(const model::Topology& topo, const plan::Plan& p
       const double fwd = 2e-3 + 0.5 * bcast + bcalls;
       const double bwd = 4e-3 + 0.5 * bcast + red + bcalls + rcalls;
       const double opt = 1e-4 + 2e-5 * static_cast<double>(p.partition.cost_loads.at(i));
-      for (double t : {fwd, bwd, opt}) r.timings.seconds.push_back(t * jitter(state));
+      double step = 0;
+      for (double t : {fwd, bwd, opt}) {
+        r.timings.seconds.push_back(t * jitter(state));
+        step += r.timings.seconds.back();
+      }
+      r.timings.step_seconds.push_back(step * 1.01);  // the loop's own overhead on top
     }
   r.collectives.bytes_per_rank_per_step = r.collectives.formula_bytes_per_rank_per_step;
 
@@ -138,12 +144,22 @@ int reference(const std::string& out, int world, int argc, char** argv) {
       set_engine_defaults(r);
       r.boundary_label = fmt::format("{} ({})", ch.word, ch.strict ? "strict" : "lenient");
       r.config_text = config;
+      r.global_samples = kTokens * world;
+      r.steps = kSteps;
+      r.warmup = 1;
+      r.seed = 1;
+      r.prefetch = 1;  // dmuon_bench's default, so its files and these plot together
       add_synthetic_measurements(topo, p, v, r);
       f.runs.push_back(std::move(r));
     } catch (const InputError& e) {
       auto r = make_rejected_record(topo, c, e.what(), "dmuon", plan::Reshard::z3);
       r.boundary_label = fmt::format("{} ({})", ch.word, ch.strict ? "strict" : "lenient");
       r.config_text = config;
+      r.global_samples = kTokens * world;
+      r.steps = kSteps;
+      r.warmup = 1;
+      r.seed = 1;
+      r.prefetch = 1;
       f.runs.push_back(std::move(r));
     }
   }
@@ -168,11 +184,18 @@ int mutate(const std::string& in, const std::string& out, const std::string& wha
     for (auto& r : f.runs) {
       if (r.status != "ok") continue;
       for (auto& s : r.timings.seconds) s *= factor;
+      for (auto& s : r.timings.step_seconds) s *= factor;
       for (const auto& [k, v] : timing_medians(r.timings)) r.summary[k] = v;
+    }
+  } else if (what == "nan") {
+    for (auto& r : f.runs) {
+      if (r.status != "ok" || r.timings.step_seconds.empty()) continue;
+      r.timings.step_seconds[r.timings.step_seconds.size() / 2] = std::nan("");
+      break;
     }
   } else {
     throw InputError(
-        fmt::format("unknown mutation '{}' (valid: collective, owner, slower=F)", what));
+        fmt::format("unknown mutation '{}' (valid: collective, owner, slower=F, nan)", what));
   }
   write_results(out, f);
   return 0;
@@ -191,7 +214,7 @@ int main(int argc, char** argv) {
     if (a.size() == 4 && a[0] == "mutate") return mutate(a[1], a[2], a[3]);
     fmt::print(stderr,
                "usage: results_testgen reference OUT.h5 [--world N] | mutate IN OUT "
-               "collective|owner|slower=F\n");
+               "collective|owner|slower=F|nan\n");
     return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "results_testgen: error: {}\n", e.what());

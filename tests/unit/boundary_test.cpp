@@ -245,6 +245,48 @@ TEST(Degradation, MoeLayerSwallowsExperts) {
   EXPECT_EQ(analyse("moe", "types:Expert,MoELayer").warnings(), 0);
 }
 
+// A plain GPT: h = ModuleList of 2 Blocks, each with attn (c_attn, c_proj) and an MLP
+// Sequential(Linear, GELU, Linear); plus `experts`, a ModuleList of 3 bare Linear experts.
+model::ModuleTree gpt_tree() {
+  model::ModuleTree tree("GPT");
+  const int h = tree.add_module(0, "h", "ModuleList");
+  for (int b = 0; b < 2; ++b) {
+    const int block = tree.add_module(h, std::to_string(b), "Block");
+    const int attn = tree.add_module(block, "attn", "Attention");
+    tree.add_parameter(tree.add_module(attn, "c_attn", "Linear"), "weight", {48, 16});
+    tree.add_parameter(tree.add_module(attn, "c_proj", "Linear"), "weight", {16, 16});
+    const int mlp = tree.add_module(block, "mlp", "Sequential");
+    tree.add_parameter(tree.add_module(mlp, "0", "Linear"), "weight", {64, 16});
+    tree.add_module(mlp, "1", "GELU");
+    tree.add_parameter(tree.add_module(mlp, "2", "Linear"), "weight", {16, 64});
+  }
+  const int experts = tree.add_module(0, "experts", "ModuleList");
+  for (int e = 0; e < 3; ++e)
+    tree.add_parameter(tree.add_module(experts, std::to_string(e), "Linear"), "weight", {8, 8});
+  tree.finalize();
+  return tree;
+}
+
+TEST(Degradation, MlpSequentialIsNotSwallowedRepeats) {
+  const auto tree = gpt_tree();
+  const auto ded = boundary::select_dedicated(tree, boundary::DedicationRule::parse("ndim=2"));
+  const auto policy = BoundaryPolicy::parse("types:Block,ModuleList", true);
+  const auto plan = boundary::resolve_hook_plan(tree, ded, policy);
+  const auto rep = boundary::analyse_degradations(tree, plan, policy);
+  // Sites: h.0, h.1 (each holding its MLP's two Linears: a pipeline, not repeats) and
+  // `experts`, which does swallow 3 repeats (bare Linears).
+  int swallowed = 0;
+  for (const auto& f : rep.findings)
+    if (f.kind == boundary::FindingKind::swallowed_repeats) {
+      ++swallowed;
+      EXPECT_EQ(f.site, "experts") << f.message;
+    }
+  EXPECT_EQ(swallowed, 1);
+  // The experts are leaves: suggesting types:Linear would be per-Linear hooks, the very
+  // degradation the findings warn about.
+  EXPECT_EQ(rep.suggested_boundary.find("Linear"), std::string::npos) << rep.suggested_boundary;
+}
+
 TEST(Degradation, NestedOuterLayersPitfall) {
   auto rep = analyse("nested", "default");
   EXPECT_EQ(count(rep, boundary::FindingKind::swallowed_repeats), 3);  // decoder, vision, expert

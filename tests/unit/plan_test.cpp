@@ -4,6 +4,7 @@
 
 #include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
+#include "dmuon/boundary/degradation.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/plan.hpp"
@@ -151,6 +152,40 @@ TEST(PlanConfig, WorldSizeLimits) {
   c.partition.shard = 1 << 11;
   c.partition.replicate = 1 << 11;  // 2^22 slots
   EXPECT_THROW(plan::make_plan(topo.tree, c), InputError);
+}
+
+}  // namespace
+
+namespace {
+
+int idle_findings(const plan::Plan& p, std::string* message) {
+  int n = 0;
+  for (const auto& f : p.report.findings)
+    if (f.kind == boundary::FindingKind::idle_ranks) {
+      ++n;
+      *message = f.message;
+    }
+  return n;
+}
+
+TEST(PlanFindings, IdleRanksAreAFindingNotARatioOfOne) {
+  // moe tiny packs each layer's matrices (all below the 5 M packing threshold) into one unit:
+  // 4 units. On 8 ranks 4 own nothing although the ratio is 1.0000; on 4 ranks none idles.
+  const auto t = model::build_topology("moe", "tiny");
+  plan::PlanConfig c;
+  c.dedicate_rule = t.dedicate_rule;
+  c.boundary = "default";
+  c.partition.shard = 8;
+  auto p = plan::make_plan(t.tree, c);
+  ASSERT_EQ(p.partition.units.size(), 4u);
+  EXPECT_EQ(p.partition.ratio, 1.0);
+  std::string msg;
+  ASSERT_EQ(idle_findings(p, &msg), 1);
+  EXPECT_NE(msg.find("4 of 8 ranks own no matrix (the partition has 4 units for 8 slots)"),
+            std::string::npos)
+      << msg;
+  c.partition.shard = 4;
+  EXPECT_EQ(idle_findings(plan::make_plan(t.tree, c), &msg), 0);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "bench/bench_options.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "dmuon/base/comma_list.hpp"
@@ -71,7 +73,13 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "global batch in samples, split over ranks (overrides --tokens; keeps --check "
                  "comparable across rank counts)");
   app.add_option("--steps", eo.steps, "measured steps")->capture_default_str();
-  app.add_option("--warmup", eo.warmup, "unmeasured steps first")->capture_default_str();
+  app.add_option("--warmup", eo.warmup, "unmeasured steps first (in every repeat)")
+      ->capture_default_str();
+  app.add_option("--repeats", o.repeats,
+                 "run every row this many times (each after its warm-up); the table and the "
+                 "results file keep every measured step of every repeat as one sample, for "
+                 "spreads and dmuon_compare's significance test")
+      ->capture_default_str();
   app.add_option("--seed", eo.seed, "seed of the synthetic weights and data")
       ->capture_default_str();
   app.add_flag("--check", eo.check,
@@ -81,6 +89,9 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "roundoffs of the coarsest 16-bit type on the wire or in the device's "
                  "Newton-Schulz)");
   app.add_flag("--json", o.json, "print one JSON object on rank 0 instead of the table");
+  app.add_flag("--wide", o.wide,
+               "table: show long boundary specs and errors in full instead of fitting 160 "
+               "columns");
   app.add_option("--output", o.output,
                  "results file (HDF5, written atomically by rank 0; default: none)");
   app.add_option("--inject-nan-step", eo.inject_nan_step,
@@ -89,6 +100,8 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
 }
 
 std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
+  if (o.repeats < 1 || o.repeats > 1000)
+    throw InputError(fmt::format("--repeats {} is invalid (valid: 1 to 1000)", o.repeats));
   const auto methods = engine::parse_method_list(
       o.methods.empty() ? std::vector<std::string>{"dmuon,fsdp-adamw,fsdp-muon"} : o.methods);
   o.owner_strategies_resolved.clear();

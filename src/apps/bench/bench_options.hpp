@@ -36,7 +36,9 @@ struct BenchOptions {
   std::string ns_dtype = "fp16";
   std::string optimizer_pipeline = "per-group";
   engine::EngineOptions engine;
+  int repeats = 1;  ///< engine runs per row (each with its warm-up): samples = repeats x steps
   bool json = false;
+  bool wide = false;   ///< table: full boundary specs and errors instead of fitting 160 columns
   std::string output;  ///< "" = no results file
 };
 

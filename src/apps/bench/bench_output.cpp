@@ -3,15 +3,21 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <set>
 
+#include "bench/samples.hpp"
 #include "dmuon/engine/report.hpp"
 #include "dmuon/partition/partition.hpp"
+#include "dmuon/results/mann_whitney.hpp"
 
 namespace dmuon::apps::bench {
 namespace {
 
 using engine::Phase;
+
+constexpr std::size_t kWidth = 160;
+constexpr std::size_t kLabelWidth = 25;
 
 double ph(const engine::RunResult& r, Phase p) {
   return r.phases_ms[static_cast<std::size_t>(p)];
@@ -29,7 +35,89 @@ double adamw_step_ms(const std::vector<BenchRun>& runs) {
   return 0;
 }
 
+// The boundary column: the sweep word for aliases ("recommended"), else the spec; long specs
+// abbreviated (the legend below the table gives them in full) unless --wide.
+std::string row_label(const BenchRun& run, bool wide) {
+  if (run.baseline) return "-";
+  const auto& b = run.boundary;
+  const std::string label = b.word != b.spec ? b.word : b.spec;
+  return wide ? b.label() : clip(label, kLabelWidth);
+}
+
+// Each row's step time against the fastest measured dmuon row's: the ratio of medians, and
+// whether a one-sided Mann-Whitney U test says the row is slower (p < alpha) — a mark "~"
+// means the difference is not significant (noise could explain it), "best" is the fastest.
+struct VsBest {
+  std::string text = "-";
+  double ratio = 0;
+  double p = 1;
+  bool significant = false;
+  bool best = false;
+};
+
+std::vector<VsBest> vs_best(const std::vector<BenchRun>& runs, int world) {
+  std::vector<VsBest> out(runs.size());
+  int best = -1;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    if (!r.ok() || r.baseline || r.result.rank_phases_ms.empty()) continue;
+    if (best < 0 || ph(r.result, Phase::step) < ph(runs[best].result, Phase::step))
+      best = static_cast<int>(i);
+  }
+  if (best < 0) return out;
+  const auto ref = phase_samples_ms(runs[best].result, Phase::step, world);
+  const double ref_median = ph(runs[best].result, Phase::step);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    if (!r.ok() || r.baseline || r.result.rank_phases_ms.empty()) continue;
+    auto& v = out[i];
+    if (static_cast<int>(i) == best) {
+      v.text = "best";
+      v.best = true;
+      v.ratio = 1;
+      continue;
+    }
+    const auto mine = phase_samples_ms(r.result, Phase::step, world);
+    v.ratio = ref_median > 0 ? ph(r.result, Phase::step) / ref_median : 0;
+    if (!ref.empty() && !mine.empty() &&
+        results::min_one_sided_p(ref.size(), mine.size()) < kTableAlpha) {
+      v.p = results::mann_whitney_u(ref, mine).p_greater;
+      v.significant = v.p < kTableAlpha;
+    }
+    v.text = fmt::format("{:.2f}{}", v.ratio, v.significant ? " " : "~");
+  }
+  return out;
+}
+
+std::string spread_text(const Spread& s) {
+  if (s.samples == 0) return "-";
+  if (s.samples == 1) return fmt::format("{:.2f}", s.median);
+  return fmt::format("{:.1f} ({:.0f}-{:.0f})", s.median, s.min, s.max);
+}
+
 }  // namespace
+
+std::string wrap_comment(const std::string& text, std::size_t width) {
+  if (width == 0 || text.size() <= width) return text + "\n";
+  std::string out, line;
+  std::size_t pos = 0;
+  const std::string indent = "#   ";
+  std::string current;
+  while (pos < text.size()) {
+    std::size_t next = text.find(' ', pos);
+    if (next == std::string::npos) next = text.size();
+    const std::string word = text.substr(pos, next - pos);
+    if (!current.empty() && current.size() + 1 + word.size() > width) {
+      out += current + "\n";
+      current = indent + word;
+    } else {
+      current += (current.empty() ? "" : " ") + word;
+    }
+    pos = next + 1;
+  }
+  if (!current.empty()) out += current + "\n";
+  return out;
+}
 
 int failures(const std::vector<BenchRun>& runs) {
   int n = 0;
@@ -40,59 +128,102 @@ int failures(const std::vector<BenchRun>& runs) {
 
 std::string format_table(const model::Topology& topo, const std::vector<plan::Plan>& plans,
                          const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
-                         const std::string& sweep_source) {
+                         const std::string& sweep_source, const HostInfo& host) {
   const auto& e = o.engine;
+  const std::size_t width = o.wide ? 0 : kWidth;
   std::string s;
+  const auto line = [&](const std::string& text) { s += wrap_comment(text, width); };
   const int replicate = o.plan.replicate;
-  s += fmt::format("# dmuon_bench  topology {} (preset {})  world {} = R {} x G {}{}\n", topo.name,
+  line(fmt::format("# dmuon_bench  topology {} (preset {})  world {} = R {} x G {}{}", topo.name,
                    topo.preset.empty() ? "file" : topo.preset, world, replicate, world / replicate,
-                   replicate > 1 ? " (HSDP)" : "");
-  s += fmt::format(
+                   replicate > 1 ? " (HSDP)" : ""));
+  line(fmt::format(
       "# boundary sweep: {}  owner strategy {}  reshard {}  grad reduce {}  prefetch {}  "
-      "compute {}\n",
+      "compute {}",
       sweep_source, fmt::join(o.owner_strategies_resolved, ","), plan::reshard_name(e.reshard),
-      plan::grad_reduce_name(e.grad_reduce), e.prefetch, engine::compute_name(e.compute));
-  s += fmt::format("# device {}  comm dtype {}  Newton-Schulz {}{}  optimizer pipeline {}\n",
+      plan::grad_reduce_name(e.grad_reduce), e.prefetch, engine::compute_name(e.compute)));
+  line(fmt::format("# device {}  comm dtype {}  Newton-Schulz {}{}  optimizer pipeline {}",
                    engine::device_name(e.device), engine::dtype_flag_name(e.comm_dtype),
                    kernels::to_string(e.ns),
                    e.device == engine::Device::cuda
                        ? fmt::format(" in {}", engine::dtype_flag_name(e.ns_dtype))
                        : std::string(" in fp32"),
-                   engine::optimizer_pipeline_name(e.pipeline));
-  s += fmt::format("# global batch {} samples ({} per rank)  steps {} (+{} warmup)  seed {}\n",
-                   e.global_samples(world), e.global_samples(world) / world, e.steps, e.warmup,
-                   e.seed);
-  s += "# times: median over steps of the max over ranks (ms); MB = 1e6 bytes per rank per step;"
-       " bcast = broadcast + all_gather calls, red = reduce + reduce_scatter + all_reduce"
-       " (HSDP: row and column groups together);"
-       " baselines (boundary '-') run once\n";
-  const char* hdr =
-      "# {:<40} {:<7} {:<10} {:<11} {:<8} {:>5} {:>5} {:>5} {:>5} {:>8} {:>8} {:>5} {:>8} {:>8} "
-      "{:>8} {:>6} {:>5}\n";
+                   engine::optimizer_pipeline_name(e.pipeline)));
+  line(
+      fmt::format("# global batch {} samples ({} per rank)  steps {} (+{} warmup) x {} repeat{}  "
+                  "seed {}",
+                  e.global_samples(world), e.global_samples(world) / world, e.steps, e.warmup,
+                  o.repeats, o.repeats == 1 ? "" : "s", e.seed));
+  std::vector<std::string> hosts;
+  for (const auto& h : host.hostnames)
+    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+  // No host line where nothing ran here (dmuon_project's projected tables).
+  if (!hosts.empty()) {
+    const std::string where =
+        hosts.size() == 1 ? fmt::format("{} ({} ranks)", hosts.front(), host.hostnames.size())
+                          : fmt::format("{} hosts ({}, ...; {} ranks)", hosts.size(), hosts.front(),
+                                        host.hostnames.size());
+    line(fmt::format(
+        "# host {}: {}; BLAS {} kernels; sgemm {}^3 {:.1f} GFLOP/s per rank (median over ranks, "
+        "all at once)",
+        where, host.blas.cpu_model, host.blas.core.empty() ? "unknown" : host.blas.core,
+        host.sgemm_size, host.sgemm_gflops));
+  }
+  if (!host.warning.empty()) line("# WARNING: " + host.warning);
+  line(fmt::format(
+      "# times in ms, per sample (a measured step of a repeat: {} per row) the slowest "
+      "rank; step: median (min-max); optim, exposed: medians. vs best: step median / the "
+      "fastest dmuon row's, ~ = not significantly slower (one-sided Mann-Whitney U, p >= {}). "
+      "MB = 1e6 bytes per rank per step (max over ranks), measured; the audit compares it with "
+      "the formula per rank and kind. bcast = broadcast + all_gather calls, red = reduce + "
+      "reduce_scatter + all_reduce (HSDP: row and column groups together). Baselines "
+      "(boundary '-') run once",
+      e.steps * o.repeats, kTableAlpha));
+  const std::string lw = std::to_string(o.wide ? 40 : kLabelWidth);
+  const std::string hdr = "# {:<" + lw +
+                          "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>7} {:>5} {:>18} "
+                          "{:>7} {:>7} {:>7} {:>6} {:>5}\n";
   s += fmt::format(hdr, "boundary", "mode", "method", "owners", "status", "sites", "hooks", "bcast",
-                   "red", "MB meas", "MB form", "audit", "step ms", "optim ms", "exposed", "/adamw",
+                   "red", "MB", "audit", "step ms", "vs best", "optim", "exposed", "/adamw",
                    "check");
+  const std::string row = "  {:<" + lw +
+                          "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>7.3f} {:>5} "
+                          "{:>18} {:>7} {:>7.2f} {:>7.2f} {:>6} {:>5}\n";
   const double adamw = adamw_step_ms(runs);
-  for (const auto& run : runs) {
-    const std::string label = clip(run.boundary_label(), 40);
+  const auto best = vs_best(runs, world);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& run = runs[i];
+    const std::string label = row_label(run, o.wide);
     if (!run.ok()) {
-      s += fmt::format("  {:<40} {:<7} {:<10} {:<11} {:<8} {}\n", label, run.mode(),
-                       engine::method_name(run.method), owners(run), run.status,
-                       clip(run.error, 110));
+      const std::string head =
+          fmt::format("  {:<" + lw + "} {:<7} {:<10} {:<10} {:<8} ", label, run.mode(),
+                      engine::method_name(run.method), owners(run), run.status);
+      s +=
+          head +
+          (o.wide ? run.error : clip(run.error, kWidth > head.size() ? kWidth - head.size() : 20)) +
+          "\n";
       continue;
     }
     const auto& r = run.result;
     const double step = ph(r, Phase::step);
     s += fmt::format(
-        "  {:<40} {:<7} {:<10} {:<11} {:<8} {:>5} {:>5} {:>5} {:>5} {:>8.3f} {:>8.3f} {:>5} "
-        "{:>8.2f} {:>8.2f} {:>8.2f} {:>6} {:>5}\n",
-        label, run.mode(), engine::method_name(run.method), owners(run), run.status, r.hook_sites,
-        r.hook_calls_per_step, engine::weight_calls_per_step(r), engine::reduce_calls_per_step(r),
-        static_cast<double>(r.bytes_measured_total()) / 1e6,
-        static_cast<double>(r.bytes_formula_total()) / 1e6, r.audit_ok ? "OK" : "FAIL", step,
+        row, label, run.mode(), engine::method_name(run.method), owners(run), run.status,
+        r.hook_sites, r.hook_calls_per_step, engine::weight_calls_per_step(r),
+        engine::reduce_calls_per_step(r), static_cast<double>(r.bytes_measured_total()) / 1e6,
+        r.audit_ok ? "OK" : "FAIL", spread_text(phase_spread(r, Phase::step, world)), best[i].text,
         ph(r, Phase::optimizer_ns) + ph(r, Phase::optimizer_other), ph(r, Phase::exposed_comm),
         adamw > 0 ? fmt::format("{:.2f}", step / adamw) : std::string("-"),
         !r.checked ? "-" : (r.check_passed ? "OK" : "FAIL"));
+  }
+  // Boundary legend: the spec behind every alias or abbreviated label, once.
+  std::set<std::string> legend;
+  for (const auto& run : runs) {
+    if (run.baseline) continue;
+    const auto& b = run.boundary;
+    const std::string label = row_label(run, o.wide);
+    if (o.wide || (label == b.spec)) continue;
+    if (legend.insert(label + b.spec).second)
+      line(fmt::format("# boundary {} = {}", label, b.spec));
   }
   // Warnings, one line each, grouped per boundary row (once per boundary when several owner
   // strategies ran it: the findings are the boundary's).
@@ -101,8 +232,8 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
     if (run.baseline) continue;
     const std::string head = fmt::format("{} ({})", run.boundary.label(), run.boundary.mode());
     if (!shown.insert(head).second) continue;
-    if (!run.ok()) s += fmt::format("# [{}] rejected at set-up: {}\n", head, run.error);
-    for (const auto& w : run.warnings) s += fmt::format("# [{}] {}\n", head, w);
+    if (!run.ok()) line(fmt::format("# [{}] rejected at set-up: {}", head, run.error));
+    for (const auto& w : run.warnings) line(fmt::format("# [{}] {}", head, w));
   }
   for (const auto& run : runs) {
     if (!run.ok()) continue;
@@ -110,13 +241,17 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
     const std::string who = fmt::format(
         "{}{}", engine::method_name(run.method),
         run.baseline ? "" : fmt::format(", {} ({})", run.boundary.label(), run.boundary.mode()));
-    if (!r.audit_ok) s += fmt::format("# audit FAILED ({}): {}\n", who, r.audit_message);
+    if (!r.audit_ok) line(fmt::format("# audit FAILED ({}): {}", who, r.audit_message));
+    if (!r.audit_ok)
+      line(fmt::format("# ({}) MB measured {:.6f}, formula {:.6f}", who,
+                       static_cast<double>(r.bytes_measured_total()) / 1e6,
+                       static_cast<double>(r.bytes_formula_total()) / 1e6));
     if (r.checked)
-      s += fmt::format("# check {} ({}): max relative error {:.3e} (tolerance {:.1e}){}\n",
+      line(fmt::format("# check {} ({}): max relative error {:.3e} (tolerance {:.1e}){}",
                        r.check_passed ? "OK" : "FAILED", who, r.max_rel_error, r.check_tolerance,
-                       r.worst_param.empty() ? "" : ", worst " + r.worst_param);
+                       r.worst_param.empty() ? "" : ", worst " + r.worst_param));
     if (r.checked && !r.check_note.empty())
-      s += fmt::format("# check note ({}): {}\n", who, r.check_note);
+      line(fmt::format("# check note ({}): {}", who, r.check_note));
   }
   (void)plans;
   const int failed = failures(runs);
@@ -125,7 +260,8 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
 }
 
 nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan>& plans,
-                       const BenchOptions& o, int world, const std::vector<BenchRun>& runs) {
+                       const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
+                       const HostInfo& host) {
   const auto& e = o.engine;
   nlohmann::json j;
   j["topology"] = topo.name;
@@ -144,15 +280,38 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
   j["optimizer_pipeline"] = engine::optimizer_pipeline_name(e.pipeline);
   j["steps"] = e.steps;
   j["warmup"] = e.warmup;
+  j["repeats"] = o.repeats;
   j["seed"] = e.seed;
+  j["host"] = {{"hostnames", host.hostnames},
+               {"cpu_model", host.blas.cpu_model},
+               {"cpu_features", host.blas.cpu_features},
+               {"blas_library", host.blas.library},
+               {"blas_core", host.blas.core},
+               {"sgemm_gflops", host.sgemm_gflops},
+               {"sgemm_size", host.sgemm_size},
+               {"warning", host.warning}};
   j["runs"] = nlohmann::json::array();
   const double adamw = adamw_step_ms(runs);
-  for (const auto& run : runs) {
+  const auto best = vs_best(runs, world);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& run = runs[i];
     nlohmann::json x = nlohmann::json::object();
     if (run.ok()) {
       const auto& p = plans.at(static_cast<std::size_t>(run.plan_index));
       x = engine::to_json(topo, p, e, {run.result})["runs"][0];
       if (adamw > 0) x["ratio_vs_fsdp_adamw"] = ph(run.result, Phase::step) / adamw;
+      const auto spread = [](const Spread& v) {
+        return nlohmann::json{
+            {"min", v.min}, {"median", v.median}, {"max", v.max}, {"samples", v.samples}};
+      };
+      x["step_ms_spread"] = spread(phase_spread(run.result, Phase::step, world));
+      x["optimizer_ms_spread"] = spread(optimizer_spread(run.result, world));
+      x["step_ms_samples"] = phase_samples_ms(run.result, Phase::step, world);
+      if (!run.baseline && best[i].ratio > 0)
+        x["vs_best"] = {{"ratio", best[i].ratio},
+                        {"best", best[i].best},
+                        {"significant", best[i].significant},
+                        {"p", best[i].p}};
     }
     x["method"] = engine::method_name(run.method);
     x["baseline"] = run.baseline;

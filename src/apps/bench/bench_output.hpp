@@ -1,7 +1,8 @@
 #pragma once
 // What rank 0 prints: the nccl-tests-style table (one row per BenchRun, then the degradation
-// warnings grouped per boundary row, then the verdict footer) or one JSON object with a `runs`
-// array. No script should parse the table; use --json or the results file.
+// warnings grouped per boundary row, then the verdict footer), fitted to 160 columns unless
+// --wide, or one JSON object with a `runs` array. No script should parse the table; use --json
+// or the results file.
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -10,17 +11,35 @@
 #include "bench/bench_options.hpp"
 #include "bench/bench_run.hpp"
 #include "dmuon/model/topology.hpp"
+#include "kernels/blas_info.hpp"
 
 namespace dmuon::apps::bench {
 
+/// The machine the invocation ran on, for the header and the JSON.
+struct HostInfo {
+  kernels::host::BlasInfo blas;
+  double sgemm_gflops = 0;  ///< median over ranks, measured at start
+  std::size_t sgemm_size = 0;
+  std::vector<std::string> hostnames;  ///< per rank (rank 0 only)
+  std::string warning;                 ///< the generic-kernel warning, "" when none
+};
+
+/// Significance level of the marks in the table (a row's step time against the fastest row's).
+inline constexpr double kTableAlpha = 0.05;
+
 std::string format_table(const model::Topology& topo, const std::vector<plan::Plan>& plans,
                          const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
-                         const std::string& sweep_source);
+                         const std::string& sweep_source, const HostInfo& host);
 
 nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan>& plans,
-                       const BenchOptions& o, int world, const std::vector<BenchRun>& runs);
+                       const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
+                       const HostInfo& host);
 
 /// Failed audits plus failed checks over the measured rows (rejected rows are not failures).
 int failures(const std::vector<BenchRun>& runs);
+
+/// Wraps `text` (a '#' comment) into lines of at most `width` columns, continuation lines
+/// indented "#   "; returns it unchanged (one line) when width is 0.
+std::string wrap_comment(const std::string& text, std::size_t width);
 
 }  // namespace dmuon::apps::bench

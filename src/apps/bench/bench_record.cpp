@@ -1,5 +1,7 @@
 #include "bench/bench_record.hpp"
 
+#include "bench/samples.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -51,17 +53,21 @@ void fill_collectives(results::RunRecord& rec, const engine::RunResult& r) {
   rec.collectives = std::move(c);
 }
 
-void fill_timings(results::RunRecord& rec, const engine::RunResult& r, int steps) {
+// Every sample (measured step of every repeat) of every rank: the disjoint phases and the
+// wall time of the whole step.
+void fill_timings(results::RunRecord& rec, const engine::RunResult& r, int repeats) {
   results::Timings t;
   for (auto p : kStoredPhases) t.phases.emplace_back(engine::phase_name(p));
-  t.steps = steps;
+  t.steps = sample_count(r, r.world_size);
   t.ranks = r.world_size;
+  t.repeats = repeats;
   const std::size_t np = engine::kPhaseCount;
   for (std::int64_t s = 0; s < t.steps; ++s)
-    for (std::int64_t q = 0; q < t.ranks; ++q)
-      for (auto p : kStoredPhases)
-        t.seconds.push_back(1e-3 * r.rank_phases_ms[static_cast<std::size_t>(s * t.ranks + q) * np +
-                                                    static_cast<std::size_t>(p)]);
+    for (std::int64_t q = 0; q < t.ranks; ++q) {
+      const double* x = &r.rank_phases_ms[static_cast<std::size_t>(s * t.ranks + q) * np];
+      for (auto p : kStoredPhases) t.seconds.push_back(1e-3 * x[static_cast<std::size_t>(p)]);
+      t.step_seconds.push_back(1e-3 * x[static_cast<std::size_t>(Phase::step)]);
+    }
   rec.timings = std::move(t);
 }
 
@@ -81,7 +87,7 @@ double ns_flops(const results::RunRecord& rec) {
 void fill_measured(results::RunRecord& rec, const model::Topology& topo, const BenchOptions& o,
                    const engine::RunResult& r) {
   fill_collectives(rec, r);
-  fill_timings(rec, r, o.engine.steps);
+  fill_timings(rec, r, o.repeats);
   rec.memory["peak_packed_or_gathered_bytes_max"] = r.peak_packed_bytes;
   rec.memory["master_bytes_max"] = r.master_bytes;
   rec.memory["optimizer_state_bytes_max"] = r.momentum_bytes;
@@ -122,6 +128,12 @@ void fill_measured(results::RunRecord& rec, const model::Topology& topo, const B
 }
 
 }  // namespace
+
+std::string plan_options_text(const PlanOptions& p) {
+  return fmt::format("pack={} max_owners_per_group={} column_balance={}",
+                     p.no_pack ? std::string("off") : fmt::format("<{}", p.pack_threshold),
+                     p.max_owners_per_group, p.no_column_balance ? "off" : "on");
+}
 
 std::string config_text(const BenchOptions& o, const BenchRun& run) {
   const auto& p = o.plan;
@@ -165,6 +177,7 @@ std::string config_text(const BenchOptions& o, const BenchRun& run) {
     kv("tokens", std::to_string(e.tokens));
   kv("steps", std::to_string(e.steps));
   kv("warmup", std::to_string(e.warmup));
+  if (o.repeats != 1) kv("repeats", std::to_string(o.repeats));
   kv("seed", std::to_string(e.seed));
   kv("check", e.check ? "true" : "false");
   if (e.check) kv("check_tolerance", fmt::format("{}", e.effective_check_tolerance()));
@@ -214,6 +227,13 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
                        ? engine::dtype_flag_name(o.engine.ns_dtype)
                        : "fp32";
     rec.optimizer_pipeline = engine::optimizer_pipeline_name(o.engine.pipeline);
+    rec.compute = engine::compute_name(o.engine.compute);
+    rec.global_samples = o.engine.global_samples(static_cast<int>(rec.world_size / rec.replicate));
+    rec.steps = o.engine.steps;
+    rec.warmup = o.engine.warmup;
+    rec.seed = static_cast<std::int64_t>(o.engine.seed);
+    rec.sets = fmt::format("{}", fmt::join(o.plan.sets, ","));
+    rec.plan_options = plan_options_text(o.plan);
     if (run.ok()) fill_measured(rec, topo, o, run.result);
     out.push_back(std::move(rec));
   }

@@ -14,6 +14,10 @@
 
 namespace dmuon::apps::bench {
 
+/// The plan options beyond boundary and owners that change owners or loads, as one string for
+/// the results file's run key ("pack=<5000000 max_owners_per_group=0 column_balance=on").
+std::string plan_options_text(const PlanOptions& p);
+
 /// The effective configuration of one row as a config file dmuon_bench accepts (YAML).
 std::string config_text(const BenchOptions& o, const BenchRun& run);
 

@@ -69,6 +69,18 @@ std::string list_topologies_text() {
                        t.default_preset);
     out += fmt::format("{:<11}   --set keys: {}{}\n", "", fmt::join(t.keys, ", "),
                        t.layers_alias.empty() ? "" : fmt::format(" (layers = {})", t.layers_alias));
+    // The boundaries `--boundary recommended` / `incomplete` stand for (and the dedication
+    // rule), as the default preset defines them.
+    const auto topo = model::build_topology(t.name, t.default_preset);
+    out += fmt::format("{:<11}   dedicate: {}\n", "", topo.dedicate_rule);
+    out += fmt::format("{:<11}   recommended boundary: {}\n", "",
+                       topo.recommended_boundary.empty() ? "none" : topo.recommended_boundary);
+    out += fmt::format("{:<11}   incomplete boundary: {}\n", "",
+                       topo.incomplete_boundary.empty()
+                           ? "none"
+                           : topo.incomplete_boundary +
+                                 " (misses some dedicated parameters: strict rejects it, "
+                                 "--lenient falls back)");
   }
   return out;
 }

@@ -2,6 +2,8 @@
 
 #include <mpi.h>
 
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -11,6 +13,7 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
 #include "dmuon/comm/mpi_environment.hpp"
+#include "dmuon/results/provenance.hpp"
 
 namespace dmuon::apps {
 namespace {
@@ -56,8 +59,38 @@ int classify(const char* app, bool print, bool& unexpected, std::string& message
 
 }  // namespace
 
+namespace {
+
+std::string tool_name(int argc, char** argv) {
+  if (argc < 1 || argv[0] == nullptr) return "dmuon";
+  std::string s = argv[0];
+  const auto slash = s.find_last_of('/');
+  return slash == std::string::npos ? s : s.substr(slash + 1);
+}
+
+// "--name=" with nothing after '=' is an empty value: CLI11 would take the next argument as the
+// value instead ("--output= --check" wrote a file named "--check" and skipped the check).
+void reject_empty_values(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i] ? argv[i] : "";
+    if (a == "--") break;
+    if (a.size() > 3 && a.compare(0, 2, "--") == 0 && a.back() == '=' &&
+        a.find('=') == a.size() - 1)
+      throw InputError(fmt::format("{} has an empty value (give one after '=', or drop the flag)",
+                                   a.substr(0, a.size() - 1)));
+  }
+}
+
+}  // namespace
+
 bool parse_cli(CLI::App& app, int argc, char** argv, bool print) {
+  const std::string tool = tool_name(argc, argv);
+  app.set_version_flag(
+      "--version", [tool] { return results::version_text(tool); },
+      "print the git commit, build type and the CUDA, NCCL, Kokkos, HDF5, MPI and BLAS versions, "
+      "then exit");
   try {
+    reject_empty_values(argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     if (print) std::printf("%s", app.help().c_str());
@@ -66,7 +99,7 @@ bool parse_cli(CLI::App& app, int argc, char** argv, bool print) {
     if (print) std::printf("%s", app.help("", CLI::AppFormatMode::All).c_str());
     return false;
   } catch (const CLI::CallForVersion& e) {
-    if (print) std::printf("%s\n", e.what());
+    if (print) std::printf("%s", e.what());
     return false;
   } catch (const CLI::ParseError& e) {
     throw InputError(e.what());

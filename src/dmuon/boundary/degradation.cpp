@@ -15,6 +15,7 @@ const char* finding_kind_name(FindingKind k) {
   switch (k) {
     case FindingKind::per_linear_fallback: return "per-linear-fallback";
     case FindingKind::swallowed_repeats: return "swallowed-repeats";
+    case FindingKind::idle_ranks: return "idle-ranks";
     case FindingKind::lenient_fallback: return "lenient-fallback";
     case FindingKind::unknown_type: return "unknown-type";
     case FindingKind::unmatched_paths: return "unmatched-paths";
@@ -36,6 +37,17 @@ bool is_container_type(const std::string& type) {
 namespace {
 
 using model::ModuleTree;
+
+// A container of repeats of one block (ModuleList of Expert, Sequential of DecoderLayer): at
+// least two children, all of one type. An MLP's Sequential(Linear, GELU, Linear) is a pipeline,
+// not repeats: keeping it in one site loses nothing.
+bool repeats_one_block(const ModuleTree& tree, int container) {
+  const auto& kids = tree.module(container).children;
+  if (kids.size() < 2) return false;
+  for (int k : kids)
+    if (tree.module(k).type != tree.module(kids.front()).type) return false;
+  return true;
+}
 
 std::string abbreviate(const std::vector<std::string>& paths, std::size_t keep = 3) {
   if (paths.size() <= keep + 1) return fmt::format("{}", fmt::join(paths, ", "));
@@ -209,7 +221,7 @@ DegradationReport analyse_degradations(const ModuleTree& tree, const HookPlan& p
     bool swallowed = false;
     for (int c : container_order) {
       const auto& list = entries[c];
-      if (list.size() < 2) {
+      if (list.size() < 2 || !repeats_one_block(tree, c)) {
         has_loose_params = true;
         continue;
       }
@@ -231,7 +243,9 @@ DegradationReport analyse_degradations(const ModuleTree& tree, const HookPlan& p
           display(s.path), s.type, list.size(), fmt::join(types, "/"), tree.module(c).path,
           abbreviate(f.paths));
       rep.findings.push_back(std::move(f));
-      for (const auto& t : types) suggest(t);
+      // Never suggest a leaf type (Linear): hooks per leaf are the per-Linear degradation itself.
+      for (int e : list)
+        if (!tree.module(e).children.empty()) suggest(tree.module(e).type);
     }
     if (swallowed) {
       degraded_sites.insert(static_cast<int>(si));

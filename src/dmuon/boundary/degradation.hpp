@@ -23,6 +23,7 @@ enum class FindingKind {
   unknown_type,         ///< a types: name that no module has (typo?)
   unmatched_paths,      ///< a paths: regex that matches no module
   root_collapse,        ///< everything in one site at the root: no layer pipelining
+  idle_ranks,           ///< the ownership partition leaves ranks without any matrix
 };
 const char* finding_kind_name(FindingKind k);
 

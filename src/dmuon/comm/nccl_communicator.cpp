@@ -16,6 +16,13 @@
 
 namespace dmuon::comm {
 
+std::string nccl_version() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
+  // NCCL >= 2.9 encodes major * 10000 + minor * 100 + patch.
+  return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
+}
+
 namespace {
 
 ncclDataType_t nccl_type(DType t) {

@@ -16,10 +16,14 @@
 #include <mpi.h>
 
 #include <memory>
+#include <string>
 
 #include "dmuon/comm/communicator.hpp"
 
 namespace dmuon::comm {
+
+/// The NCCL library's version at run time ("2.28.3"), "n/a" when built without NCCL.
+std::string nccl_version();
 
 /// Collective over `comm`. See make_communicator.
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm,

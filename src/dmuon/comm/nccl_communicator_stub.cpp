@@ -4,6 +4,10 @@
 
 namespace dmuon::comm {
 
+std::string nccl_version() {
+  return "n/a";
+}
+
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm /*comm*/,
                                                      const CommunicatorOptions& /*options*/) {
   throw RuntimeFailure(

@@ -1,5 +1,7 @@
 #include "dmuon/plan/plan.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "dmuon/base/error.hpp"
@@ -31,6 +33,20 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
     throw InputError(msg);
   }
   p.report = boundary::analyse_degradations(tree, p.hooks, p.policy);
+  // A partition that leaves ranks without any matrix idles their Newton-Schulz capacity; its
+  // ratio can still read 1.0000 (the busiest rank sits at the lower bound), so say it.
+  const auto& part = p.partition;
+  if (part.empty_slots > 0) {
+    boundary::Finding f;
+    f.kind = boundary::FindingKind::idle_ranks;
+    f.severity = boundary::Severity::warning;
+    f.message = fmt::format(
+        "{} of {} ranks own no matrix (the partition has {} units for {} slots): their "
+        "Newton-Schulz capacity idles, although the ratio reads {:.4f}; more units (a lower "
+        "--pack-threshold, --no-pack, a finer boundary) or fewer ranks would use them",
+        part.empty_slots, part.slots.size(), part.units.size(), part.slots.size(), part.ratio);
+    p.report.findings.push_back(std::move(f));
+  }
   return p;
 }
 

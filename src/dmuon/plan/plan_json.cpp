@@ -73,6 +73,7 @@ json plan_to_json(const model::ModuleTree& tree, const Plan& plan) {
             {"imbalance_all", part.imbalance_all},
             {"imbalance_nonempty", part.imbalance_nonempty},
             {"empty_slots", part.empty_slots},
+            {"idle_slots", part.empty_slots},
             {"key_collisions", part.key_collisions}}},
           {"findings", findings},
           {"warnings", warnings},

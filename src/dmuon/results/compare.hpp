@@ -1,47 +1,91 @@
 #pragma once
 // Comparing two results files (dmuon_compare, a CI gate for boundary choices). Runs are
-// matched by their key (topology, preset, boundary spec, strict, method, reshard, gradient
-// reduce, prefetch, world size, replicate, owner strategy, cost model; duplicates pair up in
-// file order). For a matched pair every deterministic quantity must be equal (status, hook
-// sites and their paths and owners, hook calls per step, owner of each parameter, collective
-// calls and bytes per kind and rank, formula bytes) and the median timings of B may exceed
-// A's by at most the tolerance (B <= A * (1 + tol) for step_ms and optimizer_ms). Faster is an
-// improvement, not a failure. A run of A with no partner in B is a failure (a configuration
-// disappeared); a run only in B is reported as new.
+// matched by their key: every input that changes a number (topology, preset, --set, dedication,
+// boundary spec and strictness, method, owner strategy, cost model and plan options, reshard,
+// gradient reduce, prefetch, device, wire and Newton–Schulz dtypes and form, optimizer
+// pipeline, compute, global batch, steps, warm-up, seed, world size, replicate); duplicates
+// pair up in file order. For a matched pair:
+//  * every deterministic quantity must be equal: status, hook sites with their paths and
+//    owners, hook calls per step, the owner of each parameter, the partition loads, collective
+//    calls and bytes per kind and rank (measured and formula), the audit and --check verdicts;
+//  * timings (unless deterministic-only): per sample (a measured step of a repeat) the step
+//    time and the optimizer time of the slowest rank. B regressed when a one-sided
+//    Mann–Whitney U test says B's samples are larger (p < alpha) AND B's median exceeds A's by
+//    more than the tolerance (the minimum effect size): noise alone rarely does both. Faster
+//    by the same rule is an improvement, not a failure. Samples too few for the test to reach
+//    alpha leave the timing untested (reported, not a failure). A non-finite or negative
+//    timing in either file is a regression. Files from different kinds of machine (CPU or
+//    GPU model, BLAS kernels) have their timings skipped unless any_machine is set.
+// A run of A with no partner in B is a failure (a configuration disappeared); a run only in B
+// is reported as new.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dmuon/results/run_record.hpp"
 
 namespace dmuon::results {
 
-/// The matching key of a run, as one printable string.
+/// The matching key of a run as (name, value) fields, in a fixed order.
+std::vector<std::pair<std::string, std::string>> run_key_fields(const RunRecord& r);
+/// The same as one printable string ("name=value ...").
 std::string run_key(const RunRecord& r);
+
+struct CompareOptions {
+  double tolerance = 0.10;  ///< minimum effect: relative change of the median (0.1 = 10 %)
+  double alpha = 0.05;      ///< significance level of the one-sided U test
+  bool deterministic_only = false;
+  /// Compare timings even when A and B ran on different kinds of machine (CPU/GPU model, BLAS
+  /// kernels, device); by default such timings are not compared (a note says why).
+  bool any_machine = false;
+};
+
+/// One timing metric of a matched pair.
+struct TimingTest {
+  std::string metric;  ///< "step_ms" | "optimizer_ms"
+  std::size_t n_a = 0, n_b = 0;
+  double a_median = 0, a_min = 0, a_max = 0;  ///< ms; NaN when absent
+  double b_median = 0, b_min = 0, b_max = 0;
+  double change = 0;  ///< (b_median - a_median) / a_median
+  double p_slower = 1, p_faster = 1;
+  bool testable = false;  ///< both sides have samples and min_p < alpha
+  /// "same", "slower", "faster", "untested", "non-finite".
+  std::string verdict = "untested";
+};
 
 struct RunComparison {
   std::size_t a = 0, b = 0;  ///< run indices
   std::string key;
   std::string status;  ///< A's status ("ok" / "rejected")
-  double a_step_ms = 0, b_step_ms = 0, a_opt_ms = 0, b_opt_ms = 0;  ///< NaN when absent
+  double a_step_ms = 0, b_step_ms = 0, a_opt_ms = 0, b_opt_ms = 0;  ///< medians, NaN when absent
+  std::vector<TimingTest> timings;        ///< step_ms, optimizer_ms (empty: not compared)
   std::vector<std::string> mismatches;    ///< deterministic differences, one line each
-  std::vector<std::string> regressions;   ///< timings beyond the tolerance
-  std::vector<std::string> improvements;  ///< timings better than A by more than the tolerance
-  /// "OK", "FASTER", "SLOWER", "MISMATCH" (mismatch wins over slower).
+  std::vector<std::string> regressions;   ///< significant slowdowns beyond the tolerance
+  std::vector<std::string> improvements;  ///< significant speed-ups beyond the tolerance
+  std::vector<std::string> notes;         ///< untested timings and similar, one line each
+  /// "OK", "FASTER", "SLOWER", "MISMATCH" (mismatch wins over slower), "UNTESTED" (timings
+  /// could not be tested, nothing else wrong).
   std::string check() const;
+  bool untested() const;
 };
 
 struct Comparison {
-  double tolerance = 0.10;
+  CompareOptions options;
   std::vector<RunComparison> runs;
   std::vector<std::size_t> only_a, only_b;  ///< run indices without a partner
   std::vector<std::string> only_a_keys, only_b_keys;
+  std::vector<std::string> notes;  ///< file-level remarks (different hosts, BLAS kernels, ...)
+  bool timings_skipped = false;    ///< different machines: timings were not compared
   int mismatches() const;   ///< matched runs with a deterministic difference + runs only in A
-  int regressions() const;  ///< matched runs slower than the tolerance allows
+  int regressions() const;  ///< matched runs with a timing regression
+  int untested() const;     ///< matched ok runs whose timings could not be tested
   bool ok() const { return mismatches() == 0 && regressions() == 0; }
 };
 
-/// Compares B against the baseline A. `tolerance` >= 0 (0.10 = 10 %).
+/// Compares B against the baseline A. InputError for a tolerance < 0 or an alpha outside (0,1).
+Comparison compare_results(const ResultsFile& a, const ResultsFile& b, const CompareOptions& o);
+/// The same with the default alpha and timings on.
 Comparison compare_results(const ResultsFile& a, const ResultsFile& b, double tolerance);
 
 }  // namespace dmuon::results

@@ -2,20 +2,28 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <hdf5_hl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "dmuon/base/error.hpp"
 
 namespace dmuon::results::h5 {
 namespace {
 
+// HDF5 reports no cause of its own for I/O failures; the operating system's errno (set by the
+// write/open/fsync HDF5 made) usually names it: "No space left on device", "File too large".
 [[noreturn]] void fail(const char* call, const std::string& where) {
-  throw RuntimeFailure(fmt::format("HDF5 call {} failed on '{}'", call, where));
+  const int err = errno;
+  throw RuntimeFailure(fmt::format("HDF5 call {} failed on '{}'{}", call, where,
+                                   err != 0 ? fmt::format(": {}", std::strerror(err)) : ""));
 }
 
 template <typename T>
@@ -40,6 +48,16 @@ hsize_t product(const std::vector<hsize_t>& dims) {
   for (hsize_t d : dims) n *= d;
   return n;
 }
+
+// HDF5 closes every open object at exit (H5_term_library via atexit). After a write failed
+// part-way (disk full, file-size limit) the half-closed file it finds there crashes it
+// (SIGSEGV in H5F__close_cb, HDF5 1.10). Every object here is closed by RAII, so that exit-time
+// pass has nothing to do: turn it off before the library initialises (this runs at static
+// initialisation, before main and before any HDF5 call).
+const bool g_no_atexit = [] {
+  H5dont_atexit();
+  return true;
+}();
 
 }  // namespace
 
@@ -162,18 +180,46 @@ std::vector<std::string> Group::attr_names() const {
 }
 
 namespace {
+// Opens an attribute that must hold exactly one value: an array-valued attribute (or an empty
+// one) read into a scalar would overrun the buffer.
 Handle open_attr(hid_t loc, const std::string& name, const std::string& w) {
   if (chk(H5Aexists(loc, name.c_str()), "H5Aexists", w) <= 0)
     throw InputError(fmt::format("'{}': missing attribute", w));
-  return Handle(chk(H5Aopen(loc, name.c_str(), H5P_DEFAULT), "H5Aopen", w), H5Aclose);
+  Handle a(chk(H5Aopen(loc, name.c_str(), H5P_DEFAULT), "H5Aopen", w), H5Aclose);
+  Handle space(chk(H5Aget_space(a.get()), "H5Aget_space", w), H5Sclose);
+  const auto cls = H5Sget_simple_extent_type(space.get());
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (cls == H5S_NO_CLASS || n < 0) fail("H5Sget_simple_extent_type", w);
+  if (cls == H5S_NULL || n != 1)
+    throw InputError(fmt::format("'{}': expected a scalar attribute, found {} values", w,
+                                 cls == H5S_NULL ? 0 : n));
+  return a;
 }
+
+H5T_class_t attr_class(const Handle& a, const std::string& w) {
+  Handle t(chk(H5Aget_type(a.get()), "H5Aget_type", w), H5Tclose);
+  const H5T_class_t c = H5Tget_class(t.get());
+  if (c == H5T_NO_CLASS) fail("H5Tget_class", w);
+  return c;
+}
+
+const char* class_name(H5T_class_t c) {
+  switch (c) {
+    case H5T_INTEGER: return "an integer";
+    case H5T_FLOAT: return "a real";
+    case H5T_STRING: return "a string";
+    default: return "a non-numeric, non-string value";
+  }
+}
+
+// Strings longer than this in one attribute or dataset element are taken as damage.
+constexpr std::size_t kMaxStringBytes = std::size_t{64} << 20;
 }  // namespace
 
 AttrKind Group::attr_kind(const std::string& name) const {
   const std::string w = where("@" + name);
   Handle a = open_attr(id(), name, w);
-  Handle t(chk(H5Aget_type(a.get()), "H5Aget_type", w), H5Tclose);
-  switch (H5Tget_class(t.get())) {
+  switch (attr_class(a, w)) {
     case H5T_INTEGER: return AttrKind::integer;
     case H5T_FLOAT: return AttrKind::floating;
     case H5T_STRING: return AttrKind::string;
@@ -185,18 +231,22 @@ std::string Group::read_attr_string(const std::string& name) const {
   const std::string w = where("@" + name);
   Handle a = open_attr(id(), name, w);
   Handle ft(chk(H5Aget_type(a.get()), "H5Aget_type", w), H5Tclose);
-  if (H5Tget_class(ft.get()) != H5T_STRING)
-    throw InputError(fmt::format("'{}': expected a string attribute", w));
+  const auto cls = H5Tget_class(ft.get());
+  if (cls != H5T_STRING)
+    throw InputError(
+        fmt::format("'{}': expected a string attribute, found {}", w, class_name(cls)));
   if (chk(H5Tis_variable_str(ft.get()), "H5Tis_variable_str", w) > 0) {
     Handle t = string_type(w);
     char* p = nullptr;
     chk(H5Aread(a.get(), t.get(), &p), "H5Aread", w);
-    std::string s = p ? p : "";
+    std::string s = p ? std::string(p, strnlen(p, kMaxStringBytes)) : "";
     H5free_memory(p);
     return s;
   }
   // Fixed-length strings (e.g. written by other tools).
   const std::size_t n = H5Tget_size(ft.get());
+  if (n == 0 || n > kMaxStringBytes)
+    throw InputError(fmt::format("'{}': string attribute of {} bytes", w, n));
   std::string s(n, '\0');
   Handle t(chk(H5Tcopy(ft.get()), "H5Tcopy", w), H5Tclose);
   chk(H5Aread(a.get(), t.get(), s.data()), "H5Aread", w);
@@ -207,6 +257,10 @@ std::string Group::read_attr_string(const std::string& name) const {
 std::int64_t Group::read_attr_int(const std::string& name) const {
   const std::string w = where("@" + name);
   Handle a = open_attr(id(), name, w);
+  const auto cls = attr_class(a, w);
+  if (cls != H5T_INTEGER)
+    throw InputError(
+        fmt::format("'{}': expected an integer attribute, found {}", w, class_name(cls)));
   std::int64_t v = 0;
   chk(H5Aread(a.get(), H5T_NATIVE_INT64, &v), "H5Aread", w);
   return v;
@@ -215,6 +269,10 @@ std::int64_t Group::read_attr_int(const std::string& name) const {
 double Group::read_attr_double(const std::string& name) const {
   const std::string w = where("@" + name);
   Handle a = open_attr(id(), name, w);
+  const auto cls = attr_class(a, w);
+  if (cls != H5T_INTEGER && cls != H5T_FLOAT)
+    throw InputError(
+        fmt::format("'{}': expected a numeric attribute, found {}", w, class_name(cls)));
   double v = 0;
   chk(H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v), "H5Aread", w);
   return v;
@@ -223,9 +281,23 @@ double Group::read_attr_double(const std::string& name) const {
 // ---- datasets --------------------------------------------------------------------------------
 
 namespace {
+void write_meta(hid_t d, const DatasetMeta& meta, std::size_t rank, const std::string& w) {
+  if (!meta.units.empty()) {
+    Handle t = string_type(w);
+    const char* p = meta.units.c_str();
+    write_scalar_attr(d, "units", t.get(), t.get(), &p, w + "@units");
+  }
+  if (meta.dim_labels.empty()) return;
+  if (meta.dim_labels.size() != rank)
+    throw RuntimeFailure(fmt::format("'{}': {} dimension labels for {} dimensions", w,
+                                     meta.dim_labels.size(), rank));
+  for (std::size_t i = 0; i < rank; ++i)
+    chk(H5DSset_label(d, static_cast<unsigned>(i), meta.dim_labels[i].c_str()), "H5DSset_label", w);
+}
+
 void write_numeric(hid_t loc, const std::string& name, hid_t file_type, hid_t mem_type,
                    const void* data, std::size_t size, const std::vector<hsize_t>& dims,
-                   const std::string& w) {
+                   const DatasetMeta& meta, const std::string& w) {
   if (dims.empty() || dims.size() > 3 || product(dims) != size)
     throw RuntimeFailure(fmt::format("'{}': dataset shape does not match its {} values", w, size));
   Handle space(chk(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
@@ -237,6 +309,7 @@ void write_numeric(hid_t loc, const std::string& name, hid_t file_type, hid_t me
            H5Dclose);
   if (size > 0)
     chk(H5Dwrite(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "H5Dwrite", w);
+  write_meta(d.get(), meta, dims.size(), w);
 }
 
 Handle open_dataset(hid_t loc, const std::string& name, const std::string& w) {
@@ -245,11 +318,30 @@ Handle open_dataset(hid_t loc, const std::string& name, const std::string& w) {
   return Handle(chk(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), "H5Dopen2", w), H5Dclose);
 }
 
-std::vector<hsize_t> dataset_dims(hid_t d, const std::string& w) {
+// The shape of an array dataset of 1 to 3 dimensions whose elements of `elem_bytes` (in
+// memory) could really be stored in this file: a damaged header claiming 2^60 elements is an
+// InputError, not an allocation of that size. Our files are never compressed, so 64 x the file
+// size (+1 MiB) is generous for anything a writer could have stored.
+std::vector<hsize_t> dataset_dims(hid_t d, std::size_t elem_bytes, const std::string& w) {
   Handle space(chk(H5Dget_space(d), "H5Dget_space", w), H5Sclose);
   const int nd = chk(H5Sget_simple_extent_ndims(space.get()), "H5Sget_simple_extent_ndims", w);
+  if (nd < 1 || nd > 3)
+    throw InputError(fmt::format("'{}': expected an array of 1 to 3 dimensions, found {}", w, nd));
   std::vector<hsize_t> dims(static_cast<std::size_t>(nd));
   chk(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), "H5Sget_simple_extent_dims", w);
+  hsize_t file_size = 0;
+  {
+    Handle f(chk(H5Iget_file_id(d), "H5Iget_file_id", w), H5Fclose);
+    chk(H5Fget_filesize(f.get(), &file_size), "H5Fget_filesize", w);
+  }
+  const long double limit = 64.0L * static_cast<long double>(file_size) + (1 << 20);
+  long double bytes = static_cast<long double>(elem_bytes);
+  for (hsize_t x : dims) bytes *= static_cast<long double>(x);
+  if (bytes > limit)
+    throw InputError(
+        fmt::format("'{}': shape claims {:.3g} bytes, more than a {}-byte file can "
+                    "hold",
+                    w, static_cast<double>(bytes), file_size));
   return dims;
 }
 
@@ -260,8 +352,8 @@ std::vector<T> read_numeric(hid_t loc, const std::string& name, hid_t mem_type,
   Handle ft(chk(H5Dget_type(d.get()), "H5Dget_type", w), H5Tclose);
   const auto cls = H5Tget_class(ft.get());
   if (cls != H5T_INTEGER && cls != H5T_FLOAT)
-    throw InputError(fmt::format("'{}': expected a numeric dataset", w));
-  const auto dims = dataset_dims(d.get(), w);
+    throw InputError(fmt::format("'{}': expected a numeric dataset, found {}", w, class_name(cls)));
+  const auto dims = dataset_dims(d.get(), sizeof(T), w);
   std::vector<T> out(static_cast<std::size_t>(product(dims)));
   if (!out.empty())
     chk(H5Dread(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), "H5Dread", w);
@@ -271,18 +363,19 @@ std::vector<T> read_numeric(hid_t loc, const std::string& name, hid_t mem_type,
 }  // namespace
 
 void Group::write_ints(const std::string& name, const std::vector<std::int64_t>& data,
-                       const std::vector<hsize_t>& dims) {
-  write_numeric(id(), name, H5T_STD_I64LE, H5T_NATIVE_INT64, data.data(), data.size(), dims,
+                       const std::vector<hsize_t>& dims, const DatasetMeta& meta) {
+  write_numeric(id(), name, H5T_STD_I64LE, H5T_NATIVE_INT64, data.data(), data.size(), dims, meta,
                 where(name));
 }
 
 void Group::write_doubles(const std::string& name, const std::vector<double>& data,
-                          const std::vector<hsize_t>& dims) {
-  write_numeric(id(), name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, data.data(), data.size(), dims,
+                          const std::vector<hsize_t>& dims, const DatasetMeta& meta) {
+  write_numeric(id(), name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, data.data(), data.size(), dims, meta,
                 where(name));
 }
 
-void Group::write_strings(const std::string& name, const std::vector<std::string>& data) {
+void Group::write_strings(const std::string& name, const std::vector<std::string>& data,
+                          const DatasetMeta& meta) {
   const std::string w = where(name);
   Handle t = string_type(w);
   const hsize_t n = data.size();
@@ -296,6 +389,33 @@ void Group::write_strings(const std::string& name, const std::vector<std::string
   for (const auto& s : data) ptrs.push_back(s.c_str());
   if (n > 0)
     chk(H5Dwrite(d.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "H5Dwrite", w);
+  write_meta(d.get(), meta, 1, w);
+}
+
+std::string Group::dataset_units(const std::string& name) const {
+  const std::string w = where(name);
+  Handle d = open_dataset(id(), name, w);
+  if (chk(H5Aexists(d.get(), "units"), "H5Aexists", w) <= 0) return "";
+  Group g(std::move(d), file_, join(path_, name));  // read the attribute through the checks
+  return g.read_attr_string("units");
+}
+
+std::vector<std::string> Group::dataset_dim_labels(const std::string& name) const {
+  const std::string w = where(name);
+  Handle d = open_dataset(id(), name, w);
+  Handle space(chk(H5Dget_space(d.get()), "H5Dget_space", w), H5Sclose);
+  const int nd = chk(H5Sget_simple_extent_ndims(space.get()), "H5Sget_simple_extent_ndims", w);
+  std::vector<std::string> out;
+  for (int i = 0; i < nd; ++i) {
+    const ssize_t n =
+        chk(H5DSget_label(d.get(), static_cast<unsigned>(i), nullptr, 0), "H5DSget_label", w);
+    std::string s(static_cast<std::size_t>(n) + 1, '\0');
+    if (n > 0)
+      chk(H5DSget_label(d.get(), static_cast<unsigned>(i), s.data(), s.size()), "H5DSget_label", w);
+    s.resize(static_cast<std::size_t>(n));
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 std::vector<std::int64_t> Group::read_ints(const std::string& name,
@@ -314,7 +434,8 @@ std::vector<std::string> Group::read_strings(const std::string& name) const {
   if (H5Tget_class(ft.get()) != H5T_STRING ||
       chk(H5Tis_variable_str(ft.get()), "H5Tis_variable_str", w) <= 0)
     throw InputError(fmt::format("'{}': expected a variable-length string dataset", w));
-  const auto dims = dataset_dims(d.get(), w);
+  // A variable-length string takes at least a 16-byte heap reference in the file.
+  const auto dims = dataset_dims(d.get(), 16, w);
   if (dims.size() != 1) throw InputError(fmt::format("'{}': expected a 1-D string list", w));
   std::vector<char*> ptrs(static_cast<std::size_t>(dims[0]), nullptr);
   std::vector<std::string> out;
@@ -322,7 +443,7 @@ std::vector<std::string> Group::read_strings(const std::string& name) const {
   Handle t = string_type(w);
   chk(H5Dread(d.get(), t.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "H5Dread", w);
   out.reserve(ptrs.size());
-  for (char* p : ptrs) out.emplace_back(p ? p : "");
+  for (char* p : ptrs) out.emplace_back(p ? std::string(p, strnlen(p, kMaxStringBytes)) : "");
   Handle space(chk(H5Dget_space(d.get()), "H5Dget_space", w), H5Sclose);
   chk(H5Dvlen_reclaim(t.get(), space.get(), H5P_DEFAULT, ptrs.data()), "H5Dvlen_reclaim", w);
   return out;
@@ -330,8 +451,56 @@ std::vector<std::string> Group::read_strings(const std::string& name) const {
 
 // ---- files -----------------------------------------------------------------------------------
 
+namespace {
+
+// The temporary being written, for the signal handler: a fixed buffer (no allocation in the
+// handler), the handlers it replaced, and whether one is registered.
+char g_temp[4096];
+volatile std::sig_atomic_t g_temp_set = 0;
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction g_old[3];
+
+extern "C" void remove_temporary_and_die(int sig) {
+  if (g_temp_set) ::unlink(g_temp);  // async-signal-safe
+  // Die of the signal as if unhandled, so the parent (mpirun, a shell) sees why.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  ::raise(sig);
+}
+
+}  // namespace
+
+void register_temporary(const std::string& path) {
+  if (path.size() >= sizeof g_temp)
+    throw RuntimeFailure(fmt::format("temporary path '{}' is too long", path));
+  unregister_temporary();
+  std::memcpy(g_temp, path.c_str(), path.size() + 1);
+  g_temp_set = 1;
+  struct sigaction sa {};
+  sa.sa_handler = remove_temporary_and_die;
+  sigemptyset(&sa.sa_mask);
+  for (std::size_t i = 0; i < 3; ++i) {
+    ::sigaction(kSignals[i], nullptr, &g_old[i]);
+    // A signal the process ignores (nohup, `trap '' TERM`) stays ignored.
+    if (g_old[i].sa_handler != SIG_IGN) ::sigaction(kSignals[i], &sa, nullptr);
+  }
+}
+
+void unregister_temporary() {
+  if (!g_temp_set) return;
+  for (std::size_t i = 0; i < 3; ++i)
+    if (g_old[i].sa_handler != SIG_IGN) ::sigaction(kSignals[i], &g_old[i], nullptr);
+  g_temp_set = 0;
+}
+
 File::File(Handle h, const std::string& path, std::string temp)
     : Group(std::move(h), std::make_shared<const std::string>(path), "/"), temp_(std::move(temp)) {}
+
+File::File(File&& o) noexcept : Group(std::move(o)), temp_(std::move(o.temp_)) {
+  o.temp_.clear();
+}
 
 File File::create(const std::string& path) {
   silence_errors();
@@ -340,52 +509,74 @@ File File::create(const std::string& path) {
   Handle fapl(chk(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate", temp), H5Pclose);
   chk(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST), "H5Pset_libver_bounds",
       temp);
+  register_temporary(temp);
+  errno = 0;
   const hid_t f = H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
-  if (f < 0)
-    throw RuntimeFailure(
-        fmt::format("HDF5 call H5Fcreate failed: cannot create results file '{}'", temp));
+  if (f < 0) {
+    const int err = errno;
+    unregister_temporary();
+    ::unlink(temp.c_str());
+    throw RuntimeFailure(fmt::format("cannot create results file '{}'{}", temp,
+                                     err != 0 ? fmt::format(": {}", std::strerror(err)) : ""));
+  }
   return File(Handle(f, H5Fclose), path, temp);
 }
 
 File File::open_read(const std::string& path) {
   silence_errors();
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw InputError(fmt::format("cannot open '{}': no such file", path));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw InputError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
+  if (S_ISDIR(st.st_mode))
+    throw InputError(fmt::format("cannot open '{}': it is a directory, not a results file", path));
+  if (!S_ISREG(st.st_mode))
+    throw InputError(
+        fmt::format("cannot open '{}': not a regular file (a FIFO or device is refused)", path));
+  if (::access(path.c_str(), R_OK) != 0)
+    throw InputError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
   if (H5Fis_hdf5(path.c_str()) <= 0)
     throw InputError(fmt::format("'{}' is not an HDF5 file", path));
   const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) throw InputError(fmt::format("cannot open HDF5 file '{}' (H5Fopen failed)", path));
+  if (f < 0)
+    throw InputError(
+        fmt::format("'{}' is a damaged HDF5 file (its superblock or root group "
+                    "cannot be read)",
+                    path));
   return File(Handle(f, H5Fclose), path, "");
 }
 
 void File::commit() {
   if (temp_.empty()) throw RuntimeFailure(fmt::format("'{}': nothing to commit", file()));
   const std::string w = where("");
+  errno = 0;
   chk(H5Fflush(id(), H5F_SCOPE_GLOBAL), "H5Fflush", w);
   const hid_t f = h_.release();  // closed (and checked) here, not by the destructor
+  errno = 0;
   chk(H5Fclose(f), "H5Fclose", w);
   // Make the bytes durable before the rename publishes them.
   const int fd = ::open(temp_.c_str(), O_RDONLY);
   if (fd >= 0) {
-    ::fsync(fd);
+    const int rc = ::fsync(fd);
+    const int err = errno;
     ::close(fd);
+    if (rc != 0)
+      throw RuntimeFailure(
+          fmt::format("cannot write results file '{}': fsync: {}", temp_, std::strerror(err)));
   }
   if (std::rename(temp_.c_str(), file().c_str()) != 0) {
     const int err = errno;
-    const std::string temp = temp_;
-    std::remove(temp.c_str());
-    temp_.clear();
     throw RuntimeFailure(
-        fmt::format("cannot rename '{}' to '{}': {}", temp, file(), std::strerror(err)));
+        fmt::format("cannot rename '{}' to '{}': {}", temp_, file(), std::strerror(err)));
   }
   temp_.clear();
+  unregister_temporary();
 }
 
 File::~File() {
   if (temp_.empty()) return;
   h_.reset();
   std::remove(temp_.c_str());
+  unregister_temporary();
 }
 
 }  // namespace dmuon::results::h5

@@ -50,6 +50,14 @@ class Handle {
 /// What kind of value an attribute holds.
 enum class AttrKind { integer, floating, string, other };
 
+/// Self-description written with a dataset: a `units` attribute (e.g. "s", "B", "calls") and
+/// HDF5 dimension-scale labels, one per dimension (e.g. {"sample", "rank", "phase"}), which
+/// h5py shows as dataset.dims[i].label. Empty members are not written.
+struct DatasetMeta {
+  std::string units;
+  std::vector<std::string> dim_labels;
+};
+
 /// A group (or the file's root group). Names are relative to this group.
 class Group {
  public:
@@ -82,16 +90,27 @@ class Group {
 
   // Datasets. `dims` gives the shape (1 to 3 entries, product = data.size()).
   void write_ints(const std::string& name, const std::vector<std::int64_t>& data,
-                  const std::vector<hsize_t>& dims);
-  void write_ints(const std::string& name, const std::vector<std::int64_t>& data) {
-    write_ints(name, data, {static_cast<hsize_t>(data.size())});
+                  const std::vector<hsize_t>& dims, const DatasetMeta& meta = {});
+  void write_ints(const std::string& name, const std::vector<std::int64_t>& data,
+                  const DatasetMeta& meta = {}) {
+    write_ints(name, data, {static_cast<hsize_t>(data.size())}, meta);
   }
   void write_doubles(const std::string& name, const std::vector<double>& data,
-                     const std::vector<hsize_t>& dims);
-  void write_doubles(const std::string& name, const std::vector<double>& data) {
-    write_doubles(name, data, {static_cast<hsize_t>(data.size())});
+                     const std::vector<hsize_t>& dims, const DatasetMeta& meta = {});
+  void write_doubles(const std::string& name, const std::vector<double>& data,
+                     const DatasetMeta& meta = {}) {
+    write_doubles(name, data, {static_cast<hsize_t>(data.size())}, meta);
   }
-  void write_strings(const std::string& name, const std::vector<std::string>& data);
+  void write_strings(const std::string& name, const std::vector<std::string>& data,
+                     const DatasetMeta& meta = {});
+  /// The `units` attribute of dataset `name` ("" when it has none).
+  std::string dataset_units(const std::string& name) const;
+  /// The dimension labels of dataset `name` ("" for an unlabelled dimension).
+  std::vector<std::string> dataset_dim_labels(const std::string& name) const;
+
+  // Reading is defensive: every attribute must be a scalar of the expected class, every
+  // dataset's shape is checked against the file's size before anything is allocated, and a
+  // damaged object is an InputError naming the file and the object (never a crash).
 
   /// Reads a numeric dataset converted to int64 / double; `dims` (optional) receives the shape.
   std::vector<std::int64_t> read_ints(const std::string& name,
@@ -114,11 +133,11 @@ class File : public Group {
  public:
   /// Creates "<path>.tmp.<pid>" for writing; commit() moves it onto `path`.
   static File create(const std::string& path);
-  /// Opens an existing file read-only. A missing file or one that is not HDF5 is an InputError
-  /// naming the file.
+  /// Opens an existing file read-only. A missing file, a directory, a FIFO or a file that is not
+  /// HDF5 is an InputError naming the file.
   static File open_read(const std::string& path);
 
-  File(File&& o) noexcept : Group(std::move(o)), temp_(std::move(o.temp_)) { o.temp_.clear(); }
+  File(File&& o) noexcept;
   File& operator=(File&&) = delete;
   ~File();
 
@@ -130,5 +149,12 @@ class File : public Group {
   File(Handle h, const std::string& path, std::string temp);
   std::string temp_;  ///< "" for files opened for reading or already committed
 };
+
+/// While a File is being written, SIGINT, SIGTERM and SIGHUP remove its temporary before the
+/// process dies of the signal (the default action then runs as usual): an interrupted write
+/// leaves nothing behind. At most one temporary is registered at a time (the results writer
+/// writes one file).
+void register_temporary(const std::string& path);
+void unregister_temporary();
 
 }  // namespace dmuon::results::h5

@@ -9,6 +9,8 @@
 #include <ctime>
 
 #include "dmuon/base/build_info.hpp"
+#include "dmuon/comm/nccl_communicator.hpp"
+#include "kernels/blas_info.hpp"
 
 namespace dmuon::results {
 namespace {
@@ -33,11 +35,9 @@ std::string quote(const std::string& a) {
   return out + "'";
 }
 
+// MPI_Get_library_version is one of the few calls MPI allows before MPI_Init (MPI-3 §8.1.1),
+// so serial tools report it too.
 std::string mpi_library_version() {
-  int initialised = 0, finalised = 0;
-  MPI_Initialized(&initialised);
-  MPI_Finalized(&finalised);
-  if (!initialised || finalised) return "n/a";
   char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int len = 0;
   if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return "n/a";
@@ -48,7 +48,53 @@ std::string mpi_library_version() {
   return s;
 }
 
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::string hdf5_runtime_version() {
+  unsigned maj = 0, min = 0, rel = 0;
+  if (H5get_libversion(&maj, &min, &rel) >= 0) return fmt::format("{}.{}.{}", maj, min, rel);
+  return build_info::hdf5_version;
+}
+
 }  // namespace
+
+std::string scheduler_job_description() {
+  const std::string id = env("SLURM_JOB_ID");
+  if (id.empty()) return env("PBS_JOBID").empty() ? "" : "pbs " + env("PBS_JOBID");
+  std::string details;
+  const auto add = [&details](const std::string& v) {
+    if (!v.empty()) details += (details.empty() ? "" : ", ") + v;
+  };
+  add(env("SLURM_JOB_NAME"));
+  const std::string nodes =
+      env("SLURM_JOB_NUM_NODES").empty() ? env("SLURM_NNODES") : env("SLURM_JOB_NUM_NODES");
+  if (!nodes.empty()) add(nodes + " nodes");
+  if (!env("SLURM_CLUSTER_NAME").empty()) add("cluster " + env("SLURM_CLUSTER_NAME"));
+  if (!env("SLURM_JOB_PARTITION").empty()) add("partition " + env("SLURM_JOB_PARTITION"));
+  // "slurm <id> nodes <list> (<name>, <n> nodes, ...)": the node list first, so a scaling
+  // study's files say where each point ran.
+  return fmt::format("slurm {} nodes {}{}", id, env("SLURM_JOB_NODELIST"),
+                     details.empty() ? "" : " (" + details + ")");
+}
+
+std::string version_text(const std::string& tool) {
+  std::string s = fmt::format("{} (dmuon-bench) {}\n", tool, build_info::version);
+  s += fmt::format("git commit {}\n", build_info::git_commit());
+  s += fmt::format("build type {}, compiler {}\n", build_info::build_type, build_info::compiler);
+  s += fmt::format("CUDA {}\n",
+                   build_info::have_cuda ? build_info::cuda_version : "n/a (not built)");
+  s += fmt::format("NCCL {}\n", build_info::have_nccl ? comm::nccl_version() : "n/a (not built)");
+  s += fmt::format("Kokkos {}\n", build_info::kokkos_version);
+  s +=
+      fmt::format("HDF5 {} (built against {})\n", hdf5_runtime_version(), build_info::hdf5_version);
+  s += fmt::format("MPI {} (built against {})\n", mpi_library_version(), build_info::mpi_version);
+  const auto b = kernels::host::blas_info();
+  s += fmt::format("BLAS {}{}\n", b.library, b.core.empty() ? "" : ", kernels " + b.core);
+  return s;
+}
 
 std::string shell_quote_command_line(int argc, char** argv) {
   std::string s;
@@ -72,19 +118,21 @@ Provenance collect_provenance(int argc, char** argv, int world_size, int replica
   Provenance p;
   p.schema_version = kSchemaVersion;
   p.suite_version = build_info::version;
-  p.git_commit = build_info::git_commit;
+  p.git_commit = build_info::git_commit();
   p.build_type = build_info::build_type;
   p.compiler = build_info::compiler;
   p.mpi_version = mpi_library_version();
   p.kokkos_version = build_info::kokkos_version;
-  unsigned maj = 0, min = 0, rel = 0;
-  if (H5get_libversion(&maj, &min, &rel) >= 0)
-    p.hdf5_version = fmt::format("{}.{}.{}", maj, min, rel);
-  else
-    p.hdf5_version = build_info::hdf5_version;
+  p.hdf5_version = hdf5_runtime_version();
   p.cuda_version = build_info::have_cuda ? build_info::cuda_version : "n/a";
-  // build_info carries no NCCL version string; record whether the NCCL backend is built in.
-  p.nccl_version = build_info::have_nccl ? "built in" : "n/a";
+  p.nccl_version = build_info::have_nccl ? comm::nccl_version() : "n/a";
+  const auto blas = kernels::host::blas_info();
+  p.device = "host";
+  p.device_model = blas.cpu_model;
+  p.cpu_features = blas.cpu_features;
+  p.blas_library = blas.library;
+  p.blas_core = blas.core.empty() ? "unknown" : blas.core;
+  p.scheduler_job = scheduler_job_description();
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0)
     p.hostnames = {host};
@@ -92,16 +140,6 @@ Provenance collect_provenance(int argc, char** argv, int world_size, int replica
     p.hostnames = {"unknown"};
   p.date_utc = utc_now_iso8601();
   p.command_line = shell_quote_command_line(argc, argv);
-  // A Slurm (or PBS) job: its id and node list, so a scaling study's files name their jobs.
-  auto env = [](const char* name) {
-    const char* v = std::getenv(name);
-    return std::string(v ? v : "");
-  };
-  if (!env("SLURM_JOB_ID").empty())
-    p.scheduler_job =
-        fmt::format("slurm {} nodes {}", env("SLURM_JOB_ID"), env("SLURM_JOB_NODELIST"));
-  else if (!env("PBS_JOBID").empty())
-    p.scheduler_job = fmt::format("pbs {}", env("PBS_JOBID"));
   p.world_size = world_size;
   p.replicate = replicate;
   return p;

@@ -1,8 +1,15 @@
 #include "dmuon/results/results_reader.hpp"
 
 #include <fmt/format.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/results/h5.hpp"
@@ -20,6 +27,31 @@ std::vector<std::string> split_hosts(const std::string& s) {
     start = comma + 1;
   }
   return out;
+}
+
+// "key: value" of the run's `config` text (the YAML dmuon_bench wrote), "" when absent: the
+// inputs schema-1 files kept only there.
+std::string config_value(const std::string& config, const std::string& key) {
+  std::size_t pos = 0;
+  while (pos < config.size()) {
+    const auto end = config.find('\n', pos);
+    const std::string line = config.substr(pos, end == std::string::npos ? end : end - pos);
+    if (line.rfind(key + ": ", 0) == 0) return line.substr(key.size() + 2);
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return "";
+}
+
+std::int64_t to_int(const std::string& s, std::int64_t fallback) {
+  if (s.empty()) return fallback;
+  try {
+    std::size_t used = 0;
+    const long long v = std::stoll(s, &used);
+    return used == s.size() ? v : fallback;
+  } catch (const std::exception&) {
+    return fallback;
+  }
 }
 
 void require_size(const h5::Group& g, const std::string& name, std::size_t got,
@@ -51,6 +83,29 @@ RunRecord read_run(const h5::Group& g) {
   r.optimizer_pipeline = text("optimizer_pipeline", "all-then-publish");
   r.world_size = g.read_attr_int("world_size");
   r.replicate = g.read_attr_int("replicate");
+  if (r.world_size < 1 || r.replicate < 1 || r.world_size % r.replicate != 0)
+    throw InputError(fmt::format("'{}': world size {} and replicate {} are not a valid layout",
+                                 g.where(""), r.world_size, r.replicate));
+  if (g.has_attr("compute")) {
+    r.compute = g.read_attr_string("compute");
+    r.global_samples = g.read_attr_int("global_samples");
+    r.steps = g.read_attr_int("steps");
+    r.warmup = g.read_attr_int("warmup");
+    r.seed = g.read_attr_int("seed");
+    r.sets = g.read_attr_string("sets");
+    r.plan_options = g.read_attr_string("plan_options");
+  } else {
+    // Schema 1: the inputs live in the config text only.
+    const auto& c = r.config_text;
+    const std::string compute = config_value(c, "compute");
+    r.compute = compute.empty() ? "gemm" : compute;
+    const auto global = to_int(config_value(c, "global_tokens"), 0);
+    const auto tokens = to_int(config_value(c, "tokens"), 0);
+    r.global_samples = global > 0 ? global : tokens * (r.world_size / r.replicate);
+    r.steps = to_int(config_value(c, "steps"), 0);
+    r.warmup = to_int(config_value(c, "warmup"), -1);
+    r.seed = to_int(config_value(c, "seed"), -1);
+  }
 
   {
     const auto topo = g.open_group("topology");
@@ -140,6 +195,8 @@ RunRecord read_run(const h5::Group& g) {
     q.slot_rank = p.read_ints("slot_rank");
     q.numel_loads = p.read_ints("numel_loads");
     q.cost_loads = p.read_ints("cost_loads");
+    require_size(p, "numel_loads", q.numel_loads.size(), q.slot_rank.size());
+    require_size(p, "cost_loads", q.cost_loads.size(), q.slot_rank.size());
   }
   {
     const auto tg = g.open_group("timings");
@@ -151,6 +208,20 @@ RunRecord read_run(const h5::Group& g) {
       throw InputError(fmt::format("'{}': expected steps x ranks x phases", tg.where("seconds")));
     t.steps = static_cast<std::int64_t>(dims[0]);
     t.ranks = static_cast<std::int64_t>(dims[1]);
+    if (t.steps > 0 && t.ranks != r.world_size)
+      throw InputError(fmt::format("'{}': {} ranks, the run has world size {}", tg.where("seconds"),
+                                   t.ranks, r.world_size));
+    if (tg.has("step_seconds")) {
+      std::vector<hsize_t> sd;
+      t.step_seconds = tg.read_doubles("step_seconds", &sd);
+      if (sd.size() != 2 || sd[0] != dims[0] || sd[1] != dims[1])
+        throw InputError(
+            fmt::format("'{}': expected steps x ranks like seconds", tg.where("step_seconds")));
+    }
+    t.repeats = tg.has_attr("repeats") ? tg.read_attr_int("repeats") : 1;
+    if (t.repeats < 1 || (t.steps > 0 && t.steps % t.repeats != 0))
+      throw InputError(fmt::format("'{}': {} repeats do not divide {} samples",
+                                   tg.where("@repeats"), t.repeats, t.steps));
   }
   {
     const auto cg = g.open_group("collectives");
@@ -161,6 +232,9 @@ RunRecord read_run(const h5::Group& g) {
     if (dims.size() != 2 || dims[0] != c.kinds.size())
       throw InputError(fmt::format("'{}': expected kinds x ranks", cg.where("calls_per_step")));
     c.ranks = static_cast<std::int64_t>(dims[1]);
+    if (!c.kinds.empty() && c.ranks != r.world_size)
+      throw InputError(fmt::format("'{}': {} ranks, the run has world size {}",
+                                   cg.where("calls_per_step"), c.ranks, r.world_size));
     c.bytes_per_rank_per_step = cg.read_ints("bytes_per_rank_per_step");
     c.formula_bytes_per_rank_per_step = cg.read_ints("formula_bytes_per_rank_per_step");
     require_size(cg, "bytes_per_rank_per_step", c.bytes_per_rank_per_step.size(),
@@ -192,7 +266,9 @@ RunRecord read_run(const h5::Group& g) {
 
 }  // namespace
 
-ResultsFile read_results(const std::string& path) {
+namespace {
+
+ResultsFile read_file(const std::string& path) {
   const auto f = h5::File::open_read(path);
   if (!f.has_attr("format") || f.attr_kind("format") != h5::AttrKind::string ||
       f.read_attr_string("format") != kFormatName)
@@ -201,35 +277,139 @@ ResultsFile read_results(const std::string& path) {
   ResultsFile out;
   auto& p = out.provenance;
   p.schema_version = f.read_attr_string("schema_version");
-  if (p.schema_version != kSchemaVersion)
-    throw InputError(fmt::format("'{}': unsupported results schema version '{}' (supported: {})",
-                                 path, p.schema_version, kSchemaVersion));
-  try {
-    p.suite_version = f.read_attr_string("suite_version");
-    p.git_commit = f.read_attr_string("git_commit");
-    p.build_type = f.read_attr_string("build_type");
-    p.compiler = f.read_attr_string("compiler");
-    p.mpi_version = f.read_attr_string("mpi_version");
-    p.kokkos_version = f.read_attr_string("kokkos_version");
-    p.hdf5_version = f.read_attr_string("hdf5_version");
-    p.cuda_version = f.read_attr_string("cuda_version");
-    p.nccl_version = f.read_attr_string("nccl_version");
-    p.hostnames = split_hosts(f.read_attr_string("hostnames"));
-    p.date_utc = f.read_attr_string("date_utc");
-    p.command_line = f.read_attr_string("command_line");
-    // Files written before it existed have none.
-    if (f.has_attr("scheduler_job")) p.scheduler_job = f.read_attr_string("scheduler_job");
-    p.world_size = f.read_attr_int("world_size");
-    p.replicate = f.read_attr_int("replicate");
-    const auto n = f.read_attr_int("num_runs");
-    const auto runs = f.open_group("runs");
-    for (std::int64_t i = 0; i < n; ++i)
-      out.runs.push_back(read_run(runs.open_group(std::to_string(i))));
-  } catch (const RuntimeFailure& e) {
-    // A structurally unexpected file: report it as bad input naming the file.
-    throw InputError(fmt::format("'{}' is not a readable dmuon results file: {}", path, e.what()));
+  if (p.schema_version != kSchemaVersion && p.schema_version != kOldestSchemaVersion)
+    throw InputError(
+        fmt::format("'{}': unsupported results schema version '{}' (supported: {} to {})", path,
+                    p.schema_version, kOldestSchemaVersion, kSchemaVersion));
+  p.suite_version = f.read_attr_string("suite_version");
+  p.git_commit = f.read_attr_string("git_commit");
+  p.build_type = f.read_attr_string("build_type");
+  p.compiler = f.read_attr_string("compiler");
+  p.mpi_version = f.read_attr_string("mpi_version");
+  p.kokkos_version = f.read_attr_string("kokkos_version");
+  p.hdf5_version = f.read_attr_string("hdf5_version");
+  p.cuda_version = f.read_attr_string("cuda_version");
+  p.nccl_version = f.read_attr_string("nccl_version");
+  p.hostnames = split_hosts(f.read_attr_string("hostnames"));
+  if (f.has_attr("device")) {
+    p.device = f.read_attr_string("device");
+    p.device_model = f.read_attr_string("device_model");
+    p.cpu_features = f.read_attr_string("cpu_features");
+    p.blas_library = f.read_attr_string("blas_library");
+    p.blas_core = f.read_attr_string("blas_core");
+    p.sgemm_gflops = f.read_attr_double("sgemm_gflops");
+    p.sgemm_size = f.read_attr_int("sgemm_size");
   }
+  // Files written before it existed have none.
+  if (f.has_attr("scheduler_job")) p.scheduler_job = f.read_attr_string("scheduler_job");
+  p.date_utc = f.read_attr_string("date_utc");
+  p.command_line = f.read_attr_string("command_line");
+  p.world_size = f.read_attr_int("world_size");
+  p.replicate = f.read_attr_int("replicate");
+  const auto n = f.read_attr_int("num_runs");
+  const auto runs = f.open_group("runs");
+  const auto children = runs.children();
+  if (n < 0 || static_cast<std::size_t>(n) != children.size())
+    throw InputError(
+        fmt::format("'{}': num_runs is {} but /runs holds {} groups", path, n, children.size()));
+  for (std::int64_t i = 0; i < n; ++i)
+    out.runs.push_back(read_run(runs.open_group(std::to_string(i))));
   return out;
+}
+
+// HDF5 1.10 trusts a file's metadata: some damaged files make it crash (SIGSEGV) or loop. So
+// the first read happens in a child process; only when it finished cleanly does this process
+// read the file itself. The child reports an error as one line through a pipe.
+constexpr int kReadTimeoutS = 60;
+
+void read_in_child_first(const std::string& path) {
+  int fds[2];
+  if (::pipe(fds) != 0) return;  // cannot isolate: read directly (best effort)
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return;
+  }
+  if (child == 0) {
+    ::close(fds[0]);
+    int code = 0;
+    std::string msg;
+    try {
+      (void)read_file(path);
+    } catch (const InputError& e) {
+      code = 2;
+      msg = e.what();
+    } catch (const std::exception& e) {
+      code = 3;
+      msg = e.what();
+    }
+    std::size_t off = 0;
+    while (off < msg.size()) {
+      const ssize_t n = ::write(fds[1], msg.data() + off, msg.size() - off);
+      if (n <= 0) break;
+      off += static_cast<std::size_t>(n);
+    }
+    ::_exit(code);  // no atexit handlers, no second flush of the parent's buffers
+  }
+  ::close(fds[1]);
+  std::string msg;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kReadTimeoutS);
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd pfd{fds[0], POLLIN, 0};
+    const int r = ::poll(&pfd, 1, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      timed_out = r == 0;
+      break;
+    }
+    char buf[4096];
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF: the child is done
+    if (msg.size() < 65536) msg.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(child, SIGKILL);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out)
+    throw InputError(
+        fmt::format("'{}' is damaged: reading it did not finish within {} s", path, kReadTimeoutS));
+  if (WIFSIGNALED(status))
+    throw InputError(fmt::format("'{}' is damaged: its metadata crashes the HDF5 library ({})",
+                                 path, strsignal(WTERMSIG(status))));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 2) throw InputError(msg);
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+    throw InputError(
+        fmt::format("'{}' is damaged or not a readable dmuon results file: {}", path, msg));
+}
+
+}  // namespace
+
+ResultsFile read_results(const std::string& path) {
+  try {
+    read_in_child_first(path);
+    return read_file(path);
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // HDF5 failures (RuntimeFailure), bad_alloc, out_of_range on damaged content: one line,
+    // exit 2, naming the file.
+    throw InputError(
+        fmt::format("'{}' is damaged or not a readable dmuon results file: {}", path, e.what()));
+  }
 }
 
 }  // namespace dmuon::results

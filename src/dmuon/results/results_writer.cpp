@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/results/h5.hpp"
+#include "dmuon/results/summary.hpp"
 
 namespace dmuon::results {
 namespace {
@@ -38,6 +40,13 @@ void write_provenance(h5::Group& root, const Provenance& p, std::size_t runs) {
   root.write_attr("cuda_version", p.cuda_version);
   root.write_attr("nccl_version", p.nccl_version);
   root.write_attr("hostnames", join_hosts(p.hostnames));
+  root.write_attr("device", p.device);
+  root.write_attr("device_model", p.device_model);
+  root.write_attr("cpu_features", p.cpu_features);
+  root.write_attr("blas_library", p.blas_library);
+  root.write_attr("blas_core", p.blas_core);
+  root.write_attr("sgemm_gflops", p.sgemm_gflops);
+  root.write_attr("sgemm_size", p.sgemm_size);
   root.write_attr("date_utc", p.date_utc);
   root.write_attr("command_line", p.command_line);
   root.write_attr("scheduler_job", p.scheduler_job);
@@ -64,13 +73,21 @@ void write_run(h5::Group& g, const RunRecord& r) {
   g.write_attr("optimizer_pipeline", r.optimizer_pipeline);
   g.write_attr("world_size", r.world_size);
   g.write_attr("replicate", r.replicate);
+  g.write_attr("compute", r.compute);
+  g.write_attr("global_samples", r.global_samples);
+  g.write_attr("steps", r.steps);
+  g.write_attr("warmup", r.warmup);
+  g.write_attr("seed", r.seed);
+  g.write_attr("sets", r.sets);
+  g.write_attr("plan_options", r.plan_options);
 
+  const h5::DatasetMeta row{"", {"module"}};
   {
     auto topo = g.create_group("topology");
     auto m = topo.create_group("modules");
-    m.write_strings("path", r.modules.path);
-    m.write_strings("type", r.modules.type);
-    m.write_ints("parent", r.modules.parent);
+    m.write_strings("path", r.modules.path, row);
+    m.write_strings("type", r.modules.type, row);
+    m.write_ints("parent", r.modules.parent, h5::DatasetMeta{"module index", {"module"}});
 
     auto p = topo.create_group("params");
     const auto& t = r.params;
@@ -82,14 +99,16 @@ void write_run(h5::Group& g, const RunRecord& r) {
       ndim.push_back(static_cast<std::int64_t>(t.shape.at(i).size()));
       std::copy(t.shape[i].begin(), t.shape[i].end(), shape.begin() + i * maxdim);
     }
-    p.write_strings("name", t.name);
-    p.write_ints("ndim", ndim);
-    p.write_ints("shape", shape, dims2(n, maxdim));
-    p.write_strings("dtype", t.dtype);
-    p.write_ints("dedicated", t.dedicated);
-    p.write_ints("owner_rank", t.owner_rank);
-    p.write_ints("site", t.site);
-    p.write_ints("cost", t.cost);
+    const h5::DatasetMeta param{"", {"parameter"}};
+    p.write_strings("name", t.name, param);
+    p.write_ints("ndim", ndim, h5::DatasetMeta{"dimensions", {"parameter"}});
+    p.write_ints("shape", shape, dims2(n, maxdim),
+                 h5::DatasetMeta{"elements", {"parameter", "dimension"}});
+    p.write_strings("dtype", t.dtype, param);
+    p.write_ints("dedicated", t.dedicated, h5::DatasetMeta{"boolean", {"parameter"}});
+    p.write_ints("owner_rank", t.owner_rank, h5::DatasetMeta{"rank", {"parameter"}});
+    p.write_ints("site", t.site, h5::DatasetMeta{"site index", {"parameter"}});
+    p.write_ints("cost", t.cost, h5::DatasetMeta{"cost units", {"parameter"}});
   }
   {
     auto b = g.create_group("boundary");
@@ -97,20 +116,21 @@ void write_run(h5::Group& g, const RunRecord& r) {
     b.write_attr("label", r.boundary_label);
     b.write_attr("strict", static_cast<std::int64_t>(r.strict ? 1 : 0));
     b.write_attr("suggested_boundary", r.suggested_boundary);
-    b.write_strings("warnings", r.boundary_warnings);
+    b.write_strings("warnings", r.boundary_warnings, h5::DatasetMeta{"", {"finding"}});
     auto s = b.create_group("sites");
-    s.write_strings("path", r.sites.path);
-    s.write_strings("type", r.sites.type);
-    s.write_ints("param_count", r.sites.param_count);
-    s.write_ints("numel", r.sites.numel);
-    s.write_ints("bytes", r.sites.bytes);
+    const h5::DatasetMeta site{"", {"site"}};
+    s.write_strings("path", r.sites.path, site);
+    s.write_strings("type", r.sites.type, site);
+    s.write_ints("param_count", r.sites.param_count, h5::DatasetMeta{"parameters", {"site"}});
+    s.write_ints("numel", r.sites.numel, h5::DatasetMeta{"elements", {"site"}});
+    s.write_ints("bytes", r.sites.bytes, h5::DatasetMeta{"B", {"site"}});
     std::vector<std::int64_t> count, flat;
     for (const auto& o : r.sites.owners) {
       count.push_back(static_cast<std::int64_t>(o.size()));
       flat.insert(flat.end(), o.begin(), o.end());
     }
-    s.write_ints("owner_count", count);
-    s.write_ints("owners", flat);
+    s.write_ints("owner_count", count, h5::DatasetMeta{"ranks", {"site"}});
+    s.write_ints("owners", flat, h5::DatasetMeta{"rank", {"site owner (flattened)"}});
   }
   {
     const auto& q = r.partition;
@@ -129,9 +149,9 @@ void write_run(h5::Group& g, const RunRecord& r) {
     p.write_attr("imbalance_nonempty", q.imbalance_nonempty);
     p.write_attr("empty_slots", q.empty_slots);
     p.write_attr("key_collisions", q.key_collisions);
-    p.write_ints("slot_rank", q.slot_rank);
-    p.write_ints("numel_loads", q.numel_loads);
-    p.write_ints("cost_loads", q.cost_loads);
+    p.write_ints("slot_rank", q.slot_rank, h5::DatasetMeta{"rank", {"slot"}});
+    p.write_ints("numel_loads", q.numel_loads, h5::DatasetMeta{"elements", {"slot"}});
+    p.write_ints("cost_loads", q.cost_loads, h5::DatasetMeta{"cost units", {"slot"}});
   }
   {
     const auto& t = r.timings;
@@ -140,11 +160,23 @@ void write_run(h5::Group& g, const RunRecord& r) {
       throw RuntimeFailure(
           fmt::format("run timings hold {} values, expected steps {} x ranks {} x phases {}",
                       t.seconds.size(), t.steps, t.ranks, t.phases.size()));
+    if (!t.step_seconds.empty() &&
+        t.step_seconds.size() != static_cast<std::size_t>(t.steps * t.ranks))
+      throw RuntimeFailure(
+          fmt::format("run step times hold {} values, expected steps {} x ranks {}",
+                      t.step_seconds.size(), t.steps, t.ranks));
     auto tg = g.create_group("timings");
-    tg.write_strings("phases", t.phases);
+    tg.write_attr("repeats", t.repeats);
+    tg.write_attr("steps_per_repeat", t.repeats > 0 ? t.steps / t.repeats : t.steps);
+    tg.write_strings("phases", t.phases, h5::DatasetMeta{"", {"phase"}});
     tg.write_doubles("seconds", t.seconds,
                      {static_cast<hsize_t>(t.steps), static_cast<hsize_t>(t.ranks),
-                      static_cast<hsize_t>(t.phases.size())});
+                      static_cast<hsize_t>(t.phases.size())},
+                     {"s", {"sample", "rank", "phase"}});
+    if (t.step_seconds.size() == static_cast<std::size_t>(t.steps * t.ranks))
+      tg.write_doubles("step_seconds", t.step_seconds,
+                       {static_cast<hsize_t>(t.steps), static_cast<hsize_t>(t.ranks)},
+                       {"s", {"sample", "rank"}});
   }
   {
     const auto& c = r.collectives;
@@ -156,12 +188,14 @@ void write_run(h5::Group& g, const RunRecord& r) {
             fmt::format("run collectives hold {} values, expected kinds {} x ranks {}", v->size(),
                         c.kinds.size(), c.ranks));
     auto cg = g.create_group("collectives");
-    cg.write_strings("kinds", c.kinds);
-    cg.write_ints("calls_per_step", c.calls_per_step, dims2(c.kinds.size(), c.ranks));
-    cg.write_ints("bytes_per_rank_per_step", c.bytes_per_rank_per_step,
-                  dims2(c.kinds.size(), c.ranks));
-    cg.write_ints("formula_bytes_per_rank_per_step", c.formula_bytes_per_rank_per_step,
-                  dims2(c.kinds.size(), c.ranks));
+    cg.write_strings("kinds", c.kinds, h5::DatasetMeta{"", {"kind"}});
+    const auto dims = dims2(c.kinds.size(), static_cast<std::size_t>(c.ranks));
+    cg.write_ints("calls_per_step", c.calls_per_step, dims,
+                  h5::DatasetMeta{"calls/step", {"kind", "rank"}});
+    cg.write_ints("bytes_per_rank_per_step", c.bytes_per_rank_per_step, dims,
+                  {"B/step", {"kind", "rank"}});
+    cg.write_ints("formula_bytes_per_rank_per_step", c.formula_bytes_per_rank_per_step, dims,
+                  {"B/step", {"kind", "rank"}});
   }
   {
     auto mg = g.create_group("memory");
@@ -171,12 +205,18 @@ void write_run(h5::Group& g, const RunRecord& r) {
       names.push_back(k);
       bytes.push_back(v);
     }
-    mg.write_strings("name", names);
-    mg.write_ints("bytes", bytes);
+    mg.write_strings("name", names, h5::DatasetMeta{"", {"figure"}});
+    mg.write_ints("bytes", bytes, h5::DatasetMeta{"B", {"figure"}});
   }
   {
     auto sg = g.create_group("summary");
-    for (const auto& [k, v] : r.summary) sg.write_attr(k, v);
+    for (const auto& [k, v] : r.summary) {
+      // Counts, bytes and 0/1 verdicts are integers (int64), everything else float64.
+      if (is_count_summary(k) && std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9e15)
+        sg.write_attr(k, static_cast<std::int64_t>(v));
+      else
+        sg.write_attr(k, v);
+    }
     for (const auto& [k, v] : r.summary_text) {
       if (r.summary.count(k))
         throw RuntimeFailure(fmt::format("summary key '{}' is both numeric and text", k));

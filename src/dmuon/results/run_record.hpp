@@ -11,8 +11,12 @@
 
 namespace dmuon::results {
 
-/// Schema version written to and required from every results file.
-inline constexpr const char* kSchemaVersion = "1";
+/// Schema version written to every results file. Version 2 added per-sample step times, the
+/// run inputs that change a number (compute, batch, steps, seed, plan options), units and
+/// dimension labels, integer counts and the hardware provenance; readers accept 1 and 2.
+inline constexpr const char* kSchemaVersion = "2";
+/// Oldest schema version readers accept.
+inline constexpr const char* kOldestSchemaVersion = "1";
 /// Root attribute "format" identifying a dmuon results file.
 inline constexpr const char* kFormatName = "dmuon-results";
 
@@ -29,10 +33,18 @@ struct Provenance {
   std::string cuda_version;  ///< "n/a" when not built with CUDA
   std::string nccl_version;  ///< "n/a" when not built with NCCL
   std::vector<std::string> hostnames;
-  std::string date_utc;      ///< ISO-8601, e.g. 2026-11-29T09:07:22Z
-  std::string command_line;  ///< shell-quoted argv
+  // Hardware and the software that ran the compute (schema 2; "" when read from older files).
+  std::string device;           ///< "host" | "cuda"
+  std::string device_model;     ///< CPU model name (host) or GPU name (cuda)
+  std::string cpu_features;     ///< e.g. "avx2,avx512f" (x86), "" elsewhere
+  std::string blas_library;     ///< openblas_get_config(), or "unknown"
+  std::string blas_core;        ///< openblas_get_corename(): the kernels OpenBLAS runs
+  double sgemm_gflops = 0;      ///< sgemm rate measured at start (median over ranks), 0 = none
+  std::int64_t sgemm_size = 0;  ///< n of the n x n x n sgemm measured
   /// The batch job that ran it ("slurm 123456 nodes node[01-16]"), "" outside a scheduler.
   std::string scheduler_job;
+  std::string date_utc;         ///< ISO-8601, e.g. 2026-11-29T09:07:22Z
+  std::string command_line;     ///< shell-quoted argv
   std::int64_t world_size = 1;
   std::int64_t replicate = 1;
 };
@@ -86,12 +98,17 @@ struct PartitionRecord {
   std::int64_t key_collisions = 0;
 };
 
-/// Measured phase times: seconds[(step * ranks + rank) * phases.size() + phase].
+/// Measured phase times: seconds[(step * ranks + rank) * phases.size() + phase]. A "step" here
+/// is one sample: with --repeats R and --steps S there are R x S of them, repeat-major.
 struct Timings {
   std::vector<std::string> phases;
-  std::int64_t steps = 0;
+  std::int64_t steps = 0;  ///< samples (repeats x measured steps per repeat)
   std::int64_t ranks = 0;
   std::vector<double> seconds;
+  /// Wall time of each whole step per rank, [step * ranks + rank] (schema 2; empty in older
+  /// files, where the step is the sum of the phases).
+  std::vector<double> step_seconds;
+  std::int64_t repeats = 1;  ///< engine runs the samples come from (each after its warm-up)
   double at(std::int64_t step, std::int64_t rank, std::size_t phase) const {
     return seconds[static_cast<std::size_t>((step * ranks + rank)) * phases.size() + phase];
   }
@@ -133,6 +150,14 @@ struct RunRecord {
   std::string optimizer_pipeline = "all-then-publish";  ///< "per-group" | "all-then-publish"
   std::int64_t world_size = 1;
   std::int64_t replicate = 1;
+  // Inputs that change the numbers (schema 2; older files: parsed from `config`, else these).
+  std::string compute = "gemm";     ///< "gemm" | "none"
+  std::int64_t global_samples = 0;  ///< global batch per step (0 = unknown)
+  std::int64_t steps = 0;           ///< measured steps per repeat (0 = unknown)
+  std::int64_t warmup = -1;         ///< warm-up steps per repeat (-1 = unknown)
+  std::int64_t seed = -1;           ///< seed of the synthetic weights and data (-1 = unknown)
+  std::string sets;                 ///< --set overrides of the topology, "K=V,..." ("" = none)
+  std::string plan_options;         ///< packing, owners per group, column balance (one string)
 
   ModuleTable modules;
   ParamTable params;

@@ -1,7 +1,8 @@
 #pragma once
-// Reductions of measured timings into the summary numbers (docs: results/README.md):
-// per step, the step time is the slowest rank's sum over phases and a phase's time is the
-// slowest rank's time in it; the summary reports medians over the timed steps, in ms.
+// Reductions of measured timings into samples and summary numbers (docs: results/README.md):
+// per sample (one measured step of one repeat) the step time is the slowest rank's wall step
+// (older files: its sum over phases) and a phase's time is the slowest rank's time in it; the
+// summary reports medians over the samples, in ms.
 
 #include <map>
 #include <string>
@@ -14,8 +15,21 @@ namespace dmuon::results {
 /// Median of `v` (mean of the middle two for even sizes); NaN for an empty vector.
 double median(std::vector<double> v);
 
+/// Per sample, the slowest rank's step time in seconds: `step_seconds` when the file has it,
+/// else the sum over the (disjoint) phases. Empty when there are no samples.
+std::vector<double> step_samples(const Timings& t);
+
+/// Per sample, the slowest rank's time in seconds summed over the phases whose name starts
+/// with `prefix` (e.g. "optimizer": optimizer_ns + optimizer_other). Empty when no phase
+/// matches or there are no samples.
+std::vector<double> phase_samples(const Timings& t, const std::string& prefix);
+
 /// {"step_ms": ..., "<phase>_ms": ...} for every phase; empty when there are no steps.
 std::map<std::string, double> timing_medians(const Timings& t);
+
+/// True for summary names that hold counts, bytes or 0/1 verdicts (stored as int64):
+/// hook_sites, hook_calls_*, *_bytes*, audit_ok, check_passed, ...
+bool is_count_summary(const std::string& name);
 
 /// The run's median step time in ms: summary "step_ms" when present, else from its timings;
 /// NaN when neither exists.

@@ -9,7 +9,7 @@ import sys
 
 MEASURED_ONLY = {"device", "steps", "warmup", "seed", "check", "check_tolerance", "inject_nan_step"}
 OWN = {"machine", "world_size", "seq_len", "micro_batch", "symmetry"}
-NOT_KEYS = {"--help", "--config", "--calibrate", "--output-machine", "--machine-name"}
+NOT_KEYS = {"--help", "--version", "--config", "--calibrate", "--output-machine", "--machine-name"}
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--project", required=True)

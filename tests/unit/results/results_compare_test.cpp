@@ -1,6 +1,11 @@
-// Comparison of results files: exact deterministic quantities, timings within a tolerance.
+// Comparison of results files: exact deterministic quantities; timings by a one-sided
+// Mann-Whitney U test over per-sample step times with a minimum effect size; the run key.
 
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/results/compare.hpp"
@@ -11,13 +16,50 @@ namespace {
 using namespace dmuon;
 using namespace dmuon::results;
 
+// Gives run 0 `step_ms.size()` samples on 2 ranks: rank 1 is the slowest with exactly
+// step_ms[s] (its step time), rank 0 takes 90 % of it; phases forward + optimizer split it 3:1.
+void set_samples(RunRecord& r, const std::vector<double>& step_ms) {
+  auto& t = r.timings;
+  t.phases = {"forward", "optimizer"};
+  t.steps = static_cast<std::int64_t>(step_ms.size());
+  t.ranks = 2;
+  t.repeats = 1;
+  t.seconds.clear();
+  t.step_seconds.clear();
+  for (double ms : step_ms)
+    for (double f : {0.9, 1.0}) {
+      const double s = 1e-3 * ms * f;
+      t.seconds.push_back(0.75 * s);
+      t.seconds.push_back(0.25 * s);
+      t.step_seconds.push_back(s);
+    }
+  r.summary.erase("step_ms");
+}
+
+// 10 distinct samples around 100 ms (a noisy but stable run).
+std::vector<double> base_samples(double scale = 1.0) {
+  std::vector<double> v;
+  for (double x : {100.0, 103.0, 97.0, 101.0, 99.0, 104.0, 96.0, 102.0, 98.0, 100.5})
+    v.push_back(scale * x);
+  return v;
+}
+
+ResultsFile with_samples(const std::vector<double>& step_ms) {
+  auto f = fixture::sample_file();
+  set_samples(f.runs[0], step_ms);
+  return f;
+}
+
 TEST(Compare, IdenticalFilesAreOk) {
-  const auto a = fixture::sample_file();
+  const auto a = with_samples(base_samples());
   const auto c = compare_results(a, a, 0.1);
   ASSERT_EQ(c.runs.size(), 2u);
   EXPECT_TRUE(c.ok());
   EXPECT_EQ(c.runs[0].check(), "OK");
-  EXPECT_DOUBLE_EQ(c.runs[0].a_step_ms, 12.5);
+  EXPECT_DOUBLE_EQ(c.runs[0].a_step_ms, 100.25);  // median of the 10 samples
+  ASSERT_EQ(c.runs[0].timings.size(), 2u);
+  EXPECT_TRUE(c.runs[0].timings[0].testable);
+  EXPECT_EQ(c.runs[0].timings[0].verdict, "same");
 }
 
 TEST(Compare, DeterministicDifferencesAreMismatches) {
@@ -38,32 +80,172 @@ TEST(Compare, DeterministicDifferencesAreMismatches) {
   EXPECT_EQ(c.runs[0].check(), "MISMATCH");
 }
 
-TEST(Compare, TimingsWithinToleranceOnly) {
+TEST(Compare, LoadsAuditAndCheckAreDeterministic) {
   const auto a = fixture::sample_file();
   auto b = a;
-  b.runs[0].summary["step_ms"] = 12.5 * 1.05;
-  EXPECT_TRUE(compare_results(a, b, 0.1).ok());
-  b.runs[0].summary["step_ms"] = 12.5 * 1.2;
+  b.runs[0].partition.cost_loads = {1, 2};
   auto c = compare_results(a, b, 0.1);
+  ASSERT_EQ(c.runs[0].mismatches.size(), 1u);
+  EXPECT_NE(c.runs[0].mismatches[0].find("partition cost loads: A [0,3] vs B [1,2]"),
+            std::string::npos);
+  b = a;
+  b.runs[0].summary_text["check"] = "failed";
+  c = compare_results(a, b, 0.1);
+  ASSERT_EQ(c.runs[0].mismatches.size(), 1u);
+  EXPECT_NE(c.runs[0].mismatches[0].find("--check: A passed vs B failed"), std::string::npos);
+  b.runs[0].summary_text["check"] = "not run";  // the check ran in A only: a note
+  c = compare_results(a, b, 0.1);
+  EXPECT_TRUE(c.ok());
+  ASSERT_FALSE(c.runs[0].notes.empty());
+  EXPECT_NE(c.runs[0].notes[0].find("--check ran in A only"), std::string::npos);
+  b = a;
+  b.runs[0].summary["audit_ok"] = 0;
+  b.runs[0].summary_text["audit"] = "rank 1 step 2 reduce: measured 3 calls";
+  auto a2 = a;
+  a2.runs[0].summary["audit_ok"] = 1;
+  c = compare_results(a2, b, 0.1);
+  ASSERT_EQ(c.mismatches(), 1);
+  EXPECT_NE(c.runs[0].mismatches[0].find("byte audit: A ok vs B rank 1 step 2"), std::string::npos);
+}
+
+TEST(Compare, TwiceAsSlowIsARegression) {
+  const auto a = with_samples(base_samples());
+  const auto b = with_samples(base_samples(2.0));
+  const auto c = compare_results(a, b, 0.2);
   EXPECT_FALSE(c.ok());
   EXPECT_EQ(c.regressions(), 1);
   EXPECT_EQ(c.runs[0].check(), "SLOWER");
-  EXPECT_TRUE(compare_results(a, b, 0.25).ok());
-  b.runs[0].summary["step_ms"] = 12.5 * 0.5;  // faster: an improvement, not a failure
-  c = compare_results(a, b, 0.1);
-  EXPECT_TRUE(c.ok());
-  EXPECT_EQ(c.runs[0].check(), "FASTER");
-  EXPECT_THROW(compare_results(a, b, -1), InputError);
+  ASSERT_FALSE(c.runs[0].regressions.empty());
+  EXPECT_NE(c.runs[0].regressions[0].find("step_ms"), std::string::npos);
+  // Complete separation of 10 vs 10 samples: p = 1/C(20,10) = 5.4e-6.
+  EXPECT_NEAR(c.runs[0].timings[0].p_slower, 1.0 / 184756, 1e-10);
+  EXPECT_NEAR(c.runs[0].timings[0].change, 1.0, 1e-12);
+  // The reverse is an improvement, not a failure.
+  const auto d = compare_results(b, a, 0.2);
+  EXPECT_TRUE(d.ok());
+  EXPECT_EQ(d.runs[0].check(), "FASTER");
 }
 
-TEST(Compare, OptimizerTimeFromTimingsWhenNoSummary) {
-  const auto a = fixture::sample_file();
-  auto b = a;
-  for (auto& s : b.runs[0].timings.seconds) s *= 2;  // optimizer phase doubles
+TEST(Compare, SignificantButSmallIsNotARegression) {
+  // Every B sample 5 % slower: significant (complete separation would need > 8 %, but the U
+  // test still finds it) yet below the 10 % minimum effect.
+  const auto a = with_samples(base_samples());
+  const auto b = with_samples(base_samples(1.05));
   const auto c = compare_results(a, b, 0.1);
+  EXPECT_TRUE(c.ok());
+  EXPECT_LT(c.runs[0].timings[0].p_slower, 0.05);
+  EXPECT_EQ(c.runs[0].timings[0].verdict, "same");
+  // The same change passes a tolerance below it.
+  EXPECT_FALSE(compare_results(a, b, 0.02).ok());
+}
+
+TEST(Compare, LargeButNotSignificantIsNotARegression) {
+  // Medians 20 % apart but the samples overlap completely (one slow outlier-heavy run): the U
+  // test cannot tell them apart, so noise is not called a regression.
+  const auto a = with_samples({100, 100, 130, 130, 100, 130, 100, 130});
+  const auto b = with_samples({100, 130, 130, 130, 100, 130, 100, 130});
+  const auto c = compare_results(a, b, 0.1);
+  EXPECT_GT(c.runs[0].timings[0].change, 0.1);
+  EXPECT_GE(c.runs[0].timings[0].p_slower, 0.05);
+  EXPECT_TRUE(c.ok());
+}
+
+TEST(Compare, TooFewSamplesAreUntestedNotFailed) {
+  // 2 vs 2 samples: the smallest one-sided p is 1/C(4,2) = 1/6 > 0.05.
+  const auto a = with_samples({100, 101});
+  const auto b = with_samples({200, 201});
+  const auto c = compare_results(a, b, 0.1);
+  EXPECT_TRUE(c.ok());
+  EXPECT_EQ(c.untested(), 1);
+  EXPECT_EQ(c.runs[0].check(), "UNTESTED");
+  ASSERT_FALSE(c.runs[0].notes.empty());
+  EXPECT_NE(c.runs[0].notes[0].find("2 vs 2 samples cannot reach p < 0.05"), std::string::npos);
+}
+
+TEST(Compare, NonFiniteTimingsAreRegressions) {
+  const auto a = with_samples(base_samples());
+  for (double bad :
+       {std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::infinity(),
+        std::numeric_limits<double>::infinity(), -1.0}) {
+    auto b = a;
+    b.runs[0].timings.step_seconds[5] = bad;
+    const auto c = compare_results(a, b, 0.1);
+    EXPECT_FALSE(c.ok()) << bad;
+    ASSERT_EQ(c.regressions(), 1) << bad;
+    EXPECT_NE(c.runs[0].regressions[0].find("non-finite timing in B: sample 2 rank 1"),
+              std::string::npos)
+        << c.runs[0].regressions[0];
+    auto d = a;
+    d.runs[0].timings.seconds[3] = bad;  // a phase of A
+    EXPECT_FALSE(compare_results(d, a, 0.1).ok()) << bad;
+  }
+  // Also in a summary that has no samples behind it.
+  auto e = fixture::sample_file();
+  e.runs[0].summary["step_ms"] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_FALSE(compare_results(fixture::sample_file(), e, 0.1).ok());
+}
+
+TEST(Compare, DeterministicOnlyIgnoresTimings) {
+  const auto a = with_samples(base_samples());
+  auto b = with_samples(base_samples(3.0));
+  b.runs[0].timings.step_seconds[0] = std::numeric_limits<double>::quiet_NaN();
+  CompareOptions o;
+  o.deterministic_only = true;
+  const auto c = compare_results(a, b, o);
+  EXPECT_TRUE(c.ok());
+  EXPECT_TRUE(c.runs[0].timings.empty());
+  b.runs[0].collectives.bytes_per_rank_per_step[0] += 4;
+  EXPECT_FALSE(compare_results(a, b, o).ok());
+}
+
+TEST(Compare, TimingsOfDifferentMachinesAreNotCompared) {
+  auto a = with_samples(base_samples());
+  auto b = with_samples(base_samples(2.0));
+  a.provenance.device = b.provenance.device = "host";
+  a.provenance.device_model = "AMD EPYC";
+  b.provenance.device_model = "Intel Xeon";
+  a.provenance.blas_core = b.provenance.blas_core = "Haswell";
+  auto c = compare_results(a, b, 0.2);
+  EXPECT_TRUE(c.ok());
+  EXPECT_TRUE(c.timings_skipped);
+  ASSERT_FALSE(c.notes.empty());
+  EXPECT_NE(c.notes.back().find("A ran on AMD EPYC, B on Intel Xeon"), std::string::npos);
+  CompareOptions o;
+  o.tolerance = 0.2;
+  o.any_machine = true;
+  EXPECT_FALSE(compare_results(a, b, o).ok());
+  b.provenance.device_model = "AMD EPYC";
+  b.provenance.blas_core = "Prescott";  // the same CPU with OpenBLAS's generic kernels
+  c = compare_results(a, b, 0.2);
+  EXPECT_TRUE(c.timings_skipped);
+  b.provenance.blas_core = "Haswell";
+  EXPECT_FALSE(compare_results(a, b, 0.2).ok());
+}
+
+TEST(Compare, AMachineRunningAtAnotherSpeedIsNoted) {
+  // The sgemm measured at the start of both runs 30 % apart: noted (the machine was busier),
+  // not used to excuse or blame timings (it is as noisy as they are on a shared machine).
+  auto a = with_samples(base_samples());
+  auto b = with_samples(base_samples(2.0));
+  a.provenance.sgemm_gflops = 100;
+  b.provenance.sgemm_gflops = 70;
+  const auto c = compare_results(a, b, 0.2);
+  EXPECT_FALSE(c.timings_skipped);
   EXPECT_EQ(c.regressions(), 1);
-  ASSERT_EQ(c.runs[0].regressions.size(), 1u);
-  EXPECT_NE(c.runs[0].regressions[0].find("optimizer_ms"), std::string::npos);
+  ASSERT_FALSE(c.notes.empty());
+  EXPECT_NE(c.notes.front().find("A 100.0, B 70.0 GFLOP/s per rank (-30 %)"), std::string::npos)
+      << c.notes.front();
+}
+
+TEST(Compare, BadOptionsAreInputErrors) {
+  const auto a = fixture::sample_file();
+  EXPECT_THROW(compare_results(a, a, -1), InputError);
+  EXPECT_THROW(compare_results(a, a, std::nan("")), InputError);
+  CompareOptions o;
+  o.alpha = 0;
+  EXPECT_THROW(compare_results(a, a, o), InputError);
+  o.alpha = 1;
+  EXPECT_THROW(compare_results(a, a, o), InputError);
 }
 
 TEST(Compare, UnmatchedRuns) {
@@ -79,6 +261,44 @@ TEST(Compare, UnmatchedRuns) {
   auto e = a;
   e.runs.pop_back();
   EXPECT_TRUE(compare_results(e, a, 0.1).ok());  // a new run in B alone is fine
+}
+
+TEST(Compare, EveryInputThatChangesANumberIsInTheKey) {
+  const auto a = fixture::sample_file();
+  const auto changes = std::vector<std::function<void(RunRecord&)>>{
+      [](RunRecord& r) { r.compute = "none"; },
+      [](RunRecord& r) { r.global_samples *= 2; },
+      [](RunRecord& r) { r.steps += 1; },
+      [](RunRecord& r) { r.warmup += 1; },
+      [](RunRecord& r) { r.seed += 1; },
+      [](RunRecord& r) { r.device = "cuda"; },
+      [](RunRecord& r) { r.comm_dtype = "bf16"; },
+      [](RunRecord& r) { r.ns = "gram"; },
+      [](RunRecord& r) { r.ns_dtype = "fp16"; },
+      [](RunRecord& r) { r.optimizer_pipeline = "per-group"; },
+      [](RunRecord& r) { r.method = "fsdp-muon"; },
+      [](RunRecord& r) { r.replicate = 2; },
+      [](RunRecord& r) { r.world_size = 4; },
+      [](RunRecord& r) { r.prefetch = 0; },
+      [](RunRecord& r) { r.grad_reduce = "per-param"; },
+      [](RunRecord& r) { r.reshard = "z3"; },
+      [](RunRecord& r) { r.partition.strategy = "lpt_refine"; },
+      [](RunRecord& r) { r.partition.cost_model = "numel"; },
+      [](RunRecord& r) { r.plan_options = "pack=off"; },
+      [](RunRecord& r) { r.sets = "layers=2"; },
+      [](RunRecord& r) { r.dedicate_rule = "ndim=2"; },
+      [](RunRecord& r) { r.strict = false; },
+      [](RunRecord& r) { r.boundary_spec = "default"; },
+      [](RunRecord& r) { r.preset = "paper"; },
+  };
+  for (std::size_t i = 0; i < changes.size(); ++i) {
+    auto b = a;
+    changes[i](b.runs[0]);
+    EXPECT_NE(run_key(a.runs[0]), run_key(b.runs[0])) << "change " << i;
+    const auto c = compare_results(a, b, 0.1);
+    EXPECT_EQ(c.only_a.size(), 1u) << "change " << i;
+    EXPECT_FALSE(c.ok()) << "change " << i;
+  }
 }
 
 TEST(Compare, StatusChangeIsAMismatch) {

@@ -42,6 +42,15 @@ void expect_same(const RunRecord& a, const RunRecord& b) {
   EXPECT_EQ(a.prefetch, b.prefetch);
   EXPECT_EQ(a.world_size, b.world_size);
   EXPECT_EQ(a.replicate, b.replicate);
+  EXPECT_EQ(a.compute, b.compute);
+  EXPECT_EQ(a.global_samples, b.global_samples);
+  EXPECT_EQ(a.steps, b.steps);
+  EXPECT_EQ(a.warmup, b.warmup);
+  EXPECT_EQ(a.seed, b.seed);
+  EXPECT_EQ(a.sets, b.sets);
+  EXPECT_EQ(a.plan_options, b.plan_options);
+  EXPECT_EQ(a.timings.step_seconds, b.timings.step_seconds);
+  EXPECT_EQ(a.timings.repeats, b.timings.repeats);
   EXPECT_EQ(a.modules.path, b.modules.path);
   EXPECT_EQ(a.modules.type, b.modules.type);
   EXPECT_EQ(a.modules.parent, b.modules.parent);
@@ -98,7 +107,14 @@ TEST(ResultsFile, RoundTripsEveryField) {
   write_results(path, f);
   const auto g = read_results(path);
   const auto &p = f.provenance, &q = g.provenance;
-  EXPECT_EQ(q.schema_version, "1");
+  EXPECT_EQ(q.schema_version, "2");
+  EXPECT_EQ(p.device, q.device);
+  EXPECT_EQ(p.device_model, q.device_model);
+  EXPECT_EQ(p.cpu_features, q.cpu_features);
+  EXPECT_EQ(p.blas_library, q.blas_library);
+  EXPECT_EQ(p.blas_core, q.blas_core);
+  EXPECT_EQ(p.sgemm_gflops, q.sgemm_gflops);
+  EXPECT_EQ(p.sgemm_size, q.sgemm_size);
   EXPECT_EQ(p.suite_version, q.suite_version);
   EXPECT_EQ(p.git_commit, q.git_commit);
   EXPECT_EQ(p.build_type, q.build_type);
@@ -178,7 +194,8 @@ void expect_input_error_naming(const std::string& path, const std::string& text)
 
 TEST(ResultsFile, BadFilesAreInputErrorsNamingTheFile) {
   TempDir dir("badin");
-  expect_input_error_naming(dir.file("missing.h5"), "no such file");
+  expect_input_error_naming(dir.file("missing.h5"), "No such file");
+  expect_input_error_naming(dir.path.string(), "it is a directory");
   const auto garbage = dir.file("garbage.h5");
   std::ofstream(garbage) << "this is not HDF5\n";
   expect_input_error_naming(garbage, "not an HDF5 file");
@@ -234,11 +251,15 @@ TEST(Provenance, FilledWithoutMpi) {
   char a0[] = "dmuon_bench", a1[] = "--boundary", a2[] = "types:A B", a3[] = "it's";
   char* argv[] = {a0, a1, a2, a3, nullptr};
   const auto p = collect_provenance(4, argv, 8, 2);
-  EXPECT_EQ(p.schema_version, "1");
+  EXPECT_EQ(p.schema_version, "2");
   EXPECT_FALSE(p.suite_version.empty());
   EXPECT_FALSE(p.git_commit.empty());
   EXPECT_FALSE(p.compiler.empty());
-  EXPECT_EQ(p.mpi_version, "n/a");  // MPI not initialised in this test
+  // MPI_Get_library_version works before MPI_Init (MPI-3), so serial tools report it too.
+  EXPECT_FALSE(p.mpi_version.empty());
+  EXPECT_EQ(p.device, "host");
+  EXPECT_FALSE(p.device_model.empty());
+  EXPECT_FALSE(p.blas_library.empty());
   EXPECT_NE(p.hdf5_version.find('.'), std::string::npos);
   ASSERT_EQ(p.hostnames.size(), 1u);
   EXPECT_FALSE(p.hostnames[0].empty());

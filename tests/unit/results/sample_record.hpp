@@ -27,6 +27,13 @@ inline RunRecord sample_run() {
   r.prefetch = 2;
   r.world_size = 2;
   r.replicate = 1;
+  r.compute = "gemm";
+  r.global_samples = 32;
+  r.steps = 2;
+  r.warmup = 1;
+  r.seed = 7;
+  r.sets = "";
+  r.plan_options = "pack=<5000000 max_owners_per_group=0 column_balance=on";
   r.modules.path = {"", "layers", "layers.0"};
   r.modules.type = {"Root", "ModuleList", "Layer"};
   r.modules.parent = {-1, 0, 1};
@@ -65,6 +72,7 @@ inline RunRecord sample_run() {
   r.timings.steps = 2;
   r.timings.ranks = 2;
   for (int i = 0; i < 12; ++i) r.timings.seconds.push_back(0.001 * (i + 1));
+  r.timings.step_seconds = {0.007, 0.0155, 0.025, 0.0335};
   r.collectives.kinds = {"broadcast", "reduce"};
   r.collectives.ranks = 2;
   r.collectives.calls_per_step = {2, 2, 1, 1};
@@ -94,6 +102,13 @@ inline ResultsFile sample_file() {
   p.scheduler_job = "slurm 4242 nodes gpu[01-16]";
   p.world_size = 2;
   p.replicate = 1;
+  p.device = "host";
+  p.device_model = "Example CPU";
+  p.cpu_features = "avx2";
+  p.blas_library = "OpenBLAS 0.3.21";
+  p.blas_core = "Haswell";
+  p.sgemm_gflops = 95.5;
+  p.sgemm_size = 512;
   f.runs.push_back(sample_run());
   RunRecord rejected;
   rejected.status = "rejected";
