@@ -355,6 +355,10 @@ TEST(StepSchedule, EveryBufferLiesInsideItsArena) {
           if (call.kind == comm::CollectiveKind::reduce_scatter)
             inside(engine::locate(L, call.recv), call.count, "reduce_scatter receive");
         }
+        for (const auto& copy : engine::pack_copies(L, op)) {
+          inside({engine::Arena::master, copy.master}, copy.count, "pack source");
+          inside({engine::Arena::weight_pool, copy.weight}, copy.count, "pack destination");
+        }
         if (op.op == Op::forward || op.op == Op::backward) {
           const auto& p = L.params[static_cast<std::size_t>(op.param)];
           if (p.storage != engine::Storage::replicated || op.weight_base >= 0) {

@@ -308,35 +308,11 @@ class CudaBackend final : public StepBackend {
   void begin_step(long) override { cu::zero_counters(*ctx_, counters_->data(), counters_->size()); }
 
   void pack(const StepOp& op) override {
-    const auto& g = group(op.group);
-    switch (g.kind) {
-      case GroupKind::dmuon_site:
-        // One conversion kernel per packed buffer: the masters are stored packed per pair.
-        for (int pi : g.pairs) {
-          const auto& pr = L_.pairs[static_cast<std::size_t>(pi)];
-          if (pr.rooted_here)
-            cu::convert(*ctx_, master_.at(pr.master_offset), Dtype::f32,
-                        weight_pool_.at(op.weight_base + pr.weight_offset), wire_,
-                        static_cast<std::size_t>(pr.numel));
-        }
-        break;
-      case GroupKind::fsdp:
-        for (int pi : g.members) {
-          const auto& p = param(pi);
-          cu::convert(*ctx_, master_.at(p.master_offset), Dtype::f32,
-                      weight_pool_.at(op.weight_base + p.weight_offset + L_.me.column * p.chunk),
-                      wire_, static_cast<std::size_t>(p.chunk));
-        }
-        break;
-      case GroupKind::ddp:
-        for (int pi : g.members) {
-          const auto& p = param(pi);
-          cu::convert(*ctx_, master_.at(p.master_offset), Dtype::f32,
-                      weight_pool_.at(op.weight_base + p.weight_offset), wire_,
-                      static_cast<std::size_t>(p.numel));
-        }
-        break;
-    }
+    // One conversion kernel per copy: per packed buffer (the masters are stored packed per
+    // pair), per FSDP shard, per replica.
+    for (const PackCopy& c : pack_copies(L_, op))
+      cu::convert(*ctx_, master_.at(c.master), Dtype::f32, weight_pool_.at(c.weight), wire_,
+                  static_cast<std::size_t>(c.count));
   }
 
   void weights_arrived(const StepOp&) override {}  // compute reads the wire type directly

@@ -155,37 +155,15 @@ class HostBackend final : public StepBackend {
   void begin_step(long) override {}
 
   void pack(const StepOp& op) override {
-    const auto& g = group(op.group);
-    switch (g.kind) {
-      case GroupKind::dmuon_site:
-        for (int pi : g.pairs) {
-          const auto& pr = L_.pairs[static_cast<std::size_t>(pi)];
-          if (pr.rooted_here)
-            to_wire(master_.data() + pr.master_offset,
-                    weight_pool_.at(op.weight_base + pr.weight_offset), pr.numel);
-        }
-        break;
-      case GroupKind::fsdp:
-        // The shard goes to its own place in the gathered buffer: the all-gather runs in place.
-        for (int pi : g.members) {
-          const auto& p = param(pi);
-          to_wire(master_.data() + p.master_offset,
-                  weight_pool_.at(op.weight_base + p.weight_offset + L_.me.column * p.chunk),
-                  p.chunk);
-        }
-        break;
-      case GroupKind::ddp:
-        // Replicas: compute reads the master itself in fp32, else a copy rounded to the wire
-        // type (what mixed-precision compute reads).
-        if (wire_ == Dtype::f32) break;
-        for (int pi : g.members) {
-          const auto& p = param(pi);
-          void* w = weight_pool_.at(op.weight_base + p.weight_offset);
-          to_wire(master_.data() + p.master_offset, w, p.numel);
-          kernels::host::convert(w, wire_, compute_pool_.data() + op.weight_base + p.weight_offset,
-                                 Dtype::f32, static_cast<std::size_t>(p.numel));
-        }
-        break;
+    // Replicas in fp32: compute reads the master itself (weights_of), nothing to copy.
+    const bool replicas = group(op.group).kind == GroupKind::ddp;
+    if (replicas && wire_ == Dtype::f32) return;
+    for (const PackCopy& c : pack_copies(L_, op)) {
+      to_wire(master_.data() + c.master, weight_pool_.at(c.weight), c.count);
+      // Replicas on a 16-bit wire: compute reads the rounded copy (mixed-precision compute).
+      if (replicas)
+        kernels::host::convert(weight_pool_.at(c.weight), wire_, compute_pool_.data() + c.weight,
+                               Dtype::f32, static_cast<std::size_t>(c.count));
     }
   }
 

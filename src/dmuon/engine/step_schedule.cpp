@@ -292,6 +292,29 @@ Schedule make_schedule(const StepLayout& layout, const ScheduleOptions& options)
   return Builder(layout, options).build();
 }
 
+std::vector<PackCopy> pack_copies(const StepLayout& L, const StepOp& op) {
+  std::vector<PackCopy> copies;
+  if (op.op != Op::pack || op.group < 0) return copies;
+  const auto& g = L.groups[static_cast<std::size_t>(op.group)];
+  if (g.kind == GroupKind::dmuon_site) {
+    for (int pi : g.pairs) {
+      const auto& pr = L.pairs[static_cast<std::size_t>(pi)];
+      if (pr.rooted_here)
+        copies.push_back({pr.master_offset, op.weight_base + pr.weight_offset, pr.numel});
+    }
+    return copies;
+  }
+  for (int pi : g.members) {
+    const auto& p = L.params[static_cast<std::size_t>(pi)];
+    if (g.kind == GroupKind::fsdp)
+      copies.push_back(
+          {p.master_offset, op.weight_base + p.weight_offset + L.me.column * p.chunk, p.chunk});
+    else
+      copies.push_back({p.master_offset, op.weight_base + p.weight_offset, p.numel});
+  }
+  return copies;
+}
+
 Location gradient_location(const StepLayout& L, int param, std::int64_t grad_base) {
   const auto& p = L.params.at(static_cast<std::size_t>(param));
   if (p.grad_persistent) return {Arena::grad_arena, p.grad_offset};

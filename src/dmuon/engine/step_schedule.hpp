@@ -115,6 +115,17 @@ Location locate(const StepLayout& layout, const BufferRef& ref);
 /// The gradient backward writes for a parameter: its persistent place or its group's slot.
 Location gradient_location(const StepLayout& layout, int param, std::int64_t grad_base);
 
+/// One copy a pack op makes: `count` fp32 master elements from the master arena at `master`
+/// into the weight pool at `weight`, converted to the wire type. DMuon: one per packed pair
+/// rooted here (one kernel per packed buffer); FSDP: each shard to its own place in the gathered
+/// buffer (the all-gather then runs in place); DDP: each replica's compute copy.
+struct PackCopy {
+  std::int64_t master = 0;
+  std::int64_t weight = 0;
+  std::int64_t count = 0;
+};
+std::vector<PackCopy> pack_copies(const StepLayout& layout, const StepOp& op);
+
 /// One collective as an executor issues it on `comm`:
 ///   broadcast(buffer, count, dtype, root); reduce_avg(buffer -> buffer on root, in place);
 ///   all_gather in place (buffer holds size·count; this rank's part at rank·count);
