@@ -15,6 +15,7 @@ packages=(
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libfmt-dev libre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-h5py python3-matplotlib python3-numpy
+  python3-torch  # CPU torch 1.13 for /usr/bin/python3: the exporter's torch test
 )
 missing=()
 for p in "${packages[@]}"; do
