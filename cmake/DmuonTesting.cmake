@@ -20,7 +20,7 @@ set(DMUON_TEST_ENV
 if(DMUON_ENABLE_SANITIZERS)
   list(APPEND DMUON_TEST_ENV
     ASAN_OPTIONS=fast_unwind_on_malloc=0
-    LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/cmake/lsan.supp:fast_unwind_on_malloc=0
+    LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/cmake/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0
     UBSAN_OPTIONS=print_stacktrace=1
     OMPI_MCA_mca_base_component_disable_dlclose=1)
 endif()

@@ -1,6 +1,7 @@
 #include "dmuon/results/results_reader.hpp"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -335,6 +336,10 @@ void read_in_child_first(const std::string& path) {
   }
   if (child == 0) {
     ::close(fds[0]);
+    // The child speaks only through the pipe: whatever the library (or a sanitizer) prints
+    // while it chokes on the file must not reach the user's terminal as a second message.
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    if (devnull >= 0) ::dup2(devnull, STDERR_FILENO);
     int code = 0;
     std::string msg;
     try {
@@ -392,8 +397,10 @@ void read_in_child_first(const std::string& path) {
                                  path, strsignal(WTERMSIG(status))));
   if (WIFEXITED(status) && WEXITSTATUS(status) == 2) throw InputError(msg);
   if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
-    throw InputError(
-        fmt::format("'{}' is damaged or not a readable dmuon results file: {}", path, msg));
+    throw InputError(fmt::format(
+        "'{}' is damaged or not a readable dmuon results file: {}", path,
+        msg.empty() ? fmt::format("reading it failed (exit status {})", WEXITSTATUS(status))
+                    : msg));
 }
 
 }  // namespace
