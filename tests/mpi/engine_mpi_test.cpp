@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -338,3 +339,63 @@ TEST(EngineMpi, DeviceCudaWithoutAGpuIsBadInputOnEveryRank) {
 }
 
 }  // namespace
+
+// The bandwidth figures use nccl-tests' message sizes, derived here from the tree alone: in Z3
+// every rank takes part in two broadcasts of each dedicated parameter (forward and backward)
+// and one reduce, so S sums to 2·P_M·4 and P_M·4 bytes (fp32); FSDP's all-gathers move the
+// padded full buffers (N·ceil(numel/N) elements) twice. The host observes completion, so the
+// in-flight time is measured (finite, at most the step) wherever calls ran.
+TEST(EngineMpi, BandwidthFiguresUseNcclTestsMessageSizes) {
+  const auto s = make_setup("moe");
+  const int world = test::world_size();
+  std::int64_t dedicated = 0, padded_non_dedicated = 0, padded_all = 0;
+  for (int pid : s.topo.tree.parameter_order()) {
+    const std::int64_t n = s.topo.tree.parameter(pid).numel();
+    const std::int64_t padded = (n + world - 1) / world * world;
+    padded_all += padded;
+    if (s.plan.hooks.site_of_param[static_cast<std::size_t>(pid)] >= 0)
+      dedicated += n;
+    else
+      padded_non_dedicated += padded;
+  }
+  using comm::CollectiveKind;
+  const auto shard = engine::CommGroup::shard;
+  auto o = small_options(engine::Method::dmuon);
+  o.compute = engine::Compute::none;
+  const auto dm = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
+  const auto& bc = channel(dm, shard, CollectiveKind::broadcast);
+  const auto& rd = channel(dm, shard, CollectiveKind::reduce);
+  const auto& ag = channel(dm, shard, CollectiveKind::all_gather);
+  EXPECT_EQ(bc.message_bytes, static_cast<double>(2 * dedicated * 4));
+  EXPECT_EQ(rd.message_bytes, static_cast<double>(dedicated * 4));
+  EXPECT_EQ(ag.message_bytes, static_cast<double>(2 * padded_non_dedicated * 4));
+  EXPECT_EQ(bc.group_size, world);
+  const double step = dm.phases_ms[static_cast<std::size_t>(engine::Phase::step)];
+  for (const auto* k : {&bc, &rd}) {
+    ASSERT_TRUE(std::isfinite(k->in_flight_ms));
+    EXPECT_GE(k->in_flight_ms, 0.0);
+    EXPECT_LE(k->in_flight_ms, step * 1.001 + 1e-3);  // a union of intervals inside the step
+  }
+  if (world > 1) {  // something crossed between ranks, which takes time
+    EXPECT_GT(bc.in_flight_ms, 0.0);
+    EXPECT_GT(rd.in_flight_ms, 0.0);
+  }
+  if (bc.in_flight_ms > 0) {
+    EXPECT_DOUBLE_EQ(bc.algbw_gbps(), bc.message_bytes / (bc.in_flight_ms * 1e-3) / 1e9);
+    // Broadcast's bus factor is 1 (0 on one rank: nothing crosses a link).
+    EXPECT_DOUBLE_EQ(bc.busbw_gbps(CollectiveKind::broadcast), world > 1 ? bc.algbw_gbps() : 0.0);
+  }
+
+  auto fo = small_options(engine::Method::fsdp_adamw);
+  fo.compute = engine::Compute::none;
+  const auto fs = engine::run_engine(s.topo.tree, s.plan, fo, MPI_COMM_WORLD);
+  const auto& fag = channel(fs, shard, CollectiveKind::all_gather);
+  const auto& frs = channel(fs, shard, CollectiveKind::reduce_scatter);
+  EXPECT_EQ(fag.message_bytes, static_cast<double>(2 * padded_all * 4));
+  EXPECT_EQ(frs.message_bytes, static_cast<double>(padded_all * 4));
+  // all_gather's bus factor (n-1)/n.
+  if (fag.in_flight_ms > 0) {
+    EXPECT_DOUBLE_EQ(fag.busbw_gbps(CollectiveKind::all_gather),
+                     fag.algbw_gbps() * (world - 1) / world);
+  }
+}

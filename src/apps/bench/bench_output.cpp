@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "bench/samples.hpp"
@@ -93,6 +94,50 @@ std::string spread_text(const Spread& s) {
   if (s.samples == 0) return "-";
   if (s.samples == 1) return fmt::format("{:.2f}", s.median);
   return fmt::format("{:.1f} ({:.0f}-{:.0f})", s.median, s.min, s.max);
+}
+
+// Per row and collective kind: calls, message bytes and the bandwidth achieved while the kind
+// was busy, in the nccl-tests sense (comm/bus_bandwidth.hpp, engine/in_flight_clock.hpp).
+// Empty when no row measured it (CUDA runs, projected tables).
+template <typename Line>
+std::string collectives_block(const std::vector<BenchRun>& runs, bool wide, const Line& line) {
+  const auto measured = [](const engine::KindResult& k) {
+    return k.calls_per_step > 0 && std::isfinite(k.algbw_gbps());
+  };
+  bool any = false;
+  for (const auto& run : runs)
+    if (run.ok())
+      for (const auto& k : run.result.kinds) any = any || measured(k);
+  if (!any) return "";
+  std::string s;
+  line(
+      "# collectives per step, per row and kind (nccl-tests sense): S = message bytes (the full "
+      "buffer for all_gather/reduce_scatter), busy = ms with one of the kind's collectives in "
+      "flight, issue to observed completion (per step the slowest rank; median over steps; "
+      "overlapped with compute, so an upper bound), algbw = S / busy, busbw = algbw x bus factor "
+      "(2(n-1)/n all_reduce, (n-1)/n all_gather/reduce_scatter, 1 broadcast/reduce)");
+  const std::string lw = std::to_string(wide ? 40 : kLabelWidth);
+  const std::string fmt_row =
+      "  {:<" + lw + "} {:<10} {:<22} {:>3} {:>6} {:>10} {:>9} {:>10} {:>10}\n";
+  s += fmt::format("# {:<" + lw + "} {:<10} {:<22} {:>3} {:>6} {:>10} {:>9} {:>10} {:>10}\n",
+                   "boundary", "method", "collective", "n", "calls", "S MB", "busy ms",
+                   "algbw GB/s", "busbw GB/s");
+  for (const auto& run : runs) {
+    if (!run.ok()) continue;
+    const auto& r = run.result;
+    for (std::size_t ch = 0; ch < engine::kChannelCount; ++ch) {
+      const auto& k = r.kinds[ch];
+      if (k.calls_per_step == 0) continue;
+      const bool m = measured(k);
+      s += fmt::format(fmt_row, row_label(run, wide), engine::method_name(run.method),
+                       engine::channel_name(ch), k.group_size, k.calls_per_step,
+                       fmt::format("{:.3f}", k.message_bytes / 1e6),
+                       m ? fmt::format("{:.2f}", k.in_flight_ms) : "-",
+                       m ? fmt::format("{:.3g}", k.algbw_gbps()) : "-",
+                       m ? fmt::format("{:.3g}", k.busbw_gbps(engine::channel_kind(ch))) : "-");
+    }
+  }
+  return s;
 }
 
 }  // namespace
@@ -215,6 +260,7 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
         adamw > 0 ? fmt::format("{:.2f}", step / adamw) : std::string("-"),
         !r.checked ? "-" : (r.check_passed ? "OK" : "FAIL"));
   }
+  s += collectives_block(runs, o.wide, line);
   // Boundary legend: the spec behind every alias or abbreviated label, once.
   std::set<std::string> legend;
   for (const auto& run : runs) {

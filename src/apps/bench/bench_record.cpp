@@ -49,6 +49,10 @@ void fill_collectives(results::RunRecord& rec, const engine::RunResult& r) {
       c.bytes_per_rank_per_step.push_back(r.rank_bytes[ch * ranks + q]);
       c.formula_bytes_per_rank_per_step.push_back(r.rank_formula_bytes[ch * ranks + q]);
     }
+    const auto& k = r.kinds[ch];
+    c.message_bytes_per_step.push_back(k.message_bytes);
+    c.group_size.push_back(k.group_size);
+    c.in_flight_seconds.push_back(1e-3 * k.in_flight_ms);
   }
   rec.collectives = std::move(c);
 }

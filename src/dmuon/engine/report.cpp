@@ -1,5 +1,7 @@
 #include "dmuon/engine/report.hpp"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 namespace dmuon::engine {
@@ -72,9 +74,18 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
       // The shard group's kinds always; the replicate group's with HSDP.
       if (channel_group(ch) == CommGroup::replicate && r.replicate == 1) continue;
       const auto& kr = r.kinds[ch];
+      // Bandwidths in the nccl-tests sense; null where not measured (CUDA) or idle.
+      auto finite_or_null = [](double v) {
+        return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+      };
       c[channel_name(ch)] = {{"calls_per_step", kr.calls_per_step},
                              {"bytes_per_rank_per_step", kr.bytes_measured},
-                             {"formula_bytes_per_rank_per_step", kr.bytes_formula}};
+                             {"formula_bytes_per_rank_per_step", kr.bytes_formula},
+                             {"message_bytes_per_step", kr.message_bytes},
+                             {"group_size", kr.group_size},
+                             {"in_flight_ms", finite_or_null(kr.in_flight_ms)},
+                             {"algbw_GBps", finite_or_null(kr.algbw_gbps())},
+                             {"busbw_GBps", finite_or_null(kr.busbw_gbps(channel_kind(ch)))}};
     }
     x["collectives"] = c;
     x["bytes_per_rank_per_step"] = r.bytes_measured_total();

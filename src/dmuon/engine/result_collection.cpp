@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <thread>
 
 #include "dmuon/base/check.hpp"
@@ -11,6 +12,22 @@
 #include "dmuon/engine/synthetic.hpp"
 
 namespace dmuon::engine {
+
+namespace {
+
+// The median over steps [first, last) of a step-major array with `stride` values per step.
+double median_over_steps(const std::vector<double>& per_step, std::size_t stride, std::size_t index,
+                         int first, int last) {
+  std::vector<double> v;
+  for (int s = first; s < last; ++s)
+    v.push_back(per_step[static_cast<std::size_t>(s) * stride + index]);
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  if (n == 0) return 0;
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
 
 ResultCollector::ResultCollector(const model::ModuleTree& tree, const plan::Plan& plan,
                                  const StepLayout& layout, const EngineOptions& o, MPI_Comm world)
@@ -24,12 +41,18 @@ ResultCollector::ResultCollector(const model::ModuleTree& tree, const plan::Plan
   expect_ = expected_volume(o.method, o.reshard, tree, plan, predicted_, rank_, po.shard,
                             po.replicate, wire_bytes);
   phases_.assign(static_cast<std::size_t>(o.total_steps()) * kPhaseCount, 0.0);
+  in_flight_.assign(static_cast<std::size_t>(o.total_steps()) * kChannelCount, 0.0);
 }
 
 void ResultCollector::record(long step, const StepMeasure& m, const comm::CollectiveCounters& shard,
                              const comm::CollectiveCounters& replicate) {
   std::copy(m.phases_ms.begin(), m.phases_ms.end(),
             phases_.begin() + (step - 1) * static_cast<long>(kPhaseCount));
+  std::copy(m.in_flight_ms.begin(), m.in_flight_ms.end(),
+            in_flight_.begin() + (step - 1) * static_cast<long>(kChannelCount));
+  in_flight_measured_ = m.in_flight_measured;
+  message_bytes_ = m.message_bytes;
+  group_size_ = m.group_size;
   hooks_per_step_ = m.hook_calls;
   comm_hooks_per_step_ = m.hook_comm_calls;
   for (std::size_t c = 0; c < kChannelCount; ++c) {
@@ -138,13 +161,24 @@ RunResult ResultCollector::finish(StepBackend& backend) {
   std::vector<double> maxph(phases_.size());
   DMUON_CHECK_MPI(MPI_Allreduce(phases_.data(), maxph.data(), static_cast<int>(phases_.size()),
                                 MPI_DOUBLE, MPI_MAX, world_));
-  for (std::size_t p = 0; p < kPhaseCount; ++p) {
-    std::vector<double> v;
-    for (int s = o_.warmup; s < o_.total_steps(); ++s)
-      v.push_back(maxph[static_cast<std::size_t>(s) * kPhaseCount + p]);
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    r.phases_ms[p] = n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  for (std::size_t p = 0; p < kPhaseCount; ++p)
+    r.phases_ms[p] = median_over_steps(maxph, kPhaseCount, p, o_.warmup, o_.total_steps());
+  // Channels: per step the max over ranks of the in-flight time, then the median over steps.
+  std::vector<double> per_channel(in_flight_.size() + 2 * kChannelCount);
+  std::copy(in_flight_.begin(), in_flight_.end(), per_channel.begin());
+  for (std::size_t c = 0; c < kChannelCount; ++c) {
+    per_channel[in_flight_.size() + c] = message_bytes_[c];
+    per_channel[in_flight_.size() + kChannelCount + c] = group_size_[c];
+  }
+  DMUON_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, per_channel.data(),
+                                static_cast<int>(per_channel.size()), MPI_DOUBLE, MPI_MAX, world_));
+  for (std::size_t c = 0; c < kChannelCount; ++c) {
+    auto& k = r.kinds[c];
+    k.message_bytes = per_channel[in_flight_.size() + c];
+    k.group_size = static_cast<int>(per_channel[in_flight_.size() + kChannelCount + c]);
+    k.in_flight_ms = in_flight_measured_ ? median_over_steps(per_channel, kChannelCount, c,
+                                                             o_.warmup, o_.total_steps())
+                                         : std::numeric_limits<double>::quiet_NaN();
   }
   const auto wire = static_cast<std::int64_t>(kernels::dtype_bytes(o_.comm_dtype));
   std::vector<std::int64_t> loc = {hooks_per_step_, comm_hooks_per_step_,

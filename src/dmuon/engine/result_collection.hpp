@@ -51,7 +51,11 @@ class ResultCollector {
   int rank_ = 0, size_ = 1;
   plan::CommVolume predicted_;
   VolumeExpectation expect_{};
-  std::vector<double> phases_;                                 // step-major, kPhaseCount per step
+  std::vector<double> phases_;     // step-major, kPhaseCount per step
+  std::vector<double> in_flight_;  // step-major, kChannelCount per step
+  bool in_flight_measured_ = false;
+  std::array<double, kChannelCount> message_bytes_{};
+  std::array<int, kChannelCount> group_size_{};
   std::array<std::int64_t, kChannelCount> calls_{}, bytes_{};  // of the last step
   std::int64_t hooks_per_step_ = 0, comm_hooks_per_step_ = 0;
   std::string audit_message_;

@@ -1,5 +1,10 @@
 #include "dmuon/engine/run_result.hpp"
 
+#include <cmath>
+#include <limits>
+
+#include "dmuon/comm/bus_bandwidth.hpp"
+
 namespace dmuon::engine {
 
 const char* phase_name(Phase p) {
@@ -19,6 +24,15 @@ const char* phase_name(Phase p) {
 std::string channel_name(std::size_t channel) {
   const std::string kind = comm::collective_kind_name(channel_kind(channel));
   return channel_group(channel) == CommGroup::shard ? kind : "replicate_" + kind;
+}
+
+double KindResult::algbw_gbps() const {
+  if (!(in_flight_ms > 0) || message_bytes <= 0) return std::numeric_limits<double>::quiet_NaN();
+  return message_bytes / (in_flight_ms * 1e-3) / 1e9;
+}
+
+double KindResult::busbw_gbps(comm::CollectiveKind kind) const {
+  return algbw_gbps() * comm::busbw_factor(kind, group_size);
 }
 
 std::int64_t RunResult::bytes_measured_total() const {

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,16 @@ struct KindResult {
       0;  ///< max over ranks (every rank takes part in the same calls here)
   std::int64_t bytes_measured = 0;  ///< max over ranks of the per-rank volume per step
   std::int64_t bytes_formula = 0;   ///< max over ranks of the expected volume
+  /// Bandwidth in the nccl-tests sense (comm/bus_bandwidth.hpp): the step's message bytes S
+  /// (max over ranks), the group size n, and the wall ms with one of the channel's collectives
+  /// in flight (in_flight_clock.hpp; per step the max over ranks, then the median over steps;
+  /// NaN where the backend does not observe completion on the host, as on CUDA).
+  double message_bytes = 0;
+  int group_size = 0;
+  double in_flight_ms = std::numeric_limits<double>::quiet_NaN();
+  /// S / in-flight time and that times the bus factor, GB/s (NaN when not measured or idle).
+  double algbw_gbps() const;
+  double busbw_gbps(comm::CollectiveKind kind) const;
 };
 
 struct RunResult {

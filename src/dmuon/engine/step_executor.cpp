@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/comm/bus_bandwidth.hpp"
 
 namespace dmuon::engine {
 
@@ -43,14 +44,30 @@ StepExecutor::StepExecutor(const StepLayout& layout, const Schedule& schedule,
       inject_nan_step_(inject_nan_step),
       poisoner_(layout.me.rank == layout.me.world() - 1) {
   calls_.reserve(schedule.size());
-  for (const auto& op : schedule) calls_.push_back(collectives_of(layout, op, options));
+  channel_mask_.reserve(schedule.size());
+  for (const auto& op : schedule) {
+    calls_.push_back(collectives_of(layout, op, options));
+    std::uint32_t mask = 0;
+    for (const auto& call : calls_.back()) {
+      const CommGroup group = comm_of(op.op);
+      const comm::Communicator* c = backend.comm(group);
+      const int n = c != nullptr ? c->size() : 1;
+      const std::size_t ch = channel_index(group, call.kind);
+      mask |= std::uint32_t{1} << ch;
+      message_bytes_[ch] +=
+          comm::message_bytes(call.kind, call.count, comm::dtype_size(call.dtype), n);
+      group_size_[ch] = n;
+    }
+    channel_mask_.push_back(mask);
+  }
   const std::size_t n = layout.groups.size();
   weights_.resize(n);
   reduce_.resize(n);
   stage2_.resize(n);
   gather_.resize(n);
   replica_.resize(n);
-  if (backend.wants_progress()) backend.set_progress([this] { progress(); });
+  polls_ = backend.wants_progress();
+  if (polls_) backend.set_progress([this] { progress(); });
 }
 
 StepExecutor::~StepExecutor() = default;
@@ -68,28 +85,39 @@ comm::Batch StepExecutor::issue(std::size_t i) {
   return c->group_end();
 }
 
+void StepExecutor::started(comm::Batch& b, std::size_t op_index) {
+  if (!polls_ || !b.pending()) return;
+  in_flight_.push_back(&b);
+  in_flight_clock_.open(&b, channel_mask_[op_index]);
+}
+
+void StepExecutor::completed(comm::Batch& b) {
+  if (polls_) in_flight_clock_.close(&b);
+}
+
 void StepExecutor::progress() {
   in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
-                                  [](comm::Batch* b) { return b->ready(); }),
+                                  [this](comm::Batch* b) {
+                                    if (!b->ready()) return false;
+                                    in_flight_clock_.close(b);
+                                    return true;
+                                  }),
                    in_flight_.end());
 }
 
 StepMeasure StepExecutor::run_step(long step) {
   StepMeasure m;
   PhaseTimer& timer = backend_.timer();
-  const bool polls = backend_.wants_progress();
   // Batches still in flight from the previous step (HSDP replicas) stay polled.
   in_flight_.clear();
   for (auto& b : replica_)
     if (b.pending()) in_flight_.push_back(&b);
-  auto track = [&](comm::Batch& b) {
-    if (polls && b.pending()) in_flight_.push_back(&b);
-  };
   auto compute_done = [&] {
-    if (polls) progress();
+    if (polls_) progress();
   };
   backend_.begin_step(step);
   timer.start_step();
+  in_flight_clock_.start_step();
   bool timing = false;
   Phase current = Phase::step;
   bool current_exposed = false;
@@ -103,14 +131,18 @@ StepMeasure StepExecutor::run_step(long step) {
       current_exposed = op.exposed;
     }
     switch (op.op) {
-      case Op::take_replica: backend_.wait(replica_[g]); break;
+      case Op::take_replica:
+        backend_.wait(replica_[g]);
+        completed(replica_[g]);
+        break;
       case Op::pack: backend_.pack(op); break;
       case Op::issue_weights:
         weights_[g] = issue(i);
-        track(weights_[g]);
+        started(weights_[g], i);
         break;
       case Op::wait_weights:
         backend_.wait(weights_[g]);
+        completed(weights_[g]);
         backend_.weights_arrived(op);
         break;
       case Op::forward:
@@ -126,21 +158,30 @@ StepMeasure StepExecutor::run_step(long step) {
         break;
       case Op::issue_reduce:
         reduce_[g] = issue(i);
-        track(reduce_[g]);
+        started(reduce_[g], i);
         break;
-      case Op::wait_reduce: backend_.wait(reduce_[g]); break;
+      case Op::wait_reduce:
+        backend_.wait(reduce_[g]);
+        completed(reduce_[g]);
+        break;
       case Op::issue_stage2:
         backend_.order_after(reduce_[g], CommGroup::replicate);
         stage2_[g] = issue(i);
-        track(stage2_[g]);
+        started(stage2_[g], i);
         break;
-      case Op::wait_stage2: backend_.wait(stage2_[g]); break;
+      case Op::wait_stage2:
+        backend_.wait(stage2_[g]);
+        completed(stage2_[g]);
+        break;
       case Op::prepare: backend_.prepare(op, step); break;
       case Op::issue_gather:
         gather_[g] = issue(i);
-        track(gather_[g]);
+        started(gather_[g], i);
         break;
-      case Op::wait_gather: backend_.wait(gather_[g]); break;
+      case Op::wait_gather:
+        backend_.wait(gather_[g]);
+        completed(gather_[g]);
+        break;
       case Op::newton_schulz:
         backend_.newton_schulz(op);
         compute_done();
@@ -148,7 +189,7 @@ StepMeasure StepExecutor::run_step(long step) {
       case Op::apply: backend_.apply(op, step); break;
       case Op::publish:
         replica_[g] = issue(i);
-        track(replica_[g]);
+        started(replica_[g], i);
         break;
       case Op::hook:
         ++m.hook_calls;
@@ -159,6 +200,10 @@ StepMeasure StepExecutor::run_step(long step) {
   timer.pause();
   backend_.end_step(step);
   m.phases_ms = timer.finish_step();
+  m.in_flight_measured = polls_;
+  m.in_flight_ms = in_flight_clock_.finish_step();
+  m.message_bytes = message_bytes_;
+  m.group_size = group_size_;
   // Everything but the replicas completed inside the step (the schedule waits for it).
   in_flight_.clear();
   return m;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "dmuon/engine/in_flight_clock.hpp"
 #include "dmuon/engine/step_backend.hpp"
 
 namespace dmuon::engine {
@@ -17,6 +18,13 @@ struct StepMeasure {
   std::array<double, kPhaseCount> phases_ms{};
   std::int64_t hook_calls = 0;       ///< hooks that fired
   std::int64_t hook_comm_calls = 0;  ///< of those, hooks that communicated
+  /// Per channel: wall ms with one of its collectives in flight (in_flight_clock.hpp), when the
+  /// backend observes completion on the host (in_flight_measured); the step's message bytes S
+  /// in the nccl-tests sense and the channel's group size (comm/bus_bandwidth.hpp).
+  bool in_flight_measured = false;
+  std::array<double, kChannelCount> in_flight_ms{};
+  std::array<double, kChannelCount> message_bytes{};
+  std::array<int, kChannelCount> group_size{};
 };
 
 class StepExecutor {
@@ -36,6 +44,10 @@ class StepExecutor {
 
  private:
   comm::Batch issue(std::size_t op_index);
+  /// Batch `b`, just issued by op `op_index`, goes in flight (polled, and timed per channel).
+  void started(comm::Batch& b, std::size_t op_index);
+  /// `b` was waited for: it is complete.
+  void completed(comm::Batch& b);
   void progress();
 
   const StepLayout& layout_;
@@ -47,6 +59,11 @@ class StepExecutor {
   // Per group: the batches of its weight, stage-1, stage-2, gather and replicate collectives.
   std::vector<comm::Batch> weights_, reduce_, stage2_, gather_, replica_;
   std::vector<comm::Batch*> in_flight_;
+  bool polls_ = false;
+  std::vector<std::uint32_t> channel_mask_;  // per schedule op: the channels its calls use
+  std::array<double, kChannelCount> message_bytes_{};
+  std::array<int, kChannelCount> group_size_{};
+  InFlightClock in_flight_clock_;
 };
 
 }  // namespace dmuon::engine

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "dmuon/comm/bus_bandwidth.hpp"
 #include "dmuon/comm/collective_counters.hpp"
 #include "dmuon/project/machine_model.hpp"
 
@@ -38,11 +39,10 @@ struct CollectiveTime {
   double total_s() const { return latency_s + transfer_s; }
 };
 
-/// nccl-tests bus-bandwidth factor of a collective over n ranks.
-double busbw_factor(comm::CollectiveKind kind, int n);
-
-/// Bytes S of a call (see above).
-double message_bytes(comm::CollectiveKind kind, std::int64_t count, std::size_t elem_bytes, int n);
+// Message sizes and bus-bandwidth factors: dmuon/comm/bus_bandwidth.hpp (shared with the
+// engine's measured bandwidths).
+using comm::busbw_factor;
+using comm::message_bytes;
 
 /// NCCL's protocols in the model: Simple (bandwidth) and LL (low latency, a quarter of the
 /// bandwidth).

@@ -1,7 +1,7 @@
 #include "dmuon/results/results_reader.hpp"
 
-#include <fmt/format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -242,6 +242,14 @@ RunRecord read_run(const h5::Group& g) {
                  c.calls_per_step.size());
     require_size(cg, "formula_bytes_per_rank_per_step", c.formula_bytes_per_rank_per_step.size(),
                  c.calls_per_step.size());
+    if (cg.has("in_flight_seconds")) {  // optional: files from before the bandwidth figures
+      c.message_bytes_per_step = cg.read_doubles("message_bytes_per_step");
+      c.group_size = cg.read_ints("group_size");
+      c.in_flight_seconds = cg.read_doubles("in_flight_seconds");
+      require_size(cg, "message_bytes_per_step", c.message_bytes_per_step.size(), c.kinds.size());
+      require_size(cg, "group_size", c.group_size.size(), c.kinds.size());
+      require_size(cg, "in_flight_seconds", c.in_flight_seconds.size(), c.kinds.size());
+    }
   }
   {
     const auto mg = g.open_group("memory");

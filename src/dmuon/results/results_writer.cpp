@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/comm/bus_bandwidth.hpp"
 #include "dmuon/results/h5.hpp"
 #include "dmuon/results/summary.hpp"
 
@@ -21,6 +23,18 @@ std::string join_hosts(const std::vector<std::string>& hosts) {
   std::string s;
   for (const auto& h : hosts) s += (s.empty() ? "" : ",") + h;
   return s;
+}
+
+// The nccl-tests bus factor of a stored kind name ("reduce", "replicate_broadcast", ...).
+double bus_factor(const std::string& kind_name, int n) {
+  const std::string prefix = "replicate_";
+  const std::string bare =
+      kind_name.rfind(prefix, 0) == 0 ? kind_name.substr(prefix.size()) : kind_name;
+  for (std::size_t k = 0; k < comm::kCollectiveKindCount; ++k) {
+    const auto kind = static_cast<comm::CollectiveKind>(k);
+    if (bare == comm::collective_kind_name(kind)) return comm::busbw_factor(kind, n);
+  }
+  return std::numeric_limits<double>::quiet_NaN();
 }
 
 std::vector<hsize_t> dims2(std::size_t a, std::size_t b) {
@@ -196,6 +210,27 @@ void write_run(h5::Group& g, const RunRecord& r) {
                   {"B/step", {"kind", "rank"}});
     cg.write_ints("formula_bytes_per_rank_per_step", c.formula_bytes_per_rank_per_step, dims,
                   {"B/step", {"kind", "rank"}});
+    if (!c.in_flight_seconds.empty()) {
+      const std::size_t nk = c.kinds.size();
+      if (c.message_bytes_per_step.size() != nk || c.group_size.size() != nk ||
+          c.in_flight_seconds.size() != nk)
+        throw RuntimeFailure(fmt::format("run collectives: bandwidth figures for {} kinds", nk));
+      cg.write_doubles("message_bytes_per_step", c.message_bytes_per_step,
+                       h5::DatasetMeta{"B/step", {"kind"}});
+      cg.write_ints("group_size", c.group_size, h5::DatasetMeta{"ranks", {"kind"}});
+      cg.write_doubles("in_flight_seconds", c.in_flight_seconds, h5::DatasetMeta{"s", {"kind"}});
+      // Derived, for readers that want the nccl-tests columns directly.
+      std::vector<double> algbw, busbw;
+      for (std::size_t k = 0; k < nk; ++k) {
+        const double a = c.in_flight_seconds[k] > 0
+                             ? c.message_bytes_per_step[k] / c.in_flight_seconds[k] / 1e9
+                             : std::numeric_limits<double>::quiet_NaN();
+        algbw.push_back(a);
+        busbw.push_back(a * bus_factor(c.kinds[k], static_cast<int>(c.group_size[k])));
+      }
+      cg.write_doubles("algbw", algbw, h5::DatasetMeta{"GB/s", {"kind"}});
+      cg.write_doubles("busbw", busbw, h5::DatasetMeta{"GB/s", {"kind"}});
+    }
   }
   {
     auto mg = g.create_group("memory");

@@ -43,8 +43,8 @@ struct Provenance {
   std::int64_t sgemm_size = 0;  ///< n of the n x n x n sgemm measured
   /// The batch job that ran it ("slurm 123456 nodes node[01-16]"), "" outside a scheduler.
   std::string scheduler_job;
-  std::string date_utc;         ///< ISO-8601, e.g. 2026-11-29T09:07:22Z
-  std::string command_line;     ///< shell-quoted argv
+  std::string date_utc;      ///< ISO-8601, e.g. 2026-11-29T09:07:22Z
+  std::string command_line;  ///< shell-quoted argv
   std::int64_t world_size = 1;
   std::int64_t replicate = 1;
 };
@@ -121,6 +121,12 @@ struct Collectives {
   std::vector<std::int64_t> calls_per_step;
   std::vector<std::int64_t> bytes_per_rank_per_step;          ///< measured
   std::vector<std::int64_t> formula_bytes_per_rank_per_step;  ///< predicted (SPEC §6)
+  /// Per kind (empty in files written before they existed): the bandwidth in the nccl-tests
+  /// sense (comm/bus_bandwidth.hpp) — message bytes S per step, group size n, and the seconds
+  /// per step one of the kind's collectives was in flight (NaN where not measured: CUDA).
+  std::vector<double> message_bytes_per_step;
+  std::vector<std::int64_t> group_size;
+  std::vector<double> in_flight_seconds;
 };
 
 /// One run: one (topology, boundary, owner strategy, method, engine options) combination.
