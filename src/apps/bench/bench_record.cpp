@@ -10,6 +10,7 @@
 #include "dmuon/comm/collective_counters.hpp"
 #include "dmuon/partition/cost_model.hpp"
 #include "dmuon/plan/comm_volume.hpp"
+#include "dmuon/plan/ddp_dmuon_volume.hpp"
 #include "dmuon/results/plan_record.hpp"
 
 namespace dmuon::apps::bench {
@@ -107,7 +108,7 @@ void fill_measured(results::RunRecord& rec, const model::Topology& topo, const B
   }
   // NS runs on the owners only for dmuon, so Σ over owned matrices is the work the optimizer_ns
   // phase (max over ranks) covers; for the baselines every rank repeats it: not reported.
-  if (r.method == engine::Method::dmuon && ns_ms > 0)
+  if ((r.method == engine::Method::dmuon || r.method == engine::Method::ddp_dmuon) && ns_ms > 0)
     s["ns_tflops"] = ns_flops(rec) / (ns_ms * 1e-3) / 1e12;
   s["hook_sites"] = static_cast<double>(r.hook_sites);
   s["hook_calls_per_step"] = static_cast<double>(r.hook_calls_per_step);
@@ -209,9 +210,13 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
       rec.partition.replicate = run.config.partition.replicate;
     } else {
       const auto& p = plans.at(static_cast<std::size_t>(run.plan_index));
-      const auto v = plan::predict_dmuon_volume(
-          topo.tree, p.hooks, p.partition, o.engine.reshard, o.engine.grad_reduce,
-          static_cast<int>(kernels::dtype_bytes(o.engine.comm_dtype)));
+      const int wire = static_cast<int>(kernels::dtype_bytes(o.engine.comm_dtype));
+      auto v = run.method == engine::Method::ddp_dmuon
+                   ? plan::predict_ddp_dmuon_volume(topo.tree, p.hooks, p.partition,
+                                                    o.engine.grad_reduce, wire)
+                   : plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, o.engine.reshard,
+                                                o.engine.grad_reduce, wire);
+      v.reshard = o.engine.reshard;  // ddp-dmuon's volume does not depend on it
       rec = results::make_plan_record(topo, p, v, method);
     }
     rec.boundary_label = run.baseline

@@ -16,6 +16,8 @@
 //   FSDP gradient-shard all_reduce(avg)  floor(c·(R−1)/R)·e
 // ddp-muon ignores the layout (every rank holds everything): over all N = R·G ranks,
 //   all_reduce(avg)  floor(n·(N−1)/N)·e
+// ddp-dmuon: the same all_reduce for the non-dedicated parameters; the dedicated ones reduce to
+// their owner and come back in the post-step broadcast (plan/ddp_dmuon_volume.hpp).
 
 #include <array>
 #include <cstdint>
