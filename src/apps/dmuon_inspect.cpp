@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -44,6 +45,21 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
   fmt::print("# dedicate {}   boundary {}   sites for reshard {}\n",
              abbreviate_value(p.rule.spec()), abbreviate_value(p.policy.label()),
              plan::reshard_name(p.config.reshard));
+  if (!p.config.routes.empty()) {
+    // Parameters and elements per route: owner-based (muon, adamw) vs sharded (fsdp).
+    std::array<std::int64_t, 4> count{}, numel{};
+    for (int pid : tree.parameter_order()) {
+      const auto r = static_cast<std::size_t>(p.route.at(static_cast<std::size_t>(pid)));
+      ++count[r];
+      numel[r] += tree.parameter(pid).numel();
+    }
+    std::string line;
+    for (auto r : {plan::ParamRoute::muon, plan::ParamRoute::adamw, plan::ParamRoute::fsdp}) {
+      const auto i = static_cast<std::size_t>(r);
+      line += fmt::format("   {} {} ({} elements)", plan::route_name(r), count[i], numel[i]);
+    }
+    fmt::print("# routes {}:{}\n", abbreviate_value(plan::routes_text(p.config.routes)), line);
+  }
   fmt::print("# world {} = R {} x G {}   owner strategy {}, cost model {}, packing {}\n",
              part.slots.size(), part.options.replicate, part.options.shard,
              partition::strategy_name(part.options.strategy),

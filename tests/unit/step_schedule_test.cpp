@@ -45,6 +45,7 @@ struct Case {
   comm::DType wire = comm::DType::f32;
   bool no_pack = false;  ///< every parameter its own partition unit: several owners per site
   std::string strategy = "lpt";
+  std::vector<std::string> routes;  ///< --route items
 
   std::string name() const {
     std::ostringstream s;
@@ -52,6 +53,7 @@ struct Case {
       << " " << plan::reshard_name(reshard) << " prefetch " << prefetch << " "
       << plan::grad_reduce_name(grad_reduce) << " " << engine::optimizer_pipeline_name(pipeline)
       << " " << comm::dtype_name(wire) << " " << strategy << (no_pack ? " no-pack" : "");
+    for (const auto& r : routes) s << " route " << r;
     return s.str();
   }
 };
@@ -71,6 +73,7 @@ Built build(const Case& c) {
   po.no_pack = c.no_pack;
   po.reshard = c.reshard;
   po.owner_strategy = c.strategy;
+  po.routes = c.routes;
   Built b{apps::load_topology(po), {}, {}, {}, {}};
   b.plan = plan::make_plan(b.topo.tree, apps::make_plan_config(po, b.topo, c.world));
   b.options.prefetch = c.prefetch;
@@ -121,6 +124,9 @@ std::vector<Case> all_cases() {
             // broadcasts per site), which the tiny presets' packed units do not.
             c.no_pack = k % 4 != 0;
             c.strategy = k % 7 == 3 ? "round_robin" : "lpt";
+            // Routes: 1-D parameters owner-based with AdamW, embeddings Muon, routers FSDP.
+            if (k % 3 == 2)
+              c.routes = {"ndim=1=adamw", "contains:embed=muon", "contains:router=fsdp"};
             cases.push_back(c);
           }
   return cases;

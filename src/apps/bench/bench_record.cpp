@@ -131,9 +131,12 @@ void fill_measured(results::RunRecord& rec, const model::Topology& topo, const B
 }  // namespace
 
 std::string plan_options_text(const PlanOptions& p) {
-  return fmt::format("pack={} max_owners_per_group={} column_balance={}",
-                     p.no_pack ? std::string("off") : fmt::format("<{}", p.pack_threshold),
-                     p.max_owners_per_group, p.no_column_balance ? "off" : "on");
+  std::string s = fmt::format("pack={} max_owners_per_group={} column_balance={}",
+                              p.no_pack ? std::string("off") : fmt::format("<{}", p.pack_threshold),
+                              p.max_owners_per_group, p.no_column_balance ? "off" : "on");
+  // Routes change what a run communicates: part of the run key (dmuon_compare).
+  if (!p.routes.empty()) s += " routes=" + plan::routes_text(p.routes);
+  return s;
 }
 
 std::string config_text(const BenchOptions& o, const BenchRun& run) {
@@ -153,6 +156,11 @@ std::string config_text(const BenchOptions& o, const BenchRun& run) {
     kv("topology_file", yaml_quote(p.topology_file));
   }
   kv("dedicate", yaml_quote(run.config.dedicate_rule));
+  if (!run.config.routes.empty()) {
+    std::vector<std::string> q;
+    for (const auto& r : run.config.routes) q.push_back(yaml_quote(r));
+    kv("route", fmt::format("[{}]", fmt::join(q, ", ")));
+  }
   if (!run.baseline)
     kv("boundary", fmt::format("[{{spec: {}, strict: {}}}]", yaml_quote(run.boundary.spec),
                                run.boundary.strict ? "true" : "false"));

@@ -17,6 +17,7 @@ const std::vector<ConfigKey>& bench_config_keys() {
       {"topology_file", KeyKind::scalar, "JSON topology file (instead of topology)"},
       {"list", KeyKind::flag, "list the built-in topologies and exit"},
       {"dedicate", KeyKind::scalar, "dedication rule"},
+      {"route", KeyKind::list, "parameter routes RULE=muon|adamw|fsdp (first match wins)"},
       {"boundary", KeyKind::list,
        "hook boundary, or a list of them to sweep (default | recommended | incomplete | "
        "types:... | paths:... | resolver:...; an item may be {spec: S, strict: B})"},

@@ -44,7 +44,7 @@ VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
     if (sharded) {
       add(at(v, row, CollectiveKind::all_gather), gathers, gathers * chunk_bytes);
       add(at(v, row, CollectiveKind::reduce_scatter), 1, chunk_bytes);
-      if (method == Method::fsdp_muon && dedicated)
+      if (method == Method::fsdp_muon && dedicated && plan.muon(pid))  // not --route adamw
         add(at(v, row, CollectiveKind::all_gather), 1, chunk_bytes);
       if (replicate > 1)
         add(at(v, column, CollectiveKind::all_reduce), 1,

@@ -74,7 +74,7 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
     p.shape = matrix_shape(prm);
     p.numel = prm.numel();
     const bool dedicated = site_of[static_cast<std::size_t>(pid)] >= 0;
-    p.muon = dedicated && m != Method::fsdp_adamw;
+    p.muon = dedicated && plan.muon(pid) && m != Method::fsdp_adamw;  // --route adamw: AdamW
     if (ddp) {
       p.storage = Storage::replicated;
       if (owners && dedicated) p.owner = plan.partition.owner_rank(pid);
@@ -157,6 +157,8 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
       if (pr.owned) {
         p.state_offset = pr.state_offset + p.pair_offset;
         p.state_elems = p.numel;
+        // --route adamw: an owner-based parameter with AdamW's second moment on the owner.
+        if (!p.muon) p.second_state_offset = take(L.second_state_elems, p.numel);
       }
       p.grad_persistent = pr.grad_persistent;
       p.grad_offset = pr.grad_offset + p.pair_offset;

@@ -34,12 +34,13 @@ struct Case {
   plan::GradReduce grad_reduce = plan::GradReduce::per_param;
   engine::OptimizerPipeline pipeline = engine::OptimizerPipeline::per_group;
   bool no_pack = false;
+  std::vector<std::string> routes;
   std::string name() const {
     std::ostringstream s;
     s << topology << " N=" << world << " R=" << replicate << " " << engine::method_name(method)
       << " " << plan::reshard_name(reshard) << " pf" << prefetch << " "
       << plan::grad_reduce_name(grad_reduce) << " " << engine::optimizer_pipeline_name(pipeline)
-      << (no_pack ? " no-pack" : "");
+      << (no_pack ? " no-pack" : "") << (routes.empty() ? "" : " routes");
     return s.str();
   }
 };
@@ -65,6 +66,7 @@ std::vector<Case> cases() {
                                   : engine::OptimizerPipeline::per_group;
           // Unpacked units put several owners on a site (several pairs, partial aggregates).
           c.no_pack = k % 4 != 0;
+          if (k % 3 == 1) c.routes = {"ndim=1=adamw", "contains:embed=muon"};
           ++k;
           out.push_back(c);
         }
@@ -81,6 +83,7 @@ Built build(const Case& c) {
   po.topology = c.topology;
   po.replicate = c.replicate;
   po.no_pack = c.no_pack;
+  po.routes = c.routes;
   Built b{apps::load_topology(po), {}};
   b.plan = plan::make_plan(b.topo.tree, apps::make_plan_config(po, b.topo, c.world));
   return b;
