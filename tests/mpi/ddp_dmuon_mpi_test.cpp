@@ -1,4 +1,4 @@
-// --method ddp-dmuon under MPI (docs/DDP_DMUON.md): every rank a full replica, each dedicated
+// --method ddp-dmuon under MPI (docs/METRICS.md): every rank a full replica, each dedicated
 // gradient reduced to its owner, Newton–Schulz on the owner only, the owners' fp32 masters
 // broadcast after the step. Checked against hand-derived call and byte counts for a small
 // hand-built model, against the one-process reference (--check, which also requires every

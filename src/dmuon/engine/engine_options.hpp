@@ -21,7 +21,7 @@ enum class Method {
   fsdp_muon,   ///< sharded; all-gather each full (Nesterov) gradient, NS on every rank
   ddp_muon,    ///< full replicas, all-reduce(avg) gradients, NS on every rank
   ddp_dmuon,   ///< full replicas; Muon gradients reduce(avg) to the owner, NS on the owner,
-               ///< post-step broadcast of the owners' fp32 masters (docs/DDP_DMUON.md)
+               ///< post-step broadcast of the owners' fp32 masters (docs/METRICS.md)
 };
 /// Every rank holds the full model (ddp-muon, ddp-dmuon): one group of all ranks.
 inline bool is_ddp(Method m) {
