@@ -32,8 +32,15 @@ RouteRule parse_route_rule(std::string_view spec) {
         "--route '{}' is not RULE=ROUTE (RULE in the --dedicate syntax, ROUTE one of muon, "
         "adamw, fsdp), e.g. --route 'contains:norm=adamw'",
         abbreviate_value(spec)));
-  RouteRule r{boundary::DedicationRule::parse(spec.substr(0, eq)), parse_route(spec.substr(eq + 1)),
-              std::string(spec)};
+  const ParamRoute route = parse_route(spec.substr(eq + 1));
+  const auto rule = [&] {
+    try {
+      return boundary::DedicationRule::parse(spec.substr(0, eq));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--route '{}': {}", abbreviate_value(spec), e.what()));
+    }
+  };
+  RouteRule r{rule(), route, std::string(spec)};
   if (r.route == ParamRoute::sharded_adamw)
     throw InputError(fmt::format(
         "--route '{}': route sharded_adamw is not supported yet (valid: muon, adamw, fsdp)",
