@@ -73,10 +73,12 @@ void fill_timings(results::RunRecord& rec, const engine::RunResult& r, int repea
 }
 
 // Newton–Schulz FLOPs of one step over the dedicated matrices, docs/METRICS.md: Σ 5·(4m²n+2m³).
-double ns_flops(const results::RunRecord& rec) {
+// Parameters routed to adamw (--route) are owner-based without Newton–Schulz: not counted.
+double ns_flops(const results::RunRecord& rec, const plan::Plan* plan) {
   double f = 0;
   for (std::size_t i = 0; i < rec.params.name.size(); ++i) {
     if (!rec.params.dedicated[i] || rec.params.shape[i].size() != 2) continue;
+    if (plan && !plan->muon(static_cast<int>(i))) continue;  // params are in parameter-id order
     const double a = static_cast<double>(rec.params.shape[i][0]);
     const double b = static_cast<double>(rec.params.shape[i][1]);
     const double m = std::min(a, b), n = std::max(a, b);
@@ -86,7 +88,7 @@ double ns_flops(const results::RunRecord& rec) {
 }
 
 void fill_measured(results::RunRecord& rec, const model::Topology& topo, const BenchOptions& o,
-                   const engine::RunResult& r) {
+                   const engine::RunResult& r, const plan::Plan* plan) {
   fill_collectives(rec, r);
   fill_timings(rec, r, o.repeats);
   rec.memory["peak_packed_or_gathered_bytes_max"] = r.peak_packed_bytes;
@@ -109,7 +111,7 @@ void fill_measured(results::RunRecord& rec, const model::Topology& topo, const B
   // NS runs on the owners only for dmuon, so Σ over owned matrices is the work the optimizer_ns
   // phase (max over ranks) covers; for the baselines every rank repeats it: not reported.
   if ((r.method == engine::Method::dmuon || r.method == engine::Method::ddp_dmuon) && ns_ms > 0)
-    s["ns_tflops"] = ns_flops(rec) / (ns_ms * 1e-3) / 1e12;
+    s["ns_tflops"] = ns_flops(rec, plan) / (ns_ms * 1e-3) / 1e12;
   s["hook_sites"] = static_cast<double>(r.hook_sites);
   s["hook_calls_per_step"] = static_cast<double>(r.hook_calls_per_step);
   s["hook_calls_formula"] = static_cast<double>(r.hook_calls_formula);
@@ -247,7 +249,9 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
     rec.seed = static_cast<std::int64_t>(o.engine.seed);
     rec.sets = fmt::format("{}", fmt::join(o.plan.sets, ","));
     rec.plan_options = plan_options_text(o.plan);
-    if (run.ok()) fill_measured(rec, topo, o, run.result);
+    if (run.ok())
+      fill_measured(rec, topo, o, run.result,
+                    run.baseline ? nullptr : &plans.at(static_cast<std::size_t>(run.plan_index)));
     out.push_back(std::move(rec));
   }
   return out;
