@@ -7,11 +7,16 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <stdexcept>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "common/plan_options.hpp"
 #include "dmuon/engine/engine.hpp"
 #include "dmuon/engine/reference.hpp"
+#include "dmuon/engine/replica_agreement.hpp"
 #include "kernels/scoped_kokkos.hpp"
 #include "mpi_test_util.hpp"
 
@@ -164,6 +169,58 @@ TEST(DdpDmuonMpi, SameWeightsAsDdpMuon) {
     EXPECT_LT(engine::max_relative_error(topo.tree, a.final_weights, b.final_weights, &worst), 1e-4)
         << worst;
   }
+}
+
+// The replica comparison --check adds for ddp-dmuon, on replicas made to differ by hand: rank r
+// holds b = [3, 4 + 0.5·r] (‖b_0‖ = 5), so its divergence from rank 0 is 0.5·r / 5 = 0.1·r, the
+// largest on the last rank; w is equal everywhere.
+class FakeReplicas final : public engine::StepBackend {
+ public:
+  explicit FakeReplicas(int rank)
+      : masters_{1, 2, 3, 4, 3, 4.0f + 0.5f * static_cast<float>(rank)} {}
+  void read_masters(std::int64_t offset, std::int64_t count, float* host) override {
+    std::copy(masters_.begin() + offset, masters_.begin() + offset + count, host);
+  }
+  comm::Communicator* comm(CommGroup) override { return nullptr; }
+  void* buffer(const engine::BufferRef&) override { return nullptr; }
+  void before_issue(const engine::StepOp&) override {}
+  void wait(comm::Batch&) override {}
+  void order_after(comm::Batch&, CommGroup) override {}
+  void begin_step(long) override {}
+  void pack(const engine::StepOp&) override {}
+  void weights_arrived(const engine::StepOp&) override {}
+  void forward(const engine::StepOp&, long) override {}
+  void backward(const engine::StepOp&, long) override {}
+  void poison_gradient(const engine::StepOp&) override {}
+  void release_weights(const engine::StepOp&) override {}
+  void prepare(const engine::StepOp&, long) override {}
+  void newton_schulz(const engine::StepOp&) override {}
+  void apply(const engine::StepOp&, long) override {}
+  void end_step(long) override {}
+  engine::PhaseTimer& timer() override { throw std::logic_error("no timer"); }
+  std::int64_t allocated_bytes() const override { return 0; }
+
+ private:
+  std::vector<float> masters_;
+};
+
+TEST(DdpDmuonMpi, ReplicaDivergenceFindsTheReplicaThatDiffers) {
+  engine::StepLayout L;
+  for (auto [name, numel, offset] :
+       {std::tuple<const char*, std::int64_t, std::int64_t>{"w", 4, 0}, {"b", 2, 4}}) {
+    engine::ParamLayout p;
+    p.name = name;
+    p.numel = numel;
+    p.master_offset = offset;
+    p.storage = engine::Storage::replicated;
+    L.params.push_back(p);
+  }
+  const int n = test::world_size();
+  FakeReplicas backend(test::world_rank());
+  const auto d = engine::replica_divergence(L, backend, MPI_COMM_WORLD);
+  EXPECT_NEAR(d.max_rel_error, 0.1 * (n - 1), 1e-6);
+  EXPECT_EQ(d.rank, n == 1 ? 0 : n - 1);
+  EXPECT_EQ(d.param, n == 1 ? "" : "b");
 }
 
 }  // namespace

@@ -46,17 +46,19 @@ ReplicaDivergence replica_divergence(const StepLayout& L, StepBackend& backend, 
     if (std::isnan(err)) err = INFINITY;
     if (err > local.err) local = {err, static_cast<int>(i)};
   }
-  // MAXLOC over (error, rank): the lowest rank among equal maxima.
-  struct {
-    double err;
-    int rank;
-  } in{local.err, rank}, out{0.0, 0};
-  DMUON_CHECK_MPI(MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, world));
-  int index = rank == out.rank ? local.index : -1;
-  DMUON_CHECK_MPI(MPI_Bcast(&index, 1, MPI_INT, out.rank, world));
+  // The largest error, then the lowest rank holding it (plain MAX / MIN reductions: the GPU
+  // check's single-process MPI has no MAXLOC), then that rank's parameter.
+  double largest = 0;
+  DMUON_CHECK_MPI(MPI_Allreduce(&local.err, &largest, 1, MPI_DOUBLE, MPI_MAX, world));
+  int size = 1;
+  DMUON_CHECK_MPI(MPI_Comm_size(world, &size));
+  int candidate = local.err == largest ? rank : size, holder = 0;
+  DMUON_CHECK_MPI(MPI_Allreduce(&candidate, &holder, 1, MPI_INT, MPI_MIN, world));
+  int index = rank == holder ? local.index : -1;
+  DMUON_CHECK_MPI(MPI_Bcast(&index, 1, MPI_INT, holder, world));
   ReplicaDivergence r;
-  r.max_rel_error = out.err;
-  r.rank = out.rank;
+  r.max_rel_error = largest;
+  r.rank = holder;
   if (index >= 0) r.param = L.params[static_cast<std::size_t>(index)].name;
   return r;
 }
