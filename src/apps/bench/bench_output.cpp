@@ -314,6 +314,7 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
                         {"p", best[i].p}};
     }
     x["method"] = engine::method_name(run.method);
+    x["routes"] = run.config.routes;  // --route items, in order (empty: the dedication rule)
     x["baseline"] = run.baseline;
     x["boundary"] = run.baseline ? "" : run.boundary.word;
     x["boundary_spec"] = run.baseline ? "" : run.boundary.spec;
