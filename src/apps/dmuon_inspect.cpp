@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -14,6 +15,7 @@
 #include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/plan/comm_volume.hpp"
+#include "dmuon/plan/ddp_dmuon_volume.hpp"
 #include "dmuon/plan/plan_json.hpp"
 
 namespace {
@@ -25,7 +27,7 @@ double mb(std::int64_t bytes) {
 }
 
 void print_human(const model::Topology& topo, const plan::Plan& p, const plan::CommVolume& z3,
-                 const plan::CommVolume& z2, std::size_t max_rows) {
+                 const plan::CommVolume& z2, const plan::CommVolume& ddp, std::size_t max_rows) {
   const auto& tree = topo.tree;
   const auto& part = p.partition;
   const auto& hooks = p.hooks;
@@ -43,6 +45,21 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
   fmt::print("# dedicate {}   boundary {}   sites for reshard {}\n",
              abbreviate_value(p.rule.spec()), abbreviate_value(p.policy.label()),
              plan::reshard_name(p.config.reshard));
+  if (!p.config.routes.empty()) {
+    // Parameters and elements per route: owner-based (muon, adamw) vs sharded (fsdp).
+    std::array<std::int64_t, 4> count{}, numel{};
+    for (int pid : tree.parameter_order()) {
+      const auto r = static_cast<std::size_t>(p.route.at(static_cast<std::size_t>(pid)));
+      ++count[r];
+      numel[r] += tree.parameter(pid).numel();
+    }
+    std::string line;
+    for (auto r : {plan::ParamRoute::muon, plan::ParamRoute::adamw, plan::ParamRoute::fsdp}) {
+      const auto i = static_cast<std::size_t>(r);
+      line += fmt::format("   {} {} ({} elements)", plan::route_name(r), count[i], numel[i]);
+    }
+    fmt::print("# routes {}:{}\n", abbreviate_value(plan::routes_text(p.config.routes)), line);
+  }
   fmt::print("# world {} = R {} x G {}   owner strategy {}, cost model {}, packing {}\n",
              part.slots.size(), part.options.replicate, part.options.shard,
              partition::strategy_name(part.options.strategy),
@@ -99,6 +116,10 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
                v->broadcast.max_calls() + v->replicate_broadcast.max_calls(),
                v->reduce.max_calls() + v->reduce_stage2.max_calls(), mb(v->max_bytes_per_rank()));
   }
+  fmt::print(
+      "# ddp-dmuon (replicas; the same owners): {} reduces to owners + {} post-step fp32 "
+      "broadcasts, {:.3f} MB/rank\n",
+      ddp.reduce.max_calls(), ddp.broadcast.max_calls(), mb(ddp.max_bytes_per_rank()));
   fmt::print("#\n# findings: {} warnings, {} notes\n", p.report.warnings(),
              p.report.findings.size() - static_cast<std::size_t>(p.report.warnings()));
   for (const auto& f : p.report.findings)
@@ -154,6 +175,8 @@ int inspect(int argc, char** argv) {
       plan::predict_dmuon_volume(topo.tree, p3.hooks, p3.partition, plan::Reshard::z3, reduce_mode);
   const auto z2 =
       plan::predict_dmuon_volume(topo.tree, p2.hooks, p2.partition, plan::Reshard::z2, reduce_mode);
+  // ddp-dmuon packs per (site, owner) on the shown mode's sites (dmuon_bench plans with --reshard).
+  const auto ddp = plan::predict_ddp_dmuon_volume(topo.tree, p.hooks, p.partition, reduce_mode);
   if (json) {
     auto j = plan::plan_to_json(topo.tree, p);
     j["topology"] = topo.name;
@@ -161,10 +184,16 @@ int inspect(int argc, char** argv) {
     j["world_size"] = world_size;
     j["replicate"] = o.replicate;
     j["grad_reduce"] = plan::grad_reduce_name(reduce_mode);
-    j["comm"] = {{"z3", plan::volume_to_json(z3)}, {"z2", plan::volume_to_json(z2)}};
+    auto ddp_json = plan::volume_to_json(ddp);
+    ddp_json.erase("reshard");
+    ddp_json.erase("hooks_fired_per_step");
+    ddp_json.erase("hooks_communicating_per_step");
+    j["comm"] = {{"z3", plan::volume_to_json(z3)},
+                 {"z2", plan::volume_to_json(z2)},
+                 {"ddp_dmuon", ddp_json}};
     std::cout << j.dump(1) << "\n";
   } else {
-    print_human(topo, p, z3, z2, static_cast<std::size_t>(max_rows));
+    print_human(topo, p, z3, z2, ddp, static_cast<std::size_t>(max_rows));
   }
   return apps::kOk;
 }

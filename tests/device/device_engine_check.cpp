@@ -7,11 +7,11 @@
 //   on a GPU:  dmuon_device_engine_check --references DIR          (any build with CUDA + NCCL)
 //
 // Cases: topologies moe, vla, llm (tiny presets) × methods dmuon, fsdp-adamw, fsdp-muon,
-// ddp-muon, each with everything in fp32 (the data movement and indexing, held to 1e-4 like the
-// host) and with Newton–Schulz in --ns-dtype (default fp16, the reference's: what that costs in
-// accuracy), and for dmuon and fsdp-adamw a bf16 wire too.
-// Prints one row per case (step time, phases, audit, check) and exits 0 when every case's
-// audit and check passed, 3 when one failed, 2 on bad input, 77 when there is no GPU.
+// ddp-muon, ddp-dmuon, each with everything in fp32 (the data movement and indexing, held to 1e-4
+// like the host) and with Newton–Schulz in --ns-dtype (default fp16, the reference's: what that
+// costs in accuracy), and for dmuon and fsdp-adamw a bf16 wire too. Prints one row per case (step
+// time, phases, audit, check) and exits 0 when every case's audit and check passed, 3 when one
+// failed, 2 on bad input, 77 when there is no GPU.
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -50,7 +50,7 @@ std::vector<Case> cases() {
   std::vector<Case> out;
   for (const char* t : {"moe", "vla", "llm"})
     for (auto m : {engine::Method::dmuon, engine::Method::fsdp_adamw, engine::Method::fsdp_muon,
-                   engine::Method::ddp_muon}) {
+                   engine::Method::ddp_muon, engine::Method::ddp_dmuon}) {
       out.push_back({t, m, kernels::Dtype::f32, true});
       if (m != engine::Method::fsdp_adamw) out.push_back({t, m, kernels::Dtype::f32, false});
       if (m == engine::Method::dmuon || m == engine::Method::fsdp_adamw)

@@ -45,6 +45,7 @@ struct Case {
   comm::DType wire = comm::DType::f32;
   bool no_pack = false;  ///< every parameter its own partition unit: several owners per site
   std::string strategy = "lpt";
+  std::vector<std::string> routes;  ///< --route items
 
   std::string name() const {
     std::ostringstream s;
@@ -52,6 +53,7 @@ struct Case {
       << " " << plan::reshard_name(reshard) << " prefetch " << prefetch << " "
       << plan::grad_reduce_name(grad_reduce) << " " << engine::optimizer_pipeline_name(pipeline)
       << " " << comm::dtype_name(wire) << " " << strategy << (no_pack ? " no-pack" : "");
+    for (const auto& r : routes) s << " route " << r;
     return s.str();
   }
 };
@@ -71,6 +73,7 @@ Built build(const Case& c) {
   po.no_pack = c.no_pack;
   po.reshard = c.reshard;
   po.owner_strategy = c.strategy;
+  po.routes = c.routes;
   Built b{apps::load_topology(po), {}, {}, {}, {}};
   b.plan = plan::make_plan(b.topo.tree, apps::make_plan_config(po, b.topo, c.world));
   b.options.prefetch = c.prefetch;
@@ -96,7 +99,8 @@ std::string comm_key(const engine::StepLayout& L, CommGroup g) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  const Method methods[] = {Method::dmuon, Method::fsdp_adamw, Method::fsdp_muon, Method::ddp_muon};
+  const Method methods[] = {Method::dmuon, Method::fsdp_adamw, Method::fsdp_muon, Method::ddp_muon,
+                            Method::ddp_dmuon};
   for (const char* t : {"moe", "vla", "nested", "sequential", "llm", "moe-llm"})
     for (auto [world, replicate] :
          {std::pair{1, 1}, {2, 1}, {4, 1}, {8, 1}, {4, 2}, {8, 2}, {8, 4}})
@@ -120,6 +124,9 @@ std::vector<Case> all_cases() {
             // broadcasts per site), which the tiny presets' packed units do not.
             c.no_pack = k % 4 != 0;
             c.strategy = k % 7 == 3 ? "round_robin" : "lpt";
+            // Routes: 1-D parameters owner-based with AdamW, embeddings Muon, routers FSDP.
+            if (k % 3 == 2)
+              c.routes = {"ndim=1=adamw", "contains:embed=muon", "contains:router=fsdp"};
             cases.push_back(c);
           }
   return cases;
@@ -136,7 +143,7 @@ TEST(StepSchedule, EveryCommunicatorSeesTheSameSequenceOnEveryRank) {
       auto& col = seen[comm_key(L, CommGroup::replicate)][r];
       for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)])
         for (const CollectiveCall& call : engine::collectives_of(L, op, b.options)) {
-          EXPECT_EQ(call.comm, engine::comm_of(op.op)) << c.name();
+          EXPECT_EQ(call.comm, engine::comm_of(L, op.op)) << c.name();
           const Signature sig{static_cast<int>(call.kind), call.count, static_cast<int>(call.dtype),
                               call.root};
           (call.comm == CommGroup::shard ? row : col).push_back(sig);
@@ -273,7 +280,7 @@ TEST(StepSchedule, PoolSlotsAreNeverSharedWhileLive) {
       expect_no_overlap(weights, "weight", what);
       expect_no_overlap(grads, "grad", what);
       expect_no_overlap(gathers, "gather", what);
-      if (c.reshard == plan::Reshard::z3 && c.method != Method::ddp_muon) {
+      if (c.reshard == plan::Reshard::z3 && !engine::is_ddp(c.method)) {
         EXPECT_LE(max_live, static_cast<std::size_t>(c.prefetch + 1)) << what;
       }
       // Every pool offset a schedule uses lies inside the pool.
@@ -425,6 +432,71 @@ TEST(StepSchedule, TwoSitesTwoOwnersHandWritten) {
   const auto predicted = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
   EXPECT_EQ(predicted.broadcast.bytes_per_rank[0], 2 * 16 * 4);
   EXPECT_EQ(predicted.reduce.bytes_per_rank[0], 16 * 4);
+}
+
+// ddp-dmuon by hand: layers.0 {w [4,4], b [4]}, layers.1 {w [4,4]}, dedicated ndim=2, two
+// ranks, round-robin owners: layers.0.w on rank 0, layers.1.w on rank 1; b is AdamW on every
+// replica. Groups: 0 = {b} (non-dedicated), 1 = layers.0, 2 = layers.1; params 0 = layers.0.w,
+// 1 = layers.0.b, 2 = layers.1.w.
+TEST(StepSchedule, DdpDmuonHandWritten) {
+  model::ModuleTree tree("M");
+  const int list = tree.add_module(0, "layers", "ModuleList");
+  const int l0 = tree.add_module(list, "0", "L");
+  tree.add_parameter(l0, "w", {4, 4});
+  tree.add_parameter(l0, "b", {4});
+  tree.add_parameter(tree.add_module(list, "1", "L"), "w", {4, 4});
+  tree.finalize();
+  plan::PlanConfig pc;
+  pc.dedicate_rule = "ndim=2";
+  pc.partition.shard = 2;
+  pc.partition.strategy = partition::parse_strategy("round_robin");
+  pc.partition.pack = false;
+  const auto p = plan::make_plan(tree, pc);
+  engine::ScheduleOptions so;
+  so.prefetch = 1;
+  const engine::LayoutOptions lo{Method::ddp_dmuon, plan::Reshard::z3, 1,
+                                 engine::OptimizerPipeline::per_group};
+  const auto L = engine::make_layout(tree, p, lo, 0);
+  ASSERT_EQ(L.groups.size(), 3u);
+  EXPECT_EQ(L.params[0].storage, engine::Storage::replicated);
+  EXPECT_TRUE(L.params[0].updated_here);   // owner of layers.0.w
+  EXPECT_TRUE(L.params[1].updated_here);   // AdamW bias: every replica
+  EXPECT_FALSE(L.params[2].updated_here);  // layers.1.w: rank 1's
+  const auto S = engine::make_schedule(L, so);
+  EXPECT_EQ(ops_text(S),
+            // forward: replicas, no weight collective; before a site's compute copy the
+            // previous step's post-step broadcast of that site must have landed
+            "pack(0) take_replica(1) pack(1) forward(0,1) take_replica(2) pack(2) forward(1,0) "
+            "forward(2,2) "
+            // backward: a reduce per site to its owner, the bias all-reduce
+            "backward(2,2) issue_reduce(2) backward(1,0) issue_reduce(1) backward(0,1) "
+            "issue_reduce(0) "
+            // optimizer: AdamW on the bias; Muon on layers.0.w only; both sites broadcast
+            "wait_reduce(0) apply(0,1) wait_reduce(1) prepare(1) newton_schulz(1,0) apply(1,0) "
+            "publish(1) wait_reduce(2) publish(2) ");
+  // The collectives, in issue order, all on the one group of both ranks.
+  std::string calls;
+  for (const auto& op : S)
+    for (const auto& c : engine::collectives_of(L, op, so)) {
+      EXPECT_EQ(c.comm, CommGroup::shard);
+      EXPECT_EQ(engine::comm_of(L, op.op), CommGroup::shard);
+      calls += std::string(comm::collective_kind_name(c.kind)) + "(" + std::to_string(c.count) +
+               "," + comm::dtype_name(c.dtype) + "," + std::to_string(c.root) + ") ";
+    }
+  EXPECT_EQ(calls,
+            "reduce(16,f32,1) reduce(16,f32,0) all_reduce(4,f32,-1) broadcast(16,f32,0) "
+            "broadcast(16,f32,1) ");
+  // Formula, hand-derived for rank 0: it sends layers.1.w's gradient (64 B) and receives
+  // layers.1.w's master (64 B); the bias all-reduce floor(4·1/2)·4 = 8 B.
+  const auto v = engine::expected_volume(
+      Method::ddp_dmuon, plan::Reshard::z3, tree, p,
+      plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3), 0, 2, 1, 4);
+  EXPECT_EQ(v[engine::channel_index(CommGroup::shard, comm::CollectiveKind::reduce)].bytes, 64);
+  EXPECT_EQ(v[engine::channel_index(CommGroup::shard, comm::CollectiveKind::reduce)].calls, 2);
+  EXPECT_EQ(v[engine::channel_index(CommGroup::shard, comm::CollectiveKind::broadcast)].bytes, 64);
+  EXPECT_EQ(v[engine::channel_index(CommGroup::shard, comm::CollectiveKind::broadcast)].calls, 2);
+  EXPECT_EQ(v[engine::channel_index(CommGroup::shard, comm::CollectiveKind::all_reduce)].bytes, 8);
+  EXPECT_EQ(v[engine::channel_index(CommGroup::shard, comm::CollectiveKind::all_reduce)].calls, 1);
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ std::vector<VsBest> vs_best(const std::vector<BenchRun>& runs, int world) {
   int best = -1;
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
-    if (!r.ok() || r.baseline || r.result.rank_phases_ms.empty()) continue;
+    if (!r.ok() || r.method != engine::Method::dmuon || r.result.rank_phases_ms.empty()) continue;
     if (best < 0 || ph(r.result, Phase::step) < ph(runs[best].result, Phase::step))
       best = static_cast<int>(i);
   }
@@ -70,7 +70,7 @@ std::vector<VsBest> vs_best(const std::vector<BenchRun>& runs, int world) {
   const double ref_median = ph(runs[best].result, Phase::step);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
-    if (!r.ok() || r.baseline || r.result.rank_phases_ms.empty()) continue;
+    if (!r.ok() || r.method != engine::Method::dmuon || r.result.rank_phases_ms.empty()) continue;
     auto& v = out[i];
     if (static_cast<int>(i) == best) {
       v.text = "best";
@@ -360,6 +360,7 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
                         {"p", best[i].p}};
     }
     x["method"] = engine::method_name(run.method);
+    x["routes"] = run.config.routes;  // --route items, in order (empty: the dedication rule)
     x["baseline"] = run.baseline;
     x["boundary"] = run.baseline ? "" : run.boundary.word;
     x["boundary_spec"] = run.baseline ? "" : run.boundary.spec;

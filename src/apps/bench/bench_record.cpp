@@ -10,6 +10,7 @@
 #include "dmuon/comm/collective_counters.hpp"
 #include "dmuon/partition/cost_model.hpp"
 #include "dmuon/plan/comm_volume.hpp"
+#include "dmuon/plan/ddp_dmuon_volume.hpp"
 #include "dmuon/results/plan_record.hpp"
 
 namespace dmuon::apps::bench {
@@ -76,10 +77,12 @@ void fill_timings(results::RunRecord& rec, const engine::RunResult& r, int repea
 }
 
 // Newton–Schulz FLOPs of one step over the dedicated matrices, docs/METRICS.md: Σ 5·(4m²n+2m³).
-double ns_flops(const results::RunRecord& rec) {
+// Parameters routed to adamw (--route) are owner-based without Newton–Schulz: not counted.
+double ns_flops(const results::RunRecord& rec, const plan::Plan* plan) {
   double f = 0;
   for (std::size_t i = 0; i < rec.params.name.size(); ++i) {
     if (!rec.params.dedicated[i] || rec.params.shape[i].size() != 2) continue;
+    if (plan && !plan->muon(static_cast<int>(i))) continue;  // params are in parameter-id order
     const double a = static_cast<double>(rec.params.shape[i][0]);
     const double b = static_cast<double>(rec.params.shape[i][1]);
     const double m = std::min(a, b), n = std::max(a, b);
@@ -89,7 +92,7 @@ double ns_flops(const results::RunRecord& rec) {
 }
 
 void fill_measured(results::RunRecord& rec, const model::Topology& topo, const BenchOptions& o,
-                   const engine::RunResult& r) {
+                   const engine::RunResult& r, const plan::Plan* plan) {
   fill_collectives(rec, r);
   fill_timings(rec, r, o.repeats);
   rec.memory["peak_packed_or_gathered_bytes_max"] = r.peak_packed_bytes;
@@ -111,8 +114,8 @@ void fill_measured(results::RunRecord& rec, const model::Topology& topo, const B
   }
   // NS runs on the owners only for dmuon, so Σ over owned matrices is the work the optimizer_ns
   // phase (max over ranks) covers; for the baselines every rank repeats it: not reported.
-  if (r.method == engine::Method::dmuon && ns_ms > 0)
-    s["ns_tflops"] = ns_flops(rec) / (ns_ms * 1e-3) / 1e12;
+  if ((r.method == engine::Method::dmuon || r.method == engine::Method::ddp_dmuon) && ns_ms > 0)
+    s["ns_tflops"] = ns_flops(rec, plan) / (ns_ms * 1e-3) / 1e12;
   s["hook_sites"] = static_cast<double>(r.hook_sites);
   s["hook_calls_per_step"] = static_cast<double>(r.hook_calls_per_step);
   s["hook_calls_formula"] = static_cast<double>(r.hook_calls_formula);
@@ -134,9 +137,12 @@ void fill_measured(results::RunRecord& rec, const model::Topology& topo, const B
 }  // namespace
 
 std::string plan_options_text(const PlanOptions& p) {
-  return fmt::format("pack={} max_owners_per_group={} column_balance={}",
-                     p.no_pack ? std::string("off") : fmt::format("<{}", p.pack_threshold),
-                     p.max_owners_per_group, p.no_column_balance ? "off" : "on");
+  std::string s = fmt::format("pack={} max_owners_per_group={} column_balance={}",
+                              p.no_pack ? std::string("off") : fmt::format("<{}", p.pack_threshold),
+                              p.max_owners_per_group, p.no_column_balance ? "off" : "on");
+  // Routes change what a run communicates: part of the run key (dmuon_compare).
+  if (!p.routes.empty()) s += " routes=" + plan::routes_text(p.routes);
+  return s;
 }
 
 std::string config_text(const BenchOptions& o, const BenchRun& run) {
@@ -156,6 +162,11 @@ std::string config_text(const BenchOptions& o, const BenchRun& run) {
     kv("topology_file", yaml_quote(p.topology_file));
   }
   kv("dedicate", yaml_quote(run.config.dedicate_rule));
+  if (!run.config.routes.empty()) {
+    std::vector<std::string> q;
+    for (const auto& r : run.config.routes) q.push_back(yaml_quote(r));
+    kv("route", fmt::format("[{}]", fmt::join(q, ", ")));
+  }
   if (!run.baseline)
     kv("boundary", fmt::format("[{{spec: {}, strict: {}}}]", yaml_quote(run.boundary.spec),
                                run.boundary.strict ? "true" : "false"));
@@ -213,9 +224,13 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
       rec.partition.replicate = run.config.partition.replicate;
     } else {
       const auto& p = plans.at(static_cast<std::size_t>(run.plan_index));
-      const auto v = plan::predict_dmuon_volume(
-          topo.tree, p.hooks, p.partition, o.engine.reshard, o.engine.grad_reduce,
-          static_cast<int>(kernels::dtype_bytes(o.engine.comm_dtype)));
+      const int wire = static_cast<int>(kernels::dtype_bytes(o.engine.comm_dtype));
+      auto v = run.method == engine::Method::ddp_dmuon
+                   ? plan::predict_ddp_dmuon_volume(topo.tree, p.hooks, p.partition,
+                                                    o.engine.grad_reduce, wire)
+                   : plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, o.engine.reshard,
+                                                o.engine.grad_reduce, wire);
+      v.reshard = o.engine.reshard;  // ddp-dmuon's volume does not depend on it
       rec = results::make_plan_record(topo, p, v, method);
     }
     rec.boundary_label = run.baseline
@@ -238,7 +253,9 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
     rec.seed = static_cast<std::int64_t>(o.engine.seed);
     rec.sets = fmt::format("{}", fmt::join(o.plan.sets, ","));
     rec.plan_options = plan_options_text(o.plan);
-    if (run.ok()) fill_measured(rec, topo, o, run.result);
+    if (run.ok())
+      fill_measured(rec, topo, o, run.result,
+                    run.baseline ? nullptr : &plans.at(static_cast<std::size_t>(run.plan_index)));
     out.push_back(std::move(rec));
   }
   return out;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/degradation.hpp"
 
@@ -43,10 +45,18 @@ RunList make_run_list(const BenchOptions& o, const model::Topology& topo,
   RunList out;
   auto& plans = out.plans;
   auto& runs = out.runs;
-  bool want_dmuon = false, want_baselines = false;
+  // Owner-based methods (dmuon, ddp-dmuon) depend on the boundary and the owners: a row per
+  // sweep row and owner strategy each; the others run once.
+  const auto owner_based = [](engine::Method m) {
+    return m == engine::Method::dmuon || m == engine::Method::ddp_dmuon;
+  };
+  std::vector<engine::Method> owner_methods;
+  bool want_baselines = false;
   for (auto m : methods) {
-    want_dmuon = want_dmuon || m == engine::Method::dmuon;
-    want_baselines = want_baselines || m != engine::Method::dmuon;
+    if (owner_based(m) &&
+        std::find(owner_methods.begin(), owner_methods.end(), m) == owner_methods.end())
+      owner_methods.push_back(m);
+    want_baselines = want_baselines || !owner_based(m);
   }
   plan::PlanConfig baseline_config;
   int baseline_plan = -1;
@@ -81,7 +91,10 @@ RunList make_run_list(const BenchOptions& o, const model::Topology& topo,
         run.status = "rejected";
         run.error = e.what();
       }
-      if (want_dmuon) runs.push_back(std::move(run));
+      for (auto m : owner_methods) {
+        run.method = m;
+        runs.push_back(run);
+      }
     }
   if (want_baselines && baseline_plan < 0) {
     // Every sweep row was rejected: the baselines still run (they ignore the boundary).
@@ -93,7 +106,7 @@ RunList make_run_list(const BenchOptions& o, const model::Topology& topo,
     baseline_plan = static_cast<int>(plans.size()) - 1;
   }
   for (auto m : methods) {
-    if (m == engine::Method::dmuon) continue;
+    if (owner_based(m)) continue;
     BenchRun run;
     run.baseline = true;
     run.method = m;

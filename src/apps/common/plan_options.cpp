@@ -37,6 +37,10 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
   app.add_option("--dedicate", o.dedicate,
                  "dedication rule, e.g. 'ndim=2&excludes:router' (default: the topology's)")
       ->check(nonempty);
+  app.add_option("--route", o.routes,
+                 "parameter route RULE=muon|adamw|fsdp (RULE as --dedicate; repeatable, the first "
+                 "matching wins), e.g. 'contains:norm=adamw'")
+      ->check(nonempty);
   app.add_option("--boundary", o.boundary,
                  "hook boundary: default | recommended | incomplete | types:T1,T2 | paths:REGEX | "
                  "resolver:PARAM_REGEX=PATH;... (regexes are RE2)")
@@ -126,6 +130,7 @@ plan::PlanConfig make_plan_config(const PlanOptions& o, const model::Topology& t
   if (c.dedicate_rule.empty())
     throw InputError(
         fmt::format("topology '{}' names no dedication rule: pass --dedicate", t.name));
+  c.routes = o.routes;
   c.boundary = resolve_boundary_alias(o.boundary, t);
   c.strict = !o.lenient;
   c.reshard = o.reshard;

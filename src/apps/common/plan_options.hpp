@@ -18,7 +18,8 @@ struct PlanOptions {
   std::vector<std::string> sets;
   std::string topology_file;
   bool list = false;
-  std::string dedicate;  ///< "" = the topology's rule
+  std::string dedicate;             ///< "" = the topology's rule
+  std::vector<std::string> routes;  ///< --route RULE=ROUTE items (plan/param_route.hpp)
   std::string boundary = "default";
   bool lenient = false;
   std::string owner_strategy = "lpt";

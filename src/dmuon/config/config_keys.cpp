@@ -17,6 +17,7 @@ const std::vector<ConfigKey>& bench_config_keys() {
       {"topology_file", KeyKind::scalar, "JSON topology file (instead of topology)"},
       {"list", KeyKind::flag, "list the built-in topologies and exit"},
       {"dedicate", KeyKind::scalar, "dedication rule"},
+      {"route", KeyKind::list, "parameter routes RULE=muon|adamw|fsdp (first match wins)"},
       {"boundary", KeyKind::list,
        "hook boundary, or a list of them to sweep (default | recommended | incomplete | "
        "types:... | paths:... | resolver:...; an item may be {spec: S, strict: B})"},
@@ -29,7 +30,8 @@ const std::vector<ConfigKey>& bench_config_keys() {
       {"max_owners_per_group", KeyKind::scalar, "owners of one layer key (0 = unlimited)"},
       {"no_column_balance", KeyKind::flag, "HSDP: no per-column balance"},
       {"replicate", KeyKind::scalar, "replicate-group size R"},
-      {"method", KeyKind::list, "methods to run (dmuon, fsdp-adamw, fsdp-muon, ddp-muon)"},
+      {"method", KeyKind::list,
+       "methods to run (dmuon, fsdp-adamw, fsdp-muon, ddp-muon, ddp-dmuon)"},
       {"reshard", KeyKind::scalar, "z3 | z2"},
       {"grad_reduce", KeyKind::scalar, "per-param | packed (dmuon gradient reduces)"},
       {"prefetch", KeyKind::scalar, "weight collectives in flight ahead of compute (groups)"},

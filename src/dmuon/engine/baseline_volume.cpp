@@ -1,5 +1,7 @@
 #include "dmuon/engine/baseline_volume.hpp"
 
+#include "dmuon/plan/ddp_dmuon_volume.hpp"
+
 namespace dmuon::engine {
 namespace {
 
@@ -42,13 +44,13 @@ VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
     if (sharded) {
       add(at(v, row, CollectiveKind::all_gather), gathers, gathers * chunk_bytes);
       add(at(v, row, CollectiveKind::reduce_scatter), 1, chunk_bytes);
-      if (method == Method::fsdp_muon && dedicated)
+      if (method == Method::fsdp_muon && dedicated && plan.muon(pid))  // not --route adamw
         add(at(v, row, CollectiveKind::all_gather), 1, chunk_bytes);
       if (replicate > 1)
         add(at(v, column, CollectiveKind::all_reduce), 1,
             e * (chunk * (replicate - 1) / replicate));
     }
-    if (method == Method::ddp_muon)
+    if (method == Method::ddp_muon || (method == Method::ddp_dmuon && !dedicated))
       add(at(v, row, CollectiveKind::all_reduce), 1, e * (n * (world - 1) / world));
   }
   if (method == Method::dmuon) {
@@ -56,6 +58,12 @@ VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
     set(at(v, row, CollectiveKind::reduce), dmuon.reduce, rank);
     set(at(v, column, CollectiveKind::reduce), dmuon.reduce_stage2, rank);
     set(at(v, column, CollectiveKind::broadcast), dmuon.replicate_broadcast, rank);
+  }
+  if (method == Method::ddp_dmuon) {
+    const auto d = plan::predict_ddp_dmuon_volume(tree, plan.hooks, plan.partition,
+                                                  dmuon.grad_reduce, wire_bytes);
+    set(at(v, row, CollectiveKind::broadcast), d.broadcast, rank);
+    set(at(v, row, CollectiveKind::reduce), d.reduce, rank);
   }
   return v;
 }

@@ -12,10 +12,13 @@
 //   FSDP forward all_gather   (G−1)·c·e bytes, once (Z2) or twice (Z3: re-gather for backward)
 //   FSDP backward reduce_scatter(avg)  (G−1)·c·e
 //   fsdp-muon optimizer all_gather of the dedicated parameter's Nesterov input  (G−1)·c·e
+//     (not for a parameter routed to adamw: --route, plan/param_route.hpp)
 // and with HSDP (R > 1) in the replicate group (a column of R ranks):
 //   FSDP gradient-shard all_reduce(avg)  floor(c·(R−1)/R)·e
 // ddp-muon ignores the layout (every rank holds everything): over all N = R·G ranks,
 //   all_reduce(avg)  floor(n·(N−1)/N)·e
+// ddp-dmuon: the same all_reduce for the non-dedicated parameters; the dedicated ones reduce to
+// their owner and come back in the post-step broadcast (plan/ddp_dmuon_volume.hpp).
 
 #include <array>
 #include <cstdint>

@@ -206,7 +206,7 @@ class CudaBackend final : public StepBackend {
     timer_ = std::make_unique<CudaPhaseTimer>(compute_);
     comm::CommunicatorOptions co;
     co.cuda_device = device_;
-    if (L_.method == Method::ddp_muon) {
+    if (is_ddp(L_.method)) {
       shard_ = comm::make_communicator(comm::Backend::nccl, world, co);
     } else {
       shard_ = comm::make_communicator(comm::Backend::nccl, ranks.shard_comm(), co);
@@ -298,7 +298,7 @@ class CudaBackend final : public StepBackend {
       DMUON_CHECK_CUDA(cudaEventRecord(produced_, compute_));
       DMUON_CHECK_CUDA(cudaStreamWaitEvent(s, produced_, 0));
     }
-    comm(comm_of(op.op))->set_stream(s);
+    comm(comm_of(L_, op.op))->set_stream(s);
   }
   void wait(comm::Batch& batch) override { batch.wait_on_stream(compute_); }
   void order_after(comm::Batch& batch, CommGroup) override {

@@ -15,22 +15,25 @@ const char* method_name(Method m) {
     case Method::fsdp_adamw: return "fsdp-adamw";
     case Method::fsdp_muon: return "fsdp-muon";
     case Method::ddp_muon: return "ddp-muon";
+    case Method::ddp_dmuon: return "ddp-dmuon";
   }
   return "?";
 }
 
 Method parse_method(std::string_view s) {
-  for (Method m : {Method::dmuon, Method::fsdp_adamw, Method::fsdp_muon, Method::ddp_muon})
+  for (Method m :
+       {Method::dmuon, Method::fsdp_adamw, Method::fsdp_muon, Method::ddp_muon, Method::ddp_dmuon})
     if (s == method_name(m)) return m;
-  throw InputError(
-      fmt::format("unknown method '{}' (valid: dmuon, fsdp-adamw, fsdp-muon, ddp-muon)", s));
+  throw InputError(fmt::format(
+      "unknown method '{}' (valid: dmuon, fsdp-adamw, fsdp-muon, ddp-muon, ddp-dmuon)", s));
 }
 
 std::vector<Method> parse_method_list(const std::vector<std::string>& args) {
   std::vector<Method> out;
   for (const auto& word : split_comma_lists(args)) out.push_back(parse_method(word));
   if (out.empty())
-    throw InputError("--method names no method (valid: dmuon, fsdp-adamw, fsdp-muon, ddp-muon)");
+    throw InputError(
+        "--method names no method (valid: dmuon, fsdp-adamw, fsdp-muon, ddp-muon, ddp-dmuon)");
   return out;
 }
 

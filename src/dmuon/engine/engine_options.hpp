@@ -20,9 +20,15 @@ enum class Method {
   fsdp_adamw,  ///< everything sharded, AdamW on shards
   fsdp_muon,   ///< sharded; all-gather each full (Nesterov) gradient, NS on every rank
   ddp_muon,    ///< full replicas, all-reduce(avg) gradients, NS on every rank
+  ddp_dmuon,   ///< full replicas; Muon gradients reduce(avg) to the owner, NS on the owner,
+               ///< post-step broadcast of the owners' fp32 masters (docs/METRICS.md)
 };
+/// Every rank holds the full model (ddp-muon, ddp-dmuon): one group of all ranks.
+inline bool is_ddp(Method m) {
+  return m == Method::ddp_muon || m == Method::ddp_dmuon;
+}
 const char* method_name(Method m);
-/// "dmuon" | "fsdp-adamw" | "fsdp-muon" | "ddp-muon"; throws InputError otherwise.
+/// "dmuon" | "fsdp-adamw" | "fsdp-muon" | "ddp-muon" | "ddp-dmuon"; throws InputError otherwise.
 Method parse_method(std::string_view s);
 /// Each entry may be a comma list; empty entries are ignored; duplicates kept in order.
 std::vector<Method> parse_method_list(const std::vector<std::string>& args);

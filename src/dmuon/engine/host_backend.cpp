@@ -94,7 +94,7 @@ class HostBackend final : public StepBackend {
   HostBackend(const model::ModuleTree& tree, const StepLayout& layout, const EngineOptions& o,
               const comm::RankLayout& ranks, MPI_Comm world)
       : L_(layout), o_(o), wire_(o.comm_dtype), opt_(muon_config(o)) {
-    if (L_.method == Method::ddp_muon) {
+    if (is_ddp(L_.method)) {
       shard_ = comm::make_communicator(comm::Backend::mpi, world);
     } else {
       shard_ = comm::make_communicator(comm::Backend::mpi, ranks.shard_comm());

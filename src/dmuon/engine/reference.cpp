@@ -28,7 +28,7 @@ std::vector<std::vector<float>> reference_weights(const model::ModuleTree& tree,
     m[i].assign(n, 0.0f);
     v[i].assign(n, 0.0f);
     muon[i] = plan.hooks.site_of_param[static_cast<std::size_t>(order[i])] >= 0 &&
-              o.method != Method::fsdp_adamw;
+              plan.muon(order[i]) && o.method != Method::fsdp_adamw;  // --route adamw: AdamW
     work.emplace_back(tree, order[i], global, 0, 1);  // one rank holding every sample
   }
   std::vector<float> x;

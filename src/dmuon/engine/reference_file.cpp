@@ -29,7 +29,8 @@ std::string reference_header(const model::ModuleTree& tree, const plan::Plan& pl
   for (int pid : tree.parameter_order()) {
     const auto& p = tree.parameter(pid);
     params.push_back(
-        {p.name, p.numel(), plan.hooks.site_of_param[static_cast<std::size_t>(pid)] >= 0});
+        {p.name, p.numel(),
+         plan.hooks.site_of_param[static_cast<std::size_t>(pid)] >= 0 && plan.muon(pid)});
   }
   h["parameters"] = params;
   return h.dump();

@@ -9,6 +9,7 @@
 
 #include "dmuon/base/check.hpp"
 #include "dmuon/engine/reference.hpp"
+#include "dmuon/engine/replica_agreement.hpp"
 #include "dmuon/engine/synthetic.hpp"
 
 namespace dmuon::engine {
@@ -238,6 +239,14 @@ RunResult ResultCollector::finish(StepBackend& backend) {
       if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     r.max_rel_error = err;
+    if (o_.method == Method::ddp_dmuon) {
+      // Rank 0's replica matched the reference; every other replica must match rank 0's.
+      const ReplicaDivergence d = replica_divergence(layout_, backend, world_);
+      if (d.max_rel_error > err) {
+        r.max_rel_error = d.max_rel_error;
+        r.worst_param = fmt::format("{} (replica of rank {})", d.param, d.rank);
+      }
+    }
     r.check_tolerance = o_.effective_check_tolerance();
     r.check_passed = err <= r.check_tolerance;
     const bool sixteen_bit = o_.comm_dtype != kernels::Dtype::f32 ||

@@ -74,7 +74,7 @@ StepExecutor::~StepExecutor() = default;
 
 comm::Batch StepExecutor::issue(std::size_t i) {
   const StepOp& op = schedule_[i];
-  const CommGroup group = comm_of(op.op);
+  const CommGroup group = comm_of(layout_, op.op);
   comm::Communicator* c = backend_.comm(group);
   if (c == nullptr)
     throw RuntimeFailure(std::string("step schedule issues ") + op_name(op.op) +

@@ -22,7 +22,7 @@ const char* storage_name(Storage s) {
 }
 
 std::int64_t StepLayout::weight_base(int group, int position) const {
-  if (reshard == plan::Reshard::z2 || method == Method::ddp_muon)
+  if (reshard == plan::Reshard::z2 || is_ddp(method))
     return groups.at(static_cast<std::size_t>(group)).own_weight_slot;
   return static_cast<std::int64_t>(position % weight_window) * weight_slot_elems;
 }
@@ -56,7 +56,10 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   const int world = po.shard * po.replicate;
   if (rank < 0 || rank >= world)
     throw InputError(fmt::format("rank {} is outside the plan's world of {}", rank, world));
-  const bool ddp = options.method == Method::ddp_muon;
+  const bool ddp = is_ddp(options.method);
+  // ddp-dmuon: replicas everywhere, but each dedicated parameter has an owner (its Muon step)
+  // and packs into (site, owner) pairs like dmuon's.
+  const bool owners = options.method == Method::dmuon || options.method == Method::ddp_dmuon;
   L.me = ddp ? RankCoords::of(rank, world, 1) : RankCoords::of(rank, po.shard, po.replicate);
   const int G = L.me.shard;
   const Method m = options.method;
@@ -71,9 +74,10 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
     p.shape = matrix_shape(prm);
     p.numel = prm.numel();
     const bool dedicated = site_of[static_cast<std::size_t>(pid)] >= 0;
-    p.muon = dedicated && m != Method::fsdp_adamw;
+    p.muon = dedicated && plan.muon(pid) && m != Method::fsdp_adamw;  // --route adamw: AdamW
     if (ddp) {
       p.storage = Storage::replicated;
+      if (owners && dedicated) p.owner = plan.partition.owner_rank(pid);
     } else if (m == Method::dmuon && dedicated) {
       p.owner = plan.partition.owner_rank(pid);
       p.storage = p.owner == rank              ? Storage::owned
@@ -84,7 +88,7 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
       p.chunk = shard_chunk(p.numel, G);
     }
     p.updated_here = p.storage == Storage::owned || p.storage == Storage::sharded ||
-                     p.storage == Storage::replicated;
+                     (p.storage == Storage::replicated && (p.owner < 0 || p.owner == rank));
     if (L.nan_param < 0 && dedicated) L.nan_param = static_cast<int>(L.params.size());
     index_of[static_cast<std::size_t>(pid)] = static_cast<int>(L.params.size());
     L.params.push_back(std::move(p));
@@ -106,7 +110,7 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
     g.kind = site_kind;
     for (int pid : site.params) g.members.push_back(index_of[static_cast<std::size_t>(pid)]);
     const int gi = static_cast<int>(L.groups.size());
-    if (g.kind == GroupKind::dmuon_site) {
+    if (owners) {
       // One packed buffer per owner, owners in order of first appearance in the site.
       std::map<int, int> pair_of_owner;
       for (int pi : g.members) {
@@ -118,7 +122,7 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
           pr.owner = p.owner;
           pr.owner_column = p.owner % G;
           pr.owner_row = p.owner / G;
-          pr.rooted_here = pr.owner_column == L.me.column;
+          pr.rooted_here = pr.owner_column == L.me.column || ddp;  // ddp: every replica
           pr.owned = pr.owner == rank;
           pr.grad_persistent = pr.rooted_here;
           it = pair_of_owner.emplace(p.owner, static_cast<int>(L.pairs.size())).first;
@@ -153,6 +157,8 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
       if (pr.owned) {
         p.state_offset = pr.state_offset + p.pair_offset;
         p.state_elems = p.numel;
+        // --route adamw: an owner-based parameter with AdamW's second moment on the owner.
+        if (!p.muon) p.second_state_offset = take(L.second_state_elems, p.numel);
       }
       p.grad_persistent = pr.grad_persistent;
       p.grad_offset = pr.grad_offset + p.pair_offset;
@@ -161,6 +167,7 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   for (auto& g : L.groups) {
     for (int pi : g.members) {
       auto& p = L.params[static_cast<std::size_t>(pi)];
+      if (p.pair >= 0) continue;  // laid out with its pair above
       if (p.storage == Storage::sharded) {
         const std::int64_t full = p.chunk * G;
         p.master_offset = take(L.master_elems, p.chunk);

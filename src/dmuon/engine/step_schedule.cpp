@@ -43,6 +43,16 @@ CommGroup comm_of(Op op) {
   return op == Op::issue_stage2 || op == Op::publish ? CommGroup::replicate : CommGroup::shard;
 }
 
+CommGroup comm_of(const StepLayout& layout, Op op) {
+  // ddp-dmuon's post-step broadcast runs over its one group of all ranks.
+  if (op == Op::publish && layout.method == Method::ddp_dmuon) return CommGroup::shard;
+  return comm_of(op);
+}
+
+bool publishes_replicas(const StepLayout& layout, const GroupLayout& g) {
+  return layout.method == Method::ddp_dmuon && g.kind == GroupKind::ddp && !g.pairs.empty();
+}
+
 namespace {
 
 bool has_rooted_pair(const StepLayout& L, const GroupLayout& g) {
@@ -113,7 +123,9 @@ class Builder {
       const auto& G = group(g);
       weight_base_[static_cast<std::size_t>(g)] = L_.weight_base(g, issued_);
       if (G.kind == GroupKind::ddp) {
-        // Replicas: the compute copy is made once per step, no collective.
+        // Replicas: the compute copy is made once per step, no collective. ddp-dmuon: first
+        // complete the previous step's post-step broadcast of the owners' updates.
+        if (!backward_pass && publishes_replicas(L_, G)) emit(Op::take_replica, g, ph, true);
         if (!backward_pass) emit(Op::pack, g, Phase::forward_compute, false);
         continue;
       }
@@ -234,7 +246,8 @@ class Builder {
 
   void publish(int g) {
     const auto& G = group(g);
-    if (L_.hsdp() && G.kind == GroupKind::dmuon_site && has_rooted_pair(L_, G))
+    if ((L_.hsdp() && G.kind == GroupKind::dmuon_site && has_rooted_pair(L_, G)) ||
+        publishes_replicas(L_, G))
       emit(Op::publish, g, Phase::optimizer_other, true);
   }
 
@@ -401,7 +414,8 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
       }
       break;
     case Op::issue_reduce:
-      if (g.kind == GroupKind::dmuon_site) {
+      if (g.kind == GroupKind::dmuon_site || !g.pairs.empty()) {
+        // ddp-dmuon's pairs: persistent gradients (the grad base is unused), root = the owner.
         for (int pr : g.pairs)
           reduce_pair(pr, CommGroup::shard, L.pairs[static_cast<std::size_t>(pr)].owner_column,
                       op.grad_base);
@@ -442,7 +456,10 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
     case Op::publish:
       for (int pr : g.pairs) {
         const auto& pair = L.pairs[static_cast<std::size_t>(pr)];
-        if (pair.rooted_here)
+        if (publishes_replicas(L, g))  // ddp-dmuon: the owner's fp32 master to every replica
+          add(CollectiveKind::broadcast, CommGroup::shard, pair.numel, comm::DType::f32,
+              pair.owner_column, pair_ref(Kind::master, pr, 0));
+        else if (pair.rooted_here)
           add(CollectiveKind::broadcast, CommGroup::replicate, pair.numel, comm::DType::f32,
               pair.owner_row, pair_ref(Kind::master, pr, 0));
       }

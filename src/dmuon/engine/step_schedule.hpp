@@ -145,7 +145,13 @@ struct CollectiveCall {
 std::vector<CollectiveCall> collectives_of(const StepLayout& layout, const StepOp& op,
                                            const ScheduleOptions& options);
 
-/// The communicator an issue op uses.
+/// The communicator an issue op uses (publish: the replicate group, HSDP dmuon).
 CommGroup comm_of(Op op);
+/// The communicator an issue op of `layout` uses: comm_of(op), except ddp-dmuon's publish (its
+/// post-step broadcast), which runs over its one group of all ranks (the shard group).
+CommGroup comm_of(const StepLayout& layout, Op op);
+/// ddp-dmuon: group g's owners broadcast their updated fp32 masters to every replica after the
+/// optimizer step (Op::publish); the next step's forward completes it (Op::take_replica).
+bool publishes_replicas(const StepLayout& layout, const GroupLayout& g);
 
 }  // namespace dmuon::engine

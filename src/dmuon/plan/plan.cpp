@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/hash.hpp"
 
@@ -15,8 +16,24 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
          boundary::BoundaryPolicy::parse(config.boundary, config.strict),
          {},
          {},
+         {},
          {}};
-  const auto dedicated = boundary::select_dedicated(tree, p.rule, config.allow_empty_dedication);
+  std::vector<RouteRule> route_rules;
+  for (const auto& spec : config.routes) route_rules.push_back(parse_route_rule(spec));
+  p.route = resolve_routes(tree, p.rule, route_rules);
+  std::vector<int> dedicated;
+  if (route_rules.empty()) {
+    dedicated = boundary::select_dedicated(tree, p.rule, config.allow_empty_dedication);
+  } else {
+    for (int pid : tree.parameter_order())
+      if (owner_based(p.route[static_cast<std::size_t>(pid)])) dedicated.push_back(pid);
+    if (dedicated.empty() && !config.allow_empty_dedication)
+      throw InputError(fmt::format(
+          "dedication rule '{}' and --route '{}' leave none of the model's {} parameters on an "
+          "owner-based route (muon or adamw)",
+          abbreviate_value(p.rule.spec()), abbreviate_value(routes_text(config.routes)),
+          tree.parameter_order().size()));
+  }
   // Ownership does not depend on the sites; it comes first because its visiting order decides
   // which uncovered parameter a strict failure names.
   p.partition = partition::partition_ownership(tree, dedicated, config.partition);
@@ -67,6 +84,7 @@ std::uint64_t plan_hash(const model::ModuleTree& tree, const Plan& plan) {
     for (int pid : s.params) {
       h = comm::fnv1a_64(tree.parameter(pid).name, h);
       h = comm::fnv1a_64_u64(static_cast<std::uint64_t>(plan.partition.owner_rank(pid)), h);
+      h = comm::fnv1a_64_u64(plan.muon(pid) ? 1u : 2u, h);  // route muon or adamw
     }
   }
   return h;

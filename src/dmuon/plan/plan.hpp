@@ -13,6 +13,7 @@
 #include "dmuon/boundary/hook_plan.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/partition/partition.hpp"
+#include "dmuon/plan/param_route.hpp"
 #include "dmuon/plan/reshard.hpp"
 
 namespace dmuon::plan {
@@ -26,6 +27,8 @@ struct PlanConfig {
   /// §3 rule 1 applies in Z3 only), so an engine running Z2 needs a plan made for Z2.
   Reshard reshard = Reshard::z3;
   partition::PartitionOptions partition;
+  /// --route RULE=ROUTE items, in order (param_route.hpp); empty: the dedication rule alone.
+  std::vector<std::string> routes;
 };
 
 struct Plan {
@@ -35,6 +38,11 @@ struct Plan {
   boundary::HookPlan hooks;
   partition::Partition partition;
   boundary::DegradationReport report;
+  /// Per parameter id: its route. The owner-based ones (muon, adamw) are the "dedicated"
+  /// parameters of the partition and the hook plan.
+  std::vector<ParamRoute> route;
+  /// Dedicated (owner-based) and updated with Muon, not AdamW: route muon.
+  bool muon(int pid) const { return route.at(static_cast<std::size_t>(pid)) == ParamRoute::muon; }
 };
 
 /// Builds the plan; throws InputError for bad rules/policies and strict boundary failures.

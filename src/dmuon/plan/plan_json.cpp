@@ -26,8 +26,13 @@ json plan_to_json(const model::ModuleTree& tree, const Plan& plan) {
                       {"dtype", model::dtype_name(p.dtype)},
                       {"owner", part.owner_rank(pid)},
                       {"site", plan.hooks.sites[plan.hooks.site_of_param[pid]].path},
-                      {"cost", part.param_cost[pid]}});
+                      {"cost", part.param_cost[pid]},
+                      {"route", route_name(plan.route.at(static_cast<std::size_t>(pid)))}});
   }
+  // --route: every parameter's route (the owner-based ones are `params` above).
+  json routes = json::object();
+  for (int pid : tree.parameter_order())
+    routes[tree.parameter(pid).name] = route_name(plan.route.at(static_cast<std::size_t>(pid)));
   json slots = json::array();
   for (const auto& s : part.slots)
     slots.push_back({{"shard", s.shard}, {"replicate", s.replicate}, {"rank", s.rank}});
@@ -48,6 +53,8 @@ json plan_to_json(const model::ModuleTree& tree, const Plan& plan) {
           {"hook_sites", plan.hooks.sites.size()},
           {"sites", sites},
           {"dedicated_params", plan.hooks.dedicated.size()},
+          {"route_rules", plan.config.routes},
+          {"routes", routes},
           {"params", params},
           {"partition",
            {{"strategy", partition::strategy_name(part.options.strategy)},

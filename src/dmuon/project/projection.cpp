@@ -8,6 +8,7 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/baseline_volume.hpp"
 #include "dmuon/engine/synthetic.hpp"
+#include "dmuon/plan/ddp_dmuon_volume.hpp"
 #include "dmuon/project/op_cost.hpp"
 #include "dmuon/project/replay.hpp"
 
@@ -52,7 +53,7 @@ std::vector<engine::VolumeExpectation> expected_by_rank(const model::ModuleTree&
   const auto base = exact(0);
   for (int q = 0; q < world; ++q) {
     auto v = base;
-    if (o.method == engine::Method::dmuon)
+    if (o.method == engine::Method::dmuon || o.method == engine::Method::ddp_dmuon)
       for (const auto& [c, kind] : dmuon_channels) {
         const auto at = static_cast<std::size_t>(q);
         v[c].calls = kind->calls_per_rank.empty() ? 0 : kind->calls_per_rank.at(at);
@@ -132,8 +133,13 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
     }
   // Collectives of the replayed step against the formula, per rank and channel.
   const int wire = static_cast<int>(kernels::dtype_bytes(o.comm_dtype));
+  // ddp-dmuon: its own prediction (the owners' reduce and post-step broadcast) fills the
+  // per-rank channels; expected_volume reads only its grad_reduce.
   const auto predicted =
-      plan::predict_dmuon_volume(tree, plan.hooks, plan.partition, o.reshard, o.grad_reduce, wire);
+      o.method == engine::Method::ddp_dmuon
+          ? plan::predict_ddp_dmuon_volume(tree, plan.hooks, plan.partition, o.grad_reduce, wire)
+          : plan::predict_dmuon_volume(tree, plan.hooks, plan.partition, o.reshard, o.grad_reduce,
+                                       wire);
   r.rank_calls = rep.calls;
   r.rank_bytes = rep.bytes;
   r.rank_formula_bytes.assign(kChannelCount * W, 0);

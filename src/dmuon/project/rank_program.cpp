@@ -22,7 +22,7 @@ Stream stream_of(Op op) {
 BatchSpec batch_spec(const engine::StepLayout& layout, const engine::StepOp& op,
                      const engine::ScheduleOptions& options) {
   BatchSpec b;
-  b.comm = engine::comm_of(op.op);
+  b.comm = engine::comm_of(layout, op.op);
   b.op = op.op;
   b.group = op.group;
   for (const auto& c : engine::collectives_of(layout, op, options))
@@ -85,7 +85,7 @@ int handle_of_wait(Op op) {
 }  // namespace
 
 RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& duration,
-                            const BatchFn& batch) {
+                            const BatchFn& batch, const engine::StepLayout* layout) {
   RankProgram prog;
   std::vector<std::array<int, kHandles>> handle;  // per group
   auto at = [&](int g) -> std::array<int, kHandles>& {
@@ -134,7 +134,7 @@ RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& 
       continue;
     }
     if (is_issue(op.op)) {
-      const auto comm = engine::comm_of(op.op);
+      const auto comm = layout ? engine::comm_of(*layout, op.op) : engine::comm_of(op.op);
       const BatchSpec* spec = batch(op, seq[static_cast<std::size_t>(comm)]++);
       if (spec == nullptr || spec->calls.empty())
         throw RuntimeFailure(fmt::format("projection: {} of group {} issues no collective",

@@ -71,7 +71,9 @@ using DurationFn = std::function<double(const engine::StepOp&)>;
 using BatchFn = std::function<const BatchSpec*(const engine::StepOp&, int seq)>;
 
 /// Compiles a schedule. Throws RuntimeFailure when a wait names a batch nothing issued.
+/// `layout` (the schedule's) decides each issue's communicator (engine::comm_of(layout, op):
+/// ddp-dmuon publishes on its one group); without it, engine::comm_of(op).
 RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& duration,
-                            const BatchFn& batch);
+                            const BatchFn& batch, const engine::StepLayout* layout = nullptr);
 
 }  // namespace dmuon::project

@@ -123,7 +123,7 @@ WorldPrograms build_programs(const model::ModuleTree& tree, const plan::Plan& pl
   const int world = po.shard * po.replicate;
   WorldPrograms w;
   w.world = world;
-  const bool ddp = o.method == engine::Method::ddp_muon;
+  const bool ddp = engine::is_ddp(o.method);
   w.rows = ddp ? 1 : po.replicate;
   w.columns = ddp ? world : po.shard;
   w.program_of_rank.assign(static_cast<std::size_t>(world), 0);
@@ -144,7 +144,8 @@ WorldPrograms build_programs(const model::ModuleTree& tree, const plan::Plan& pl
           [&](const engine::StepOp& op, int) {
             w.specs.push_back(batch_spec(L, op, so));
             return &w.specs.back();
-          }));
+          },
+          &L));
       w.program_of_rank[static_cast<std::size_t>(r)] = r;
       account_memory(w, L, wire);
       w.hook_calls = std::max(w.hook_calls, w.programs.back().hook_calls);
@@ -159,6 +160,28 @@ WorldPrograms build_programs(const model::ModuleTree& tree, const plan::Plan& pl
   const engine::Schedule ref_schedule = engine::make_schedule(ref, so);
   const ReferenceBatches batches = reference_batches(w, ref, ref_schedule, so);
   w.groups = static_cast<std::int64_t>(ref.groups.size());
+
+  if (o.method == engine::Method::ddp_dmuon) {
+    // Who runs Newton–Schulz differs by rank (the owners): a layout and schedule per rank. Every
+    // rank issues the reference rank's collectives on the one group of all ranks.
+    for (int r = 0; r < world; ++r) {
+      const StepLayout L = engine::make_layout(tree, plan, lo, r);
+      const engine::Schedule s = engine::make_schedule(L, so);
+      const int cls = samples.class_of(r);
+      w.programs.push_back(compile_program(
+          s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
+          [&](const engine::StepOp& op, int seq) {
+            return take(batches.by_comm[static_cast<std::size_t>(engine::comm_of(L, op.op))], op,
+                        seq);
+          },
+          &L));
+      w.program_of_rank[static_cast<std::size_t>(r)] = r;
+      account_memory(w, L, wire);
+    }
+    w.hook_calls = w.programs.front().hook_calls;
+    w.hook_comm_calls = w.programs.front().hook_comm_calls;
+    return w;
+  }
 
   if (o.method != engine::Method::dmuon) {
     // One schedule for all; a program per (sample class, short last shards).

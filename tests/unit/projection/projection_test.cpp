@@ -34,19 +34,21 @@ struct Case {
   plan::GradReduce grad_reduce = plan::GradReduce::per_param;
   engine::OptimizerPipeline pipeline = engine::OptimizerPipeline::per_group;
   bool no_pack = false;
+  std::vector<std::string> routes;
   std::string name() const {
     std::ostringstream s;
     s << topology << " N=" << world << " R=" << replicate << " " << engine::method_name(method)
       << " " << plan::reshard_name(reshard) << " pf" << prefetch << " "
       << plan::grad_reduce_name(grad_reduce) << " " << engine::optimizer_pipeline_name(pipeline)
-      << (no_pack ? " no-pack" : "");
+      << (no_pack ? " no-pack" : "") << (routes.empty() ? "" : " routes");
     return s.str();
   }
 };
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  const Method methods[] = {Method::dmuon, Method::fsdp_adamw, Method::fsdp_muon, Method::ddp_muon};
+  const Method methods[] = {Method::dmuon, Method::fsdp_adamw, Method::fsdp_muon, Method::ddp_muon,
+                            Method::ddp_dmuon};
   int k = 0;
   for (const char* t : {"moe", "vla", "llm", "nested", "moe-llm"})
     for (auto [world, replicate] : {std::pair{4, 1}, {8, 1}, {8, 2}, {4, 4}})
@@ -64,6 +66,7 @@ std::vector<Case> cases() {
                                   : engine::OptimizerPipeline::per_group;
           // Unpacked units put several owners on a site (several pairs, partial aggregates).
           c.no_pack = k % 4 != 0;
+          if (k % 3 == 1) c.routes = {"ndim=1=adamw", "contains:embed=muon"};
           ++k;
           out.push_back(c);
         }
@@ -80,6 +83,7 @@ Built build(const Case& c) {
   po.topology = c.topology;
   po.replicate = c.replicate;
   po.no_pack = c.no_pack;
+  po.routes = c.routes;
   Built b{apps::load_topology(po), {}};
   b.plan = plan::make_plan(b.topo.tree, apps::make_plan_config(po, b.topo, c.world));
   return b;
@@ -190,10 +194,46 @@ TEST(RankSymmetry, ReducedProjectionEqualsFullAndMatchesTheFormula) {
     EXPECT_EQ(full.result.rank_bytes, red.result.rank_bytes) << c.name();
     EXPECT_EQ(full.result.hook_calls_per_step, red.result.hook_calls_per_step) << c.name();
     EXPECT_GT(red.result.phases_ms[static_cast<std::size_t>(engine::Phase::step)], 0) << c.name();
-    if (c.method != Method::dmuon) {
+    if (c.method != Method::dmuon && c.method != Method::ddp_dmuon) {
       EXPECT_LT(red.programs, c.world) << c.name() << ": FSDP/DDP ranks share programs";
     }
   }
+}
+
+// ddp-dmuon's replay runs Newton–Schulz on the owners only: two identical [4,4] matrices owned
+// by ranks 0 and 1 of two cost one Newton–Schulz per rank, where ddp-muon runs both on every
+// rank; the replayed collectives are the formula's (2 reduces + 2 post-step broadcasts).
+TEST(RankSymmetry, DdpDmuonRunsNewtonSchulzOnTheOwnersOnly) {
+  model::ModuleTree tree("M");
+  const int list = tree.add_module(0, "layers", "ModuleList");
+  for (int i = 0; i < 2; ++i)
+    tree.add_parameter(tree.add_module(list, std::to_string(i), "L"), "w", {4, 4});
+  tree.finalize();
+  plan::PlanConfig pc;
+  pc.dedicate_rule = "all";
+  pc.partition.shard = 2;
+  pc.partition.strategy = partition::parse_strategy("round_robin");
+  pc.partition.pack = false;
+  const auto p = plan::make_plan(tree, pc);
+  const auto m = project::testing::nccl_machine(4, 100, 10);
+  project::ProjectionOptions po;
+  po.engine.compute = engine::Compute::none;
+  po.engine.method = Method::ddp_dmuon;
+  const auto ddmu = project::project(tree, p, m, po);
+  po.engine.method = Method::ddp_muon;
+  const auto ddp = project::project(tree, p, m, po);
+  const auto ns = static_cast<std::size_t>(engine::Phase::optimizer_ns);
+  ASSERT_GT(ddmu.result.phases_ms[ns], 0);
+  EXPECT_NEAR(ddp.result.phases_ms[ns], 2 * ddmu.result.phases_ms[ns],
+              1e-9 * ddp.result.phases_ms[ns]);
+  EXPECT_TRUE(ddmu.result.audit_ok) << ddmu.result.audit_message;
+  const auto ch = [&](comm::CollectiveKind k) {
+    return ddmu.result.kinds[engine::channel_index(engine::CommGroup::shard, k)];
+  };
+  EXPECT_EQ(ch(comm::CollectiveKind::reduce).calls_per_step, 2);
+  EXPECT_EQ(ch(comm::CollectiveKind::broadcast).calls_per_step, 2);
+  EXPECT_EQ(ch(comm::CollectiveKind::reduce).bytes_measured, 64);  // the other's 16 fp32
+  EXPECT_EQ(ch(comm::CollectiveKind::broadcast).bytes_measured, 64);
 }
 
 }  // namespace

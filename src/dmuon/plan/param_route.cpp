@@ -1,0 +1,74 @@
+#include "dmuon/plan/param_route.hpp"
+
+#include <fmt/format.h>
+
+#include "dmuon/base/abbreviate.hpp"
+#include "dmuon/base/error.hpp"
+
+namespace dmuon::plan {
+
+const char* route_name(ParamRoute r) {
+  switch (r) {
+    case ParamRoute::muon: return "muon";
+    case ParamRoute::adamw: return "adamw";
+    case ParamRoute::fsdp: return "fsdp";
+    case ParamRoute::sharded_adamw: return "sharded_adamw";
+  }
+  return "?";
+}
+
+ParamRoute parse_route(std::string_view s) {
+  for (ParamRoute r :
+       {ParamRoute::muon, ParamRoute::adamw, ParamRoute::fsdp, ParamRoute::sharded_adamw})
+    if (s == route_name(r)) return r;
+  throw InputError(
+      fmt::format("unknown parameter route '{}' (valid: muon, adamw, fsdp)", abbreviate_value(s)));
+}
+
+RouteRule parse_route_rule(std::string_view spec) {
+  const auto eq = spec.rfind('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == spec.size())
+    throw InputError(fmt::format(
+        "--route '{}' is not RULE=ROUTE (RULE in the --dedicate syntax, ROUTE one of muon, "
+        "adamw, fsdp), e.g. --route 'contains:norm=adamw'",
+        abbreviate_value(spec)));
+  const ParamRoute route = parse_route(spec.substr(eq + 1));
+  const auto rule = [&] {
+    try {
+      return boundary::DedicationRule::parse(spec.substr(0, eq));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("--route '{}': {}", abbreviate_value(spec), e.what()));
+    }
+  };
+  RouteRule r{rule(), route, std::string(spec)};
+  if (r.route == ParamRoute::sharded_adamw)
+    throw InputError(fmt::format(
+        "--route '{}': route sharded_adamw is not supported yet (valid: muon, adamw, fsdp)",
+        abbreviate_value(spec)));
+  return r;
+}
+
+std::vector<ParamRoute> resolve_routes(const model::ModuleTree& tree,
+                                       const boundary::DedicationRule& dedication,
+                                       const std::vector<RouteRule>& rules) {
+  std::vector<ParamRoute> out(static_cast<std::size_t>(tree.num_parameters()), ParamRoute::fsdp);
+  for (int pid : tree.parameter_order()) {
+    const auto& p = tree.parameter(pid);
+    ParamRoute r = dedication.matches(p) ? ParamRoute::muon : ParamRoute::fsdp;
+    for (const auto& rule : rules)
+      if (rule.rule.matches(p)) {
+        r = rule.route;
+        break;
+      }
+    out[static_cast<std::size_t>(pid)] = r;
+  }
+  return out;
+}
+
+std::string routes_text(const std::vector<std::string>& specs) {
+  std::string s;
+  for (const auto& r : specs) s += (s.empty() ? "" : ";") + r;
+  return s;
+}
+
+}  // namespace dmuon::plan

@@ -1,0 +1,134 @@
+// Parameter routes (--route RULE=ROUTE, plan/param_route.hpp) against hand-derived answers:
+// parsing (the rule splits at the last '='), the first matching rule wins over the dedication
+// default, the plan's owner-based set follows the routes, and the per-rank volume formulas of
+// a two-rank world where rank 0 owns everything (rank0 strategy) are written out by hand.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/engine/baseline_volume.hpp"
+#include "dmuon/plan/comm_volume.hpp"
+#include "dmuon/plan/param_route.hpp"
+#include "dmuon/plan/plan.hpp"
+
+namespace {
+
+using namespace dmuon;
+using comm::CollectiveKind;
+using engine::CommGroup;
+using plan::ParamRoute;
+
+TEST(ParamRoute, RuleSplitsAtTheLastEquals) {
+  const auto r = plan::parse_route_rule("ndim=1=adamw");
+  EXPECT_EQ(r.route, ParamRoute::adamw);
+  EXPECT_EQ(r.rule.spec(), "ndim=1");
+  EXPECT_EQ(plan::parse_route_rule("contains:proj=fsdp").route, ParamRoute::fsdp);
+  EXPECT_EQ(plan::parse_route_rule("all=muon").route, ParamRoute::muon);
+}
+
+TEST(ParamRoute, BadRoutesAreInputErrorsNamingTheValue) {
+  for (const char* bad : {"ndim=1", "=adamw", "all=", "all=sgd", "ndim=x=adamw"}) {
+    try {
+      (void)plan::parse_route_rule(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
+  try {
+    (void)plan::parse_route_rule("all=sharded_adamw");
+    ADD_FAILURE() << "sharded_adamw was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("not supported yet"), std::string::npos) << e.what();
+  }
+}
+
+// layers.0 {w [4,4], b [4]}, layers.1 {w [4,4]}; ids in model order.
+struct Tree {
+  model::ModuleTree tree{"M"};
+  int w0 = -1, b0 = -1, w1 = -1;
+  Tree() {
+    const int list = tree.add_module(0, "layers", "ModuleList");
+    const int l0 = tree.add_module(list, "0", "L");
+    w0 = tree.add_parameter(l0, "w", {4, 4});
+    b0 = tree.add_parameter(l0, "b", {4});
+    w1 = tree.add_parameter(tree.add_module(list, "1", "L"), "w", {4, 4});
+    tree.finalize();
+  }
+};
+
+TEST(ParamRoute, FirstMatchingRuleWinsOverTheDedicationDefault) {
+  const Tree t;
+  const auto dedication = boundary::DedicationRule::parse("ndim=2");
+  const std::vector<plan::RouteRule> rules = {plan::parse_route_rule("contains:.b=adamw"),
+                                              plan::parse_route_rule("contains:layers.1=fsdp"),
+                                              plan::parse_route_rule("all=muon")};
+  const auto r = plan::resolve_routes(t.tree, dedication, rules);
+  EXPECT_EQ(r[static_cast<std::size_t>(t.w0)], ParamRoute::muon);   // only all=muon matches
+  EXPECT_EQ(r[static_cast<std::size_t>(t.b0)], ParamRoute::adamw);  // first rule
+  EXPECT_EQ(r[static_cast<std::size_t>(t.w1)], ParamRoute::fsdp);   // second beats all=muon
+  // Without rules: the dedication rule alone.
+  const auto d = plan::resolve_routes(t.tree, dedication, {});
+  EXPECT_EQ(d[static_cast<std::size_t>(t.b0)], ParamRoute::fsdp);
+  EXPECT_EQ(d[static_cast<std::size_t>(t.w1)], ParamRoute::muon);
+}
+
+plan::PlanConfig config(std::vector<std::string> routes) {
+  plan::PlanConfig pc;
+  pc.dedicate_rule = "ndim=2";
+  pc.partition.shard = 2;
+  pc.partition.strategy = partition::parse_strategy("rank0");
+  pc.partition.pack = false;
+  pc.routes = std::move(routes);
+  return pc;
+}
+
+TEST(ParamRoute, PlanAndFormulasFollowTheRoutes) {
+  const Tree t;
+  // b0 joins the owner-based set with AdamW; w1 leaves it for the FSDP unit.
+  const auto p = plan::make_plan(t.tree, config({"ndim=1=adamw", "contains:layers.1=fsdp"}));
+  EXPECT_EQ(p.hooks.dedicated, (std::vector<int>{t.w0, t.b0}));
+  EXPECT_GE(p.hooks.site_of_param[static_cast<std::size_t>(t.b0)], 0);
+  EXPECT_LT(p.hooks.site_of_param[static_cast<std::size_t>(t.w1)], 0);
+  EXPECT_TRUE(p.muon(t.w0));
+  EXPECT_FALSE(p.muon(t.b0));
+  const auto v = plan::predict_dmuon_volume(t.tree, p.hooks, p.partition, plan::Reshard::z3,
+                                            plan::GradReduce::per_param, 4);
+  const auto at = [](const engine::VolumeExpectation& e, CollectiveKind k) {
+    return e[engine::channel_index(CommGroup::shard, k)];
+  };
+  // dmuon, rank 1 (rank 0 owns w0 and b0, one site, one pair): Z3 broadcasts 2·(16+4)·4 B,
+  // reduces (16+4)·4 B in 2 calls; w1 is FSDP: chunk 8, all-gather 2·(2−1)·8·4, reduce-scatter
+  // (2−1)·8·4.
+  const auto dm =
+      engine::expected_volume(engine::Method::dmuon, plan::Reshard::z3, t.tree, p, v, 1, 2, 1, 4);
+  EXPECT_EQ(at(dm, CollectiveKind::broadcast).calls, 2);
+  EXPECT_EQ(at(dm, CollectiveKind::broadcast).bytes, 160);
+  EXPECT_EQ(at(dm, CollectiveKind::reduce).calls, 2);
+  EXPECT_EQ(at(dm, CollectiveKind::reduce).bytes, 80);
+  EXPECT_EQ(at(dm, CollectiveKind::all_gather).calls, 2);
+  EXPECT_EQ(at(dm, CollectiveKind::all_gather).bytes, 64);
+  EXPECT_EQ(at(dm, CollectiveKind::reduce_scatter).bytes, 32);
+  // Rank 0 owns them: it receives and sends nothing of w0, b0.
+  const auto dm0 =
+      engine::expected_volume(engine::Method::dmuon, plan::Reshard::z3, t.tree, p, v, 0, 2, 1, 4);
+  EXPECT_EQ(at(dm0, CollectiveKind::broadcast).bytes, 0);
+  EXPECT_EQ(at(dm0, CollectiveKind::reduce).bytes, 0);
+  // fsdp-muon: every parameter sharded (chunks 8, 2, 8: 2 gathers each = 2·(8+2+8)·4 B), plus
+  // the Nesterov all-gather of w0 only (b0 is routed to AdamW): 8·4 B.
+  const auto fm = engine::expected_volume(engine::Method::fsdp_muon, plan::Reshard::z3, t.tree, p,
+                                          v, 1, 2, 1, 4);
+  EXPECT_EQ(at(fm, CollectiveKind::all_gather).calls, 7);
+  EXPECT_EQ(at(fm, CollectiveKind::all_gather).bytes, 144 + 32);
+}
+
+TEST(ParamRoute, RoutingEveryParameterAwayIsAnInputError) {
+  const Tree t;
+  EXPECT_THROW((void)plan::make_plan(t.tree, config({"all=fsdp"})), InputError);
+  EXPECT_THROW((void)plan::make_plan(t.tree, config({"all=sharded_adamw"})), InputError);
+}
+
+}  // namespace
