@@ -72,6 +72,9 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
       // The shard group's kinds always; the replicate group's with HSDP.
       if (channel_group(ch) == CommGroup::replicate && r.replicate == 1) continue;
       const auto& kr = r.kinds[ch];
+      // The world group's kinds only where used (--clip-norm).
+      if (channel_group(ch) == CommGroup::world && kr.calls_per_step == 0 && kr.bytes_formula == 0)
+        continue;
       c[channel_name(ch)] = {{"calls_per_step", kr.calls_per_step},
                              {"bytes_per_rank_per_step", kr.bytes_measured},
                              {"formula_bytes_per_rank_per_step", kr.bytes_formula}};
