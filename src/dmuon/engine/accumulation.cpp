@@ -45,4 +45,12 @@ std::int64_t accum_hooks_communicating(std::int64_t fired, std::int64_t communic
   return accum * (communicating - post) + post;
 }
 
+plan::CommVolume accumulated_volume(plan::CommVolume v, int accum) {
+  for (auto& c : v.broadcast.calls_per_rank) c *= accum;
+  for (auto& b : v.broadcast.bytes_per_rank) b *= accum;
+  v.hooks_communicating = accum_hooks_communicating(v.hooks_fired, v.hooks_communicating, accum);
+  v.hooks_fired = accum_hooks_fired(v.hooks_fired, accum);
+  return v;
+}
+
 }  // namespace dmuon::engine

@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "dmuon/engine/synthetic.hpp"
+#include "dmuon/plan/comm_volume.hpp"
 
 namespace dmuon::engine {
 
@@ -35,5 +36,10 @@ SampleRange micro_sample_range(std::int64_t n, int micro, int accum, int rank, i
 /// backward-post, where a hooked site has exactly one backward-post hook (fired / 4).
 std::int64_t accum_hooks_fired(std::int64_t fired, int accum);
 std::int64_t accum_hooks_communicating(std::int64_t fired, std::int64_t communicating, int accum);
+
+/// The DMuon prediction of one micro-step turned into a step of `accum` micro-steps: row
+/// broadcasts (calls and bytes per rank) and hooks as above; reduces, stage 2 and the
+/// replicate broadcast unchanged.
+plan::CommVolume accumulated_volume(plan::CommVolume v, int accum);
 
 }  // namespace dmuon::engine

@@ -25,9 +25,7 @@ ResultCollector::ResultCollector(const model::ModuleTree& tree, const plan::Plan
   expect_ = expected_volume(o.method, o.reshard, tree, plan, predicted_, rank_, po.shard,
                             po.replicate, wire_bytes, o.accum, o.clip_norm > 0);
   // --accum: hooks fire every micro-step; backward-post communicates once (accumulation.hpp).
-  predicted_.hooks_communicating =
-      accum_hooks_communicating(predicted_.hooks_fired, predicted_.hooks_communicating, o.accum);
-  predicted_.hooks_fired = accum_hooks_fired(predicted_.hooks_fired, o.accum);
+  predicted_ = accumulated_volume(predicted_, o.accum);
   phases_.assign(static_cast<std::size_t>(o.total_steps()) * kPhaseCount, 0.0);
 }
 
