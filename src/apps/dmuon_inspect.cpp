@@ -158,8 +158,8 @@ int inspect(int argc, char** argv) {
   if (app.count("--clip-norm-type") > 0) {
     clip_type = engine::parse_clip_norm_type(clip_type_text);
     if (clip == 0)
-      throw InputError(fmt::format("--clip-norm-type {} needs --clip-norm (the threshold)",
-                                   clip_type_text));
+      throw InputError(
+          fmt::format("--clip-norm-type {} needs --clip-norm (the threshold)", clip_type_text));
   }
   const auto shown = plan::parse_reshard(reshard);
   const auto topo = apps::load_topology(o);
@@ -178,10 +178,10 @@ int inspect(int argc, char** argv) {
       accum);
   // --clip-norm: one all_reduce of one fp32 over the world; its payload under the counter
   // convention is floor(1·(N−1)/N)·4 bytes (0: a one-element all-reduce moves no chunk).
-  const auto norm = comm::collective_payload(comm::CollectiveKind::all_reduce, world_size, false,
-                                             1, 4);
-  const auto norm_bytes = static_cast<std::int64_t>(
-      comm::collective_volume(comm::CollectiveKind::all_reduce, norm));
+  const auto norm =
+      comm::collective_payload(comm::CollectiveKind::all_reduce, world_size, false, 1, 4);
+  const auto norm_bytes =
+      static_cast<std::int64_t>(comm::collective_volume(comm::CollectiveKind::all_reduce, norm));
   if (json) {
     auto j = plan::plan_to_json(topo.tree, p);
     j["topology"] = topo.name;

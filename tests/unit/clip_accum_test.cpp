@@ -86,9 +86,9 @@ TEST(ClipNorm, EveryElementCountedOnceOverTheWorld) {
         }
         for (const auto& [pid, counts] : seen)
           for (std::size_t i = 0; i < counts.size(); ++i)
-            ASSERT_EQ(counts[i], 1) << topology << " " << engine::method_name(m) << " N=" << world
-                                    << " R=" << replicate << " "
-                                    << topo.tree.parameter(pid).name << "[" << i << "]";
+            ASSERT_EQ(counts[i], 1)
+                << topology << " " << engine::method_name(m) << " N=" << world << " R=" << replicate
+                << " " << topo.tree.parameter(pid).name << "[" << i << "]";
       }
 }
 
@@ -154,8 +154,8 @@ TEST(Accum, ScheduleRepeatsMicroStepsAndReducesOnce) {
       const auto topo = apps::load_topology(po);
       const auto plan = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, 2));
       const auto L1 = engine::make_layout(topo.tree, plan, {m, rs, 1}, 1);
-      const auto L4 = engine::make_layout(
-          topo.tree, plan, {m, rs, 1, engine::OptimizerPipeline::per_group, 4}, 1);
+      const auto L4 = engine::make_layout(topo.tree, plan,
+                                          {m, rs, 1, engine::OptimizerPipeline::per_group, 4}, 1);
       engine::ScheduleOptions o1, o4;
       o4.accum = 4;
       const auto c1 = count(engine::make_schedule(L1, o1));

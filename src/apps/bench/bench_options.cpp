@@ -150,8 +150,8 @@ std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
   if (!o.clip_norm_type.empty()) {
     o.engine.clip_norm_type = engine::parse_clip_norm_type(o.clip_norm_type);
     if (!o.clip_norm_given)
-      throw InputError(fmt::format("--clip-norm-type {} needs --clip-norm (the threshold)",
-                                   o.clip_norm_type));
+      throw InputError(
+          fmt::format("--clip-norm-type {} needs --clip-norm (the threshold)", o.clip_norm_type));
   }
   o.engine.accum = o.accum_given ? engine::parse_accum(o.accum) : 1;
   return methods;

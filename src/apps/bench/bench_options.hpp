@@ -35,7 +35,7 @@ struct BenchOptions {
   std::string ns = "gram";
   std::string ns_dtype = "fp16";
   std::string optimizer_pipeline = "per-group";
-  std::string clip_norm;       ///< --clip-norm text ("" when not given)
+  std::string clip_norm;  ///< --clip-norm text ("" when not given)
   bool clip_norm_given = false;
   std::string clip_norm_type;  ///< --clip-norm-type text ("" when not given)
   std::string accum;           ///< --accum text ("" when not given)

@@ -14,9 +14,8 @@ namespace dmuon::engine {
 int parse_accum(std::string_view text) {
   const std::string s(text);
   const auto bad = [&] {
-    return InputError(
-        fmt::format("--accum '{}' is invalid (valid: an integer 1..{}, micro-batches per step)",
-                    s, kMaxAccum));
+    return InputError(fmt::format(
+        "--accum '{}' is invalid (valid: an integer 1..{}, micro-batches per step)", s, kMaxAccum));
   };
   if (s.empty() || s.front() < '0' || s.front() > '9') throw bad();
   char* end = nullptr;
@@ -39,8 +38,7 @@ std::int64_t accum_hooks_fired(std::int64_t fired, int accum) {
   return fired * accum;
 }
 
-std::int64_t accum_hooks_communicating(std::int64_t fired, std::int64_t communicating,
-                                       int accum) {
+std::int64_t accum_hooks_communicating(std::int64_t fired, std::int64_t communicating, int accum) {
   const std::int64_t post = fired / 4;
   return accum * (communicating - post) + post;
 }

@@ -136,8 +136,8 @@ void validate(const EngineOptions& o, int world_size) {
         "--check-tolerance {} is invalid (must be > 0, or 0 for the default of the dtypes)",
         o.check_tolerance));
   if (!(o.clip_norm >= 0) || o.clip_norm > 1e30)
-    throw InputError(fmt::format("--clip-norm {} is invalid (must be a finite number > 0)",
-                                 o.clip_norm));
+    throw InputError(
+        fmt::format("--clip-norm {} is invalid (must be a finite number > 0)", o.clip_norm));
   if (o.accum < 1 || o.accum > kMaxAccum)
     throw InputError(
         fmt::format("--accum {} is invalid (valid: 1..{} micro-batches)", o.accum, kMaxAccum));

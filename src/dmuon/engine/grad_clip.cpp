@@ -15,15 +15,13 @@ namespace dmuon::engine {
 double parse_clip_norm(std::string_view text) {
   const std::string s(text);
   const auto bad = [&] {
-    return InputError(
-        fmt::format("--clip-norm '{}' is invalid (must be a finite number > 0)", s));
+    return InputError(fmt::format("--clip-norm '{}' is invalid (must be a finite number > 0)", s));
   };
   if (s.empty() || std::isspace(static_cast<unsigned char>(s.front()))) throw bad();
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v) || !(v > 0))
-    throw bad();
+  if (end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v) || !(v > 0)) throw bad();
   return v;
 }
 

@@ -188,7 +188,8 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   const bool own_weight_slots = L.reshard == plan::Reshard::z2 || ddp;
   L.weight_window = std::max(1, std::min(n, options.prefetch + 1));
   // --accum: gradients accumulate over the micro-steps, so every group keeps its own slot.
-  L.grad_window = options.accum > 1 ? std::max(1, n) : std::max(1, std::min(n, options.prefetch + 2));
+  L.grad_window =
+      options.accum > 1 ? std::max(1, n) : std::max(1, std::min(n, options.prefetch + 2));
   L.gather_window =
       options.pipeline == OptimizerPipeline::per_group ? std::max(1, std::min(n, 2)) : 0;
   std::int64_t weights_total = 0, gathers_total = 0;

@@ -185,8 +185,7 @@ class Builder {
       if (G.kind != GroupKind::ddp) untimed(Op::release_weights, g);
       // Earlier micro-steps only accumulate (no_sync): the hook fires without communicating.
       if (last_micro()) emit(Op::issue_reduce, g, Phase::backward_comm, true);
-      if (G.hooked || G.kind == GroupKind::ddp)
-        hook(g, HookPoint::backward_post, last_micro());
+      if (G.hooked || G.kind == GroupKind::ddp) hook(g, HookPoint::backward_post, last_micro());
       if (last_micro() && k >= o_.stage2_lag)
         stage2(order[static_cast<std::size_t>(k - o_.stage2_lag)]);
     }
