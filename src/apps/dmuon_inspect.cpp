@@ -14,6 +14,9 @@
 #include "common/run_main.hpp"
 #include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
+#include "dmuon/comm/collective_counters.hpp"
+#include "dmuon/engine/accumulation.hpp"
+#include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/ddp_dmuon_volume.hpp"
 #include "dmuon/plan/plan_json.hpp"
@@ -152,6 +155,14 @@ int inspect(int argc, char** argv) {
   app.add_option("--world-size,-n", world_size,
                  fmt::format("number of ranks (R x G), 1..{}", partition::kMaxSlots))
       ->capture_default_str();
+  std::string accum_text, clip_text, clip_type_text;
+  app.add_option("--accum", accum_text,
+                 "predict a step of this many micro-batches (gradient accumulation: row "
+                 "broadcasts and hooks x K, reduces once; default 1)");
+  app.add_option("--clip-norm", clip_text,
+                 "predict with global-norm clipping (> 0): + 1 world all_reduce of one fp32 per "
+                 "rank per step");
+  app.add_option("--clip-norm-type", clip_type_text, "2 (default) or inf, with --clip-norm");
   app.add_flag("--json", json, "print one JSON object instead of tables");
   app.add_option("--max-rows", max_rows, "rows per table in the human output")
       ->capture_default_str()
@@ -162,6 +173,15 @@ int inspect(int argc, char** argv) {
     return apps::kOk;
   }
   const auto reduce_mode = plan::parse_grad_reduce(grad_reduce);
+  const int accum = app.count("--accum") > 0 ? engine::parse_accum(accum_text) : 1;
+  const double clip = app.count("--clip-norm") > 0 ? engine::parse_clip_norm(clip_text) : 0;
+  auto clip_type = engine::ClipNormType::two;
+  if (app.count("--clip-norm-type") > 0) {
+    clip_type = engine::parse_clip_norm_type(clip_type_text);
+    if (clip == 0)
+      throw InputError(
+          fmt::format("--clip-norm-type {} needs --clip-norm (the threshold)", clip_type_text));
+  }
   const auto shown = plan::parse_reshard(reshard);
   const auto topo = apps::load_topology(o);
   // One plan per mode: Z2 resolves a tied parameter's site by the boundary rule, Z3 by the
@@ -171,10 +191,18 @@ int inspect(int argc, char** argv) {
   o.reshard = plan::Reshard::z2;
   const auto p2 = plan::make_plan(topo.tree, apps::make_plan_config(o, topo, world_size));
   const auto& p = shown == plan::Reshard::z3 ? p3 : p2;
-  const auto z3 =
-      plan::predict_dmuon_volume(topo.tree, p3.hooks, p3.partition, plan::Reshard::z3, reduce_mode);
-  const auto z2 =
-      plan::predict_dmuon_volume(topo.tree, p2.hooks, p2.partition, plan::Reshard::z2, reduce_mode);
+  const auto z3 = engine::accumulated_volume(
+      plan::predict_dmuon_volume(topo.tree, p3.hooks, p3.partition, plan::Reshard::z3, reduce_mode),
+      accum);
+  const auto z2 = engine::accumulated_volume(
+      plan::predict_dmuon_volume(topo.tree, p2.hooks, p2.partition, plan::Reshard::z2, reduce_mode),
+      accum);
+  // --clip-norm: one all_reduce of one fp32 over the world; its payload under the counter
+  // convention is floor(1·(N−1)/N)·4 bytes (0: a one-element all-reduce moves no chunk).
+  const auto norm =
+      comm::collective_payload(comm::CollectiveKind::all_reduce, world_size, false, 1, 4);
+  const auto norm_bytes =
+      static_cast<std::int64_t>(comm::collective_volume(comm::CollectiveKind::all_reduce, norm));
   // ddp-dmuon packs per (site, owner) on the shown mode's sites (dmuon_bench plans with --reshard).
   const auto ddp = plan::predict_ddp_dmuon_volume(topo.tree, p.hooks, p.partition, reduce_mode);
   if (json) {
@@ -191,9 +219,29 @@ int inspect(int argc, char** argv) {
     j["comm"] = {{"z3", plan::volume_to_json(z3)},
                  {"z2", plan::volume_to_json(z2)},
                  {"ddp_dmuon", ddp_json}};
+    j["accum"] = accum;
+    if (clip > 0) {
+      j["clip_norm"] = {{"max_norm", clip},
+                        {"norm_type", engine::clip_norm_type_name(clip_type)},
+                        {"world_all_reduce_calls_per_rank", 1},
+                        {"world_all_reduce_bytes_per_rank", norm_bytes}};
+      for (const char* mode : {"z3", "z2", "ddp_dmuon"})
+        j["comm"][mode]["world_all_reduce"] = {{"calls_per_rank", 1},
+                                               {"bytes_per_rank", norm_bytes}};
+    }
     std::cout << j.dump(1) << "\n";
   } else {
     print_human(topo, p, z3, z2, ddp, static_cast<std::size_t>(max_rows));
+    if (accum > 1)
+      fmt::print(
+          "# --accum {}: {} micro-steps per step; row broadcasts and hooks above are x {} "
+          "(ddp-dmuon: unchanged, its replicas need no weight collectives), reduces once\n",
+          accum, accum, accum);
+    if (clip > 0)
+      fmt::print(
+          "# --clip-norm {} ({}-norm): + 1 world all_reduce of one fp32 per rank per step, {} "
+          "bytes under the counter convention\n",
+          clip, engine::clip_norm_type_name(clip_type), norm_bytes);
   }
   return apps::kOk;
 }

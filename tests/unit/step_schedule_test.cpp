@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/plan_options.hpp"
+#include "dmuon/engine/accumulation.hpp"
 #include "dmuon/engine/baseline_volume.hpp"
 #include "dmuon/engine/step_schedule.hpp"
 #include "dmuon/plan/comm_volume.hpp"
@@ -46,13 +47,16 @@ struct Case {
   bool no_pack = false;  ///< every parameter its own partition unit: several owners per site
   std::string strategy = "lpt";
   std::vector<std::string> routes;  ///< --route items
+  int accum = 1;      ///< --accum micro-steps
+  bool clip = false;  ///< --clip-norm
 
   std::string name() const {
     std::ostringstream s;
     s << topology << " N=" << world << " R=" << replicate << " " << engine::method_name(method)
       << " " << plan::reshard_name(reshard) << " prefetch " << prefetch << " "
       << plan::grad_reduce_name(grad_reduce) << " " << engine::optimizer_pipeline_name(pipeline)
-      << " " << comm::dtype_name(wire) << " " << strategy << (no_pack ? " no-pack" : "");
+      << " " << comm::dtype_name(wire) << " " << strategy << (no_pack ? " no-pack" : "")
+      << " accum " << accum << (clip ? " clip" : "");
     for (const auto& r : routes) s << " route " << r;
     return s.str();
   }
@@ -80,9 +84,11 @@ Built build(const Case& c) {
   b.options.grad_reduce = c.grad_reduce;
   b.options.pipeline = c.pipeline;
   b.options.wire = c.wire;
+  b.options.accum = c.accum;
+  b.options.clip = c.clip;
   for (int r = 0; r < c.world; ++r) {
-    b.layouts.push_back(
-        engine::make_layout(b.topo.tree, b.plan, {c.method, c.reshard, c.prefetch, c.pipeline}, r));
+    b.layouts.push_back(engine::make_layout(
+        b.topo.tree, b.plan, {c.method, c.reshard, c.prefetch, c.pipeline, c.accum}, r));
     b.schedules.push_back(engine::make_schedule(b.layouts.back(), b.options));
   }
   return b;
@@ -93,6 +99,7 @@ using Signature = std::tuple<int, std::int64_t, int, int>;  // kind, count, dtyp
 
 // The communicator instance a rank's group maps to: rows by row index, columns by column.
 std::string comm_key(const engine::StepLayout& L, CommGroup g) {
+  if (g == CommGroup::world) return "world";
   if (g == CommGroup::shard) return "row " + std::to_string(L.me.row);
   return "column " + std::to_string(L.me.column);
 }
@@ -127,6 +134,8 @@ std::vector<Case> all_cases() {
             // Routes: 1-D parameters owner-based with AdamW, embeddings Muon, routers FSDP.
             if (k % 3 == 2)
               c.routes = {"ndim=1=adamw", "contains:embed=muon", "contains:router=fsdp"};
+            c.accum = k % 6 == 5 ? 3 : 1;
+            c.clip = k % 4 == 2;
             cases.push_back(c);
           }
   return cases;
@@ -141,12 +150,16 @@ TEST(StepSchedule, EveryCommunicatorSeesTheSameSequenceOnEveryRank) {
       const auto& L = b.layouts[static_cast<std::size_t>(r)];
       auto& row = seen[comm_key(L, CommGroup::shard)][r];
       auto& col = seen[comm_key(L, CommGroup::replicate)][r];
+      auto& world = seen[comm_key(L, CommGroup::world)][r];
       for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)])
         for (const CollectiveCall& call : engine::collectives_of(L, op, b.options)) {
           EXPECT_EQ(call.comm, engine::comm_of(L, op.op)) << c.name();
           const Signature sig{static_cast<int>(call.kind), call.count, static_cast<int>(call.dtype),
                               call.root};
-          (call.comm == CommGroup::shard ? row : col).push_back(sig);
+          (call.comm == CommGroup::shard   ? row
+           : call.comm == CommGroup::world ? world
+                                           : col)
+              .push_back(sig);
         }
     }
     for (const auto& [key, by_rank] : seen) {
@@ -162,23 +175,31 @@ TEST(StepSchedule, CountingItsCollectivesGivesTheFormula) {
   for (const Case& c : all_cases()) {
     const Built b = build(c);
     const int wire_bytes = static_cast<int>(comm::dtype_size(c.wire));
-    const auto predicted = plan::predict_dmuon_volume(b.topo.tree, b.plan.hooks, b.plan.partition,
-                                                      c.reshard, c.grad_reduce, wire_bytes);
+    const auto predicted = engine::accumulated_volume(
+        plan::predict_dmuon_volume(b.topo.tree, b.plan.hooks, b.plan.partition, c.reshard,
+                                   c.grad_reduce, wire_bytes),
+        c.accum);
     for (int r = 0; r < c.world; ++r) {
       const auto& L = b.layouts[static_cast<std::size_t>(r)];
-      const auto expect =
-          engine::expected_volume(c.method, c.reshard, b.topo.tree, b.plan, predicted, r,
-                                  c.world / c.replicate, c.replicate, wire_bytes);
+      const auto expect = engine::expected_volume(
+          c.method, c.reshard, b.topo.tree, b.plan,
+          plan::predict_dmuon_volume(b.topo.tree, b.plan.hooks, b.plan.partition, c.reshard,
+                                     c.grad_reduce, wire_bytes),
+          r, c.world / c.replicate, c.replicate, wire_bytes, c.accum, c.clip);
       engine::VolumeExpectation counted{};
       // Group sizes and this rank's index in them, for the payload convention.
       const int row_size = L.me.shard, col_size = L.me.replicate;
       for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)])
         for (const CollectiveCall& call : engine::collectives_of(L, op, b.options)) {
           const bool shard = call.comm == CommGroup::shard;
-          const int me = shard ? L.me.column : L.me.row;
+          const bool world = call.comm == CommGroup::world;
+          const int me = world ? r : shard ? L.me.column : L.me.row;
           const auto pay = comm::collective_payload(
-              call.kind, shard ? row_size : col_size, me == call.root,
-              static_cast<std::size_t>(call.count), comm::dtype_size(call.dtype));
+              call.kind,
+              world   ? c.world
+              : shard ? row_size
+                      : col_size,
+              me == call.root, static_cast<std::size_t>(call.count), comm::dtype_size(call.dtype));
           auto& e = counted[engine::channel_index(call.comm, call.kind)];
           e.calls += 1;
           e.bytes += static_cast<std::int64_t>(comm::collective_volume(call.kind, pay));
@@ -338,6 +359,7 @@ std::int64_t arena_size(const engine::StepLayout& L, engine::Arena a) {
     case engine::Arena::weight_pool: return L.weight_pool_elems;
     case engine::Arena::grad_pool: return L.grad_pool_elems;
     case engine::Arena::gather_pool: return L.gather_pool_elems;
+    case engine::Arena::clip_scalar: return 1;
   }
   return 0;
 }
@@ -432,6 +454,29 @@ TEST(StepSchedule, TwoSitesTwoOwnersHandWritten) {
   const auto predicted = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
   EXPECT_EQ(predicted.broadcast.bytes_per_rank[0], 2 * 16 * 4);
   EXPECT_EQ(predicted.reduce.bytes_per_rank[0], 16 * 4);
+
+  // --accum 2 --clip-norm: forward and backward twice (broadcasts each time, the second
+  // backward accumulating), the reduces after the second backward only; then every reduce
+  // waited, the norm (partial, world all-reduce, wait, scale), and the optimizer.
+  so.accum = 2;
+  so.clip = true;
+  const auto L2 = engine::make_layout(
+      tree, p, {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group, 2}, 0);
+  const std::string micro =
+      "pack(0) issue_weights(0) pack(1) issue_weights(1) wait_weights(0) forward(0,0) "
+      "release_weights(0) wait_weights(1) forward(1,1) release_weights(1) "
+      "pack(1) issue_weights(1) pack(0) issue_weights(0) wait_weights(1) backward(1,1) "
+      "release_weights(1) ";
+  EXPECT_EQ(ops_text(engine::make_schedule(L2, so)),
+            micro + "wait_weights(0) backward(0,0) release_weights(0) " + micro +
+                "issue_reduce(1) wait_weights(0) backward(0,0) release_weights(0) "
+                "issue_reduce(0) "
+                "wait_reduce(0) wait_reduce(1) clip_partial(-1) issue_clip(-1) wait_clip(-1) "
+                "clip_scale(-1) prepare(0) newton_schulz(0,0) apply(0,0) ");
+  const auto s2 = engine::make_schedule(L2, so);
+  int accumulating = 0;
+  for (const auto& op : s2) accumulating += op.op == Op::backward && op.accumulate;
+  EXPECT_EQ(accumulating, 2);  // the second micro-step's two backward ops
 }
 
 // ddp-dmuon by hand: layers.0 {w [4,4], b [4]}, layers.1 {w [4,4]}, dedicated ndim=2, two

@@ -6,6 +6,8 @@
 
 #include "dmuon/base/comma_list.hpp"
 #include "dmuon/base/error.hpp"
+#include "dmuon/engine/accumulation.hpp"
+#include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/partition/partition.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 
@@ -63,6 +65,25 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       ->capture_default_str();
   app.add_option("--compute", o.compute, "gemm (synthetic per-Linear GEMMs) or none")
       ->capture_default_str();
+  app.add_option_function<std::string>(
+      "--clip-norm",
+      [&o](const std::string& v) {
+        o.clip_norm = v;
+        o.clip_norm_given = true;
+      },
+      "clip the global gradient norm to this value (> 0) before the optimizer, as "
+      "torch.nn.utils.clip_grad_norm_: one world all-reduce of one fp32 per step (default: off)");
+  app.add_option("--clip-norm-type", o.clip_norm_type,
+                 "the norm --clip-norm bounds: 2 (default) or inf");
+  app.add_option_function<std::string>(
+      "--accum",
+      [&o](const std::string& v) {
+        o.accum = v;
+        o.accum_given = true;
+      },
+      "gradient accumulation: split each step's global batch into this many micro-batches "
+      "(forward + backward each, weights re-gathered each time; gradients reduced after the "
+      "last one only); --tokens/--global-tokens stay per step (default 1)");
   auto& eo = o.engine;
   eo.steps = kDefaultSteps;
   eo.warmup = kDefaultWarmup;
@@ -125,6 +146,14 @@ std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
   o.engine.ns = engine::parse_ns_variant(o.ns);
   o.engine.ns_dtype = engine::parse_dtype(o.ns_dtype, "--ns-dtype", true);
   o.engine.pipeline = engine::parse_optimizer_pipeline(o.optimizer_pipeline);
+  o.engine.clip_norm = o.clip_norm_given ? engine::parse_clip_norm(o.clip_norm) : 0;
+  if (!o.clip_norm_type.empty()) {
+    o.engine.clip_norm_type = engine::parse_clip_norm_type(o.clip_norm_type);
+    if (!o.clip_norm_given)
+      throw InputError(
+          fmt::format("--clip-norm-type {} needs --clip-norm (the threshold)", o.clip_norm_type));
+  }
+  o.engine.accum = o.accum_given ? engine::parse_accum(o.accum) : 1;
   return methods;
 }
 

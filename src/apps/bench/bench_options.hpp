@@ -35,6 +35,11 @@ struct BenchOptions {
   std::string ns = "gram";
   std::string ns_dtype = "fp16";
   std::string optimizer_pipeline = "per-group";
+  std::string clip_norm;  ///< --clip-norm text ("" when not given)
+  bool clip_norm_given = false;
+  std::string clip_norm_type;  ///< --clip-norm-type text ("" when not given)
+  std::string accum;           ///< --accum text ("" when not given)
+  bool accum_given = false;
   engine::EngineOptions engine;
   int repeats = 1;  ///< engine runs per row (each with its warm-up): samples = repeats x steps
   bool json = false;

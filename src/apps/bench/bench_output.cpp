@@ -8,6 +8,7 @@
 #include <set>
 
 #include "bench/samples.hpp"
+#include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/engine/report.hpp"
 #include "dmuon/partition/partition.hpp"
 #include "dmuon/results/mann_whitney.hpp"
@@ -199,6 +200,12 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
                   "seed {}",
                   e.global_samples(world), e.global_samples(world) / world, e.steps, e.warmup,
                   o.repeats, o.repeats == 1 ? "" : "s", e.seed));
+  if (e.clip_norm > 0 || e.accum > 1)
+    line(fmt::format("# gradient clipping {}  accumulation {} micro-step{} per step",
+                     e.clip_norm > 0 ? fmt::format("--clip-norm {} ({}-norm)", e.clip_norm,
+                                                   engine::clip_norm_type_name(e.clip_norm_type))
+                                     : std::string("off"),
+                     e.accum, e.accum == 1 ? "" : "s"));
   std::vector<std::string> hosts;
   for (const auto& h : host.hostnames)
     if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
@@ -298,6 +305,9 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
                        r.worst_param.empty() ? "" : ", worst " + r.worst_param));
     if (r.checked && !r.check_note.empty())
       line(fmt::format("# check note ({}): {}", who, r.check_note));
+    if (o.engine.accum > 1)
+      line(fmt::format("# per micro-step ({}): {:.3f} ms (step {:.3f} ms / {} micro-steps)", who,
+                       ph(r, Phase::step) / o.engine.accum, ph(r, Phase::step), o.engine.accum));
   }
   (void)plans;
   const int failed = failures(runs);
@@ -324,6 +334,9 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
   j["ns"] = std::string(kernels::to_string(e.ns));
   j["ns_dtype"] = e.device == engine::Device::cuda ? engine::dtype_flag_name(e.ns_dtype) : "fp32";
   j["optimizer_pipeline"] = engine::optimizer_pipeline_name(e.pipeline);
+  j["clip_norm"] = e.clip_norm;  // 0: off
+  j["clip_norm_type"] = engine::clip_norm_type_name(e.clip_norm_type);
+  j["accum"] = e.accum;
   j["steps"] = e.steps;
   j["warmup"] = e.warmup;
   j["repeats"] = o.repeats;
@@ -353,6 +366,7 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
       x["step_ms_spread"] = spread(phase_spread(run.result, Phase::step, world));
       x["optimizer_ms_spread"] = spread(optimizer_spread(run.result, world));
       x["step_ms_samples"] = phase_samples_ms(run.result, Phase::step, world);
+      x["micro_step_ms"] = ph(run.result, Phase::step) / e.accum;  // step_ms / accum
       if (!run.baseline && best[i].ratio > 0)
         x["vs_best"] = {{"ratio", best[i].ratio},
                         {"best", best[i].best},

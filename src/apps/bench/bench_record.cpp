@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "dmuon/comm/collective_counters.hpp"
+#include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/partition/cost_model.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/ddp_dmuon_volume.hpp"
@@ -185,6 +186,11 @@ std::string config_text(const BenchOptions& o, const BenchRun& run) {
   kv("ns", std::string(kernels::to_string(e.ns)));
   if (e.device == engine::Device::cuda) kv("ns_dtype", engine::dtype_flag_name(e.ns_dtype));
   kv("optimizer_pipeline", engine::optimizer_pipeline_name(e.pipeline));
+  if (e.clip_norm > 0) {
+    kv("clip_norm", fmt::format("{}", e.clip_norm));
+    kv("clip_norm_type", yaml_quote(engine::clip_norm_type_name(e.clip_norm_type)));
+  }
+  if (e.accum > 1) kv("accum", std::to_string(e.accum));
   kv("compute", engine::compute_name(e.compute));
   if (e.global_tokens > 0)
     kv("global_tokens", std::to_string(e.global_tokens));
@@ -246,6 +252,8 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
                        ? engine::dtype_flag_name(o.engine.ns_dtype)
                        : "fp32";
     rec.optimizer_pipeline = engine::optimizer_pipeline_name(o.engine.pipeline);
+    rec.clip_norm = engine::clip_label(o.engine);
+    rec.accum = o.engine.accum;
     rec.compute = engine::compute_name(o.engine.compute);
     rec.global_samples = o.engine.global_samples(static_cast<int>(rec.world_size / rec.replicate));
     rec.steps = o.engine.steps;

@@ -64,6 +64,11 @@ const std::vector<config::ConfigKey>& project_config_keys() {
 
 std::vector<engine::Method> resolve_project_options(ProjectOptions& o) {
   const auto methods = bench::resolve_engine_options(o.bench);
+  // The replay has no world communicator and costs every compute op on the step's samples.
+  if (o.bench.engine.clip_norm > 0)
+    throw InputError("--clip-norm is not modelled by dmuon_project (measure it with dmuon_bench)");
+  if (o.bench.engine.accum > 1)
+    throw InputError("--accum is not modelled by dmuon_project (measure it with dmuon_bench)");
   if (o.symmetry == "reduced")
     o.symmetry_resolved = dmuon::project::Symmetry::reduced;
   else if (o.symmetry == "full")

@@ -127,6 +127,16 @@ void Communicator::all_reduce_sum(const void* send, void* recv, std::size_t coun
                                                                   false, count, dtype_size(dtype)));
 }
 
+void Communicator::all_reduce_max(const void* send, void* recv, std::size_t count, DType dtype) {
+  require_buffer(send, count, "all_reduce_max", "send");
+  require_buffer(recv, count, "all_reduce_max", "receive");
+  DMUON_REQUIRE(dtype == DType::f32 || dtype == DType::f64,
+                fmt::format("all_reduce_max: {} is not supported (f32, f64)", dtype_name(dtype)));
+  issue([&] { do_all_reduce(send, recv, count, dtype, ReduceOp::max); });
+  counters_.record(CollectiveKind::all_reduce, collective_payload(CollectiveKind::all_reduce, size_,
+                                                                  false, count, dtype_size(dtype)));
+}
+
 void Communicator::group_start() {
   if (in_group_)
     throw std::logic_error("Communicator::group_start: a group is already open (no nesting)");

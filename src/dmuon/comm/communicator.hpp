@@ -67,6 +67,8 @@ class Communicator {
   /// Mean (or sum) over the group of every rank's `send`, into every rank's `recv`.
   void all_reduce_avg(const void* send, void* recv, std::size_t count, DType dtype);
   void all_reduce_sum(const void* send, void* recv, std::size_t count, DType dtype);
+  /// Element-wise maximum over the group (f32 and f64 only).
+  void all_reduce_max(const void* send, void* recv, std::size_t count, DType dtype);
 
   /// Starts a batch: operations until group_end() are issued nonblocking. No nesting.
   void group_start();
@@ -90,7 +92,7 @@ class Communicator {
   virtual void check_async_error() {}
 
  protected:
-  enum class ReduceOp { sum, avg };
+  enum class ReduceOp { sum, avg, max };
 
   Communicator(Backend backend, int rank, int size) : backend_(backend), rank_(rank), size_(size) {}
 

@@ -215,7 +215,7 @@ void MpiCommunicator::do_all_reduce(const void* send, void* recv, std::size_t co
   const int n = mpi_count(count, "all_reduce");
   MPI_Request req = MPI_REQUEST_NULL;
   DMUON_CHECK_MPI(MPI_Iallreduce(send_or_in_place(send, recv), recv, n, mpi_type(dtype),
-                                 op_for(dtype), comm_.get(), &req));
+                                 op == ReduceOp::max ? MPI_MAX : op_for(dtype), comm_.get(), &req));
   open_->requests.push_back(req);
   if (op == ReduceOp::avg && size() > 1)
     open_->fixups.push_back({recv, recv, count, dtype, size()});

@@ -224,7 +224,9 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  static ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::avg ? ncclAvg : ncclSum; }
+  static ncclRedOp_t nccl_op(ReduceOp op) {
+    return op == ReduceOp::avg ? ncclAvg : op == ReduceOp::max ? ncclMax : ncclSum;
+  }
 
   int device_;
   ncclComm_t nccl_ = nullptr;

@@ -27,10 +27,10 @@ void set(KindExpectation& e, const plan::KindVolume& k, int rank) {
 VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
                                   const model::ModuleTree& tree, const plan::Plan& plan,
                                   const plan::CommVolume& dmuon, int rank, int shard, int replicate,
-                                  int wire_bytes) {
+                                  int wire_bytes, int accum, bool clip) {
   constexpr auto row = CommGroup::shard, column = CommGroup::replicate;
   VolumeExpectation v{};
-  const int gathers = reshard == plan::Reshard::z3 ? 2 : 1;
+  const int gathers = (reshard == plan::Reshard::z3 ? 2 : 1) * accum;
   const int world = shard * replicate;
   const auto& site_of = plan.hooks.site_of_param;
   for (int pid : tree.parameter_order()) {
@@ -55,6 +55,8 @@ VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
   }
   if (method == Method::dmuon) {
     set(at(v, row, CollectiveKind::broadcast), dmuon.broadcast, rank);
+    at(v, row, CollectiveKind::broadcast).calls *= accum;
+    at(v, row, CollectiveKind::broadcast).bytes *= accum;
     set(at(v, row, CollectiveKind::reduce), dmuon.reduce, rank);
     set(at(v, column, CollectiveKind::reduce), dmuon.reduce_stage2, rank);
     set(at(v, column, CollectiveKind::broadcast), dmuon.replicate_broadcast, rank);
@@ -64,6 +66,11 @@ VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
                                                   dmuon.grad_reduce, wire_bytes);
     set(at(v, row, CollectiveKind::broadcast), d.broadcast, rank);
     set(at(v, row, CollectiveKind::reduce), d.reduce, rank);
+  }
+  if (clip) {
+    const auto one = comm::collective_payload(CollectiveKind::all_reduce, world, false, 1, 4);
+    add(at(v, CommGroup::world, CollectiveKind::all_reduce), 1,
+        static_cast<std::int64_t>(comm::collective_volume(CollectiveKind::all_reduce, one)));
   }
   return v;
 }

@@ -19,6 +19,11 @@
 //   all_reduce(avg)  floor(n·(N−1)/N)·e
 // ddp-dmuon: the same all_reduce for the non-dedicated parameters; the dedicated ones reduce to
 // their owner and come back in the post-step broadcast (plan/ddp_dmuon_volume.hpp).
+// --accum K (accumulation.hpp): every weight collective (dmuon's row broadcasts, the FSDP
+// forward/backward all-gathers) × K; gradient reduces, HSDP stage 2, fsdp-muon's optimizer
+// all-gather and the replicate broadcast × 1.
+// --clip-norm (grad_clip.hpp): + 1 all_reduce of one fp32 over the world (`world_all_reduce`),
+// floor(1·(N−1)/N)·4 = 0 bytes under the convention.
 
 #include <array>
 #include <cstdint>
@@ -48,6 +53,6 @@ inline std::int64_t shard_chunk(std::int64_t numel, int shard) {
 VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
                                   const model::ModuleTree& tree, const plan::Plan& plan,
                                   const plan::CommVolume& dmuon, int rank, int shard, int replicate,
-                                  int wire_bytes = 4);
+                                  int wire_bytes = 4, int accum = 1, bool clip = false);
 
 }  // namespace dmuon::engine

@@ -285,6 +285,8 @@ class CudaBackend final : public StepBackend {
   }
 
   comm::Communicator* comm(CommGroup group) override {
+    // No world communicator: --clip-norm is refused on this backend (engine_options.cpp).
+    if (group == CommGroup::world) return nullptr;
     return group == CommGroup::shard ? shard_.get() : replicate_comm_.get();
   }
 
@@ -490,6 +492,7 @@ class CudaBackend final : public StepBackend {
       case Arena::weight_pool: return weight_pool_.at(where.offset);
       case Arena::grad_pool: return grad_pool_.at(where.offset);
       case Arena::gather_pool: return gather_pool_.at(where.offset);
+      case Arena::clip_scalar: break;  // --clip-norm is refused on this backend
     }
     return nullptr;
   }

@@ -43,8 +43,8 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
   validate_run(tree, plan, o, size);
   comm::verify_same_on_all_ranks(plan::plan_hash(tree, plan), "DMuon plan", world);
   const comm::RankLayout ranks(world, plan.partition.options.replicate);
-  const StepLayout layout =
-      make_layout(tree, plan, {o.method, o.reshard, o.prefetch, o.pipeline}, ranks.world_rank());
+  const StepLayout layout = make_layout(
+      tree, plan, {o.method, o.reshard, o.prefetch, o.pipeline, o.accum}, ranks.world_rank());
   const ScheduleOptions so = schedule_options(o);
   const Schedule schedule = make_schedule(layout, so);
   const auto backend = o.device == Device::cuda ? make_cuda_backend(tree, layout, o, ranks, world)
@@ -59,9 +59,11 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
   for (long s = 1; s <= o.total_steps(); ++s) {
     const auto shard_before = counters(CommGroup::shard);
     const auto replicate_before = counters(CommGroup::replicate);
+    const auto world_before = counters(CommGroup::world);
     const StepMeasure m = executor.run_step(s);
     results.record(s, m, counters(CommGroup::shard) - shard_before,
-                   counters(CommGroup::replicate) - replicate_before);
+                   counters(CommGroup::replicate) - replicate_before,
+                   counters(CommGroup::world) - world_before);
     if (o.on_step) o.on_step(static_cast<int>(s), o.total_steps());
   }
   executor.finish();

@@ -8,7 +8,8 @@
 // The pieces, one file each: step_layout (what each rank holds, pure), step_schedule (the
 // order of a step as data, pure), step_executor (the one loop that runs a schedule),
 // host_backend / cuda_backend (the machines), optimizer_step (the host optimizer math),
-// result_collection (reductions over ranks, audit, --check).
+// result_collection (reductions over ranks, audit, --check), grad_clip (--clip-norm) and
+// accumulation (--accum).
 
 #include <mpi.h>
 

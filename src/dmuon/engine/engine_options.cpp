@@ -138,6 +138,16 @@ void validate(const EngineOptions& o, int world_size) {
     throw InputError(fmt::format(
         "--check-tolerance {} is invalid (must be > 0, or 0 for the default of the dtypes)",
         o.check_tolerance));
+  if (!(o.clip_norm >= 0) || o.clip_norm > 1e30)
+    throw InputError(
+        fmt::format("--clip-norm {} is invalid (must be a finite number > 0)", o.clip_norm));
+  if (o.accum < 1 || o.accum > kMaxAccum)
+    throw InputError(
+        fmt::format("--accum {} is invalid (valid: 1..{} micro-batches)", o.accum, kMaxAccum));
+  if (o.device == Device::cuda && (o.clip_norm > 0 || o.accum > 1))
+    throw InputError(
+        "--clip-norm and --accum run on the host only (--device host): the CUDA backend does "
+        "not implement them");
   if (o.comm_dtype == kernels::Dtype::f16)
     throw InputError("--comm-dtype fp16 is not supported (valid: fp32, bf16)");
 }

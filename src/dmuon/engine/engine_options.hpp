@@ -51,11 +51,17 @@ enum class OptimizerPipeline {
 const char* optimizer_pipeline_name(OptimizerPipeline p);
 OptimizerPipeline parse_optimizer_pipeline(std::string_view s);
 
+/// The norm --clip-norm bounds (grad_clip.hpp): the 2-norm or the max-norm of all gradients.
+enum class ClipNormType { two, inf };
+
 /// "fp32" | "bf16" (the wire types of --comm-dtype) and "fp16" (--ns-dtype).
 kernels::Dtype parse_dtype(std::string_view s, std::string_view flag, bool allow_f16);
 const char* dtype_flag_name(kernels::Dtype t);
 /// "gram" | "direct".
 kernels::NsVariant parse_ns_variant(std::string_view s);
+
+/// Largest --accum accepted.
+inline constexpr int kMaxAccum = 1024;
 
 struct EngineOptions {
   Method method = Method::dmuon;
@@ -97,6 +103,13 @@ struct EngineOptions {
   /// Called on every rank after each step (1-based step, total steps incl. warmup); progress
   /// display. Must not communicate.
   std::function<void(int, int)> on_step;
+  /// Global-norm gradient clipping (grad_clip.hpp): 0 = off; else every gradient is scaled by
+  /// min(1, clip_norm / (‖g‖ + 1e-6)) before the optimizer, ‖g‖ over every parameter.
+  double clip_norm = 0;
+  ClipNormType clip_norm_type = ClipNormType::two;
+  /// Gradient accumulation (accumulation.hpp): the step's global batch in `accum`
+  /// micro-batches, forward + backward each, gradients reduced after the last one only.
+  int accum = 1;
 
   int total_steps() const { return warmup + steps; }
   /// check_tolerance, or the default that fits the run's dtypes when it is 0.

@@ -12,6 +12,7 @@
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
+#include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/engine/linear_work.hpp"
 #include "dmuon/engine/optimizer_step.hpp"
 #include "kernels/convert.hpp"
@@ -94,6 +95,7 @@ class HostBackend final : public StepBackend {
   HostBackend(const model::ModuleTree& tree, const StepLayout& layout, const EngineOptions& o,
               const comm::RankLayout& ranks, MPI_Comm world)
       : L_(layout), o_(o), wire_(o.comm_dtype), opt_(muon_config(o)) {
+    if (o.clip_norm > 0) world_ = comm::make_communicator(comm::Backend::mpi, world);
     if (is_ddp(L_.method)) {
       shard_ = comm::make_communicator(comm::Backend::mpi, world);
     } else {
@@ -124,7 +126,7 @@ class HostBackend final : public StepBackend {
     std::vector<float> init;
     work_.reserve(L_.params.size());
     for (const auto& p : L_.params) {
-      work_.emplace_back(tree, p.pid, global, ranks.world_rank(), ranks.world_size());
+      work_.emplace_back(tree, p.pid, global, ranks.world_rank(), ranks.world_size(), o.accum);
       if (p.master_offset < 0) continue;
       init.assign(n(p.numel), 0.0f);
       init_weights(o.seed, p.pid, init.data(), p.numel, p.shape.cols);
@@ -140,7 +142,12 @@ class HostBackend final : public StepBackend {
   }
 
   comm::Communicator* comm(CommGroup group) override {
-    return group == CommGroup::shard ? shard_.get() : replicate_.get();
+    switch (group) {
+      case CommGroup::shard: return shard_.get();
+      case CommGroup::replicate: return replicate_.get();
+      case CommGroup::world: return world_.get();
+    }
+    return nullptr;
   }
 
   void* buffer(const BufferRef& ref) override { return at(locate(L_, ref)); }
@@ -177,16 +184,22 @@ class HostBackend final : public StepBackend {
 
   void forward(const StepOp& op, long step) override {
     const auto& p = param(op.param);
-    work_[static_cast<std::size_t>(op.param)].forward(o_.compute, o_.seed, step,
-                                                      weights_of(p, op.weight_base), poll_);
+    auto& work = work_[static_cast<std::size_t>(op.param)];
+    work.set_micro(op.micro);
+    work.forward(o_.compute, o_.seed, step, weights_of(p, op.weight_base), poll_);
   }
 
   void backward(const StepOp& op, long step) override {
     const auto& p = param(op.param);
     void* grad = grad_of(op.param, op.grad_base);
     float* out = wire_ == Dtype::f32 ? static_cast<float*>(grad) : scratch_.data();
-    work_[static_cast<std::size_t>(op.param)].backward(o_.compute, o_.seed, step,
-                                                       weights_of(p, op.weight_base), out, poll_);
+    // --accum on a 16-bit wire: accumulate in fp32 onto what the earlier micro-steps left.
+    if (op.accumulate && wire_ != Dtype::f32)
+      kernels::host::convert(grad, wire_, out, Dtype::f32, static_cast<std::size_t>(p.numel));
+    auto& work = work_[static_cast<std::size_t>(op.param)];
+    work.set_micro(op.micro);
+    work.backward(o_.compute, o_.seed, step, weights_of(p, op.weight_base), out, poll_,
+                  op.accumulate);
     if (wire_ != Dtype::f32) to_wire(out, grad, p.numel);
     if (p.storage == Storage::sharded && p.chunk * L_.me.shard > p.numel) {
       // The pooled slot held another group's gradient: the padding must reduce as zeros.
@@ -261,6 +274,34 @@ class HostBackend final : public StepBackend {
                    step);
   }
 
+  void clip_partial(const StepOp&) override {
+    double partial = 0;
+    for (const auto& p : L_.params) {
+      if (!p.updated_here) continue;
+      const ClipSpan span = clip_counted(L_, p);
+      if (span.count == 0) continue;
+      const float* g = fp32_view(consumed_gradient(p), span.begin + span.count);
+      clip_accumulate(o_.clip_norm_type, g + span.begin, span.count, partial);
+    }
+    clip_scalar_ = static_cast<float>(partial);
+  }
+
+  void clip_scale(const StepOp&) override {
+    const float coef = clip_coefficient(
+        o_.clip_norm, clip_total_norm(o_.clip_norm_type, static_cast<double>(clip_scalar_)));
+    if (coef == 1.0f) return;  // clip_grad_norm_ multiplies by 1: nothing changes
+    for (const auto& p : L_.params) {
+      if (!p.updated_here) continue;
+      const std::int64_t n = p.storage == Storage::sharded ? p.chunk : p.numel;
+      void* grad = consumed_gradient(p);
+      float* g = wire_ == Dtype::f32 ? static_cast<float*>(grad) : scratch_.data();
+      if (wire_ != Dtype::f32)
+        kernels::host::convert(grad, wire_, g, Dtype::f32, static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i) g[i] *= coef;
+      if (wire_ != Dtype::f32) to_wire(g, grad, n);
+    }
+  }
+
   void end_step(long) override { Kokkos::fence(); }
   PhaseTimer& timer() override { return timer_; }
 
@@ -290,10 +331,15 @@ class HostBackend final : public StepBackend {
       case Arena::weight_pool: return weight_pool_.at(where.offset);
       case Arena::grad_pool: return grad_pool_.at(where.offset);
       case Arena::gather_pool: return gather_pool_.at(where.offset);
+      case Arena::clip_scalar: return &clip_scalar_;
     }
     return nullptr;
   }
   void* grad_of(int param, std::int64_t base) { return at(gradient_location(L_, param, base)); }
+  // The gradient the optimizer reads: the shard (sharded) or the persistent full gradient.
+  void* consumed_gradient(const ParamLayout& p) {
+    return grad_arena_.at(p.storage == Storage::sharded ? p.grad_shard_offset : p.grad_offset);
+  }
 
   // fp32 weights compute reads: the slot itself (fp32 wire), its fp32 image, or a replica.
   const float* weights_of(const ParamLayout& p, std::int64_t base) {
@@ -336,7 +382,8 @@ class HostBackend final : public StepBackend {
   const StepLayout& L_;
   EngineOptions o_;
   Dtype wire_;
-  std::unique_ptr<comm::Communicator> shard_, replicate_;
+  std::unique_ptr<comm::Communicator> shard_, replicate_, world_;
+  float clip_scalar_ = 0;  // --clip-norm: this rank's partial, then the world's
   F32View master_, state_, state2_, input_, compute_pool_, gather_f32_, scratch_;
   WireBuffer grad_arena_, weight_pool_, grad_pool_, gather_pool_;
   std::vector<LinearWork> work_;

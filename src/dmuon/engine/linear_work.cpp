@@ -2,7 +2,9 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <vector>
 
+#include "dmuon/engine/accumulation.hpp"
 #include "kernels/linear.hpp"
 
 namespace dmuon::engine {
@@ -18,19 +20,30 @@ struct LinearWork::Buffers {
 };
 
 LinearWork::LinearWork(const model::ModuleTree& tree, int pid, std::int64_t global_tokens, int rank,
-                       int ranks)
+                       int ranks, int accum)
     : pid_(pid),
       shape_(matrix_shape(tree.parameter(pid))),
       range_(sample_range(tree, pid, global_tokens, rank, ranks)),
+      n_(range_.n),
+      rank_(rank),
       ranks_(ranks),
+      accum_(accum),
       buf_(std::make_unique<Buffers>()) {
-  const auto b = static_cast<std::size_t>(range_.local());
+  std::int64_t most = 0;  // the largest micro-batch's local samples
+  for (int j = 0; j < accum_; ++j)
+    most = std::max(most, micro_sample_range(n_, j, accum_, rank_, ranks_).local());
+  set_micro(0);
+  const auto b = static_cast<std::size_t>(most);
   const auto rows = static_cast<std::size_t>(shape_.rows),
              cols = static_cast<std::size_t>(shape_.cols);
   buf_->x = Matrix("dmuon::linear_x", b, cols);
   buf_->y = Matrix("dmuon::linear_y", b, rows);
   buf_->t = Matrix("dmuon::linear_target", b, rows);
   buf_->dx = Matrix("dmuon::linear_dx", b, cols);
+}
+
+void LinearWork::set_micro(int micro) {
+  range_ = micro_sample_range(n_, micro, accum_, rank_, ranks_);
 }
 
 LinearWork::~LinearWork() = default;
@@ -69,18 +82,35 @@ void LinearWork::forward(Compute compute, std::uint64_t seed, long step, const f
 }
 
 void LinearWork::backward(Compute compute, std::uint64_t seed, long step, const float* w,
-                          float* grad, const Between& between) {
+                          float* grad, const Between& between, bool accumulate) {
   const std::int64_t numel = shape_.rows * shape_.cols;
   if (compute == Compute::none) {
+    if (accum_ == 1) {
+      synthetic_fill_row(seed, static_cast<std::uint64_t>(step), 0,
+                         static_cast<std::uint64_t>(pid_), synthetic_stream::none, grad, numel);
+      Kokkos::parallel_for(
+          "dmuon::grad_none", Kokkos::RangePolicy<Exec>(0, numel),
+          KOKKOS_LAMBDA(const std::int64_t i) { grad[i] += w[i]; });
+      Kokkos::fence();
+      return;
+    }
+    // Accumulation: each micro-step adds (u + w)/K (the loss averaged over the whole batch).
+    std::vector<float> u(static_cast<std::size_t>(numel));
     synthetic_fill_row(seed, static_cast<std::uint64_t>(step), 0, static_cast<std::uint64_t>(pid_),
-                       synthetic_stream::none, grad, numel);
+                       synthetic_stream::none, u.data(), numel);
+    const float inv = 1.0f / static_cast<float>(accum_);
+    const float* up = u.data();
     Kokkos::parallel_for(
-        "dmuon::grad_none", Kokkos::RangePolicy<Exec>(0, numel),
-        KOKKOS_LAMBDA(const std::int64_t i) { grad[i] += w[i]; });
+        "dmuon::grad_none_accum", Kokkos::RangePolicy<Exec>(0, numel),
+        KOKKOS_LAMBDA(const std::int64_t i) {
+          const float v = (up[i] + w[i]) * inv;
+          grad[i] = accumulate ? grad[i] + v : v;
+        });
     Kokkos::fence();
     return;
   }
   const std::int64_t b = local_samples();
+  if (accumulate && (b == 0 || numel == 0)) return;  // this micro-batch adds nothing here
   if (b == 0 || numel == 0) {
     Kokkos::parallel_for(
         "dmuon::grad_zero", Kokkos::RangePolicy<Exec>(0, numel),
@@ -89,7 +119,7 @@ void LinearWork::backward(Compute compute, std::uint64_t seed, long step, const 
     return;
   }
   // dY = (Y − T)·G/n in place of Y: the mean over the global samples (synthetic.hpp).
-  const float scale = static_cast<float>(ranks_) / static_cast<float>(range_.n);
+  const float scale = static_cast<float>(ranks_) / static_cast<float>(n_);
   const Matrix y = buf_->y;
   const Kokkos::View<const float**, Kokkos::LayoutRight, Kokkos::HostSpace> t = buf_->t;
   Kokkos::parallel_for(
@@ -103,7 +133,7 @@ void LinearWork::backward(Compute compute, std::uint64_t seed, long step, const 
              out = static_cast<std::size_t>(shape_.rows);
   kernels::host::linear_backward_input(y.data(), w, buf_->dx.data(), ub, in, out);
   if (between) between();
-  kernels::host::linear_backward_weight(y.data(), buf_->x.data(), grad, ub, in, out, false);
+  kernels::host::linear_backward_weight(y.data(), buf_->x.data(), grad, ub, in, out, accumulate);
 }
 
 }  // namespace dmuon::engine

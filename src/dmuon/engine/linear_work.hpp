@@ -17,15 +17,18 @@ namespace dmuon::engine {
 /// Per-parameter activations and scratch, sized once for this rank's sample range.
 class LinearWork {
  public:
-  /// Parameter `pid` of `tree`; this rank's share of its global samples among `ranks` ranks.
-  /// Requires an initialised Kokkos.
+  /// Parameter `pid` of `tree`; this rank's share of its global samples among `ranks` ranks,
+  /// in `accum` micro-batches (accumulation.hpp). Requires an initialised Kokkos.
   LinearWork(const model::ModuleTree& tree, int pid, std::int64_t global_tokens, int rank,
-             int ranks);
+             int ranks, int accum = 1);
   ~LinearWork();
   LinearWork(LinearWork&&) noexcept;
   LinearWork& operator=(LinearWork&&) noexcept;
 
+  /// This rank's samples of the current micro-batch.
   std::int64_t local_samples() const { return range_.local(); }
+  /// Selects micro-batch `micro` (0..accum−1) for the next forward/backward.
+  void set_micro(int micro);
   std::int64_t bytes() const;
 
   /// Called between the kernels of one forward/backward: the host engine drives MPI progress
@@ -36,16 +39,19 @@ class LinearWork {
   void forward(Compute compute, std::uint64_t seed, long step, const float* w,
                const Between& between = {});
   /// Backward: dY = (G/n)(Y − T), dX = dY·W (discarded), grad = dYᵀ·X (rows x cols); with
-  /// Compute::none grad = u + w. `grad` holds numel floats.
+  /// Compute::none grad = (u + w)/accum. `grad` holds numel floats; `accumulate` adds to it.
   void backward(Compute compute, std::uint64_t seed, long step, const float* w, float* grad,
-                const Between& between = {});
+                const Between& between = {}, bool accumulate = false);
 
  private:
   struct Buffers;
   int pid_ = -1;
   MatrixShape shape_{};
-  SampleRange range_{};
+  SampleRange range_{};  // the current micro-batch's
+  std::int64_t n_ = 0;   // samples per step
+  int rank_ = 0;
   int ranks_ = 1;
+  int accum_ = 1;
   std::unique_ptr<Buffers> buf_;
 };
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/engine/linear_work.hpp"
 #include "dmuon/engine/optimizer_step.hpp"
 
@@ -29,13 +30,29 @@ std::vector<std::vector<float>> reference_weights(const model::ModuleTree& tree,
     v[i].assign(n, 0.0f);
     muon[i] = plan.hooks.site_of_param[static_cast<std::size_t>(order[i])] >= 0 &&
               plan.muon(order[i]) && o.method != Method::fsdp_adamw;  // --route adamw: AdamW
-    work.emplace_back(tree, order[i], global, 0, 1);  // one rank holding every sample
+    work.emplace_back(tree, order[i], global, 0, 1, o.accum);  // one rank holding every sample
   }
   std::vector<float> x;
   for (long s = 1; s <= o.total_steps(); ++s) {
+    // Every gradient first: K micro-batches accumulated (accumulation.hpp).
+    for (std::size_t i = 0; i < order.size(); ++i)
+      for (int j = 0; j < o.accum; ++j) {
+        work[i].set_micro(j);
+        work[i].forward(o.compute, o.seed, s, w[i].data());
+        work[i].backward(o.compute, o.seed, s, w[i].data(), grad[i].data(), {}, j > 0);
+      }
+    if (o.clip_norm > 0) {  // grad_clip.hpp: one norm over every element of every gradient
+      double partial = 0;
+      for (const auto& g : grad)
+        clip_accumulate(o.clip_norm_type, g.data(), static_cast<std::int64_t>(g.size()), partial);
+      const float coef = clip_coefficient(
+          o.clip_norm,
+          clip_total_norm(o.clip_norm_type, static_cast<double>(static_cast<float>(partial))));
+      if (coef != 1.0f)
+        for (auto& g : grad)
+          for (float& v : g) v *= coef;
+    }
     for (std::size_t i = 0; i < order.size(); ++i) {
-      work[i].forward(o.compute, o.seed, s, w[i].data());
-      work[i].backward(o.compute, o.seed, s, w[i].data(), grad[i].data());
       const auto n = w[i].size();
       const auto& name = tree.parameter(order[i]).name;
       if (!muon[i]) {

@@ -74,6 +74,9 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
       // The shard group's kinds always; the replicate group's with HSDP.
       if (channel_group(ch) == CommGroup::replicate && r.replicate == 1) continue;
       const auto& kr = r.kinds[ch];
+      // The world group's kinds only where used (--clip-norm).
+      if (channel_group(ch) == CommGroup::world && kr.calls_per_step == 0 && kr.bytes_formula == 0)
+        continue;
       // Bandwidths in the nccl-tests sense; null where not measured (CUDA) or idle.
       auto finite_or_null = [](double v) {
         return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "dmuon/base/check.hpp"
+#include "dmuon/engine/accumulation.hpp"
 #include "dmuon/engine/reference.hpp"
 #include "dmuon/engine/replica_agreement.hpp"
 #include "dmuon/engine/synthetic.hpp"
@@ -40,13 +41,16 @@ ResultCollector::ResultCollector(const model::ModuleTree& tree, const plan::Plan
   predicted_ = plan::predict_dmuon_volume(tree, plan.hooks, plan.partition, o.reshard,
                                           o.grad_reduce, wire_bytes);
   expect_ = expected_volume(o.method, o.reshard, tree, plan, predicted_, rank_, po.shard,
-                            po.replicate, wire_bytes);
+                            po.replicate, wire_bytes, o.accum, o.clip_norm > 0);
+  // --accum: hooks fire every micro-step; backward-post communicates once (accumulation.hpp).
+  predicted_ = accumulated_volume(predicted_, o.accum);
   phases_.assign(static_cast<std::size_t>(o.total_steps()) * kPhaseCount, 0.0);
   in_flight_.assign(static_cast<std::size_t>(o.total_steps()) * kChannelCount, 0.0);
 }
 
 void ResultCollector::record(long step, const StepMeasure& m, const comm::CollectiveCounters& shard,
-                             const comm::CollectiveCounters& replicate) {
+                             const comm::CollectiveCounters& replicate,
+                             const comm::CollectiveCounters& world) {
   std::copy(m.phases_ms.begin(), m.phases_ms.end(),
             phases_.begin() + (step - 1) * static_cast<long>(kPhaseCount));
   std::copy(m.in_flight_ms.begin(), m.in_flight_ms.end(),
@@ -57,7 +61,10 @@ void ResultCollector::record(long step, const StepMeasure& m, const comm::Collec
   hooks_per_step_ = m.hook_calls;
   comm_hooks_per_step_ = m.hook_comm_calls;
   for (std::size_t c = 0; c < kChannelCount; ++c) {
-    const auto& diff = channel_group(c) == CommGroup::shard ? shard : replicate;
+    const CommGroup group = channel_group(c);
+    const auto& diff = group == CommGroup::shard       ? shard
+                       : group == CommGroup::replicate ? replicate
+                                                       : world;
     const auto k = channel_kind(c);
     calls_[c] = static_cast<std::int64_t>(diff[k].calls);
     bytes_[c] = static_cast<std::int64_t>(diff.volume(k));

@@ -31,9 +31,9 @@ class ResultCollector {
                   const EngineOptions& o, MPI_Comm world);
 
   /// This rank's measures of step `step` (1-based, warmup included) and its counters of that
-  /// step on the shard and replicate groups (the difference of two snapshots).
+  /// step on the shard, replicate and world groups (the difference of two snapshots).
   void record(long step, const StepMeasure& m, const comm::CollectiveCounters& shard,
-              const comm::CollectiveCounters& replicate);
+              const comm::CollectiveCounters& replicate, const comm::CollectiveCounters& world);
 
   /// Collective over the world: the run's result (every rank gets the reductions; rank 0 the
   /// per-rank arrays and, with o.check or o.keep_final_weights, the final weights).

@@ -23,7 +23,12 @@ const char* phase_name(Phase p) {
 
 std::string channel_name(std::size_t channel) {
   const std::string kind = comm::collective_kind_name(channel_kind(channel));
-  return channel_group(channel) == CommGroup::shard ? kind : "replicate_" + kind;
+  switch (channel_group(channel)) {
+    case CommGroup::shard: return kind;
+    case CommGroup::replicate: return "replicate_" + kind;
+    case CommGroup::world: return "world_" + kind;
+  }
+  return kind;
 }
 
 double KindResult::algbw_gbps() const {

@@ -28,9 +28,11 @@ inline constexpr std::size_t kPhaseCount = 8;
 const char* phase_name(Phase p);
 
 /// The communicator a collective ran on: the shard group (a row of G ranks; all ranks in 1-D)
-/// or, with HSDP, the replicate group (a column of R ranks). A channel is (group, kind).
-enum class CommGroup { shard = 0, replicate = 1 };
-inline constexpr std::size_t kChannelCount = 2 * comm::kCollectiveKindCount;
+/// or, with HSDP, the replicate group (a column of R ranks), or the whole world (--clip-norm's
+/// one all-reduce of the gradient norm). A channel is (group, kind).
+enum class CommGroup { shard = 0, replicate = 1, world = 2 };
+inline constexpr std::size_t kCommGroupCount = 3;
+inline constexpr std::size_t kChannelCount = kCommGroupCount * comm::kCollectiveKindCount;
 inline constexpr std::size_t channel_index(CommGroup g, comm::CollectiveKind k) {
   return static_cast<std::size_t>(g) * comm::kCollectiveKindCount + static_cast<std::size_t>(k);
 }
@@ -41,7 +43,8 @@ inline constexpr CommGroup channel_group(std::size_t channel) {
   return static_cast<CommGroup>(channel / comm::kCollectiveKindCount);
 }
 /// Shard-group channels by kind name ("broadcast", ...); replicate-group ones prefixed
-/// ("replicate_reduce" = DMuon's stage-2 reduce, "replicate_broadcast", "replicate_all_reduce").
+/// ("replicate_reduce" = DMuon's stage-2 reduce, "replicate_broadcast", "replicate_all_reduce"),
+/// world ones "world_" ("world_all_reduce" = --clip-norm's gradient norm).
 std::string channel_name(std::size_t channel);
 
 struct KindResult {

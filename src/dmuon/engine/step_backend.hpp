@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <vector>
 
 #include "dmuon/comm/batch.hpp"
@@ -69,6 +70,16 @@ class StepBackend {
   virtual void prepare(const StepOp& op, long step) = 0;
   virtual void newton_schulz(const StepOp& op) = 0;
   virtual void apply(const StepOp& op, long step) = 0;
+  /// --clip-norm (grad_clip.hpp): writes this rank's part of the norm into the clip scalar
+  /// (BufferRef::Kind::clip_norm), then, after its all-reduce, scales every gradient the
+  /// optimizer consumes here. Backends without them refuse the option before a run
+  /// (engine_options.cpp), so the defaults are never reached.
+  virtual void clip_partial(const StepOp& /*op*/) {
+    throw std::logic_error("this backend does not implement --clip-norm");
+  }
+  virtual void clip_scale(const StepOp& /*op*/) {
+    throw std::logic_error("this backend does not implement --clip-norm");
+  }
   /// Ends the step: joins the queues, then aborts all ranks (comm::abort_all) naming the
   /// parameter if a kernel saw a non-finite gradient or produced a non-finite weight.
   virtual void end_step(long step) = 0;

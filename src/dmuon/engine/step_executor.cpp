@@ -29,7 +29,14 @@ void issue_call(comm::Communicator& c, StepBackend& backend, const CollectiveCal
     case CollectiveKind::reduce_scatter:
       c.reduce_scatter_avg(buf, backend.buffer(call.recv), count, call.dtype);
       break;
-    case CollectiveKind::all_reduce: c.all_reduce_avg(buf, buf, count, call.dtype); break;
+    case CollectiveKind::all_reduce:
+      if (call.op == CollectiveCall::Reduce::sum)
+        c.all_reduce_sum(buf, buf, count, call.dtype);
+      else if (call.op == CollectiveCall::Reduce::max)
+        c.all_reduce_max(buf, buf, count, call.dtype);
+      else
+        c.all_reduce_avg(buf, buf, count, call.dtype);
+      break;
   }
 }
 
@@ -49,7 +56,7 @@ StepExecutor::StepExecutor(const StepLayout& layout, const Schedule& schedule,
     calls_.push_back(collectives_of(layout, op, options));
     std::uint32_t mask = 0;
     for (const auto& call : calls_.back()) {
-      const CommGroup group = comm_of(op.op);
+      const CommGroup group = call.comm;
       const comm::Communicator* c = backend.comm(group);
       const int n = c != nullptr ? c->size() : 1;
       const std::size_t ch = channel_index(group, call.kind);
@@ -123,7 +130,7 @@ StepMeasure StepExecutor::run_step(long step) {
   bool current_exposed = false;
   for (std::size_t i = 0; i < schedule_.size(); ++i) {
     const StepOp& op = schedule_[i];
-    const auto g = static_cast<std::size_t>(op.group);
+    const auto g = static_cast<std::size_t>(op.group);  // unused by group-less ops (-1)
     if (op.timed && (!timing || op.phase != current || op.exposed != current_exposed)) {
       timer.switch_to(op.phase, op.exposed);
       timing = true;
@@ -191,6 +198,16 @@ StepMeasure StepExecutor::run_step(long step) {
         replica_[g] = issue(i);
         started(replica_[g], i);
         break;
+      case Op::clip_partial: backend_.clip_partial(op); break;
+      case Op::issue_clip:
+        clip_ = issue(i);
+        started(clip_, i);
+        break;
+      case Op::wait_clip:
+        backend_.wait(clip_);
+        completed(clip_);
+        break;
+      case Op::clip_scale: backend_.clip_scale(op); break;
       case Op::hook:
         ++m.hook_calls;
         m.hook_comm_calls += op.communicates ? 1 : 0;

@@ -58,6 +58,7 @@ class StepExecutor {
   std::vector<std::vector<CollectiveCall>> calls_;  // per schedule op
   // Per group: the batches of its weight, stage-1, stage-2, gather and replicate collectives.
   std::vector<comm::Batch> weights_, reduce_, stage2_, gather_, replica_;
+  comm::Batch clip_;  // --clip-norm: the norm all-reduce of the current step
   std::vector<comm::Batch*> in_flight_;
   bool polls_ = false;
   std::vector<std::uint32_t> channel_mask_;  // per schedule op: the channels its calls use

@@ -194,7 +194,9 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   const int n = static_cast<int>(L.groups.size());
   const bool own_weight_slots = L.reshard == plan::Reshard::z2 || ddp;
   L.weight_window = std::max(1, std::min(n, options.prefetch + 1));
-  L.grad_window = std::max(1, std::min(n, options.prefetch + 2));
+  // --accum: gradients accumulate over the micro-steps, so every group keeps its own slot.
+  L.grad_window =
+      options.accum > 1 ? std::max(1, n) : std::max(1, std::min(n, options.prefetch + 2));
   L.gather_window =
       options.pipeline == OptimizerPipeline::per_group ? std::max(1, std::min(n, 2)) : 0;
   std::int64_t weights_total = 0, gathers_total = 0;

@@ -157,6 +157,7 @@ struct LayoutOptions {
   plan::Reshard reshard = plan::Reshard::z3;
   int prefetch = 1;
   OptimizerPipeline pipeline = OptimizerPipeline::per_group;
+  int accum = 1;  ///< > 1: every group its own grad-pool slot (gradients accumulate)
 };
 
 /// The layout of world rank `rank` in a world of plan.partition.options (R rows × G columns).

@@ -26,6 +26,10 @@ const char* op_name(Op op) {
     case Op::apply: return "apply";
     case Op::publish: return "publish";
     case Op::hook: return "hook";
+    case Op::clip_partial: return "clip_partial";
+    case Op::issue_clip: return "issue_clip";
+    case Op::wait_clip: return "wait_clip";
+    case Op::clip_scale: return "clip_scale";
   }
   return "?";
 }
@@ -36,10 +40,14 @@ ScheduleOptions schedule_options(const EngineOptions& o) {
   s.grad_reduce = o.grad_reduce;
   s.pipeline = o.pipeline;
   s.wire = o.comm_dtype == kernels::Dtype::bf16 ? comm::DType::bf16 : comm::DType::f32;
+  s.accum = o.accum;
+  s.clip = o.clip_norm > 0;
+  s.clip_type = o.clip_norm_type;
   return s;
 }
 
 CommGroup comm_of(Op op) {
+  if (op == Op::issue_clip) return CommGroup::world;
   return op == Op::issue_stage2 || op == Op::publish ? CommGroup::replicate : CommGroup::shard;
 }
 
@@ -70,11 +78,16 @@ class Builder {
         z3_(layout.reshard == plan::Reshard::z3),
         weight_base_(static_cast<std::size_t>(n_), -1),
         grad_base_(static_cast<std::size_t>(n_), -1),
-        reduce_waited_(static_cast<std::size_t>(n_), false) {}
+        reduce_waited_(static_cast<std::size_t>(n_), false),
+        stage2_waited_(static_cast<std::size_t>(n_), false) {}
 
   Schedule build() {
-    forward();
-    backward();
+    for (micro_ = 0; micro_ < o_.accum; ++micro_) {
+      forward();
+      backward();
+    }
+    micro_ = 0;
+    if (o_.clip) clip();
     if (o_.pipeline == OptimizerPipeline::per_group)
       optimizer_per_group();
     else
@@ -96,6 +109,7 @@ class Builder {
       s.weight_base = weight_base_[static_cast<std::size_t>(g)];
       s.grad_base = grad_base_[static_cast<std::size_t>(g)];
     }
+    s.micro = micro_;
     ops_.push_back(s);
     return ops_.back();
   }
@@ -106,7 +120,12 @@ class Builder {
     s.hook = h;
     s.communicates = communicates;
   }
-  void compute(Op op, int g, int p, Phase phase) { emit(op, g, phase, false).param = p; }
+  void compute(Op op, int g, int p, Phase phase) {
+    StepOp& s = emit(op, g, phase, false);
+    s.param = p;
+    s.accumulate = op == Op::backward && micro_ > 0;
+  }
+  bool last_micro() const { return micro_ == o_.accum - 1; }
 
   bool has_stage2(int g) const {
     if (!L_.hsdp()) return false;
@@ -130,7 +149,8 @@ class Builder {
         continue;
       }
       if (!G.has_weight_comm()) continue;
-      if (!backward_pass && L_.hsdp() && G.kind == GroupKind::dmuon_site && has_rooted_pair(L_, G))
+      if (!backward_pass && micro_ == 0 && L_.hsdp() && G.kind == GroupKind::dmuon_site &&
+          has_rooted_pair(L_, G))
         emit(Op::take_replica, g, ph, true);
       emit(Op::pack, g, ph, true);
       emit(Op::issue_weights, g, ph, true);
@@ -166,18 +186,22 @@ class Builder {
       if (G.hooked) hook(g, HookPoint::backward_pre, z3_);
       if (G.grad_elems > 0) {
         grad_base_[static_cast<std::size_t>(g)] = L_.grad_base(k);
-        // The reduce that last read this grad-pool slot must be done before it is rewritten.
+        // The reduce that last read this grad-pool slot must be done before it is rewritten
+        // (with --accum every group has its own slot: reduces run after the last micro-step).
         int& occupant = grad_slot_occupant[static_cast<std::size_t>(k % L_.grad_window)];
-        if (occupant >= 0) wait_reduce(occupant);
+        if (occupant >= 0 && occupant != g) wait_reduce(occupant);
         occupant = g;
       }
       for (auto it = G.members.rbegin(); it != G.members.rend(); ++it)
         compute(Op::backward, g, *it, Phase::backward_compute);
       if (G.kind != GroupKind::ddp) untimed(Op::release_weights, g);
-      emit(Op::issue_reduce, g, Phase::backward_comm, true);
-      if (G.hooked || G.kind == GroupKind::ddp) hook(g, HookPoint::backward_post, true);
-      if (k >= o_.stage2_lag) stage2(order[static_cast<std::size_t>(k - o_.stage2_lag)]);
+      // Earlier micro-steps only accumulate (no_sync): the hook fires without communicating.
+      if (last_micro()) emit(Op::issue_reduce, g, Phase::backward_comm, true);
+      if (G.hooked || G.kind == GroupKind::ddp) hook(g, HookPoint::backward_post, last_micro());
+      if (last_micro() && k >= o_.stage2_lag)
+        stage2(order[static_cast<std::size_t>(k - o_.stage2_lag)]);
     }
+    if (!last_micro()) return;
     for (int k = std::max(0, n_ - o_.stage2_lag); k < n_; ++k)
       stage2(order[static_cast<std::size_t>(k)]);
   }
@@ -195,7 +219,20 @@ class Builder {
   // Everything the optimizer needs before it may touch g's gradients.
   void gradients_ready(int g) {
     wait_reduce(g);
-    if (has_stage2(g)) emit(Op::wait_stage2, g, Phase::backward_comm, true);
+    if (has_stage2(g) && !stage2_waited_[static_cast<std::size_t>(g)]) {
+      stage2_waited_[static_cast<std::size_t>(g)] = true;
+      emit(Op::wait_stage2, g, Phase::backward_comm, true);
+    }
+  }
+
+  // --clip-norm: the norm needs every gradient, so every reduce lands first; then one world
+  // all-reduce at the same place on every rank, and the scaling before any optimizer op.
+  void clip() {
+    for (int g = 0; g < n_; ++g) gradients_ready(g);
+    emit(Op::clip_partial, -1, Phase::optimizer_other, false);
+    emit(Op::issue_clip, -1, Phase::optimizer_other, true);
+    emit(Op::wait_clip, -1, Phase::optimizer_other, true);
+    emit(Op::clip_scale, -1, Phase::optimizer_other, false);
   }
 
   bool prepares(int g) const {
@@ -294,7 +331,8 @@ class Builder {
   bool z3_;
   int issued_ = 0;
   std::vector<std::int64_t> weight_base_, grad_base_;
-  std::vector<bool> reduce_waited_;
+  std::vector<bool> reduce_waited_, stage2_waited_;
+  int micro_ = 0;
   std::map<int, std::int64_t> gather_base_of_;
   Schedule ops_;
 };
@@ -336,6 +374,7 @@ Location gradient_location(const StepLayout& L, int param, std::int64_t grad_bas
 
 Location locate(const StepLayout& L, const BufferRef& ref) {
   using Kind = BufferRef::Kind;
+  if (ref.kind == Kind::clip_norm) return {Arena::clip_scalar, 0};
   if (ref.pair >= 0) {
     const auto& pr = L.pairs.at(static_cast<std::size_t>(ref.pair));
     switch (ref.kind) {
@@ -370,6 +409,18 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
   using comm::CollectiveKind;
   using Kind = BufferRef::Kind;
   std::vector<CollectiveCall> calls;
+  if (op.op == Op::issue_clip) {
+    CollectiveCall call;
+    call.kind = CollectiveKind::all_reduce;
+    call.comm = CommGroup::world;
+    call.count = 1;
+    call.dtype = comm::DType::f32;
+    call.buffer = BufferRef{Kind::clip_norm, -1, -1, 0};
+    call.op = o.clip_type == ClipNormType::inf ? CollectiveCall::Reduce::max
+                                               : CollectiveCall::Reduce::sum;
+    calls.push_back(call);
+    return calls;
+  }
   if (op.group < 0) return calls;
   const auto& g = L.groups[static_cast<std::size_t>(op.group)];
   const bool packed = o.grad_reduce == plan::GradReduce::packed;

@@ -18,6 +18,11 @@
 //             [fsdp-muon: all-gather the Nesterov inputs, one group ahead], newton_schulz and
 //             apply per parameter, publish (HSDP: the owners' replicate broadcasts);
 //             all_then_publish: every wait and prepare, every NS, every apply, every publish.
+//   --accum K: forward and backward run K times (micro-steps 0..K−1, weights collectives and
+//             hooks every time); issue_reduce / stage 2 only in the last backward, whose
+//             backward-post hooks alone communicate; every group has its own grad-pool slot.
+//   --clip-norm: before the optimizer, every group's gradients waited, then clip_partial,
+//             issue_clip (world all-reduce of one fp32), wait_clip, clip_scale.
 
 #include <cstdint>
 #include <vector>
@@ -48,6 +53,11 @@ enum class Op {
   apply,          ///< one parameter: Muon update or AdamW step
   publish,        ///< HSDP dmuon: the owners' fp32 masters of g broadcast in their column
   hook,           ///< a communication hook fires (counted, not timed)
+  // --clip-norm (grad_clip.hpp), once per step after every gradient reduce was waited:
+  clip_partial,  ///< this rank's part of ‖g‖ (sum of squares or max) of what it counts
+  issue_clip,    ///< all-reduce (sum or max) of that one fp32 scalar over the world
+  wait_clip,
+  clip_scale,  ///< every gradient the optimizer consumes here × min(1, X / (‖g‖ + 1e-6))
 };
 const char* op_name(Op op);
 
@@ -68,6 +78,10 @@ struct StepOp {
   /// Op::hook: this hook issues or waits for a collective (forward-pre, Z3 backward-pre,
   /// backward-post); forward-post and the Z2 backward-pre fire without communicating.
   bool communicates = false;
+  /// --accum: the micro-step (0-based) a forward/backward belongs to; backward accumulates
+  /// into the gradient (instead of overwriting it) from micro-step 1 on.
+  int micro = 0;
+  bool accumulate = false;
 };
 
 struct ScheduleOptions {
@@ -76,6 +90,9 @@ struct ScheduleOptions {
   OptimizerPipeline pipeline = OptimizerPipeline::per_group;
   int stage2_lag = 1;  ///< HSDP: stage 2 of a group is issued this many groups after stage 1
   comm::DType wire = comm::DType::f32;  ///< parameters and gradients on the wire
+  int accum = 1;                        ///< micro-steps per step (gradient accumulation)
+  bool clip = false;                    ///< --clip-norm: the norm ops before the optimizer
+  ClipNormType clip_type = ClipNormType::two;
 };
 
 /// The schedule options of a run.
@@ -94,6 +111,7 @@ struct BufferRef {
     grad_shard,  ///< param (sharded): its gradient shard in the grad arena
     master,      ///< pair (rooted here): its fp32 packed master
     gather,      ///< param (fsdp-muon): its all-gathered Nesterov input in the gather slot
+    clip_norm,   ///< --clip-norm: the one fp32 scalar of the norm all-reduce
   };
   Kind kind = Kind::weights;
   int pair = -1;
@@ -102,7 +120,7 @@ struct BufferRef {
 };
 
 /// The arenas of the step layout (step_layout.hpp) a buffer lives in.
-enum class Arena { master, grad_arena, weight_pool, grad_pool, gather_pool };
+enum class Arena { master, grad_arena, weight_pool, grad_pool, gather_pool, clip_scalar };
 
 /// Where a buffer is: an arena and an element offset in it (the arena's element type: fp32
 /// for master, the wire type otherwise). The one place that decides it, for every backend;
@@ -129,7 +147,8 @@ std::vector<PackCopy> pack_copies(const StepLayout& layout, const StepOp& op);
 /// One collective as an executor issues it on `comm`:
 ///   broadcast(buffer, count, dtype, root); reduce_avg(buffer -> buffer on root, in place);
 ///   all_gather in place (buffer holds size·count; this rank's part at rank·count);
-///   reduce_scatter_avg(buffer of size·count -> recv); all_reduce_avg in place.
+///   reduce_scatter_avg(buffer of size·count -> recv); all_reduce_avg in place (all_reduce_sum
+///   or all_reduce_max where `op` says so: the clip norm).
 struct CollectiveCall {
   comm::CollectiveKind kind = comm::CollectiveKind::broadcast;
   CommGroup comm = CommGroup::shard;
@@ -138,10 +157,12 @@ struct CollectiveCall {
   int root = -1;
   BufferRef buffer;
   BufferRef recv;  ///< reduce_scatter only
+  enum class Reduce { avg, sum, max };
+  Reduce op = Reduce::avg;  ///< all_reduce only
 };
 
 /// The collectives of an issue op (issue_weights, issue_reduce, issue_stage2, issue_gather,
-/// publish), in the order they are issued inside its batch; empty for other ops.
+/// publish, issue_clip), in the order they are issued inside its batch; empty for other ops.
 std::vector<CollectiveCall> collectives_of(const StepLayout& layout, const StepOp& op,
                                            const ScheduleOptions& options);
 

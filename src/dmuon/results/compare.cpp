@@ -302,6 +302,8 @@ std::vector<std::pair<std::string, std::string>> run_key_fields(const RunRecord&
           {"comm", r.comm_dtype},
           {"ns", r.ns + "/" + r.ns_dtype},
           {"pipeline", r.optimizer_pipeline},
+          {"clip", r.clip_norm},
+          {"accum", std::to_string(r.accum)},
           {"compute", r.compute},
           {"batch", num(r.global_samples, 0)},
           {"steps", num(r.steps, 0)},

@@ -82,6 +82,8 @@ RunRecord read_run(const h5::Group& g) {
   r.ns = text("ns", "direct");
   r.ns_dtype = text("ns_dtype", "fp32");
   r.optimizer_pipeline = text("optimizer_pipeline", "all-then-publish");
+  r.clip_norm = text("clip_norm", "none");
+  r.accum = g.has_attr("accum") ? g.read_attr_int("accum") : 1;
   r.world_size = g.read_attr_int("world_size");
   r.replicate = g.read_attr_int("replicate");
   if (r.world_size < 1 || r.replicate < 1 || r.world_size % r.replicate != 0)

@@ -85,6 +85,8 @@ void write_run(h5::Group& g, const RunRecord& r) {
   g.write_attr("ns", r.ns);
   g.write_attr("ns_dtype", r.ns_dtype);
   g.write_attr("optimizer_pipeline", r.optimizer_pipeline);
+  g.write_attr("clip_norm", r.clip_norm);
+  g.write_attr("accum", r.accum);
   g.write_attr("world_size", r.world_size);
   g.write_attr("replicate", r.replicate);
   g.write_attr("compute", r.compute);

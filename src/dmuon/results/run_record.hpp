@@ -154,6 +154,10 @@ struct RunRecord {
   std::string ns = "direct";                            ///< Newton–Schulz form: "gram" | "direct"
   std::string ns_dtype = "fp32";                        ///< Newton–Schulz iterations (host: fp32)
   std::string optimizer_pipeline = "all-then-publish";  ///< "per-group" | "all-then-publish"
+  /// Global-norm clipping: "none" or "<max_norm>:<2|inf>"; gradient accumulation micro-steps
+  /// per step (timings are per step; per micro-step = step / accum). Older files: none, 1.
+  std::string clip_norm = "none";
+  std::int64_t accum = 1;
   std::int64_t world_size = 1;
   std::int64_t replicate = 1;
   // Inputs that change the numbers (schema 2; older files: parsed from `config`, else these).

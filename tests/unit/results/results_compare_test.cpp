@@ -290,6 +290,8 @@ TEST(Compare, EveryInputThatChangesANumberIsInTheKey) {
       [](RunRecord& r) { r.strict = false; },
       [](RunRecord& r) { r.boundary_spec = "default"; },
       [](RunRecord& r) { r.preset = "paper"; },
+      [](RunRecord& r) { r.clip_norm = "1:2"; },
+      [](RunRecord& r) { r.accum = 4; },
   };
   for (std::size_t i = 0; i < changes.size(); ++i) {
     auto b = a;

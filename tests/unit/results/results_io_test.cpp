@@ -40,6 +40,8 @@ void expect_same(const RunRecord& a, const RunRecord& b) {
   EXPECT_EQ(a.reshard, b.reshard);
   EXPECT_EQ(a.grad_reduce, b.grad_reduce);
   EXPECT_EQ(a.prefetch, b.prefetch);
+  EXPECT_EQ(a.clip_norm, b.clip_norm);
+  EXPECT_EQ(a.accum, b.accum);
   EXPECT_EQ(a.world_size, b.world_size);
   EXPECT_EQ(a.replicate, b.replicate);
   EXPECT_EQ(a.compute, b.compute);

@@ -25,6 +25,8 @@ inline RunRecord sample_run() {
   r.reshard = "z2";
   r.grad_reduce = "packed";
   r.prefetch = 2;
+  r.clip_norm = "0.5:inf";
+  r.accum = 3;
   r.world_size = 2;
   r.replicate = 1;
   r.compute = "gemm";

@@ -1,0 +1,89 @@
+#include "dmuon/engine/grad_clip.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "dmuon/base/error.hpp"
+
+namespace dmuon::engine {
+
+double parse_clip_norm(std::string_view text) {
+  const std::string s(text);
+  const auto bad = [&] {
+    return InputError(fmt::format("--clip-norm '{}' is invalid (must be a finite number > 0)", s));
+  };
+  if (s.empty() || std::isspace(static_cast<unsigned char>(s.front()))) throw bad();
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v) || !(v > 0)) throw bad();
+  return v;
+}
+
+ClipNormType parse_clip_norm_type(std::string_view text) {
+  if (text == "2") return ClipNormType::two;
+  if (text == "inf") return ClipNormType::inf;
+  throw InputError(fmt::format("--clip-norm-type '{}' is invalid (valid: 2, inf)", text));
+}
+
+const char* clip_norm_type_name(ClipNormType t) {
+  return t == ClipNormType::two ? "2" : "inf";
+}
+
+std::string clip_label(const EngineOptions& o) {
+  if (!(o.clip_norm > 0)) return "none";
+  return fmt::format("{}:{}", o.clip_norm, clip_norm_type_name(o.clip_norm_type));
+}
+
+ClipSpan clip_counted(const StepLayout& L, const ParamLayout& p) {
+  switch (p.storage) {
+    case Storage::owned: return {0, p.numel};
+    case Storage::sharded: {
+      if (L.me.row != 0) return {};
+      const std::int64_t begin = L.me.column * p.chunk;
+      return {0, std::max<std::int64_t>(0, std::min(p.chunk, p.numel - begin))};
+    }
+    case Storage::replicated: {
+      // ddp-dmuon: an owner-based parameter's gradient is reduced to its owner only.
+      if (p.owner >= 0) return p.owner == L.me.rank ? ClipSpan{0, p.numel} : ClipSpan{};
+      const std::int64_t w = L.me.world(), r = L.me.rank;
+      const std::int64_t begin = p.numel * r / w, end = p.numel * (r + 1) / w;
+      return {begin, end - begin};
+    }
+    case Storage::column:
+    case Storage::remote: return {};
+  }
+  return {};
+}
+
+void clip_accumulate(ClipNormType type, const float* g, std::int64_t n, double& partial) {
+  if (type == ClipNormType::two) {
+    double s = 0;
+    for (std::int64_t i = 0; i < n; ++i) s += static_cast<double>(g[i]) * g[i];
+    partial += s;
+    return;
+  }
+  double m = partial;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double a = std::fabs(static_cast<double>(g[i]));
+    // NaN propagates (as torch's max does): the step then aborts on the non-finite gradient.
+    if (std::isnan(a) || a > m) m = a;
+  }
+  partial = m;
+}
+
+double clip_total_norm(ClipNormType type, double reduced) {
+  return type == ClipNormType::two ? std::sqrt(reduced) : reduced;
+}
+
+float clip_coefficient(double max_norm, double total) {
+  const float coef = static_cast<float>(max_norm) / (static_cast<float>(total) + 1e-6f);
+  return std::min(coef, 1.0f);
+}
+
+}  // namespace dmuon::engine
