@@ -13,8 +13,12 @@
 #include "common/run_main.hpp"
 #include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
+#include "dmuon/boundary/tp_shard.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/plan_json.hpp"
+#include "dmuon/plan/tp_json.hpp"
+#include "dmuon/plan/tp_layouts.hpp"
+#include "dmuon/plan/tp_volume.hpp"
 
 namespace {
 
@@ -22,6 +26,45 @@ using namespace dmuon;
 
 double mb(std::int64_t bytes) {
   return static_cast<double>(bytes) / 1e6;
+}
+
+// Tensor parallelism: the TP owners and the per-world-rank volume with the TP gather/scatter.
+void print_tp(const model::Topology& topo, const plan::Plan& p, const plan::TpCommVolume& z3,
+              const plan::TpCommVolume& z2, std::size_t max_rows) {
+  const auto& t = p.tp;
+  const auto& part = p.partition;
+  fmt::print(
+      "#\n# tensor parallelism: T {}, {} TP-sharded parameters (never packed; rank = dp_rank x "
+      "T + tp)\n",
+      t.tp, t.sharded.size());
+  fmt::print("# {:>5}  {:<44} {:>6} {:>14} {:>14} {:>8} {:>8} {:>5}\n", "visit", "parameter", "par",
+             "shape", "local", "dp_owner", "tp_owner", "rank");
+  for (std::size_t i = 0; i < t.visit_order.size(); ++i) {
+    if (i == max_rows) {
+      fmt::print("  ... {} more TP-sharded parameters (--json for all)\n",
+                 t.visit_order.size() - max_rows);
+      break;
+    }
+    const int pid = t.visit_order[i];
+    const auto& prm = topo.tree.parameter(pid);
+    const int dim = t.shard_dim[static_cast<std::size_t>(pid)];
+    const auto local = boundary::tp_local_shape(prm.shape, dim, t.tp);
+    fmt::print("  {:>5}  {:<44} {:>6} {:>14} {:>14} {:>8} {:>8} {:>5}\n", i,
+               abbreviate_value(prm.name, 44), dim == 1 ? "row" : "column",
+               fmt::format("{}", fmt::join(prm.shape, "x")),
+               fmt::format("{}", fmt::join(local, "x")), part.owner_rank(pid),
+               t.tp_owner[static_cast<std::size_t>(pid)], t.owner_world_rank(part, pid));
+  }
+  fmt::print(
+      "#\n# predicted DMuon communication per step with TP (max over the {} ranks; DP "
+      "collectives on local shards, TP gather of gradients + TP scatter of fp32 updates)\n",
+      z3.world);
+  fmt::print("# {:>7} {:>10} {:>10} {:>12} {:>12} {:>12}\n", "reshard", "gathers", "scatters",
+             "gather MB", "scatter MB", "MB/rank");
+  for (const auto* v : {&z3, &z2})
+    fmt::print("  {:>7} {:>10} {:>10} {:>12.3f} {:>12.3f} {:>12.3f}\n",
+               plan::reshard_name(v->dp.reshard), v->gather.max_calls(), v->scatter.max_calls(),
+               mb(v->gather.max_bytes()), mb(v->scatter.max_bytes()), mb(v->max_bytes_per_rank()));
 }
 
 void print_human(const model::Topology& topo, const plan::Plan& p, const plan::CommVolume& z3,
@@ -43,9 +86,9 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
   fmt::print("# dedicate {}   boundary {}   sites for reshard {}\n",
              abbreviate_value(p.rule.spec()), abbreviate_value(p.policy.label()),
              plan::reshard_name(p.config.reshard));
-  fmt::print("# world {} = R {} x G {}   owner strategy {}, cost model {}, packing {}\n",
-             part.slots.size(), part.options.replicate, part.options.shard,
-             partition::strategy_name(part.options.strategy),
+  fmt::print("# world {} = R {} x G {} x T {}   owner strategy {}, cost model {}, packing {}\n",
+             part.slots.size() * static_cast<std::size_t>(p.tp.tp), part.options.replicate,
+             part.options.shard, p.tp.tp, partition::strategy_name(part.options.strategy),
              partition::cost_model_name(part.options.cost_model),
              part.options.pack ? fmt::format("on (< {})", part.options.pack_threshold) : "off");
   const bool z3_sites = p.config.reshard == plan::Reshard::z3;
@@ -88,8 +131,9 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
       part.tight_lower_bound, part.tight_ratio, part.imbalance_all, part.imbalance_nonempty,
       part.empty_slots, part.key_collisions);
   fmt::print(
-      "#\n# predicted DMuon communication per step (max over ranks; gradient reduces {}; hooks "
-      "that fire / communicate)\n",
+      "#\n# predicted DMuon communication per step (max over {}; gradient reduces {}; "
+      "hooks that fire / communicate)\n",
+      p.tp.tp > 1 ? "ranks: the DP collectives on local shards, the TP ones below" : "ranks",
       plan::grad_reduce_name(z3.grad_reduce));
   fmt::print("# {:>7} {:>11} {:>10} {:>10} {:>10} {:>12}\n", "reshard", "hooks_fired", "hooks_comm",
              "broadcasts", "reduces", "MB/rank");
@@ -113,6 +157,7 @@ int inspect(int argc, char** argv) {
   CLI::App app{"dmuon_inspect: hook sites, owners and their cost for a DMuon plan (no MPI needed)"};
   apps::PlanOptions o;
   int world_size = 8;
+  std::string layout;
   bool json = false;
   std::int64_t max_rows = 40;
   std::string grad_reduce = "per-param";
@@ -131,6 +176,18 @@ int inspect(int argc, char** argv) {
   app.add_option("--world-size,-n", world_size,
                  fmt::format("number of ranks (R x G), 1..{}", partition::kMaxSlots))
       ->capture_default_str();
+  auto* world_flag = app.get_option("--world-size");
+  std::string layout_names;
+  for (const auto& l : plan::tp_layouts())
+    layout_names += (layout_names.empty() ? "" : " | ") + l.name;
+  app.add_option("--layout", layout,
+                 fmt::format("named R x G x T layout setting --world-size, --replicate and --tp: "
+                             "{} (docs/METRICS.md)",
+                             layout_names))
+      ->check(apps::nonempty_value())
+      ->excludes(world_flag)
+      ->excludes(app.get_option("--replicate"))
+      ->excludes(app.get_option("--tp"));
   app.add_flag("--json", json, "print one JSON object instead of tables");
   app.add_option("--max-rows", max_rows, "rows per table in the human output")
       ->capture_default_str()
@@ -139,6 +196,12 @@ int inspect(int argc, char** argv) {
   if (o.list) {
     fmt::print("{}", apps::list_topologies_text());
     return apps::kOk;
+  }
+  if (!layout.empty()) {
+    const auto& l = plan::find_tp_layout(layout);
+    world_size = l.world;
+    o.replicate = l.replicate;
+    o.tp = l.tp;
   }
   const auto reduce_mode = plan::parse_grad_reduce(grad_reduce);
   const auto shown = plan::parse_reshard(reshard);
@@ -150,10 +213,16 @@ int inspect(int argc, char** argv) {
   o.reshard = plan::Reshard::z2;
   const auto p2 = plan::make_plan(topo.tree, apps::make_plan_config(o, topo, world_size));
   const auto& p = shown == plan::Reshard::z3 ? p3 : p2;
-  const auto z3 =
-      plan::predict_dmuon_volume(topo.tree, p3.hooks, p3.partition, plan::Reshard::z3, reduce_mode);
-  const auto z2 =
-      plan::predict_dmuon_volume(topo.tree, p2.hooks, p2.partition, plan::Reshard::z2, reduce_mode);
+  // Per DP rank, on the local shards each rank holds (the full parameters when T = 1).
+  const auto z3 = plan::predict_dmuon_volume(topo.tree, p3.hooks, p3.partition, plan::Reshard::z3,
+                                             reduce_mode, 0, &p3.tp.local_numel);
+  const auto z2 = plan::predict_dmuon_volume(topo.tree, p2.hooks, p2.partition, plan::Reshard::z2,
+                                             reduce_mode, 0, &p2.tp.local_numel);
+  const bool tp = o.tp > 1;
+  const auto tz3 = tp ? plan::predict_tp_volume(topo.tree, p3, plan::Reshard::z3, reduce_mode)
+                      : plan::TpCommVolume{};
+  const auto tz2 = tp ? plan::predict_tp_volume(topo.tree, p2, plan::Reshard::z2, reduce_mode)
+                      : plan::TpCommVolume{};
   if (json) {
     auto j = plan::plan_to_json(topo.tree, p);
     j["topology"] = topo.name;
@@ -162,9 +231,19 @@ int inspect(int argc, char** argv) {
     j["replicate"] = o.replicate;
     j["grad_reduce"] = plan::grad_reduce_name(reduce_mode);
     j["comm"] = {{"z3", plan::volume_to_json(z3)}, {"z2", plan::volume_to_json(z2)}};
+    j["tp"] = o.tp;
+    if (!layout.empty()) j["layout"] = layout;
+    j["tp_owners"] = plan::tp_owners_to_json(topo.tree, p);
+    if (tp) {
+      // DP volumes above are per DP rank on local shards; these are per world rank.
+      j["tp_loads"] = plan::tp_loads_to_json(p);
+      j["comm"]["z3"]["tp"] = plan::tp_volume_to_json(tz3);
+      j["comm"]["z2"]["tp"] = plan::tp_volume_to_json(tz2);
+    }
     std::cout << j.dump(1) << "\n";
   } else {
     print_human(topo, p, z3, z2, static_cast<std::size_t>(max_rows));
+    if (tp) print_tp(topo, p, tz3, tz2, static_cast<std::size_t>(max_rows));
   }
   return apps::kOk;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/boundary/tp_shard.hpp"
 #include "dmuon/comm/hash.hpp"
 
 namespace dmuon::plan {
@@ -15,11 +16,25 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
          boundary::BoundaryPolicy::parse(config.boundary, config.strict),
          {},
          {},
+         {},
          {}};
   const auto dedicated = boundary::select_dedicated(tree, p.rule, config.allow_empty_dedication);
   // Ownership does not depend on the sites; it comes first because its visiting order decides
   // which uncovered parameter a strict failure names.
-  p.partition = partition::partition_ownership(tree, dedicated, config.partition);
+  // TP-sharded parameters are chosen first: they are never packed.
+  const auto shard_dim = boundary::select_tp_sharded(
+      tree, dedicated,
+      boundary::DedicationRule::parse(config.tp_shard_rule.empty() ? boundary::kDefaultTpShardRule
+                                                                   : config.tp_shard_rule),
+      boundary::DedicationRule::parse(config.tp_row_rule.empty() ? boundary::kDefaultTpRowRule
+                                                                 : config.tp_row_rule),
+      config.tp);
+  auto partition_options = config.partition;
+  for (std::size_t pid = 0; pid < shard_dim.size(); ++pid)
+    if (shard_dim[pid] >= 0) partition_options.never_pack.push_back(static_cast<int>(pid));
+  p.partition = partition::partition_ownership(tree, dedicated, partition_options);
+  // The TP owner pass runs after the DP owners (tp_owners.hpp).
+  p.tp = partition::assign_tp_owners(tree, p.partition, shard_dim, config.tp);
   boundary::HookPlanOptions hook_options;
   hook_options.reshard_after_forward = config.reshard == Reshard::z3;
   hook_options.visit_order = partition::parameter_visit_order(p.partition);
@@ -67,6 +82,9 @@ std::uint64_t plan_hash(const model::ModuleTree& tree, const Plan& plan) {
     for (int pid : s.params) {
       h = comm::fnv1a_64(tree.parameter(pid).name, h);
       h = comm::fnv1a_64_u64(static_cast<std::uint64_t>(plan.partition.owner_rank(pid)), h);
+      if (plan.tp.tp > 1)
+        h = comm::fnv1a_64_u64(
+            static_cast<std::uint64_t>(plan.tp.tp_owner[static_cast<std::size_t>(pid)] + 1), h);
     }
   }
   return h;

@@ -13,6 +13,7 @@
 #include "dmuon/boundary/hook_plan.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/partition/partition.hpp"
+#include "dmuon/partition/tp_owners.hpp"
 #include "dmuon/plan/reshard.hpp"
 
 namespace dmuon::plan {
@@ -26,6 +27,11 @@ struct PlanConfig {
   /// §3 rule 1 applies in Z3 only), so an engine running Z2 needs a plan made for Z2.
   Reshard reshard = Reshard::z3;
   partition::PartitionOptions partition;
+  /// Tensor parallelism (tp_shard.hpp, tp_owners.hpp): T and the rules picking the TP-sharded
+  /// parameters and their row-parallel subset; T = 1 is no TP. The world is R x G x T.
+  int tp = 1;
+  std::string tp_shard_rule;  ///< "" = boundary::kDefaultTpShardRule
+  std::string tp_row_rule;    ///< "" = boundary::kDefaultTpRowRule
 };
 
 struct Plan {
@@ -35,6 +41,7 @@ struct Plan {
   boundary::HookPlan hooks;
   partition::Partition partition;
   boundary::DegradationReport report;
+  partition::TpPlan tp;  ///< TP-sharded parameters and their TP owners (tp = 1: none)
 };
 
 /// Builds the plan; throws InputError for bad rules/policies and strict boundary failures.
