@@ -21,14 +21,17 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
   const auto dedicated = boundary::select_dedicated(tree, p.rule, config.allow_empty_dedication);
   // Ownership does not depend on the sites; it comes first because its visiting order decides
   // which uncovered parameter a strict failure names.
-  // TP-sharded parameters are chosen first: they are never packed.
-  const auto shard_dim = boundary::select_tp_sharded(
-      tree, dedicated,
-      boundary::DedicationRule::parse(config.tp_shard_rule.empty() ? boundary::kDefaultTpShardRule
-                                                                   : config.tp_shard_rule),
-      boundary::DedicationRule::parse(config.tp_row_rule.empty() ? boundary::kDefaultTpRowRule
-                                                                 : config.tp_row_rule),
-      config.tp);
+  // TP-sharded parameters are chosen first: they are never packed. The rules are parsed only
+  // with TP (the default ones use a regex, which a build without RE2 refuses).
+  std::vector<int> shard_dim(tree.num_parameters(), -1);
+  if (config.tp != 1)
+    shard_dim = boundary::select_tp_sharded(
+        tree, dedicated,
+        boundary::DedicationRule::parse(config.tp_shard_rule.empty() ? boundary::kDefaultTpShardRule
+                                                                     : config.tp_shard_rule),
+        boundary::DedicationRule::parse(config.tp_row_rule.empty() ? boundary::kDefaultTpRowRule
+                                                                   : config.tp_row_rule),
+        config.tp);
   auto partition_options = config.partition;
   for (std::size_t pid = 0; pid < shard_dim.size(); ++pid)
     if (shard_dim[pid] >= 0) partition_options.never_pack.push_back(static_cast<int>(pid));
