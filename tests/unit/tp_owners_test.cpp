@@ -160,6 +160,22 @@ TEST(TpOwners, NumelBreaksCostTies) {
   EXPECT_EQ(p.tp.numel_loads, (std::vector<std::int64_t>{32, 32}));
 }
 
+TEST(TpOwners, NoShardedParameterIsAWarning) {
+  // No name matches the default rule: a tp-unsharded warning; with T = 1 none.
+  const auto t = make_tree({{"fc1", {4, 4}}, {"fc2", {4, 4}}});
+  const auto p = plan::make_plan(t, config(1, 1, 2, "lpt", "numel"));
+  EXPECT_TRUE(p.tp.sharded.empty());
+  const auto count = [](const plan::Plan& q) {
+    int n = 0;
+    for (const auto& f : q.report.findings)
+      n += f.kind == boundary::FindingKind::tp_unsharded &&
+           f.severity == boundary::Severity::warning;
+    return n;
+  };
+  EXPECT_EQ(count(p), 1);
+  EXPECT_EQ(count(plan::make_plan(t, config(1, 1, 1, "lpt", "numel"))), 0);
+}
+
 TEST(TpOwners, ShardedParametersAreNeverPacked) {
   // Every parameter is under the pack threshold; with packing on, the two non-TP ones of the
   // root bucket form one unit while the TP-sharded ones stay single.

@@ -279,6 +279,7 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
   j["world_size"] = world;
   j["owner_strategy"] = fmt::format("{}", fmt::join(o.owner_strategies_resolved, ","));
   j["replicate"] = o.plan.replicate;
+  j["tp"] = o.plan.tp;
   j["reshard"] = plan::reshard_name(e.reshard);
   j["grad_reduce"] = plan::grad_reduce_name(e.grad_reduce);
   j["prefetch"] = e.prefetch;

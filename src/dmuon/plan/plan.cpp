@@ -65,6 +65,17 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
         part.empty_slots, part.slots.size(), part.units.size(), part.slots.size(), part.ratio);
     p.report.findings.push_back(std::move(f));
   }
+  if (config.tp > 1 && p.tp.sharded.empty()) {
+    boundary::Finding f;
+    f.kind = boundary::FindingKind::tp_unsharded;
+    f.severity = boundary::Severity::warning;
+    f.message = fmt::format(
+        "--tp {} but no dedicated parameter matches the TP rule '{}': every TP rank holds full "
+        "copies and the TP gather/scatter moves nothing (see --tp-shard)",
+        config.tp,
+        config.tp_shard_rule.empty() ? boundary::kDefaultTpShardRule : config.tp_shard_rule);
+    p.report.findings.push_back(std::move(f));
+  }
   return p;
 }
 
