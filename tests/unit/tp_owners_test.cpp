@@ -278,6 +278,18 @@ TEST(TpExchangeLayout, AssembleAndSplitByHand) {
   EXPECT_EQ(std::vector<float>(full.begin(), full.begin() + 4), (std::vector<float>{1, 2, 3, 4}));
 }
 
+TEST(TpLocalTree, ReshapeKeepsNamesAndNeverGrows) {
+  auto t = make_tree({{"l0.q_proj", {8, 4}}, {"l0.o_proj", {4, 8}}});
+  t.reshape_parameter(0, {4, 4});  // a column-parallel shard of T = 2
+  t.reshape_parameter(1, {4, 4});  // a row-parallel one
+  EXPECT_EQ(t.parameter(0).numel(), 16);
+  EXPECT_EQ(t.parameter(1).name, "l0.o_proj.weight");
+  EXPECT_EQ(*t.find_parameter("l0.q_proj.weight"), 0);
+  EXPECT_THROW(t.reshape_parameter(0, {8, 4}), InputError);  // grows
+  EXPECT_THROW(t.reshape_parameter(0, {16}), InputError);    // other rank
+  EXPECT_THROW(t.reshape_parameter(0, {-4, -4}), InputError);
+}
+
 TEST(TpLayouts, NamedLayoutsMultiplyOut) {
   for (const auto& l : plan::tp_layouts())
     EXPECT_EQ(l.world, l.replicate * l.shard * l.tp) << l.name;
