@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <map>
 
 #include "common/plan_options.hpp"
@@ -17,9 +18,13 @@
 #include "dmuon/comm/collective_counters.hpp"
 #include "dmuon/engine/accumulation.hpp"
 #include "dmuon/engine/grad_clip.hpp"
+#include "dmuon/boundary/tp_shard.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/ddp_dmuon_volume.hpp"
 #include "dmuon/plan/plan_json.hpp"
+#include "dmuon/plan/tp_json.hpp"
+#include "dmuon/plan/tp_layouts.hpp"
+#include "dmuon/plan/tp_volume.hpp"
 
 namespace {
 
@@ -29,8 +34,47 @@ double mb(std::int64_t bytes) {
   return static_cast<double>(bytes) / 1e6;
 }
 
+// Tensor parallelism: the TP owners and the per-world-rank volume with the TP gather/scatter.
+void print_tp(const model::Topology& topo, const plan::Plan& p, const plan::TpCommVolume& z3,
+              const plan::TpCommVolume& z2, std::size_t max_rows) {
+  const auto& t = p.tp;
+  const auto& part = p.partition;
+  fmt::print(
+      "#\n# tensor parallelism: T {}, {} TP-sharded parameters (never packed; rank = dp_rank x "
+      "T + tp)\n",
+      t.tp, t.sharded.size());
+  fmt::print("# {:>5}  {:<44} {:>6} {:>14} {:>14} {:>8} {:>8} {:>5}\n", "visit", "parameter", "par",
+             "shape", "local", "dp_owner", "tp_owner", "rank");
+  for (std::size_t i = 0; i < t.visit_order.size(); ++i) {
+    if (i == max_rows) {
+      fmt::print("  ... {} more TP-sharded parameters (--json for all)\n",
+                 t.visit_order.size() - max_rows);
+      break;
+    }
+    const int pid = t.visit_order[i];
+    const auto& prm = topo.tree.parameter(pid);
+    const int dim = t.shard_dim[static_cast<std::size_t>(pid)];
+    const auto local = boundary::tp_local_shape(prm.shape, dim, t.tp);
+    fmt::print("  {:>5}  {:<44} {:>6} {:>14} {:>14} {:>8} {:>8} {:>5}\n", i,
+               abbreviate_value(prm.name, 44), dim == 1 ? "row" : "column",
+               fmt::format("{}", fmt::join(prm.shape, "x")),
+               fmt::format("{}", fmt::join(local, "x")), part.owner_rank(pid),
+               t.tp_owner[static_cast<std::size_t>(pid)], t.owner_world_rank(part, pid));
+  }
+  fmt::print(
+      "#\n# predicted DMuon communication per step with TP (max over the {} ranks; DP "
+      "collectives on local shards, TP gather of gradients + TP scatter of fp32 updates)\n",
+      z3.world);
+  fmt::print("# {:>7} {:>10} {:>10} {:>12} {:>12} {:>12}\n", "reshard", "gathers", "scatters",
+             "gather MB", "scatter MB", "MB/rank");
+  for (const auto* v : {&z3, &z2})
+    fmt::print("  {:>7} {:>10} {:>10} {:>12.3f} {:>12.3f} {:>12.3f}\n",
+               plan::reshard_name(v->dp.reshard), v->gather.max_calls(), v->scatter.max_calls(),
+               mb(v->gather.max_bytes()), mb(v->scatter.max_bytes()), mb(v->max_bytes_per_rank()));
+}
+
 void print_human(const model::Topology& topo, const plan::Plan& p, const plan::CommVolume& z3,
-                 const plan::CommVolume& z2, const plan::CommVolume& ddp, std::size_t max_rows) {
+                 const plan::CommVolume& z2, const plan::CommVolume* ddp, std::size_t max_rows) {
   const auto& tree = topo.tree;
   const auto& part = p.partition;
   const auto& hooks = p.hooks;
@@ -63,9 +107,9 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
     }
     fmt::print("# routes {}:{}\n", abbreviate_value(plan::routes_text(p.config.routes)), line);
   }
-  fmt::print("# world {} = R {} x G {}   owner strategy {}, cost model {}, packing {}\n",
-             part.slots.size(), part.options.replicate, part.options.shard,
-             partition::strategy_name(part.options.strategy),
+  fmt::print("# world {} = R {} x G {} x T {}   owner strategy {}, cost model {}, packing {}\n",
+             part.slots.size() * static_cast<std::size_t>(p.tp.tp), part.options.replicate,
+             part.options.shard, p.tp.tp, partition::strategy_name(part.options.strategy),
              partition::cost_model_name(part.options.cost_model),
              part.options.pack ? fmt::format("on (< {})", part.options.pack_threshold) : "off");
   const bool z3_sites = p.config.reshard == plan::Reshard::z3;
@@ -108,8 +152,9 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
       part.tight_lower_bound, part.tight_ratio, part.imbalance_all, part.imbalance_nonempty,
       part.empty_slots, part.key_collisions);
   fmt::print(
-      "#\n# predicted DMuon communication per step (max over ranks; gradient reduces {}; hooks "
-      "that fire / communicate)\n",
+      "#\n# predicted DMuon communication per step (max over {}; gradient reduces {}; "
+      "hooks that fire / communicate)\n",
+      p.tp.tp > 1 ? "ranks: the DP collectives on local shards, the TP ones below" : "ranks",
       plan::grad_reduce_name(z3.grad_reduce));
   fmt::print("# {:>7} {:>11} {:>10} {:>10} {:>10} {:>12}\n", "reshard", "hooks_fired", "hooks_comm",
              "broadcasts", "reduces", "MB/rank");
@@ -119,10 +164,11 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
                v->broadcast.max_calls() + v->replicate_broadcast.max_calls(),
                v->reduce.max_calls() + v->reduce_stage2.max_calls(), mb(v->max_bytes_per_rank()));
   }
-  fmt::print(
-      "# ddp-dmuon (replicas; the same owners): {} reduces to owners + {} post-step fp32 "
-      "broadcasts, {:.3f} MB/rank\n",
-      ddp.reduce.max_calls(), ddp.broadcast.max_calls(), mb(ddp.max_bytes_per_rank()));
+  if (ddp != nullptr)
+    fmt::print(
+        "# ddp-dmuon (replicas; the same owners): {} reduces to owners + {} post-step fp32 "
+        "broadcasts, {:.3f} MB/rank\n",
+        ddp->reduce.max_calls(), ddp->broadcast.max_calls(), mb(ddp->max_bytes_per_rank()));
   fmt::print("#\n# findings: {} warnings, {} notes\n", p.report.warnings(),
              p.report.findings.size() - static_cast<std::size_t>(p.report.warnings()));
   for (const auto& f : p.report.findings)
@@ -137,6 +183,7 @@ int inspect(int argc, char** argv) {
   CLI::App app{"dmuon_inspect: hook sites, owners and their cost for a DMuon plan (no MPI needed)"};
   apps::PlanOptions o;
   int world_size = 8;
+  std::string layout;
   bool json = false;
   std::int64_t max_rows = 40;
   std::string grad_reduce = "per-param";
@@ -163,6 +210,18 @@ int inspect(int argc, char** argv) {
                  "predict with global-norm clipping (> 0): + 1 world all_reduce of one fp32 per "
                  "rank per step");
   app.add_option("--clip-norm-type", clip_type_text, "2 (default) or inf, with --clip-norm");
+  auto* world_flag = app.get_option("--world-size");
+  std::string layout_names;
+  for (const auto& l : plan::tp_layouts())
+    layout_names += (layout_names.empty() ? "" : " | ") + l.name;
+  app.add_option("--layout", layout,
+                 fmt::format("named R x G x T layout setting --world-size, --replicate and --tp: "
+                             "{} (docs/METRICS.md)",
+                             layout_names))
+      ->check(apps::nonempty_value())
+      ->excludes(world_flag)
+      ->excludes(app.get_option("--replicate"))
+      ->excludes(app.get_option("--tp"));
   app.add_flag("--json", json, "print one JSON object instead of tables");
   app.add_option("--max-rows", max_rows, "rows per table in the human output")
       ->capture_default_str()
@@ -171,6 +230,12 @@ int inspect(int argc, char** argv) {
   if (o.list) {
     fmt::print("{}", apps::list_topologies_text());
     return apps::kOk;
+  }
+  if (!layout.empty()) {
+    const auto& l = plan::find_tp_layout(layout);
+    world_size = l.world;
+    o.replicate = l.replicate;
+    o.tp = l.tp;
   }
   const auto reduce_mode = plan::parse_grad_reduce(grad_reduce);
   const int accum = app.count("--accum") > 0 ? engine::parse_accum(accum_text) : 1;
@@ -191,20 +256,32 @@ int inspect(int argc, char** argv) {
   o.reshard = plan::Reshard::z2;
   const auto p2 = plan::make_plan(topo.tree, apps::make_plan_config(o, topo, world_size));
   const auto& p = shown == plan::Reshard::z3 ? p3 : p2;
+  // Per DP rank, on the local shards each rank holds (the full parameters when T = 1).
   const auto z3 = engine::accumulated_volume(
-      plan::predict_dmuon_volume(topo.tree, p3.hooks, p3.partition, plan::Reshard::z3, reduce_mode),
+      plan::predict_dmuon_volume(topo.tree, p3.hooks, p3.partition, plan::Reshard::z3, reduce_mode,
+                                 0, &p3.tp.local_numel),
       accum);
   const auto z2 = engine::accumulated_volume(
-      plan::predict_dmuon_volume(topo.tree, p2.hooks, p2.partition, plan::Reshard::z2, reduce_mode),
+      plan::predict_dmuon_volume(topo.tree, p2.hooks, p2.partition, plan::Reshard::z2, reduce_mode,
+                                 0, &p2.tp.local_numel),
       accum);
+  const bool tp = o.tp > 1;
+  const auto tz3 = tp ? plan::predict_tp_volume(topo.tree, p3, plan::Reshard::z3, reduce_mode)
+                      : plan::TpCommVolume{};
+  const auto tz2 = tp ? plan::predict_tp_volume(topo.tree, p2, plan::Reshard::z2, reduce_mode)
+                      : plan::TpCommVolume{};
   // --clip-norm: one all_reduce of one fp32 over the world; its payload under the counter
   // convention is floor(1·(N−1)/N)·4 bytes (0: a one-element all-reduce moves no chunk).
   const auto norm =
       comm::collective_payload(comm::CollectiveKind::all_reduce, world_size, false, 1, 4);
   const auto norm_bytes =
       static_cast<std::int64_t>(comm::collective_volume(comm::CollectiveKind::all_reduce, norm));
-  // ddp-dmuon packs per (site, owner) on the shown mode's sites (dmuon_bench plans with --reshard).
-  const auto ddp = plan::predict_ddp_dmuon_volume(topo.tree, p.hooks, p.partition, reduce_mode);
+  // ddp-dmuon packs per (site, owner) on the shown mode's sites (dmuon_bench plans with
+  // --reshard); replicas hold whole parameters, so it has no tensor-parallel form here.
+  const std::optional<plan::CommVolume> ddp =
+      tp ? std::nullopt
+         : std::optional<plan::CommVolume>(
+               plan::predict_ddp_dmuon_volume(topo.tree, p.hooks, p.partition, reduce_mode));
   if (json) {
     auto j = plan::plan_to_json(topo.tree, p);
     j["topology"] = topo.name;
@@ -212,13 +289,14 @@ int inspect(int argc, char** argv) {
     j["world_size"] = world_size;
     j["replicate"] = o.replicate;
     j["grad_reduce"] = plan::grad_reduce_name(reduce_mode);
-    auto ddp_json = plan::volume_to_json(ddp);
-    ddp_json.erase("reshard");
-    ddp_json.erase("hooks_fired_per_step");
-    ddp_json.erase("hooks_communicating_per_step");
-    j["comm"] = {{"z3", plan::volume_to_json(z3)},
-                 {"z2", plan::volume_to_json(z2)},
-                 {"ddp_dmuon", ddp_json}};
+    j["comm"] = {{"z3", plan::volume_to_json(z3)}, {"z2", plan::volume_to_json(z2)}};
+    if (ddp) {
+      auto ddp_json = plan::volume_to_json(*ddp);
+      ddp_json.erase("reshard");
+      ddp_json.erase("hooks_fired_per_step");
+      ddp_json.erase("hooks_communicating_per_step");
+      j["comm"]["ddp_dmuon"] = ddp_json;
+    }
     j["accum"] = accum;
     if (clip > 0) {
       j["clip_norm"] = {{"max_norm", clip},
@@ -226,12 +304,23 @@ int inspect(int argc, char** argv) {
                         {"world_all_reduce_calls_per_rank", 1},
                         {"world_all_reduce_bytes_per_rank", norm_bytes}};
       for (const char* mode : {"z3", "z2", "ddp_dmuon"})
-        j["comm"][mode]["world_all_reduce"] = {{"calls_per_rank", 1},
-                                               {"bytes_per_rank", norm_bytes}};
+        if (j["comm"].contains(mode))
+          j["comm"][mode]["world_all_reduce"] = {{"calls_per_rank", 1},
+                                                 {"bytes_per_rank", norm_bytes}};
+    }
+    j["tp"] = o.tp;
+    if (!layout.empty()) j["layout"] = layout;
+    j["tp_owners"] = plan::tp_owners_to_json(topo.tree, p);
+    if (tp) {
+      // DP volumes above are per DP rank on local shards; these are per world rank.
+      j["tp_loads"] = plan::tp_loads_to_json(p);
+      j["comm"]["z3"]["tp"] = plan::tp_volume_to_json(tz3);
+      j["comm"]["z2"]["tp"] = plan::tp_volume_to_json(tz2);
     }
     std::cout << j.dump(1) << "\n";
   } else {
-    print_human(topo, p, z3, z2, ddp, static_cast<std::size_t>(max_rows));
+    print_human(topo, p, z3, z2, ddp ? &*ddp : nullptr, static_cast<std::size_t>(max_rows));
+    if (tp) print_tp(topo, p, tz3, tz2, static_cast<std::size_t>(max_rows));
     if (accum > 1)
       fmt::print(
           "# --accum {}: {} micro-steps per step; row broadcasts and hooks above are x {} "

@@ -179,9 +179,10 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
   const std::size_t width = o.wide ? 0 : kWidth;
   std::string s;
   const auto line = [&](const std::string& text) { s += wrap_comment(text, width); };
-  const int replicate = o.plan.replicate;
-  line(fmt::format("# dmuon_bench  topology {} (preset {})  world {} = R {} x G {}{}", topo.name,
-                   topo.preset.empty() ? "file" : topo.preset, world, replicate, world / replicate,
+  const int replicate = o.plan.replicate, tp = o.plan.tp;
+  line(fmt::format("# dmuon_bench  topology {} (preset {})  world {} = R {} x G {}{}{}", topo.name,
+                   topo.preset.empty() ? "file" : topo.preset, world, replicate,
+                   world / replicate / tp, tp > 1 ? fmt::format(" x T {}", tp) : "",
                    replicate > 1 ? " (HSDP)" : ""));
   line(fmt::format(
       "# boundary sweep: {}  owner strategy {}  reshard {}  grad reduce {}  prefetch {}  "
@@ -196,9 +197,10 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
                        : std::string(" in fp32"),
                    engine::optimizer_pipeline_name(e.pipeline)));
   line(
-      fmt::format("# global batch {} samples ({} per rank)  steps {} (+{} warmup) x {} repeat{}  "
+      fmt::format("# global batch {} samples ({} per {})  steps {} (+{} warmup) x {} repeat{}  "
                   "seed {}",
-                  e.global_samples(world), e.global_samples(world) / world, e.steps, e.warmup,
+                  e.global_samples(world / tp), e.global_samples(world / tp) / (world / tp),
+                  tp > 1 ? "DP rank; its TP group shares them" : "rank", e.steps, e.warmup,
                   o.repeats, o.repeats == 1 ? "" : "s", e.seed));
   if (e.clip_norm > 0 || e.accum > 1)
     line(fmt::format("# gradient clipping {}  accumulation {} micro-step{} per step",
@@ -303,6 +305,14 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
       line(fmt::format("# check {} ({}): max relative error {:.3e} (tolerance {:.1e}){}",
                        r.check_passed ? "OK" : "FAILED", who, r.max_rel_error, r.check_tolerance,
                        r.worst_param.empty() ? "" : ", worst " + r.worst_param));
+    if (r.tp > 1)
+      line(fmt::format(
+          "# tp {} ({}): MB = DP collectives on local shards; TP gather {:.6f} MB, scatter {:.6f} "
+          "MB per rank per step (max), formula {:.6f} / {:.6f}",
+          r.tp, who, static_cast<double>(r.tp_gather_bytes) / 1e6,
+          static_cast<double>(r.tp_scatter_bytes) / 1e6,
+          static_cast<double>(r.tp_gather_formula) / 1e6,
+          static_cast<double>(r.tp_scatter_formula) / 1e6));
     if (r.checked && !r.check_note.empty())
       line(fmt::format("# check note ({}): {}", who, r.check_note));
     if (o.engine.accum > 1)
@@ -325,6 +335,7 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
   j["world_size"] = world;
   j["owner_strategy"] = fmt::format("{}", fmt::join(o.owner_strategies_resolved, ","));
   j["replicate"] = o.plan.replicate;
+  j["tp"] = o.plan.tp;
   j["reshard"] = plan::reshard_name(e.reshard);
   j["grad_reduce"] = plan::grad_reduce_name(e.grad_reduce);
   j["prefetch"] = e.prefetch;

@@ -110,7 +110,7 @@ void fill_measured(results::RunRecord& rec, const model::Topology& topo, const B
   s["exposed_comm_ms"] = phase_ms(r, Phase::exposed_comm);
   if (step_ms > 0) {
     s["tokens_per_s"] =
-        static_cast<double>(o.engine.global_samples(r.world_size)) / (step_ms * 1e-3);
+        static_cast<double>(o.engine.global_samples(r.world_size / r.tp)) / (step_ms * 1e-3);
     s["updated_params_per_s"] = static_cast<double>(topo.tree.total_numel()) / (step_ms * 1e-3);
   }
   // NS runs on the owners only for dmuon, so Σ over owned matrices is the work the optimizer_ns

@@ -5,6 +5,7 @@
 
 #include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
+#include "dmuon/boundary/tp_shard.hpp"
 #include "dmuon/model/topology_file.hpp"
 #include "dmuon/partition/partition.hpp"
 
@@ -63,6 +64,20 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
   app.add_flag("--no-column-balance", o.no_column_balance, "HSDP: do not balance per-column loads");
   app.add_option("--replicate", o.replicate, "replicate-group size R (HSDP when > 1)")
       ->capture_default_str();
+  app.add_option("--tp", o.tp,
+                 "tensor-parallel group size T (world = R x G x T, TP fastest: rank = "
+                 "(replicate*G + shard)*T + tp)")
+      ->capture_default_str();
+  app.add_option("--tp-shard", o.tp_shard,
+                 fmt::format("rule (as --dedicate) picking the TP-sharded dedicated parameters "
+                             "(default '{}')",
+                             boundary::kDefaultTpShardRule))
+      ->check(nonempty);
+  app.add_option("--tp-row", o.tp_row,
+                 fmt::format("rule picking the row-parallel (dim 1) ones among them; the rest "
+                             "shard dim 0 (default '{}')",
+                             boundary::kDefaultTpRowRule))
+      ->check(nonempty);
 }
 
 std::string list_topologies_text() {
@@ -125,6 +140,13 @@ plan::PlanConfig make_plan_config(const PlanOptions& o, const model::Topology& t
         fmt::format("replicate size {} does not divide world size {} (valid: a divisor "
                     "of the world size)",
                     o.replicate, world_size));
+  if (o.tp < 1 || o.tp > boundary::kMaxTp)
+    throw InputError(fmt::format("--tp {} is invalid (valid: 1..{})", o.tp, boundary::kMaxTp));
+  if ((world_size / o.replicate) % o.tp != 0)
+    throw InputError(fmt::format(
+        "--tp {} x --replicate {} does not divide world size {} (valid: R x T dividing the "
+        "world size; world = R x G x T)",
+        o.tp, o.replicate, world_size));
   plan::PlanConfig c;
   c.dedicate_rule = o.dedicate.empty() ? t.dedicate_rule : o.dedicate;
   if (c.dedicate_rule.empty())
@@ -140,7 +162,10 @@ plan::PlanConfig make_plan_config(const PlanOptions& o, const model::Topology& t
   c.partition.pack_threshold = o.pack_threshold;
   c.partition.max_owners_per_group = o.max_owners_per_group;
   c.partition.replicate = o.replicate;
-  c.partition.shard = world_size / o.replicate;
+  c.partition.shard = world_size / o.replicate / o.tp;
+  c.tp = o.tp;
+  c.tp_shard_rule = o.tp_shard;
+  c.tp_row_rule = o.tp_row;
   c.partition.column_balance = !o.no_column_balance;
   return c;
 }

@@ -29,6 +29,9 @@ struct PlanOptions {
   int max_owners_per_group = 0;
   bool no_column_balance = false;
   int replicate = 1;
+  int tp = 1;            ///< T, tensor-parallel group size (world = R x G x T)
+  std::string tp_shard;  ///< "" = boundary::kDefaultTpShardRule
+  std::string tp_row;    ///< "" = boundary::kDefaultTpRowRule
   /// Not a flag here: the app sets it (dmuon_bench from its --reshard, dmuon_inspect per
   /// mode) so that make_plan_config resolves hook sites for the mode the engine runs.
   plan::Reshard reshard = plan::Reshard::z3;
@@ -50,7 +53,8 @@ model::Topology load_topology(const PlanOptions& o);
 /// Resolves "recommended"/"incomplete" to the topology's boundary strings.
 std::string resolve_boundary_alias(const std::string& boundary, const model::Topology& t);
 
-/// The plan configuration for a world of `world_size` ranks (G = world / R), for o.reshard.
+/// The plan configuration for a world of `world_size` ranks (G = world / (R x T)), for
+/// o.reshard. R x T must divide the world size (InputError otherwise).
 /// A world size outside 1..partition::kMaxSlots is an InputError (checked before anything is
 /// sized by it).
 plan::PlanConfig make_plan_config(const PlanOptions& o, const model::Topology& t, int world_size);

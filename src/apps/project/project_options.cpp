@@ -69,6 +69,11 @@ std::vector<engine::Method> resolve_project_options(ProjectOptions& o) {
     throw InputError("--clip-norm is not modelled by dmuon_project (measure it with dmuon_bench)");
   if (o.bench.engine.accum > 1)
     throw InputError("--accum is not modelled by dmuon_project (measure it with dmuon_bench)");
+  if (o.bench.plan.tp != 1)
+    throw InputError(fmt::format(
+        "--tp {} is not modelled by the projection (supported: --tp 1; dmuon_inspect --tp T "
+        "predicts TP volumes, dmuon_bench --tp T measures them)",
+        o.bench.plan.tp));
   if (o.symmetry == "reduced")
     o.symmetry_resolved = dmuon::project::Symmetry::reduced;
   else if (o.symmetry == "full")

@@ -16,6 +16,7 @@ const char* finding_kind_name(FindingKind k) {
     case FindingKind::per_linear_fallback: return "per-linear-fallback";
     case FindingKind::swallowed_repeats: return "swallowed-repeats";
     case FindingKind::idle_ranks: return "idle-ranks";
+    case FindingKind::tp_unsharded: return "tp-unsharded";
     case FindingKind::lenient_fallback: return "lenient-fallback";
     case FindingKind::unknown_type: return "unknown-type";
     case FindingKind::unmatched_paths: return "unmatched-paths";

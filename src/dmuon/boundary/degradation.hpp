@@ -24,6 +24,7 @@ enum class FindingKind {
   unmatched_paths,      ///< a paths: regex that matches no module
   root_collapse,        ///< everything in one site at the root: no layer pipelining
   idle_ranks,           ///< the ownership partition leaves ranks without any matrix
+  tp_unsharded,         ///< --tp T > 1 but no dedicated parameter is TP-sharded
 };
 const char* finding_kind_name(FindingKind k);
 

@@ -12,6 +12,7 @@
 #include "dmuon/engine/step_executor.hpp"
 #include "dmuon/engine/step_layout.hpp"
 #include "dmuon/engine/step_schedule.hpp"
+#include "dmuon/engine/tp_engine.hpp"
 
 namespace dmuon::engine {
 
@@ -24,9 +25,11 @@ void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const E
         fmt::format("plan made for reshard {}, run with {} (tied parameters take "
                     "other sites in Z2: plan with the run's mode)",
                     plan::reshard_name(plan.config.reshard), plan::reshard_name(o.reshard)));
-  if (po.replicate < 1 || po.shard * po.replicate != world_size)
-    throw InputError(fmt::format("plan laid out for {} x {} ranks, run on {} (re-plan for {})",
-                                 po.replicate, po.shard, world_size, world_size));
+  const int tp = plan.tp.tp;
+  if (po.replicate < 1 || po.shard * po.replicate * tp != world_size)
+    throw InputError(fmt::format("plan laid out for {} x {} x {} ranks, run on {} (re-plan for {})",
+                                 po.replicate, po.shard, tp, world_size, world_size));
+  validate_tp_run(plan, o);
   for (int pid : tree.parameter_order()) {
     const auto& p = tree.parameter(pid);
     if (p.dtype != model::DType::f32)
@@ -36,8 +39,38 @@ void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const E
   if (o.device == Device::cuda) require_cuda_backend();
 }
 
+void validate_tp_run(const plan::Plan& plan, const EngineOptions& o) {
+  const int tp = plan.tp.tp;
+  if (tp == 1) return;
+  if (o.method != Method::dmuon)
+    throw InputError(
+        fmt::format("--tp {} runs --method dmuon only (not {}: the baselines have no TP step)", tp,
+                    method_name(o.method)));
+  if (o.device != Device::host)
+    throw InputError(fmt::format(
+        "--tp {} runs on --device host only (the CUDA backend has no TP gather/scatter)", tp));
+  if (o.comm_dtype != kernels::Dtype::f32)
+    throw InputError(fmt::format(
+        "--tp {} runs with --comm-dtype fp32 only (the TP gather carries fp32 Newton-Schulz "
+        "inputs)",
+        tp));
+  if (o.clip_norm > 0 || o.accum > 1)
+    throw InputError(fmt::format(
+        "--tp {} runs without --clip-norm and --accum (the TP step has no world norm or "
+        "micro-steps yet)",
+        tp));
+  if (!plan.config.routes.empty())
+    throw InputError(fmt::format("--tp {} runs without --route (TP shards Muon matrices only)", tp));
+  if (o.check_reference)
+    throw InputError(fmt::format(
+        "--tp {}: a reference computed elsewhere cannot check a TP run (its shards have their "
+        "own synthetic data); use --check",
+        tp));
+}
+
 RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, const EngineOptions& o,
                      MPI_Comm world) {
+  if (plan.tp.tp > 1) return run_tp_engine(tree, plan, o, world);
   int size = 1;
   DMUON_CHECK_MPI(MPI_Comm_size(world, &size));
   validate_run(tree, plan, o, size);

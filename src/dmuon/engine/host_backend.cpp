@@ -15,6 +15,7 @@
 #include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/engine/linear_work.hpp"
 #include "dmuon/engine/optimizer_step.hpp"
+#include "dmuon/engine/tp_exchange.hpp"
 #include "kernels/convert.hpp"
 
 namespace dmuon::engine {
@@ -93,8 +94,8 @@ class SteadyTimer final : public PhaseTimer {
 class HostBackend final : public StepBackend {
  public:
   HostBackend(const model::ModuleTree& tree, const StepLayout& layout, const EngineOptions& o,
-              const comm::RankLayout& ranks, MPI_Comm world)
-      : L_(layout), o_(o), wire_(o.comm_dtype), opt_(muon_config(o)) {
+              const comm::RankLayout& ranks, MPI_Comm world, TpExchange* tp)
+      : L_(layout), o_(o), wire_(o.comm_dtype), tp_(tp), opt_(muon_config(o)) {
     if (o.clip_norm > 0) world_ = comm::make_communicator(comm::Backend::mpi, world);
     if (is_ddp(L_.method)) {
       shard_ = comm::make_communicator(comm::Backend::mpi, world);
@@ -126,10 +127,12 @@ class HostBackend final : public StepBackend {
     std::vector<float> init;
     work_.reserve(L_.params.size());
     for (const auto& p : L_.params) {
-      work_.emplace_back(tree, p.pid, global, ranks.world_rank(), ranks.world_size(), o.accum);
+      const std::uint64_t key = tp_ ? tp_->data_key(p.pid) : LinearWork::kPidKey;
+      work_.emplace_back(tree, p.pid, global, ranks.world_rank(), ranks.world_size(), o.accum,
+                         key);
       if (p.master_offset < 0) continue;
       init.assign(n(p.numel), 0.0f);
-      init_weights(o.seed, p.pid, init.data(), p.numel, p.shape.cols);
+      init_weights(o.seed, key, init.data(), p.numel, p.shape.cols);
       float* dst = master_.data() + p.master_offset;
       if (p.storage == Storage::sharded) {
         const std::int64_t begin = L_.me.column * p.chunk;
@@ -241,6 +244,10 @@ class HostBackend final : public StepBackend {
 
   void newton_schulz(const StepOp& op) override {
     const auto& p = param(op.param);
+    if (tp_sharded(p)) {
+      tp_->orthogonalize(p.pid, ns_matrix(p, op.gather_base, true), opt_, p.name);
+      return;
+    }
     opt_.newton_schulz(ns_matrix(p, op.gather_base, true), p.shape.rows, p.shape.cols, p.name);
   }
 
@@ -255,6 +262,10 @@ class HostBackend final : public StepBackend {
         const std::int64_t len = std::max<std::int64_t>(0, std::min(p.chunk, p.numel - begin));
         bad = opt_.apply(master, ns_matrix(p, op.gather_base, false) + begin,
                          static_cast<std::size_t>(len), p.shape.rows, p.shape.cols);
+      } else if (tp_sharded(p)) {
+        // A shard of the full update: Muon's scale is the logical matrix's.
+        bad = opt_.apply(master, input_.data() + p.state_offset, static_cast<std::size_t>(p.numel),
+                         tp_->logical_rows(p.pid), tp_->logical_cols(p.pid));
       } else {
         bad = opt_.apply(master, input_.data() + p.state_offset, static_cast<std::size_t>(p.numel),
                          p.shape.rows, p.shape.cols);
@@ -323,6 +334,10 @@ class HostBackend final : public StepBackend {
  private:
   const GroupLayout& group(int g) const { return L_.groups[static_cast<std::size_t>(g)]; }
   const ParamLayout& param(int p) const { return L_.params[static_cast<std::size_t>(p)]; }
+  // A TP-sharded Muon parameter this rank owns (its DP owner's TP group runs its NS together).
+  bool tp_sharded(const ParamLayout& p) const {
+    return tp_ != nullptr && p.storage == Storage::owned && tp_->sharded(p.pid);
+  }
 
   void* at(const Location& where) {
     switch (where.arena) {
@@ -382,6 +397,7 @@ class HostBackend final : public StepBackend {
   const StepLayout& L_;
   EngineOptions o_;
   Dtype wire_;
+  TpExchange* tp_ = nullptr;
   std::unique_ptr<comm::Communicator> shard_, replicate_, world_;
   float clip_scalar_ = 0;  // --clip-norm: this rank's partial, then the world's
   F32View master_, state_, state2_, input_, compute_pool_, gather_f32_, scratch_;
@@ -397,8 +413,9 @@ class HostBackend final : public StepBackend {
 
 std::unique_ptr<StepBackend> make_host_backend(const model::ModuleTree& tree,
                                                const StepLayout& layout, const EngineOptions& o,
-                                               const comm::RankLayout& ranks, MPI_Comm world) {
-  return std::make_unique<HostBackend>(tree, layout, o, ranks, world);
+                                               const comm::RankLayout& ranks, MPI_Comm world,
+                                               TpExchange* tp) {
+  return std::make_unique<HostBackend>(tree, layout, o, ranks, world, tp);
 }
 
 }  // namespace dmuon::engine

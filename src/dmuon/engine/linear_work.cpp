@@ -20,8 +20,9 @@ struct LinearWork::Buffers {
 };
 
 LinearWork::LinearWork(const model::ModuleTree& tree, int pid, std::int64_t global_tokens, int rank,
-                       int ranks, int accum)
+                       int ranks, int accum, std::uint64_t key)
     : pid_(pid),
+      key_(key == kPidKey ? static_cast<std::uint64_t>(pid) : key),
       shape_(matrix_shape(tree.parameter(pid))),
       range_(sample_range(tree, pid, global_tokens, rank, ranks)),
       n_(range_.n),
@@ -59,7 +60,7 @@ void LinearWork::forward(Compute compute, std::uint64_t seed, long step, const f
                          const Between& between) {
   const std::int64_t b = local_samples();
   if (compute == Compute::none || b == 0 || shape_.cols == 0) return;
-  const auto pid = static_cast<std::uint64_t>(pid_);
+  const auto pid = key_;
   const auto st = static_cast<std::uint64_t>(step);
   const std::int64_t begin = range_.begin, rows = shape_.rows, cols = shape_.cols;
   const Matrix x = buf_->x, t = buf_->t;
@@ -87,7 +88,7 @@ void LinearWork::backward(Compute compute, std::uint64_t seed, long step, const 
   if (compute == Compute::none) {
     if (accum_ == 1) {
       synthetic_fill_row(seed, static_cast<std::uint64_t>(step), 0,
-                         static_cast<std::uint64_t>(pid_), synthetic_stream::none, grad, numel);
+                         key_, synthetic_stream::none, grad, numel);
       Kokkos::parallel_for(
           "dmuon::grad_none", Kokkos::RangePolicy<Exec>(0, numel),
           KOKKOS_LAMBDA(const std::int64_t i) { grad[i] += w[i]; });
@@ -96,7 +97,7 @@ void LinearWork::backward(Compute compute, std::uint64_t seed, long step, const 
     }
     // Accumulation: each micro-step adds (u + w)/K (the loss averaged over the whole batch).
     std::vector<float> u(static_cast<std::size_t>(numel));
-    synthetic_fill_row(seed, static_cast<std::uint64_t>(step), 0, static_cast<std::uint64_t>(pid_),
+    synthetic_fill_row(seed, static_cast<std::uint64_t>(step), 0, key_,
                        synthetic_stream::none, u.data(), numel);
     const float inv = 1.0f / static_cast<float>(accum_);
     const float* up = u.data();

@@ -19,8 +19,11 @@ class LinearWork {
  public:
   /// Parameter `pid` of `tree`; this rank's share of its global samples among `ranks` ranks,
   /// in `accum` micro-batches (accumulation.hpp). Requires an initialised Kokkos.
+  /// `key` keys the synthetic data (default: the parameter id; a tensor-parallel shard has its
+  /// own, tp_engine.hpp).
   LinearWork(const model::ModuleTree& tree, int pid, std::int64_t global_tokens, int rank,
-             int ranks, int accum = 1);
+             int ranks, int accum = 1, std::uint64_t key = kPidKey);
+  static constexpr std::uint64_t kPidKey = ~std::uint64_t{0};
   ~LinearWork();
   LinearWork(LinearWork&&) noexcept;
   LinearWork& operator=(LinearWork&&) noexcept;
@@ -46,6 +49,7 @@ class LinearWork {
  private:
   struct Buffers;
   int pid_ = -1;
+  std::uint64_t key_ = 0;
   MatrixShape shape_{};
   SampleRange range_{};  // the current micro-batch's
   std::int64_t n_ = 0;   // samples per step

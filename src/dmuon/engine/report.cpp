@@ -63,7 +63,13 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
     x["reshard"] = r.reshard;
     x["world_size"] = r.world_size;
     x["replicate"] = r.replicate;
-    x["global_tokens"] = o.global_samples(r.world_size);
+    x["global_tokens"] = o.global_samples(r.world_size / r.tp);
+    if (r.tp > 1)
+      x["tp"] = {{"tp", r.tp},
+                 {"gather_bytes_per_rank_per_step", r.tp_gather_bytes},
+                 {"gather_formula_bytes_per_rank_per_step", r.tp_gather_formula},
+                 {"scatter_bytes_per_rank_per_step", r.tp_scatter_bytes},
+                 {"scatter_formula_bytes_per_rank_per_step", r.tp_scatter_formula}};
     x["hook_sites"] = r.hook_sites;
     x["hook_calls_per_step"] = r.hook_calls_per_step;
     x["hook_calls_formula"] = r.hook_calls_formula;

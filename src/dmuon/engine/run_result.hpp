@@ -100,6 +100,13 @@ struct RunResult {
   /// Rank 0 only, with --check or EngineOptions::keep_final_weights: every parameter's final
   /// weights, in tree.parameter_order().
   std::vector<std::vector<float>> final_weights;
+  /// Tensor parallelism (tp_engine.hpp): T, and the TP gather / scatter volume of the last step
+  /// (max over the world's ranks), measured and formula. With T > 1, world_size = R x G x T and
+  /// the channels above are the DP collectives (each DP group's, on its local shards); the
+  /// global batch is o.global_samples(world_size / T).
+  int tp = 1;
+  std::int64_t tp_gather_bytes = 0, tp_gather_formula = 0;
+  std::int64_t tp_scatter_bytes = 0, tp_scatter_formula = 0;
 
   std::int64_t bytes_measured_total() const;
   std::int64_t bytes_formula_total() const;

@@ -54,8 +54,9 @@ float synthetic_uniform(std::uint64_t seed, std::uint64_t step, std::uint64_t sa
   return to_uniform(splitmix64(row_key(seed, step, sample, pid, stream) + index));
 }
 
-void init_weights(std::uint64_t seed, int pid, float* w, std::int64_t numel, std::int64_t cols) {
-  fill_row(row_key(seed, 0, 0, static_cast<std::uint64_t>(pid), kStreamInit), w, numel);
+void init_weights(std::uint64_t seed, std::uint64_t pid, float* w, std::int64_t numel,
+                  std::int64_t cols) {
+  fill_row(row_key(seed, 0, 0, pid, kStreamInit), w, numel);
   const float s = 1.0f / std::sqrt(static_cast<float>(std::max<std::int64_t>(cols, 1)));
   for (std::int64_t i = 0; i < numel; ++i) w[i] *= s;
 }

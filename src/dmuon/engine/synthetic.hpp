@@ -40,8 +40,10 @@ float synthetic_uniform(std::uint64_t seed, std::uint64_t step, std::uint64_t sa
 void synthetic_fill_row(std::uint64_t seed, std::uint64_t step, std::uint64_t sample,
                         std::uint64_t pid, std::uint64_t stream, float* out, std::int64_t n);
 
-/// Deterministic initial weights of parameter `pid` (same on every rank and in the reference).
-void init_weights(std::uint64_t seed, int pid, float* w, std::int64_t numel, std::int64_t cols);
+/// Deterministic initial weights of parameter `pid` (same on every rank and in the reference);
+/// `pid` is the data key (a tensor-parallel shard's own key, tp_engine.hpp).
+void init_weights(std::uint64_t seed, std::uint64_t pid, float* w, std::int64_t numel,
+                  std::int64_t cols);
 
 /// Global sample count parameter `pid` of `tree` trains on (see above).
 std::int64_t param_samples(const model::ModuleTree& tree, int pid, std::int64_t global_tokens);

@@ -241,6 +241,17 @@ std::string ModuleTree::holder_name(const Holder& h) const {
   return join_path(modules_.at(static_cast<std::size_t>(h.module)).path, h.attr);
 }
 
+void ModuleTree::reshape_parameter(int param, std::vector<std::int64_t> shape) {
+  auto& p = params_.at(static_cast<std::size_t>(param));
+  Parameter local = p;
+  local.shape = std::move(shape);
+  bool ok = local.shape.size() == p.shape.size();
+  for (auto d : local.shape) ok = ok && d >= 0;
+  if (!ok || local.numel() > p.numel())
+    throw InputError("parameter '" + p.name + "': a reshape keeps the dimensions and never grows");
+  p.shape = std::move(local.shape);
+}
+
 std::int64_t ModuleTree::total_numel() const {
   std::int64_t n = 0;
   for (const auto& p : params_) n += p.numel();

@@ -120,6 +120,10 @@ class ModuleTree {
   std::string holder_name(const Holder& h) const;
   /// Sum of numel over all parameters (tied counted once); fits in int64 after finalize().
   std::int64_t total_numel() const;
+  /// Replaces parameter `param`'s shape by one with the same number of dimensions and no more
+  /// elements (a tensor-parallel rank's local shard, plan/tp_volume.hpp); names, holders and
+  /// order stay. Throws InputError otherwise.
+  void reshape_parameter(int param, std::vector<std::int64_t> shape);
 
  private:
   void require_finalized() const;

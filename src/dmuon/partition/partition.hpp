@@ -37,6 +37,8 @@ struct PartitionOptions {
   int shard = 1;                            ///< G, shard-group size
   int replicate = 1;                        ///< R, replicate-group size (HSDP when > 1)
   bool column_balance = true;               ///< HSDP: balance per-column loads first
+  /// Parameter ids never packed, ascending (TP-sharded parameters: tp_owners.hpp).
+  std::vector<int> never_pack;
 };
 
 /// One owner position. Slots are ordered shard-major: index = shard * R + replicate.

@@ -41,7 +41,9 @@ std::vector<Unit> build_units(const model::ModuleTree& tree, const std::vector<i
       // model clamps, inside parameter_cost).
       const std::int64_t numel = p.numel();
       const std::int64_t cost = parameter_cost(options.cost_model, p.name, p.shape);
-      if (options.pack && numel < options.pack_threshold) {
+      const bool packable =
+          !std::binary_search(options.never_pack.begin(), options.never_pack.end(), pid);
+      if (options.pack && packable && numel < options.pack_threshold) {
         packed.members.push_back(pid);
         const auto overflow = [&] {
           return fmt::format(

@@ -48,7 +48,8 @@ std::int64_t CommVolume::max_bytes_per_rank() const {
 
 CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::HookPlan& plan,
                                 const partition::Partition& part, Reshard reshard,
-                                GradReduce grad_reduce, int wire_bytes) {
+                                GradReduce grad_reduce, int wire_bytes,
+                                const std::vector<std::int64_t>* local_numel) {
   const int G = part.options.shard, R = part.options.replicate;
   CommVolume v;
   v.reshard = reshard;
@@ -80,9 +81,11 @@ CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::H
         return fmt::format("predicted volume overflows 64 bits at dedicated parameter '{}'",
                            prm.name);
       };
+      const std::int64_t numel =
+          local_numel ? local_numel->at(static_cast<std::size_t>(pid)) : prm.numel();
       const std::int64_t bytes =
-          wire_bytes > 0 ? checked_mul(wire_bytes, prm.numel(), overflow) : prm.bytes();
-      const std::int64_t master = checked_mul(4, prm.numel(), overflow);
+          checked_mul(wire_bytes > 0 ? wire_bytes : model::dtype_size(prm.dtype), numel, overflow);
+      const std::int64_t master = checked_mul(4, numel, overflow);
       const auto& owner = part.slots[part.owner_slot[pid]];
       owners[part.owner_slot[pid]] = 1;
       ++params;

@@ -63,9 +63,12 @@ struct CommVolume {
 /// when it is > 0 (the engine's --comm-dtype); the replicate broadcast always carries the fp32
 /// master. `plan` should be resolved for the same reshard mode (Plan::config.reshard): in Z2 a
 /// tied parameter's site differs. Every sum and product is checked: a volume beyond int64 is
-/// an InputError naming the parameter or rank where it overflows.
+/// an InputError naming the parameter or rank where it overflows. `local_numel` (per parameter
+/// id), when given, replaces each parameter's element count: the local shard a rank holds
+/// under tensor parallelism (tp_volume.hpp).
 CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::HookPlan& plan,
                                 const partition::Partition& part, Reshard reshard,
-                                GradReduce grad_reduce = GradReduce::per_param, int wire_bytes = 0);
+                                GradReduce grad_reduce = GradReduce::per_param, int wire_bytes = 0,
+                                const std::vector<std::int64_t>* local_numel = nullptr);
 
 }  // namespace dmuon::plan

@@ -6,6 +6,7 @@
 
 #include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
+#include "dmuon/boundary/tp_shard.hpp"
 #include "dmuon/comm/hash.hpp"
 
 namespace dmuon::plan {
@@ -36,7 +37,23 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
   }
   // Ownership does not depend on the sites; it comes first because its visiting order decides
   // which uncovered parameter a strict failure names.
-  p.partition = partition::partition_ownership(tree, dedicated, config.partition);
+  // TP-sharded parameters are chosen first: they are never packed. The rules are parsed only
+  // with TP (the default ones use a regex, which a build without RE2 refuses).
+  std::vector<int> shard_dim(tree.num_parameters(), -1);
+  if (config.tp != 1)
+    shard_dim = boundary::select_tp_sharded(
+        tree, dedicated,
+        boundary::DedicationRule::parse(config.tp_shard_rule.empty() ? boundary::kDefaultTpShardRule
+                                                                     : config.tp_shard_rule),
+        boundary::DedicationRule::parse(config.tp_row_rule.empty() ? boundary::kDefaultTpRowRule
+                                                                   : config.tp_row_rule),
+        config.tp);
+  auto partition_options = config.partition;
+  for (std::size_t pid = 0; pid < shard_dim.size(); ++pid)
+    if (shard_dim[pid] >= 0) partition_options.never_pack.push_back(static_cast<int>(pid));
+  p.partition = partition::partition_ownership(tree, dedicated, partition_options);
+  // The TP owner pass runs after the DP owners (tp_owners.hpp).
+  p.tp = partition::assign_tp_owners(tree, p.partition, shard_dim, config.tp);
   boundary::HookPlanOptions hook_options;
   hook_options.reshard_after_forward = config.reshard == Reshard::z3;
   hook_options.visit_order = partition::parameter_visit_order(p.partition);
@@ -64,6 +81,17 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
         part.empty_slots, part.slots.size(), part.units.size(), part.slots.size(), part.ratio);
     p.report.findings.push_back(std::move(f));
   }
+  if (config.tp > 1 && p.tp.sharded.empty()) {
+    boundary::Finding f;
+    f.kind = boundary::FindingKind::tp_unsharded;
+    f.severity = boundary::Severity::warning;
+    f.message = fmt::format(
+        "--tp {} but no dedicated parameter matches the TP rule '{}': every TP rank holds full "
+        "copies and the TP gather/scatter moves nothing (see --tp-shard)",
+        config.tp,
+        config.tp_shard_rule.empty() ? boundary::kDefaultTpShardRule : config.tp_shard_rule);
+    p.report.findings.push_back(std::move(f));
+  }
   return p;
 }
 
@@ -85,6 +113,9 @@ std::uint64_t plan_hash(const model::ModuleTree& tree, const Plan& plan) {
       h = comm::fnv1a_64(tree.parameter(pid).name, h);
       h = comm::fnv1a_64_u64(static_cast<std::uint64_t>(plan.partition.owner_rank(pid)), h);
       h = comm::fnv1a_64_u64(plan.muon(pid) ? 1u : 2u, h);  // route muon or adamw
+      if (plan.tp.tp > 1)
+        h = comm::fnv1a_64_u64(
+            static_cast<std::uint64_t>(plan.tp.tp_owner[static_cast<std::size_t>(pid)] + 1), h);
     }
   }
   return h;

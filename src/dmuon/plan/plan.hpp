@@ -14,6 +14,7 @@
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/partition/partition.hpp"
 #include "dmuon/plan/param_route.hpp"
+#include "dmuon/partition/tp_owners.hpp"
 #include "dmuon/plan/reshard.hpp"
 
 namespace dmuon::plan {
@@ -29,6 +30,11 @@ struct PlanConfig {
   partition::PartitionOptions partition;
   /// --route RULE=ROUTE items, in order (param_route.hpp); empty: the dedication rule alone.
   std::vector<std::string> routes;
+  /// Tensor parallelism (tp_shard.hpp, tp_owners.hpp): T and the rules picking the TP-sharded
+  /// parameters and their row-parallel subset; T = 1 is no TP. The world is R x G x T.
+  int tp = 1;
+  std::string tp_shard_rule;  ///< "" = boundary::kDefaultTpShardRule
+  std::string tp_row_rule;    ///< "" = boundary::kDefaultTpRowRule
 };
 
 struct Plan {
@@ -43,6 +49,7 @@ struct Plan {
   std::vector<ParamRoute> route;
   /// Dedicated (owner-based) and updated with Muon, not AdamW: route muon.
   bool muon(int pid) const { return route.at(static_cast<std::size_t>(pid)) == ParamRoute::muon; }
+  partition::TpPlan tp;  ///< TP-sharded parameters and their TP owners (tp = 1: none)
 };
 
 /// Builds the plan; throws InputError for bad rules/policies and strict boundary failures.

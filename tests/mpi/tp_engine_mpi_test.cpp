@@ -1,0 +1,124 @@
+// Tensor parallelism in the engine (docs/METRICS.md "Tensor parallelism"): dmuon with --tp T
+// on R x G x T ranks passes --check against the one-process TP reference, its DP and TP bytes
+// equal the formula on every rank (the engine's audit), and the TP gather/scatter volume
+// recomputed here from the plan's TP owners, per rank, matches the maximum the run reports.
+// World sizes that T does not divide skip with the reason.
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <string>
+
+#include "common/plan_options.hpp"
+#include "dmuon/base/error.hpp"
+#include "dmuon/engine/engine.hpp"
+#include "kernels/scoped_kokkos.hpp"
+#include "mpi_test_util.hpp"
+
+namespace {
+
+using namespace dmuon;
+
+class KokkosEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override { kokkos_ = std::make_unique<kernels::host::ScopedKokkos>(); }
+  void TearDown() override { kokkos_.reset(); }
+
+ private:
+  std::unique_ptr<kernels::host::ScopedKokkos> kokkos_;
+};
+[[maybe_unused]] auto* const kokkos_env =
+    ::testing::AddGlobalTestEnvironment(new KokkosEnvironment);
+
+struct Setup {
+  model::Topology topo;
+  plan::Plan plan;
+};
+
+Setup make_setup(int tp, int replicate, plan::Reshard reshard) {
+  apps::PlanOptions po;
+  po.topology = "llm";
+  po.tp = tp;
+  po.replicate = replicate;
+  po.reshard = reshard;
+  Setup s{apps::load_topology(po), {}};
+  s.plan = plan::make_plan(s.topo.tree, apps::make_plan_config(po, s.topo, test::world_size()));
+  return s;
+}
+
+engine::EngineOptions options(plan::Reshard reshard) {
+  engine::EngineOptions o;
+  o.method = engine::Method::dmuon;
+  o.reshard = reshard;
+  o.global_tokens = 8;
+  o.steps = 2;
+  o.warmup = 0;
+  o.seed = 11;
+  o.check = true;
+  return o;
+}
+
+// Max over world ranks w = dp*T + t of sum over TP-sharded p with DP owner dp and TP owner
+// != t of |p|/T * 4 bytes: what every non-owner sends in the gather and receives in the
+// scatter (fp32).
+std::int64_t expected_tp_max(const Setup& s) {
+  const int T = s.plan.tp.tp;
+  std::vector<std::int64_t> per(static_cast<std::size_t>(test::world_size()), 0);
+  for (int pid : s.plan.tp.sharded) {
+    const int dp = s.plan.partition.owner_rank(pid);
+    for (int t = 0; t < T; ++t)
+      if (t != s.plan.tp.tp_owner[static_cast<std::size_t>(pid)])
+        per[static_cast<std::size_t>(dp * T + t)] += s.topo.tree.parameter(pid).numel() / T * 4;
+  }
+  return *std::max_element(per.begin(), per.end());
+}
+
+void run_case(int tp, int replicate, plan::Reshard reshard) {
+  const int n = test::world_size();
+  if (n % (tp * replicate) != 0)
+    GTEST_SKIP() << "world " << n << " is not divisible by R x T = " << replicate << " x " << tp;
+  const auto s = make_setup(tp, replicate, reshard);
+  ASSERT_EQ(s.plan.tp.sharded.size(), 28u);  // llm tiny: 4 layers x q, k, v, o, gate, up, down
+  const auto r = engine::run_engine(s.topo.tree, s.plan, options(reshard), MPI_COMM_WORLD);
+  EXPECT_EQ(r.tp, tp);
+  EXPECT_EQ(r.world_size, n);
+  EXPECT_TRUE(r.audit_ok) << r.audit_message;
+  EXPECT_TRUE(r.checked);
+  EXPECT_TRUE(r.check_passed) << "max rel error " << r.max_rel_error << " at " << r.worst_param;
+  const std::int64_t tp_max = expected_tp_max(s);
+  EXPECT_GT(tp_max, 0);
+  EXPECT_EQ(r.tp_gather_bytes, tp_max);
+  EXPECT_EQ(r.tp_scatter_bytes, tp_max);
+  EXPECT_EQ(r.tp_gather_formula, tp_max);
+}
+
+TEST(TpEngine, Tp2Z3) {
+  run_case(2, 1, plan::Reshard::z3);
+}
+TEST(TpEngine, Tp2Z2) {
+  run_case(2, 1, plan::Reshard::z2);
+}
+TEST(TpEngine, Tp4Z3) {
+  run_case(4, 1, plan::Reshard::z3);
+}
+TEST(TpEngine, Tp2Hsdp) {
+  run_case(2, 2, plan::Reshard::z3);
+}
+
+TEST(TpEngine, UnsupportedCombinationsExit2) {
+  const int n = test::world_size();
+  if (n % 2 != 0) GTEST_SKIP() << "world " << n << " is not divisible by --tp 2";
+  const auto s = make_setup(2, 1, plan::Reshard::z3);
+  auto o = options(plan::Reshard::z3);
+  o.method = engine::Method::fsdp_muon;
+  EXPECT_THROW(engine::validate_run(s.topo.tree, s.plan, o, n), InputError);
+  o = options(plan::Reshard::z3);
+  o.comm_dtype = kernels::Dtype::bf16;
+  EXPECT_THROW(engine::validate_run(s.topo.tree, s.plan, o, n), InputError);
+  o = options(plan::Reshard::z3);
+  o.device = engine::Device::cuda;
+  EXPECT_THROW(engine::validate_run(s.topo.tree, s.plan, o, n), InputError);
+}
+
+}  // namespace
