@@ -268,7 +268,7 @@ RunResult run_tp_engine(const model::ModuleTree& tree, const plan::Plan& plan,
     const auto gather_before = tpx.gather_counters(), scatter_before = tpx.scatter_counters();
     const StepMeasure m = executor.run_step(s);
     results.record(s, m, counters(CommGroup::shard) - shard_before,
-                   counters(CommGroup::replicate) - replicate_before);
+                   counters(CommGroup::replicate) - replicate_before, none);  // no --clip-norm
     last_gather = minus(tpx.gather_counters(), gather_before);
     last_scatter = minus(tpx.scatter_counters(), scatter_before);
     if (audit.empty()) audit = tp_audit(expect, rank, s, last_gather, last_scatter);

@@ -18,6 +18,7 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
          {},
          {},
          {},
+         {},
          {}};
   std::vector<RouteRule> route_rules;
   for (const auto& spec : config.routes) route_rules.push_back(parse_route_rule(spec));
