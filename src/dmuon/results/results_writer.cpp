@@ -25,11 +25,12 @@ std::string join_hosts(const std::vector<std::string>& hosts) {
   return s;
 }
 
-// The nccl-tests bus factor of a stored kind name ("reduce", "replicate_broadcast", ...).
+// The nccl-tests bus factor of a stored kind name ("reduce", "replicate_broadcast",
+// "world_all_reduce", ...: engine::channel_name's group prefixes).
 double bus_factor(const std::string& kind_name, int n) {
-  const std::string prefix = "replicate_";
-  const std::string bare =
-      kind_name.rfind(prefix, 0) == 0 ? kind_name.substr(prefix.size()) : kind_name;
+  std::string bare = kind_name;
+  for (const std::string prefix : {"replicate_", "world_"})
+    if (bare.rfind(prefix, 0) == 0) bare = bare.substr(prefix.size());
   for (std::size_t k = 0; k < comm::kCollectiveKindCount; ++k) {
     const auto kind = static_cast<comm::CollectiveKind>(k);
     if (bare == comm::collective_kind_name(kind)) return comm::busbw_factor(kind, n);

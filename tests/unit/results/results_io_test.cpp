@@ -336,3 +336,35 @@ TEST(PlanRecord, MoeTinyRecommendedRoundTrips) {
 }
 
 }  // namespace
+
+namespace {
+
+// Bandwidth per kind: the raw figures round-trip, and the derived nccl-tests columns follow
+// from them with the kind's bus factor, group prefixes included (hand-computed: broadcast over
+// 2 ranks moves 2e9 B in 2 s -> algbw 1 GB/s, factor 1; the world all-reduce over 4 ranks moves
+// 1e9 B in 0.5 s -> algbw 2 GB/s, factor 2·3/4 -> busbw 3 GB/s).
+TEST(ResultsFile, BandwidthFiguresRoundTripWithDerivedBusbw) {
+  TempDir dir("bw");
+  const auto path = dir.file("bw.h5");
+  auto f = fixture::sample_file();
+  auto& c = f.runs[0].collectives;
+  c.kinds = {"broadcast", "world_all_reduce"};
+  c.message_bytes_per_step = {2e9, 1e9};
+  c.group_size = {2, 4};
+  c.in_flight_seconds = {2.0, 0.5};
+  write_results(path, f);
+  const auto g = read_results(path);
+  const auto& d = g.runs[0].collectives;
+  EXPECT_EQ(d.message_bytes_per_step, c.message_bytes_per_step);
+  EXPECT_EQ(d.group_size, c.group_size);
+  EXPECT_EQ(d.in_flight_seconds, c.in_flight_seconds);
+  const auto file = h5::File::open_read(path);
+  const auto cg = file.open_group("runs").open_group("0").open_group("collectives");
+  EXPECT_EQ(cg.read_doubles("algbw"), (std::vector<double>{1.0, 2.0}));
+  EXPECT_EQ(cg.read_doubles("busbw"), (std::vector<double>{1.0, 3.0}));
+  EXPECT_EQ(cg.dataset_units("busbw"), "GB/s");
+  // The second run kept no bandwidth figures: the reader leaves them empty.
+  EXPECT_TRUE(g.runs[1].collectives.in_flight_seconds.empty());
+}
+
+}  // namespace
