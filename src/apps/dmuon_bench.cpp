@@ -97,8 +97,8 @@ void set_up(int argc, char** argv, int rank, int size, Setup& st) {
   engine::validate(o.engine, size);
   st.topo = apps::load_topology(o.plan);
   const auto& topo = *st.topo;
-  const auto sweep = apps::bench::invocation_sweep(o, topo, apps::config_dir(),
-                                                   args.config_path(), &st.sweep_source);
+  const auto sweep = apps::bench::invocation_sweep(o, topo, apps::config_dir(), args.config_path(),
+                                                   &st.sweep_source);
   auto list = apps::bench::make_run_list(o, topo, sweep, st.methods, size);
   st.plans = std::move(list.plans);
   st.runs = std::move(list.runs);

@@ -8,17 +8,17 @@
 #include <array>
 #include <cstdio>
 #include <iostream>
-#include <optional>
 #include <map>
+#include <optional>
 
 #include "common/plan_options.hpp"
 #include "common/run_main.hpp"
 #include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
+#include "dmuon/boundary/tp_shard.hpp"
 #include "dmuon/comm/collective_counters.hpp"
 #include "dmuon/engine/accumulation.hpp"
 #include "dmuon/engine/grad_clip.hpp"
-#include "dmuon/boundary/tp_shard.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/ddp_dmuon_volume.hpp"
 #include "dmuon/plan/plan_json.hpp"

@@ -47,8 +47,8 @@ struct Case {
   bool no_pack = false;  ///< every parameter its own partition unit: several owners per site
   std::string strategy = "lpt";
   std::vector<std::string> routes;  ///< --route items
-  int accum = 1;      ///< --accum micro-steps
-  bool clip = false;  ///< --clip-norm
+  int accum = 1;                    ///< --accum micro-steps
+  bool clip = false;                ///< --clip-norm
 
   std::string name() const {
     std::ostringstream s;

@@ -60,7 +60,8 @@ void validate_tp_run(const plan::Plan& plan, const EngineOptions& o) {
         "micro-steps yet)",
         tp));
   if (!plan.config.routes.empty())
-    throw InputError(fmt::format("--tp {} runs without --route (TP shards Muon matrices only)", tp));
+    throw InputError(
+        fmt::format("--tp {} runs without --route (TP shards Muon matrices only)", tp));
   if (o.check_reference)
     throw InputError(fmt::format(
         "--tp {}: a reference computed elsewhere cannot check a TP run (its shards have their "

@@ -128,8 +128,7 @@ class HostBackend final : public StepBackend {
     work_.reserve(L_.params.size());
     for (const auto& p : L_.params) {
       const std::uint64_t key = tp_ ? tp_->data_key(p.pid) : static_cast<std::uint64_t>(p.pid);
-      work_.emplace_back(tree, p.pid, global, ranks.world_rank(), ranks.world_size(), o.accum,
-                         key);
+      work_.emplace_back(tree, p.pid, global, ranks.world_rank(), ranks.world_size(), o.accum, key);
       if (p.master_offset < 0) continue;
       init.assign(n(p.numel), 0.0f);
       init_weights(o.seed, key, init.data(), p.numel, p.shape.cols);

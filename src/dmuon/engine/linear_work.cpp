@@ -87,8 +87,8 @@ void LinearWork::backward(Compute compute, std::uint64_t seed, long step, const 
   const std::int64_t numel = shape_.rows * shape_.cols;
   if (compute == Compute::none) {
     if (accum_ == 1) {
-      synthetic_fill_row(seed, static_cast<std::uint64_t>(step), 0,
-                         key_, synthetic_stream::none, grad, numel);
+      synthetic_fill_row(seed, static_cast<std::uint64_t>(step), 0, key_, synthetic_stream::none,
+                         grad, numel);
       Kokkos::parallel_for(
           "dmuon::grad_none", Kokkos::RangePolicy<Exec>(0, numel),
           KOKKOS_LAMBDA(const std::int64_t i) { grad[i] += w[i]; });
@@ -97,8 +97,8 @@ void LinearWork::backward(Compute compute, std::uint64_t seed, long step, const 
     }
     // Accumulation: each micro-step adds (u + w)/K (the loss averaged over the whole batch).
     std::vector<float> u(static_cast<std::size_t>(numel));
-    synthetic_fill_row(seed, static_cast<std::uint64_t>(step), 0, key_,
-                       synthetic_stream::none, u.data(), numel);
+    synthetic_fill_row(seed, static_cast<std::uint64_t>(step), 0, key_, synthetic_stream::none,
+                       u.data(), numel);
     const float inv = 1.0f / static_cast<float>(accum_);
     const float* up = u.data();
     Kokkos::parallel_for(

@@ -13,8 +13,8 @@
 #include "dmuon/boundary/hook_plan.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/partition/partition.hpp"
-#include "dmuon/plan/param_route.hpp"
 #include "dmuon/partition/tp_owners.hpp"
+#include "dmuon/plan/param_route.hpp"
 #include "dmuon/plan/reshard.hpp"
 
 namespace dmuon::plan {
