@@ -31,8 +31,9 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_flag("--lenient", o.lenient,
                "lenient mode for --boundary items without a strict:/lenient: prefix");
   app.add_option("--method", o.methods,
-                 "dmuon|fsdp-adamw|fsdp-muon|ddp-muon (repeatable or comma list; default "
-                 "dmuon,fsdp-adamw,fsdp-muon); baselines run once, dmuon once per boundary");
+                 "dmuon|fsdp-adamw|fsdp-muon|ddp-muon|ddp-dmuon (repeatable or comma list; "
+                 "default dmuon,fsdp-adamw,fsdp-muon; with --tp > 1 dmuon, the baselines have no "
+                 "TP step); baselines run once, dmuon and ddp-dmuon once per boundary");
   app.add_option("--reshard", o.reshard, "z3 (re-broadcast before backward) or z2")
       ->capture_default_str();
   app.add_option("--grad-reduce", o.grad_reduce,
@@ -129,7 +130,9 @@ std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
         "--tp 1 with --output, or --tp T without it)",
         o.plan.tp));
   const auto methods = engine::parse_method_list(
-      o.methods.empty() ? std::vector<std::string>{"dmuon,fsdp-adamw,fsdp-muon"} : o.methods);
+      !o.methods.empty() ? o.methods
+      : o.plan.tp > 1    ? std::vector<std::string>{"dmuon"}
+                         : std::vector<std::string>{"dmuon,fsdp-adamw,fsdp-muon"});
   o.owner_strategies_resolved.clear();
   for (const auto& word : split_comma_lists(o.owner_strategies)) {
     const std::string name = partition::strategy_name(partition::parse_strategy(word));
