@@ -64,11 +64,6 @@ const std::vector<config::ConfigKey>& project_config_keys() {
 
 std::vector<engine::Method> resolve_project_options(ProjectOptions& o) {
   const auto methods = bench::resolve_engine_options(o.bench);
-  // The replay has no world communicator and costs every compute op on the step's samples.
-  if (o.bench.engine.clip_norm > 0)
-    throw InputError("--clip-norm is not modelled by dmuon_project (measure it with dmuon_bench)");
-  if (o.bench.engine.accum > 1)
-    throw InputError("--accum is not modelled by dmuon_project (measure it with dmuon_bench)");
   if (o.bench.plan.tp != 1)
     throw InputError(fmt::format(
         "--tp {} is not modelled by the projection (supported: --tp 1; dmuon_inspect --tp T "

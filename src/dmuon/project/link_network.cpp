@@ -33,6 +33,7 @@ void LinkNetwork::bump(std::vector<int>& load, std::vector<int>& hist, int& max,
 }
 
 void LinkNetwork::load(const Flow& f, int delta) {
+  if (f.comm == engine::CommGroup::world) return;  // see link_network.hpp
   auto& l = loads_[static_cast<int>(f.level)];
   if (f.comm == engine::CommGroup::shard)
     bump(l.row, l.row_hist, l.row_max, f.index, delta);
@@ -98,6 +99,7 @@ void LinkNetwork::update_rates() {
   for (int id : active_) {
     Flow& f = flows_[static_cast<std::size_t>(id)];
     if (!f.transferring) continue;
+    if (f.comm == engine::CommGroup::world) continue;  // rate 1: see link_network.hpp
     const auto& l = loads_[static_cast<int>(f.level)];
     const int share = f.comm == engine::CommGroup::shard
                           ? l.row[static_cast<std::size_t>(f.index)] + l.column_max

@@ -14,6 +14,8 @@
 // group: ranks column, column + G, …) of an R × G grid (DDP: one row of all ranks). A rank's
 // load on a port is then row_load[row] + column_load[column], and the most loaded rank of a row
 // is its row load plus the largest column load: O(1) per flow with running maxima.
+// A world flow (--clip-norm's all-reduce of one fp32 over every rank) moves a few bytes: it
+// takes its latency and transfer at the full rate and loads no port.
 
 #include <cstdint>
 #include <vector>

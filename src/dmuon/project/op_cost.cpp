@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/engine/optimizer_config.hpp"
+#include "dmuon/project/reduced_layout.hpp"
 
 namespace dmuon::project {
 
@@ -107,6 +109,23 @@ double OpCost::apply(const ParamLayout& p, int column) const {
     return cost_.elementwise(static_cast<double>(len) * (8 + n_));
   }
   return cost_.elementwise(static_cast<double>(p.state_elems) * (24 + w_));
+}
+
+// The engine's clip ops (host_backend.cpp, cuda_backend.cpp) walk the parameters updated here;
+// a reduced layout's aggregate stands for members updated elsewhere.
+double OpCost::clip_partial(const engine::StepLayout& L) const {
+  std::int64_t counted = 0;
+  for (const auto& p : L.params)
+    if (p.updated_here && !is_aggregate(p)) counted += engine::clip_counted(L, p).count;
+  return cost_.elementwise(static_cast<double>(counted) * w_);
+}
+
+double OpCost::clip_scale(const engine::StepLayout& L) const {
+  std::int64_t scaled = 0;
+  for (const auto& p : L.params)
+    if (p.updated_here && !is_aggregate(p))
+      scaled += p.storage == Storage::sharded ? p.chunk : p.numel;
+  return cost_.elementwise(static_cast<double>(scaled) * 2 * w_);
 }
 
 }  // namespace dmuon::project

@@ -18,6 +18,10 @@
 //   newton_schulz  ComputeCost::newton_schulz (+ a conversion of fsdp-muon's gathered input
 //               when the wire and Newton–Schulz types differ)
 //   apply       Muon: master (8) + update (n) per element; AdamW: 24 + w per element
+//   clip_partial  --clip-norm: one read (w) of every gradient element this rank counts in the
+//               norm (engine::clip_counted)
+//   clip_scale  every gradient this rank's optimizer consumes (shard or whole) read and written
+//               (2w per element), as when the clip is active (coefficient < 1)
 // --compute none: forward costs nothing and backward draws the synthetic gradient.
 
 #include <cstdint>
@@ -44,6 +48,8 @@ class OpCost {
   double prepare(const engine::StepLayout& layout, int group) const;
   double newton_schulz(const engine::ParamLayout& p) const;
   double apply(const engine::ParamLayout& p, int column) const;
+  double clip_partial(const engine::StepLayout& layout) const;
+  double clip_scale(const engine::StepLayout& layout) const;
 
   /// The Newton–Schulz and GEMM dtypes this machine runs the options in.
   kernels::Dtype compute_dtype() const { return compute_; }

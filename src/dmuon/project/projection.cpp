@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/engine/accumulation.hpp"
 #include "dmuon/engine/baseline_volume.hpp"
 #include "dmuon/engine/synthetic.hpp"
 #include "dmuon/plan/ddp_dmuon_volume.hpp"
@@ -32,8 +33,12 @@ std::vector<engine::VolumeExpectation> expected_by_rank(const model::ModuleTree&
   const auto& po = plan.partition.options;
   auto exact = [&](int q) {
     return engine::expected_volume(o.method, o.reshard, tree, plan, predicted, q, po.shard,
-                                   po.replicate, wire);
+                                   po.replicate, wire, o.accum, o.clip_norm > 0);
   };
+  // --accum: dmuon's row broadcasts × K (engine/accumulation.hpp), as expected_volume does.
+  const plan::CommVolume per_step = o.method == engine::Method::dmuon
+                                        ? engine::accumulated_volume(predicted, o.accum)
+                                        : predicted;
   std::vector<engine::VolumeExpectation> out;
   out.reserve(static_cast<std::size_t>(world));
   constexpr int kExactUpTo = 1024;
@@ -44,12 +49,12 @@ std::vector<engine::VolumeExpectation> expected_by_rank(const model::ModuleTree&
   using comm::CollectiveKind;
   using engine::CommGroup;
   const std::pair<std::size_t, const plan::KindVolume*> dmuon_channels[] = {
-      {engine::channel_index(CommGroup::shard, CollectiveKind::broadcast), &predicted.broadcast},
-      {engine::channel_index(CommGroup::shard, CollectiveKind::reduce), &predicted.reduce},
+      {engine::channel_index(CommGroup::shard, CollectiveKind::broadcast), &per_step.broadcast},
+      {engine::channel_index(CommGroup::shard, CollectiveKind::reduce), &per_step.reduce},
       {engine::channel_index(CommGroup::replicate, CollectiveKind::reduce),
-       &predicted.reduce_stage2},
+       &per_step.reduce_stage2},
       {engine::channel_index(CommGroup::replicate, CollectiveKind::broadcast),
-       &predicted.replicate_broadcast}};
+       &per_step.replicate_broadcast}};
   const auto base = exact(0);
   for (int q = 0; q < world; ++q) {
     auto v = base;
@@ -135,7 +140,7 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   const int wire = static_cast<int>(kernels::dtype_bytes(o.comm_dtype));
   // ddp-dmuon: its own prediction (the owners' reduce and post-step broadcast) fills the
   // per-rank channels; expected_volume reads only its grad_reduce.
-  const auto predicted =
+  const auto raw_predicted =
       o.method == engine::Method::ddp_dmuon
           ? plan::predict_ddp_dmuon_volume(tree, plan.hooks, plan.partition, o.grad_reduce, wire)
           : plan::predict_dmuon_volume(tree, plan.hooks, plan.partition, o.reshard, o.grad_reduce,
@@ -143,7 +148,11 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   r.rank_calls = rep.calls;
   r.rank_bytes = rep.bytes;
   r.rank_formula_bytes.assign(kChannelCount * W, 0);
-  const auto expected = expected_by_rank(tree, plan, o, predicted, world, wire);
+  const auto expected = expected_by_rank(tree, plan, o, raw_predicted, world, wire);
+  // Hooks per step with --accum (engine/accumulation.hpp).
+  const auto predicted = o.method == engine::Method::dmuon
+                             ? engine::accumulated_volume(raw_predicted, o.accum)
+                             : raw_predicted;
   for (int q = 0; q < world; ++q) {
     const auto& expect = expected[static_cast<std::size_t>(q)];
     for (std::size_t c = 0; c < kChannelCount; ++c) {

@@ -26,7 +26,8 @@ namespace dmuon::project {
 
 struct ProjectionOptions {
   /// method, reshard, grad_reduce, prefetch, comm_dtype, ns, ns_dtype, pipeline, compute,
-  /// tokens / global_tokens are used; steps is forced to 1 and warmup to at least 1.
+  /// tokens / global_tokens, accum, clip_norm are used; steps is forced to 1 and warmup to at
+  /// least 1.
   engine::EngineOptions engine;
   Symmetry symmetry = Symmetry::reduced;
 };

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 
 #include "dmuon/base/error.hpp"
@@ -40,7 +41,9 @@ bool is_compute(Op op) {
     case Op::backward:
     case Op::prepare:
     case Op::newton_schulz:
-    case Op::apply: return true;
+    case Op::apply:
+    case Op::clip_partial:
+    case Op::clip_scale: return true;
     default: return false;
   }
 }
@@ -51,6 +54,7 @@ bool is_issue(Op op) {
     case Op::issue_reduce:
     case Op::issue_stage2:
     case Op::issue_gather:
+    case Op::issue_clip:
     case Op::publish: return true;
     default: return false;
   }
@@ -58,7 +62,7 @@ bool is_issue(Op op) {
 
 // The executor's per-group batch handles (StepExecutor: weights_, reduce_, stage2_, gather_,
 // replica_), as the issue index that last filled them.
-enum Handle { kWeights = 0, kReduce, kStage2, kGather, kReplica, kHandles };
+enum Handle { kWeights = 0, kReduce, kStage2, kGather, kReplica, kClip, kHandles };
 
 int handle_of_issue(Op op) {
   switch (op) {
@@ -67,6 +71,7 @@ int handle_of_issue(Op op) {
     case Op::issue_stage2: return kStage2;
     case Op::issue_gather: return kGather;
     case Op::publish: return kReplica;
+    case Op::issue_clip: return kClip;
     default: return -1;
   }
 }
@@ -78,6 +83,7 @@ int handle_of_wait(Op op) {
     case Op::wait_stage2: return kStage2;
     case Op::wait_gather: return kGather;
     case Op::take_replica: return kReplica;
+    case Op::wait_clip: return kClip;
     default: return -1;
   }
 }
@@ -87,18 +93,18 @@ int handle_of_wait(Op op) {
 RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& duration,
                             const BatchFn& batch, const engine::StepLayout* layout) {
   RankProgram prog;
-  std::vector<std::array<int, kHandles>> handle;  // per group
+  std::vector<std::array<int, kHandles>> handle;  // per group; the clip ops' group -1 is slot 0
   auto at = [&](int g) -> std::array<int, kHandles>& {
-    if (g >= static_cast<int>(handle.size()))
-      handle.resize(static_cast<std::size_t>(g) + 1, {-1, -1, -1, -1, -1});
-    return handle[static_cast<std::size_t>(g)];
+    const auto i = static_cast<std::size_t>(std::max(g, 0));
+    if (i >= handle.size()) handle.resize(i + 1, {-1, -1, -1, -1, -1, -1});
+    return handle[i];
   };
   struct PendingReplica {
     std::size_t instruction;
     int group;
   };
   std::vector<PendingReplica> replica_waits;  // take_replica before this step's publish
-  std::array<int, 2> seq{0, 0};
+  std::array<int, engine::kCommGroupCount> seq{};
   bool timing = false;
   int current_phase = -1;
   bool current_exposed = false;

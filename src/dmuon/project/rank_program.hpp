@@ -3,7 +3,8 @@
 // become durations on the compute stream (consecutive ones merged), issue ops become batches
 // on the CUDA backend's communication streams (engine/cuda_backend.cpp: weights = broadcasts
 // and all-gathers, reduce = stage-1 gradient reduces, replicate = HSDP stage 2 and the
-// owners' replicate broadcasts), waits name the issue whose batch they wait for, and the
+// owners' replicate broadcasts; --clip-norm's world all-reduce runs on weights, as
+// stream_for puts it), waits name the issue whose batch they wait for, and the
 // phase timer's switches are kept where the executor (engine/step_executor.cpp) makes them.
 // Nothing about the order is decided here: the program is the schedule, op for op.
 

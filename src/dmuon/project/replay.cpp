@@ -62,7 +62,7 @@ struct RankState {
   std::array<double, kPhaseCount> phases{};
   std::array<StreamState, kStreamCount> streams;
   std::vector<int> issued, prev_issued;
-  std::array<int, 2> seq{0, 0};
+  std::array<int, engine::kCommGroupCount> seq{};
 };
 
 // Per-channel calls and the volume a non-root rank counts (collective_counters.hpp), and what
@@ -120,6 +120,8 @@ class Replayer {
     for (int i = 0; i < rows_; ++i)
       row_span_[static_cast<std::size_t>(i)] = {
           cols_, m.domain_of((i + 1) * cols_ - 1) - m.domain_of(i * cols_) + 1};
+    instances_[2].resize(1);
+    world_span_ = {w.world, m.domain_of(w.world - 1) - m.domain_of(0) + 1};
     col_span_.resize(static_cast<std::size_t>(cols_));
     for (int j = 0; j < cols_; ++j) {
       int domains = 0, last = -1;
@@ -158,11 +160,20 @@ class Replayer {
  private:
   int row_of(int r) const { return r / cols_; }
   int col_of(int r) const { return r % cols_; }
+  // The world communicator (--clip-norm's norm all-reduce) is one instance of every rank.
   int instance_of(int r, CommGroup c) const {
+    if (c == CommGroup::world) return 0;
     return c == CommGroup::shard ? row_of(r) : col_of(r);
   }
   int member_rank(const Batch& b, int member) const {
+    if (b.comm == CommGroup::world) return member;
     return b.comm == CommGroup::shard ? b.index * cols_ + member : member * cols_ + b.index;
+  }
+  int comm_size(CommGroup c) const {
+    return c == CommGroup::world ? w_.world : c == CommGroup::shard ? cols_ : rows_;
+  }
+  static const char* comm_word(CommGroup c) {
+    return c == CommGroup::world ? "world" : c == CommGroup::shard ? "row" : "column";
   }
 
   void close_segment(RankState& s) {
@@ -186,7 +197,7 @@ class Replayer {
     auto& list = instances_[in.comm][static_cast<std::size_t>(inst)];
     const BatchSpec* spec = s.prog->batches[static_cast<std::size_t>(in.ref)];
     const bool last_step = s.step == steps_ - 1;
-    const int n = comm == CommGroup::shard ? cols_ : rows_;
+    const int n = comm_size(comm);
     if (k >= static_cast<int>(list.size())) {
       Batch b;
       b.spec = spec;
@@ -210,8 +221,8 @@ class Replayer {
       throw RuntimeFailure(fmt::format(
           "projection: rank {} issues {} of group {} where the other ranks of its {} issue {} of "
           "group {} (batch {} on the communicator)",
-          r, engine::op_name(spec->op), spec->group, comm == CommGroup::shard ? "row" : "column",
-          engine::op_name(b.spec->op), b.spec->group, k));
+          r, engine::op_name(spec->op), spec->group, comm_word(comm), engine::op_name(b.spec->op),
+          b.spec->group, k));
     if (last_step) {
       const Tally& t = tally_of(spec, n);
       for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
@@ -343,8 +354,10 @@ class Replayer {
 
   void start_batch(int id, double t) {
     const Batch& b = batches_[static_cast<std::size_t>(id)];
-    const CommSpan span = b.comm == CommGroup::shard ? row_span_[static_cast<std::size_t>(b.index)]
-                                                     : col_span_[static_cast<std::size_t>(b.index)];
+    const CommSpan span = b.comm == CommGroup::world ? world_span_
+                          : b.comm == CommGroup::shard
+                              ? row_span_[static_cast<std::size_t>(b.index)]
+                              : col_span_[static_cast<std::size_t>(b.index)];
     calls_.clear();
     for (const auto& c : b.spec->calls) calls_.push_back({c.kind, c.count, c.elem_bytes});
     const CollectiveTime ct = batch_time(m_, calls_, span);
@@ -402,8 +415,9 @@ class Replayer {
   LinkNetwork net_;
   std::vector<RankState> ranks_;
   std::vector<Batch> batches_;
-  std::vector<std::vector<int>> instances_[2];
+  std::vector<std::vector<int>> instances_[engine::kCommGroupCount];
   std::vector<CommSpan> row_span_, col_span_;
+  CommSpan world_span_;
   std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>
       events_;
   std::vector<int> flow_batch_;

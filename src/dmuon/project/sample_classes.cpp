@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <map>
 
+#include "dmuon/engine/accumulation.hpp"
 #include "dmuon/engine/synthetic.hpp"
 
 namespace dmuon::project {
 
-SampleClasses::SampleClasses(const model::ModuleTree& tree, std::int64_t global, int world) {
+SampleClasses::SampleClasses(const model::ModuleTree& tree, std::int64_t global, int world,
+                             int accum) {
   n_index_.assign(tree.num_parameters(), 0);
   for (int pid = 0; pid < static_cast<int>(tree.num_parameters()); ++pid) {
     const std::int64_t n = engine::param_samples(tree, pid, global);
@@ -18,13 +20,15 @@ SampleClasses::SampleClasses(const model::ModuleTree& tree, std::int64_t global,
   if (distinct_n_.empty()) distinct_n_.push_back(global);
   std::map<std::vector<std::int64_t>, int> id;
   class_of_rank_.resize(static_cast<std::size_t>(world));
-  std::vector<std::int64_t> locals(distinct_n_.size());
+  const std::size_t d = distinct_n_.size();
+  std::vector<std::int64_t> locals(static_cast<std::size_t>(accum) * d);
   for (int r = 0; r < world; ++r) {
-    for (std::size_t i = 0; i < distinct_n_.size(); ++i) {
-      // engine::sample_range: [n·r/N, n·(r+1)/N)
-      const std::int64_t n = distinct_n_[i];
-      locals[i] = n * (r + 1) / world - n * r / world;
-    }
+    for (int j = 0; j < accum; ++j)
+      for (std::size_t i = 0; i < d; ++i) {
+        // engine::micro_sample_range (accum 1: engine::sample_range, [n·r/N, n·(r+1)/N))
+        const auto range = engine::micro_sample_range(distinct_n_[i], j, accum, r, world);
+        locals[static_cast<std::size_t>(j) * d + i] = range.end - range.begin;
+      }
     auto it = id.find(locals);
     if (it == id.end()) {
       it = id.emplace(locals, static_cast<int>(class_locals_.size())).first;

@@ -32,18 +32,20 @@ class Durations {
   double operator()(const StepLayout& L, int cls, const engine::StepOp& op) const {
     switch (op.op) {
       case Op::pack: return cost_.pack(L, op.group);
+      case Op::clip_partial: return cost_.clip_partial(L);
+      case Op::clip_scale: return cost_.clip_scale(L);
       case Op::prepare: return cost_.prepare(L, op.group);
       case Op::forward:
       case Op::backward: {
         const bool fwd = op.op == Op::forward;
         const auto& p = L.params[static_cast<std::size_t>(op.param)];
-        if (!is_aggregate(p)) return one(p, cls, fwd, L.me.shard);
+        if (!is_aggregate(p)) return one(p, cls, op.micro, fwd, L.me.shard);
         double kept = 0;
         for (int pi : L.groups[static_cast<std::size_t>(op.group)].members) {
           const auto& q = L.params[static_cast<std::size_t>(pi)];
-          if (!is_aggregate(q)) kept += one(q, cls, fwd, L.me.shard);
+          if (!is_aggregate(q)) kept += one(q, cls, op.micro, fwd, L.me.shard);
         }
-        return std::max(0.0, total(cls, op.group, fwd) - kept);
+        return std::max(0.0, total(cls, op.micro, op.group, fwd) - kept);
       }
       case Op::newton_schulz:
         return cost_.newton_schulz(L.params[static_cast<std::size_t>(op.param)]);
@@ -53,22 +55,23 @@ class Durations {
   }
 
  private:
-  double one(const engine::ParamLayout& p, int cls, bool fwd, int shard) const {
-    const std::int64_t local = samples_.local(p.pid, cls);
+  double one(const engine::ParamLayout& p, int cls, int micro, bool fwd, int shard) const {
+    const std::int64_t local = samples_.local(p.pid, cls, micro);
     return fwd ? cost_.forward(p, local) : cost_.backward(p, local, shard);
   }
 
-  double total(int cls, int group, bool fwd) const {
-    auto it = totals_.find(cls);
+  double total(int cls, int micro, int group, bool fwd) const {
+    const auto key = std::make_pair(cls, micro);
+    auto it = totals_.find(key);
     if (it == totals_.end()) {
       std::vector<std::array<double, 2>> t(ref_->groups.size(), {0.0, 0.0});
       for (std::size_t g = 0; g < ref_->groups.size(); ++g)
         for (int pi : ref_->groups[g].members) {
           const auto& p = ref_->params[static_cast<std::size_t>(pi)];
-          t[g][0] += one(p, cls, true, ref_->me.shard);
-          t[g][1] += one(p, cls, false, ref_->me.shard);
+          t[g][0] += one(p, cls, micro, true, ref_->me.shard);
+          t[g][1] += one(p, cls, micro, false, ref_->me.shard);
         }
-      it = totals_.emplace(cls, std::move(t)).first;
+      it = totals_.emplace(key, std::move(t)).first;
     }
     return it->second[static_cast<std::size_t>(group)][fwd ? 0 : 1];
   }
@@ -76,7 +79,8 @@ class Durations {
   const OpCost& cost_;
   const SampleClasses& samples_;
   const StepLayout* ref_ = nullptr;
-  mutable std::map<int, std::vector<std::array<double, 2>>> totals_;
+  mutable std::map<std::pair<int, int>, std::vector<std::array<double, 2>>>
+      totals_;  // (cls, micro)
 };
 
 void account_memory(WorldPrograms& w, const StepLayout& L, int wire_bytes) {
@@ -87,7 +91,7 @@ void account_memory(WorldPrograms& w, const StepLayout& L, int wire_bytes) {
 
 // The issue ops of a schedule in order, split by communicator, as batch specs.
 struct ReferenceBatches {
-  std::vector<const BatchSpec*> by_comm[2];
+  std::vector<const BatchSpec*> by_comm[engine::kCommGroupCount];
 };
 
 ReferenceBatches reference_batches(WorldPrograms& w, const StepLayout& L, const engine::Schedule& s,
@@ -95,7 +99,7 @@ ReferenceBatches reference_batches(WorldPrograms& w, const StepLayout& L, const 
   ReferenceBatches r;
   for (const auto& op : s) {
     if (op.op != Op::issue_weights && op.op != Op::issue_reduce && op.op != Op::issue_stage2 &&
-        op.op != Op::issue_gather && op.op != Op::publish)
+        op.op != Op::issue_gather && op.op != Op::publish && op.op != Op::issue_clip)
       continue;
     w.specs.push_back(batch_spec(L, op, so));
     r.by_comm[static_cast<std::size_t>(w.specs.back().comm)].push_back(&w.specs.back());
@@ -128,8 +132,8 @@ WorldPrograms build_programs(const model::ModuleTree& tree, const plan::Plan& pl
   w.columns = ddp ? world : po.shard;
   w.program_of_rank.assign(static_cast<std::size_t>(world), 0);
   const auto so = engine::schedule_options(o);
-  const engine::LayoutOptions lo{o.method, o.reshard, o.prefetch, o.pipeline};
-  const SampleClasses samples(tree, o.global_samples(world), world);
+  const engine::LayoutOptions lo{o.method, o.reshard, o.prefetch, o.pipeline, o.accum};
+  const SampleClasses samples(tree, o.global_samples(world), world, o.accum);
   const int wire = static_cast<int>(kernels::dtype_bytes(o.comm_dtype));
   Durations durations(cost, samples);
 
@@ -240,8 +244,9 @@ WorldPrograms build_programs(const model::ModuleTree& tree, const plan::Plan& pl
     w.programs.push_back(compile_program(
         s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
         [&](const engine::StepOp& op, int seq) -> const BatchSpec* {
-          if (engine::comm_of(op.op) == engine::CommGroup::shard)
-            return take(batches.by_comm[0], op, seq);
+          const auto comm = engine::comm_of(op.op);
+          if (comm != engine::CommGroup::replicate)
+            return take(batches.by_comm[static_cast<std::size_t>(comm)], op, seq);
           BatchSpec spec = batch_spec(L, op, so);
           if (seq < static_cast<int>(mine.size())) {
             const BatchSpec* known = mine[static_cast<std::size_t>(seq)];

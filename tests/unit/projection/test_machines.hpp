@@ -12,9 +12,9 @@ namespace dmuon::project::testing {
 /// it does not), collectives measured at `ranks` ranks:
 /// broadcast / reduce / all-gather / reduce-scatter with `latency_us` and `busbw` GB/s,
 /// all-reduce with twice the latency (two traversals) and the same bus bandwidth; compute
-/// 1 TFLOP/s fp32, memory 100 GB/s, no overheads.
+/// 1 TFLOP/s fp32, memory `memory_gbps` GB/s (100 unless told), no overheads.
 inline Machine measured_machine(int ranks, double latency_us, double busbw,
-                                const std::string& device = "gpu") {
+                                const std::string& device = "gpu", double memory_gbps = 100) {
   const std::string l = std::to_string(latency_us), b = std::to_string(busbw),
                     l2 = std::to_string(2 * latency_us), n = std::to_string(ranks);
   std::string y;
@@ -25,7 +25,7 @@ inline Machine measured_machine(int ranks, double latency_us, double busbw,
   y += "compute:\n";
   y += "  peak_tflops: {fp32: 1, bf16: 1, fp16: 1}\n";
   y += "  gemm_efficiency: 1\n";
-  y += "  memory_bandwidth_GBps: 100\n";
+  y += "  memory_bandwidth_GBps: " + std::to_string(memory_gbps) + "\n";
   y += "network:\n";
   y += "  intra: {busbw_GBps: " + b + "}\n";
   y += "  measured:\n";
