@@ -124,11 +124,6 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
 std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
   if (o.repeats < 1 || o.repeats > 1000)
     throw InputError(fmt::format("--repeats {} is invalid (valid: 1 to 1000)", o.repeats));
-  if (o.plan.tp != 1 && !o.output.empty())
-    throw InputError(fmt::format(
-        "--tp {} with --output: results files do not record tensor-parallel runs yet (supported: "
-        "--tp 1 with --output, or --tp T without it)",
-        o.plan.tp));
   const auto methods = engine::parse_method_list(
       !o.methods.empty() ? o.methods
       : o.plan.tp > 1    ? std::vector<std::string>{"dmuon"}

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "dmuon/comm/collective_counters.hpp"
 #include "dmuon/engine/grad_clip.hpp"
@@ -55,6 +56,19 @@ void fill_collectives(results::RunRecord& rec, const engine::RunResult& r) {
     c.message_bytes_per_step.push_back(k.message_bytes);
     c.group_size.push_back(k.group_size);
     c.in_flight_seconds.push_back(1e-3 * k.in_flight_ms);
+  }
+  // Tensor parallelism: the TP gather / scatter of the last step per world rank (its own
+  // group of T ranks; the bandwidth figures are not measured for them).
+  for (std::size_t kind = 0; kind < 2 && !r.rank_tp.empty(); ++kind) {
+    c.kinds.emplace_back(kind == 0 ? "tp_gather" : "tp_scatter");
+    for (std::size_t q = 0; q < ranks; ++q) {
+      c.calls_per_step.push_back(r.rank_tp[q * 6 + kind * 3]);
+      c.bytes_per_rank_per_step.push_back(r.rank_tp[q * 6 + kind * 3 + 1]);
+      c.formula_bytes_per_rank_per_step.push_back(r.rank_tp[q * 6 + kind * 3 + 2]);
+    }
+    c.message_bytes_per_step.push_back(std::nan(""));
+    c.group_size.push_back(r.tp);
+    c.in_flight_seconds.push_back(std::nan(""));
   }
   rec.collectives = std::move(c);
 }
@@ -239,6 +253,13 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
       v.reshard = o.engine.reshard;  // ddp-dmuon's volume does not depend on it
       rec = results::make_plan_record(topo, p, v, method);
     }
+    if (run.ok() && run.result.tp > 1) {
+      rec.world_size = run.result.world_size;  // R x G x T
+      rec.tp = run.result.tp;
+      const auto& t = plans.at(static_cast<std::size_t>(run.plan_index)).tp;
+      rec.params.tp_shard_dim.assign(t.shard_dim.begin(), t.shard_dim.end());
+      rec.params.tp_local_numel = t.local_numel;
+    }
     rec.boundary_label = run.baseline
                              ? "none (baseline)"
                              : fmt::format("{} ({})", run.boundary.label(), run.boundary.mode());
@@ -255,7 +276,8 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
     rec.clip_norm = engine::clip_label(o.engine);
     rec.accum = o.engine.accum;
     rec.compute = engine::compute_name(o.engine.compute);
-    rec.global_samples = o.engine.global_samples(static_cast<int>(rec.world_size / rec.replicate));
+    rec.global_samples =
+        o.engine.global_samples(static_cast<int>(rec.world_size / (rec.replicate * rec.tp)));
     rec.steps = o.engine.steps;
     rec.warmup = o.engine.warmup;
     rec.seed = static_cast<std::int64_t>(o.engine.seed);

@@ -107,6 +107,10 @@ struct RunResult {
   int tp = 1;
   std::int64_t tp_gather_bytes = 0, tp_gather_formula = 0;
   std::int64_t tp_scatter_bytes = 0, tp_scatter_formula = 0;
+  /// Rank 0 only, T > 1: per world rank w, the last step's TP figures at [w * 6 + i]: gather
+  /// calls, gather bytes sent, gather formula, scatter calls, scatter bytes received, scatter
+  /// formula (the results file's tp_gather / tp_scatter kinds).
+  std::vector<std::int64_t> rank_tp;
 
   std::int64_t bytes_measured_total() const;
   std::int64_t bytes_formula_total() const;

@@ -289,6 +289,10 @@ RunResult run_tp_engine(const model::ModuleTree& tree, const plan::Plan& plan,
   r.tp_gather_formula = mx[1];
   r.tp_scatter_bytes = mx[2];
   r.tp_scatter_formula = mx[3];
+  const std::int64_t mine[6] = {static_cast<std::int64_t>(last_gather.calls),  loc[0], loc[1],
+                                static_cast<std::int64_t>(last_scatter.calls), loc[2], loc[3]};
+  r.rank_tp.assign(rank == 0 ? static_cast<std::size_t>(size) * 6 : 0, 0);
+  DMUON_CHECK_MPI(MPI_Gather(mine, 6, MPI_INT64_T, r.rank_tp.data(), 6, MPI_INT64_T, 0, world));
   const bool failed = !audit.empty() || !r.audit_ok;
   const std::string first = first_message(
       failed, audit.empty() ? fmt::format("TP index {}: {}", t, r.audit_message) : audit, rank,

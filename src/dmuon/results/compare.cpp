@@ -310,7 +310,8 @@ std::vector<std::pair<std::string, std::string>> run_key_fields(const RunRecord&
           {"warmup", num(r.warmup, -1)},
           {"seed", num(r.seed, -1)},
           {"world", std::to_string(r.world_size)},
-          {"R", std::to_string(r.replicate)}};
+          {"R", std::to_string(r.replicate)},
+          {"T", std::to_string(r.tp)}};
 }
 
 std::string run_key(const RunRecord& r) {

@@ -61,6 +61,32 @@ void require_size(const h5::Group& g, const std::string& name, std::size_t got,
     throw InputError(fmt::format("'{}': {} entries, expected {}", g.where(name), got, expect));
 }
 
+// The TP columns of the params table (written with tp > 1; absent in older files): every
+// parameter's shard dimension is -1, 0 or 1, and its local numel is numel / T when sharded
+// (numel otherwise).
+void read_tp_columns(const h5::Group& p, std::int64_t tp, ParamTable& t) {
+  if (!p.has("tp_shard_dim") && !p.has("tp_local_numel")) return;
+  t.tp_shard_dim = p.read_ints("tp_shard_dim");
+  t.tp_local_numel = p.read_ints("tp_local_numel");
+  const std::size_t n = t.name.size();
+  require_size(p, "tp_shard_dim", t.tp_shard_dim.size(), n);
+  require_size(p, "tp_local_numel", t.tp_local_numel.size(), n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int64_t numel = 1;
+    for (auto d : t.shape[i]) numel *= d;
+    const auto dim = t.tp_shard_dim[i];
+    if (dim < -1 || dim > 1)
+      throw InputError(fmt::format("'{}': parameter {} has shard dimension {} (valid: -1, 0, 1)",
+                                   p.where("tp_shard_dim"), i, dim));
+    const std::int64_t want = dim < 0 ? numel : numel / tp;
+    if (t.tp_local_numel[i] != want || (dim >= 0 && numel % tp != 0))
+      throw InputError(
+          fmt::format("'{}': parameter {} holds {} elements per rank (valid: {} = numel {}{})",
+                      p.where("tp_local_numel"), i, t.tp_local_numel[i], want, numel,
+                      dim < 0 ? "" : fmt::format(" / tp {}", tp)));
+  }
+}
+
 RunRecord read_run(const h5::Group& g) {
   RunRecord r;
   r.status = g.read_attr_string("status");
@@ -89,6 +115,12 @@ RunRecord read_run(const h5::Group& g) {
   if (r.world_size < 1 || r.replicate < 1 || r.world_size % r.replicate != 0)
     throw InputError(fmt::format("'{}': world size {} and replicate {} are not a valid layout",
                                  g.where(""), r.world_size, r.replicate));
+  r.tp = g.has_attr("tp") ? g.read_attr_int("tp") : 1;
+  if (r.tp < 1 || r.world_size % (r.replicate * r.tp) != 0)
+    throw InputError(fmt::format(
+        "'{}': tp {} is not a valid layout for world size {} and replicate {} (valid: T >= 1 "
+        "with world = R x G x T)",
+        g.where(""), r.tp, r.world_size, r.replicate));
   if (g.has_attr("compute")) {
     r.compute = g.read_attr_string("compute");
     r.global_samples = g.read_attr_int("global_samples");
@@ -146,6 +178,7 @@ RunRecord read_run(const h5::Group& g) {
     require_size(p, "owner_rank", t.owner_rank.size(), n);
     require_size(p, "site", t.site.size(), n);
     require_size(p, "cost", t.cost.size(), n);
+    read_tp_columns(p, r.tp, t);
   }
   {
     const auto b = g.open_group("boundary");
@@ -252,6 +285,10 @@ RunRecord read_run(const h5::Group& g) {
       require_size(cg, "group_size", c.group_size.size(), c.kinds.size());
       require_size(cg, "in_flight_seconds", c.in_flight_seconds.size(), c.kinds.size());
     }
+    for (const auto& k : c.kinds)
+      if (r.tp == 1 && (k == "tp_gather" || k == "tp_scatter"))
+        throw InputError(fmt::format("'{}': kind {} in a run with tp 1 (valid only with tp > 1)",
+                                     cg.where("kinds"), k));
   }
   {
     const auto mg = g.open_group("memory");

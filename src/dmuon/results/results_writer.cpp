@@ -90,6 +90,7 @@ void write_run(h5::Group& g, const RunRecord& r) {
   g.write_attr("accum", r.accum);
   g.write_attr("world_size", r.world_size);
   g.write_attr("replicate", r.replicate);
+  g.write_attr("tp", r.tp);
   g.write_attr("compute", r.compute);
   g.write_attr("global_samples", r.global_samples);
   g.write_attr("steps", r.steps);
@@ -126,6 +127,10 @@ void write_run(h5::Group& g, const RunRecord& r) {
     p.write_ints("owner_rank", t.owner_rank, h5::DatasetMeta{"rank", {"parameter"}});
     p.write_ints("site", t.site, h5::DatasetMeta{"site index", {"parameter"}});
     p.write_ints("cost", t.cost, h5::DatasetMeta{"cost units", {"parameter"}});
+    if (!t.tp_shard_dim.empty()) {
+      p.write_ints("tp_shard_dim", t.tp_shard_dim, h5::DatasetMeta{"dimension", {"parameter"}});
+      p.write_ints("tp_local_numel", t.tp_local_numel, h5::DatasetMeta{"elements", {"parameter"}});
+    }
   }
   {
     auto b = g.create_group("boundary");

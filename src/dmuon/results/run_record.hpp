@@ -65,6 +65,11 @@ struct ParamTable {
   std::vector<std::int64_t> owner_rank;  ///< world rank, -1 when not dedicated
   std::vector<std::int64_t> site;        ///< index into SiteTable, -1 when not dedicated
   std::vector<std::int64_t> cost;        ///< partition cost, 0 when not dedicated
+  /// Tensor parallelism (RunRecord::tp > 1; empty otherwise and in older files): per parameter
+  /// the TP shard dimension (-1 not TP-sharded, 0 column-parallel, 1 row-parallel) and the
+  /// elements each rank holds (numel / T when TP-sharded, else numel).
+  std::vector<std::int64_t> tp_shard_dim;
+  std::vector<std::int64_t> tp_local_numel;
 };
 
 /// Hook sites in forward order (parallel columns).
@@ -160,6 +165,9 @@ struct RunRecord {
   std::int64_t accum = 1;
   std::int64_t world_size = 1;
   std::int64_t replicate = 1;
+  /// T, the tensor-parallel group size: world = R x G x T (older files: 1). With T > 1 the
+  /// collectives also hold the kinds tp_gather and tp_scatter.
+  std::int64_t tp = 1;
   // Inputs that change the numbers (schema 2; older files: parsed from `config`, else these).
   std::string compute = "gemm";     ///< "gemm" | "none"
   std::int64_t global_samples = 0;  ///< global batch per step (0 = unknown)
