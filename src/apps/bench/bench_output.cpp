@@ -99,9 +99,10 @@ std::string spread_text(const Spread& s) {
 
 // Per row and collective kind: calls, message bytes and the bandwidth achieved while the kind
 // was busy, in the nccl-tests sense (comm/bus_bandwidth.hpp, engine/in_flight_clock.hpp).
-// Empty when no row measured it (CUDA runs, projected tables).
-template <typename Line>
-std::string collectives_block(const std::vector<BenchRun>& runs, bool wide, const Line& line) {
+// Appended to `s` (comment lines wrapped at `width`); nothing when no row measured it (CUDA
+// runs, projected tables).
+void append_collectives_block(std::string& s, const std::vector<BenchRun>& runs, bool wide,
+                              std::size_t width) {
   const auto measured = [](const engine::KindResult& k) {
     return k.calls_per_step > 0 && std::isfinite(k.algbw_gbps());
   };
@@ -109,14 +110,14 @@ std::string collectives_block(const std::vector<BenchRun>& runs, bool wide, cons
   for (const auto& run : runs)
     if (run.ok())
       for (const auto& k : run.result.kinds) any = any || measured(k);
-  if (!any) return "";
-  std::string s;
-  line(
+  if (!any) return;
+  s += wrap_comment(
       "# collectives per step, per row and kind (nccl-tests sense): S = message bytes (the full "
       "buffer for all_gather/reduce_scatter), busy = ms with one of the kind's collectives in "
       "flight, issue to observed completion (per step the slowest rank; median over steps; "
       "overlapped with compute, so an upper bound), algbw = S / busy, busbw = algbw x bus factor "
-      "(2(n-1)/n all_reduce, (n-1)/n all_gather/reduce_scatter, 1 broadcast/reduce)");
+      "(2(n-1)/n all_reduce, (n-1)/n all_gather/reduce_scatter, 1 broadcast/reduce)",
+      width);
   const std::string lw = std::to_string(wide ? 40 : kLabelWidth);
   const std::string fmt_row =
       "  {:<" + lw + "} {:<10} {:<22} {:>3} {:>6} {:>10} {:>9} {:>10} {:>10}\n";
@@ -138,7 +139,6 @@ std::string collectives_block(const std::vector<BenchRun>& runs, bool wide, cons
                        m ? fmt::format("{:.3g}", k.busbw_gbps(engine::channel_kind(ch))) : "-");
     }
   }
-  return s;
 }
 
 }  // namespace
@@ -269,7 +269,7 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
         adamw > 0 ? fmt::format("{:.2f}", step / adamw) : std::string("-"),
         !r.checked ? "-" : (r.check_passed ? "OK" : "FAIL"));
   }
-  s += collectives_block(runs, o.wide, line);
+  append_collectives_block(s, runs, o.wide, width);
   // Boundary legend: the spec behind every alias or abbreviated label, once.
   std::set<std::string> legend;
   for (const auto& run : runs) {
