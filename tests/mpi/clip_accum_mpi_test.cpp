@@ -17,7 +17,7 @@
 #include "common/plan_options.hpp"
 #include "dmuon/engine/engine.hpp"
 #include "dmuon/engine/reference.hpp"
-#include "kernels/scoped_kokkos.hpp"
+#include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"
 
 namespace {
@@ -26,17 +26,6 @@ using namespace dmuon;
 using comm::CollectiveKind;
 using engine::CommGroup;
 using engine::Method;
-
-class KokkosEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { kokkos_ = std::make_unique<kernels::host::ScopedKokkos>(); }
-  void TearDown() override { kokkos_.reset(); }
-
- private:
-  std::unique_ptr<kernels::host::ScopedKokkos> kokkos_;
-};
-[[maybe_unused]] auto* const kokkos_env =
-    ::testing::AddGlobalTestEnvironment(new KokkosEnvironment);
 
 struct Setup {
   model::Topology topo;

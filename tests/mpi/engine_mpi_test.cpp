@@ -15,23 +15,12 @@
 #include "dmuon/engine/engine.hpp"
 #include "dmuon/engine/reference.hpp"
 #include "dmuon/plan/comm_volume.hpp"
-#include "kernels/scoped_kokkos.hpp"
+#include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"
 
 namespace {
 
 using namespace dmuon;
-
-class KokkosEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { kokkos_ = std::make_unique<kernels::host::ScopedKokkos>(); }
-  void TearDown() override { kokkos_.reset(); }
-
- private:
-  std::unique_ptr<kernels::host::ScopedKokkos> kokkos_;
-};
-[[maybe_unused]] auto* const kokkos_env =
-    ::testing::AddGlobalTestEnvironment(new KokkosEnvironment);
 
 struct Setup {
   model::Topology topo;
