@@ -1,6 +1,7 @@
-// dmuon_compare: compares two results files run by run — deterministic quantities exactly,
-// timings by a one-sided Mann–Whitney U test over the per-step samples with a minimum effect
-// size — and exits 3 on any mismatch or regression, so it can gate boundary choices in CI.
+// dmuon_compare: compares results files (A vs B, or several invocations per side) run by run:
+// deterministic quantities exactly, timings by a one-sided Mann–Whitney U test over the
+// per-step samples with a minimum effect size (and between invocations when a side has
+// several) — and exits 3 on any mismatch or regression, so it can gate boundary choices in CI.
 // No MPI launch.
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/run_main.hpp"
+#include "dmuon/base/error.hpp"
 #include "dmuon/results/compare.hpp"
 #include "dmuon/results/results_reader.hpp"
 
@@ -110,10 +112,13 @@ void comment(const std::string& text, bool wide) {
   if (!cur.empty()) fmt::print("{}\n", cur);
 }
 
-void print_table(const std::string& pa, const results::ResultsFile& a, const std::string& pb,
-                 const results::ResultsFile& b, const results::Comparison& c, bool wide) {
+void print_table(const std::vector<std::string>& pas, const std::vector<results::ResultsFile>& fa,
+                 const std::vector<std::string>& pbs, const std::vector<results::ResultsFile>& fb,
+                 const results::Comparison& c, bool wide) {
   const auto& o = c.options;
-  auto head = [wide](const char* tag, const std::string& p, const results::ResultsFile& f) {
+  const auto& a = fa.front();
+  const auto& b = fb.front();
+  auto head = [wide](const std::string& tag, const std::string& p, const results::ResultsFile& f) {
     const auto& v = f.provenance;
     comment(fmt::format("# {}: {}  ({} runs; suite {}, commit {:.12}, {}, world {}, {}{})", tag, p,
                         f.runs.size(), v.suite_version, v.git_commit, v.build_type, v.world_size,
@@ -125,8 +130,10 @@ void print_table(const std::string& pa, const results::ResultsFile& a, const std
             wide);
   };
   fmt::print("# dmuon_compare\n");
-  head("A", pa, a);
-  head("B", pb, b);
+  for (std::size_t k = 0; k < pas.size(); ++k)
+    head(k == 0 ? "A" : fmt::format("A{}", k + 1), pas[k], fa[k]);
+  for (std::size_t k = 0; k < pbs.size(); ++k)
+    head(k == 0 ? "B" : fmt::format("B{}", k + 1), pbs[k], fb[k]);
   if (o.deterministic_only)
     comment(
         "# deterministic only: hooks, sites, owners, loads, calls, bytes, audit and check "
@@ -138,6 +145,11 @@ void print_table(const std::string& pa, const results::ResultsFile& a, const std
                 "when a one-sided Mann-Whitney U test gives p < {} AND B's median exceeds A's by "
                 "more than the tolerance {:.1f} %; deterministic quantities must match exactly",
                 o.alpha, 100.0 * o.tolerance),
+            wide);
+  if (!o.deterministic_only && (pas.size() > 1 || pbs.size() > 1))
+    comment(fmt::format("# {} vs {} invocations: a regression must also put B's median invocation "
+                        "above A's slowest invocation by more than the tolerance",
+                        pas.size(), pbs.size()),
             wide);
   for (const auto& n : c.notes) comment("# note: " + n, wide);
 
@@ -182,6 +194,7 @@ void print_table(const std::string& pa, const results::ResultsFile& a, const std
   for (auto j : c.only_b)
     fmt::print(row, "-", j, "NEW", "-", "-", "-", "-", "-", "-", "-", "-",
                clip(keys.per_run[k++], label_width, wide));
+  for (const auto& e : c.extra_runs) comment("# mismatch: " + e, wide);
   fmt::print("#\n# matched runs: {}   only in A: {}   only in B: {}\n", c.runs.size(),
              c.only_a.size(), c.only_b.size());
   fmt::print("# deterministic mismatches: {}\n", c.mismatches());
@@ -210,6 +223,9 @@ nlohmann::json timing_json(const results::TimingTest& t) {
           {"b_median_ms", num(t.b_median)},
           {"b_min_ms", num(t.b_min)},
           {"b_max_ms", num(t.b_max)},
+          {"a_invocation_medians_ms", t.a_invocations},
+          {"b_invocation_medians_ms", t.b_invocations},
+          {"invocation_change", num(t.invocation_change)},
           {"change", num(t.change)},
           {"p_slower", num(t.p_slower)},
           {"p_faster", num(t.p_faster)},
@@ -217,10 +233,13 @@ nlohmann::json timing_json(const results::TimingTest& t) {
           {"verdict", t.verdict}};
 }
 
-void print_json(const std::string& pa, const std::string& pb, const results::Comparison& c) {
+void print_json(const std::vector<std::string>& pas, const std::vector<std::string>& pbs,
+                const results::Comparison& c) {
   nlohmann::json j;
-  j["a"] = pa;
-  j["b"] = pb;
+  j["a"] = pas.front();
+  j["b"] = pbs.front();
+  j["a_files"] = pas;
+  j["b_files"] = pbs;
   j["time_tolerance"] = c.options.tolerance;
   j["alpha"] = c.options.alpha;
   j["deterministic_only"] = c.options.deterministic_only;
@@ -247,6 +266,7 @@ void print_json(const std::string& pa, const std::string& pb, const results::Com
   }
   j["only_a"] = c.only_a_keys;
   j["only_b"] = c.only_b_keys;
+  j["extra_runs"] = c.extra_runs;
   j["mismatches"] = c.mismatches();
   j["regressions"] = c.regressions();
   j["untested"] = c.untested();
@@ -256,15 +276,24 @@ void print_json(const std::string& pa, const std::string& pb, const results::Com
 
 int compare(int argc, char** argv) {
   CLI::App app{
-      "dmuon_compare: compare two dmuon results files: deterministic quantities (hooks, sites, "
+      "dmuon_compare: compare dmuon results files (A against B, or several invocations per side): "
+      "deterministic quantities (hooks, sites, "
       "owners, loads, calls, bytes, audit, check) exactly, timings by a one-sided Mann-Whitney U "
       "test over the per-step samples with a minimum effect size; exit 0 OK, 2 bad input, 3 a "
       "mismatch or regression"};
-  std::string pa, pb;
+  std::vector<std::string> pair, pas, pbs;
   results::CompareOptions o;
   bool json = false, wide = false;
-  app.add_option("A", pa, "baseline results file (HDF5)")->required();
-  app.add_option("B", pb, "results file to check against A")->required();
+  app.add_option("A B", pair,
+                 "baseline results file A and the results file B to check against it (HDF5); "
+                 "or give --baseline and --candidate")
+      ->expected(2);
+  app.add_option("--baseline", pas,
+                 "several invocations of the baseline (one results file each, the same "
+                 "commands run again): whole invocations are compared as well as samples")
+      ->expected(1, 1 << 20);
+  app.add_option("--candidate", pbs, "several invocations to check against the baseline")
+      ->expected(1, 1 << 20);
   app.add_option("--time-tolerance", o.tolerance,
                  "minimum effect: B's median step/optimizer time must exceed A's by more than "
                  "this fraction (0.1 = 10 %) to count as a regression")
@@ -281,13 +310,28 @@ int compare(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON object instead of the table");
   app.add_flag("--wide", wide, "do not abbreviate the run column (the table fits 160 columns)");
   if (!apps::parse_cli(app, argc, argv)) return apps::kOk;
-  const auto a = results::read_results(pa);
-  const auto b = results::read_results(pb);
-  const auto c = results::compare_results(a, b, o);
+  if (!pair.empty() && (!pas.empty() || !pbs.empty()))
+    throw InputError(
+        "give either two files (A B) or --baseline FILE... --candidate FILE..., not both");
+  if (pair.empty() && (pas.empty() || pbs.empty()))
+    throw InputError(
+        "nothing to compare: give two files (A B) or both --baseline FILE... and "
+        "--candidate FILE...");
+  if (!pair.empty()) {
+    pas = {pair[0]};
+    pbs = {pair[1]};
+  }
+  std::vector<results::ResultsFile> fa, fb;
+  for (const auto& p : pas) fa.push_back(results::read_results(p));
+  for (const auto& p : pbs) fb.push_back(results::read_results(p));
+  std::vector<const results::ResultsFile*> sa, sb;
+  for (const auto& f : fa) sa.push_back(&f);
+  for (const auto& f : fb) sb.push_back(&f);
+  const auto c = results::compare_results(sa, sb, o);
   if (json)
-    print_json(pa, pb, c);
+    print_json(pas, pbs, c);
   else
-    print_table(pa, a, pb, b, c, wide);
+    print_table(pas, fa, pbs, fb, c, wide);
   return c.ok() ? apps::kOk : apps::kCheckFailed;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/results/mann_whitney.hpp"
@@ -167,8 +168,23 @@ std::vector<double> to_ms(std::vector<double> v) {
   return v;
 }
 
-TimingTest test_timing(const char* metric, const std::vector<double>& a,
-                       const std::vector<double>& b, const CompareOptions& o, RunComparison& rc) {
+std::vector<double> pooled(const std::vector<std::vector<double>>& invocations) {
+  std::vector<double> v;
+  for (const auto& x : invocations) v.insert(v.end(), x.begin(), x.end());
+  return v;
+}
+
+std::vector<double> invocation_medians(const std::vector<std::vector<double>>& invocations) {
+  std::vector<double> m;
+  for (const auto& x : invocations) m.push_back(x.empty() ? std::nan("") : median(x));
+  return m;
+}
+
+// One timing metric over the invocations of each side (the samples of one results file each).
+TimingTest test_timing(const char* metric, const std::vector<std::vector<double>>& a_runs,
+                       const std::vector<std::vector<double>>& b_runs, const CompareOptions& o,
+                       RunComparison& rc) {
+  const auto a = pooled(a_runs), b = pooled(b_runs);
   TimingTest t;
   t.metric = metric;
   t.n_a = a.size();
@@ -180,49 +196,75 @@ TimingTest test_timing(const char* metric, const std::vector<double>& a,
   t.b_min = vmin(b);
   t.b_max = vmax(b);
   t.change = t.a_median > 0 ? (t.b_median - t.a_median) / t.a_median : std::nan("");
+  t.a_invocations = invocation_medians(a_runs);
+  t.b_invocations = invocation_medians(b_runs);
   if (a.empty() || b.empty()) {
     rc.notes.push_back(fmt::format("{}: no samples in {} (not tested)", metric,
                                    a.empty() ? (b.empty() ? "A and B" : "A") : "B"));
     return t;
   }
+  // Between invocations: B's typical invocation against A's slowest (or fastest) one.
+  const double b_typical = median(t.b_invocations);
+  const double a_slowest = vmax(t.a_invocations), a_fastest = vmin(t.a_invocations);
+  const double up = a_slowest > 0 ? b_typical / a_slowest - 1 : std::nan("");
+  const double down = a_fastest > 0 ? b_typical / a_fastest - 1 : std::nan("");
+  t.invocation_change = t.change >= 0 ? up : down;
   const double min_p = min_one_sided_p(a.size(), b.size());
   if (!(min_p < o.alpha)) return t;  // untested: compare_timings says so once per run
   t.testable = true;
   const auto u = mann_whitney_u(a, b);
   t.p_slower = u.p_greater;
   t.p_faster = u.p_less;
-  const std::string stats = fmt::format(
+  std::string stats = fmt::format(
       "A median {:.4f} ms [{:.4f}, {:.4f}], B median {:.4f} ms [{:.4f}, {:.4f}], {:+.1f} %, "
       "{} vs {} samples",
       t.a_median, t.a_min, t.a_max, t.b_median, t.b_min, t.b_max, 100.0 * t.change, t.n_a, t.n_b);
-  if (t.p_slower < o.alpha && t.change > o.tolerance) {
+  const bool several = a_runs.size() > 1 || b_runs.size() > 1;
+  if (several)
+    stats += fmt::format(
+        "; invocation medians A [{:.4f}], B [{:.4f}] ms: B's median invocation {:+.1f} % from A's "
+        "{} one",
+        fmt::join(t.a_invocations, ", "), fmt::join(t.b_invocations, ", "),
+        100.0 * t.invocation_change, t.change >= 0 ? "slowest" : "fastest");
+  const bool slower = t.p_slower < o.alpha && t.change > o.tolerance;
+  const bool faster = t.p_faster < o.alpha && t.change < -o.tolerance;
+  if (slower && up > o.tolerance) {
     t.verdict = "slower";
     rc.regressions.push_back(
         fmt::format("{}: {}; U test p = {:.2g} < {} and the change exceeds "
-                    "the tolerance {:.1f} %",
-                    metric, stats, t.p_slower, o.alpha, 100.0 * o.tolerance));
-  } else if (t.p_faster < o.alpha && t.change < -o.tolerance) {
+                    "the tolerance {:.1f} %{}",
+                    metric, stats, t.p_slower, o.alpha, 100.0 * o.tolerance,
+                    several ? " between invocations too" : ""));
+  } else if (faster && down < -o.tolerance) {
     t.verdict = "faster";
     rc.improvements.push_back(fmt::format("{}: {}; U test p = {:.2g}", metric, stats, t.p_faster));
   } else {
     t.verdict = "same";
+    if (slower || faster)
+      rc.notes.push_back(fmt::format(
+          "{}: {} {:+.1f} % over the samples (p = {:.2g}) but {:+.1f} % between invocations, "
+          "within the tolerance {:.1f} % of A's own spread: the machine, not the code",
+          metric, slower ? "slower" : "faster", 100.0 * t.change, slower ? t.p_slower : t.p_faster,
+          100.0 * t.invocation_change, 100.0 * o.tolerance));
   }
   return t;
 }
 
-void compare_timings(const RunRecord& ra, const RunRecord& rb, const CompareOptions& o,
+// The timings of one matched run, over every invocation of each side.
+void compare_timings(const std::vector<const RunRecord*>& ra,
+                     const std::vector<const RunRecord*>& rb, const CompareOptions& o,
                      RunComparison& rc) {
   bool finite = true;
-  for (const auto& [which, r] : {std::pair<const char*, const RunRecord*>{"A", &ra}, {"B", &rb}}) {
-    const auto msg = bad_timing(which, *r);
-    if (!msg.empty()) {
-      rc.regressions.push_back(msg);
-      finite = false;
+  for (const auto& [which, side] :
+       {std::pair<const char*, const std::vector<const RunRecord*>*>{"A", &ra}, {"B", &rb}})
+    for (std::size_t k = 0; k < side->size(); ++k) {
+      const std::string name = k == 0 ? which : fmt::format("{}{}", which, k + 1);
+      const auto msg = bad_timing(name.c_str(), *(*side)[k]);
+      if (!msg.empty()) {
+        rc.regressions.push_back(msg);
+        finite = false;
+      }
     }
-  }
-  auto step_a = to_ms(step_samples(ra.timings)), step_b = to_ms(step_samples(rb.timings));
-  auto opt_a = to_ms(phase_samples(ra.timings, "optimizer"));
-  auto opt_b = to_ms(phase_samples(rb.timings, "optimizer"));
   if (!finite) {
     TimingTest t;
     t.metric = "step_ms";
@@ -230,15 +272,24 @@ void compare_timings(const RunRecord& ra, const RunRecord& rb, const CompareOpti
     rc.timings.push_back(t);
     return;
   }
+  std::vector<std::vector<double>> step_a, step_b, opt_a, opt_b;
+  for (const auto* r : ra) {
+    step_a.push_back(to_ms(step_samples(r->timings)));
+    opt_a.push_back(to_ms(phase_samples(r->timings, "optimizer")));
+  }
+  for (const auto* r : rb) {
+    step_b.push_back(to_ms(step_samples(r->timings)));
+    opt_b.push_back(to_ms(phase_samples(r->timings, "optimizer")));
+  }
   rc.timings.push_back(test_timing("step_ms", step_a, step_b, o, rc));
-  if (!opt_a.empty() || !opt_b.empty())
+  if (!pooled(opt_a).empty() || !pooled(opt_b).empty())
     rc.timings.push_back(test_timing("optimizer_ms", opt_a, opt_b, o, rc));
-  if (!step_a.empty() && !step_b.empty() && !rc.timings.front().testable)
+  const auto& st = rc.timings.front();
+  if (st.n_a > 0 && st.n_b > 0 && !st.testable)
     rc.notes.push_back(fmt::format(
         "timings untested: {} vs {} samples cannot reach p < {} (smallest p {:.3g}; step median "
         "{:+.1f} %); run dmuon_bench with more --steps or --repeats",
-        step_a.size(), step_b.size(), o.alpha, min_one_sided_p(step_a.size(), step_b.size()),
-        100.0 * rc.timings.front().change));
+        st.n_a, st.n_b, o.alpha, min_one_sided_p(st.n_a, st.n_b), 100.0 * st.change));
 }
 
 void compare_partition(const RunRecord& a, const RunRecord& b, Diffs& d) {
@@ -335,7 +386,7 @@ bool RunComparison::untested() const {
 }
 
 int Comparison::mismatches() const {
-  int n = static_cast<int>(only_a.size());
+  int n = static_cast<int>(only_a.size() + extra_runs.size());
   for (const auto& r : runs) n += r.mismatches.empty() ? 0 : 1;
   return n;
 }
@@ -397,18 +448,56 @@ Comparison compare_results(const ResultsFile& a, const ResultsFile& b, double to
 }
 
 Comparison compare_results(const ResultsFile& a, const ResultsFile& b, const CompareOptions& o) {
+  return compare_results(std::vector<const ResultsFile*>{&a}, std::vector<const ResultsFile*>{&b},
+                         o);
+}
+
+namespace {
+
+// "A", "A2", "B3": the name of a side's k-th file (0-based) in messages.
+std::string file_tag(char side, std::size_t k) {
+  return k == 0 ? std::string(1, side) : fmt::format("{}{}", side, k + 1);
+}
+
+// The first unused run of `f` with key `key`, marking it used; nullptr when there is none.
+const RunRecord* take_run(const ResultsFile& f, const std::string& key, std::vector<bool>& used) {
+  for (std::size_t j = 0; j < f.runs.size(); ++j)
+    if (!used[j] && run_key(f.runs[j]) == key) {
+      used[j] = true;
+      return &f.runs[j];
+    }
+  return nullptr;
+}
+
+}  // namespace
+
+Comparison compare_results(const std::vector<const ResultsFile*>& as,
+                           const std::vector<const ResultsFile*>& bs, const CompareOptions& o) {
   if (!(o.tolerance >= 0) || std::isinf(o.tolerance))
     throw InputError(fmt::format("time tolerance {} is invalid (valid: a fraction >= 0, e.g. 0.1)",
                                  o.tolerance));
   if (!(o.alpha > 0 && o.alpha < 1))
     throw InputError(fmt::format(
         "alpha {} is invalid (valid: a significance level in (0, 1), e.g. 0.05)", o.alpha));
+  if (as.empty() || bs.empty())
+    throw InputError("dmuon_compare needs at least one results file on each side");
+  const ResultsFile& a = *as.front();
+  const ResultsFile& b = *bs.front();
   Comparison c;
   c.options = o;
   CompareOptions run_options = o;
   if (!o.deterministic_only) {
     compare_provenance(a.provenance, b.provenance, c.notes);
-    const std::string why = different_machines(a.provenance, b.provenance, o.tolerance);
+    // Every file against A's first: one pair of different machines skips all timings.
+    std::string why;
+    for (const auto& [side, files] :
+         {std::pair<char, const std::vector<const ResultsFile*>*>{'A', &as}, {'B', &bs}})
+      for (std::size_t k = 0; k < files->size() && why.empty(); ++k)
+        if (side == 'B' || k > 0) {
+          why = different_machines(a.provenance, (*files)[k]->provenance, o.tolerance);
+          if (!why.empty() && (side != 'B' || k > 0))
+            why = fmt::format("{} ({} vs A)", why, file_tag(side, k));
+        }
     if (!why.empty() && !o.any_machine) {
       c.notes.push_back(
           fmt::format("timings not compared: {} (timings of different machines or "
@@ -419,40 +508,69 @@ Comparison compare_results(const ResultsFile& a, const ResultsFile& b, const Com
       run_options.deterministic_only = true;
     }
   }
-  std::vector<bool> used(b.runs.size(), false);
-  std::vector<std::string> keys_b;
-  for (const auto& r : b.runs) keys_b.push_back(run_key(r));
+  // Runs already matched, per file of each side (the first files' matching decides the pairs).
+  std::vector<std::vector<bool>> used_a, used_b;
+  for (const auto* f : as) used_a.emplace_back(f->runs.size(), false);
+  for (const auto* f : bs) used_b.emplace_back(f->runs.size(), false);
   for (std::size_t i = 0; i < a.runs.size(); ++i) {
     const std::string key = run_key(a.runs[i]);
-    std::size_t j = 0;
-    while (j < b.runs.size() && (used[j] || keys_b[j] != key)) ++j;
-    if (j == b.runs.size()) {
+    used_a[0][i] = true;
+    const RunRecord* first_b = take_run(b, key, used_b[0]);
+    if (!first_b) {
       c.only_a.push_back(i);
       c.only_a_keys.push_back(key);
       continue;
     }
-    used[j] = true;
     RunComparison rc;
     rc.a = i;
-    rc.b = j;
+    rc.b = static_cast<std::size_t>(first_b - b.runs.data());
     rc.key = key;
     const auto& ra = a.runs[i];
-    const auto& rb = b.runs[j];
+    const auto& rb = *first_b;
     rc.status = ra.status;
     rc.a_step_ms = run_step_ms(ra);
     rc.b_step_ms = run_step_ms(rb);
     rc.a_opt_ms = run_optimizer_ms(ra);
     rc.b_opt_ms = run_optimizer_ms(rb);
     compare_deterministic(ra, rb, rc.mismatches, rc.notes);
+    // The further invocations of each side: the same run again, deterministically equal to A's.
+    std::vector<const RunRecord*> side_a{&ra}, side_b{&rb};
+    for (const auto& [side, files, used, runs] :
+         {std::tuple<char, const std::vector<const ResultsFile*>*, std::vector<std::vector<bool>>*,
+                     std::vector<const RunRecord*>*>{'A', &as, &used_a, &side_a},
+          {'B', &bs, &used_b, &side_b}})
+      for (std::size_t k = 1; k < files->size(); ++k) {
+        const RunRecord* r = take_run(*(*files)[k], key, (*used)[k]);
+        const std::string tag = file_tag(side, k);
+        if (!r) {
+          rc.mismatches.push_back(fmt::format("{}: this run is missing", tag));
+          continue;
+        }
+        std::vector<std::string> diffs;
+        compare_deterministic(ra, *r, diffs, rc.notes);
+        for (auto& d : diffs) rc.mismatches.push_back(fmt::format("{} vs A: {}", tag, d));
+        if (r->status == "ok") runs->push_back(r);
+      }
     if (ra.status == "ok" && rb.status == "ok" && !run_options.deterministic_only)
-      compare_timings(ra, rb, run_options, rc);
+      compare_timings(side_a, side_b, run_options, rc);
     c.runs.push_back(std::move(rc));
   }
   for (std::size_t j = 0; j < b.runs.size(); ++j)
-    if (!used[j]) {
+    if (!used_b[0][j]) {
       c.only_b.push_back(j);
-      c.only_b_keys.push_back(keys_b[j]);
+      c.only_b_keys.push_back(run_key(b.runs[j]));
     }
+  // Runs of a further file that its side's first file lacks: the invocations differ.
+  for (const auto& [side, files, used] :
+       {std::tuple<char, const std::vector<const ResultsFile*>*, std::vector<std::vector<bool>>*>{
+            'A', &as, &used_a},
+        {'B', &bs, &used_b}})
+    for (std::size_t k = 1; k < files->size(); ++k)
+      for (std::size_t j = 0; j < (*files)[k]->runs.size(); ++j)
+        if (!(*used)[k][j])
+          c.extra_runs.push_back(fmt::format("{} run {} has no partner in {}: {}",
+                                             file_tag(side, k), j, std::string(1, side),
+                                             run_key((*files)[k]->runs[j])));
   return c;
 }
 

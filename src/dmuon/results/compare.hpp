@@ -16,6 +16,14 @@
 //    alpha leave the timing untested (reported, not a failure). A non-finite or negative
 //    timing in either file is a regression. Files from different kinds of machine (CPU or
 //    GPU model, BLAS kernels) have their timings skipped unless any_machine is set.
+//  * several invocations per side (the same commands run again, one results file each): the
+//    samples of one invocation share the machine's state of that moment, and on a shared
+//    machine whole invocations shift by tens of percent; the U test over pooled samples cannot
+//    tell that shift from a regression. So each side's invocations are also compared as units:
+//    a regression must in addition put the median of B's invocation medians above the slowest
+//    of A's invocation medians by more than the tolerance (an improvement: below the fastest
+//    by more than it). With one invocation per side this is the rule above. Every further
+//    file's deterministic quantities must equal those of its side's first file's partner in A.
 // A run of A with no partner in B is a failure (a configuration disappeared); a run only in B
 // is reported as new.
 
@@ -48,6 +56,11 @@ struct TimingTest {
   double a_median = 0, a_min = 0, a_max = 0;  ///< ms; NaN when absent
   double b_median = 0, b_min = 0, b_max = 0;
   double change = 0;  ///< (b_median - a_median) / a_median
+  /// Median of each invocation's samples, per side (one entry per results file).
+  std::vector<double> a_invocations, b_invocations;
+  /// Median of B's invocation medians relative to A's slowest (when B is slower) or fastest
+  /// (when faster) invocation median, minus 1: the effect between invocations.
+  double invocation_change = 0;
   double p_slower = 1, p_faster = 1;
   bool testable = false;  ///< both sides have samples and min_p < alpha
   /// "same", "slower", "faster", "untested", "non-finite".
@@ -75,9 +88,13 @@ struct Comparison {
   std::vector<RunComparison> runs;
   std::vector<std::size_t> only_a, only_b;  ///< run indices without a partner
   std::vector<std::string> only_a_keys, only_b_keys;
+  /// Runs of a side's further file that the side's first file lacks (one line each): the
+  /// invocations were not of the same commands. Each counts as a mismatch.
+  std::vector<std::string> extra_runs;
   std::vector<std::string> notes;  ///< file-level remarks (different hosts, BLAS kernels, ...)
   bool timings_skipped = false;    ///< different machines: timings were not compared
-  int mismatches() const;   ///< matched runs with a deterministic difference + runs only in A
+  /// Matched runs with a deterministic difference + runs only in A + extra_runs.
+  int mismatches() const;
   int regressions() const;  ///< matched runs with a timing regression
   int untested() const;     ///< matched ok runs whose timings could not be tested
   bool ok() const { return mismatches() == 0 && regressions() == 0; }
@@ -85,6 +102,10 @@ struct Comparison {
 
 /// Compares B against the baseline A. InputError for a tolerance < 0 or an alpha outside (0,1).
 Comparison compare_results(const ResultsFile& a, const ResultsFile& b, const CompareOptions& o);
+/// The same with several invocations per side (each non-empty; the first file of a side
+/// decides the matching, the others are its repetitions). Pointers must outlive the call.
+Comparison compare_results(const std::vector<const ResultsFile*>& a,
+                           const std::vector<const ResultsFile*>& b, const CompareOptions& o);
 /// The same with the default alpha and timings on.
 Comparison compare_results(const ResultsFile& a, const ResultsFile& b, double tolerance);
 

@@ -313,3 +313,83 @@ TEST(Compare, StatusChangeIsAMismatch) {
 }
 
 }  // namespace
+
+// Several invocations per side: the invocations are compared as units as well as the samples.
+Comparison compare_sides(const std::vector<ResultsFile>& a, const std::vector<ResultsFile>& b,
+                         double tolerance) {
+  std::vector<const ResultsFile*> pa, pb;
+  for (const auto& f : a) pa.push_back(&f);
+  for (const auto& f : b) pb.push_back(&f);
+  CompareOptions o;
+  o.tolerance = tolerance;
+  return compare_results(pa, pb, o);
+}
+
+TEST(CompareInvocations, AShiftWithinTheBaselinesOwnSpreadIsNotARegression) {
+  // A's two invocations differ by 40 % (the machine, not the code); B's sit 5.4 % above A's
+  // slowest. Pooled, B is +23 % and significant, which one file per side would call SLOWER.
+  const std::vector<ResultsFile> a{with_samples(base_samples(1.0)),
+                                   with_samples(base_samples(1.4))};
+  const std::vector<ResultsFile> b{with_samples(base_samples(1.45)),
+                                   with_samples(base_samples(1.5))};
+  const auto c = compare_sides(a, b, 0.2);
+  EXPECT_TRUE(c.ok());
+  const auto& t = c.runs[0].timings[0];
+  EXPECT_EQ(t.verdict, "same");
+  ASSERT_EQ(t.a_invocations.size(), 2u);
+  EXPECT_DOUBLE_EQ(t.a_invocations[0], 100.25);  // median of base_samples()
+  EXPECT_NEAR(t.a_invocations[1], 140.35, 1e-9);
+  ASSERT_EQ(t.b_invocations.size(), 2u);
+  // median(145.3625, 150.375) / 140.35 - 1
+  EXPECT_NEAR(t.invocation_change, 147.86875 / 140.35 - 1, 1e-12);
+  EXPECT_GT(t.change, 0.2);
+  EXPECT_LT(t.p_slower, 0.05);
+  bool noted = false;
+  for (const auto& n : c.runs[0].notes) noted |= n.find("between invocations") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // The first file of each side alone is a regression: the rule above is what saves it.
+  EXPECT_FALSE(compare_results(a[0], b[0], 0.2).ok());
+}
+
+TEST(CompareInvocations, SlowerThanEveryBaselineInvocationIsARegression) {
+  const std::vector<ResultsFile> a{with_samples(base_samples(1.0)),
+                                   with_samples(base_samples(1.1))};
+  const std::vector<ResultsFile> b{with_samples(base_samples(2.0)), with_samples(base_samples(2.1)),
+                                   with_samples(base_samples(1.9))};
+  const auto c = compare_sides(a, b, 0.2);
+  EXPECT_EQ(c.regressions(), 1);
+  const auto& t = c.runs[0].timings[0];
+  EXPECT_EQ(t.verdict, "slower");
+  EXPECT_EQ(t.n_a, 20u);
+  EXPECT_EQ(t.n_b, 30u);
+  // B's median invocation is 2.0 x 100.25; A's slowest 1.1 x 100.25.
+  EXPECT_NEAR(t.invocation_change, 2.0 / 1.1 - 1, 1e-12);
+  // Reversed: faster than A's fastest invocation by more than the tolerance.
+  const auto d = compare_sides(b, a, 0.2);
+  EXPECT_TRUE(d.ok());
+  EXPECT_EQ(d.runs[0].check(), "FASTER");
+  EXPECT_NEAR(d.runs[0].timings[0].invocation_change, 1.05 / 1.9 - 1, 1e-12);
+}
+
+TEST(CompareInvocations, EveryFurtherInvocationMustMatchDeterministically) {
+  const auto a = with_samples(base_samples());
+  auto a2 = a;
+  a2.runs[0].collectives.bytes_per_rank_per_step[0] += 4;
+  auto b2 = a;
+  b2.runs.pop_back();  // the second run is missing in B's second invocation
+  auto c = compare_sides({a, a2}, {a, b2}, 0.2);
+  EXPECT_EQ(c.mismatches(), 2);
+  ASSERT_FALSE(c.runs[0].mismatches.empty());
+  EXPECT_EQ(c.runs[0].mismatches[0].rfind("A2 vs A: ", 0), 0u) << c.runs[0].mismatches[0];
+  ASSERT_FALSE(c.runs[1].mismatches.empty());
+  EXPECT_EQ(c.runs[1].mismatches[0], "B2: this run is missing");
+  // A run only a further invocation has: the invocations were not of the same commands.
+  auto b3 = a;
+  b3.runs.push_back(b3.runs[0]);
+  b3.runs.back().method = "fsdp-adamw";
+  c = compare_sides({a}, {a, b3}, 0.2);
+  ASSERT_EQ(c.extra_runs.size(), 1u);
+  EXPECT_EQ(c.extra_runs[0].rfind("B2 run 2 has no partner in B: ", 0), 0u) << c.extra_runs[0];
+  EXPECT_FALSE(c.ok());
+  EXPECT_THROW(compare_sides({}, {a}, 0.2), InputError);
+}
