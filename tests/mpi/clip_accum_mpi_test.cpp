@@ -19,6 +19,7 @@
 #include "dmuon/engine/reference.hpp"
 #include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"
+#include "plan_setup.hpp"
 
 namespace {
 
@@ -27,19 +28,14 @@ using comm::CollectiveKind;
 using engine::CommGroup;
 using engine::Method;
 
-struct Setup {
-  model::Topology topo;
-  plan::Plan plan;
-};
+using Setup = test::PlanSetup;
 
 Setup make_setup(int replicate, plan::Reshard reshard) {
   apps::PlanOptions po;
   po.topology = "moe";
   po.replicate = replicate;
   po.reshard = reshard;
-  Setup s{apps::load_topology(po), {}};
-  s.plan = plan::make_plan(s.topo.tree, apps::make_plan_config(po, s.topo, test::world_size()));
-  return s;
+  return test::make_plan_setup(po);
 }
 
 // HSDP where the world allows two rows.

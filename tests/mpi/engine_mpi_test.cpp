@@ -17,15 +17,13 @@
 #include "dmuon/plan/comm_volume.hpp"
 #include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"
+#include "plan_setup.hpp"
 
 namespace {
 
 using namespace dmuon;
 
-struct Setup {
-  model::Topology topo;
-  plan::Plan plan;
-};
+using Setup = test::PlanSetup;
 
 Setup make_setup(const std::string& topology, int replicate = 1,
                  plan::Reshard reshard = plan::Reshard::z3) {
@@ -33,9 +31,7 @@ Setup make_setup(const std::string& topology, int replicate = 1,
   po.topology = topology;
   po.replicate = replicate;
   po.reshard = reshard;
-  Setup s{apps::load_topology(po), {}};
-  s.plan = plan::make_plan(s.topo.tree, apps::make_plan_config(po, s.topo, test::world_size()));
-  return s;
+  return test::make_plan_setup(po);
 }
 
 engine::EngineOptions small_options(engine::Method m) {

@@ -15,15 +15,13 @@
 #include "dmuon/engine/engine.hpp"
 #include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"
+#include "plan_setup.hpp"
 
 namespace {
 
 using namespace dmuon;
 
-struct Setup {
-  model::Topology topo;
-  plan::Plan plan;
-};
+using Setup = test::PlanSetup;
 
 Setup make_setup(int tp, int replicate, plan::Reshard reshard) {
   apps::PlanOptions po;
@@ -31,9 +29,7 @@ Setup make_setup(int tp, int replicate, plan::Reshard reshard) {
   po.tp = tp;
   po.replicate = replicate;
   po.reshard = reshard;
-  Setup s{apps::load_topology(po), {}};
-  s.plan = plan::make_plan(s.topo.tree, apps::make_plan_config(po, s.topo, test::world_size()));
-  return s;
+  return test::make_plan_setup(po);
 }
 
 engine::EngineOptions options(plan::Reshard reshard) {
