@@ -52,9 +52,12 @@ __global__ void __launch_bounds__(kBlock)
 
 template <class Tw, class Tg>
 __global__ void __launch_bounds__(kBlock)
-    synthetic_grad_none_kernel(const Tw* w, Tg* grad, std::size_t n, std::uint64_t key) {
+    synthetic_grad_none_kernel(const Tw* w, Tg* grad, std::size_t n, std::uint64_t key, float scale,
+                               bool accumulate) {
   DMUON_GRID_STRIDE(i, n) {
-    grad[i] = from_f<Tg>(__fadd_rn(detail::to_uniform(detail::splitmix64(key + i)), to_f(w[i])));
+    const float v =
+        __fmul_rn(__fadd_rn(detail::to_uniform(detail::splitmix64(key + i)), to_f(w[i])), scale);
+    grad[i] = from_f<Tg>(accumulate ? __fadd_rn(to_f(grad[i]), v) : v);
   }
 }
 
@@ -118,7 +121,94 @@ __global__ void __launch_bounds__(kBlock) scale_kernel(float* x, std::size_t n, 
   }
 }
 
+template <class T>
+__global__ void __launch_bounds__(kBlock)
+    clip_sum_sq_kernel(const T* g, std::size_t n, double* sum_sq) {
+  double local = 0;
+  DMUON_GRID_STRIDE(i, n) {
+    const double x = static_cast<double>(to_f(g[i]));
+    local += x * x;
+  }
+  for (int off = 16; off > 0; off /= 2) local += __shfl_down_sync(0xffffffffu, local, off);
+  if ((threadIdx.x & 31u) == 0u && local != 0.0) atomicAdd(sum_sq, local);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kBlock)
+    clip_max_kernel(const T* g, std::size_t n, unsigned int* max_bits) {
+  unsigned int local = 0;  // the bits of +0.0f
+  DMUON_GRID_STRIDE(i, n) {
+    const unsigned int b = __float_as_uint(fabsf(to_f(g[i])));
+    local = b > local ? b : local;
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    const unsigned int o = __shfl_down_sync(0xffffffffu, local, off);
+    local = o > local ? o : local;
+  }
+  if ((threadIdx.x & 31u) == 0u && local != 0u) atomicMax(max_bits, local);
+}
+
+__global__ void clip_finish_kernel(const ClipPartial* acc, bool inf_norm, float* scalar) {
+  *scalar = inf_norm ? __uint_as_float(acc->max_bits) : static_cast<float>(acc->sum_sq);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kBlock)
+    clip_scale_kernel(T* g, std::size_t n, const float* reduced, bool inf_norm, float max_norm) {
+  const double r = static_cast<double>(*reduced);
+  const float total = static_cast<float>(inf_norm ? r : sqrt(r));
+  const float coef = fminf(max_norm / (total + 1e-6f), 1.0f);
+  if (coef == 1.0f) return;  // clip_grad_norm_ multiplies by 1: nothing changes
+  DMUON_GRID_STRIDE(i, n) {
+    g[i] = from_f<T>(to_f(g[i]) * coef);
+  }
+}
+
 }  // namespace
+
+void clip_partial_reset(Context& ctx, ClipPartial* acc) {
+  detail::require_ptr(acc, 1, "cuda::clip_partial_reset", "acc");
+  DMUON_CUDA_CHECK(cudaMemsetAsync(acc, 0, sizeof(ClipPartial), detail::stream_of(ctx)));
+}
+
+void clip_partial_add(Context& ctx, const void* g, Storage type, std::size_t n, bool inf_norm,
+                      ClipPartial* acc) {
+  if (n == 0) return;
+  detail::require_ptr(g, n, "cuda::clip_partial_add", "g");
+  detail::require_ptr(acc, 1, "cuda::clip_partial_add", "acc");
+  cudaStream_t s = detail::stream_of(ctx);
+  detail::dispatch(type, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    if (inf_norm)
+      clip_max_kernel<T>
+          <<<grid_for(n), kBlock, 0, s>>>(static_cast<const T*>(g), n, &acc->max_bits);
+    else
+      clip_sum_sq_kernel<T>
+          <<<grid_for(n), kBlock, 0, s>>>(static_cast<const T*>(g), n, &acc->sum_sq);
+  });
+  DMUON_CUDA_CHECK_LAUNCH();
+}
+
+void clip_partial_finish(Context& ctx, const ClipPartial* acc, bool inf_norm, float* scalar) {
+  detail::require_ptr(acc, 1, "cuda::clip_partial_finish", "acc");
+  detail::require_ptr(scalar, 1, "cuda::clip_partial_finish", "scalar");
+  clip_finish_kernel<<<1, 1, 0, detail::stream_of(ctx)>>>(acc, inf_norm, scalar);
+  DMUON_CUDA_CHECK_LAUNCH();
+}
+
+void clip_scale(Context& ctx, void* g, Storage type, std::size_t n, const float* reduced,
+                bool inf_norm, double max_norm) {
+  if (n == 0) return;
+  detail::require_ptr(g, n, "cuda::clip_scale", "g");
+  detail::require_ptr(reduced, 1, "cuda::clip_scale", "reduced");
+  cudaStream_t s = detail::stream_of(ctx);
+  detail::dispatch(type, [&](auto tg) {
+    using T = typename decltype(tg)::type;
+    clip_scale_kernel<T><<<grid_for(n), kBlock, 0, s>>>(static_cast<T*>(g), n, reduced, inf_norm,
+                                                        static_cast<float>(max_norm));
+  });
+  DMUON_CUDA_CHECK_LAUNCH();
+}
 
 void convert(Context& ctx, const void* src, Storage src_type, void* dst, Storage dst_type,
              std::size_t n) {
@@ -167,7 +257,7 @@ void synthetic_rows(Context& ctx, void* dst, Storage dst_type, std::size_t rows,
 
 void synthetic_grad_none(Context& ctx, const void* w, Storage w_type, void* grad, Storage grad_type,
                          std::size_t n, std::uint64_t seed, std::uint64_t step, std::uint64_t pid,
-                         std::uint64_t stream) {
+                         std::uint64_t stream, float scale, bool accumulate) {
   if (n == 0) return;
   detail::require_ptr(w, n, "cuda::synthetic_grad_none", "w");
   detail::require_ptr(grad, n, "cuda::synthetic_grad_none", "grad");
@@ -178,7 +268,7 @@ void synthetic_grad_none(Context& ctx, const void* w, Storage w_type, void* grad
     using Tw = typename decltype(tw)::type;
     using Tg = typename decltype(tg)::type;
     synthetic_grad_none_kernel<Tw, Tg><<<grid_for(n), kBlock, 0, detail::stream_of(ctx)>>>(
-        static_cast<const Tw*>(w), static_cast<Tg*>(grad), n, key);
+        static_cast<const Tw*>(w), static_cast<Tg*>(grad), n, key, scale, accumulate);
   });
   DMUON_CUDA_CHECK_LAUNCH();
 }

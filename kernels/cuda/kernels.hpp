@@ -127,10 +127,11 @@ void synthetic_rows(Context& ctx, void* dst, Storage dst_type, std::size_t rows,
 
 /// The gradient of --compute none: grad[i] = to_uniform(splitmix64(row_key(seed, step, 0, pid,
 /// stream) + i)) + float(w[i]), one fp32 addition, rounded to grad_type (bit-identical to the
-/// host in fp32).
+/// host in fp32). With --accum K the value is multiplied by scale = 1/K and, when
+/// `accumulate`, added (in fp32) to what grad holds, as the host's micro-steps do.
 void synthetic_grad_none(Context& ctx, const void* w, Storage w_type, void* grad, Storage grad_type,
                          std::size_t n, std::uint64_t seed, std::uint64_t step, std::uint64_t pid,
-                         std::uint64_t stream);
+                         std::uint64_t stream, float scale = 1.0f, bool accumulate = false);
 
 /// y = (y − t)·scale in place (y and t of one type, fp32 arithmetic: the loss gradient dY).
 void residual_scale(Context& ctx, void* y, const void* t, Storage type, std::size_t n, float scale);
@@ -155,6 +156,28 @@ void adamw_step(Context& ctx, float* weight, const void* grad, Storage grad_type
 
 /// grad *= 1 / num_contributors (fp32). num_contributors >= 1.
 void average_gradient(Context& ctx, float* grad, std::size_t n, int num_contributors);
+
+// ---- global-norm clipping (--clip-norm; src/dmuon/engine/grad_clip.hpp) ----------------------
+
+/// Device accumulators of one rank's part of the norm: the sum of squares in fp64 (as the host
+/// sums) and the max |g| as the bits of a non-negative fp32 (an integer max orders them, and
+/// NaN's bits exceed +inf's, so NaN propagates as on the host).
+struct ClipPartial {
+  double sum_sq;
+  unsigned int max_bits;
+};
+/// Zeroes *acc (async).
+void clip_partial_reset(Context& ctx, ClipPartial* acc);
+/// Adds n gradient values of `type` to *acc: their squares (inf_norm false) or their |g| max.
+void clip_partial_add(Context& ctx, const void* g, Storage type, std::size_t n, bool inf_norm,
+                      ClipPartial* acc);
+/// *scalar = float(acc->sum_sq) or the max: the one fp32 the world all-reduces (sum or max).
+void clip_partial_finish(Context& ctx, const ClipPartial* acc, bool inf_norm, float* scalar);
+/// g *= coef in fp32, rounded back to `type`, with coef computed on the device from the world's
+/// reduced scalar as clip_grad_norm_ does: total = sqrt(*reduced) (or *reduced for inf),
+/// coef = min(1, float(max_norm) / (float(total) + 1e-6f)). No host round trip.
+void clip_scale(Context& ctx, void* g, Storage type, std::size_t n, const float* reduced,
+                bool inf_norm, double max_norm);
 
 // ---- Newton–Schulz ------------------------------------------------------------------------------
 

@@ -60,7 +60,7 @@ void synthetic_rows(Context&, void*, Storage, std::size_t, std::size_t, std::uin
   not_compiled();
 }
 void synthetic_grad_none(Context&, const void*, Storage, void*, Storage, std::size_t, std::uint64_t,
-                         std::uint64_t, std::uint64_t, std::uint64_t) {
+                         std::uint64_t, std::uint64_t, std::uint64_t, float, bool) {
   not_compiled();
 }
 void residual_scale(Context&, void*, const void*, Storage, std::size_t, float) {
@@ -79,6 +79,18 @@ void adamw_step(Context&, float*, const void*, Storage, float*, float*, std::siz
   not_compiled();
 }
 void average_gradient(Context&, float*, std::size_t, int) {
+  not_compiled();
+}
+void clip_partial_reset(Context&, ClipPartial*) {
+  not_compiled();
+}
+void clip_partial_add(Context&, const void*, Storage, std::size_t, bool, ClipPartial*) {
+  not_compiled();
+}
+void clip_partial_finish(Context&, const ClipPartial*, bool, float*) {
+  not_compiled();
+}
+void clip_scale(Context&, void*, Storage, std::size_t, const float*, bool, double) {
   not_compiled();
 }
 

@@ -9,7 +9,9 @@
 // Cases: topologies moe, vla, llm (tiny presets) × methods dmuon, fsdp-adamw, fsdp-muon,
 // ddp-muon, ddp-dmuon, each with everything in fp32 (the data movement and indexing, held to 1e-4
 // like the host) and with Newton–Schulz in --ns-dtype (default fp16, the reference's: what that
-// costs in accuracy), and for dmuon and fsdp-adamw a bf16 wire too. Prints one row per case (step
+// costs in accuracy), and for dmuon and fsdp-adamw a bf16 wire too; dmuon and fsdp-adamw
+// also (on llm) with --clip-norm (2-norm and inf-norm, a bound every step clips at) and
+// --accum 3, in fp32 against their own host references. Prints one row per case (step
 // time, phases, audit, check) and exits 0 when every case's audit and check passed, 3 when one
 // failed, 2 on bad input, 77 when there is no GPU.
 
@@ -26,6 +28,7 @@
 #include "common/run_main.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/engine.hpp"
+#include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/engine/reference.hpp"
 #include "dmuon/engine/reference_file.hpp"
 #include "dmuon/engine/synthetic.hpp"
@@ -43,7 +46,10 @@ struct Case {
   std::string topology;
   engine::Method method;
   kernels::Dtype wire;
-  bool fp32_ns;  ///< Newton–Schulz in fp32 instead of --ns-dtype
+  bool fp32_ns;     ///< Newton–Schulz in fp32 instead of --ns-dtype
+  double clip = 0;  ///< --clip-norm (0: off)
+  engine::ClipNormType clip_type = engine::ClipNormType::two;
+  int accum = 1;  ///< --accum
 };
 
 std::vector<Case> cases() {
@@ -56,6 +62,17 @@ std::vector<Case> cases() {
       if (m == engine::Method::dmuon || m == engine::Method::fsdp_adamw)
         out.push_back({t, m, kernels::Dtype::bf16, false});
     }
+  // Clipping and accumulation on the GPU (fp32: the reduction order is the only difference),
+  // on llm (its references are the smallest: .device travels within 64 MiB). The bounds are
+  // far below the synthetic gradients' norms, so every step clips.
+  using engine::ClipNormType;
+  const auto dm = engine::Method::dmuon, aw = engine::Method::fsdp_adamw;
+  const auto f32 = kernels::Dtype::f32;
+  out.push_back({"llm", dm, f32, true, 0.5, ClipNormType::two, 1});
+  out.push_back({"llm", dm, f32, true, 0.01, ClipNormType::inf, 1});
+  out.push_back({"llm", dm, f32, true, 0, ClipNormType::two, 3});
+  out.push_back({"llm", aw, f32, true, 0.5, ClipNormType::two, 1});
+  out.push_back({"llm", aw, f32, true, 0, ClipNormType::two, 3});
   return out;
 }
 
@@ -93,27 +110,47 @@ engine::EngineOptions options(const Case& c, const Loaded& l, const std::string&
   o.warmup = 1;
   o.seed = 7;
   o.check = true;
+  o.clip_norm = c.clip;
+  o.clip_norm_type = c.clip_type;
+  o.accum = c.accum;
   return o;
 }
 
-std::string reference_path(const std::string& dir, const std::string& topology, engine::Method m) {
-  return fmt::format("{}/{}-{}.ref", dir, topology,
-                     m == engine::Method::fsdp_adamw ? "adamw" : "muon");
+// "", "clip0.5-2", "accum3": what a case adds to the step, for its reference and its row.
+std::string variant(const Case& c) {
+  std::string v;
+  if (c.clip > 0) v += fmt::format("clip{}-{}", c.clip, engine::clip_norm_type_name(c.clip_type));
+  if (c.accum > 1) v += fmt::format("{}accum{}", v.empty() ? "" : "-", c.accum);
+  return v;
+}
+
+// Muon methods share a reference (the same optimizer on every parameter), AdamW has its own;
+// clipping and accumulation change the step, so each variant has its own too.
+std::string reference_path(const std::string& dir, const Case& c) {
+  const std::string v = variant(c);
+  return fmt::format("{}/{}-{}{}{}.ref", dir, c.topology,
+                     c.method == engine::Method::fsdp_adamw ? "adamw" : "muon",
+                     v.empty() ? "" : "-", v);
 }
 
 int write_references(const std::string& dir, int steps) {
 #ifndef DMUON_DEVICE_STANDALONE
   const kernels::host::ScopedKokkos kokkos;  // the host reference runs the host kernels
 #endif
-  for (const char* t : {"moe", "vla", "llm"}) {
-    const Loaded l = load(t);
-    for (auto m : {engine::Method::dmuon, engine::Method::fsdp_adamw}) {
-      const auto o = options({t, m, kernels::Dtype::f32, true}, l, "fp16", steps);
-      const std::string path = reference_path(dir, t, m);
-      engine::write_reference(path, engine::reference_header(l.topo.tree, l.plan, o, 1),
-                              engine::reference_weights(l.topo.tree, l.plan, o, 1));
-      fmt::print("# wrote {}\n", path);
-    }
+  std::vector<std::string> written;
+  for (Case c : cases()) {
+    // The reference of a case is its method's optimizer in fp32, on the host, at one rank.
+    c.method = c.method == engine::Method::fsdp_adamw ? c.method : engine::Method::dmuon;
+    c.wire = kernels::Dtype::f32;
+    c.fp32_ns = true;
+    const std::string path = reference_path(dir, c);
+    if (std::find(written.begin(), written.end(), path) != written.end()) continue;
+    const Loaded l = load(c.topology);
+    const auto o = options(c, l, "fp16", steps);
+    engine::write_reference(path, engine::reference_header(l.topo.tree, l.plan, o, 1),
+                            engine::reference_weights(l.topo.tree, l.plan, o, 1));
+    fmt::print("# wrote {}\n", path);
+    written.push_back(path);
   }
   return apps::kOk;
 }
@@ -132,14 +169,14 @@ int check_on_device(const std::string& dir, const std::string& ns_dtype, int ste
       "# dmuon_device_engine_check: one rank, --device cuda, Newton-Schulz gram in {}, "
       "{} steps (+1 warmup), global batch: full-rank gradients (at least 64 samples)\n",
       ns_dtype, steps);
-  fmt::print("# {:<5} {:<11} {:<5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>9}  {}\n", "topo",
+  fmt::print("# {:<5} {:<24} {:<5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10} {:>9}  {}\n", "topo",
              "method", "wire", "step_ms", "fwd_ms", "bwd_ms", "ns_ms", "other_ms", "exposed",
              "rel_err", "tol", "result");
   int failed = 0;
   for (const Case& c : cases()) {
     const Loaded l = load(c.topology);
     auto o = options(c, l, ns_dtype, steps);
-    const std::string path = reference_path(dir, c.topology, c.method);
+    const std::string path = reference_path(dir, c);
     const std::string header = engine::reference_header(l.topo.tree, l.plan, o, 1);
     const model::ModuleTree& tree = l.topo.tree;
     o.check_reference = [&] { return engine::read_reference(path, header, tree); };
@@ -148,10 +185,12 @@ int check_on_device(const std::string& dir, const std::string& ns_dtype, int ste
     const bool ok = r.audit_ok && r.checked && r.check_passed;
     failed += ok ? 0 : 1;
     fmt::print(
-        "  {:<5} {:<11} {:<5} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>8.3f} {:>10.3e} "
+        "  {:<5} {:<24} {:<5} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>8.3f} {:>10.3e} "
         "{:>9.1e}  {}{}\n",
-        c.topology, engine::method_name(c.method), engine::dtype_flag_name(c.wire),
-        ms(engine::Phase::step),
+        c.topology,
+        variant(c).empty() ? std::string(engine::method_name(c.method))
+                           : fmt::format("{} {}", engine::method_name(c.method), variant(c)),
+        engine::dtype_flag_name(c.wire), ms(engine::Phase::step),
         ms(engine::Phase::forward_compute) + ms(engine::Phase::forward_comm),
         ms(engine::Phase::backward_compute) + ms(engine::Phase::backward_comm),
         ms(engine::Phase::optimizer_ns), ms(engine::Phase::optimizer_other),

@@ -8,7 +8,8 @@ execute_process(COMMAND ${PROGRAM} --write-references ${DIR} RESULT_VARIABLE rc 
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "--write-references exited ${rc}: ${out}${err}")
 endif()
-foreach(f moe-muon moe-adamw vla-muon vla-adamw llm-muon llm-adamw)
+foreach(f moe-muon moe-adamw vla-muon vla-adamw llm-muon llm-adamw llm-muon-clip0.5-2
+          llm-muon-clip0.01-inf llm-muon-accum3 llm-adamw-clip0.5-2 llm-adamw-accum3)
   if(NOT EXISTS ${DIR}/${f}.ref)
     message(FATAL_ERROR "--write-references did not write ${f}.ref: ${out}")
   endif()

@@ -402,6 +402,72 @@ void check_synthetic(cu::Context& ctx) {
 
 // ---- Muon momentum / apply, AdamW (fp64 oracle) -------------------------------------------------
 
+// --clip-norm: the partial norm (fp64 sum of squares / max |g|, summed over two calls into one
+// accumulator, as a rank with two gradients does), its fp32 scalar, and the scaling with the
+// coefficient computed on the device; --accum: synthetic_grad_none's (u + w)/K accumulation.
+void check_clip_accum(cu::Context& ctx) {
+  std::printf("# clip_partial_* / clip_scale / synthetic_grad_none(accumulate): vs fp64\n");
+  const std::size_t n1 = 70001, n2 = 333;
+  for (Dtype t : kTypes) {
+    auto g1 = normal_vec(n1, 11), g2 = normal_vec(n2, 12);
+    for (auto& x : g1) x = round_to(t, x);
+    for (auto& x : g2) x = round_to(t, x);
+    g2[17] = round_to(t, -9.5f);  // the max |g|, negative
+    double sum = 0, mx = 0;
+    for (float x : g1) sum += double(x) * x, mx = std::max(mx, std::fabs(double(x)));
+    for (float x : g2) sum += double(x) * x, mx = std::max(mx, std::fabs(double(x)));
+    Dev d2 = upload(t, g2), acc(16), scalar(4);
+    auto* a = static_cast<cu::ClipPartial*>(acc.p);
+    for (bool inf : {false, true}) {
+      Dev d1 = upload(t, g1);
+      cu::clip_partial_reset(ctx, a);
+      cu::clip_partial_add(ctx, d1.p, t, n1, inf, a);
+      cu::clip_partial_add(ctx, d2.p, t, n2, inf, a);
+      cu::clip_partial_finish(ctx, a, inf, scalar.f());
+      ctx.synchronize();
+      const float got = scalar.get<float>()[0];
+      const double want = inf ? mx : sum;
+      verdict(std::string("clip_partial ") + (inf ? "inf" : "2") + " n=70001+333 " + tname(t),
+              std::fabs(got - want) / want, inf ? 0.0 : 1e-6);
+      // Scaling with max_norm 3 (both norms here exceed it): the coefficient from the
+      // scalar the kernel read, as grad_clip.cpp computes it on the host.
+      cu::clip_scale(ctx, d1.p, t, n1, scalar.f(), inf, 3.0);
+      ctx.synchronize();
+      const double total = inf ? double(got) : std::sqrt(double(got));
+      const float coef = std::min(3.0f / (static_cast<float>(total) + 1e-6f), 1.0f);
+      std::vector<float> want_g(n1);
+      for (std::size_t k = 0; k < n1; ++k) want_g[k] = g1[k] * coef;  // fp32, as the host
+      verdict(std::string("clip_scale ") + (inf ? "inf" : "2") + " n=70001 " + tname(t),
+              static_cast<double>(
+                  count_byte_mismatches(d1.bytes(), encode(t, want_g), cu::storage_bytes(t))),
+              0);
+    }
+  }
+  // Accumulation of --compute none over K = 3 micro-steps: grad = sum of (u + w)/3 in fp32.
+  const std::size_t n = 5003;
+  const std::uint64_t seed = 5, step = 2, pid = 9, stream = 3;
+  const std::uint64_t key = row_key(seed, step, 0, pid, stream);
+  auto w = normal_vec(n, 13);
+  Dev dw = upload(Dtype::f32, w);
+  for (Dtype gt : kTypes) {
+    std::vector<float> want(n, 0.0f);
+    Dev dg(n * cu::storage_bytes(gt));
+    for (int j = 0; j < 3; ++j) {
+      cu::synthetic_grad_none(ctx, dw.p, Dtype::f32, dg.p, gt, n, seed, step, pid, stream,
+                              1.0f / 3.0f, j > 0);
+      for (std::size_t i = 0; i < n; ++i) {
+        const float v = (to_uniform(splitmix64(key + i)) + w[i]) * (1.0f / 3.0f);
+        want[i] = round_to(gt, j > 0 ? want[i] + v : v);
+      }
+    }
+    ctx.synchronize();
+    verdict("synthetic_grad_none accumulate K=3 n=5003 -> " + tname(gt),
+            static_cast<double>(
+                count_byte_mismatches(dg.bytes(), encode(gt, want), cu::storage_bytes(gt))),
+            0);
+  }
+}
+
 void check_momentum_apply(cu::Context& ctx, unsigned long long* clean) {
   std::printf("# muon_momentum / muon_apply vs fp64 (max error / bound, bound = 1)\n");
   const std::size_t n = 10007;
@@ -959,6 +1025,7 @@ int main(int argc, char** argv) {
     cu::DeviceCounters clean(1);  // every check on finite data adds here: must stay 0
     check_convert(ctx);
     check_synthetic(ctx);
+    check_clip_accum(ctx);
     check_momentum_apply(ctx, clean.data());
     check_adamw(ctx, clean.data());
     check_gemm(ctx);

@@ -26,6 +26,8 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
 #include "dmuon/comm/nccl_check.hpp"
+#include "dmuon/engine/accumulation.hpp"
+#include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/engine/optimizer_config.hpp"
 #include "dmuon/engine/synthetic.hpp"
 #include "kernels/cuda/kernels.hpp"
@@ -192,7 +194,9 @@ class CudaBackend final : public StepBackend {
         wire_(o.comm_dtype),
         ns_type_(o.ns_dtype),
         muon_(muon_config(o)),
-        device_(device) {
+        device_(device),
+        rank_(ranks.world_rank()),
+        ranks_(ranks.world_size()) {
     DMUON_CHECK_CUDA(cudaSetDevice(device_));
     int least = 0, greatest = 0;
     DMUON_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
@@ -212,6 +216,13 @@ class CudaBackend final : public StepBackend {
       shard_ = comm::make_communicator(comm::Backend::nccl, ranks.shard_comm(), co);
       if (ranks.replicate_size() > 1)
         replicate_comm_ = comm::make_communicator(comm::Backend::nccl, ranks.replicate_comm(), co);
+    }
+    if (o.clip_norm > 0) {
+      // --clip-norm: the norm's one-scalar all-reduce spans the world.
+      world_ = comm::make_communicator(comm::Backend::nccl, world, co);
+      clip_scalar_ = DeviceBuffer(1, Dtype::f32);
+      static_assert(sizeof(cu::ClipPartial) <= 4 * sizeof(float));
+      clip_acc_ = DeviceBuffer(4, Dtype::f32);
     }
     master_ = DeviceBuffer(L_.master_elems, Dtype::f32);
     state_ = DeviceBuffer(L_.state_elems, Dtype::f32);
@@ -239,7 +250,13 @@ class CudaBackend final : public StepBackend {
     for (const auto& p : L_.params) {
       Activations a;
       a.range = sample_range(tree, p.pid, global, ranks.world_rank(), ranks.world_size());
-      const std::int64_t b = o.compute == Compute::gemm ? a.range.local() : 0;
+      // --accum: buffers for the largest micro-batch; forward/backward take their micro's range.
+      std::int64_t most = a.range.local();
+      if (o.accum > 1) {
+        most = 0;
+        for (int j = 0; j < o.accum; ++j) most = std::max(most, micro_range(a.range.n, j).local());
+      }
+      const std::int64_t b = o.compute == Compute::gemm ? most : 0;
       a.x = DeviceBuffer(b * p.shape.cols, wire_);
       a.y = DeviceBuffer(b * p.shape.rows, wire_);
       scratch_rows = std::max(scratch_rows, b * p.shape.rows);
@@ -285,8 +302,7 @@ class CudaBackend final : public StepBackend {
   }
 
   comm::Communicator* comm(CommGroup group) override {
-    // No world communicator: --clip-norm is refused on this backend (engine_options.cpp).
-    if (group == CommGroup::world) return nullptr;
+    if (group == CommGroup::world) return world_.get();  // only with --clip-norm
     return group == CommGroup::shard ? shard_.get() : replicate_comm_.get();
   }
 
@@ -322,6 +338,7 @@ class CudaBackend final : public StepBackend {
   void forward(const StepOp& op, long step) override {
     const auto& p = param(op.param);
     auto& a = acts_[static_cast<std::size_t>(op.param)];
+    if (o_.accum > 1) a.range = micro_range(a.range.n, op.micro);
     const std::int64_t b = a.range.local();
     if (o_.compute == Compute::none || b == 0 || p.shape.cols == 0) return;
     cu::synthetic_rows(*ctx_, a.x.at(0), wire_, static_cast<std::size_t>(b),
@@ -341,13 +358,17 @@ class CudaBackend final : public StepBackend {
     const void* w = weight_pool_.at(op.weight_base + p.weight_offset);
     const auto rows = static_cast<std::size_t>(p.shape.rows),
                cols = static_cast<std::size_t>(p.shape.cols);
+    if (o_.accum > 1) a.range = micro_range(a.range.n, op.micro);
     const std::int64_t b = a.range.local();
     if (o_.compute == Compute::none) {
+      // --accum K: each micro-step adds (u + w)/K (the loss averaged over the whole batch).
       cu::synthetic_grad_none(*ctx_, w, wire_, grad, wire_, static_cast<std::size_t>(p.numel),
                               o_.seed, static_cast<std::uint64_t>(step),
-                              static_cast<std::uint64_t>(p.pid), synthetic_stream::none);
+                              static_cast<std::uint64_t>(p.pid), synthetic_stream::none,
+                              1.0f / static_cast<float>(o_.accum), op.accumulate);
     } else if (b == 0 || p.numel == 0) {
-      DMUON_CHECK_CUDA(cudaMemsetAsync(grad, 0, wire_bytes(p.numel), compute_));
+      // An empty micro-batch adds nothing to what earlier micro-steps left.
+      if (!op.accumulate) DMUON_CHECK_CUDA(cudaMemsetAsync(grad, 0, wire_bytes(p.numel), compute_));
     } else {
       const auto ub = static_cast<std::size_t>(b);
       cu::synthetic_rows(*ctx_, target_.at(0), wire_, ub, rows, o_.seed,
@@ -359,8 +380,8 @@ class CudaBackend final : public StepBackend {
       cu::residual_scale(*ctx_, a.y.at(0), target_.at(0), wire_, ub * rows, scale);
       cu::gemm(*ctx_, wire_, false, false, ub, cols, rows, 1.0f, a.y.at(0), w, 0.0f,
                dx_.at(0));  // dX = dY·W
-      cu::gemm(*ctx_, wire_, true, false, rows, cols, ub, 1.0f, a.y.at(0), a.x.at(0), 0.0f,
-               grad);  // dW = dYᵀ·X
+      cu::gemm(*ctx_, wire_, true, false, rows, cols, ub, 1.0f, a.y.at(0), a.x.at(0),
+               op.accumulate ? 1.0f : 0.0f, grad);  // dW (+)= dYᵀ·X
     }
     if (p.storage == Storage::sharded && p.chunk * L_.me.shard > p.numel) {
       // The pooled slot held another group's gradient: the padding must reduce as zeros.
@@ -428,6 +449,33 @@ class CudaBackend final : public StepBackend {
                    bad_gradient(op.param));
   }
 
+  void clip_partial(const StepOp&) override {
+    const bool inf = o_.clip_norm_type == ClipNormType::inf;
+    cu::clip_partial_reset(*ctx_, clip_partial_acc());
+    for (const auto& p : L_.params) {
+      if (!p.updated_here) continue;
+      const ClipSpan span = clip_counted(L_, p);
+      if (span.count == 0) continue;
+      const auto* g = static_cast<const unsigned char*>(consumed_gradient(p)) +
+                      static_cast<std::size_t>(span.begin) * dtype_bytes(wire_);
+      cu::clip_partial_add(*ctx_, g, wire_, static_cast<std::size_t>(span.count), inf,
+                           clip_partial_acc());
+    }
+    cu::clip_partial_finish(*ctx_, clip_partial_acc(), inf, clip_scalar_.f32());
+  }
+
+  void clip_scale(const StepOp&) override {
+    // The coefficient is computed by each kernel from the reduced scalar on the device: the
+    // host never waits for the norm.
+    const bool inf = o_.clip_norm_type == ClipNormType::inf;
+    for (const auto& p : L_.params) {
+      if (!p.updated_here) continue;
+      const std::int64_t n = p.storage == Storage::sharded ? p.chunk : p.numel;
+      cu::clip_scale(*ctx_, consumed_gradient(p), wire_, static_cast<std::size_t>(n),
+                     clip_scalar_.f32(), inf, o_.clip_norm);
+    }
+  }
+
   void end_step(long step) override {
     // Join the weight and reduce streams (the replicate broadcasts stay in flight by design:
     // the next forward waits for them), then one host synchronisation for the whole step.
@@ -460,7 +508,7 @@ class CudaBackend final : public StepBackend {
     std::size_t b = 0;
     for (const DeviceBuffer* d :
          {&master_, &state_, &state2_, &ns_input_, &grad_arena_, &weight_pool_, &grad_pool_,
-          &gather_pool_, &gather_ns_, &target_, &dx_})
+          &gather_pool_, &gather_ns_, &target_, &dx_, &clip_scalar_, &clip_acc_})
       b += d->bytes();
     for (const auto& a : acts_) b += a.x.bytes() + a.y.bytes();
     for (const auto& w : workspaces_) b += w.second->bytes();
@@ -473,6 +521,10 @@ class CudaBackend final : public StepBackend {
     DeviceBuffer x, y;
   };
 
+  // This rank's samples in micro-step `micro` of --accum (accumulation.hpp).
+  SampleRange micro_range(std::int64_t n, int micro) const {
+    return micro_sample_range(n, micro, o_.accum, rank_, ranks_);
+  }
   const GroupLayout& group(int g) const { return L_.groups[static_cast<std::size_t>(g)]; }
   const ParamLayout& param(int p) const { return L_.params[static_cast<std::size_t>(p)]; }
   std::size_t wire_bytes(std::int64_t n) const {
@@ -492,9 +544,16 @@ class CudaBackend final : public StepBackend {
       case Arena::weight_pool: return weight_pool_.at(where.offset);
       case Arena::grad_pool: return grad_pool_.at(where.offset);
       case Arena::gather_pool: return gather_pool_.at(where.offset);
-      case Arena::clip_scalar: break;  // --clip-norm is refused on this backend
+      case Arena::clip_scalar: return clip_scalar_.at(0);
     }
     return nullptr;
+  }
+  cu::ClipPartial* clip_partial_acc() const {
+    return static_cast<cu::ClipPartial*>(clip_acc_.at(0));
+  }
+  // The gradient the optimizer reads: the owner's reduced one, the shard, the replica.
+  void* consumed_gradient(const ParamLayout& p) const {
+    return grad_arena_.at(p.storage == Storage::sharded ? p.grad_shard_offset : p.grad_offset);
   }
   void* grad_of(int param, std::int64_t base) const {
     return at(gradient_location(L_, param, base));
@@ -536,7 +595,7 @@ class CudaBackend final : public StepBackend {
       const cudaError_t rc = cudaEventQuery(joined_);
       if (rc == cudaSuccess) return;
       if (rc != cudaErrorNotReady) DMUON_CHECK_CUDA(rc);
-      for (comm::Communicator* c : {shard_.get(), replicate_comm_.get()})
+      for (comm::Communicator* c : {shard_.get(), replicate_comm_.get(), world_.get()})
         if (c) c->check_async_error();
       const double waited =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -560,13 +619,14 @@ class CudaBackend final : public StepBackend {
   Dtype wire_, ns_type_;
   kernels::MuonConfig muon_;
   int device_;
+  int rank_, ranks_;
   cudaStream_t compute_ = nullptr, weights_ = nullptr, reduce_ = nullptr, replicate_ = nullptr;
   cudaEvent_t produced_ = nullptr, joined_ = nullptr;
   std::unique_ptr<cu::Context> ctx_;
   std::unique_ptr<CudaPhaseTimer> timer_;
-  std::unique_ptr<comm::Communicator> shard_, replicate_comm_;
+  std::unique_ptr<comm::Communicator> shard_, replicate_comm_, world_;
   DeviceBuffer master_, state_, state2_, ns_input_, grad_arena_, weight_pool_, grad_pool_,
-      gather_pool_, gather_ns_, target_, dx_, nan_;
+      gather_pool_, gather_ns_, target_, dx_, nan_, clip_scalar_, clip_acc_;
   std::vector<Activations> acts_;
   std::unique_ptr<cu::DeviceCounters> counters_;
   std::vector<unsigned long long> host_counters_;

@@ -144,10 +144,6 @@ void validate(const EngineOptions& o, int world_size) {
   if (o.accum < 1 || o.accum > kMaxAccum)
     throw InputError(
         fmt::format("--accum {} is invalid (valid: 1..{} micro-batches)", o.accum, kMaxAccum));
-  if (o.device == Device::cuda && (o.clip_norm > 0 || o.accum > 1))
-    throw InputError(
-        "--clip-norm and --accum run on the host only (--device host): the CUDA backend does "
-        "not implement them");
   if (o.comm_dtype == kernels::Dtype::f16)
     throw InputError("--comm-dtype fp16 is not supported (valid: fp32, bf16)");
 }
