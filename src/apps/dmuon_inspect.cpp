@@ -300,6 +300,16 @@ int inspect(int argc, char** argv) {
       ddp_json.erase("hooks_communicating_per_step");
       j["comm"]["ddp_dmuon"] = ddp_json;
     }
+    if (!p.sharded_hooks.dedicated.empty()) {
+      // Where each sharded_adamw parameter is all-gathered (the shown mode's sites).
+      auto sites = nlohmann::json::array();
+      for (const auto& site : p.sharded_hooks.sites) {
+        auto names = nlohmann::json::array();
+        for (int pid : site.params) names.push_back(topo.tree.parameter(pid).name);
+        sites.push_back({{"path", site.path}, {"params", names}});
+      }
+      j["sharded_adamw_sites"] = sites;
+    }
     if (!p3.sharded_hooks.dedicated.empty()) {
       // --route sharded_adamw (dmuon): its own all-gathers, deferred reduce-scatters, HSDP
       // all-reduces; each parameter's dtype on the wire (dmuon_bench: --comm-dtype).
