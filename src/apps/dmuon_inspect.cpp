@@ -22,6 +22,7 @@
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/ddp_dmuon_volume.hpp"
 #include "dmuon/plan/plan_json.hpp"
+#include "dmuon/plan/sharded_adamw_volume.hpp"
 #include "dmuon/plan/tp_json.hpp"
 #include "dmuon/plan/tp_layouts.hpp"
 #include "dmuon/plan/tp_volume.hpp"
@@ -93,7 +94,8 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
              abbreviate_value(p.rule.spec()), abbreviate_value(p.policy.label()),
              plan::reshard_name(p.config.reshard));
   if (!p.config.routes.empty()) {
-    // Parameters and elements per route: owner-based (muon, adamw) vs sharded (fsdp).
+    // Parameters and elements per route: owner-based (muon, adamw) vs sharded (fsdp,
+    // sharded_adamw).
     std::array<std::int64_t, 4> count{}, numel{};
     for (int pid : tree.parameter_order()) {
       const auto r = static_cast<std::size_t>(p.route.at(static_cast<std::size_t>(pid)));
@@ -101,7 +103,8 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
       numel[r] += tree.parameter(pid).numel();
     }
     std::string line;
-    for (auto r : {plan::ParamRoute::muon, plan::ParamRoute::adamw, plan::ParamRoute::fsdp}) {
+    for (auto r : {plan::ParamRoute::muon, plan::ParamRoute::adamw, plan::ParamRoute::fsdp,
+                   plan::ParamRoute::sharded_adamw}) {
       const auto i = static_cast<std::size_t>(r);
       line += fmt::format("   {} {} ({} elements)", plan::route_name(r), count[i], numel[i]);
     }
@@ -297,6 +300,24 @@ int inspect(int argc, char** argv) {
       ddp_json.erase("hooks_communicating_per_step");
       j["comm"]["ddp_dmuon"] = ddp_json;
     }
+    if (!p.sharded_hooks.dedicated.empty()) {
+      // Where each sharded_adamw parameter is all-gathered (the shown mode's sites).
+      auto sites = nlohmann::json::array();
+      for (const auto& site : p.sharded_hooks.sites) {
+        auto names = nlohmann::json::array();
+        for (int pid : site.params) names.push_back(topo.tree.parameter(pid).name);
+        sites.push_back({{"path", site.path}, {"params", names}});
+      }
+      j["sharded_adamw_sites"] = sites;
+    }
+    if (!p3.sharded_hooks.dedicated.empty()) {
+      // --route sharded_adamw (dmuon): its own all-gathers, deferred reduce-scatters, HSDP
+      // all-reduces; each parameter's dtype on the wire (dmuon_bench: --comm-dtype).
+      j["comm"]["z3"]["sharded_adamw"] = plan::sharded_adamw_volume_to_json(
+          plan::predict_sharded_adamw_volume(topo.tree, p3, plan::Reshard::z3, 0, accum));
+      j["comm"]["z2"]["sharded_adamw"] = plan::sharded_adamw_volume_to_json(
+          plan::predict_sharded_adamw_volume(topo.tree, p2, plan::Reshard::z2, 0, accum));
+    }
     j["accum"] = accum;
     if (clip > 0) {
       j["clip_norm"] = {{"max_norm", clip},
@@ -321,6 +342,16 @@ int inspect(int argc, char** argv) {
   } else {
     print_human(topo, p, z3, z2, ddp ? &*ddp : nullptr, static_cast<std::size_t>(max_rows));
     if (tp) print_tp(topo, p, tz3, tz2, static_cast<std::size_t>(max_rows));
+    if (!p.sharded_hooks.dedicated.empty()) {
+      const auto sa = plan::predict_sharded_adamw_volume(topo.tree, p, shown, 0, accum);
+      fmt::print(
+          "# sharded_adamw ({}): {} params at {} sites, per rank per step: all_gather {} calls "
+          "{} B, reduce_scatter (end of backward) {} calls {} B, replicate all_reduce {} calls "
+          "{} B\n",
+          plan::reshard_name(shown), sa.params, sa.sites, sa.all_gather.max_calls(),
+          sa.all_gather.max_bytes(), sa.reduce_scatter.max_calls(), sa.reduce_scatter.max_bytes(),
+          sa.all_reduce.max_calls(), sa.all_reduce.max_bytes());
+    }
     if (accum > 1)
       fmt::print(
           "# --accum {}: {} micro-steps per step; row broadcasts and hooks above are x {} "

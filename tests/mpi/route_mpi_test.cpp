@@ -1,11 +1,14 @@
 // --route under MPI (plan/param_route.hpp): with 1-D parameters routed to owner-based AdamW,
 // embeddings to Muon and routers to FSDP, every method passes --check against the one-process
 // reference (which applies the same routes) and its byte audit, 1-D and HSDP; and a parameter
-// routed to adamw moves exactly the bytes of a Muon one (the formula is route-blind).
+// routed to adamw moves exactly the bytes of a Muon one (the formula is route-blind); and
+// sharded_adamw parameters: --check, audit and hand-computed all-gather / reduce-scatter /
+// HSDP all-reduce calls and bytes on a hand-built tree, fp32 and bf16 wires.
 
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,9 @@ using engine::Method;
 
 const std::vector<std::string> kRoutes = {"ndim=1=adamw", "contains:embed=muon",
                                           "contains:router=fsdp"};
+// The same with the 1-D parameters on the sharded_adamw route.
+const std::vector<std::string> kShardedRoutes = {"ndim=1=sharded_adamw", "contains:embed=muon",
+                                                 "contains:router=fsdp"};
 
 engine::EngineOptions small_options(Method m) {
   engine::EngineOptions o;
@@ -54,6 +60,101 @@ TEST(RouteMpi, EveryMethodPassesCheckAndAudit) {
             << what << ": max rel error " << r.max_rel_error << " at " << r.worst_param;
       }
     }
+}
+
+TEST(RouteMpi, ShardedAdamwPassesCheckAndAuditEverywhere) {
+  const int n = test::world_size();
+  for (const char* t : {"llm", "moe-llm", "vla"})
+    for (int replicate : {1, 2}) {
+      if (n % replicate != 0) continue;
+      for (auto rs : {plan::Reshard::z3, plan::Reshard::z2}) {
+        apps::PlanOptions po;
+        po.topology = t;
+        po.replicate = replicate;
+        po.reshard = rs;
+        po.routes = kShardedRoutes;
+        const auto topo = apps::load_topology(po);
+        const auto p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, n));
+        ASSERT_FALSE(p.sharded_hooks.dedicated.empty()) << t;
+        for (auto m : {Method::dmuon, Method::fsdp_muon, Method::ddp_dmuon}) {
+          auto o = small_options(m);
+          o.reshard = rs;
+          const auto r = engine::run_engine(topo.tree, p, o, MPI_COMM_WORLD);
+          const std::string what = std::string(t) + " R=" + std::to_string(replicate) + " " +
+                                   plan::reshard_name(rs) + " " + engine::method_name(m);
+          EXPECT_TRUE(r.audit_ok) << what << ": " << r.audit_message;
+          EXPECT_TRUE(r.check_passed)
+              << what << ": max rel error " << r.max_rel_error << " at " << r.worst_param;
+        }
+      }
+    }
+}
+
+// layers.0 {w [4,4], b [4]}, layers.1 {w [4,4], b [3]}; w dedicated (Muon), b sharded_adamw.
+// Per rank per step, G = N / R, c_b = ceil(n_b / G), e wire bytes, Z3:
+//   all_gather      4 calls (2 parameters × 2 gathers), 2·e·(G−1)·(c_b0 + c_b1) bytes
+//   reduce_scatter  2 calls, e·(G−1)·(c_b0 + c_b1) bytes
+//   HSDP all_reduce 2 calls, e·(⌊c_b0·(R−1)/R⌋ + ⌊c_b1·(R−1)/R⌋) bytes
+// The owner-based w's add no all-gather or reduce-scatter under dmuon.
+TEST(RouteMpi, ShardedAdamwBytesByHand) {
+  const int n = test::world_size();
+  model::ModuleTree tree("M");
+  const int list = tree.add_module(0, "layers", "ModuleList");
+  for (int i = 0; i < 2; ++i) {
+    const int l = tree.add_module(list, std::to_string(i), "L");
+    tree.add_parameter(l, "w", {4, 4});
+    tree.add_parameter(l, "b", {i == 0 ? 4 : 3});
+  }
+  tree.finalize();
+  // Hand values per (N, R): {all_gather B, reduce_scatter B, replicate all_reduce B} at fp32.
+  struct Expect {
+    int world, replicate;
+    std::int64_t gather, scatter, hsdp;
+  };
+  const Expect table[] = {{1, 1, 0, 0, 0},     // G = 1: c = 4, 3; nothing moves
+                          {2, 1, 32, 16, 0},   // G = 2: c = 2, 2: 2·4·1·4, 4·1·4
+                          {4, 1, 48, 24, 0},   // G = 4: c = 1, 1: 2·4·3·2, 4·3·2
+                          {8, 1, 112, 56, 0},  // G = 8: c = 1, 1: 2·4·7·2, 4·7·2
+                          {2, 2, 0, 0, 12},    // G = 1, R = 2: c = 4, 3: 4·(2 + 1)
+                          {4, 2, 32, 16, 8},   // G = 2: c = 2, 2: 4·(1 + 1)
+                          {8, 2, 48, 24, 0}};  // G = 4: c = 1, 1: ⌊1/2⌋ = 0
+  using comm::CollectiveKind;
+  const auto row = engine::CommGroup::shard, column = engine::CommGroup::replicate;
+  int ran = 0;
+  for (const auto& e : table) {
+    if (e.world != n) continue;
+    plan::PlanConfig pc;
+    pc.dedicate_rule = "ndim=2";
+    pc.routes = {"ndim=1=sharded_adamw"};
+    pc.partition.shard = n / e.replicate;
+    pc.partition.replicate = e.replicate;
+    const auto p = plan::make_plan(tree, pc);
+    ASSERT_EQ(p.sharded_hooks.sites.size(), 2u);  // layers.0 and layers.1
+    for (const int wire : {4, 2}) {
+      auto o = small_options(Method::dmuon);
+      o.comm_dtype = wire == 4 ? kernels::Dtype::f32 : kernels::Dtype::bf16;
+      const auto r = engine::run_engine(tree, p, o, MPI_COMM_WORLD);
+      const std::string what = "N=" + std::to_string(n) + " R=" + std::to_string(e.replicate) +
+                               " e=" + std::to_string(wire);
+      EXPECT_TRUE(r.audit_ok) << what << ": " << r.audit_message;
+      EXPECT_TRUE(r.check_passed) << what << ": " << r.max_rel_error << " at " << r.worst_param;
+      const auto& ag = r.kinds[engine::channel_index(row, CollectiveKind::all_gather)];
+      const auto& rs = r.kinds[engine::channel_index(row, CollectiveKind::reduce_scatter)];
+      const auto& ar = r.kinds[engine::channel_index(column, CollectiveKind::all_reduce)];
+      // bf16 halves every sharded_adamw byte (masters stay fp32).
+      EXPECT_EQ(ag.bytes_measured, e.gather * wire / 4) << what;
+      EXPECT_EQ(rs.bytes_measured, e.scatter * wire / 4) << what;
+      EXPECT_EQ(ar.bytes_measured, e.hsdp * wire / 4) << what;
+      EXPECT_EQ(ag.calls_per_step, 4) << what;
+      EXPECT_EQ(rs.calls_per_step, 2) << what;
+      EXPECT_EQ(ar.calls_per_step, e.replicate > 1 ? 2 : 0) << what;
+      // Hooks stay those of the two owner-based sites (Z3: 4 fire, 3 communicate, per site).
+      EXPECT_EQ(r.hook_calls_per_step, 8) << what;
+      EXPECT_EQ(r.hook_comm_calls_per_step, 6) << what;
+    }
+    ++ran;
+  }
+  EXPECT_GE(ran, 1);
 }
 
 // The same owner-based set with the 1-D parameters on Muon instead of AdamW: identical calls

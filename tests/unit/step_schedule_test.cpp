@@ -131,9 +131,12 @@ std::vector<Case> all_cases() {
             // broadcasts per site), which the tiny presets' packed units do not.
             c.no_pack = k % 4 != 0;
             c.strategy = k % 7 == 3 ? "round_robin" : "lpt";
-            // Routes: 1-D parameters owner-based with AdamW, embeddings Muon, routers FSDP.
+            // Routes: 1-D parameters owner-based with AdamW (or sharded_adamw), embeddings Muon,
+            // routers FSDP.
             if (k % 3 == 2)
-              c.routes = {"ndim=1=adamw", "contains:embed=muon", "contains:router=fsdp"};
+              c.routes = {
+                  (k / 3) % 4 == 1 || (k / 3) % 4 == 2 ? "ndim=1=sharded_adamw" : "ndim=1=adamw",
+                  "contains:embed=muon", "contains:router=fsdp"};
             c.accum = k % 6 == 5 ? 3 : 1;
             c.clip = k % 4 == 2;
             cases.push_back(c);
@@ -477,6 +480,82 @@ TEST(StepSchedule, TwoSitesTwoOwnersHandWritten) {
   int accumulating = 0;
   for (const auto& op : s2) accumulating += op.op == Op::backward && op.accumulate;
   EXPECT_EQ(accumulating, 2);  // the second micro-step's two backward ops
+}
+
+// --route sharded_adamw by hand: layers.0 {w [4,4], b [4]}, layers.1 {w [4,4], b [3]}, w
+// dedicated (round-robin: layers.0.w on rank 0, layers.1.w on rank 1), b sharded_adamw, G = 2.
+// Params 0 = layers.0.w, 1 = layers.0.b, 2 = layers.1.w, 3 = layers.1.b. Groups in forward
+// order: 0 = site layers.0 (w), 1 = its sharded_adamw group (b), 2 = site layers.1, 3 = b.
+// The b groups all-gather like FSDP units (Z3: again in backward) but reduce-scatter after
+// the last backward op, in backward order (3 then 1).
+TEST(StepSchedule, ShardedAdamwReduceScatterFollowsTheLastBackward) {
+  model::ModuleTree tree("M");
+  const int list = tree.add_module(0, "layers", "ModuleList");
+  for (int i = 0; i < 2; ++i) {
+    const int l = tree.add_module(list, std::to_string(i), "L");
+    tree.add_parameter(l, "w", {4, 4});
+    tree.add_parameter(l, "b", {i == 0 ? 4 : 3});
+  }
+  tree.finalize();
+  plan::PlanConfig pc;
+  pc.dedicate_rule = "ndim=2";
+  pc.routes = {"ndim=1=sharded_adamw"};
+  pc.partition.shard = 2;
+  pc.partition.strategy = partition::parse_strategy("round_robin");
+  pc.partition.pack = false;
+  const auto p = plan::make_plan(tree, pc);
+  engine::ScheduleOptions so;
+  so.prefetch = 1;
+  const auto L = engine::make_layout(
+      tree, p, {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group}, 0);
+  ASSERT_EQ(L.groups.size(), 4u);
+  EXPECT_FALSE(L.groups[0].deferred_reduce);
+  EXPECT_TRUE(L.groups[1].deferred_reduce);
+  EXPECT_FALSE(L.groups[1].hooked);
+  EXPECT_TRUE(L.groups[3].deferred_reduce);
+  EXPECT_EQ(L.params[1].storage, engine::Storage::sharded);
+  EXPECT_EQ(L.params[1].chunk, 2);  // 4 over 2 ranks
+  EXPECT_EQ(L.params[3].chunk, 2);  // 3 padded to 4
+  EXPECT_TRUE(L.params[3].grad_persistent);
+  const auto s = engine::make_schedule(L, so);
+  EXPECT_EQ(ops_text(s),
+            "pack(0) issue_weights(0) pack(1) issue_weights(1) wait_weights(0) forward(0,0) "
+            "release_weights(0) pack(2) issue_weights(2) wait_weights(1) forward(1,1) "
+            "release_weights(1) pack(3) issue_weights(3) wait_weights(2) forward(2,2) "
+            "release_weights(2) wait_weights(3) forward(3,3) release_weights(3) "
+            // backward: no reduce for the b groups where they run
+            "pack(3) issue_weights(3) pack(2) issue_weights(2) wait_weights(3) backward(3,3) "
+            "release_weights(3) pack(1) issue_weights(1) wait_weights(2) backward(2,2) "
+            "release_weights(2) issue_reduce(2) pack(0) issue_weights(0) wait_weights(1) "
+            "backward(1,1) release_weights(1) wait_weights(0) backward(0,0) release_weights(0) "
+            "issue_reduce(0) "
+            // end of backward: the deferred reduce-scatters
+            "issue_reduce(3) issue_reduce(1) "
+            "wait_reduce(0) prepare(0) newton_schulz(0,0) apply(0,0) wait_reduce(1) apply(1,1) "
+            "wait_reduce(2) wait_reduce(3) apply(3,3) ");
+  // The deferred batch: one reduce-scatter(avg) per parameter, chunk 2, into the shard.
+  for (const auto& op : s)
+    if (op.op == Op::issue_reduce && (op.group == 1 || op.group == 3)) {
+      const auto calls = engine::collectives_of(L, op, so);
+      ASSERT_EQ(calls.size(), 1u);
+      EXPECT_EQ(calls[0].kind, comm::CollectiveKind::reduce_scatter);
+      EXPECT_EQ(calls[0].count, 2);
+      EXPECT_EQ(calls[0].comm, CommGroup::shard);
+    }
+  // HSDP (R = 2, G = 2, rank 0): slots are shard-major, so layers.1.w goes to slot 1 = rank 2,
+  // in rank 0's column: both sites have stage 2 here (lag 1). Both deferred stage-2
+  // all-reduces follow both deferred reduce-scatters, after every owner-based stage 2.
+  pc.partition.replicate = 2;
+  const auto ph = plan::make_plan(tree, pc);
+  const auto Lh = engine::make_layout(
+      tree, ph, {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group}, 0);
+  std::string tail;
+  for (const auto& op : engine::make_schedule(Lh, so))
+    if (op.op == Op::issue_reduce || op.op == Op::issue_stage2)
+      tail += std::string(engine::op_name(op.op)) + "(" + std::to_string(op.group) + ") ";
+  EXPECT_EQ(tail,
+            "issue_reduce(2) issue_stage2(2) issue_reduce(0) issue_stage2(0) issue_reduce(3) "
+            "issue_reduce(1) issue_stage2(3) issue_stage2(1) ");
 }
 
 // ddp-dmuon by hand: layers.0 {w [4,4], b [4]}, layers.1 {w [4,4]}, dedicated ndim=2, two

@@ -39,7 +39,8 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
                  "dedication rule, e.g. 'ndim=2&excludes:router' (default: the topology's)")
       ->check(nonempty);
   app.add_option("--route", o.routes,
-                 "parameter route RULE=muon|adamw|fsdp (RULE as --dedicate; repeatable, the first "
+                 "parameter route RULE=muon|adamw|fsdp|sharded_adamw (RULE as --dedicate; "
+                 "repeatable, the first "
                  "matching wins), e.g. 'contains:norm=adamw'")
       ->check(nonempty);
   app.add_option("--boundary", o.boundary,

@@ -1,6 +1,7 @@
 #include "dmuon/engine/baseline_volume.hpp"
 
 #include "dmuon/plan/ddp_dmuon_volume.hpp"
+#include "dmuon/plan/sharded_adamw_volume.hpp"
 
 namespace dmuon::engine {
 namespace {
@@ -36,6 +37,10 @@ VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
   for (int pid : tree.parameter_order()) {
     const std::int64_t n = tree.parameter(pid).numel();
     const bool dedicated = site_of[static_cast<std::size_t>(pid)] >= 0;
+    // dmuon's sharded_adamw parameters: their own formula below.
+    if (method == Method::dmuon &&
+        plan.route.at(static_cast<std::size_t>(pid)) == plan::ParamRoute::sharded_adamw)
+      continue;
     const std::int64_t chunk = shard_chunk(n, shard);
     const std::int64_t e = wire_bytes;
     const std::int64_t chunk_bytes = e * (shard - 1) * chunk;
@@ -60,6 +65,14 @@ VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
     set(at(v, row, CollectiveKind::reduce), dmuon.reduce, rank);
     set(at(v, column, CollectiveKind::reduce), dmuon.reduce_stage2, rank);
     set(at(v, column, CollectiveKind::broadcast), dmuon.replicate_broadcast, rank);
+    const auto sa = plan::predict_sharded_adamw_volume(tree, plan, reshard, wire_bytes, accum);
+    const auto r = static_cast<std::size_t>(rank);
+    add(at(v, row, CollectiveKind::all_gather), sa.all_gather.calls_per_rank.at(r),
+        sa.all_gather.bytes_per_rank.at(r));
+    add(at(v, row, CollectiveKind::reduce_scatter), sa.reduce_scatter.calls_per_rank.at(r),
+        sa.reduce_scatter.bytes_per_rank.at(r));
+    add(at(v, column, CollectiveKind::all_reduce), sa.all_reduce.calls_per_rank.at(r),
+        sa.all_reduce.bytes_per_rank.at(r));
   }
   if (method == Method::ddp_dmuon) {
     const auto d = plan::predict_ddp_dmuon_volume(tree, plan.hooks, plan.partition,

@@ -19,6 +19,8 @@
 //   all_reduce(avg)  floor(n·(N−1)/N)·e
 // ddp-dmuon: the same all_reduce for the non-dedicated parameters; the dedicated ones reduce to
 // their owner and come back in the post-step broadcast (plan/ddp_dmuon_volume.hpp).
+// dmuon's --route sharded_adamw parameters: the same FSDP terms, from
+// plan/sharded_adamw_volume.hpp (their reduce-scatter runs at the end of backward).
 // --accum K (accumulation.hpp): every weight collective (dmuon's row broadcasts, the FSDP
 // forward/backward all-gathers) × K; gradient reduces, HSDP stage 2, fsdp-muon's optimizer
 // all-gather and the replicate broadcast × 1.

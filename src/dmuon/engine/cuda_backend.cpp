@@ -384,8 +384,10 @@ class CudaBackend final : public StepBackend {
                op.accumulate ? 1.0f : 0.0f, grad);  // dW (+)= dYᵀ·X
     }
     if (p.storage == Storage::sharded && p.chunk * L_.me.shard > p.numel) {
-      // The pooled slot held another group's gradient: the padding must reduce as zeros.
-      DMUON_CHECK_CUDA(cudaMemsetAsync(grad_pool_.at(op.grad_base + p.grad_offset + p.numel), 0,
+      // The pooled slot held another group's gradient: the padding must reduce as zeros
+      // (sharded_adamw: its persistent full gradient in the grad arena).
+      const auto loc = gradient_location(L_, op.param, op.grad_base);
+      DMUON_CHECK_CUDA(cudaMemsetAsync(at(Location{loc.arena, loc.offset + p.numel}), 0,
                                        wire_bytes(p.chunk * L_.me.shard - p.numel), compute_));
     }
   }

@@ -204,8 +204,10 @@ class HostBackend final : public StepBackend {
                   op.accumulate);
     if (wire_ != Dtype::f32) to_wire(out, grad, p.numel);
     if (p.storage == Storage::sharded && p.chunk * L_.me.shard > p.numel) {
-      // The pooled slot held another group's gradient: the padding must reduce as zeros.
-      to_wire(zeros_.data(), grad_pool_.at(op.grad_base + p.grad_offset + p.numel),
+      // The pooled slot held another group's gradient: the padding must reduce as zeros
+      // (sharded_adamw: its persistent full gradient in the grad arena).
+      const auto loc = gradient_location(L_, op.param, op.grad_base);
+      to_wire(zeros_.data(), at(Location{loc.arena, loc.offset + p.numel}),
               p.chunk * L_.me.shard - p.numel);
     }
   }

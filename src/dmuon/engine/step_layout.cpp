@@ -64,6 +64,12 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   const int G = L.me.shard;
   const Method m = options.method;
   const auto& site_of = plan.hooks.site_of_param;
+  // --route sharded_adamw under dmuon: grouped at their own sites, reduce deferred.
+  const auto& deferred_site_of = plan.sharded_hooks.site_of_param;
+  const auto deferred = [&](int pid) {
+    return m == Method::dmuon && !deferred_site_of.empty() &&
+           deferred_site_of[static_cast<std::size_t>(pid)] >= 0;
+  };
 
   std::vector<int> index_of(static_cast<std::size_t>(tree.num_parameters()), -1);
   for (int pid : tree.parameter_order()) {
@@ -102,14 +108,37 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   GroupLayout rest;
   rest.kind = ddp ? GroupKind::ddp : GroupKind::fsdp;
   for (int pid : tree.parameter_order())
-    if (site_of[static_cast<std::size_t>(pid)] < 0)
+    if (site_of[static_cast<std::size_t>(pid)] < 0 && !deferred(pid))
       rest.members.push_back(index_of[static_cast<std::size_t>(pid)]);
   if (!rest.members.empty()) L.groups.push_back(std::move(rest));
-  for (const auto& site : plan.hooks.sites) {
+  // Sites in forward (module pre-order) order: the owner-based ones and, under dmuon, the
+  // sharded_adamw ones (after the owner-based site of the same module).
+  struct SiteRef {
+    int preorder;
+    bool sharded;
+    const boundary::Site* site;
+  };
+  std::vector<SiteRef> sites;
+  for (const auto& site : plan.hooks.sites)
+    sites.push_back({tree.preorder_index(site.module), false, &site});
+  if (m == Method::dmuon)
+    for (const auto& site : plan.sharded_hooks.sites)
+      sites.push_back({tree.preorder_index(site.module), true, &site});
+  std::stable_sort(sites.begin(), sites.end(), [](const SiteRef& a, const SiteRef& b) {
+    return a.preorder != b.preorder ? a.preorder < b.preorder : a.sharded < b.sharded;
+  });
+  for (const auto& ref : sites) {
+    const auto& site = *ref.site;
     GroupLayout g;
-    g.kind = site_kind;
+    g.kind = ref.sharded ? GroupKind::fsdp : site_kind;
+    g.deferred_reduce = ref.sharded;
     for (int pid : site.params) g.members.push_back(index_of[static_cast<std::size_t>(pid)]);
     const int gi = static_cast<int>(L.groups.size());
+    if (ref.sharded) {
+      for (int pi : g.members) L.params[static_cast<std::size_t>(pi)].group = gi;
+      L.groups.push_back(std::move(g));
+      continue;
+    }
     if (owners) {
       // One packed buffer per owner, owners in order of first appearance in the site.
       std::map<int, int> pair_of_owner;
@@ -175,7 +204,10 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
         if (!p.muon) p.second_state_offset = take(L.second_state_elems, p.chunk);
         p.state_elems = p.chunk;
         p.weight_offset = take(g.weight_elems, full);
-        p.grad_offset = take(g.grad_elems, full);
+        // sharded_adamw: the full gradient waits for the end of backward in the grad arena.
+        p.grad_persistent = g.deferred_reduce;
+        p.grad_offset =
+            g.deferred_reduce ? take(L.grad_arena_elems, full) : take(g.grad_elems, full);
         p.grad_shard_offset = take(L.grad_arena_elems, p.chunk);
         if (p.muon) p.gather_offset = take(g.gather_elems, full);
       } else if (p.storage == Storage::replicated) {

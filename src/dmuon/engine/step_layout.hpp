@@ -110,6 +110,10 @@ struct GroupLayout {
   /// Pre/post-forward hooks fire here: DMuon sites; FSDP units of the fsdp methods (dmuon's
   /// non-dedicated unit is not a DMuon hook site). DDP has post-backward hooks only.
   bool hooked = false;
+  /// dmuon, --route sharded_adamw: one group per boundary-rule site of those parameters (kind
+  /// fsdp, unhooked), all-gathered where it runs; its reduce-scatter (and HSDP stage 2) runs
+  /// after the last backward op, so its full gradients stay in the grad arena until then.
+  bool deferred_reduce = false;
   std::int64_t weight_elems = 0;     ///< elements of its weights while live (packed / gathered)
   std::int64_t grad_elems = 0;       ///< elements it needs in a grad-pool slot
   std::int64_t gather_elems = 0;     ///< fsdp-muon: its all-gathered Nesterov inputs
@@ -125,7 +129,9 @@ struct StepLayout {
   RankCoords me;
   std::vector<ParamLayout> params;  ///< tree.parameter_order()
   std::vector<PairLayout> pairs;
-  std::vector<GroupLayout> groups;  ///< forward order: the non-dedicated unit first, then sites
+  /// Forward order: the non-dedicated unit first, then the sites in module pre-order (a
+  /// sharded_adamw site after the owner-based site of the same module).
+  std::vector<GroupLayout> groups;
   std::int64_t master_elems = 0;
   std::int64_t state_elems = 0;
   std::int64_t second_state_elems = 0;

@@ -196,7 +196,7 @@ class Builder {
         compute(Op::backward, g, *it, Phase::backward_compute);
       if (G.kind != GroupKind::ddp) untimed(Op::release_weights, g);
       // Earlier micro-steps only accumulate (no_sync): the hook fires without communicating.
-      if (last_micro()) emit(Op::issue_reduce, g, Phase::backward_comm, true);
+      if (last_micro() && !G.deferred_reduce) emit(Op::issue_reduce, g, Phase::backward_comm, true);
       if (G.hooked || G.kind == GroupKind::ddp) hook(g, HookPoint::backward_post, last_micro());
       if (last_micro() && k >= o_.stage2_lag)
         stage2(order[static_cast<std::size_t>(k - o_.stage2_lag)]);
@@ -204,10 +204,23 @@ class Builder {
     if (!last_micro()) return;
     for (int k = std::max(0, n_ - o_.stage2_lag); k < n_; ++k)
       stage2(order[static_cast<std::size_t>(k)]);
+    // sharded_adamw: after the last backward op, one reduce-scatter(avg) per parameter of every
+    // deferred group (backward order), then their HSDP all-reduces; the same positions on every
+    // rank of each communicator.
+    for (int k = 0; k < n_; ++k) {
+      const int g = order[static_cast<std::size_t>(k)];
+      if (group(g).deferred_reduce) emit(Op::issue_reduce, g, Phase::backward_comm, true);
+    }
+    for (int k = 0; k < n_; ++k) {
+      const int g = order[static_cast<std::size_t>(k)];
+      if (group(g).deferred_reduce && has_stage2(g))
+        emit(Op::issue_stage2, g, Phase::backward_comm, true);
+    }
   }
 
   void stage2(int g) {
-    if (has_stage2(g)) emit(Op::issue_stage2, g, Phase::backward_comm, true);
+    if (has_stage2(g) && !group(g).deferred_reduce)
+      emit(Op::issue_stage2, g, Phase::backward_comm, true);
   }
 
   void wait_reduce(int g) {

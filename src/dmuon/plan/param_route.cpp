@@ -22,7 +22,8 @@ ParamRoute parse_route(std::string_view s) {
        {ParamRoute::muon, ParamRoute::adamw, ParamRoute::fsdp, ParamRoute::sharded_adamw})
     if (s == route_name(r)) return r;
   throw InputError(
-      fmt::format("unknown parameter route '{}' (valid: muon, adamw, fsdp)", abbreviate_value(s)));
+      fmt::format("unknown parameter route '{}' (valid: muon, adamw, fsdp, sharded_adamw)",
+                  abbreviate_value(s)));
 }
 
 RouteRule parse_route_rule(std::string_view spec) {
@@ -30,9 +31,25 @@ RouteRule parse_route_rule(std::string_view spec) {
   if (eq == std::string_view::npos || eq == 0 || eq + 1 == spec.size())
     throw InputError(fmt::format(
         "--route '{}' is not RULE=ROUTE (RULE in the --dedicate syntax, ROUTE one of muon, "
-        "adamw, fsdp), e.g. --route 'contains:norm=adamw'",
+        "adamw, fsdp, sharded_adamw), e.g. --route 'contains:norm=adamw'",
         abbreviate_value(spec)));
-  const ParamRoute route = parse_route(spec.substr(eq + 1));
+  // ROUTE[:DTYPE]: a route name never holds ':', so the dtype suffix cannot be confused with
+  // the rule's own '=' or ':' (the rule ends at the last '=').
+  std::string_view route_text = spec.substr(eq + 1);
+  const auto colon = route_text.find(':');
+  if (colon != std::string_view::npos) {
+    const auto dtype = route_text.substr(colon + 1);
+    route_text = route_text.substr(0, colon);
+    (void)parse_route(route_text);  // an unknown route is named first
+    if (dtype != "fp32" && dtype != "bf16")
+      throw InputError(fmt::format("--route '{}': dtype '{}' is invalid (valid: fp32, bf16)",
+                                   abbreviate_value(spec), abbreviate_value(dtype)));
+    throw InputError(fmt::format(
+        "--route '{}': a per-route dtype (':{}') is not supported: every route's weights and "
+        "gradients travel in --comm-dtype (masters fp32); drop ':{}' or set --comm-dtype",
+        abbreviate_value(spec), dtype, dtype));
+  }
+  const ParamRoute route = parse_route(route_text);
   const auto rule = [&] {
     try {
       return boundary::DedicationRule::parse(spec.substr(0, eq));
@@ -40,12 +57,7 @@ RouteRule parse_route_rule(std::string_view spec) {
       throw InputError(fmt::format("--route '{}': {}", abbreviate_value(spec), e.what()));
     }
   };
-  RouteRule r{rule(), route, std::string(spec)};
-  if (r.route == ParamRoute::sharded_adamw)
-    throw InputError(fmt::format(
-        "--route '{}': route sharded_adamw is not supported yet (valid: muon, adamw, fsdp)",
-        abbreviate_value(spec)));
-  return r;
+  return RouteRule{rule(), route, std::string(spec)};
 }
 
 std::vector<ParamRoute> resolve_routes(const model::ModuleTree& tree,

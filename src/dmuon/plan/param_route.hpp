@@ -6,10 +6,15 @@
 //   adamw          owner-based exactly like muon, but an AdamW step on the owner
 //   fsdp           sharded: all-gather in forward (Z3 twice), reduce-scatter(avg), HSDP
 //                  all-reduce of the shard, AdamW on the shard (the others' default)
-//   sharded_adamw  not supported yet (exit 2): in this engine it would be the fsdp unit's
-//                  collectives; the reference's distinct placement is not modelled
+//   sharded_adamw  its own flat buffer sharded over the shard group (padded to a multiple of
+//                  G), all-gathered at the boundary rule's site (Z3: again before that
+//                  site's backward), reduce-scatter(avg) deferred to the end of backward,
+//                  HSDP all-reduce of the shard, AdamW on the shard (plan.hpp sharded_hooks;
+//                  under dmuon only: the baselines run it as fsdp)
 // RULE has the --dedicate syntax (dedication.hpp) and splits at the last '=' (a rule may hold
 // '=' itself: `ndim=1=adamw`). The first --route whose rule matches a parameter decides it.
+// A per-route dtype `RULE=ROUTE:DTYPE` is parsed (a route name never holds ':') and refused
+// (InputError): every route travels in --comm-dtype.
 // The owner-based parameters (routes muon and adamw) are the ones the partition assigns owners
 // to and the hook plan places at sites: they replace "dedicated" in every DMuon formula.
 
@@ -37,8 +42,8 @@ struct RouteRule {
 };
 
 /// Parses "RULE=ROUTE"; throws InputError (one line naming the bad value and the valid forms)
-/// for a missing '=', an empty or bad rule, an unknown route, and for sharded_adamw (not
-/// supported yet).
+/// for a missing '=', an empty or bad rule, an unknown route, and for a per-route dtype
+/// suffix (':fp32', ':bf16': not supported).
 RouteRule parse_route_rule(std::string_view spec);
 
 /// The route of every parameter (by parameter id): the first matching rule's, else muon for

@@ -8,6 +8,7 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/tp_shard.hpp"
 #include "dmuon/comm/hash.hpp"
+#include "dmuon/plan/sharded_sites.hpp"
 
 namespace dmuon::plan {
 
@@ -15,6 +16,7 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
   Plan p{config,
          boundary::DedicationRule::parse(config.dedicate_rule),
          boundary::BoundaryPolicy::parse(config.boundary, config.strict),
+         {},
          {},
          {},
          {},
@@ -67,6 +69,13 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
       msg += "; " + unknown.second;
     throw InputError(msg);
   }
+  std::vector<int> sharded_adamw;
+  for (int pid : tree.parameter_order())
+    if (p.route[static_cast<std::size_t>(pid)] == ParamRoute::sharded_adamw)
+      sharded_adamw.push_back(pid);
+  if (!sharded_adamw.empty())
+    p.sharded_hooks = resolve_sharded_sites(tree, sharded_adamw, config.boundary,
+                                            hook_options.reshard_after_forward);
   p.report = boundary::analyse_degradations(tree, p.hooks, p.policy);
   // A partition that leaves ranks without any matrix idles their Newton-Schulz capacity; its
   // ratio can still read 1.0000 (the busiest rank sits at the lower bound), so say it.
@@ -118,6 +127,12 @@ std::uint64_t plan_hash(const model::ModuleTree& tree, const Plan& plan) {
         h = comm::fnv1a_64_u64(
             static_cast<std::uint64_t>(plan.tp.tp_owner[static_cast<std::size_t>(pid)] + 1), h);
     }
+  }
+  // sharded_adamw sites (absent without that route: earlier hashes are unchanged).
+  for (const auto& s : plan.sharded_hooks.sites) {
+    h = comm::fnv1a_64_u64(0x5a4d3du, h);
+    h = comm::fnv1a_64(s.path, h);
+    for (int pid : s.params) h = comm::fnv1a_64(tree.parameter(pid).name, h);
   }
   return h;
 }

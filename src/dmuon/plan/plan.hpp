@@ -50,6 +50,10 @@ struct Plan {
   /// Dedicated (owner-based) and updated with Muon, not AdamW: route muon.
   bool muon(int pid) const { return route.at(static_cast<std::size_t>(pid)) == ParamRoute::muon; }
   partition::TpPlan tp;  ///< TP-sharded parameters and their TP owners (tp = 1: none)
+  /// --route sharded_adamw: the sites of those parameters (sharded_sites.hpp: the boundary
+  /// rule's, the root for a parameter no boundary module holds); empty without any. Not hook
+  /// sites of DMuon: the engine all-gathers each site's parameters where it runs.
+  boundary::HookPlan sharded_hooks;
 };
 
 /// Builds the plan; throws InputError for bad rules/policies and strict boundary failures.

@@ -60,6 +60,7 @@ ReducedLayout LayoutReducer::reduce(int rank) const {
     engine::GroupLayout grp;
     grp.kind = src.kind;
     grp.hooked = src.hooked;
+    grp.deferred_reduce = src.deferred_reduce;  // --route sharded_adamw
     grp.weight_elems = src.weight_elems;
     grp.gather_elems = src.gather_elems;
     grp.own_weight_slot = src.own_weight_slot;
