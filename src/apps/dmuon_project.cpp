@@ -69,6 +69,7 @@ nlohmann::json machine_json(const project::Machine& m) {
            {{"fp32", c.peak_tflops[0]}, {"bf16", c.peak_tflops[1]}, {"fp16", c.peak_tflops[2]}}},
           {"gemm_efficiency", c.gemm_efficiency},
           {"memory_bandwidth_GBps", c.memory_bandwidth_gbps},
+          {"cores", c.cores},
           {"intra_busbw_GBps", m.intra.busbw_gbps},
           {"inter_busbw_GBps", m.inter.busbw_gbps},
           {"model", m.text}};

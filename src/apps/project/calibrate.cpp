@@ -1,11 +1,13 @@
 #include "project/calibrate.hpp"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "dmuon/comm/communicator.hpp"
 #include "dmuon/engine/synthetic.hpp"
 #include "dmuon/project/collective_cost.hpp"
+#include "dmuon/project/latency_fit.hpp"
 #include "dmuon/project/machine_model.hpp"
 #include "dmuon/results/provenance.hpp"
 #include "dmuon/results/results_writer.hpp"
@@ -26,20 +29,41 @@
 namespace dmuon::apps::project {
 namespace {
 
-// Median over `reps` of the slowest rank's time of `f`, all ranks starting together.
-double timed(MPI_Comm world, int reps, const std::function<void()>& f) {
+// Median over `reps` of the slowest rank's time of `f`, all ranks starting together; ranks
+// with `active` false take part in the synchronisation only (the compute probes run on as
+// many ranks as there are cores: see cores_of_node).
+double timed(MPI_Comm world, int reps, const std::function<void()>& f, bool active = true) {
   std::vector<double> t;
-  f();  // warm-up: first-touch pages, BLAS buffers, MPI connections
+  if (active) f();  // warm-up: first-touch pages, BLAS buffers, MPI connections
   for (int i = 0; i < reps; ++i) {
     DMUON_CHECK_MPI(MPI_Barrier(world));
     const double t0 = MPI_Wtime();
-    f();
-    double mine = MPI_Wtime() - t0, slowest = 0;
+    if (active) f();
+    double mine = active ? MPI_Wtime() - t0 : 0.0, slowest = 0;
     DMUON_CHECK_MPI(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, world));
     t.push_back(slowest);
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// The CPUs the ranks may run on: the union of every rank's affinity mask (one node). Open MPI
+// binds one rank per core when the ranks fit and leaves them unbound when oversubscribed;
+// either way the union is the cores the job shares.
+int cores_of_node(MPI_Comm world) {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) {
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long i = 0; i < n && i < CPU_SETSIZE; ++i) CPU_SET(static_cast<int>(i), &mine);
+  }
+  std::vector<unsigned char> bytes(sizeof mine), all(sizeof mine);
+  std::memcpy(bytes.data(), &mine, sizeof mine);
+  DMUON_CHECK_MPI(MPI_Allreduce(bytes.data(), all.data(), static_cast<int>(all.size()),
+                                MPI_UNSIGNED_CHAR, MPI_BOR, world));
+  cpu_set_t u;
+  std::memcpy(&u, all.data(), sizeof u);
+  return std::max(1, CPU_COUNT(&u));
 }
 
 std::string host_name() {
@@ -74,13 +98,24 @@ int calibrate(const ProjectOptions& o, MPI_Comm world) {
   m.description =
       fmt::format("measured on {} with {} ranks by dmuon_project --calibrate", host_name(), size);
   auto& c = m.compute;
+  // Ranks beyond the cores time-share them. A short kernel timed on every rank at once hides
+  // that (each rank times itself from when it runs), a long one shows it only partly, so the
+  // compute rates are measured as one rank alone on a core sees them: on min(N, cores) ranks
+  // at once (memory shared as in a run), and the replay multiplies every kernel by
+  // ranks / cores (compute_share in machine_model.hpp).
+  c.cores = cores_of_node(world);
+  const int computing = std::min(size, c.cores);
+  const bool active = rank < computing;
 
-  // GEMM: the host's fp32 BLAS on a square product, all ranks at once.
+  // GEMM: the host's fp32 BLAS on a square product, on the computing ranks at once.
   const std::size_t g = 1024;
   std::vector<float> a(g * g, 0.5f), b(g * g, 0.25f), cm(g * g, 0.0f);
-  const double t_gemm = timed(world, 9, [&] {
-    kernels::host::gemm(false, false, g, g, g, 1.0f, a.data(), b.data(), 0.0f, cm.data());
-  });
+  const double t_gemm = timed(
+      world, 9,
+      [&] {
+        kernels::host::gemm(false, false, g, g, g, 1.0f, a.data(), b.data(), 0.0f, cm.data());
+      },
+      active);
   const double gemm_flops = 2.0 * g * g * g / t_gemm;
   for (auto& p : c.peak_tflops) p = gemm_flops / 1e12;
   c.gemm_efficiency = 1.0;
@@ -88,32 +123,39 @@ int calibrate(const ProjectOptions& o, MPI_Comm world) {
   // A thin one, as the engine's per-rank sample counts make them: its rate relative to the
   // square one gives the shape curve d / (d + half_dim) at d = 16.
   const std::size_t thin = 16;
-  const double t_thin = timed(world, 9, [&] {
-    kernels::host::gemm(false, false, thin, g, g, 1.0f, a.data(), b.data(), 0.0f, cm.data());
-  });
+  const double t_thin = timed(
+      world, 9,
+      [&] {
+        kernels::host::gemm(false, false, thin, g, g, 1.0f, a.data(), b.data(), 0.0f, cm.data());
+      },
+      active);
   const double thin_flops = 2.0 * thin * g * g / t_thin;
   c.gemm_half_dim = std::max(0.0, static_cast<double>(thin) * (gemm_flops / thin_flops - 1.0));
 
   // Memory: a streaming copy (read + write).
   const std::size_t n = std::size_t{8} << 20;
   std::vector<float> src(n, 1.0f), dst(n, 0.0f);
-  const double t_copy = timed(world, 9, [&] { std::copy(src.begin(), src.end(), dst.begin()); });
+  const double t_copy = timed(
+      world, 9, [&] { std::copy(src.begin(), src.end(), dst.begin()); }, active);
   c.memory_bandwidth_gbps = 2.0 * static_cast<double>(n) * sizeof(float) / t_copy / 1e9;
   c.memory_efficiency = 1.0;
 
   // Kernel overhead: one host kernel on one element (what a launch costs, amortised).
   std::uint16_t one = 0;
   const int kernels_per_rep = 1000;
-  const double t_kernel = timed(world, 5, [&] {
-    for (int i = 0; i < kernels_per_rep; ++i)
-      kernels::host::convert(src.data(), kernels::Dtype::f32, &one, kernels::Dtype::bf16, 1);
-  });
+  const double t_kernel = timed(
+      world, 5,
+      [&] {
+        for (int i = 0; i < kernels_per_rep; ++i)
+          kernels::host::convert(src.data(), kernels::Dtype::f32, &one, kernels::Dtype::bf16, 1);
+      },
+      active);
   c.kernel_overhead_us = 1e6 * t_kernel / kernels_per_rep;
 
   // The engine's synthetic draw.
   const std::int64_t draw = 1 << 20;
-  const double t_draw =
-      timed(world, 5, [&] { engine::synthetic_fill_row(1, 1, 0, 0, 1, dst.data(), draw); });
+  const double t_draw = timed(
+      world, 5, [&] { engine::synthetic_fill_row(1, 1, 0, 0, 1, dst.data(), draw); }, active);
   c.synthetic_elements_per_s = static_cast<double>(draw) / t_draw;
 
   // Collectives through the engine's MPI communicator (nonblocking batch + wait).
@@ -147,40 +189,43 @@ int calibrate(const ProjectOptions& o, MPI_Comm world) {
       }
       comm->group_end().wait();
     };
-    const double t_small = timed(world, 9, [&] { run(small); });
-    const double t_large = timed(world, 5, [&] { run(large); });
+    // Seven sizes, 1 KB to 4 MB per rank in steps of 4x (the engine's messages span that
+    // range), fitted by relative least squares: t = latency + S·f / busbw.
     const double f = dmuon::project::busbw_factor(kind, size);
-    const double s_small = dmuon::project::message_bytes(kind, small, 4, size);
-    const double s_large = dmuon::project::message_bytes(kind, large, 4, size);
-    // t = latency + S·f / busbw through both points.
-    double busbw = (s_large - s_small) * f / std::max(1e-9, t_large - t_small);
-    double latency = t_small - s_small * f / busbw;
-    if (latency < 0) latency = 0;
+    std::vector<double> xs, ts;
+    std::string points;
+    for (std::size_t count = small; count <= large; count *= 4) {
+      const double t = timed(world, count >= large / 4 ? 5 : 9, [&] { run(count); });
+      const double s = dmuon::project::message_bytes(kind, count, 4, size);
+      xs.push_back(s * f);
+      ts.push_back(t);
+      points += fmt::format(" {:.4g} ms at {} B;", 1e3 * t, static_cast<long long>(s));
+    }
+    const auto fit = dmuon::project::fit_latency_bandwidth(xs, ts);
     m.measured.kinds[static_cast<std::size_t>(kind)] =
-        dmuon::project::MeasuredCollective{latency * 1e6, busbw / 1e9};
-    if (kind == comm::CollectiveKind::all_reduce) allreduce_busbw = busbw / 1e9;
-    lines +=
-        fmt::format("{}: {:.1f} us at {} B, {:.3f} ms at {} B\n", comm::collective_kind_name(kind),
-                    1e6 * t_small, static_cast<long long>(s_small), 1e3 * t_large,
-                    static_cast<long long>(s_large));
+        dmuon::project::MeasuredCollective{fit.latency_s * 1e6, fit.bandwidth / 1e9};
+    if (kind == comm::CollectiveKind::all_reduce) allreduce_busbw = fit.bandwidth / 1e9;
+    lines += fmt::format("{}:{}\n", comm::collective_kind_name(kind), points);
   }
   m.intra.busbw_gbps = allreduce_busbw;
 
   if (rank == 0) {
     const std::string comment = fmt::format(
         "Machine model measured by dmuon_project --calibrate on {} with {} ranks, {}.\n"
-        "Every rank measured at the same time (shared cores show as they do in a run);\n"
-        "times are the median over repetitions of the slowest rank.\n"
+        "Collectives: every rank measured at the same time; compute: {} rank(s) at once, one\n"
+        "per core (compute.cores: {}, the union of the ranks' CPU affinity masks; the replay\n"
+        "multiplies compute by ranks / cores when the ranks outnumber them); times are the\n"
+        "median over repetitions of the slowest rank.\n"
         "compute.peak_tflops: fp32 GEMM 1024^3 through the host BLAS ({:.3f} ms);\n"
         "  bf16/fp16 equal to it (the host computes in fp32). gemm_half_dim: from a\n"
         "  16 x 1024 x 1024 GEMM ({:.3f} ms, {:.1f} GFLOP/s against {:.1f}).\n"
         "memory_bandwidth_GBps: 32 MB streaming copy ({:.3f} ms); kernel_overhead_us: one\n"
         "  host kernel on one element; synthetic_elements_per_s: the engine's draw.\n"
-        "network.measured: the engine's MPI communicator, latency and bus bandwidth from two\n"
-        "  sizes per kind (nccl-tests factors):\n{}"
+        "network.measured: the engine's MPI communicator, latency and bus bandwidth fitted\n"
+        "  (relative least squares, nccl-tests factors) to seven sizes per kind:\n{}"
         "network.intra.busbw_GBps: the all_reduce bus bandwidth (fallback for other sizes).",
-        host_name(), size, results::utc_now_iso8601(), 1e3 * t_gemm, 1e3 * t_thin, thin_flops / 1e9,
-        gemm_flops / 1e9, 1e3 * t_copy, lines);
+        host_name(), size, results::utc_now_iso8601(), computing, c.cores, 1e3 * t_gemm,
+        1e3 * t_thin, thin_flops / 1e9, gemm_flops / 1e9, 1e3 * t_copy, lines);
     const std::string text = dmuon::project::to_yaml(m, comment);
     // What is written must read back: the same validation as any machine file.
     (void)dmuon::project::parse_machine(text, o.output_machine);

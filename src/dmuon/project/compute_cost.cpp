@@ -72,7 +72,7 @@ double ComputeCost::gemm_work(double m, double n, double k, kernels::Dtype t,
   const double flops = 2.0 * m * n * k * fraction;
   const double compute = flops / (c.peak_flops(t) * c.gemm_efficiency * util);
   const double memory = memory_time((m * k + k * n + m * n * fraction) * bytes_of(t));
-  return overhead() + std::max(compute, memory);
+  return share_ * (overhead() + std::max(compute, memory));
 }
 
 double ComputeCost::gemm(std::int64_t m, std::int64_t n, std::int64_t k, kernels::Dtype t) const {
@@ -88,7 +88,7 @@ double ComputeCost::symmetric(std::int64_t m, std::int64_t k, kernels::Dtype t,
 }
 
 double ComputeCost::elementwise(double bytes) const {
-  return overhead() + memory_time(std::max(0.0, bytes));
+  return share_ * (overhead() + memory_time(std::max(0.0, bytes)));
 }
 
 double ComputeCost::synthetic(std::int64_t elements, kernels::Dtype t) const {
@@ -97,7 +97,7 @@ double ComputeCost::synthetic(std::int64_t elements, kernels::Dtype t) const {
   double s = memory_time(n * bytes_of(t));
   if (m_.compute.synthetic_elements_per_s > 0)
     s = std::max(s, n / m_.compute.synthetic_elements_per_s);
-  return overhead() + s;
+  return share_ * (overhead() + s);
 }
 
 double ComputeCost::newton_schulz(std::int64_t rows, std::int64_t cols,

@@ -15,6 +15,8 @@
 //   symmetric product (X·Xᵀ, R², …) by tiles of the upper block triangle: the same with
 //     (b+1)/(2b) of the work (GPU: ns_plan's b; CPU: BLAS SYRK, half the work)
 //   elementwise kernel  time = overhead + bytes / (memory_bandwidth · memory_efficiency)
+//   every kernel above × share: share = compute_share(machine, world) (machine_model.hpp),
+//     the ranks of a node computing at once on fewer cores (calibrated CPUs; 1 elsewhere)
 //
 // Newton–Schulz is costed as the exact sequence of kernels the engine runs: on a GPU the
 // CUDA plan (kernels/cuda/ns_plan.hpp: run_gram / run_direct, replayed through a costing
@@ -31,7 +33,10 @@ namespace dmuon::project {
 
 class ComputeCost {
  public:
-  explicit ComputeCost(const Machine& machine) : m_(machine) {}
+  /// `share`: every kernel takes that many times its time alone on a core (>= 1;
+  /// compute_share(machine, world)).
+  explicit ComputeCost(const Machine& machine, double share = 1.0)
+      : m_(machine), share_(share < 1.0 ? 1.0 : share) {}
 
   /// One GEMM with an m×n output and inner dimension k (0 when any dimension is 0).
   double gemm(std::int64_t m, std::int64_t n, std::int64_t k, kernels::Dtype t) const;
@@ -55,6 +60,7 @@ class ComputeCost {
   double gemm_work(double m, double n, double k, kernels::Dtype t, double fraction) const;
 
   const Machine& m_;
+  double share_ = 1.0;
 };
 
 }  // namespace dmuon::project

@@ -111,7 +111,7 @@ void read_compute(const MapReader& top, Machine& m) {
   const MapReader c(top.get("compute"), "compute", m.source,
                     {"peak_tflops", "gemm_efficiency", "gemm_half_dim", "sm_count", "gemm_tile",
                      "memory_bandwidth_GBps", "memory_efficiency", "kernel_overhead_us",
-                     "synthetic_elements_per_s"});
+                     "synthetic_elements_per_s", "cores"});
   const MapReader peak(c.get("peak_tflops"), "compute.peak_tflops", m.source,
                        {"fp32", "bf16", "fp16"});
   auto& s = m.compute;
@@ -137,6 +137,7 @@ void read_compute(const MapReader& top, Machine& m) {
   s.memory_efficiency = c.number_or("memory_efficiency", 1.0, false, 1.0);
   s.kernel_overhead_us = c.number_or("kernel_overhead_us", 0.0, true);
   s.synthetic_elements_per_s = c.number_or("synthetic_elements_per_s", 0.0, true);
+  s.cores = c.has("cores") ? c.integer("cores") : 0;
 }
 
 void read_network(const MapReader& top, Machine& m) {
@@ -243,6 +244,12 @@ Machine load_machine(const std::string& spec, const std::string& machines_dir) {
   return read_machine_file(machines_dir + "/" + spec + ".yaml");
 }
 
+double compute_share(const Machine& m, int world) {
+  if (m.compute.cores <= 0) return 1.0;
+  const int ranks = std::min(std::max(1, world), m.ranks_per_node);
+  return std::max(1.0, static_cast<double>(ranks) / m.compute.cores);
+}
+
 std::string to_yaml(const Machine& m, const std::string& comment) {
   std::string s;
   std::istringstream lines(comment);
@@ -264,6 +271,7 @@ std::string to_yaml(const Machine& m, const std::string& comment) {
   s += fmt::format("  memory_efficiency: {}\n", num(c.memory_efficiency));
   s += fmt::format("  kernel_overhead_us: {}\n", num(c.kernel_overhead_us));
   s += fmt::format("  synthetic_elements_per_s: {}\n", num(c.synthetic_elements_per_s));
+  if (c.cores > 0) s += fmt::format("  cores: {}\n", c.cores);
   s += "network:\n";
   s += fmt::format("  intra: {{busbw_GBps: {}}}\n", num(m.intra.busbw_gbps));
   if (m.inter.busbw_gbps > 0)

@@ -46,6 +46,11 @@ struct ComputeSpec {
   /// Synthetic input draw (the engine's counter-based RNG), elements/s per rank; 0 = bound
   /// by memory bandwidth like any elementwise write (the GPU kernel is).
   double synthetic_elements_per_s = 0;
+  /// CPU cores the ranks of one node share (calibrated CPUs: the union of the ranks' affinity
+  /// masks); 0 = every rank has its own device (GPUs, and files without the key). With more
+  /// ranks on a node than cores, the rates above are those of one rank alone on a core and
+  /// every compute kernel takes compute_share() times as long (compute_cost.hpp).
+  int cores = 0;
 
   double peak_flops(kernels::Dtype t) const {
     return peak_tflops[static_cast<std::size_t>(t)] * 1e12;
@@ -87,6 +92,11 @@ struct Machine {
   /// NVLink domain of world rank r.
   int domain_of(int rank) const { return rank / nvlink_domain; }
 };
+
+/// How many times longer a compute kernel takes when `ranks` ranks of one node compute at once
+/// on the machine's cores (processor sharing): max(1, ranks / cores), 1 when cores is 0.
+/// ranks = min(world, ranks_per_node): the ranks of the projected world on one node.
+double compute_share(const Machine& m, int world);
 
 /// Parses a machine file's text; `source` names it in errors ("configs/machines/a800.yaml").
 Machine parse_machine(const std::string& text, const std::string& source);

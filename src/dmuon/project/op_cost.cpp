@@ -12,8 +12,10 @@ using engine::GroupKind;
 using engine::ParamLayout;
 using engine::Storage;
 
-OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options)
-    : cost_(machine), o_(options), gpu_(machine.device == DeviceKind::gpu) {
+OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options, int world)
+    : cost_(machine, compute_share(machine, world)),
+      o_(options),
+      gpu_(machine.device == DeviceKind::gpu) {
   wire_ = o_.comm_dtype;
   compute_ = gpu_ ? wire_ : kernels::Dtype::f32;
   ns_ = gpu_ ? o_.ns_dtype : kernels::Dtype::f32;

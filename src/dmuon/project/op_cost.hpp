@@ -38,7 +38,8 @@ namespace dmuon::project {
 
 class OpCost {
  public:
-  OpCost(const Machine& machine, const engine::EngineOptions& options);
+  /// `world`: ranks of the projected world (how many share a node's cores: compute_share).
+  OpCost(const Machine& machine, const engine::EngineOptions& options, int world);
 
   /// Seconds of a compute op of `layout`'s schedule; `local` is this rank's sample count of
   /// the op's parameter (forward/backward). Non-compute ops cost 0.

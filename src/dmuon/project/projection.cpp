@@ -110,7 +110,7 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
         "domain: world size {} does not fit (valid: 1..{})",
         machine.name, machine.nvlink_domain, world, machine.nvlink_domain));
 
-  const OpCost cost(machine, o);
+  const OpCost cost(machine, o, world);
   const WorldPrograms programs = build_programs(tree, plan, o, cost, options.symmetry);
   const auto t1 = clock::now();
   const ReplayResult rep = replay(programs, machine, o.warmup + 1);
