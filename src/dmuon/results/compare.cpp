@@ -519,6 +519,7 @@ Comparison compare_results(const std::vector<const ResultsFile*>& as,
     if (!first_b) {
       c.only_a.push_back(i);
       c.only_a_keys.push_back(key);
+      for (std::size_t k = 1; k < as.size(); ++k) take_run(*as[k], key, used_a[k]);  // same run
       continue;
     }
     RunComparison rc;
@@ -559,6 +560,8 @@ Comparison compare_results(const std::vector<const ResultsFile*>& as,
     if (!used_b[0][j]) {
       c.only_b.push_back(j);
       c.only_b_keys.push_back(run_key(b.runs[j]));
+      // The same new run in B's further invocations is that run again, not an extra one.
+      for (std::size_t k = 1; k < bs.size(); ++k) take_run(*bs[k], c.only_b_keys.back(), used_b[k]);
     }
   // Runs of a further file that its side's first file lacks: the invocations differ.
   for (const auto& [side, files, used] :

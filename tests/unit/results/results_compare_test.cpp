@@ -393,3 +393,19 @@ TEST(CompareInvocations, EveryFurtherInvocationMustMatchDeterministically) {
   EXPECT_FALSE(c.ok());
   EXPECT_THROW(compare_sides({}, {a}, 0.2), InputError);
 }
+
+TEST(CompareInvocations, ARunNewInEveryCandidateInvocationIsNewNotAMismatch) {
+  const auto a = with_samples(base_samples());
+  auto b = a;
+  b.runs.push_back(b.runs[0]);
+  b.runs.back().method = "fsdp-adamw";
+  auto c = compare_sides({a}, {b, b}, 0.2);
+  EXPECT_EQ(c.only_b.size(), 1u);
+  EXPECT_TRUE(c.extra_runs.empty());
+  EXPECT_TRUE(c.ok());
+  // A run missing from B, present in both A invocations: one MISSING, nothing extra.
+  c = compare_sides({b, b}, {a}, 0.2);
+  EXPECT_EQ(c.only_a.size(), 1u);
+  EXPECT_TRUE(c.extra_runs.empty());
+  EXPECT_EQ(c.mismatches(), 1);
+}
