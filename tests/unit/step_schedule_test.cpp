@@ -424,18 +424,28 @@ std::string ops_text(const engine::Schedule& s) {
   return out;
 }
 
+// The hand-written cases' plan: two shard ranks (times `replicate` rows), round-robin owners,
+// no packing (so each dedicated parameter is its own unit and the owners follow model order).
+plan::Plan two_rank_round_robin_plan(const model::ModuleTree& tree, const std::string& dedicate,
+                                     const std::vector<std::string>& routes = {},
+                                     int replicate = 1) {
+  plan::PlanConfig pc;
+  pc.dedicate_rule = dedicate;
+  pc.routes = routes;
+  pc.partition.shard = 2;
+  pc.partition.replicate = replicate;
+  pc.partition.strategy = partition::parse_strategy("round_robin");
+  pc.partition.pack = false;
+  return plan::make_plan(tree, pc);
+}
+
 TEST(StepSchedule, TwoSitesTwoOwnersHandWritten) {
   model::ModuleTree tree("M");
   const int list = tree.add_module(0, "layers", "ModuleList");
   for (int i = 0; i < 2; ++i)
     tree.add_parameter(tree.add_module(list, std::to_string(i), "L"), "w", {4, 4});
   tree.finalize();
-  plan::PlanConfig pc;
-  pc.dedicate_rule = "all";
-  pc.partition.shard = 2;
-  pc.partition.strategy = partition::parse_strategy("round_robin");
-  pc.partition.pack = false;
-  const auto p = plan::make_plan(tree, pc);
+  const auto p = two_rank_round_robin_plan(tree, "all");
   engine::ScheduleOptions so;
   so.prefetch = 1;
   const auto L = engine::make_layout(
@@ -497,13 +507,7 @@ TEST(StepSchedule, ShardedAdamwReduceScatterFollowsTheLastBackward) {
     tree.add_parameter(l, "b", {i == 0 ? 4 : 3});
   }
   tree.finalize();
-  plan::PlanConfig pc;
-  pc.dedicate_rule = "ndim=2";
-  pc.routes = {"ndim=1=sharded_adamw"};
-  pc.partition.shard = 2;
-  pc.partition.strategy = partition::parse_strategy("round_robin");
-  pc.partition.pack = false;
-  const auto p = plan::make_plan(tree, pc);
+  const auto p = two_rank_round_robin_plan(tree, "ndim=2", {"ndim=1=sharded_adamw"});
   engine::ScheduleOptions so;
   so.prefetch = 1;
   const auto L = engine::make_layout(
@@ -545,8 +549,7 @@ TEST(StepSchedule, ShardedAdamwReduceScatterFollowsTheLastBackward) {
   // HSDP (R = 2, G = 2, rank 0): slots are shard-major, so layers.1.w goes to slot 1 = rank 2,
   // in rank 0's column: both sites have stage 2 here (lag 1). Both deferred stage-2
   // all-reduces follow both deferred reduce-scatters, after every owner-based stage 2.
-  pc.partition.replicate = 2;
-  const auto ph = plan::make_plan(tree, pc);
+  const auto ph = two_rank_round_robin_plan(tree, "ndim=2", {"ndim=1=sharded_adamw"}, 2);
   const auto Lh = engine::make_layout(
       tree, ph, {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group}, 0);
   std::string tail;
@@ -570,12 +573,7 @@ TEST(StepSchedule, DdpDmuonHandWritten) {
   tree.add_parameter(l0, "b", {4});
   tree.add_parameter(tree.add_module(list, "1", "L"), "w", {4, 4});
   tree.finalize();
-  plan::PlanConfig pc;
-  pc.dedicate_rule = "ndim=2";
-  pc.partition.shard = 2;
-  pc.partition.strategy = partition::parse_strategy("round_robin");
-  pc.partition.pack = false;
-  const auto p = plan::make_plan(tree, pc);
+  const auto p = two_rank_round_robin_plan(tree, "ndim=2");
   engine::ScheduleOptions so;
   so.prefetch = 1;
   const engine::LayoutOptions lo{Method::ddp_dmuon, plan::Reshard::z3, 1,
