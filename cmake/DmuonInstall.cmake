@@ -21,7 +21,7 @@ install(TARGETS ${_tools} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT 
 install(PROGRAMS
   scripts/plot_results.py scripts/partition_quality.py scripts/export_topology.py
   scripts/scaling_study.sh scripts/device_check.sh scripts/validate_projection.py
-  scripts/reference_projections.py
+  scripts/reference_projections.py scripts/mpi_single_copy.py
   DESTINATION ${DMUON_INSTALL_DATADIR}/scripts COMPONENT tools)
 install(DIRECTORY scripts/slurm/ DESTINATION ${DMUON_INSTALL_DATADIR}/scripts/slurm
         COMPONENT tools)

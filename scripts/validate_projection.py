@@ -22,6 +22,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mpi_single_copy import mechanism as single_copy_mechanism  # noqa: E402
+
 PHASES = ["forward_comm", "forward_compute", "backward_compute", "backward_comm",
           "optimizer_ns", "optimizer_other", "exposed_comm"]
 
@@ -54,7 +57,9 @@ def main():
     env_defaults = {
         "OMPI_MCA_rmaps_base_oversubscribe": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1",
         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_pml": "ob1",
-        "OMPI_MCA_btl": "self,vader", "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+        "OMPI_MCA_btl": "self,vader",
+        # the same transport scripts/env.sh gives dmuon_bench
+        "OMPI_MCA_btl_vader_single_copy_mechanism": single_copy_mechanism(),
         "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     for k, v in env_defaults.items():
         os.environ.setdefault(k, v)

@@ -169,6 +169,7 @@ int bench(int argc, char** argv) {
   host.sgemm_gflops = sgemm;
   host.sgemm_size = kSgemmSize;
   host.hostnames = hosts;
+  host.transport_settings = results::transport_settings();
   if (o.engine.device == engine::Device::host)
     host.warning = kernels::host::generic_kernel_warning(host.blas);
   if (rank == 0 && !host.warning.empty()) {

@@ -134,6 +134,13 @@ void print_table(const std::vector<std::string>& pas, const std::vector<results:
     head(k == 0 ? "A" : fmt::format("A{}", k + 1), pas[k], fa[k]);
   for (std::size_t k = 0; k < pbs.size(); ++k)
     head(k == 0 ? "B" : fmt::format("B{}", k + 1), pbs[k], fb[k]);
+  const std::string& ta = a.provenance.transport_settings;
+  const std::string& tb = b.provenance.transport_settings;
+  if (!o.deterministic_only && ta != tb)
+    comment(fmt::format("# note: A and B ran on different transport settings, so their timings "
+                        "compare the transports too (A: {}; B: {})",
+                        ta.empty() ? "none set" : ta, tb.empty() ? "none set" : tb),
+            wide);
   if (o.deterministic_only)
     comment(
         "# deterministic only: hooks, sites, owners, loads, calls, bytes, audit and check "

@@ -79,7 +79,7 @@ case $case_name in
     # and one line (the tools' convention).
     cd "$work" || fail "cd"
     scripts="$(dirname "$PLOT")"
-    for s in plot_results.py partition_quality.py export_topology.py; do
+    for s in plot_results.py partition_quality.py export_topology.py mpi_single_copy.py; do
       run "$PYTHON" "$scripts/$s" --help
       expect_rc 0; expect_out "usage:"
     done
@@ -91,6 +91,12 @@ case $case_name in
     expect_rc 2; expect_one_line_err "--worlds item 'x' is not a positive integer"
     run "$PYTHON" "$scripts/partition_quality.py" --inspect "$work/nope"
     expect_rc 2; expect_one_line_err "is not an executable file"
+    # The probe answers one of the two mechanisms Open MPI's vader knows (cma works on Linux
+    # unless a seccomp filter or Yama >= 2 forbids it), and nothing else.
+    run "$PYTHON" "$scripts/mpi_single_copy.py"
+    expect_rc 0; grep -qxE "cma|none" "$work/out" || fail "mpi_single_copy.py printed $(cat "$work/out")"
+    run "$PYTHON" "$scripts/mpi_single_copy.py" --bogus
+    expect_rc 2; expect_one_line_err "unexpected argument '--bogus'"
     run bash "$scripts/device_check.sh" --bogus
     expect_rc 2; expect_one_line_err "unknown argument '--bogus'"
     run "$PYTHON" "$PLOT" "$work/missing.h5"

@@ -222,11 +222,15 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
         "all at once)",
         where, host.blas.cpu_model, host.blas.core.empty() ? "unknown" : host.blas.core,
         host.sgemm_size, host.sgemm_gflops));
+    line("# transport " + (host.transport_settings.empty()
+                               ? std::string("(MPI/NCCL defaults: nothing set)")
+                               : host.transport_settings));
   }
   if (!host.warning.empty()) line("# WARNING: " + host.warning);
   line(fmt::format(
       "# times in ms, per sample (a measured step of a repeat: {} per row) the slowest "
-      "rank; step: median (min-max); optim, exposed: medians. vs best: step median / the "
+      "rank; step: median (min-max); optim, exposed, sync: medians (sync: the wait at the "
+      "step-start barrier for the slowest rank, outside step). vs best: step median / the "
       "fastest dmuon row's, ~ = not significantly slower (one-sided Mann-Whitney U, p >= {}). "
       "MB = 1e6 bytes per rank per step (max over ranks), measured; the audit compares it with "
       "the formula per rank and kind. bcast = broadcast + all_gather calls, red = reduce + "
@@ -236,13 +240,13 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
   const std::string lw = std::to_string(o.wide ? 40 : kLabelWidth);
   const std::string hdr = "# {:<" + lw +
                           "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>7} {:>5} {:>18} "
-                          "{:>7} {:>7} {:>7} {:>6} {:>5}\n";
+                          "{:>7} {:>7} {:>7} {:>6} {:>6} {:>5}\n";
   s += fmt::format(hdr, "boundary", "mode", "method", "owners", "status", "sites", "hooks", "bcast",
-                   "red", "MB", "audit", "step ms", "vs best", "optim", "exposed", "/adamw",
+                   "red", "MB", "audit", "step ms", "vs best", "optim", "exposed", "sync", "/adamw",
                    "check");
   const std::string row = "  {:<" + lw +
                           "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>7.3f} {:>5} "
-                          "{:>18} {:>7} {:>7.2f} {:>7.2f} {:>6} {:>5}\n";
+                          "{:>18} {:>7} {:>7.2f} {:>7.2f} {:>6.2f} {:>6} {:>5}\n";
   const double adamw = adamw_step_ms(runs);
   const auto best = vs_best(runs, world);
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -266,7 +270,7 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
         engine::reduce_calls_per_step(r), static_cast<double>(r.bytes_measured_total()) / 1e6,
         r.audit_ok ? "OK" : "FAIL", spread_text(phase_spread(r, Phase::step, world)), best[i].text,
         ph(r, Phase::optimizer_ns) + ph(r, Phase::optimizer_other), ph(r, Phase::exposed_comm),
-        adamw > 0 ? fmt::format("{:.2f}", step / adamw) : std::string("-"),
+        ph(r, Phase::step_sync), adamw > 0 ? fmt::format("{:.2f}", step / adamw) : std::string("-"),
         !r.checked ? "-" : (r.check_passed ? "OK" : "FAIL"));
   }
   append_collectives_block(s, runs, o.wide, width);
@@ -359,7 +363,8 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
                {"blas_core", host.blas.core},
                {"sgemm_gflops", host.sgemm_gflops},
                {"sgemm_size", host.sgemm_size},
-               {"warning", host.warning}};
+               {"warning", host.warning},
+               {"transport_settings", host.transport_settings}};
   j["runs"] = nlohmann::json::array();
   const double adamw = adamw_step_ms(runs);
   const auto best = vs_best(runs, world);

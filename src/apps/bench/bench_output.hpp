@@ -22,6 +22,7 @@ struct HostInfo {
   std::size_t sgemm_size = 0;
   std::vector<std::string> hostnames;  ///< per rank (rank 0 only)
   std::string warning;                 ///< the generic-kernel warning, "" when none
+  std::string transport_settings;      ///< results::transport_settings() of rank 0
 };
 
 /// Significance level of the marks in the table (a row's step time against the fastest row's).

@@ -6,6 +6,7 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
 #include "dmuon/comm/rank_layout.hpp"
+#include "dmuon/comm/timed_barrier.hpp"
 #include "dmuon/engine/cuda_backend.hpp"
 #include "dmuon/engine/host_backend.hpp"
 #include "dmuon/engine/result_collection.hpp"
@@ -94,7 +95,11 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
     const auto shard_before = counters(CommGroup::shard);
     const auto replicate_before = counters(CommGroup::replicate);
     const auto world_before = counters(CommGroup::world);
-    const StepMeasure m = executor.run_step(s);
+    // Every step starts together: a rank's lead is reported as step_sync, not as a late root's
+    // exposed communication (comm/timed_barrier.hpp).
+    const double sync_ms = comm::timed_barrier_ms(world);
+    StepMeasure m = executor.run_step(s);
+    m.phases_ms[static_cast<std::size_t>(Phase::step_sync)] = sync_ms;
     results.record(s, m, counters(CommGroup::shard) - shard_before,
                    counters(CommGroup::replicate) - replicate_before,
                    counters(CommGroup::world) - world_before);

@@ -17,6 +17,7 @@ const char* phase_name(Phase p) {
     case Phase::optimizer_other: return "optimizer_other";
     case Phase::exposed_comm: return "exposed_comm";
     case Phase::step: return "step";
+    case Phase::step_sync: return "step_sync";
   }
   return "?";
 }

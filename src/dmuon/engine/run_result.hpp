@@ -23,8 +23,11 @@ enum class Phase {
   optimizer_other,   ///< momentum, update, AdamW, optimizer collectives (fsdp-muon)
   exposed_comm,      ///< time blocked in communication calls (not overlapped with compute)
   step,              ///< whole step
+  /// Before the step, not part of it: the wait at the world barrier every step starts from,
+  /// for the slowest rank's previous step (load imbalance: Newton–Schulz ownership, jitter).
+  step_sync,
 };
-inline constexpr std::size_t kPhaseCount = 8;
+inline constexpr std::size_t kPhaseCount = 9;
 const char* phase_name(Phase p);
 
 /// The communicator a collective ran on: the shard group (a row of G ranks; all ranks in 1-D)

@@ -11,6 +11,7 @@
 #include "dmuon/boundary/tp_shard.hpp"
 #include "dmuon/comm/abort.hpp"
 #include "dmuon/comm/rank_layout.hpp"
+#include "dmuon/comm/timed_barrier.hpp"
 #include "dmuon/comm/unique_comm.hpp"
 #include "dmuon/engine/engine.hpp"
 #include "dmuon/engine/host_backend.hpp"
@@ -266,7 +267,9 @@ RunResult run_tp_engine(const model::ModuleTree& tree, const plan::Plan& plan,
     const auto shard_before = counters(CommGroup::shard);
     const auto replicate_before = counters(CommGroup::replicate);
     const auto gather_before = tpx.gather_counters(), scatter_before = tpx.scatter_counters();
-    const StepMeasure m = executor.run_step(s);
+    const double sync_ms = comm::timed_barrier_ms(world);  // as run_engine: aligned steps
+    StepMeasure m = executor.run_step(s);
+    m.phases_ms[static_cast<std::size_t>(Phase::step_sync)] = sync_ms;
     results.record(s, m, counters(CommGroup::shard) - shard_before,
                    counters(CommGroup::replicate) - replicate_before, none);  // no --clip-norm
     last_gather = minus(tpx.gather_counters(), gather_before);

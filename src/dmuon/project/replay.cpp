@@ -54,6 +54,8 @@ struct RankState {
   std::size_t pc = 0;
   int step = 0;
   double clock = 0, step_start = 0, seg_start = 0;
+  double step_end = 0;  // when its last step ended (it waits at the barrier from there)
+  bool at_barrier = false;
   int seg_phase = -1;
   bool seg_exposed = false;
   bool paused = false;
@@ -293,18 +295,39 @@ class Replayer {
       s.done = true;
       return false;
     }
-    s.pc = 0;
-    s.clock = s.step_start = end;
-    s.phases = {};
-    s.paused = false;
-    s.prev_issued.swap(s.issued);
-    std::fill(s.issued.begin(), s.issued.end(), -1);
+    // The engine starts every step from a world barrier (comm/timed_barrier.hpp): wait there
+    // for the slowest rank's end of this step, then all start together.
+    s.step_end = end;
+    s.at_barrier = true;
+    barrier_time_ = std::max(barrier_time_, end);
+    if (++barrier_arrived_ < w_.world) return false;
+    release_barrier(r);
     return true;
+  }
+
+  // Every rank starts its next step at the barrier's time; rank `last` (the last to arrive)
+  // continues in its own advance(), the others are advanced here.
+  void release_barrier(int last) {
+    const double t = barrier_time_;
+    barrier_arrived_ = 0;
+    barrier_time_ = 0;
+    for (auto& s : ranks_) {
+      s.at_barrier = false;
+      s.pc = 0;
+      s.clock = s.step_start = t;
+      s.phases = {};
+      s.phases[static_cast<std::size_t>(Phase::step_sync)] = t - s.step_end;
+      s.paused = false;
+      s.prev_issued.swap(s.issued);
+      std::fill(s.issued.begin(), s.issued.end(), -1);
+    }
+    for (int q = 0; q < w_.world; ++q)
+      if (q != last) advance(q);
   }
 
   void advance(int r) {
     RankState& s = ranks_[static_cast<std::size_t>(r)];
-    if (s.done) return;
+    if (s.done || s.at_barrier) return;
     const auto& code = s.prog->code;
     for (;;) {
       if (s.blocking >= 0) {
@@ -414,6 +437,8 @@ class Replayer {
   int steps_, rows_, cols_;
   LinkNetwork net_;
   std::vector<RankState> ranks_;
+  int barrier_arrived_ = 0;  // ranks at the step barrier
+  double barrier_time_ = 0;  // the latest of their arrivals
   std::vector<Batch> batches_;
   std::vector<std::vector<int>> instances_[engine::kCommGroupCount];
   std::vector<CommSpan> row_span_, col_span_;

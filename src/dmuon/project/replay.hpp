@@ -10,8 +10,10 @@
 // communicator (NCCL blocks until all have joined), then takes its collectives' latency and
 // transfer on the link network (link_network.hpp), sharing bandwidth with every batch in
 // flight on the same ports. A step ends, as the engine's end_step() does, when the compute
-// stream is done and the weights and reduce streams have drained; the next step starts there
-// (the replicate stream keeps running: its broadcasts are waited at the next forward).
+// stream is done and the weights and reduce streams have drained; the next step starts, as the
+// engine's does, from a world barrier: when the last rank has ended the step, every rank starts
+// the next one then, and the wait is its step_sync (the barrier itself is modelled as free).
+// The replicate stream keeps running: its broadcasts are waited at the next forward.
 //
 // On a CPU machine (the host backend over MPI) the rank's core moves the bytes, inside its MPI
 // calls, so communication does not overlap its compute: the compute stream waits for every

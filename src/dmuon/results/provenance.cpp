@@ -1,12 +1,16 @@
 #include "dmuon/results/provenance.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <hdf5.h>
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
+#include <string_view>
+#include <vector>
 
 #include "dmuon/base/build_info.hpp"
 #include "dmuon/comm/nccl_communicator.hpp"
@@ -80,6 +84,25 @@ std::string scheduler_job_description() {
                      details.empty() ? "" : " (" + details + ")");
 }
 
+std::string transport_settings() {
+  // Open MPI: only the frameworks that move and combine the data; the launcher adds its own
+  // OMPI_MCA_ess/orte/pmix variables (job ids, URIs) that differ on every run.
+  static const char* const kPrefixes[] = {"OMPI_MCA_btl",  "OMPI_MCA_pml", "OMPI_MCA_mtl",
+                                          "OMPI_MCA_coll", "OMPI_MCA_osc", "UCX_",
+                                          "NCCL_",         "FI_"};
+  std::vector<std::string> set;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view kv(*e);
+    for (const char* prefix : kPrefixes)
+      if (kv.rfind(prefix, 0) == 0) {
+        set.emplace_back(kv);
+        break;
+      }
+  }
+  std::sort(set.begin(), set.end());
+  return fmt::format("{}", fmt::join(set, " "));
+}
+
 std::string version_text(const std::string& tool) {
   std::string s = fmt::format("{} (dmuon-bench) {}\n", tool, build_info::version);
   s += fmt::format("git commit {}\n", build_info::git_commit());
@@ -133,6 +156,7 @@ Provenance collect_provenance(int argc, char** argv, int world_size, int replica
   p.blas_library = blas.library;
   p.blas_core = blas.core.empty() ? "unknown" : blas.core;
   p.scheduler_job = scheduler_job_description();
+  p.transport_settings = transport_settings();
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0)
     p.hostnames = {host};

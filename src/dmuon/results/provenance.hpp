@@ -22,6 +22,12 @@ std::string shell_quote_command_line(int argc, char** argv);
 /// "pbs <id>" inside a PBS job, "" outside a scheduler.
 std::string scheduler_job_description();
 
+/// The environment that selects and tunes the transports under the collectives (Open MPI's
+/// OMPI_MCA_{btl,pml,mtl,coll,osc}*, UCX_*, NCCL_*, FI_*), sorted, as "K=V K=V ..."; "" when
+/// none is set.
+/// Timings of two runs are comparable only when this (and the hardware) agree.
+std::string transport_settings();
+
 /// What every tool's --version prints: the suite version, git commit, build type and compiler,
 /// and the CUDA, NCCL, Kokkos, HDF5, MPI and BLAS versions (run time where the library can
 /// say, else build time), one per line.

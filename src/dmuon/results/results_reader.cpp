@@ -350,6 +350,8 @@ ResultsFile read_file(const std::string& path) {
   }
   // Files written before it existed have none.
   if (f.has_attr("scheduler_job")) p.scheduler_job = f.read_attr_string("scheduler_job");
+  if (f.has_attr("transport_settings"))
+    p.transport_settings = f.read_attr_string("transport_settings");
   p.date_utc = f.read_attr_string("date_utc");
   p.command_line = f.read_attr_string("command_line");
   p.world_size = f.read_attr_int("world_size");

@@ -65,6 +65,7 @@ void write_provenance(h5::Group& root, const Provenance& p, std::size_t runs) {
   root.write_attr("date_utc", p.date_utc);
   root.write_attr("command_line", p.command_line);
   root.write_attr("scheduler_job", p.scheduler_job);
+  root.write_attr("transport_settings", p.transport_settings);
   root.write_attr("world_size", p.world_size);
   root.write_attr("replicate", p.replicate);
   root.write_attr("num_runs", static_cast<std::int64_t>(runs));

@@ -43,6 +43,9 @@ struct Provenance {
   std::int64_t sgemm_size = 0;  ///< n of the n x n x n sgemm measured
   /// The batch job that ran it ("slurm 123456 nodes node[01-16]"), "" outside a scheduler.
   std::string scheduler_job;
+  /// The MPI / NCCL transport environment at start (transport_settings()), "" when none is set
+  /// or the file predates it.
+  std::string transport_settings;
   std::string date_utc;      ///< ISO-8601, e.g. 2026-11-29T09:07:22Z
   std::string command_line;  ///< shell-quoted argv
   std::int64_t world_size = 1;

@@ -316,6 +316,51 @@ TEST(ReplayTimeline, StepsFollowEachOther) {
   EXPECT_NEAR(ms(r, 0, Phase::step, 1), 0.81, kTol);
 }
 
+TEST(ReplayTimeline, EveryStepStartsFromTheBarrier) {
+  // No collective at all: rank 0 computes 1 ms per step, rank 1 3 ms (it owns more
+  // Newton–Schulz). Step 2 of rank 0 starts at the barrier at 3 ms, so its step stays 1 ms and
+  // the 2 ms lead is its step_sync (never exposed communication); rank 1 waits 0. A rank's
+  // first step has no barrier before it.
+  const auto m = project::testing::measured_machine(2, 10, 5);
+  World w(1, 2);
+  w.w.programs = {Builder().phase(Phase::optimizer_ns, false).compute(1e-3).p,
+                  Builder().phase(Phase::optimizer_ns, false).compute(3e-3).p};
+  w.w.program_of_rank = {0, 1};
+  const auto r = project::replay(w.w, m, 3);
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_NEAR(ms(r, 0, Phase::step, s), 1.0, kTol);
+    EXPECT_NEAR(ms(r, 1, Phase::step, s), 3.0, kTol);
+    EXPECT_NEAR(ms(r, 0, Phase::step_sync, s), s == 0 ? 0.0 : 2.0, kTol);
+    EXPECT_NEAR(ms(r, 1, Phase::step_sync, s), 0.0, kTol);
+    EXPECT_NEAR(ms(r, 0, Phase::exposed_comm, s), 0.0, kTol);
+  }
+  // With a broadcast rooted at the slow rank first in every step, the lead would otherwise be
+  // spent waiting for it: after the barrier, the fast rank waits only for the transfer.
+  World b(1, 2);
+  const auto* bc =
+      b.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'000'000, 1);
+  b.w.programs = {Builder()
+                      .phase(Phase::forward_comm, true)
+                      .issue(bc, Stream::weights)
+                      .wait(0)
+                      .phase(Phase::optimizer_ns, false)
+                      .compute(1e-3)
+                      .p,
+                  Builder()
+                      .phase(Phase::forward_comm, true)
+                      .issue(bc, Stream::weights)
+                      .wait(0)
+                      .phase(Phase::optimizer_ns, false)
+                      .compute(3e-3)
+                      .p};
+  b.w.program_of_rank = {0, 1};
+  const auto rb = project::replay(b.w, m, 2);
+  // 2 ranks: α = 10 µs, 4 MB at 5 GB/s = 0.8 ms.
+  EXPECT_NEAR(ms(rb, 0, Phase::exposed_comm, 1), 0.81, kTol);
+  EXPECT_NEAR(ms(rb, 0, Phase::step_sync, 1), 2.0, kTol);
+  EXPECT_NEAR(ms(rb, 0, Phase::step, 1), 1.81, kTol);
+}
+
 TEST(ReplayTimeline, MismatchedBatchesAndDeadlocksAreErrors) {
   const auto m = project::testing::measured_machine(2, 10, 5);
   World w(1, 2);

@@ -302,7 +302,7 @@ TEST(SchemaOne, OlderFilesStillRead) {
   {
     RawFile f(path);
     for (const char* a : {"device", "device_model", "cpu_features", "blas_library", "blas_core",
-                          "sgemm_gflops", "sgemm_size", "scheduler_job"})
+                          "sgemm_gflops", "sgemm_size", "scheduler_job", "transport_settings"})
       H5Adelete(f.id, a);
     for (const char* run : {"/runs/0", "/runs/1"}) {
       for (const char* a :
@@ -322,6 +322,7 @@ TEST(SchemaOne, OlderFilesStillRead) {
   const auto g = read_results(path);
   EXPECT_EQ(g.provenance.schema_version, "1");
   EXPECT_TRUE(g.provenance.device_model.empty());
+  EXPECT_TRUE(g.provenance.transport_settings.empty());
   const auto& r = g.runs[0];
   EXPECT_EQ(r.compute, "none");
   EXPECT_EQ(r.global_samples, 16);  // tokens 8 per rank x 2 ranks

@@ -3,7 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/model/topology.hpp"
@@ -130,6 +136,7 @@ TEST(ResultsFile, RoundTripsEveryField) {
   EXPECT_EQ(p.date_utc, q.date_utc);
   EXPECT_EQ(p.command_line, q.command_line);
   EXPECT_EQ(p.scheduler_job, q.scheduler_job);
+  EXPECT_EQ(p.transport_settings, q.transport_settings);
   EXPECT_EQ(p.world_size, q.world_size);
   EXPECT_EQ(p.replicate, q.replicate);
   ASSERT_EQ(g.runs.size(), 2u);
@@ -270,6 +277,48 @@ TEST(Provenance, FilledWithoutMpi) {
   EXPECT_EQ(p.command_line, "dmuon_bench --boundary 'types:A B' 'it'\\''s'");
   EXPECT_EQ(p.world_size, 8);
   EXPECT_EQ(p.replicate, 2);
+}
+
+TEST(Provenance, TransportSettingsAreTheTransportEnvironmentSorted) {
+  // Only the transport prefixes count, sorted by the whole "K=V" text; a variable that merely
+  // contains a prefix (MY_NCCL_X), a launcher variable (OMPI_MCA_orte_*) or another knob does not.
+  const char* const vars[] = {"OMPI_MCA_btl",
+                              "NCCL_ALGO",
+                              "UCX_TLS",
+                              "FI_PROVIDER",
+                              "MY_NCCL_X",
+                              "OMPI_ALLOW_RUN_AS_ROOT",
+                              "OMPI_MCA_orte_app_num",
+                              "OMPI_MCA_coll_libnbc_ibcast_algorithm"};
+  std::vector<std::pair<std::string, std::string>> saved;
+  for (const char* k : vars)
+    if (const char* v = std::getenv(k)) saved.emplace_back(k, v);
+  // The test environment sets other OMPI_MCA_* and NCCL_* variables: clear every transport one.
+  std::vector<std::string> cleared;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv(*e);
+    for (const char* prefix : {"OMPI_MCA_", "UCX_", "NCCL_", "FI_"})  // a superset
+      if (kv.rfind(prefix, 0) == 0) cleared.push_back(kv);
+  }
+  for (const auto& kv : cleared) unsetenv(kv.substr(0, kv.find('=')).c_str());
+  EXPECT_EQ(transport_settings(), "");
+  setenv("OMPI_MCA_btl", "self,vader", 1);
+  setenv("NCCL_ALGO", "Ring", 1);
+  setenv("UCX_TLS", "rc", 1);
+  setenv("FI_PROVIDER", "efa", 1);
+  setenv("MY_NCCL_X", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_MCA_orte_app_num", "0", 1);
+  setenv("OMPI_MCA_coll_libnbc_ibcast_algorithm", "2", 1);
+  EXPECT_EQ(transport_settings(),
+            "FI_PROVIDER=efa NCCL_ALGO=Ring OMPI_MCA_btl=self,vader "
+            "OMPI_MCA_coll_libnbc_ibcast_algorithm=2 UCX_TLS=rc");
+  for (const char* k : vars) unsetenv(k);
+  for (const auto& kv : cleared) {
+    const auto eq = kv.find('=');
+    setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+  }
+  for (const auto& [k, v] : saved) setenv(k.c_str(), v.c_str(), 1);
 }
 
 TEST(Summary, MediansOfSlowestRank) {

@@ -102,6 +102,7 @@ inline ResultsFile sample_file() {
   p.date_utc = "2026-11-29T09:07:22Z";
   p.command_line = "dmuon_bench --topology moe 'a b'";
   p.scheduler_job = "slurm 4242 nodes gpu[01-16]";
+  p.transport_settings = "NCCL_IB_HCA=mlx5 OMPI_MCA_btl=self,vader";
   p.world_size = 2;
   p.replicate = 1;
   p.device = "host";
