@@ -303,6 +303,7 @@ class CudaBackend final : public StepBackend {
 
   comm::Communicator* comm(CommGroup group) override {
     if (group == CommGroup::world) return world_.get();  // only with --clip-norm
+    if (group == CommGroup::tp) return nullptr;  // no TP group: validate_tp_run refuses --tp
     return group == CommGroup::shard ? shard_.get() : replicate_comm_.get();
   }
 

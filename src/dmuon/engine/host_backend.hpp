@@ -19,8 +19,8 @@ class TpExchange;
 
 /// Collective over `world` (it creates the communicators). `layout` must outlive the backend.
 /// With tensor parallelism (`tp`, outliving the backend) `tree` has the local shard shapes,
-/// `world` is this rank's DP group, and the TP-sharded Muon parameters this rank owns run
-/// Newton–Schulz through tp->orthogonalize (tp_engine.hpp).
+/// `world` is this rank's DP group, and the schedule's TP ops (tp_gather, tp_scatter) of the
+/// TP-sharded Muon parameters this rank owns run through `tp` (tp_engine.hpp).
 std::unique_ptr<StepBackend> make_host_backend(const model::ModuleTree& tree,
                                                const StepLayout& layout, const EngineOptions& o,
                                                const comm::RankLayout& ranks, MPI_Comm world,

@@ -135,26 +135,8 @@ namespace {
 // The first mismatch of this rank's TP counters of one step with the formula, or "".
 std::string tp_audit(const plan::TpCommVolume& v, int rank, long step,
                      const comm::KindCounters& gather, const comm::KindCounters& scatter) {
-  const auto w = static_cast<std::size_t>(rank);
-  const auto u = [](std::int64_t x) { return static_cast<std::uint64_t>(x); };
-  const auto mismatch = [&](const char* what, std::uint64_t measured, std::uint64_t formula) {
-    return fmt::format("rank {} step {} {}: measured {}, formula {}", rank, step, what, measured,
-                       formula);
-  };
-  if (gather.calls != u(v.gather.calls_per_rank[w]))
-    return mismatch("tp_gather calls", gather.calls, u(v.gather.calls_per_rank[w]));
-  if (gather.bytes_sent != u(v.gather.bytes_per_rank[w]))
-    return mismatch("tp_gather bytes sent", gather.bytes_sent, u(v.gather.bytes_per_rank[w]));
-  if (gather.bytes_received != u(v.gather_received[w]))
-    return mismatch("tp_gather bytes received", gather.bytes_received, u(v.gather_received[w]));
-  if (scatter.calls != u(v.scatter.calls_per_rank[w]))
-    return mismatch("tp_scatter calls", scatter.calls, u(v.scatter.calls_per_rank[w]));
-  if (scatter.bytes_received != u(v.scatter.bytes_per_rank[w]))
-    return mismatch("tp_scatter bytes received", scatter.bytes_received,
-                    u(v.scatter.bytes_per_rank[w]));
-  if (scatter.bytes_sent != u(v.scatter_sent[w]))
-    return mismatch("tp_scatter bytes sent", scatter.bytes_sent, u(v.scatter_sent[w]));
-  return std::string();
+  const std::string m = plan::tp_volume_mismatch(v, rank, gather, scatter);
+  return m.empty() ? m : fmt::format("rank {} step {} {}", rank, step, m);
 }
 
 comm::KindCounters minus(const comm::KindCounters& a, const comm::KindCounters& b) {
@@ -243,11 +225,11 @@ RunResult run_tp_engine(const model::ModuleTree& tree, const plan::Plan& plan,
 
   const model::ModuleTree local = tp_local_tree(tree, plan);
   const comm::RankLayout ranks(dp_comm.get(), plan.partition.options.replicate);
-  const StepLayout layout =
-      make_layout(local, plan, {o.method, o.reshard, o.prefetch, o.pipeline}, ranks.world_rank());
+  const StepLayout layout = make_layout(
+      local, plan, {o.method, o.reshard, o.prefetch, o.pipeline, o.accum, t}, ranks.world_rank());
   const ScheduleOptions so = schedule_options(o);
   const Schedule schedule = make_schedule(layout, so);
-  TpExchange tpx(tree, plan, tp_comm.get());
+  TpExchange tpx(layout, tp_comm.get());
   const auto backend = make_host_backend(local, layout, o, ranks, dp_comm.get(), &tpx);
   StepExecutor executor(layout, schedule, so, *backend, o.inject_nan_step);
   EngineOptions ro = o;
