@@ -95,9 +95,11 @@ class SteadyTimer final : public PhaseTimer {
 class HostBackend final : public StepBackend {
  public:
   HostBackend(const model::ModuleTree& tree, const StepLayout& layout, const EngineOptions& o,
-              const comm::RankLayout& ranks, MPI_Comm world, TpExchange* tp)
+              const comm::RankLayout& ranks, MPI_Comm world, TpExchange* tp, MPI_Comm clip_world)
       : L_(layout), o_(o), wire_(o.comm_dtype), tp_(tp), opt_(muon_config(o)) {
-    if (o.clip_norm > 0) world_ = comm::make_communicator(comm::Backend::mpi, world);
+    if (o.clip_norm > 0)
+      world_ = comm::make_communicator(comm::Backend::mpi,
+                                       clip_world == MPI_COMM_NULL ? world : clip_world);
     if (is_ddp(L_.method)) {
       shard_ = comm::make_communicator(comm::Backend::mpi, world);
     } else {
@@ -426,8 +428,8 @@ class HostBackend final : public StepBackend {
 std::unique_ptr<StepBackend> make_host_backend(const model::ModuleTree& tree,
                                                const StepLayout& layout, const EngineOptions& o,
                                                const comm::RankLayout& ranks, MPI_Comm world,
-                                               TpExchange* tp) {
-  return std::make_unique<HostBackend>(tree, layout, o, ranks, world, tp);
+                                               TpExchange* tp, MPI_Comm clip_world) {
+  return std::make_unique<HostBackend>(tree, layout, o, ranks, world, tp, clip_world);
 }
 
 }  // namespace dmuon::engine

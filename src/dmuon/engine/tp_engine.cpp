@@ -13,6 +13,7 @@
 #include "dmuon/comm/rank_layout.hpp"
 #include "dmuon/comm/unique_comm.hpp"
 #include "dmuon/engine/engine.hpp"
+#include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/engine/host_backend.hpp"
 #include "dmuon/engine/linear_work.hpp"
 #include "dmuon/engine/optimizer_step.hpp"
@@ -68,16 +69,25 @@ std::vector<std::vector<float>> tp_reference_weights(const model::ModuleTree& tr
   }
   std::vector<float> shards, full;
   for (long s = 1; s <= o.total_steps(); ++s) {
+    // Every gradient first (the clip needs them all).
+    for (auto& param_copies : copies)
+      for (auto& c : param_copies) {
+        c.work.forward(o.compute, o.seed, s, c.w.data());
+        c.work.backward(o.compute, o.seed, s, c.w.data(), c.g.data());
+      }
+    if (o.clip_norm > 0) {  // the logical model's norm: every TP shard, every other parameter once
+      std::vector<GradSpan> grads;
+      for (auto& param_copies : copies)
+        for (auto& c : param_copies)
+          grads.push_back({c.g.data(), static_cast<std::int64_t>(c.g.size())});
+      clip_in_place(o, grads);
+    }
     for (std::size_t i = 0; i < order.size(); ++i) {
       const auto& name = local.parameter(order[i]).name;
       const auto bad = [&](const char* what) {
         return CheckFailure(std::string("--check reference: non-finite ") + what + " in '" + name +
                             "'");
       };
-      for (auto& c : copies[i]) {
-        c.work.forward(o.compute, o.seed, s, c.w.data());
-        c.work.backward(o.compute, o.seed, s, c.w.data(), c.g.data());
-      }
       const auto n = copies[i].front().w.size();
       if (!muon[i]) {
         for (auto& c : copies[i])
@@ -230,7 +240,8 @@ RunResult run_tp_engine(const model::ModuleTree& tree, const plan::Plan& plan,
   const ScheduleOptions so = schedule_options(o);
   const Schedule schedule = make_schedule(layout, so);
   TpExchange tpx(layout, tp_comm.get());
-  const auto backend = make_host_backend(local, layout, o, ranks, dp_comm.get(), &tpx);
+  // --clip-norm: the norm's all-reduce spans the whole R x G x T world (grad_clip.hpp).
+  const auto backend = make_host_backend(local, layout, o, ranks, dp_comm.get(), &tpx, world);
   StepExecutor executor(layout, schedule, so, *backend, o.inject_nan_step);
   EngineOptions ro = o;
   if (o.check) ro.check_reference = [&] { return tp_reference_weights(tree, plan, o, dp_size, t); };
@@ -247,10 +258,12 @@ RunResult run_tp_engine(const model::ModuleTree& tree, const plan::Plan& plan,
   for (long s = 1; s <= o.total_steps(); ++s) {
     const auto shard_before = counters(CommGroup::shard);
     const auto replicate_before = counters(CommGroup::replicate);
+    const auto world_before = counters(CommGroup::world);
     const auto gather_before = tpx.gather_counters(), scatter_before = tpx.scatter_counters();
     const StepMeasure m = executor.run_step(s);
     results.record(s, m, counters(CommGroup::shard) - shard_before,
-                   counters(CommGroup::replicate) - replicate_before, none);  // no --clip-norm
+                   counters(CommGroup::replicate) - replicate_before,
+                   counters(CommGroup::world) - world_before);
     last_gather = minus(tpx.gather_counters(), gather_before);
     last_scatter = minus(tpx.scatter_counters(), scatter_before);
     if (audit.empty()) audit = tp_audit(expect, rank, s, last_gather, last_scatter);
