@@ -18,7 +18,7 @@
 #include "dmuon/engine/accumulation.hpp"
 #include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/engine/step_schedule.hpp"
-#include "dmuon/engine/tp_engine.hpp"
+#include "llm_tp_plan.hpp"
 
 namespace {
 
@@ -100,13 +100,10 @@ TEST(ClipNorm, EveryElementCountedOnceOverTheWorld) {
 // is invisible (Muon and AdamW hardly change with a global gradient scale), hence the count.
 TEST(ClipNorm, TensorParallelCountsTheLogicalModelOnce) {
   for (auto [world, replicate, tp] : {std::tuple{2, 1, 2}, {4, 1, 2}, {8, 2, 2}, {8, 1, 4}}) {
-    apps::PlanOptions po;
-    po.topology = "llm";
-    po.replicate = replicate;
-    po.tp = tp;
-    const auto topo = apps::load_topology(po);
-    const auto plan = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, world));
-    const auto local = engine::tp_local_tree(topo.tree, plan);
+    const auto setup = test::llm_tp_plan(world, replicate, tp);
+    const auto& topo = setup.topo;
+    const auto& plan = setup.plan;
+    const auto& local = setup.local;
     std::map<int, std::vector<int>> seen;  // pid -> count per logical element
     for (int pid : topo.tree.parameter_order())
       seen[pid].assign(static_cast<std::size_t>(topo.tree.parameter(pid).numel()), 0);

@@ -28,6 +28,7 @@
 #include "dmuon/engine/tp_engine.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/tp_volume.hpp"
+#include "llm_tp_plan.hpp"
 
 namespace {
 
@@ -705,14 +706,11 @@ TEST(StepSchedule, TensorParallelGroupsAgreeAndMatchTheFormula) {
   for (auto [world, replicate, tp] : {std::tuple{2, 1, 2}, {4, 1, 2}, {8, 2, 2}, {8, 1, 4}}) {
     SCOPED_TRACE("world " + std::to_string(world) + " R " + std::to_string(replicate) + " T " +
                  std::to_string(tp));
-    apps::PlanOptions po;
-    po.topology = "llm";
-    po.replicate = replicate;
-    po.tp = tp;
-    const auto topo = apps::load_topology(po);
-    const auto p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, world));
+    const auto setup = test::llm_tp_plan(world, replicate, tp);
+    const auto& topo = setup.topo;
+    const auto& p = setup.plan;
+    const auto& local = setup.local;
     ASSERT_EQ(p.tp.sharded.size(), 28u);
-    const auto local = engine::tp_local_tree(topo.tree, p);
     const auto v =
         plan::predict_tp_volume(topo.tree, p, plan::Reshard::z3, plan::GradReduce::per_param, 4);
     engine::ScheduleOptions so;

@@ -6,20 +6,8 @@ that world, as are the DP broadcasts and reduces (on the local shards); the glob
 DP groups' (world / T ranks). Exit 0 with 'OK' on success, 1 with the first failed check."""
 import argparse
 import json
-import subprocess
-import sys
 
-
-def fail(msg):
-    print(f"FAILED: {msg}")
-    sys.exit(1)
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        fail(f"{' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
-    return p.stdout
+from check_project import fail, run  # the same helpers as the product check beside it
 
 
 def main():

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../llm_tp_plan.hpp"
 #include "common/plan_options.hpp"
 #include "dmuon/engine/optimizer_config.hpp"
 #include "dmuon/project/collective_cost.hpp"
@@ -36,12 +37,9 @@ TEST(TpProjection, TpCollectivesPerRankAreTheOwnersAndBothSymmetriesAgree) {
   for (auto [world, replicate, tp] : {std::tuple{4, 1, 2}, {8, 2, 2}, {8, 1, 4}, {16, 1, 2}}) {
     const std::string name = "world " + std::to_string(world) + " R " + std::to_string(replicate) +
                              " T " + std::to_string(tp);
-    apps::PlanOptions po;
-    po.topology = "llm";
-    po.replicate = replicate;
-    po.tp = tp;
-    const auto topo = apps::load_topology(po);
-    const auto p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, world));
+    const auto setup = test::llm_tp_plan(world, replicate, tp);
+    const auto& topo = setup.topo;
+    const auto& p = setup.plan;
     // By hand from the plan's owners: per world rank dp·T + t, the TP-sharded parameters of DP
     // owner dp (one gather, one scatter each), and |p|/T·4 bytes for those t does not own.
     std::vector<std::int64_t> calls(static_cast<std::size_t>(world), 0),
