@@ -1,7 +1,8 @@
 // Tensor parallelism in the engine (docs/METRICS.md "Tensor parallelism"): dmuon with --tp T
 // on R x G x T ranks passes --check against the one-process TP reference, its DP and TP bytes
 // equal the formula on every rank (the engine's audit), and the TP gather/scatter volume
-// recomputed here from the plan's TP owners, per rank, matches the maximum the run reports.
+// recomputed here from the plan's TP owners, per rank, matches the maximum the run reports;
+// with --clip-norm (2-norm and inf) as well, the norm taken over the whole world.
 // World sizes that T does not divide skip with the reason.
 
 #include <gtest/gtest.h>
@@ -59,13 +60,17 @@ std::int64_t expected_tp_max(const Setup& s) {
   return *std::max_element(per.begin(), per.end());
 }
 
-void run_case(int tp, int replicate, plan::Reshard reshard) {
+void run_case(int tp, int replicate, plan::Reshard reshard, double clip_norm = 0,
+              engine::ClipNormType clip_type = engine::ClipNormType::two) {
   const int n = test::world_size();
   if (n % (tp * replicate) != 0)
     GTEST_SKIP() << "world " << n << " is not divisible by R x T = " << replicate << " x " << tp;
   const auto s = make_setup(tp, replicate, reshard);
   ASSERT_EQ(s.plan.tp.sharded.size(), 28u);  // llm tiny: 4 layers x q, k, v, o, gate, up, down
-  const auto r = engine::run_engine(s.topo.tree, s.plan, options(reshard), MPI_COMM_WORLD);
+  auto o = options(reshard);
+  o.clip_norm = clip_norm;
+  o.clip_norm_type = clip_type;
+  const auto r = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
   EXPECT_EQ(r.tp, tp);
   EXPECT_EQ(r.world_size, n);
   EXPECT_TRUE(r.audit_ok) << r.audit_message;
@@ -76,6 +81,13 @@ void run_case(int tp, int replicate, plan::Reshard reshard) {
   EXPECT_EQ(r.tp_gather_bytes, tp_max);
   EXPECT_EQ(r.tp_scatter_bytes, tp_max);
   EXPECT_EQ(r.tp_gather_formula, tp_max);
+  // --clip-norm: one all-reduce of the norm over the whole R x G x T world, 0 bytes.
+  const auto& norm =
+      r.kinds[engine::channel_index(engine::CommGroup::world, comm::CollectiveKind::all_reduce)];
+  EXPECT_EQ(norm.calls_per_step, clip_norm > 0 ? 1 : 0);
+  if (clip_norm > 0) {
+    EXPECT_EQ(norm.group_size, n);
+  }
 }
 
 TEST(TpEngine, Tp2Z3) {
@@ -91,6 +103,16 @@ TEST(TpEngine, Tp2Hsdp) {
   run_case(2, 2, plan::Reshard::z3);
 }
 
+// --clip-norm with --tp: the norm of the logical model (every TP shard once, every other
+// parameter once, not T times) equals the one-process reference's; 0.05 is far below the
+// synthetic gradients' norm, so every step clips (a norm counted wrong changes every update).
+TEST(TpEngine, Tp2ClipNorm) {
+  run_case(2, 1, plan::Reshard::z3, 0.05);
+}
+TEST(TpEngine, Tp2HsdpClipNormInf) {
+  run_case(2, 2, plan::Reshard::z3, 0.01, engine::ClipNormType::inf);
+}
+
 TEST(TpEngine, UnsupportedCombinationsExit2) {
   const int n = test::world_size();
   if (n % 2 != 0) GTEST_SKIP() << "world " << n << " is not divisible by --tp 2";
@@ -103,6 +125,9 @@ TEST(TpEngine, UnsupportedCombinationsExit2) {
   EXPECT_THROW(engine::validate_run(s.topo.tree, s.plan, o, n), InputError);
   o = options(plan::Reshard::z3);
   o.device = engine::Device::cuda;
+  EXPECT_THROW(engine::validate_run(s.topo.tree, s.plan, o, n), InputError);
+  o = options(plan::Reshard::z3);
+  o.accum = 2;
   EXPECT_THROW(engine::validate_run(s.topo.tree, s.plan, o, n), InputError);
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/plan_options.hpp"
@@ -17,6 +18,7 @@
 #include "dmuon/engine/accumulation.hpp"
 #include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/engine/step_schedule.hpp"
+#include "llm_tp_plan.hpp"
 
 namespace {
 
@@ -90,6 +92,43 @@ TEST(ClipNorm, EveryElementCountedOnceOverTheWorld) {
                 << topology << " " << engine::method_name(m) << " N=" << world << " R=" << replicate
                 << " " << topo.tree.parameter(pid).name << "[" << i << "]";
       }
+}
+
+// --tp T: over the R x G x T world, every element of the LOGICAL model is counted once: each of
+// a TP-sharded parameter's T shards by its own TP index (element (t, i) = shard t's i-th), every
+// other parameter (held whole at every TP index) by one TP index only. Under --check alone this
+// is invisible (Muon and AdamW hardly change with a global gradient scale), hence the count.
+TEST(ClipNorm, TensorParallelCountsTheLogicalModelOnce) {
+  for (auto [world, replicate, tp] : {std::tuple{2, 1, 2}, {4, 1, 2}, {8, 2, 2}, {8, 1, 4}}) {
+    const auto setup = test::llm_tp_plan(world, replicate, tp);
+    const auto& topo = setup.topo;
+    const auto& plan = setup.plan;
+    const auto& local = setup.local;
+    std::map<int, std::vector<int>> seen;  // pid -> count per logical element
+    for (int pid : topo.tree.parameter_order())
+      seen[pid].assign(static_cast<std::size_t>(topo.tree.parameter(pid).numel()), 0);
+    for (int w = 0; w < world; ++w) {
+      const int t = w % tp;
+      const auto L = engine::make_layout(
+          local, plan,
+          {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group, 1, t},
+          w / tp);
+      for (const auto& p : L.params) {
+        const auto span = engine::clip_counted(L, p);
+        if (span.count == 0) continue;
+        ASSERT_TRUE(p.updated_here) << p.name;
+        const std::int64_t base =
+            (p.storage == engine::Storage::sharded ? L.me.column * p.chunk : 0) +
+            (p.tp_sharded() ? t * p.numel : 0);
+        for (std::int64_t i = 0; i < span.count; ++i)
+          ++seen[p.pid][static_cast<std::size_t>(base + span.begin + i)];
+      }
+    }
+    for (const auto& [pid, counts] : seen)
+      for (std::size_t i = 0; i < counts.size(); ++i)
+        ASSERT_EQ(counts[i], 1) << "N=" << world << " R=" << replicate << " T=" << tp << " "
+                                << topo.tree.parameter(pid).name << "[" << i << "]";
+  }
 }
 
 TEST(Accum, ParsesIntegersInRange) {

@@ -8,7 +8,8 @@
 //   - no pool slot is used by two groups at once, and Z3 never holds more than prefetch + 1
 //     groups' weights;
 //   - every issued batch is waited within the step (the replicate broadcasts at the next one).
-// Plus hand-built cases whose op sequences are written out in full.
+// Plus hand-built cases whose op sequences are written out in full, and --tp: each TP group's
+// ranks issue the same TP gathers and scatters in the same order, adding up to the TP formula.
 
 #include <gtest/gtest.h>
 
@@ -20,10 +21,14 @@
 #include <vector>
 
 #include "common/plan_options.hpp"
+#include "dmuon/base/error.hpp"
 #include "dmuon/engine/accumulation.hpp"
 #include "dmuon/engine/baseline_volume.hpp"
 #include "dmuon/engine/step_schedule.hpp"
+#include "dmuon/engine/tp_engine.hpp"
 #include "dmuon/plan/comm_volume.hpp"
+#include "dmuon/plan/tp_volume.hpp"
+#include "llm_tp_plan.hpp"
 
 namespace {
 
@@ -619,6 +624,139 @@ TEST(StepSchedule, DdpDmuonHandWritten) {
   EXPECT_EQ(v[engine::channel_index(CommGroup::shard, comm::CollectiveKind::broadcast)].calls, 2);
   EXPECT_EQ(v[engine::channel_index(CommGroup::shard, comm::CollectiveKind::all_reduce)].bytes, 8);
   EXPECT_EQ(v[engine::channel_index(CommGroup::shard, comm::CollectiveKind::all_reduce)].calls, 1);
+}
+
+// --tp 2 by hand: one DP rank (G = 1), two sites layers.0 {a [4,4], b [4,4]}, layers.1 {c [4,4]},
+// every matrix TP-sharded, c row-parallel. The TP owner pass (tp_owners.hpp) visits a, b, c with
+// equal costs: a to TP rank 0 (loads tie, rotation offset 0), b to 1 (the less loaded), c to 0
+// (tie again). The optimizer of the DP owner (every rank here) replaces each Newton–Schulz by
+// tp_gather, newton_schulz on its TP owner only, tp_scatter; everything else is the ordinary
+// step on the local 2 x 4 / 4 x 2 shards.
+TEST(StepSchedule, TensorParallelHandWritten) {
+  model::ModuleTree tree("M");
+  const int list = tree.add_module(0, "layers", "ModuleList");
+  const int l0 = tree.add_module(list, "0", "L");
+  tree.add_parameter(l0, "a", {4, 4});
+  tree.add_parameter(l0, "b", {4, 4});
+  tree.add_parameter(tree.add_module(list, "1", "L"), "c", {4, 4});
+  tree.finalize();
+  plan::PlanConfig pc;
+  pc.dedicate_rule = "all";
+  pc.partition.shard = 1;
+  pc.partition.strategy = partition::parse_strategy("round_robin");
+  pc.tp = 2;
+  pc.tp_shard_rule = "all";
+  pc.tp_row_rule = "contains:layers.1";
+  const auto p = plan::make_plan(tree, pc);
+  ASSERT_EQ(p.tp.tp_owner, (std::vector<int>{0, 1, 0}));
+  ASSERT_EQ(p.tp.shard_dim, (std::vector<int>{0, 0, 1}));
+  const auto local = engine::tp_local_tree(tree, p);
+  engine::ScheduleOptions so;
+  so.prefetch = 1;
+  std::vector<engine::StepLayout> layouts;
+  for (int t = 0; t < 2; ++t)
+    layouts.push_back(engine::make_layout(
+        local, p, {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group, 1, t},
+        0));
+  const auto& L = layouts[0];
+  ASSERT_EQ(L.params.size(), 3u);
+  EXPECT_EQ(L.params[0].shape.rows, 2);  // a: rows split
+  EXPECT_EQ(L.params[0].logical.rows, 4);
+  EXPECT_EQ(L.params[2].shape.cols, 2);  // c: columns split
+  EXPECT_EQ(L.params[2].logical.cols, 4);
+  const std::string step =
+      "pack(0) issue_weights(0) pack(1) issue_weights(1) wait_weights(0) forward(0,0) "
+      "forward(0,1) release_weights(0) wait_weights(1) forward(1,2) release_weights(1) "
+      "pack(1) issue_weights(1) pack(0) issue_weights(0) wait_weights(1) backward(1,2) "
+      "release_weights(1) issue_reduce(1) wait_weights(0) backward(0,1) backward(0,0) "
+      "release_weights(0) issue_reduce(0) ";
+  EXPECT_EQ(ops_text(engine::make_schedule(layouts[0], so)),
+            step +
+                "wait_reduce(0) prepare(0) tp_gather(0,0) newton_schulz(0,0) tp_scatter(0,0) "
+                "tp_gather(0,1) tp_scatter(0,1) apply(0,0) apply(0,1) "
+                "wait_reduce(1) prepare(1) tp_gather(1,2) newton_schulz(1,2) tp_scatter(1,2) "
+                "apply(1,2) ");
+  EXPECT_EQ(ops_text(engine::make_schedule(layouts[1], so)),
+            step +
+                "wait_reduce(0) prepare(0) tp_gather(0,0) tp_scatter(0,0) "
+                "tp_gather(0,1) newton_schulz(0,1) tp_scatter(0,1) apply(0,0) apply(0,1) "
+                "wait_reduce(1) prepare(1) tp_gather(1,2) tp_scatter(1,2) apply(1,2) ");
+  // Each exchange moves the 8-element local shard, rooted at the parameter's TP owner, on the
+  // TP group, exposed in the optimizer phase.
+  for (const auto& op : engine::make_schedule(layouts[1], so))
+    if (op.op == Op::tp_gather || op.op == Op::tp_scatter) {
+      EXPECT_EQ(engine::comm_of(op.op), CommGroup::tp);
+      EXPECT_TRUE(engine::collectives_of(layouts[1], op, so).empty());
+      const auto call = engine::tp_call_of(layouts[1], op);
+      EXPECT_EQ(call.count, 8);
+      EXPECT_EQ(call.root, op.param == 1 ? 1 : 0);
+      EXPECT_EQ(op.phase, engine::Phase::optimizer_other);
+      EXPECT_TRUE(op.exposed);
+    }
+  // A TP layout needs the local shapes.
+  EXPECT_THROW(engine::make_layout(tree, p, {Method::dmuon, plan::Reshard::z3, 1}, 0), InputError);
+}
+
+// --tp on the llm preset (every q, k, v, o, gate, up, down TP-sharded), for every rank of
+// R x G x T worlds: within each TP group (world ranks dp·T .. dp·T + T − 1) the TP ops are the
+// same sequence (op, parameter, count, root) on every rank, the Newton–Schulz of a TP-sharded
+// parameter runs on its TP owner only, and each rank's gathers and scatters add up to the TP
+// formula (plan/tp_volume.hpp: calls, bytes sent and received).
+TEST(StepSchedule, TensorParallelGroupsAgreeAndMatchTheFormula) {
+  for (auto [world, replicate, tp] : {std::tuple{2, 1, 2}, {4, 1, 2}, {8, 2, 2}, {8, 1, 4}}) {
+    SCOPED_TRACE("world " + std::to_string(world) + " R " + std::to_string(replicate) + " T " +
+                 std::to_string(tp));
+    const auto setup = test::llm_tp_plan(world, replicate, tp);
+    const auto& topo = setup.topo;
+    const auto& p = setup.plan;
+    const auto& local = setup.local;
+    ASSERT_EQ(p.tp.sharded.size(), 28u);
+    const auto v =
+        plan::predict_tp_volume(topo.tree, p, plan::Reshard::z3, plan::GradReduce::per_param, 4);
+    engine::ScheduleOptions so;
+    std::vector<std::string> tp_ops(static_cast<std::size_t>(world));
+    for (int w = 0; w < world; ++w) {
+      const int dp = w / tp, t = w % tp;
+      const auto L = engine::make_layout(
+          local, p,
+          {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group, 1, t}, dp);
+      comm::KindCounters gather, scatter;
+      int open = -1;  // the parameter between its gather and scatter
+      for (const auto& op : engine::make_schedule(L, so)) {
+        const auto& prm =
+            op.param >= 0 ? L.params[static_cast<std::size_t>(op.param)] : L.params.front();
+        if (op.op == Op::newton_schulz && prm.tp_sharded()) {
+          EXPECT_EQ(open, op.param);
+          EXPECT_EQ(prm.tp_owner, t) << prm.name;
+        }
+        if (op.op != Op::tp_gather && op.op != Op::tp_scatter) continue;
+        EXPECT_EQ(open, op.op == Op::tp_gather ? -1 : op.param);
+        open = op.op == Op::tp_gather ? op.param : -1;
+        const auto call = engine::tp_call_of(L, op);
+        tp_ops[static_cast<std::size_t>(w)] += std::string(engine::op_name(op.op)) + "(" +
+                                               prm.name + "," + std::to_string(call.count) + "," +
+                                               std::to_string(call.root) + ") ";
+        auto& k = op.op == Op::tp_gather ? gather : scatter;
+        const auto bytes = static_cast<std::uint64_t>(call.count) * 4;
+        const bool root = call.root == t;
+        const bool in = op.op == Op::tp_gather;  // the root receives in a gather
+        ++k.calls;
+        if (root == in)
+          k.bytes_received += root ? bytes * (tp - 1) : bytes;
+        else
+          k.bytes_sent += root ? bytes * (tp - 1) : bytes;
+      }
+      EXPECT_EQ(open, -1);
+      EXPECT_EQ(plan::tp_volume_mismatch(v, w, gather, scatter), "") << "rank " << w;
+    }
+    int exchanged = 0;
+    for (int w = 0; w < world; ++w) {
+      EXPECT_EQ(tp_ops[static_cast<std::size_t>(w)], tp_ops[static_cast<std::size_t>(w - w % tp)])
+          << "rank " << w << " differs from its TP group's first rank";
+      exchanged += !tp_ops[static_cast<std::size_t>(w)].empty();
+    }
+    EXPECT_GT(exchanged, 0);
+  }
 }
 
 }  // namespace

@@ -64,11 +64,6 @@ const std::vector<config::ConfigKey>& project_config_keys() {
 
 std::vector<engine::Method> resolve_project_options(ProjectOptions& o) {
   const auto methods = bench::resolve_engine_options(o.bench);
-  if (o.bench.plan.tp != 1)
-    throw InputError(fmt::format(
-        "--tp {} is not modelled by the projection (supported: --tp 1; dmuon_inspect --tp T "
-        "predicts TP volumes, dmuon_bench --tp T measures them)",
-        o.bench.plan.tp));
   if (o.symmetry == "reduced")
     o.symmetry_resolved = dmuon::project::Symmetry::reduced;
   else if (o.symmetry == "full")

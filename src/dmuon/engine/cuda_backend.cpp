@@ -303,6 +303,7 @@ class CudaBackend final : public StepBackend {
 
   comm::Communicator* comm(CommGroup group) override {
     if (group == CommGroup::world) return world_.get();  // only with --clip-norm
+    if (group == CommGroup::tp) return nullptr;  // no TP group: validate_tp_run refuses --tp
     return group == CommGroup::shard ? shard_.get() : replicate_comm_.get();
   }
 
@@ -640,6 +641,12 @@ class CudaBackend final : public StepBackend {
 std::unique_ptr<StepBackend> make_cuda_backend(const model::ModuleTree& tree,
                                                const StepLayout& layout, const EngineOptions& o,
                                                const comm::RankLayout& ranks, MPI_Comm world) {
+  // The schedule's TP ops (tp_gather, tp_scatter) have no CUDA implementation: refuse, never
+  // skip (validate_tp_run refuses --tp --device cuda before a run; every rank alike).
+  if (layout.tp > 1)
+    throw InputError(fmt::format(
+        "--tp {} runs on --device host only (the CUDA backend has no TP gather/scatter)",
+        layout.tp));
   const int device = select_device(world);
   return std::make_unique<CudaBackend>(tree, layout, o, ranks, world, device);
 }

@@ -55,11 +55,9 @@ void validate_tp_run(const plan::Plan& plan, const EngineOptions& o) {
         "--tp {} runs with --comm-dtype fp32 only (the TP gather carries fp32 Newton-Schulz "
         "inputs)",
         tp));
-  if (o.clip_norm > 0 || o.accum > 1)
-    throw InputError(fmt::format(
-        "--tp {} runs without --clip-norm and --accum (the TP step has no world norm or "
-        "micro-steps yet)",
-        tp));
+  if (o.accum > 1)
+    throw InputError(
+        fmt::format("--tp {} runs without --accum (the TP step has no micro-steps yet)", tp));
   if (!plan.config.routes.empty())
     throw InputError(
         fmt::format("--tp {} runs without --route (TP shards Muon matrices only)", tp));

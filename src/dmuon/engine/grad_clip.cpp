@@ -41,6 +41,8 @@ std::string clip_label(const EngineOptions& o) {
 }
 
 ClipSpan clip_counted(const StepLayout& L, const ParamLayout& p) {
+  // --tp: every TP index holds the parameters that are not TP-sharded whole (grad_clip.hpp).
+  if (L.tp > 1 && !p.tp_sharded() && L.tp_rank != 0) return {};
   switch (p.storage) {
     case Storage::owned: return {0, p.numel};
     case Storage::sharded: {
@@ -59,6 +61,17 @@ ClipSpan clip_counted(const StepLayout& L, const ParamLayout& p) {
     case Storage::remote: return {};
   }
   return {};
+}
+
+void clip_in_place(const EngineOptions& o, const std::vector<GradSpan>& grads) {
+  double partial = 0;
+  for (const auto& g : grads) clip_accumulate(o.clip_norm_type, g.g, g.n, partial);
+  const float coef = clip_coefficient(
+      o.clip_norm,
+      clip_total_norm(o.clip_norm_type, static_cast<double>(static_cast<float>(partial))));
+  if (coef == 1.0f) return;
+  for (const auto& g : grads)
+    for (std::int64_t i = 0; i < g.n; ++i) g.g[i] *= coef;
 }
 
 void clip_accumulate(ClipNormType type, const float* g, std::int64_t n, double& partial) {

@@ -11,12 +11,16 @@
 // holds the same shard), DDP replicas by a 1/N slice per rank. Each rank sums the squares (or
 // takes the max) of what it counts into one fp32 scalar; ONE all-reduce (sum or max) of that
 // scalar over the world gives every rank the total; then every rank scales every gradient it
-// consumes (all rows, every replica). Cost: +1 all_reduce call per rank per step; its logical
+// consumes (all rows, every replica). With --tp T the world is R×G×T and the norm is the
+// logical model's: a TP-sharded parameter's T shards are counted by their T DP groups (each
+// its own shard, as above), every other parameter (held whole by every TP index) by TP index 0
+// only. Cost: +1 all_reduce call per rank per step; its logical
 // payload, under the counter convention (comm/collective_counters.hpp), is
 // floor(1·(N−1)/N)·4 = 0 bytes: a one-element all-reduce moves no chunk.
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "dmuon/engine/engine_options.hpp"
 #include "dmuon/engine/step_layout.hpp"
@@ -38,6 +42,16 @@ struct ClipSpan {
   std::int64_t count = 0;
 };
 ClipSpan clip_counted(const StepLayout& layout, const ParamLayout& p);
+
+/// One gradient of a one-process reference: n fp32 values at g.
+struct GradSpan {
+  float* g = nullptr;
+  std::int64_t n = 0;
+};
+/// clip_grad_norm_ in one process (the --check references): the norm over every element of
+/// `grads` (each counted once), in an fp32 scalar as the engine's all-reduce carries it, then
+/// every element × the coefficient (nothing when it is 1). Requires o.clip_norm > 0.
+void clip_in_place(const EngineOptions& o, const std::vector<GradSpan>& grads);
 
 /// Adds n gradient values to a partial norm: their squares (two) or their max |g| (inf).
 void clip_accumulate(ClipNormType type, const float* g, std::int64_t n, double& partial);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -94,9 +95,11 @@ class SteadyTimer final : public PhaseTimer {
 class HostBackend final : public StepBackend {
  public:
   HostBackend(const model::ModuleTree& tree, const StepLayout& layout, const EngineOptions& o,
-              const comm::RankLayout& ranks, MPI_Comm world, TpExchange* tp)
+              const comm::RankLayout& ranks, MPI_Comm world, TpExchange* tp, MPI_Comm clip_world)
       : L_(layout), o_(o), wire_(o.comm_dtype), tp_(tp), opt_(muon_config(o)) {
-    if (o.clip_norm > 0) world_ = comm::make_communicator(comm::Backend::mpi, world);
+    if (o.clip_norm > 0)
+      world_ = comm::make_communicator(comm::Backend::mpi,
+                                       clip_world == MPI_COMM_NULL ? world : clip_world);
     if (is_ddp(L_.method)) {
       shard_ = comm::make_communicator(comm::Backend::mpi, world);
     } else {
@@ -127,7 +130,8 @@ class HostBackend final : public StepBackend {
     std::vector<float> init;
     work_.reserve(L_.params.size());
     for (const auto& p : L_.params) {
-      const std::uint64_t key = tp_ ? tp_->data_key(p.pid) : static_cast<std::uint64_t>(p.pid);
+      const std::uint64_t key =
+          p.tp_sharded() ? tp_shard_key(p.pid, L_.tp_rank) : static_cast<std::uint64_t>(p.pid);
       work_.emplace_back(tree, p.pid, global, ranks.world_rank(), ranks.world_size(), o.accum, key);
       if (p.master_offset < 0) continue;
       init.assign(n(p.numel), 0.0f);
@@ -148,6 +152,7 @@ class HostBackend final : public StepBackend {
       case CommGroup::shard: return shard_.get();
       case CommGroup::replicate: return replicate_.get();
       case CommGroup::world: return world_.get();
+      case CommGroup::tp: return nullptr;  // the TP exchange runs through tp_ (tp_gather)
     }
     return nullptr;
   }
@@ -245,11 +250,21 @@ class HostBackend final : public StepBackend {
 
   void newton_schulz(const StepOp& op) override {
     const auto& p = param(op.param);
-    if (tp_sharded(p)) {
-      tp_->orthogonalize(p.pid, ns_matrix(p, op.gather_base, true), opt_, p.name);
+    if (p.tp_sharded()) {  // on its TP owner, after tp_gather: the logical matrix
+      opt_.newton_schulz(tp().gathered(p), p.logical.rows, p.logical.cols, p.name);
       return;
     }
     opt_.newton_schulz(ns_matrix(p, op.gather_base, true), p.shape.rows, p.shape.cols, p.name);
+  }
+
+  void tp_gather(const StepOp& op) override {
+    const auto& p = param(op.param);
+    tp().gather(p, input_.data() + p.state_offset);
+  }
+
+  void tp_scatter(const StepOp& op) override {
+    const auto& p = param(op.param);
+    tp().scatter(p, input_.data() + p.state_offset);
   }
 
   void apply(const StepOp& op, long step) override {
@@ -263,13 +278,10 @@ class HostBackend final : public StepBackend {
         const std::int64_t len = std::max<std::int64_t>(0, std::min(p.chunk, p.numel - begin));
         bad = opt_.apply(master, ns_matrix(p, op.gather_base, false) + begin,
                          static_cast<std::size_t>(len), p.shape.rows, p.shape.cols);
-      } else if (tp_sharded(p)) {
-        // A shard of the full update: Muon's scale is the logical matrix's.
-        bad = opt_.apply(master, input_.data() + p.state_offset, static_cast<std::size_t>(p.numel),
-                         tp_->logical_rows(p.pid), tp_->logical_cols(p.pid));
       } else {
+        // TP-sharded: a shard of the full update, with the logical matrix's Muon scale.
         bad = opt_.apply(master, input_.data() + p.state_offset, static_cast<std::size_t>(p.numel),
-                         p.shape.rows, p.shape.cols);
+                         p.logical.rows, p.logical.cols);
       }
       if (bad != 0)
         comm::abort_all(
@@ -335,9 +347,10 @@ class HostBackend final : public StepBackend {
  private:
   const GroupLayout& group(int g) const { return L_.groups[static_cast<std::size_t>(g)]; }
   const ParamLayout& param(int p) const { return L_.params[static_cast<std::size_t>(p)]; }
-  // A TP-sharded Muon parameter this rank owns (its DP owner's TP group runs its NS together).
-  bool tp_sharded(const ParamLayout& p) const {
-    return tp_ != nullptr && p.storage == Storage::owned && tp_->sharded(p.pid);
+  TpExchange& tp() {
+    if (tp_ == nullptr)
+      throw std::logic_error("host backend: a TP exchange op without a TP exchange (--tp)");
+    return *tp_;
   }
 
   void* at(const Location& where) {
@@ -415,8 +428,8 @@ class HostBackend final : public StepBackend {
 std::unique_ptr<StepBackend> make_host_backend(const model::ModuleTree& tree,
                                                const StepLayout& layout, const EngineOptions& o,
                                                const comm::RankLayout& ranks, MPI_Comm world,
-                                               TpExchange* tp) {
-  return std::make_unique<HostBackend>(tree, layout, o, ranks, world, tp);
+                                               TpExchange* tp, MPI_Comm clip_world) {
+  return std::make_unique<HostBackend>(tree, layout, o, ranks, world, tp, clip_world);
 }
 
 }  // namespace dmuon::engine

@@ -19,11 +19,14 @@ class TpExchange;
 
 /// Collective over `world` (it creates the communicators). `layout` must outlive the backend.
 /// With tensor parallelism (`tp`, outliving the backend) `tree` has the local shard shapes,
-/// `world` is this rank's DP group, and the TP-sharded Muon parameters this rank owns run
-/// Newton–Schulz through tp->orthogonalize (tp_engine.hpp).
+/// `world` is this rank's DP group, and the schedule's TP ops (tp_gather, tp_scatter) of the
+/// TP-sharded Muon parameters this rank owns run through `tp` (tp_engine.hpp), and --clip-norm's
+/// all-reduce (CommGroup::world) runs over `clip_world`, the whole R x G x T world (default, or
+/// MPI_COMM_NULL: `world`).
 std::unique_ptr<StepBackend> make_host_backend(const model::ModuleTree& tree,
                                                const StepLayout& layout, const EngineOptions& o,
                                                const comm::RankLayout& ranks, MPI_Comm world,
-                                               TpExchange* tp = nullptr);
+                                               TpExchange* tp = nullptr,
+                                               MPI_Comm clip_world = MPI_COMM_NULL);
 
 }  // namespace dmuon::engine

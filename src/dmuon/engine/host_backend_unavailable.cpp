@@ -9,7 +9,7 @@ namespace dmuon::engine {
 
 std::unique_ptr<StepBackend> make_host_backend(const model::ModuleTree&, const StepLayout&,
                                                const EngineOptions&, const comm::RankLayout&,
-                                               MPI_Comm, TpExchange*) {
+                                               MPI_Comm, TpExchange*, MPI_Comm) {
   throw InputError(
       "--device host: this build has no host backend (no Kokkos/BLAS); use "
       "--device cuda or a full build");

@@ -42,15 +42,9 @@ std::vector<std::vector<float>> reference_weights(const model::ModuleTree& tree,
         work[i].backward(o.compute, o.seed, s, w[i].data(), grad[i].data(), {}, j > 0);
       }
     if (o.clip_norm > 0) {  // grad_clip.hpp: one norm over every element of every gradient
-      double partial = 0;
-      for (const auto& g : grad)
-        clip_accumulate(o.clip_norm_type, g.data(), static_cast<std::int64_t>(g.size()), partial);
-      const float coef = clip_coefficient(
-          o.clip_norm,
-          clip_total_norm(o.clip_norm_type, static_cast<double>(static_cast<float>(partial))));
-      if (coef != 1.0f)
-        for (auto& g : grad)
-          for (float& v : g) v *= coef;
+      std::vector<GradSpan> spans;
+      for (auto& g : grad) spans.push_back({g.data(), static_cast<std::int64_t>(g.size())});
+      clip_in_place(o, spans);
     }
     for (std::size_t i = 0; i < order.size(); ++i) {
       const auto n = w[i].size();

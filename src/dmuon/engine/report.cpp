@@ -1,5 +1,6 @@
 #include "dmuon/engine/report.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -95,6 +96,20 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
                              {"in_flight_ms", finite_or_null(kr.in_flight_ms)},
                              {"algbw_GBps", finite_or_null(kr.algbw_gbps())},
                              {"busbw_GBps", finite_or_null(kr.busbw_gbps(channel_kind(ch)))}};
+    }
+    // --tp: the TP group's gathers and scatters (not channels: RunResult::rank_tp, max over
+    // ranks as for the channels; group_size T).
+    for (std::size_t kind = 0; kind < 2 && r.tp > 1 && !r.rank_tp.empty(); ++kind) {
+      std::int64_t calls = 0, bytes = 0, formula = 0;
+      for (std::size_t at = kind * 3; at < r.rank_tp.size(); at += 6) {
+        calls = std::max(calls, r.rank_tp[at]);
+        bytes = std::max(bytes, r.rank_tp[at + 1]);
+        formula = std::max(formula, r.rank_tp[at + 2]);
+      }
+      c[kind == 0 ? "tp_gather" : "tp_scatter"] = {{"calls_per_step", calls},
+                                                   {"bytes_per_rank_per_step", bytes},
+                                                   {"formula_bytes_per_rank_per_step", formula},
+                                                   {"group_size", r.tp}};
     }
     x["collectives"] = c;
     x["bytes_per_rank_per_step"] = r.bytes_measured_total();

@@ -28,6 +28,7 @@ std::string channel_name(std::size_t channel) {
     case CommGroup::shard: return kind;
     case CommGroup::replicate: return "replicate_" + kind;
     case CommGroup::world: return "world_" + kind;
+    case CommGroup::tp: return "tp_" + kind;
   }
   return kind;
 }

@@ -32,9 +32,13 @@ const char* phase_name(Phase p);
 
 /// The communicator a collective ran on: the shard group (a row of G ranks; all ranks in 1-D)
 /// or, with HSDP, the replicate group (a column of R ranks), or the whole world (--clip-norm's
-/// one all-reduce of the gradient norm). A channel is (group, kind).
-enum class CommGroup { shard = 0, replicate = 1, world = 2 };
+/// one all-reduce of the gradient norm). A channel is (group, kind). With --tp, the TP group
+/// (the T ranks of one DP rank) runs the TP gathers and scatters, which are not channels:
+/// they are counted apart (RunResult::rank_tp), so kCommGroupCount counts the others.
+enum class CommGroup { shard = 0, replicate = 1, world = 2, tp = 3 };
 inline constexpr std::size_t kCommGroupCount = 3;
+/// Every communicator a schedule uses, the TP group included.
+inline constexpr std::size_t kCommCount = 4;
 inline constexpr std::size_t kChannelCount = kCommGroupCount * comm::kCollectiveKindCount;
 inline constexpr std::size_t channel_index(CommGroup g, comm::CollectiveKind k) {
   return static_cast<std::size_t>(g) * comm::kCollectiveKindCount + static_cast<std::size_t>(k);

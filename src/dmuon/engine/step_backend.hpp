@@ -80,6 +80,17 @@ class StepBackend {
   virtual void clip_scale(const StepOp& /*op*/) {
     throw std::logic_error("this backend does not implement --clip-norm");
   }
+  /// --tp (tp_exchange.hpp): tp_gather sends this rank's shard of the parameter's Newton–Schulz
+  /// input to its TP owner (which assembles the logical matrix that newton_schulz then works
+  /// on); tp_scatter hands every shard holder its part of the owner's output. Blocking,
+  /// collective over the TP group (tp_call_of). Backends without them are refused --tp before
+  /// a run (validate_tp_run), so the defaults are never reached.
+  virtual void tp_gather(const StepOp& /*op*/) {
+    throw std::logic_error("this backend does not implement the TP exchange (--tp)");
+  }
+  virtual void tp_scatter(const StepOp& /*op*/) {
+    throw std::logic_error("this backend does not implement the TP exchange (--tp)");
+  }
   /// Ends the step: joins the queues, then aborts all ranks (comm::abort_all) naming the
   /// parameter if a kernel saw a non-finite gradient or produced a non-finite weight.
   virtual void end_step(long step) = 0;

@@ -208,6 +208,9 @@ StepMeasure StepExecutor::run_step(long step) {
         completed(clip_);
         break;
       case Op::clip_scale: backend_.clip_scale(op); break;
+      // Blocking on the TP group: nothing stays in flight, nothing to poll.
+      case Op::tp_gather: backend_.tp_gather(op); break;
+      case Op::tp_scatter: backend_.tp_scatter(op); break;
       case Op::hook:
         ++m.hook_calls;
         m.hook_comm_calls += op.communicates ? 1 : 0;

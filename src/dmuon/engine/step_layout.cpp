@@ -61,6 +61,11 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   // and packs into (site, owner) pairs like dmuon's.
   const bool owners = options.method == Method::dmuon || options.method == Method::ddp_dmuon;
   L.me = ddp ? RankCoords::of(rank, world, 1) : RankCoords::of(rank, po.shard, po.replicate);
+  L.tp = plan.tp.tp;
+  L.tp_rank = options.tp_rank;
+  if (L.tp_rank < 0 || L.tp_rank >= L.tp)
+    throw InputError(
+        fmt::format("TP rank {} is outside the plan's TP group of {}", L.tp_rank, L.tp));
   const int G = L.me.shard;
   const Method m = options.method;
   const auto& site_of = plan.hooks.site_of_param;
@@ -79,6 +84,17 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
     p.name = prm.name;
     p.shape = matrix_shape(prm);
     p.numel = prm.numel();
+    p.logical = p.shape;
+    if (L.tp > 1 && plan.tp.is_sharded(pid)) {
+      if (p.numel != plan.tp.local_numel[static_cast<std::size_t>(pid)])
+        throw InputError(fmt::format(
+            "parameter '{}' has {} elements, its TP shard {}: a TP layout is made from the local "
+            "shard shapes (tp_local_tree)",
+            prm.name, p.numel, plan.tp.local_numel[static_cast<std::size_t>(pid)]));
+      p.tp_dim = plan.tp.shard_dim[static_cast<std::size_t>(pid)];
+      p.tp_owner = plan.tp.tp_owner[static_cast<std::size_t>(pid)];
+      (p.tp_dim == 0 ? p.logical.rows : p.logical.cols) *= L.tp;
+    }
     const bool dedicated = site_of[static_cast<std::size_t>(pid)] >= 0;
     p.muon = dedicated && plan.muon(pid) && m != Method::fsdp_adamw;  // --route adamw: AdamW
     if (ddp) {

@@ -84,6 +84,14 @@ struct ParamLayout {
   std::int64_t grad_offset = 0;
   std::int64_t grad_shard_offset = -1;  ///< sharded: chunk elements in the grad arena
   std::int64_t gather_offset = -1;      ///< fsdp-muon Muon params: inside the group's gather slot
+  /// Tensor parallelism (StepLayout::tp > 1): the dimension of the logical parameter split
+  /// over the TP group (0: rows, column-parallel; 1: columns, row-parallel), -1 if it is not
+  /// TP-sharded; the TP rank that gathers its shards and runs its Newton–Schulz; and the
+  /// logical matrix (shape with the split dimension × T; shape itself when not TP-sharded).
+  int tp_dim = -1;
+  int tp_owner = -1;
+  MatrixShape logical;
+  bool tp_sharded() const { return tp_dim >= 0; }
 };
 
 /// One (site, owner) pair of a DMuon site: the owner's parameters, packed in model order.
@@ -149,6 +157,11 @@ struct StepLayout {
   /// flight together; Z2: all), which is what the results report, not the pool's slot sizes.
   std::int64_t live_weight_elems = 0;
   int nan_param = -1;  ///< --inject-nan-step target: the first dedicated parameter
+  /// Tensor parallelism: T and this rank's index in its TP group (world rank = dp · T + t;
+  /// `me` is its place in its DP group). The tree the layout was made from holds the local
+  /// shard shapes (tp_local_tree).
+  int tp = 1;
+  int tp_rank = 0;
 
   bool hsdp() const { return me.replicate > 1; }
   /// Pool offsets of the slot a group uses when it is the `position`-th to take one in the
@@ -163,11 +176,14 @@ struct LayoutOptions {
   plan::Reshard reshard = plan::Reshard::z3;
   int prefetch = 1;
   OptimizerPipeline pipeline = OptimizerPipeline::per_group;
-  int accum = 1;  ///< > 1: every group its own grad-pool slot (gradients accumulate)
+  int accum = 1;    ///< > 1: every group its own grad-pool slot (gradients accumulate)
+  int tp_rank = 0;  ///< plan.tp.tp > 1: this rank's index t in its TP group
 };
 
 /// The layout of world rank `rank` in a world of plan.partition.options (R rows × G columns).
-/// ddp ignores the rows: it runs over all ranks as one group.
+/// ddp ignores the rows: it runs over all ranks as one group. With tensor parallelism
+/// (plan.tp.tp > 1) `rank` is the DP rank, options.tp_rank the TP index, and `tree` must hold
+/// the local shard shapes (InputError otherwise).
 StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
                        const LayoutOptions& options, int rank);
 

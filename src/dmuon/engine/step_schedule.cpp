@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <stdexcept>
+#include <string>
 
 namespace dmuon::engine {
 
@@ -30,6 +31,8 @@ const char* op_name(Op op) {
     case Op::issue_clip: return "issue_clip";
     case Op::wait_clip: return "wait_clip";
     case Op::clip_scale: return "clip_scale";
+    case Op::tp_gather: return "tp_gather";
+    case Op::tp_scatter: return "tp_scatter";
   }
   return "?";
 }
@@ -48,6 +51,7 @@ ScheduleOptions schedule_options(const EngineOptions& o) {
 
 CommGroup comm_of(Op op) {
   if (op == Op::issue_clip) return CommGroup::world;
+  if (op == Op::tp_gather || op == Op::tp_scatter) return CommGroup::tp;
   return op == Op::issue_stage2 || op == Op::publish ? CommGroup::replicate : CommGroup::shard;
 }
 
@@ -277,12 +281,18 @@ class Builder {
   }
 
   void newton_schulz(int g) {
-    for (int p : group(g).members)
-      if (param(p).updated_here && param(p).muon) {
+    for (int p : group(g).members) {
+      const ParamLayout& prm = param(p);
+      if (!prm.updated_here || !prm.muon) continue;
+      // --tp: the TP group of this DP owner orthogonalizes the logical matrix together.
+      if (prm.tp_sharded()) emit(Op::tp_gather, g, Phase::optimizer_other, true).param = p;
+      if (!prm.tp_sharded() || prm.tp_owner == L_.tp_rank) {
         StepOp& s = emit(Op::newton_schulz, g, Phase::optimizer_ns, false);
         s.param = p;
         s.gather_base = gather_base(g);  // fsdp-muon: NS in place on the gathered input
       }
+      if (prm.tp_sharded()) emit(Op::tp_scatter, g, Phase::optimizer_other, true).param = p;
+    }
   }
 
   void apply(int g) {
@@ -377,6 +387,17 @@ std::vector<PackCopy> pack_copies(const StepLayout& L, const StepOp& op) {
       copies.push_back({p.master_offset, op.weight_base + p.weight_offset, p.numel});
   }
   return copies;
+}
+
+TpCall tp_call_of(const StepLayout& L, const StepOp& op) {
+  if ((op.op != Op::tp_gather && op.op != Op::tp_scatter) || op.param < 0)
+    throw std::logic_error(std::string("step schedule: ") + op_name(op.op) +
+                           " is not a TP exchange of one parameter");
+  const auto& p = L.params.at(static_cast<std::size_t>(op.param));
+  if (!p.tp_sharded())
+    throw std::logic_error("step schedule: a TP exchange of '" + p.name +
+                           "', which is not TP-sharded");
+  return {p.numel, p.tp_owner};
 }
 
 Location gradient_location(const StepLayout& L, int param, std::int64_t grad_base) {

@@ -23,6 +23,11 @@
 //             backward-post hooks alone communicate; every group has its own grad-pool slot.
 //   --clip-norm: before the optimizer, every group's gradients waited, then clip_partial,
 //             issue_clip (world all-reduce of one fp32), wait_clip, clip_scale.
+//   --tp T:   a TP-sharded Muon parameter updated here (its DP owner: every rank of that
+//             owner's TP group, which all share this schedule) replaces its newton_schulz by
+//             tp_gather, newton_schulz (on its TP owner only, on the logical matrix),
+//             tp_scatter, at the same place: the TP group's ranks issue the same gathers and
+//             scatters in the same order (the parameters' order within their groups).
 
 #include <cstdint>
 #include <vector>
@@ -58,6 +63,9 @@ enum class Op {
   issue_clip,    ///< all-reduce (sum or max) of that one fp32 scalar over the world
   wait_clip,
   clip_scale,  ///< every gradient the optimizer consumes here × min(1, X / (‖g‖ + 1e-6))
+  // --tp (tp_exchange.hpp), one parameter each, blocking collectives on the TP group:
+  tp_gather,   ///< the shards of its Newton–Schulz input to its TP owner (fp32)
+  tp_scatter,  ///< the TP owner's Newton–Schulz output back to the shard holders (fp32)
 };
 const char* op_name(Op op);
 
@@ -166,7 +174,17 @@ struct CollectiveCall {
 std::vector<CollectiveCall> collectives_of(const StepLayout& layout, const StepOp& op,
                                            const ScheduleOptions& options);
 
-/// The communicator an issue op uses (publish: the replicate group, HSDP dmuon).
+/// One TP exchange op as the TP group runs it: a gather (tp_gather) or scatter (tp_scatter) of
+/// `count` fp32 elements per TP rank (the parameter's local shard), rooted at TP rank `root`.
+struct TpCall {
+  std::int64_t count = 0;
+  int root = -1;
+};
+/// The TP exchange of a tp_gather / tp_scatter op; throws std::logic_error for other ops.
+TpCall tp_call_of(const StepLayout& layout, const StepOp& op);
+
+/// The communicator an issue op uses (publish: the replicate group, HSDP dmuon; tp_gather and
+/// tp_scatter: the TP group).
 CommGroup comm_of(Op op);
 /// The communicator an issue op of `layout` uses: comm_of(op), except ddp-dmuon's publish (its
 /// post-step broadcast), which runs over its one group of all ranks (the shard group).

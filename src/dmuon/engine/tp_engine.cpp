@@ -14,6 +14,7 @@
 #include "dmuon/comm/timed_barrier.hpp"
 #include "dmuon/comm/unique_comm.hpp"
 #include "dmuon/engine/engine.hpp"
+#include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/engine/host_backend.hpp"
 #include "dmuon/engine/linear_work.hpp"
 #include "dmuon/engine/optimizer_step.hpp"
@@ -69,16 +70,25 @@ std::vector<std::vector<float>> tp_reference_weights(const model::ModuleTree& tr
   }
   std::vector<float> shards, full;
   for (long s = 1; s <= o.total_steps(); ++s) {
+    // Every gradient first (the clip needs them all).
+    for (auto& param_copies : copies)
+      for (auto& c : param_copies) {
+        c.work.forward(o.compute, o.seed, s, c.w.data());
+        c.work.backward(o.compute, o.seed, s, c.w.data(), c.g.data());
+      }
+    if (o.clip_norm > 0) {  // the logical model's norm: every TP shard, every other parameter once
+      std::vector<GradSpan> grads;
+      for (auto& param_copies : copies)
+        for (auto& c : param_copies)
+          grads.push_back({c.g.data(), static_cast<std::int64_t>(c.g.size())});
+      clip_in_place(o, grads);
+    }
     for (std::size_t i = 0; i < order.size(); ++i) {
       const auto& name = local.parameter(order[i]).name;
       const auto bad = [&](const char* what) {
         return CheckFailure(std::string("--check reference: non-finite ") + what + " in '" + name +
                             "'");
       };
-      for (auto& c : copies[i]) {
-        c.work.forward(o.compute, o.seed, s, c.w.data());
-        c.work.backward(o.compute, o.seed, s, c.w.data(), c.g.data());
-      }
       const auto n = copies[i].front().w.size();
       if (!muon[i]) {
         for (auto& c : copies[i])
@@ -136,26 +146,8 @@ namespace {
 // The first mismatch of this rank's TP counters of one step with the formula, or "".
 std::string tp_audit(const plan::TpCommVolume& v, int rank, long step,
                      const comm::KindCounters& gather, const comm::KindCounters& scatter) {
-  const auto w = static_cast<std::size_t>(rank);
-  const auto u = [](std::int64_t x) { return static_cast<std::uint64_t>(x); };
-  const auto mismatch = [&](const char* what, std::uint64_t measured, std::uint64_t formula) {
-    return fmt::format("rank {} step {} {}: measured {}, formula {}", rank, step, what, measured,
-                       formula);
-  };
-  if (gather.calls != u(v.gather.calls_per_rank[w]))
-    return mismatch("tp_gather calls", gather.calls, u(v.gather.calls_per_rank[w]));
-  if (gather.bytes_sent != u(v.gather.bytes_per_rank[w]))
-    return mismatch("tp_gather bytes sent", gather.bytes_sent, u(v.gather.bytes_per_rank[w]));
-  if (gather.bytes_received != u(v.gather_received[w]))
-    return mismatch("tp_gather bytes received", gather.bytes_received, u(v.gather_received[w]));
-  if (scatter.calls != u(v.scatter.calls_per_rank[w]))
-    return mismatch("tp_scatter calls", scatter.calls, u(v.scatter.calls_per_rank[w]));
-  if (scatter.bytes_received != u(v.scatter.bytes_per_rank[w]))
-    return mismatch("tp_scatter bytes received", scatter.bytes_received,
-                    u(v.scatter.bytes_per_rank[w]));
-  if (scatter.bytes_sent != u(v.scatter_sent[w]))
-    return mismatch("tp_scatter bytes sent", scatter.bytes_sent, u(v.scatter_sent[w]));
-  return std::string();
+  const std::string m = plan::tp_volume_mismatch(v, rank, gather, scatter);
+  return m.empty() ? m : fmt::format("rank {} step {} {}", rank, step, m);
 }
 
 comm::KindCounters minus(const comm::KindCounters& a, const comm::KindCounters& b) {
@@ -244,12 +236,13 @@ RunResult run_tp_engine(const model::ModuleTree& tree, const plan::Plan& plan,
 
   const model::ModuleTree local = tp_local_tree(tree, plan);
   const comm::RankLayout ranks(dp_comm.get(), plan.partition.options.replicate);
-  const StepLayout layout =
-      make_layout(local, plan, {o.method, o.reshard, o.prefetch, o.pipeline}, ranks.world_rank());
+  const StepLayout layout = make_layout(
+      local, plan, {o.method, o.reshard, o.prefetch, o.pipeline, o.accum, t}, ranks.world_rank());
   const ScheduleOptions so = schedule_options(o);
   const Schedule schedule = make_schedule(layout, so);
-  TpExchange tpx(tree, plan, tp_comm.get());
-  const auto backend = make_host_backend(local, layout, o, ranks, dp_comm.get(), &tpx);
+  TpExchange tpx(layout, tp_comm.get());
+  // --clip-norm: the norm's all-reduce spans the whole R x G x T world (grad_clip.hpp).
+  const auto backend = make_host_backend(local, layout, o, ranks, dp_comm.get(), &tpx, world);
   StepExecutor executor(layout, schedule, so, *backend, o.inject_nan_step);
   EngineOptions ro = o;
   if (o.check) ro.check_reference = [&] { return tp_reference_weights(tree, plan, o, dp_size, t); };
@@ -266,12 +259,14 @@ RunResult run_tp_engine(const model::ModuleTree& tree, const plan::Plan& plan,
   for (long s = 1; s <= o.total_steps(); ++s) {
     const auto shard_before = counters(CommGroup::shard);
     const auto replicate_before = counters(CommGroup::replicate);
+    const auto world_before = counters(CommGroup::world);
     const auto gather_before = tpx.gather_counters(), scatter_before = tpx.scatter_counters();
     const double sync_ms = comm::timed_barrier_ms(world);  // as run_engine: aligned steps
     StepMeasure m = executor.run_step(s);
     m.phases_ms[static_cast<std::size_t>(Phase::step_sync)] = sync_ms;
     results.record(s, m, counters(CommGroup::shard) - shard_before,
-                   counters(CommGroup::replicate) - replicate_before, none);  // no --clip-norm
+                   counters(CommGroup::replicate) - replicate_before,
+                   counters(CommGroup::world) - world_before);
     last_gather = minus(tpx.gather_counters(), gather_before);
     last_scatter = minus(tpx.scatter_counters(), scatter_before);
     if (audit.empty()) audit = tp_audit(expect, rank, s, last_gather, last_scatter);

@@ -6,9 +6,11 @@
 // with their local shapes) and the other parameters whole. The world splits into T DP groups
 // (the R x G ranks with the same t; the whole DMuon step runs in each, unchanged, on the local
 // shapes: broadcasts, reduces, HSDP stages) and R x G TP groups (the T ranks with the same dp).
-// On a DP owner, a TP-sharded parameter's Newton–Schulz is a TP exchange (tp_exchange.hpp):
-// gather of the shards to the TP owner, Newton–Schulz on the full logical matrix, scatter of
-// the fp32 update; each shard holder applies its part with the logical matrix's Muon scale.
+// On a DP owner, a TP-sharded parameter's Newton–Schulz is a TP exchange, explicit in the step
+// schedule (step_schedule.hpp: tp_gather, newton_schulz on the TP owner, tp_scatter; run by
+// tp_exchange.hpp): gather of the shards to the TP owner, Newton–Schulz on the full logical
+// matrix, scatter of the fp32 update; each shard holder applies its part with the logical
+// matrix's Muon scale.
 //
 // Synthetic data: each TP shard is its own synthetic Linear of the local shape, keyed by
 // (parameter, TP rank) (tp_shard_key). The --check reference (tp_reference_weights) runs the

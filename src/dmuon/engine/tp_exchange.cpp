@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <climits>
+#include <stdexcept>
+#include <string>
 
 #include "dmuon/base/check.hpp"
-#include "dmuon/engine/synthetic.hpp"
+#include "dmuon/base/error.hpp"
 
 namespace dmuon::engine {
 
@@ -12,26 +14,15 @@ std::uint64_t tp_shard_key(int pid, int tp_rank) {
   return static_cast<std::uint64_t>(pid) + (static_cast<std::uint64_t>(tp_rank + 1) << 40);
 }
 
-TpExchange::TpExchange(const model::ModuleTree& logical, const plan::Plan& plan, MPI_Comm tp_comm)
-    : comm_(tp_comm) {
+TpExchange::TpExchange(const StepLayout& layout, MPI_Comm tp_comm) : comm_(tp_comm) {
   DMUON_CHECK_MPI(MPI_Comm_size(tp_comm, &tp_));
   DMUON_CHECK_MPI(MPI_Comm_rank(tp_comm, &rank_));
-  params_.resize(logical.num_parameters());
-  for (int pid : plan.tp.sharded) {
-    auto& p = params_[static_cast<std::size_t>(pid)];
-    const auto shape = matrix_shape(logical.parameter(pid));
-    p.dim = plan.tp.shard_dim[static_cast<std::size_t>(pid)];
-    p.owner = plan.tp.tp_owner[static_cast<std::size_t>(pid)];
-    p.rows = shape.rows;
-    p.cols = shape.cols;
-    if (p.rows * p.cols / tp_ > INT_MAX)
-      throw InputError("TP-sharded parameter '" + logical.parameter(pid).name +
+  if (tp_ != layout.tp || rank_ != layout.tp_rank)
+    throw std::logic_error("TP exchange: the communicator is not the layout's TP group");
+  for (const auto& p : layout.params)
+    if (p.tp_sharded() && p.numel > INT_MAX)
+      throw InputError("TP-sharded parameter '" + p.name +
                        "': its local shard exceeds the 2^31 - 1 elements of one MPI message");
-  }
-}
-
-std::uint64_t TpExchange::data_key(int pid) const {
-  return sharded(pid) ? tp_shard_key(pid, rank_) : static_cast<std::uint64_t>(pid);
 }
 
 void TpExchange::assemble(const float* shards, float* full, std::int64_t rows, std::int64_t cols,
@@ -62,30 +53,51 @@ void TpExchange::split(const float* full, float* shards, std::int64_t rows, std:
                 shards + t * rows * lc + r * lc);
 }
 
-void TpExchange::orthogonalize(int pid, float* x, HostOptimizer& opt, std::string_view name) {
-  const Param& p = param(pid);
-  const std::int64_t n = p.rows * p.cols, local = n / tp_;
-  const bool root = rank_ == p.owner;
-  const auto bytes = static_cast<std::uint64_t>(local) * sizeof(float);
+void TpExchange::expect_pending(const ParamLayout& p, const char* what) const {
+  if (pending_ != p.pid)
+    throw std::logic_error(std::string("TP exchange: ") + what + " of '" + p.name +
+                           "' without its gather");
+}
+
+void TpExchange::gather(const ParamLayout& p, const float* x) {
+  if (!p.tp_sharded() || pending_ >= 0)
+    throw std::logic_error("TP exchange: gather of '" + p.name +
+                           "' (not TP-sharded, or another exchange is open)");
+  const bool root = rank_ == p.tp_owner;
+  const std::int64_t n = p.logical.rows * p.logical.cols;
+  const auto bytes = static_cast<std::uint64_t>(p.numel) * sizeof(float);
   if (root) {
     full_.resize(static_cast<std::size_t>(n));
     shards_.resize(static_cast<std::size_t>(n));
   }
-  DMUON_CHECK_MPI(MPI_Gather(x, static_cast<int>(local), MPI_FLOAT, root ? shards_.data() : nullptr,
-                             static_cast<int>(local), MPI_FLOAT, p.owner, comm_));
+  DMUON_CHECK_MPI(MPI_Gather(x, static_cast<int>(p.numel), MPI_FLOAT,
+                             root ? shards_.data() : nullptr, static_cast<int>(p.numel), MPI_FLOAT,
+                             p.tp_owner, comm_));
   ++gather_.calls;
   (root ? gather_.bytes_received : gather_.bytes_sent) +=
       root ? bytes * static_cast<std::uint64_t>(tp_ - 1) : bytes;
-  if (root) {
-    assemble(shards_.data(), full_.data(), p.rows, p.cols, p.dim, tp_);
-    opt.newton_schulz(full_.data(), p.rows, p.cols, name);
-    split(full_.data(), shards_.data(), p.rows, p.cols, p.dim, tp_);
-  }
-  DMUON_CHECK_MPI(MPI_Scatter(root ? shards_.data() : nullptr, static_cast<int>(local), MPI_FLOAT,
-                              x, static_cast<int>(local), MPI_FLOAT, p.owner, comm_));
+  if (root) assemble(shards_.data(), full_.data(), p.logical.rows, p.logical.cols, p.tp_dim, tp_);
+  pending_ = p.pid;
+}
+
+float* TpExchange::gathered(const ParamLayout& p) {
+  expect_pending(p, "Newton-Schulz");
+  if (rank_ != p.tp_owner)
+    throw std::logic_error("TP exchange: Newton-Schulz of '" + p.name + "' off its TP owner");
+  return full_.data();
+}
+
+void TpExchange::scatter(const ParamLayout& p, float* x) {
+  expect_pending(p, "scatter");
+  const bool root = rank_ == p.tp_owner;
+  const auto bytes = static_cast<std::uint64_t>(p.numel) * sizeof(float);
+  if (root) split(full_.data(), shards_.data(), p.logical.rows, p.logical.cols, p.tp_dim, tp_);
+  DMUON_CHECK_MPI(MPI_Scatter(root ? shards_.data() : nullptr, static_cast<int>(p.numel), MPI_FLOAT,
+                              x, static_cast<int>(p.numel), MPI_FLOAT, p.tp_owner, comm_));
   ++scatter_.calls;
   (root ? scatter_.bytes_sent : scatter_.bytes_received) +=
       root ? bytes * static_cast<std::uint64_t>(tp_ - 1) : bytes;
+  pending_ = -1;
 }
 
 }  // namespace dmuon::engine

@@ -1,10 +1,11 @@
 #pragma once
 // The tensor-parallel step of a TP-sharded Muon parameter on its DP owner's TP group
-// (docs/METRICS.md "Tensor parallelism"): the T local shards of the Newton–Schulz input go to
-// the TP owner (a gather, fp32 = the grad dtype the engine supports with --tp), Newton–Schulz
-// runs there on the full logical matrix, and the fp32 update goes back to the T shard holders
-// (a scatter). Blocking MPI_Gather / MPI_Scatter on the TP communicator, counted under the
-// convention of collective_counters.hpp extended by: gather volume = bytes sent (the
+// (docs/METRICS.md "Tensor parallelism"), as the step schedule orders it (Op::tp_gather,
+// Op::newton_schulz on the TP owner, Op::tp_scatter): the T local shards of the Newton–Schulz
+// input go to the TP owner (a gather, fp32 = the grad dtype the engine supports with --tp),
+// Newton–Schulz runs there on the full logical matrix, and the fp32 update goes back to the T
+// shard holders (a scatter). Blocking MPI_Gather / MPI_Scatter on the TP communicator, counted
+// under the convention of collective_counters.hpp extended by: gather volume = bytes sent (the
 // non-owners' |p|/T each), scatter volume = bytes received (likewise).
 //
 // What travels is each shard's Nesterov input: Muon's momentum is elementwise, so the shard
@@ -14,13 +15,10 @@
 #include <mpi.h>
 
 #include <cstdint>
-#include <string_view>
 #include <vector>
 
 #include "dmuon/comm/collective_counters.hpp"
-#include "dmuon/engine/optimizer_step.hpp"
-#include "dmuon/model/module_tree.hpp"
-#include "dmuon/plan/plan.hpp"
+#include "dmuon/engine/step_layout.hpp"
 
 namespace dmuon::engine {
 
@@ -30,22 +28,20 @@ std::uint64_t tp_shard_key(int pid, int tp_rank);
 
 class TpExchange {
  public:
-  /// `logical` is the model with the logical shapes; `tp_comm` holds the T ranks of this
-  /// rank's TP group, ranked by TP index (not owned).
-  TpExchange(const model::ModuleTree& logical, const plan::Plan& plan, MPI_Comm tp_comm);
+  /// `tp_comm` holds the T ranks of this rank's TP group, ranked by TP index (not owned);
+  /// `layout` is this rank's (its tp and tp_rank must match the communicator). Throws
+  /// InputError when a TP shard exceeds one MPI message (every rank of the world alike).
+  TpExchange(const StepLayout& layout, MPI_Comm tp_comm);
 
-  int tp() const { return tp_; }
-  int tp_rank() const { return rank_; }
-  bool sharded(int pid) const { return param(pid).dim >= 0; }
-  std::int64_t logical_rows(int pid) const { return param(pid).rows; }
-  std::int64_t logical_cols(int pid) const { return param(pid).cols; }
-  /// tp_shard_key for a TP-sharded parameter, else the parameter id.
-  std::uint64_t data_key(int pid) const;
-
-  /// x holds this rank's local shard (numel/T elements) of parameter `pid`'s Newton–Schulz
-  /// input; afterwards it holds its shard of NS(full matrix), computed on the TP owner.
-  /// Collective over the TP group.
-  void orthogonalize(int pid, float* x, HostOptimizer& opt, std::string_view name);
+  /// Sends this rank's shard `x` (p.numel elements) of TP-sharded parameter p's Newton–Schulz
+  /// input to its TP owner, which assembles the logical matrix (gathered()). Collective over
+  /// the TP group.
+  void gather(const ParamLayout& p, const float* x);
+  /// On p's TP owner after gather(p): the logical row-major matrix (p.logical), in place.
+  float* gathered(const ParamLayout& p);
+  /// x receives this rank's shard of the TP owner's logical matrix. Collective over the TP
+  /// group; follows gather(p).
+  void scatter(const ParamLayout& p, float* x);
 
   const comm::KindCounters& gather_counters() const { return gather_; }
   const comm::KindCounters& scatter_counters() const { return scatter_; }
@@ -59,16 +55,13 @@ class TpExchange {
                     int tp);
 
  private:
-  struct Param {
-    int dim = -1;
-    int owner = -1;
-    std::int64_t rows = 0, cols = 0;
-  };
-  const Param& param(int pid) const { return params_.at(static_cast<std::size_t>(pid)); }
+  // The parameter whose logical matrix full_ holds (-1: none), so that the ops of one exchange
+  // cannot be interleaved with another's.
+  void expect_pending(const ParamLayout& p, const char* what) const;
 
   MPI_Comm comm_;
   int tp_ = 1, rank_ = 0;
-  std::vector<Param> params_;
+  int pending_ = -1;
   std::vector<float> full_, shards_;
   comm::KindCounters gather_, scatter_;
 };

@@ -72,4 +72,27 @@ TpCommVolume predict_tp_volume(const model::ModuleTree& tree, const Plan& plan, 
   return v;
 }
 
+std::string tp_volume_mismatch(const TpCommVolume& v, int rank, const comm::KindCounters& gather,
+                               const comm::KindCounters& scatter) {
+  const auto w = static_cast<std::size_t>(rank);
+  const auto u = [](std::int64_t x) { return static_cast<std::uint64_t>(x); };
+  const auto mismatch = [](const char* what, std::uint64_t measured, std::uint64_t formula) {
+    return fmt::format("{}: measured {}, formula {}", what, measured, formula);
+  };
+  if (gather.calls != u(v.gather.calls_per_rank.at(w)))
+    return mismatch("tp_gather calls", gather.calls, u(v.gather.calls_per_rank[w]));
+  if (gather.bytes_sent != u(v.gather.bytes_per_rank.at(w)))
+    return mismatch("tp_gather bytes sent", gather.bytes_sent, u(v.gather.bytes_per_rank[w]));
+  if (gather.bytes_received != u(v.gather_received.at(w)))
+    return mismatch("tp_gather bytes received", gather.bytes_received, u(v.gather_received[w]));
+  if (scatter.calls != u(v.scatter.calls_per_rank.at(w)))
+    return mismatch("tp_scatter calls", scatter.calls, u(v.scatter.calls_per_rank[w]));
+  if (scatter.bytes_received != u(v.scatter.bytes_per_rank.at(w)))
+    return mismatch("tp_scatter bytes received", scatter.bytes_received,
+                    u(v.scatter.bytes_per_rank[w]));
+  if (scatter.bytes_sent != u(v.scatter_sent.at(w)))
+    return mismatch("tp_scatter bytes sent", scatter.bytes_sent, u(v.scatter_sent[w]));
+  return std::string();
+}
+
 }  // namespace dmuon::plan

@@ -17,8 +17,10 @@
 // (T-1)/T*|p| elements. Ranks of other DP groups take no part.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "dmuon/comm/collective_counters.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/plan.hpp"
 
@@ -44,5 +46,11 @@ struct TpCommVolume {
 /// always carries fp32. Sums are checked (InputError naming the parameter or rank).
 TpCommVolume predict_tp_volume(const model::ModuleTree& tree, const Plan& plan, Reshard reshard,
                                GradReduce grad_reduce = GradReduce::per_param, int wire_bytes = 0);
+
+/// The first mismatch of world rank `rank`'s TP gathers and scatters of one step (calls, and
+/// bytes in both directions) with `v`, as "<what>: measured M, formula F"; "" when they agree.
+/// The engine's audit (measured) and the projection's (replayed) both use it.
+std::string tp_volume_mismatch(const TpCommVolume& v, int rank, const comm::KindCounters& gather,
+                               const comm::KindCounters& scatter);
 
 }  // namespace dmuon::plan

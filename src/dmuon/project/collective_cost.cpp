@@ -131,6 +131,30 @@ CollectiveTime collective_time(const Machine& m, CollectiveKind kind, std::int64
   return b.total_s() < a.total_s() ? b : a;
 }
 
+CollectiveTime tp_exchange_time(const Machine& m, std::int64_t count, std::size_t elem_bytes,
+                                const CommSpan& span) {
+  const int n = span.ranks;
+  const double total =
+      static_cast<double>(n) * static_cast<double>(count) * static_cast<double>(elem_bytes);
+  if (n <= 1 || total <= 0) return {};
+  const bool one_domain = span.domains <= 1;
+  const double link =
+      one_domain ? m.intra.busbw_gbps : std::min(m.intra.busbw_gbps, m.inter.busbw_gbps);
+  const double root_bytes = total * (n - 1) / n;
+  CollectiveTime best;
+  for (int p : {kSimple, kLL}) {
+    const double hop_us = one_domain ? kNvlinkStepUs[kRing][p] : kNetStepUs[kRing][p];
+    const double busbw = p == kSimple ? link : link * (one_domain ? 1.0 / 3.0 : 1.0 / 4.0);
+    CollectiveTime t;
+    t.latency_s = (kBaseLatencyUs[kRing][p] + hop_us) * 1e-6;
+    t.transfer_s = root_bytes / (busbw * 1e9);
+    t.algorithm = "p2p";
+    t.protocol = p == kSimple ? "simple" : "ll";
+    if (best.total_s() <= 0 || t.total_s() < best.total_s()) best = t;
+  }
+  return best;
+}
+
 CollectiveTime batch_time(const Machine& m, const std::vector<CallSize>& calls,
                           const CommSpan& span) {
   CollectiveTime best;

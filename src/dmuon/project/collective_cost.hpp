@@ -56,6 +56,18 @@ CollectiveTime collective_time(const Machine& m, comm::CollectiveKind kind, std:
 CollectiveTime collective_time(const Machine& m, comm::CollectiveKind kind, std::int64_t count,
                                std::size_t elem_bytes, const CommSpan& span);
 
+/// A TP gather or scatter (--tp; engine/tp_exchange.hpp) of `count` elements per rank over
+/// span.ranks = T ranks: NCCL runs it as grouped point-to-point sends to (from) the root, so the
+/// root's link carries the other ranks' shards, (T − 1)/T of the total B = T · count · e bytes.
+/// Per protocol (Simple, LL; the faster is taken), with NCCL's ring constants of the kind above:
+///   time = base latency + one hop (NVLink inside one domain, the NIC across domains)
+///        + (T − 1)/T · B / bandwidth
+/// where the bandwidth is the intra link's bus bandwidth inside one domain, else
+/// min(intra, inter) (one NIC at the root), a quarter of it with LL (the ring's LL factor
+/// across domains, 1/3 inside one). T == 1 or B == 0: zero.
+CollectiveTime tp_exchange_time(const Machine& m, std::int64_t count, std::size_t elem_bytes,
+                                const CommSpan& span);
+
 /// One call of a batch.
 struct CallSize {
   comm::CollectiveKind kind;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 namespace dmuon::project {
 namespace {
@@ -11,34 +12,36 @@ constexpr double kEps = 1e-12;
 
 }  // namespace
 
-LinkNetwork::LinkNetwork(int rows, int columns) : rows_(rows), columns_(columns) {
+LinkNetwork::LinkNetwork(int rows, int columns, int tp_groups) {
   for (auto& l : loads_) {
-    l.row.assign(static_cast<std::size_t>(rows), 0);
-    l.column.assign(static_cast<std::size_t>(columns), 0);
-    l.row_hist = {rows};
-    l.column_hist = {columns};
+    const std::pair<Load*, int> sizes[] = {
+        {&l.row, rows}, {&l.column, columns}, {&l.tp, tp_groups}};
+    for (const auto& [load, n] : sizes) {
+      load->of.assign(static_cast<std::size_t>(n), 0);
+      load->hist = {n};
+    }
   }
 }
 
-void LinkNetwork::bump(std::vector<int>& load, std::vector<int>& hist, int& max, int i, int delta) {
-  const int old = load[static_cast<std::size_t>(i)];
+void LinkNetwork::bump(Load& l, int i, int delta) {
+  const int old = l.of[static_cast<std::size_t>(i)];
   const int now = old + delta;
-  load[static_cast<std::size_t>(i)] = now;
-  --hist[static_cast<std::size_t>(old)];
-  if (static_cast<std::size_t>(now) >= hist.size())
-    hist.resize(static_cast<std::size_t>(now) + 1, 0);
-  ++hist[static_cast<std::size_t>(now)];
-  if (now > max) max = now;
-  while (max > 0 && hist[static_cast<std::size_t>(max)] == 0) --max;
+  l.of[static_cast<std::size_t>(i)] = now;
+  --l.hist[static_cast<std::size_t>(old)];
+  if (static_cast<std::size_t>(now) >= l.hist.size())
+    l.hist.resize(static_cast<std::size_t>(now) + 1, 0);
+  ++l.hist[static_cast<std::size_t>(now)];
+  if (now > l.max) l.max = now;
+  while (l.max > 0 && l.hist[static_cast<std::size_t>(l.max)] == 0) --l.max;
+}
+
+LinkNetwork::Load& LinkNetwork::of(Loads& l, engine::CommGroup comm) {
+  return comm == engine::CommGroup::shard ? l.row : comm == engine::CommGroup::tp ? l.tp : l.column;
 }
 
 void LinkNetwork::load(const Flow& f, int delta) {
   if (f.comm == engine::CommGroup::world) return;  // see link_network.hpp
-  auto& l = loads_[static_cast<int>(f.level)];
-  if (f.comm == engine::CommGroup::shard)
-    bump(l.row, l.row_hist, l.row_max, f.index, delta);
-  else
-    bump(l.column, l.column_hist, l.column_max, f.index, delta);
+  bump(of(loads_[static_cast<int>(f.level)], f.comm), f.index, delta);
 }
 
 int LinkNetwork::start(double now, engine::CommGroup comm, int index, Level level, double latency_s,
@@ -100,10 +103,10 @@ void LinkNetwork::update_rates() {
     Flow& f = flows_[static_cast<std::size_t>(id)];
     if (!f.transferring) continue;
     if (f.comm == engine::CommGroup::world) continue;  // rate 1: see link_network.hpp
-    const auto& l = loads_[static_cast<int>(f.level)];
-    const int share = f.comm == engine::CommGroup::shard
-                          ? l.row[static_cast<std::size_t>(f.index)] + l.column_max
-                          : l.column[static_cast<std::size_t>(f.index)] + l.row_max;
+    auto& l = loads_[static_cast<int>(f.level)];
+    // Its own communicator's load plus the largest of each other kind (link_network.hpp).
+    const int share = of(l, f.comm).of[static_cast<std::size_t>(f.index)] + l.row.max +
+                      l.column.max + l.tp.max - of(l, f.comm).max;
     f.rate = 1.0 / std::max(1, share);
   }
 }

@@ -16,6 +16,10 @@
 // is its row load plus the largest column load: O(1) per flow with running maxima.
 // A world flow (--clip-norm's all-reduce of one fp32 over every rank) moves a few bytes: it
 // takes its latency and transfer at the full rate and loads no port.
+// --tp: rows and columns are those of each DP group (index row · T + t, column · T + t) and a
+// third kind of communicator, the TP groups, loads ports too; a flow's most loaded rank is
+// bounded by its own communicator's load plus the largest load of each other kind (exact for
+// T = 1, where there is no TP group; an upper bound on the sharing otherwise).
 
 #include <cstdint>
 #include <vector>
@@ -28,10 +32,10 @@ enum class Level : std::uint8_t { intra = 0, inter = 1 };
 
 class LinkNetwork {
  public:
-  /// A grid of `rows` × `columns` ranks.
-  LinkNetwork(int rows, int columns);
+  /// A grid of `rows` × `columns` ranks (their communicators), and `tp_groups` TP groups.
+  LinkNetwork(int rows, int columns, int tp_groups = 0);
 
-  /// Starts a flow at `now` on row/column `index`; returns its id.
+  /// Starts a flow at `now` on row/column/TP group `index`; returns its id.
   int start(double now, engine::CommGroup comm, int index, Level level, double latency_s,
             double transfer_s);
   /// Absolute time of the next flow event (end of a latency or of a transfer); +inf if idle.
@@ -51,17 +55,21 @@ class LinkNetwork {
     bool transferring;
     double rate;
   };
-  // Per level: loads of rows and columns, and a histogram of them for the running maxima.
+  // Per level: loads of rows, columns and TP groups, and a histogram of each for the running
+  // maxima.
+  struct Load {
+    std::vector<int> of;    // per index
+    std::vector<int> hist;  // how many indices carry each load
+    int max = 0;
+  };
   struct Loads {
-    std::vector<int> row, column;
-    std::vector<int> row_hist, column_hist;  // how many rows/columns carry each load
-    int row_max = 0, column_max = 0;
+    Load row, column, tp;
   };
   void load(const Flow& f, int delta);
   void update_rates();
-  static void bump(std::vector<int>& load, std::vector<int>& hist, int& max, int i, int delta);
+  static void bump(Load& load, int i, int delta);
+  static Load& of(Loads& l, engine::CommGroup comm);
 
-  int rows_, columns_;
   Loads loads_[2];
   std::vector<Flow> flows_;
   std::vector<int> active_;  // ids of unfinished flows

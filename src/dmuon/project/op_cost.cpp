@@ -91,12 +91,12 @@ double OpCost::prepare(const engine::StepLayout& L, int group) const {
 }
 
 double OpCost::newton_schulz(const ParamLayout& p) const {
-  const auto key = std::make_pair(p.shape.rows, p.shape.cols);
+  // --tp: the TP owner orthogonalizes the logical matrix it gathered.
+  const engine::MatrixShape& m = p.tp_sharded() ? p.logical : p.shape;
+  const auto key = std::make_pair(m.rows, m.cols);
   auto it = ns_cache_.find(key);
   if (it == ns_cache_.end())
-    it = ns_cache_
-             .emplace(key, cost_.newton_schulz(p.shape.rows, p.shape.cols, ns_config_, ns_, ns_))
-             .first;
+    it = ns_cache_.emplace(key, cost_.newton_schulz(m.rows, m.cols, ns_config_, ns_, ns_)).first;
   double s = it->second;
   if (p.storage == Storage::sharded && wire_ != ns_)
     s += cost_.elementwise(static_cast<double>(p.numel) * (w_ + n_));

@@ -16,7 +16,9 @@
 //               b = 0: a memset of the gradient; sharded padding zeroed
 //   prepare     Muon momentum per updated parameter: grad (w) + momentum (8) + input (n or w)
 //   newton_schulz  ComputeCost::newton_schulz (+ a conversion of fsdp-muon's gathered input
-//               when the wire and Newton–Schulz types differ)
+//               when the wire and Newton–Schulz types differ); --tp: of the logical matrix
+//               (the TP owner's, after its gather); forward, backward, prepare and apply of a
+//               TP-sharded parameter work on its local shard (the layout's shapes)
 //   apply       Muon: master (8) + update (n) per element; AdamW: 24 + w per element
 //   clip_partial  --clip-norm: one read (w) of every gradient element this rank counts in the
 //               norm (engine::clip_counted)

@@ -4,12 +4,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <string>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/accumulation.hpp"
 #include "dmuon/engine/baseline_volume.hpp"
 #include "dmuon/engine/synthetic.hpp"
+#include "dmuon/engine/tp_engine.hpp"
 #include "dmuon/plan/ddp_dmuon_volume.hpp"
+#include "dmuon/plan/tp_volume.hpp"
 #include "dmuon/project/op_cost.hpp"
 #include "dmuon/project/replay.hpp"
 
@@ -79,6 +83,37 @@ std::vector<engine::VolumeExpectation> expected_by_rank(const model::ModuleTree&
   return out;
 }
 
+// --tp: the replayed TP gathers and scatters of every rank against the formula
+// (plan/tp_volume.hpp), into the RunResult's TP figures as the engine fills them.
+void audit_tp(engine::RunResult& r, const model::ModuleTree& tree, const plan::Plan& plan,
+              const engine::EngineOptions& o, const ReplayResult& rep) {
+  const auto v = plan::predict_tp_volume(tree, plan, o.reshard, o.grad_reduce, 4);
+  r.tp = plan.tp.tp;
+  const std::size_t world = rep.tp_gather.size();
+  r.rank_tp.assign(world * 6, 0);
+  for (std::size_t q = 0; q < world; ++q) {
+    const auto& g = rep.tp_gather[q];
+    const auto& s = rep.tp_scatter[q];
+    const std::int64_t row[6] = {static_cast<std::int64_t>(g.calls),
+                                 static_cast<std::int64_t>(g.bytes_sent),
+                                 v.gather.bytes_per_rank[q],
+                                 static_cast<std::int64_t>(s.calls),
+                                 static_cast<std::int64_t>(s.bytes_received),
+                                 v.scatter.bytes_per_rank[q]};
+    std::copy(std::begin(row), std::end(row),
+              r.rank_tp.begin() + static_cast<std::ptrdiff_t>(q * 6));
+    r.tp_gather_bytes = std::max(r.tp_gather_bytes, row[1]);
+    r.tp_gather_formula = std::max(r.tp_gather_formula, row[2]);
+    r.tp_scatter_bytes = std::max(r.tp_scatter_bytes, row[4]);
+    r.tp_scatter_formula = std::max(r.tp_scatter_formula, row[5]);
+    const std::string m = plan::tp_volume_mismatch(v, static_cast<int>(q), g, s);
+    if (r.audit_ok && !m.empty()) {
+      r.audit_ok = false;
+      r.audit_message = fmt::format("rank {} replayed {}", q, m);
+    }
+  }
+}
+
 }  // namespace
 
 double model_flops_per_step(const model::ModuleTree& tree, const engine::EngineOptions& o,
@@ -97,12 +132,20 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const auto& po = plan.partition.options;
-  const int world = po.shard * po.replicate;
+  // --tp T: T DP groups of R × G ranks (world_programs.hpp); the DP collectives and their
+  // formula are those of one DP group on the local shard shapes.
+  const int T = plan.tp.tp;
+  const int dp_world = po.shard * po.replicate;
+  const int world = dp_world * T;
   engine::EngineOptions o = options.engine;
   o.steps = 1;
   o.warmup = std::max(1, o.warmup);
   o.check = false;
   engine::validate(o, world);
+  engine::validate_tp_run(plan, o);
+  std::optional<model::ModuleTree> local_tree;
+  if (T > 1) local_tree.emplace(engine::tp_local_tree(tree, plan));
+  const model::ModuleTree& dp_tree = local_tree ? *local_tree : tree;
   const int domains = machine.domain_of(world - 1) + 1;
   if (domains > 1 && machine.inter.busbw_gbps <= 0)
     throw InputError(fmt::format(
@@ -142,19 +185,20 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   // per-rank channels; expected_volume reads only its grad_reduce.
   const auto raw_predicted =
       o.method == engine::Method::ddp_dmuon
-          ? plan::predict_ddp_dmuon_volume(tree, plan.hooks, plan.partition, o.grad_reduce, wire)
-          : plan::predict_dmuon_volume(tree, plan.hooks, plan.partition, o.reshard, o.grad_reduce,
-                                       wire);
+          ? plan::predict_ddp_dmuon_volume(dp_tree, plan.hooks, plan.partition, o.grad_reduce, wire)
+          : plan::predict_dmuon_volume(dp_tree, plan.hooks, plan.partition, o.reshard,
+                                       o.grad_reduce, wire);
   r.rank_calls = rep.calls;
   r.rank_bytes = rep.bytes;
   r.rank_formula_bytes.assign(kChannelCount * W, 0);
-  const auto expected = expected_by_rank(tree, plan, o, raw_predicted, world, wire);
+  // Per DP rank; world rank q is DP rank q / T.
+  const auto expected = expected_by_rank(dp_tree, plan, o, raw_predicted, dp_world, wire);
   // Hooks per step with --accum (engine/accumulation.hpp).
   const auto predicted = o.method == engine::Method::dmuon
                              ? engine::accumulated_volume(raw_predicted, o.accum)
                              : raw_predicted;
   for (int q = 0; q < world; ++q) {
-    const auto& expect = expected[static_cast<std::size_t>(q)];
+    const auto& expect = expected[static_cast<std::size_t>(q / T)];
     for (std::size_t c = 0; c < kChannelCount; ++c) {
       const std::size_t at = c * W + static_cast<std::size_t>(q);
       r.rank_formula_bytes[at] = expect[c].bytes;
@@ -185,14 +229,16 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
                                   programs.hook_calls, programs.hook_comm_calls,
                                   predicted.hooks_fired, predicted.hooks_communicating);
   }
+  if (T > 1) audit_tp(r, tree, plan, o, rep);
   r.peak_packed_bytes = programs.peak_packed_bytes;
   r.master_bytes = programs.master_bytes;
   r.momentum_bytes = programs.state_bytes;
 
   const double step_s = r.phases_ms[static_cast<std::size_t>(Phase::step)] * 1e-3;
-  p.model_flops_per_step = model_flops_per_step(tree, o, world);
+  // --tp: the logical model on the global batch of the DP groups (each TP shard does 1/T).
+  p.model_flops_per_step = model_flops_per_step(tree, o, dp_world);
   if (step_s > 0) {
-    p.tokens_per_s = static_cast<double>(o.global_samples(world)) / step_s;
+    p.tokens_per_s = static_cast<double>(o.global_samples(dp_world)) / step_s;
     const kernels::Dtype compute =
         machine.device == DeviceKind::gpu ? o.comm_dtype : kernels::Dtype::f32;
     p.mfu = p.model_flops_per_step / (step_s * world * machine.compute.peak_flops(compute));

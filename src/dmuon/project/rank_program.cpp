@@ -26,6 +26,11 @@ BatchSpec batch_spec(const engine::StepLayout& layout, const engine::StepOp& op,
   b.comm = engine::comm_of(layout, op.op);
   b.op = op.op;
   b.group = op.group;
+  if (b.comm == engine::CommGroup::tp) {
+    const engine::TpCall tp = engine::tp_call_of(layout, op);
+    b.calls.push_back({comm::CollectiveKind::broadcast, tp.count, 4, tp.root});
+    return b;
+  }
   for (const auto& c : engine::collectives_of(layout, op, options))
     b.calls.push_back(
         {c.kind, c.count, static_cast<std::uint8_t>(comm::dtype_size(c.dtype)), c.root});
@@ -55,9 +60,16 @@ bool is_issue(Op op) {
     case Op::issue_stage2:
     case Op::issue_gather:
     case Op::issue_clip:
-    case Op::publish: return true;
+    case Op::publish:
+    case Op::tp_gather:
+    case Op::tp_scatter: return true;
     default: return false;
   }
+}
+
+// The engine runs these blocking: the compute stream waits for them where they are issued.
+bool is_blocking(Op op) {
+  return op == Op::tp_gather || op == Op::tp_scatter;
 }
 
 // The executor's per-group batch handles (StepExecutor: weights_, reduce_, stage2_, gather_,
@@ -104,7 +116,7 @@ RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& 
     int group;
   };
   std::vector<PendingReplica> replica_waits;  // take_replica before this step's publish
-  std::array<int, engine::kCommGroupCount> seq{};
+  std::array<int, engine::kCommCount> seq{};
   bool timing = false;
   int current_phase = -1;
   bool current_exposed = false;
@@ -151,9 +163,16 @@ RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& 
       in.comm = static_cast<std::uint8_t>(comm);
       in.ref = static_cast<std::int32_t>(prog.batches.size());
       if (op.op == Op::issue_stage2) in.dep = at(op.group)[kReduce];
-      at(op.group)[static_cast<std::size_t>(handle_of_issue(op.op))] = in.ref;
       prog.batches.push_back(spec);
       code.push_back(in);
+      if (is_blocking(op.op)) {
+        Instruction wait;
+        wait.kind = Instruction::wait;
+        wait.ref = in.ref;
+        code.push_back(wait);
+      } else {
+        at(op.group)[static_cast<std::size_t>(handle_of_issue(op.op))] = in.ref;
+      }
       continue;
     }
     const int h = handle_of_wait(op.op);

@@ -6,6 +6,8 @@
 // owners' replicate broadcasts; --clip-norm's world all-reduce runs on weights, as
 // stream_for puts it), waits name the issue whose batch they wait for, and the
 // phase timer's switches are kept where the executor (engine/step_executor.cpp) makes them.
+// --tp: a tp_gather / tp_scatter is blocking in the engine (MPI_Gather / MPI_Scatter on the TP
+// group): an issue on the TP communicator (weights stream) followed at once by its wait.
 // Nothing about the order is decided here: the program is the schedule, op for op.
 
 #include <cstdint>
@@ -35,13 +37,16 @@ struct BatchSpec {
       return kind == o.kind && count == o.count && elem_bytes == o.elem_bytes && root == o.root;
     }
   };
+  /// The TP group's batches (comm tp) are one call of op tp_gather or tp_scatter: a gather or
+  /// scatter of `count` fp32 elements per rank rooted at TP rank `root` (engine::tp_call_of);
+  /// their `kind` is not read (comm::CollectiveKind has neither).
   engine::CommGroup comm = engine::CommGroup::shard;
   engine::Op op = engine::Op::issue_weights;  ///< the issue op (for consistency checks)
   int group = -1;
   std::vector<Call> calls;
 };
 
-/// The calls of an issue op as collectives_of() lists them.
+/// The calls of an issue op as collectives_of() lists them (a TP op: its tp_call_of).
 BatchSpec batch_spec(const engine::StepLayout& layout, const engine::StepOp& op,
                      const engine::ScheduleOptions& options);
 

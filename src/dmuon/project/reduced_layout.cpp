@@ -40,6 +40,8 @@ ReducedLayout LayoutReducer::reduce(int rank) const {
   L.method = ref.method;
   L.reshard = ref.reshard;
   L.me = engine::RankCoords::of(rank, po.shard, po.replicate);
+  L.tp = ref.tp;  // kept parameters keep their TP fields (tp_dim, tp_owner, logical)
+  L.tp_rank = ref.tp_rank;
   L.weight_window = ref.weight_window;
   L.weight_slot_elems = ref.weight_slot_elems;
   L.weight_pool_elems = ref.weight_pool_elems;

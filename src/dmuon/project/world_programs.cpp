@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <stdexcept>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/engine/tp_engine.hpp"
 #include "dmuon/project/reduced_layout.hpp"
 #include "dmuon/project/sample_classes.hpp"
 
@@ -91,7 +94,7 @@ void account_memory(WorldPrograms& w, const StepLayout& L, int wire_bytes) {
 
 // The issue ops of a schedule in order, split by communicator, as batch specs.
 struct ReferenceBatches {
-  std::vector<const BatchSpec*> by_comm[engine::kCommGroupCount];
+  std::vector<const BatchSpec*> by_comm[engine::kCommCount];
 };
 
 ReferenceBatches reference_batches(WorldPrograms& w, const StepLayout& L, const engine::Schedule& s,
@@ -120,29 +123,38 @@ const BatchSpec* take(const std::vector<const BatchSpec*>& list, const engine::S
 
 }  // namespace
 
-WorldPrograms build_programs(const model::ModuleTree& tree, const plan::Plan& plan,
+WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::Plan& plan,
                              const engine::EngineOptions& o, const OpCost& cost,
                              Symmetry symmetry) {
   const auto& po = plan.partition.options;
-  const int world = po.shard * po.replicate;
+  // --tp T: every DP group (the ranks of one TP index t) runs the step on the local shard
+  // shapes; world rank = dp · T + t (replay.hpp).
+  const int T = plan.tp.tp;
+  std::optional<model::ModuleTree> local_tree;
+  if (T > 1) local_tree.emplace(engine::tp_local_tree(logical_tree, plan));
+  const model::ModuleTree& tree = local_tree ? *local_tree : logical_tree;
+  const int dp_world = po.shard * po.replicate;
+  const int world = dp_world * T;
   WorldPrograms w;
   w.world = world;
+  w.tp = T;
   const bool ddp = engine::is_ddp(o.method);
   w.rows = ddp ? 1 : po.replicate;
-  w.columns = ddp ? world : po.shard;
+  w.columns = ddp ? dp_world : po.shard;
   w.program_of_rank.assign(static_cast<std::size_t>(world), 0);
   const auto so = engine::schedule_options(o);
-  const engine::LayoutOptions lo{o.method, o.reshard, o.prefetch, o.pipeline, o.accum};
-  const SampleClasses samples(tree, o.global_samples(world), world, o.accum);
+  engine::LayoutOptions lo{o.method, o.reshard, o.prefetch, o.pipeline, o.accum};
+  const SampleClasses samples(tree, o.global_samples(dp_world), dp_world, o.accum);
   const int wire = static_cast<int>(kernels::dtype_bytes(o.comm_dtype));
   Durations durations(cost, samples);
 
   if (symmetry == Symmetry::full) {
     w.check_batches = true;
     for (int r = 0; r < world; ++r) {
-      const StepLayout L = engine::make_layout(tree, plan, lo, r);
+      lo.tp_rank = r % T;
+      const StepLayout L = engine::make_layout(tree, plan, lo, r / T);
       const engine::Schedule s = engine::make_schedule(L, so);
-      const int cls = samples.class_of(r);
+      const int cls = samples.class_of(r / T);
       w.programs.push_back(compile_program(
           s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
           [&](const engine::StepOp& op, int) {
@@ -160,6 +172,9 @@ WorldPrograms build_programs(const model::ModuleTree& tree, const plan::Plan& pl
     return w;
   }
 
+  if (T > 1 && o.method != engine::Method::dmuon)
+    throw std::logic_error("build_programs: --tp runs dmuon only (validate_tp_run)");
+  lo.tp_rank = 0;
   const StepLayout ref = engine::make_layout(tree, plan, lo, 0);
   const engine::Schedule ref_schedule = engine::make_schedule(ref, so);
   const ReferenceBatches batches = reference_batches(w, ref, ref_schedule, so);
@@ -230,40 +245,50 @@ WorldPrograms build_programs(const model::ModuleTree& tree, const plan::Plan& pl
     return w;
   }
 
-  // DMuon: a reduced layout and schedule per rank.
+  // DMuon: a reduced layout and schedule per rank (per DP rank, then per TP index: only the
+  // TP owners' Newton–Schulz differ between the ranks of a TP group).
   durations.set_reference(&ref);
   const LayoutReducer reducer(ref, plan);
   std::map<int, std::vector<const BatchSpec*>> column_batches;
   w.programs.reserve(static_cast<std::size_t>(world));
-  for (int r = 0; r < world; ++r) {
-    const ReducedLayout R = reducer.reduce(r);
-    const StepLayout& L = R.layout;
-    const engine::Schedule s = engine::make_schedule(L, so);
-    const int cls = samples.class_of(r);
-    auto& mine = column_batches[L.me.column];
-    w.programs.push_back(compile_program(
-        s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
-        [&](const engine::StepOp& op, int seq) -> const BatchSpec* {
-          const auto comm = engine::comm_of(op.op);
-          if (comm != engine::CommGroup::replicate)
-            return take(batches.by_comm[static_cast<std::size_t>(comm)], op, seq);
-          BatchSpec spec = batch_spec(L, op, so);
-          if (seq < static_cast<int>(mine.size())) {
-            const BatchSpec* known = mine[static_cast<std::size_t>(seq)];
-            if (known->op != spec.op || known->group != spec.group || !(known->calls == spec.calls))
-              throw RuntimeFailure(
-                  fmt::format("projection: ranks of column {} disagree on their collective {}",
-                              L.me.column, seq));
-            return known;
-          }
-          w.specs.push_back(std::move(spec));
-          mine.push_back(&w.specs.back());
-          return &w.specs.back();
-        }));
-    w.program_of_rank[static_cast<std::size_t>(r)] = r;
-    account_memory(w, L, wire);
-    w.hook_calls = std::max(w.hook_calls, w.programs.back().hook_calls);
-    w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.back().hook_comm_calls);
+  for (int dp = 0; dp < dp_world; ++dp) {
+    ReducedLayout R = reducer.reduce(dp);
+    const int cls = samples.class_of(dp);
+    for (int t = 0; t < T; ++t) {
+      R.layout.tp_rank = t;
+      const StepLayout& L = R.layout;
+      const engine::Schedule s = engine::make_schedule(L, so);
+      auto& mine = column_batches[L.me.column];
+      w.programs.push_back(compile_program(
+          s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
+          [&](const engine::StepOp& op, int seq) -> const BatchSpec* {
+            const auto comm = engine::comm_of(op.op);
+            if (comm == engine::CommGroup::tp) {  // the owned parameters are kept whole
+              w.specs.push_back(batch_spec(L, op, so));
+              return &w.specs.back();
+            }
+            if (comm != engine::CommGroup::replicate)
+              return take(batches.by_comm[static_cast<std::size_t>(comm)], op, seq);
+            BatchSpec spec = batch_spec(L, op, so);
+            if (seq < static_cast<int>(mine.size())) {
+              const BatchSpec* known = mine[static_cast<std::size_t>(seq)];
+              if (known->op != spec.op || known->group != spec.group ||
+                  !(known->calls == spec.calls))
+                throw RuntimeFailure(
+                    fmt::format("projection: ranks of column {} disagree on their collective {}",
+                                L.me.column, seq));
+              return known;
+            }
+            w.specs.push_back(std::move(spec));
+            mine.push_back(&w.specs.back());
+            return &w.specs.back();
+          }));
+      const int r = dp * T + t;
+      w.program_of_rank[static_cast<std::size_t>(r)] = static_cast<int>(w.programs.size()) - 1;
+      account_memory(w, L, wire);
+      w.hook_calls = std::max(w.hook_calls, w.programs.back().hook_calls);
+      w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.back().hook_comm_calls);
+    }
   }
   return w;
 }

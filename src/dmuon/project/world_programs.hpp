@@ -12,6 +12,12 @@
 //
 // Programs are shared between ranks by index, batch specs are owned here and shared by
 // pointer, so the memory is O(distinct programs + batches of one step).
+//
+// --tp T (plan.tp.tp > 1, dmuon only): T DP groups of R × G ranks on the local shard shapes
+// (engine::tp_local_tree), world rank dp · T + t; each rank's schedule holds its TP ops
+// (engine/step_schedule.hpp). Both forms handle it: the full form builds every (dp, t) layout,
+// the reduced form reduces each DP rank once and schedules it for each t (the TP owners'
+// Newton–Schulz is what differs); TP batches come from each rank's own layout.
 
 #include <cstdint>
 #include <deque>
@@ -29,8 +35,9 @@ enum class Symmetry { full, reduced };
 const char* symmetry_name(Symmetry s);
 
 struct WorldPrograms {
-  int world = 1;
-  int rows = 1, columns = 1;  ///< the method's grid (DDP: one row of all ranks)
+  int world = 1;              ///< every rank: rows · columns · tp
+  int rows = 1, columns = 1;  ///< the method's grid (DDP: one row of all ranks) of one DP group
+  int tp = 1;                 ///< T: DP groups (tensor parallelism)
   std::vector<RankProgram> programs;
   std::vector<int> program_of_rank;
   std::deque<BatchSpec> specs;
@@ -45,8 +52,9 @@ struct WorldPrograms {
 };
 
 /// Builds every rank's program. `o.method` selects the method; the plan's partition options
-/// give the world (R × G).
-WorldPrograms build_programs(const model::ModuleTree& tree, const plan::Plan& plan,
+/// give the world (R × G, times plan.tp.tp). `logical_tree` is the model as planned (with
+/// --tp, the layouts are made from its local shard shapes here).
+WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::Plan& plan,
                              const engine::EngineOptions& o, const OpCost& cost, Symmetry symmetry);
 
 }  // namespace dmuon::project

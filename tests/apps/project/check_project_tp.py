@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""dmuon_project --tp 2: the issue's command projects the llm preset at world sizes 4 and 8
+(R x G x T with T = 2); every run's collectives include the TP gathers and scatters, whose
+calls and bytes per rank per step (max over ranks) are what dmuon_inspect --tp 2 predicts for
+that world, as are the DP broadcasts and reduces (on the local shards); the global batch is the
+DP groups' (world / T ranks). Exit 0 with 'OK' on success, 1 with the first failed check."""
+import argparse
+import json
+
+from check_project import fail, run  # the same helpers as the product check beside it
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--project", required=True)
+    ap.add_argument("--inspect", required=True)
+    a = ap.parse_args()
+    j = json.loads(run([a.project, "--topology", "llm", "--preset", "tiny", "--tp", "2",
+                        "--world-size", "4,8", "--machine", "h200", "--boundary", "default",
+                        "--tokens", "16", "--json"]))
+    if j.get("world_sizes") != [4, 8] or not j.get("passed") or j.get("tp") != 2:
+        fail(f"world_sizes {j.get('world_sizes')}, passed {j.get('passed')}, tp {j.get('tp')}")
+    checked = 0
+    for r in j["runs"]:
+        n = r["world_size"]
+        if r["method"] != "dmuon" or not r["audit_ok"]:
+            fail(f"run {r['method']} n={n}: only dmuon runs with --tp, audited OK")
+        pred = json.loads(run([a.inspect, "--topology", "llm", "--preset", "tiny", "--tp", "2",
+                               "--world-size", str(n), "--json"]))["comm"]["z3"]
+        c = r["collectives"]
+        for kind in ("gather", "scatter"):
+            got = c.get("tp_" + kind)
+            if got is None:
+                fail(f"n={n}: collectives lack tp_{kind}: {sorted(c)}")
+            want = pred["tp"][kind]
+            if got["calls_per_step"] != max(want["calls_per_rank"]) or got["calls_per_step"] <= 0:
+                fail(f"n={n} tp_{kind}: {got['calls_per_step']} calls, inspect "
+                     f"{max(want['calls_per_rank'])}")
+            if got["bytes_per_rank_per_step"] != max(want["bytes_per_rank"]) or \
+                    got["formula_bytes_per_rank_per_step"] != max(want["bytes_per_rank"]):
+                fail(f"n={n} tp_{kind}: {got['bytes_per_rank_per_step']} B, inspect "
+                     f"{max(want['bytes_per_rank'])} B")
+            if got["group_size"] != 2:
+                fail(f"n={n} tp_{kind}: group size {got['group_size']}")
+        for kind in ("broadcast", "reduce"):
+            if c[kind]["bytes_per_rank_per_step"] != pred[kind]["max_bytes"] or \
+                    c[kind]["calls_per_step"] != pred[kind]["max_calls"]:
+                fail(f"n={n} {kind}: {c[kind]} vs inspect {pred[kind]}")
+        if r["tp"]["gather_bytes_per_rank_per_step"] != c["tp_gather"]["bytes_per_rank_per_step"]:
+            fail(f"n={n}: the tp block and the collectives disagree")
+        if r["global_tokens"] != n // 2 * 16:
+            fail(f"n={n}: global tokens {r['global_tokens']}, expected the DP groups' "
+                 f"{n // 2} ranks x 16")
+        if not (r["step_ms"] > 0 and r["phases_ms"]["optimizer_ns"] > 0):
+            fail(f"n={n}: step {r['step_ms']} ms, Newton-Schulz {r['phases_ms']['optimizer_ns']} ms")
+        checked += 1
+    if checked != 2:
+        fail(f"{checked} runs checked, expected 2 (default boundary at n = 4 and 8)")
+    print(f"OK: {checked} projected TP runs match dmuon_inspect --tp 2")
+
+
+if __name__ == "__main__":
+    main()

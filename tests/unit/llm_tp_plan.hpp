@@ -1,0 +1,29 @@
+#pragma once
+// The llm preset planned with tensor parallelism for `world` = R x G x T ranks, from the apps'
+// plan options (every q, k, v, o, gate, up, down TP-sharded): the set-up the --tp unit tests
+// share, with the model of the local shard shapes the layouts are made from.
+
+#include "common/plan_options.hpp"
+#include "dmuon/engine/tp_engine.hpp"
+#include "dmuon/plan/plan.hpp"
+
+namespace dmuon::test {
+
+struct LlmTpPlan {
+  model::Topology topo;  ///< the logical model
+  plan::Plan plan;
+  model::ModuleTree local;  ///< engine::tp_local_tree
+};
+
+inline LlmTpPlan llm_tp_plan(int world, int replicate, int tp) {
+  apps::PlanOptions po;
+  po.topology = "llm";
+  po.replicate = replicate;
+  po.tp = tp;
+  auto topo = apps::load_topology(po);
+  auto p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, world));
+  auto local = engine::tp_local_tree(topo.tree, p);
+  return {std::move(topo), std::move(p), std::move(local)};
+}
+
+}  // namespace dmuon::test
