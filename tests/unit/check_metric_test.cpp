@@ -52,8 +52,7 @@ TEST(CheckMetric, AnEpsRegimeElementIsExcusedWithinItsBoundOnly) {
   {
     excused = 0;
     const std::vector<std::vector<float>> run = {{3, 0, 0, 4.003f}, {1, 1, 1, 1}};
-    EXPECT_NEAR(engine::max_relative_error(tree, run, ref, nullptr, &regime, &excused), 6e-4,
-                1e-6);
+    EXPECT_NEAR(engine::max_relative_error(tree, run, ref, nullptr, &regime, &excused), 6e-4, 1e-6);
     EXPECT_EQ(excused, 0);
   }
   // Two flagged steps double the bound: 0.003 <= 2 x 0.002.
@@ -61,8 +60,7 @@ TEST(CheckMetric, AnEpsRegimeElementIsExcusedWithinItsBoundOnly) {
     excused = 0;
     regime.elements = {{{3, 2}}, {}};
     const std::vector<std::vector<float>> run = {{3, 0, 0, 4.003f}, {1, 1, 1, 1}};
-    EXPECT_NEAR(engine::max_relative_error(tree, run, ref, nullptr, &regime, &excused), 0.0,
-                1e-9);
+    EXPECT_NEAR(engine::max_relative_error(tree, run, ref, nullptr, &regime, &excused), 0.0, 1e-9);
     EXPECT_EQ(excused, 1);
   }
   // An unflagged element of the same size is never excused: a[0] off by 0.0015 -> 3e-4.
@@ -70,16 +68,14 @@ TEST(CheckMetric, AnEpsRegimeElementIsExcusedWithinItsBoundOnly) {
     excused = 0;
     regime.elements = {{{3, 1}}, {}};
     const std::vector<std::vector<float>> run = {{3.0015f, 0, 0, 4}, {1, 1, 1, 1}};
-    EXPECT_NEAR(engine::max_relative_error(tree, run, ref, nullptr, &regime, &excused), 3e-4,
-                1e-6);
+    EXPECT_NEAR(engine::max_relative_error(tree, run, ref, nullptr, &regime, &excused), 3e-4, 1e-6);
     EXPECT_EQ(excused, 0);
   }
   // A flagged element that differs by rounding only is left out without being counted.
   {
     excused = 0;
     const std::vector<std::vector<float>> run = {{3, 0, 0, 4.000001f}, {1, 1, 1, 1}};
-    EXPECT_NEAR(engine::max_relative_error(tree, run, ref, nullptr, &regime, &excused), 0.0,
-                1e-9);
+    EXPECT_NEAR(engine::max_relative_error(tree, run, ref, nullptr, &regime, &excused), 0.0, 1e-9);
     EXPECT_EQ(excused, 0);
   }
 }

@@ -273,11 +273,13 @@ RunResult ResultCollector::finish(StepBackend& backend) {
       const std::int64_t need = full_rank_global_tokens(
           tree_, [&](int pid) { return site_of[static_cast<std::size_t>(pid)] >= 0; });
       if (o_.global_samples(size_) < need)
-        r.check_note += std::string(r.check_note.empty() ? "" : "; ") + fmt::format(
-            "some Muon parameters train on fewer samples than their rank: Newton-Schulz "
-            "amplifies 16-bit rounding in the null directions; a 16-bit check is meaningful "
-            "from --global-tokens {}",
-            need);
+        r.check_note +=
+            std::string(r.check_note.empty() ? "" : "; ") +
+            fmt::format(
+                "some Muon parameters train on fewer samples than their rank: Newton-Schulz "
+                "amplifies 16-bit rounding in the null directions; a 16-bit check is meaningful "
+                "from --global-tokens {}",
+                need);
     }
   }
   return r;
