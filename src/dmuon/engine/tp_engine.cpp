@@ -58,7 +58,7 @@ std::vector<std::vector<float>> tp_reference_weights(const model::ModuleTree& tr
     const auto n = static_cast<std::size_t>(p.numel());
     for (int c = 0; c < (sharded[i] ? T : 1); ++c) {
       const std::uint64_t key = sharded[i] ? tp_shard_key(pid, c) : static_cast<std::uint64_t>(pid);
-      Copy copy{LinearWork(local, pid, global, 0, 1, 1, key),
+      Copy copy{LinearWork(local, pid, global, 0, 1, o.accum, key),
                 std::vector<float>(n),
                 std::vector<float>(n, 0.0f),
                 std::vector<float>(n, 0.0f),
@@ -70,12 +70,15 @@ std::vector<std::vector<float>> tp_reference_weights(const model::ModuleTree& tr
   }
   std::vector<float> shards, full;
   for (long s = 1; s <= o.total_steps(); ++s) {
-    // Every gradient first (the clip needs them all).
+    // Every gradient first (the clip needs them all): K micro-batches accumulated, as
+    // reference_weights does (accumulation.hpp); the TP exchange below runs once per step.
     for (auto& param_copies : copies)
-      for (auto& c : param_copies) {
-        c.work.forward(o.compute, o.seed, s, c.w.data());
-        c.work.backward(o.compute, o.seed, s, c.w.data(), c.g.data());
-      }
+      for (auto& c : param_copies)
+        for (int j = 0; j < o.accum; ++j) {
+          c.work.set_micro(j);
+          c.work.forward(o.compute, o.seed, s, c.w.data());
+          c.work.backward(o.compute, o.seed, s, c.w.data(), c.g.data(), {}, j > 0);
+        }
     if (o.clip_norm > 0) {  // the logical model's norm: every TP shard, every other parameter once
       std::vector<GradSpan> grads;
       for (auto& param_copies : copies)

@@ -10,7 +10,8 @@
 // schedule (step_schedule.hpp: tp_gather, newton_schulz on the TP owner, tp_scatter; run by
 // tp_exchange.hpp): gather of the shards to the TP owner, Newton–Schulz on the full logical
 // matrix, scatter of the fp32 update; each shard holder applies its part with the logical
-// matrix's Muon scale.
+// matrix's Muon scale. --accum K: the DP step's K micro-steps as without TP (accumulation.hpp);
+// the TP exchange, part of the optimizer, once per step after the last micro-step's reduces.
 //
 // Synthetic data: each TP shard is its own synthetic Linear of the local shape, keyed by
 // (parameter, TP rank) (tp_shard_key). The --check reference (tp_reference_weights) runs the

@@ -4,7 +4,7 @@
 //     DP and TP owners give (each TP-sharded parameter: one gather and one scatter on each rank
 //     of its DP owner's TP group, |p|/T fp32 sent / received by each non-owner), and the DP
 //     collectives are one DP group's on the local shapes (the audit); reduced and full
-//     symmetry replay the same;
+//     symmetry replay the same; with --accum K the TP ones unchanged (once per step);
 //   - on a hand-built model the TP owner alone runs Newton–Schulz, on the logical matrix, and
 //     the other rank of its TP group waits for it inside the scatter.
 
@@ -34,9 +34,15 @@ double phase(const engine::RunResult& r, int rank, Phase p) {
 
 TEST(TpProjection, TpCollectivesPerRankAreTheOwnersAndBothSymmetriesAgree) {
   const auto m = project::testing::nccl_machine(4, 100, 10);
-  for (auto [world, replicate, tp] : {std::tuple{4, 1, 2}, {8, 2, 2}, {8, 1, 4}, {16, 1, 2}}) {
+  // --accum K (the last two): the same TP calls and bytes, once per step whatever K.
+  for (auto [world, replicate, tp, accum] : {std::tuple{4, 1, 2, 1},
+                                             {8, 2, 2, 1},
+                                             {8, 1, 4, 1},
+                                             {16, 1, 2, 1},
+                                             {4, 1, 2, 2},
+                                             {8, 2, 2, 3}}) {
     const std::string name = "world " + std::to_string(world) + " R " + std::to_string(replicate) +
-                             " T " + std::to_string(tp);
+                             " T " + std::to_string(tp) + " accum " + std::to_string(accum);
     const auto setup = test::llm_tp_plan(world, replicate, tp);
     const auto& topo = setup.topo;
     const auto& p = setup.plan;
@@ -55,6 +61,7 @@ TEST(TpProjection, TpCollectivesPerRankAreTheOwnersAndBothSymmetriesAgree) {
     }
     project::ProjectionOptions o;
     o.engine.method = engine::Method::dmuon;
+    o.engine.accum = accum;
     o.symmetry = project::Symmetry::reduced;
     const auto red = project::project(topo.tree, p, m, o);
     o.symmetry = project::Symmetry::full;
