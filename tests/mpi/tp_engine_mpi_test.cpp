@@ -3,7 +3,7 @@
 // equal the formula on every rank (the engine's audit), and the TP gather/scatter volume
 // recomputed here from the plan's TP owners, per rank, matches the maximum the run reports;
 // with --clip-norm (2-norm and inf) as well, the norm taken over the whole world, and with
-// --accum K (micro-steps; the TP exchange once per step).
+// --accum K (micro-steps; the TP exchange once per step) and --comm-dtype bf16.
 // World sizes that T does not divide skip with the reason.
 
 #include <gtest/gtest.h>
@@ -77,14 +77,18 @@ void run_case(int tp, int replicate, plan::Reshard reshard,
   EXPECT_EQ(r.world_size, n);
   EXPECT_TRUE(r.audit_ok) << r.audit_message;
   EXPECT_TRUE(r.checked);
-  EXPECT_TRUE(r.check_passed) << "max rel error " << r.max_rel_error << " at " << r.worst_param;
+  EXPECT_TRUE(r.check_passed) << "max rel error " << r.max_rel_error << " at " << r.worst_param
+                              << " " << r.check_note;
   // The TP bytes of one step (the last) are those of one exchange per TP-sharded parameter
-  // whatever --accum: the optimizer, and so the exchange, runs once per step.
+  // whatever --accum: the optimizer, and so the exchange, runs once per step. The gather
+  // carries the wire dtype (bf16: half the fp32 bytes), the scatter fp32.
   const std::int64_t tp_max = expected_tp_max(s);
+  const std::int64_t gather_max = o.comm_dtype == kernels::Dtype::bf16 ? tp_max / 2 : tp_max;
   EXPECT_GT(tp_max, 0);
-  EXPECT_EQ(r.tp_gather_bytes, tp_max);
+  EXPECT_EQ(r.tp_gather_bytes, gather_max);
   EXPECT_EQ(r.tp_scatter_bytes, tp_max);
-  EXPECT_EQ(r.tp_gather_formula, tp_max);
+  EXPECT_EQ(r.tp_gather_formula, gather_max);
+  EXPECT_EQ(r.tp_scatter_formula, tp_max);
   // --clip-norm: one all-reduce of the norm over the whole R x G x T world, 0 bytes.
   const auto& norm =
       r.kinds[engine::channel_index(engine::CommGroup::world, comm::CollectiveKind::all_reduce)];
@@ -137,6 +141,25 @@ TEST(TpEngine, Tp2HsdpAccum2ClipNorm) {
   });
 }
 
+// --comm-dtype bf16 with --tp: the DP collectives on the bf16 wire as without TP (the audit),
+// the TP gather of the bf16-rounded Nesterov-input shards (half the bytes), the fp32 scatter;
+// --check against the TP reference rounding the same shards, within the bf16 tolerance
+// (engine_options.cpp: 8 unit roundoffs), on full-rank gradients (64 samples, as
+// ddp_dmuon_mpi_test's bf16 case) so that the check is meaningful.
+TEST(TpEngine, Tp2Bf16) {
+  run_case(2, 1, plan::Reshard::z3, [](auto& o) {
+    o.comm_dtype = kernels::Dtype::bf16;
+    o.global_tokens = 64;
+  });
+}
+TEST(TpEngine, Tp2HsdpBf16Accum2) {
+  run_case(2, 2, plan::Reshard::z3, [](auto& o) {
+    o.comm_dtype = kernels::Dtype::bf16;
+    o.global_tokens = 64;
+    o.accum = 2;
+  });
+}
+
 TEST(TpEngine, UnsupportedCombinationsExit2) {
   const int n = test::world_size();
   if (n % 2 != 0) GTEST_SKIP() << "world " << n << " is not divisible by --tp 2";
@@ -146,7 +169,7 @@ TEST(TpEngine, UnsupportedCombinationsExit2) {
   EXPECT_THROW(engine::validate_run(s.topo.tree, s.plan, o, n), InputError);
   o = options(plan::Reshard::z3);
   o.comm_dtype = kernels::Dtype::bf16;
-  EXPECT_THROW(engine::validate_run(s.topo.tree, s.plan, o, n), InputError);
+  EXPECT_NO_THROW(engine::validate_run(s.topo.tree, s.plan, o, n));
   o = options(plan::Reshard::z3);
   o.device = engine::Device::cuda;
   EXPECT_THROW(engine::validate_run(s.topo.tree, s.plan, o, n), InputError);

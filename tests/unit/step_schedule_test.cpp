@@ -740,6 +740,17 @@ TEST(StepSchedule, TensorParallelHandWritten) {
             "tp_gather(0,0) tp_scatter(0,0) tp_gather(1,1) tp_scatter(1,1) tp_gather(2,0) "
             "tp_scatter(2,0) ");
   EXPECT_EQ(tp_ops[1], tp_ops[0]);
+  // --comm-dtype bf16: the gather carries the gradients' wire dtype, the scatter the fp32
+  // update.
+  so.wire = comm::DType::bf16;
+  int bf16_gathers = 0;
+  for (const auto& op : engine::make_schedule(layouts[0], so)) {
+    if (op.op != Op::tp_gather && op.op != Op::tp_scatter) continue;
+    const auto call = engine::tp_call_of(layouts[0], op, so);
+    EXPECT_EQ(call.dtype, op.op == Op::tp_gather ? comm::DType::bf16 : comm::DType::f32);
+    bf16_gathers += op.op == Op::tp_gather;
+  }
+  EXPECT_EQ(bf16_gathers, 3);
   // A TP layout needs the local shapes.
   EXPECT_THROW(engine::make_layout(tree, p, {Method::dmuon, plan::Reshard::z3, 1}, 0), InputError);
 }

@@ -1,6 +1,7 @@
 #pragma once
 // The engine under tensor parallelism, layout R x G x T (docs/METRICS.md "Tensor
-// parallelism"; world rank = dp * T + t). Host only, method dmuon, fp32 wire.
+// parallelism"; world rank = dp * T + t). Host only, method dmuon; --comm-dtype fp32 or bf16
+// (bf16: the DP collectives as without TP, the TP gather in bf16, the scatter fp32).
 //
 // Every rank holds the local shards of the TP-sharded parameters (tp_local_tree: the model
 // with their local shapes) and the other parameters whole. The world splits into T DP groups
