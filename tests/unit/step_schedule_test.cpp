@@ -693,6 +693,64 @@ TEST(StepSchedule, TensorParallelHandWritten) {
       EXPECT_EQ(op.phase, engine::Phase::optimizer_other);
       EXPECT_TRUE(op.exposed);
     }
+  // --accum 2: forward and backward twice on the local shards (the second backward
+  // accumulating), the reduces after the second backward only, then the same optimizer: one
+  // TP exchange per TP-sharded parameter per step, after the last micro-step's reduces, the
+  // same TP ops (parameter, count, root) on both TP ranks.
+  so.accum = 2;
+  const std::string forward =
+      "pack(0) issue_weights(0) pack(1) issue_weights(1) wait_weights(0) forward(0,0) "
+      "forward(0,1) release_weights(0) wait_weights(1) forward(1,2) release_weights(1) "
+      "pack(1) issue_weights(1) pack(0) issue_weights(0) wait_weights(1) backward(1,2) "
+      "release_weights(1) ";
+  const std::string micro0 =
+      forward + "wait_weights(0) backward(0,1) backward(0,0) release_weights(0) ";
+  const std::string micro1 = forward +
+                             "issue_reduce(1) wait_weights(0) backward(0,1) backward(0,0) "
+                             "release_weights(0) issue_reduce(0) ";
+  std::string tp_ops[2];
+  for (int t = 0; t < 2; ++t) {
+    const auto La = engine::make_layout(
+        local, p, {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group, 2, t},
+        0);
+    const auto S = engine::make_schedule(La, so);
+    EXPECT_EQ(ops_text(S),
+              micro0 + micro1 +
+                  (t == 0 ? "wait_reduce(0) prepare(0) tp_gather(0,0) newton_schulz(0,0) "
+                            "tp_scatter(0,0) tp_gather(0,1) tp_scatter(0,1) apply(0,0) apply(0,1) "
+                            "wait_reduce(1) prepare(1) tp_gather(1,2) newton_schulz(1,2) "
+                            "tp_scatter(1,2) apply(1,2) "
+                          : "wait_reduce(0) prepare(0) tp_gather(0,0) tp_scatter(0,0) "
+                            "tp_gather(0,1) newton_schulz(0,1) tp_scatter(0,1) apply(0,0) "
+                            "apply(0,1) wait_reduce(1) prepare(1) tp_gather(1,2) tp_scatter(1,2) "
+                            "apply(1,2) "))
+        << "TP rank " << t;
+    int accumulating = 0;
+    for (const auto& op : S) {
+      accumulating += op.op == Op::backward && op.accumulate;
+      if (op.op != Op::tp_gather && op.op != Op::tp_scatter) continue;
+      const auto call = engine::tp_call_of(La, op);
+      EXPECT_EQ(call.count, 8);
+      tp_ops[t] += std::string(engine::op_name(op.op)) + "(" + std::to_string(op.param) + "," +
+                   std::to_string(call.root) + ") ";
+    }
+    EXPECT_EQ(accumulating, 3);  // the second micro-step's backward of a, b, c
+  }
+  EXPECT_EQ(tp_ops[0],
+            "tp_gather(0,0) tp_scatter(0,0) tp_gather(1,1) tp_scatter(1,1) tp_gather(2,0) "
+            "tp_scatter(2,0) ");
+  EXPECT_EQ(tp_ops[1], tp_ops[0]);
+  // --comm-dtype bf16: the gather carries the gradients' wire dtype, the scatter the fp32
+  // update.
+  so.wire = comm::DType::bf16;
+  int bf16_gathers = 0;
+  for (const auto& op : engine::make_schedule(layouts[0], so)) {
+    if (op.op != Op::tp_gather && op.op != Op::tp_scatter) continue;
+    const auto call = engine::tp_call_of(layouts[0], op, so);
+    EXPECT_EQ(call.dtype, op.op == Op::tp_gather ? comm::DType::bf16 : comm::DType::f32);
+    bf16_gathers += op.op == Op::tp_gather;
+  }
+  EXPECT_EQ(bf16_gathers, 3);
   // A TP layout needs the local shapes.
   EXPECT_THROW(engine::make_layout(tree, p, {Method::dmuon, plan::Reshard::z3, 1}, 0), InputError);
 }

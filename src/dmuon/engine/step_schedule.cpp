@@ -389,7 +389,7 @@ std::vector<PackCopy> pack_copies(const StepLayout& L, const StepOp& op) {
   return copies;
 }
 
-TpCall tp_call_of(const StepLayout& L, const StepOp& op) {
+TpCall tp_call_of(const StepLayout& L, const StepOp& op, const ScheduleOptions& options) {
   if ((op.op != Op::tp_gather && op.op != Op::tp_scatter) || op.param < 0)
     throw std::logic_error(std::string("step schedule: ") + op_name(op.op) +
                            " is not a TP exchange of one parameter");
@@ -397,7 +397,7 @@ TpCall tp_call_of(const StepLayout& L, const StepOp& op) {
   if (!p.tp_sharded())
     throw std::logic_error("step schedule: a TP exchange of '" + p.name +
                            "', which is not TP-sharded");
-  return {p.numel, p.tp_owner};
+  return {p.numel, p.tp_owner, op.op == Op::tp_gather ? options.wire : comm::DType::f32};
 }
 
 Location gradient_location(const StepLayout& L, int param, std::int64_t grad_base) {

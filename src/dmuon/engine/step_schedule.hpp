@@ -64,7 +64,7 @@ enum class Op {
   wait_clip,
   clip_scale,  ///< every gradient the optimizer consumes here × min(1, X / (‖g‖ + 1e-6))
   // --tp (tp_exchange.hpp), one parameter each, blocking collectives on the TP group:
-  tp_gather,   ///< the shards of its Newton–Schulz input to its TP owner (fp32)
+  tp_gather,   ///< the shards of its Newton–Schulz input to its TP owner (the wire dtype)
   tp_scatter,  ///< the TP owner's Newton–Schulz output back to the shard holders (fp32)
 };
 const char* op_name(Op op);
@@ -175,13 +175,15 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& layout, const StepO
                                            const ScheduleOptions& options);
 
 /// One TP exchange op as the TP group runs it: a gather (tp_gather) or scatter (tp_scatter) of
-/// `count` fp32 elements per TP rank (the parameter's local shard), rooted at TP rank `root`.
+/// `count` elements of `dtype` per TP rank (the parameter's local shard), rooted at TP rank
+/// `root`. The gather carries the gradients' wire dtype, the scatter the fp32 update.
 struct TpCall {
   std::int64_t count = 0;
   int root = -1;
+  comm::DType dtype = comm::DType::f32;
 };
 /// The TP exchange of a tp_gather / tp_scatter op; throws std::logic_error for other ops.
-TpCall tp_call_of(const StepLayout& layout, const StepOp& op);
+TpCall tp_call_of(const StepLayout& layout, const StepOp& op, const ScheduleOptions& options = {});
 
 /// The communicator an issue op uses (publish: the replicate group, HSDP dmuon; tp_gather and
 /// tp_scatter: the TP group).

@@ -24,6 +24,7 @@
 #include "dmuon/engine/step_schedule.hpp"
 #include "dmuon/engine/tp_exchange.hpp"
 #include "dmuon/plan/tp_volume.hpp"
+#include "kernels/convert.hpp"
 
 namespace dmuon::engine {
 
@@ -58,7 +59,7 @@ std::vector<std::vector<float>> tp_reference_weights(const model::ModuleTree& tr
     const auto n = static_cast<std::size_t>(p.numel());
     for (int c = 0; c < (sharded[i] ? T : 1); ++c) {
       const std::uint64_t key = sharded[i] ? tp_shard_key(pid, c) : static_cast<std::uint64_t>(pid);
-      Copy copy{LinearWork(local, pid, global, 0, 1, 1, key),
+      Copy copy{LinearWork(local, pid, global, 0, 1, o.accum, key),
                 std::vector<float>(n),
                 std::vector<float>(n, 0.0f),
                 std::vector<float>(n, 0.0f),
@@ -69,13 +70,19 @@ std::vector<std::vector<float>> tp_reference_weights(const model::ModuleTree& tr
     }
   }
   std::vector<float> shards, full;
+  const auto on_wire = [bf16 = o.comm_dtype == kernels::Dtype::bf16](float v) {
+    return bf16 ? kernels::host::bf16_to_float(kernels::host::float_to_bf16(v)) : v;
+  };
   for (long s = 1; s <= o.total_steps(); ++s) {
-    // Every gradient first (the clip needs them all).
+    // Every gradient first (the clip needs them all): K micro-batches accumulated, as
+    // reference_weights does (accumulation.hpp); the TP exchange below runs once per step.
     for (auto& param_copies : copies)
-      for (auto& c : param_copies) {
-        c.work.forward(o.compute, o.seed, s, c.w.data());
-        c.work.backward(o.compute, o.seed, s, c.w.data(), c.g.data());
-      }
+      for (auto& c : param_copies)
+        for (int j = 0; j < o.accum; ++j) {
+          c.work.set_micro(j);
+          c.work.forward(o.compute, o.seed, s, c.w.data());
+          c.work.backward(o.compute, o.seed, s, c.w.data(), c.g.data(), {}, j > 0);
+        }
     if (o.clip_norm > 0) {  // the logical model's norm: every TP shard, every other parameter once
       std::vector<GradSpan> grads;
       for (auto& param_copies : copies)
@@ -106,7 +113,8 @@ std::vector<std::vector<float>> tp_reference_weights(const model::ModuleTree& tr
           throw bad("weight");
         continue;
       }
-      // Newton–Schulz on the logical matrix assembled from the T shards, as the TP owner does;
+      // Newton–Schulz on the logical matrix assembled from the T shards, as the TP owner does
+      // (--comm-dtype bf16: each shard's Nesterov input rounded to bf16, as the gather sends it);
       // element by element here (the engine copies blocks, TpExchange::assemble/split): shard
       // c's (i, j) is the logical (c·lr + i, j) for a column-parallel shard (rows split), and
       // (i, c·lc + j) for a row-parallel one (columns split).
@@ -121,8 +129,8 @@ std::vector<std::vector<float>> tp_reference_weights(const model::ModuleTree& tr
       for (int c = 0; c < T; ++c)
         for (std::int64_t r = 0; r < lr; ++r)
           for (std::int64_t j = 0; j < lc; ++j)
-            full[at(c, r, j)] =
-                copies[i][static_cast<std::size_t>(c)].x[static_cast<std::size_t>(r * lc + j)];
+            full[at(c, r, j)] = on_wire(
+                copies[i][static_cast<std::size_t>(c)].x[static_cast<std::size_t>(r * lc + j)]);
       opt.newton_schulz(full.data(), logical.rows, logical.cols, name);
       shards.resize(n);
       for (int c = 0; c < T; ++c) {
@@ -240,14 +248,15 @@ RunResult run_tp_engine(const model::ModuleTree& tree, const plan::Plan& plan,
       local, plan, {o.method, o.reshard, o.prefetch, o.pipeline, o.accum, t}, ranks.world_rank());
   const ScheduleOptions so = schedule_options(o);
   const Schedule schedule = make_schedule(layout, so);
-  TpExchange tpx(layout, tp_comm.get());
+  TpExchange tpx(layout, tp_comm.get(), so.wire);
   // --clip-norm: the norm's all-reduce spans the whole R x G x T world (grad_clip.hpp).
   const auto backend = make_host_backend(local, layout, o, ranks, dp_comm.get(), &tpx, world);
   StepExecutor executor(layout, schedule, so, *backend, o.inject_nan_step);
   EngineOptions ro = o;
   if (o.check) ro.check_reference = [&] { return tp_reference_weights(tree, plan, o, dp_size, t); };
   ResultCollector results(local, plan, layout, ro, dp_comm.get());
-  const auto expect = plan::predict_tp_volume(tree, plan, o.reshard, o.grad_reduce, 4);
+  const auto expect = plan::predict_tp_volume(tree, plan, o.reshard, o.grad_reduce,
+                                              static_cast<int>(kernels::dtype_bytes(o.comm_dtype)));
 
   const comm::CollectiveCounters none;
   auto counters = [&](CommGroup g) -> comm::CollectiveCounters {

@@ -1,6 +1,7 @@
 #pragma once
 // The engine under tensor parallelism, layout R x G x T (docs/METRICS.md "Tensor
-// parallelism"; world rank = dp * T + t). Host only, method dmuon, fp32 wire.
+// parallelism"; world rank = dp * T + t). Host only, method dmuon; --comm-dtype fp32 or bf16
+// (bf16: the DP collectives as without TP, the TP gather in bf16, the scatter fp32).
 //
 // Every rank holds the local shards of the TP-sharded parameters (tp_local_tree: the model
 // with their local shapes) and the other parameters whole. The world splits into T DP groups
@@ -10,7 +11,8 @@
 // schedule (step_schedule.hpp: tp_gather, newton_schulz on the TP owner, tp_scatter; run by
 // tp_exchange.hpp): gather of the shards to the TP owner, Newton–Schulz on the full logical
 // matrix, scatter of the fp32 update; each shard holder applies its part with the logical
-// matrix's Muon scale.
+// matrix's Muon scale. --accum K: the DP step's K micro-steps as without TP (accumulation.hpp);
+// the TP exchange, part of the optimizer, once per step after the last micro-step's reduces.
 //
 // Synthetic data: each TP shard is its own synthetic Linear of the local shape, keyed by
 // (parameter, TP rank) (tp_shard_key). The --check reference (tp_reference_weights) runs the

@@ -7,6 +7,7 @@
 
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
+#include "kernels/convert.hpp"
 
 namespace dmuon::engine {
 
@@ -14,7 +15,10 @@ std::uint64_t tp_shard_key(int pid, int tp_rank) {
   return static_cast<std::uint64_t>(pid) + (static_cast<std::uint64_t>(tp_rank + 1) << 40);
 }
 
-TpExchange::TpExchange(const StepLayout& layout, MPI_Comm tp_comm) : comm_(tp_comm) {
+TpExchange::TpExchange(const StepLayout& layout, MPI_Comm tp_comm, comm::DType gather_dtype)
+    : comm_(tp_comm), gather_dtype_(gather_dtype) {
+  if (gather_dtype != comm::DType::f32 && gather_dtype != comm::DType::bf16)
+    throw std::logic_error("TP exchange: the gather carries f32 or bf16");
   DMUON_CHECK_MPI(MPI_Comm_size(tp_comm, &tp_));
   DMUON_CHECK_MPI(MPI_Comm_rank(tp_comm, &rank_));
   if (tp_ != layout.tp || rank_ != layout.tp_rank)
@@ -65,14 +69,27 @@ void TpExchange::gather(const ParamLayout& p, const float* x) {
                            "' (not TP-sharded, or another exchange is open)");
   const bool root = rank_ == p.tp_owner;
   const std::int64_t n = p.logical.rows * p.logical.cols;
-  const auto bytes = static_cast<std::uint64_t>(p.numel) * sizeof(float);
+  const auto bytes = static_cast<std::uint64_t>(p.numel) * comm::dtype_size(gather_dtype_);
   if (root) {
     full_.resize(static_cast<std::size_t>(n));
     shards_.resize(static_cast<std::size_t>(n));
   }
-  DMUON_CHECK_MPI(MPI_Gather(x, static_cast<int>(p.numel), MPI_FLOAT,
-                             root ? shards_.data() : nullptr, static_cast<int>(p.numel), MPI_FLOAT,
-                             p.tp_owner, comm_));
+  const int count = static_cast<int>(p.numel);
+  if (gather_dtype_ == comm::DType::bf16) {
+    // bf16 on the wire, as the gradients: every shard rounded, widened back on the owner.
+    send16_.resize(static_cast<std::size_t>(p.numel));
+    kernels::host::convert(x, kernels::Dtype::f32, send16_.data(), kernels::Dtype::bf16,
+                           static_cast<std::size_t>(p.numel));
+    if (root) recv16_.resize(static_cast<std::size_t>(n));
+    DMUON_CHECK_MPI(MPI_Gather(send16_.data(), count, MPI_UINT16_T, root ? recv16_.data() : nullptr,
+                               count, MPI_UINT16_T, p.tp_owner, comm_));
+    if (root)
+      kernels::host::convert(recv16_.data(), kernels::Dtype::bf16, shards_.data(),
+                             kernels::Dtype::f32, static_cast<std::size_t>(n));
+  } else {
+    DMUON_CHECK_MPI(MPI_Gather(x, count, MPI_FLOAT, root ? shards_.data() : nullptr, count,
+                               MPI_FLOAT, p.tp_owner, comm_));
+  }
   ++gather_.calls;
   (root ? gather_.bytes_received : gather_.bytes_sent) +=
       root ? bytes * static_cast<std::uint64_t>(tp_ - 1) : bytes;

@@ -2,7 +2,8 @@
 // The tensor-parallel step of a TP-sharded Muon parameter on its DP owner's TP group
 // (docs/METRICS.md "Tensor parallelism"), as the step schedule orders it (Op::tp_gather,
 // Op::newton_schulz on the TP owner, Op::tp_scatter): the T local shards of the Newton–Schulz
-// input go to the TP owner (a gather, fp32 = the grad dtype the engine supports with --tp),
+// input go to the TP owner (a gather in the gradient dtype: fp32, or bf16 with --comm-dtype bf16,
+// every shard rounded to nearest even, the owner's own as well),
 // Newton–Schulz runs there on the full logical matrix, and the fp32 update goes back to the T
 // shard holders (a scatter). Blocking MPI_Gather / MPI_Scatter on the TP communicator, counted
 // under the convention of collective_counters.hpp extended by: gather volume = bytes sent (the
@@ -10,7 +11,7 @@
 //
 // What travels is each shard's Nesterov input: Muon's momentum is elementwise, so the shard
 // holders update it on their shards exactly as the owner would on the whole matrix; the bytes
-// are those of the gradient shards in fp32.
+// are those of the gradient shards in the gradient dtype.
 
 #include <mpi.h>
 
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "dmuon/comm/collective_counters.hpp"
+#include "dmuon/comm/dtype.hpp"
 #include "dmuon/engine/step_layout.hpp"
 
 namespace dmuon::engine {
@@ -29,9 +31,11 @@ std::uint64_t tp_shard_key(int pid, int tp_rank);
 class TpExchange {
  public:
   /// `tp_comm` holds the T ranks of this rank's TP group, ranked by TP index (not owned);
-  /// `layout` is this rank's (its tp and tp_rank must match the communicator). Throws
-  /// InputError when a TP shard exceeds one MPI message (every rank of the world alike).
-  TpExchange(const StepLayout& layout, MPI_Comm tp_comm);
+  /// `layout` is this rank's (its tp and tp_rank must match the communicator); the gather
+  /// carries `gather_dtype` (f32 or bf16). Throws InputError when a TP shard exceeds one MPI
+  /// message (every rank of the world alike).
+  TpExchange(const StepLayout& layout, MPI_Comm tp_comm,
+             comm::DType gather_dtype = comm::DType::f32);
 
   /// Sends this rank's shard `x` (p.numel elements) of TP-sharded parameter p's Newton–Schulz
   /// input to its TP owner, which assembles the logical matrix (gathered()). Collective over
@@ -60,9 +64,11 @@ class TpExchange {
   void expect_pending(const ParamLayout& p, const char* what) const;
 
   MPI_Comm comm_;
+  comm::DType gather_dtype_ = comm::DType::f32;
   int tp_ = 1, rank_ = 0;
   int pending_ = -1;
   std::vector<float> full_, shards_;
+  std::vector<std::uint16_t> send16_, recv16_;  // the bf16 gather's wire buffers
   comm::KindCounters gather_, scatter_;
 };
 

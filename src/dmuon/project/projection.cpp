@@ -87,7 +87,8 @@ std::vector<engine::VolumeExpectation> expected_by_rank(const model::ModuleTree&
 // (plan/tp_volume.hpp), into the RunResult's TP figures as the engine fills them.
 void audit_tp(engine::RunResult& r, const model::ModuleTree& tree, const plan::Plan& plan,
               const engine::EngineOptions& o, const ReplayResult& rep) {
-  const auto v = plan::predict_tp_volume(tree, plan, o.reshard, o.grad_reduce, 4);
+  const auto v = plan::predict_tp_volume(tree, plan, o.reshard, o.grad_reduce,
+                                         static_cast<int>(kernels::dtype_bytes(o.comm_dtype)));
   r.tp = plan.tp.tp;
   const std::size_t world = rep.tp_gather.size();
   r.rank_tp.assign(world * 6, 0);

@@ -27,8 +27,9 @@ BatchSpec batch_spec(const engine::StepLayout& layout, const engine::StepOp& op,
   b.op = op.op;
   b.group = op.group;
   if (b.comm == engine::CommGroup::tp) {
-    const engine::TpCall tp = engine::tp_call_of(layout, op);
-    b.calls.push_back({comm::CollectiveKind::broadcast, tp.count, 4, tp.root});
+    const engine::TpCall tp = engine::tp_call_of(layout, op, options);
+    b.calls.push_back({comm::CollectiveKind::broadcast, tp.count,
+                       static_cast<std::uint8_t>(comm::dtype_size(tp.dtype)), tp.root});
     return b;
   }
   for (const auto& c : engine::collectives_of(layout, op, options))

@@ -38,7 +38,8 @@ struct BatchSpec {
     }
   };
   /// The TP group's batches (comm tp) are one call of op tp_gather or tp_scatter: a gather or
-  /// scatter of `count` fp32 elements per rank rooted at TP rank `root` (engine::tp_call_of);
+  /// scatter of `count` elements per rank (the gather's in the wire dtype, the scatter's fp32)
+  /// rooted at TP rank `root` (engine::tp_call_of);
   /// their `kind` is not read (comm::CollectiveKind has neither).
   engine::CommGroup comm = engine::CommGroup::shard;
   engine::Op op = engine::Op::issue_weights;  ///< the issue op (for consistency checks)

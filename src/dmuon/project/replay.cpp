@@ -285,8 +285,9 @@ class Replayer {
     try_arrive(r, in.stream);
   }
 
-  // A TP gather (scatter) of `count` fp32 per rank: each non-root sends (receives) its
-  // count·4 bytes, the root receives (sends) the other T − 1 shards (engine/tp_exchange.hpp).
+  // A TP gather (scatter) of `count` elements per rank: each non-root sends (receives) its
+  // count·elem_bytes bytes, the root receives (sends) the other T − 1 shards
+  // (engine/tp_exchange.hpp).
   void tally_tp(int r, const BatchSpec& spec) {
     const auto& call = spec.calls.front();
     auto& k = (spec.op == engine::Op::tp_gather ? result_.tp_gather

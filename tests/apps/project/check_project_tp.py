@@ -3,7 +3,9 @@
 (R x G x T with T = 2); every run's collectives include the TP gathers and scatters, whose
 calls and bytes per rank per step (max over ranks) are what dmuon_inspect --tp 2 predicts for
 that world, as are the DP broadcasts and reduces (on the local shards); the global batch is the
-DP groups' (world / T ranks). Exit 0 with 'OK' on success, 1 with the first failed check."""
+DP groups' (world / T ranks). With --accum K (K micro-steps, accumulation.hpp): the TP gathers
+and scatters are still once per step (the optimizer runs once), the dmuon row broadcasts K
+times inspect's (Z3 forward and backward of every micro-step), the reduces once. Exit 0 with 'OK' on success, 1 with the first failed check."""
 import argparse
 import json
 
@@ -14,10 +16,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--project", required=True)
     ap.add_argument("--inspect", required=True)
+    ap.add_argument("--accum", type=int, default=1)
     a = ap.parse_args()
     j = json.loads(run([a.project, "--topology", "llm", "--preset", "tiny", "--tp", "2",
                         "--world-size", "4,8", "--machine", "h200", "--boundary", "default",
-                        "--tokens", "16", "--json"]))
+                        "--tokens", "16", "--accum", str(a.accum), "--json"]))
     if j.get("world_sizes") != [4, 8] or not j.get("passed") or j.get("tp") != 2:
         fail(f"world_sizes {j.get('world_sizes')}, passed {j.get('passed')}, tp {j.get('tp')}")
     checked = 0
@@ -42,10 +45,10 @@ def main():
                      f"{max(want['bytes_per_rank'])} B")
             if got["group_size"] != 2:
                 fail(f"n={n} tp_{kind}: group size {got['group_size']}")
-        for kind in ("broadcast", "reduce"):
-            if c[kind]["bytes_per_rank_per_step"] != pred[kind]["max_bytes"] or \
-                    c[kind]["calls_per_step"] != pred[kind]["max_calls"]:
-                fail(f"n={n} {kind}: {c[kind]} vs inspect {pred[kind]}")
+        for kind, times in (("broadcast", a.accum), ("reduce", 1)):
+            if c[kind]["bytes_per_rank_per_step"] != times * pred[kind]["max_bytes"] or \
+                    c[kind]["calls_per_step"] != times * pred[kind]["max_calls"]:
+                fail(f"n={n} {kind}: {c[kind]} vs {times} x inspect {pred[kind]}")
         if r["tp"]["gather_bytes_per_rank_per_step"] != c["tp_gather"]["bytes_per_rank_per_step"]:
             fail(f"n={n}: the tp block and the collectives disagree")
         if r["global_tokens"] != n // 2 * 16:
@@ -56,7 +59,7 @@ def main():
         checked += 1
     if checked != 2:
         fail(f"{checked} runs checked, expected 2 (default boundary at n = 4 and 8)")
-    print(f"OK: {checked} projected TP runs match dmuon_inspect --tp 2")
+    print(f"OK: {checked} projected TP runs match dmuon_inspect --tp 2 (accum {a.accum})")
 
 
 if __name__ == "__main__":

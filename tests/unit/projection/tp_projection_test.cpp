@@ -4,7 +4,8 @@
 //     DP and TP owners give (each TP-sharded parameter: one gather and one scatter on each rank
 //     of its DP owner's TP group, |p|/T fp32 sent / received by each non-owner), and the DP
 //     collectives are one DP group's on the local shapes (the audit); reduced and full
-//     symmetry replay the same;
+//     symmetry replay the same; with --accum K the TP ones unchanged (once per step); with
+//     --comm-dtype bf16 the gathers' bytes halved, the scatters' (fp32) unchanged;
 //   - on a hand-built model the TP owner alone runs Newton–Schulz, on the logical matrix, and
 //     the other rank of its TP group waits for it inside the scatter.
 
@@ -34,16 +35,27 @@ double phase(const engine::RunResult& r, int rank, Phase p) {
 
 TEST(TpProjection, TpCollectivesPerRankAreTheOwnersAndBothSymmetriesAgree) {
   const auto m = project::testing::nccl_machine(4, 100, 10);
-  for (auto [world, replicate, tp] : {std::tuple{4, 1, 2}, {8, 2, 2}, {8, 1, 4}, {16, 1, 2}}) {
+  // --accum K: the same TP calls and bytes, once per step whatever K; a 2-byte wire (bf16):
+  // the gathers carry half the bytes, the scatters the fp32 update.
+  using Case = std::tuple<int, int, int, int, int>;  // world, R, T, accum, wire bytes
+  for (auto [world, replicate, tp, accum, wire] : std::vector<Case>{{4, 1, 2, 1, 4},
+                                                                    {8, 2, 2, 1, 4},
+                                                                    {8, 1, 4, 1, 4},
+                                                                    {16, 1, 2, 1, 4},
+                                                                    {4, 1, 2, 2, 4},
+                                                                    {8, 2, 2, 3, 4},
+                                                                    {8, 1, 2, 1, 2},
+                                                                    {8, 2, 2, 2, 2}}) {
     const std::string name = "world " + std::to_string(world) + " R " + std::to_string(replicate) +
-                             " T " + std::to_string(tp);
+                             " T " + std::to_string(tp) + " accum " + std::to_string(accum) +
+                             " wire " + std::to_string(wire);
     const auto setup = test::llm_tp_plan(world, replicate, tp);
     const auto& topo = setup.topo;
     const auto& p = setup.plan;
     // By hand from the plan's owners: per world rank dp·T + t, the TP-sharded parameters of DP
     // owner dp (one gather, one scatter each), and |p|/T·4 bytes for those t does not own.
     std::vector<std::int64_t> calls(static_cast<std::size_t>(world), 0),
-        bytes(static_cast<std::size_t>(world), 0);
+        bytes(static_cast<std::size_t>(world), 0);  // fp32 bytes
     for (int pid : p.tp.sharded) {
       const int dp = p.partition.owner_rank(pid);
       for (int t = 0; t < tp; ++t) {
@@ -55,6 +67,8 @@ TEST(TpProjection, TpCollectivesPerRankAreTheOwnersAndBothSymmetriesAgree) {
     }
     project::ProjectionOptions o;
     o.engine.method = engine::Method::dmuon;
+    o.engine.accum = accum;
+    o.engine.comm_dtype = wire == 2 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
     o.symmetry = project::Symmetry::reduced;
     const auto red = project::project(topo.tree, p, m, o);
     o.symmetry = project::Symmetry::full;
@@ -69,7 +83,8 @@ TEST(TpProjection, TpCollectivesPerRankAreTheOwnersAndBothSymmetriesAgree) {
         const auto at = static_cast<std::size_t>(w) * 6;
         const auto q = static_cast<std::size_t>(w);
         EXPECT_EQ(r.rank_tp[at + 0], calls[q]) << name << " rank " << w << " gathers";
-        EXPECT_EQ(r.rank_tp[at + 1], bytes[q]) << name << " rank " << w << " gather bytes";
+        EXPECT_EQ(r.rank_tp[at + 1], bytes[q] / 4 * wire)
+            << name << " rank " << w << " gather bytes";
         EXPECT_EQ(r.rank_tp[at + 3], calls[q]) << name << " rank " << w << " scatters";
         EXPECT_EQ(r.rank_tp[at + 4], bytes[q]) << name << " rank " << w << " scatter bytes";
       }
