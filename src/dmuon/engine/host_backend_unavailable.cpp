@@ -21,7 +21,7 @@ RunResult run_tp_engine(const model::ModuleTree&, const plan::Plan&, const Engin
 }
 
 std::vector<std::vector<float>> reference_weights(const model::ModuleTree&, const plan::Plan&,
-                                                  const EngineOptions&, int) {
+                                                  const EngineOptions&, int, AdamwEpsRegime*) {
   throw InputError(
       "--check: this build cannot compute the one-process reference (no Kokkos/"
       "BLAS); check against a reference file written by a full build "
