@@ -21,7 +21,9 @@ void flag_eps_regime(const std::vector<float>& g,
   if (g.empty() || sum2 == 0) return;
   const double limit = AdamwEpsRegime::kRelative * std::sqrt(sum2 / static_cast<double>(g.size()));
   for (std::size_t j = 0; j < g.size(); ++j) {
-    if (std::fabs(static_cast<double>(g[j])) > limit) continue;
+    // An exact zero has no terms to cancel (an embedding row no sample used): every order
+    // sums it to 0, so a difference there is a bug, never excused.
+    if (g[j] == 0.0f || std::fabs(static_cast<double>(g[j])) > limit) continue;
     const auto e = static_cast<std::int64_t>(j);
     const auto it = std::lower_bound(
         flagged.begin(), flagged.end(), e,

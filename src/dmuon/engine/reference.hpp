@@ -22,7 +22,8 @@ namespace dmuon::engine {
 /// element by up to 2·lr more or less in that step. Such an element is ill-conditioned, not
 /// wrong; --check excuses it up to that bound and says so in its note.
 struct AdamwEpsRegime {
-  /// Flagged when |g| ≤ kRelative · rms(g) of its parameter at a step.
+  /// Flagged when 0 < |g| ≤ kRelative · rms(g) of its parameter at a step (an exact zero has
+  /// nothing to cancel: every summation order gives 0).
   static constexpr double kRelative = 1e-5;
   /// Per parameter in parameter_order(): (element, steps at which it was flagged).
   std::vector<std::vector<std::pair<std::int64_t, int>>> elements;
