@@ -116,8 +116,9 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
              partition::cost_model_name(part.options.cost_model),
              part.options.pack ? fmt::format("on (< {})", part.options.pack_threshold) : "off");
   const bool z3_sites = p.config.reshard == plan::Reshard::z3;
-  fmt::print("#\n# hook sites: {}   (forward order; broadcasts/step are {}: {} per owner)\n",
-             hooks.sites.size(), z3_sites ? "Z3" : "Z2", z3_sites ? 2 : 1);
+  fmt::print("#\n# hook sites: {}   (forward order; broadcasts/step are {}: {} per owner{})\n",
+             hooks.sites.size(), z3_sites ? "Z3" : "Z2", z3_sites ? 2 : 1,
+             p.has_route_dtypes() ? " and --route dtype" : "");
   fmt::print("# {:>4}  {:<40} {:<22} {:>6} {:>10} {:>9} {:>6} {:>8}  {}\n", "site", "path", "type",
              "params", "numel", "MB", "owners", "bcast", "reason");
   for (std::size_t i = 0; i < hooks.sites.size(); ++i) {
@@ -130,7 +131,7 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
     const auto owners = plan::site_owner_ranks(s, part);
     fmt::print("  {:>4}  {:<40} {:<22} {:>6} {:>10} {:>9.3f} {:>6} {:>8}  {}\n", i,
                s.path.empty() ? "<root>" : s.path, s.type, s.params.size(), s.numel, mb(s.bytes),
-               owners.size(), (z3_sites ? 2 : 1) * owners.size(),
+               owners.size(), (z3_sites ? 2 : 1) * plan::site_packed_buffers(s, p),
                boundary::site_reason_name(hooks.reason[s.params.front()]));
   }
   fmt::print("#\n# owners per slot\n# {:>5} {:>5} {:>5} {:>5} {:>6} {:>12} {:>10}\n", "slot",
@@ -262,11 +263,11 @@ int inspect(int argc, char** argv) {
   // Per DP rank, on the local shards each rank holds (the full parameters when T = 1).
   const auto z3 = engine::accumulated_volume(
       plan::predict_dmuon_volume(topo.tree, p3.hooks, p3.partition, plan::Reshard::z3, reduce_mode,
-                                 0, &p3.tp.local_numel),
+                                 0, &p3.tp.local_numel, &p3.route_wire_bytes),
       accum);
   const auto z2 = engine::accumulated_volume(
       plan::predict_dmuon_volume(topo.tree, p2.hooks, p2.partition, plan::Reshard::z2, reduce_mode,
-                                 0, &p2.tp.local_numel),
+                                 0, &p2.tp.local_numel, &p2.route_wire_bytes),
       accum);
   const bool tp = o.tp > 1;
   const auto tz3 = tp ? plan::predict_tp_volume(topo.tree, p3, plan::Reshard::z3, reduce_mode)
@@ -283,8 +284,8 @@ int inspect(int argc, char** argv) {
   // --reshard); replicas hold whole parameters, so it has no tensor-parallel form here.
   const std::optional<plan::CommVolume> ddp =
       tp ? std::nullopt
-         : std::optional<plan::CommVolume>(
-               plan::predict_ddp_dmuon_volume(topo.tree, p.hooks, p.partition, reduce_mode));
+         : std::optional<plan::CommVolume>(plan::predict_ddp_dmuon_volume(
+               topo.tree, p.hooks, p.partition, reduce_mode, 0, &p.route_wire_bytes));
   if (json) {
     auto j = plan::plan_to_json(topo.tree, p);
     j["topology"] = topo.name;

@@ -3,7 +3,8 @@
 // reference (which applies the same routes) and its byte audit, 1-D and HSDP; and a parameter
 // routed to adamw moves exactly the bytes of a Muon one (the formula is route-blind); and
 // sharded_adamw parameters: --check, audit and hand-computed all-gather / reduce-scatter /
-// HSDP all-reduce calls and bytes on a hand-built tree, fp32 and bf16 wires.
+// HSDP all-reduce calls and bytes on a hand-built tree, fp32 and bf16 wires; and --route
+// dtypes: each parameter ends exactly as a run in its own type leaves it.
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -182,6 +183,72 @@ TEST(RouteMpi, AdamwRouteMovesTheBytesOfAMuonRoute) {
     // AdamW keeps a second moment: the owner-based AdamW parameters add state.
     EXPECT_GE(a.momentum_bytes, b.momentum_bytes);
   }
+}
+
+// --route dtypes: a parameter's arithmetic depends on its own wire type only (its synthetic
+// work and its optimizer see nothing of the others without --clip-norm). So with some
+// parameters routed to the other type O than the wire W — the 1-D ones (sharded_adamw) and the
+// embeddings (fsdp); then owner-based, the 1-D ones (adamw) and the MLP matrices (muon), packed
+// apart from their sites' others — every method's final weights must be bit-identical to those
+// of a plain run on W for the other parameters, and to those of a plain run on O for the routed
+// ones; the routed run also passes its byte audit and --check.
+TEST(RouteMpi, RouteDtypeRunsEachParameterAsItsOwnTypeDoes) {
+  const int n = test::world_size();
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::vector<std::vector<std::string>> route_sets = {
+      {"ndim=1=sharded_adamw", "contains:embed=fsdp"}, {"ndim=1=adamw", "contains:mlp=muon"}};
+  for (const auto& routes : route_sets)
+    for (int replicate : {1, 2}) {
+      if (n % replicate != 0) continue;
+      // R = 1: bf16 routes on an fp32 wire; R = 2: fp32 routes on a bf16 wire.
+      const auto wire = replicate == 1 ? kernels::Dtype::f32 : kernels::Dtype::bf16;
+      const auto other = replicate == 1 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
+      const std::string suffix = replicate == 1 ? ":bf16" : ":fp32";
+      apps::PlanOptions po;
+      po.topology = "llm";
+      po.replicate = replicate;
+      po.routes = routes;
+      const auto topo = apps::load_topology(po);
+      const auto plain = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, n));
+      po.routes.clear();
+      for (const auto& r : routes) po.routes.push_back(r + suffix);
+      const auto routed = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, n));
+      ASSERT_TRUE(routed.has_route_dtypes());
+      for (auto m : {Method::dmuon, Method::fsdp_adamw, Method::fsdp_muon, Method::ddp_muon,
+                     Method::ddp_dmuon}) {
+        const std::string what =
+            routes.front() + " R=" + std::to_string(replicate) + " " + engine::method_name(m);
+        auto o = small_options(m);
+        o.comm_dtype = wire;
+        o.keep_final_weights = true;
+        // --accum: the alt gradients accumulate in fp32 over the micro-steps as the wire's do.
+        if (m == Method::dmuon || m == Method::fsdp_adamw) o.accum = 2;
+        // A 16-bit check of Muon parameters needs full-rank samples (result_collection.cpp).
+        if (wire != kernels::Dtype::f32 || routes.back() == "contains:mlp=muon")
+          o.global_tokens = 512;
+        const auto a = engine::run_engine(topo.tree, routed, o, MPI_COMM_WORLD);
+        EXPECT_TRUE(a.audit_ok) << what << ": " << a.audit_message;
+        EXPECT_TRUE(a.check_passed) << what << ": " << a.max_rel_error << " at " << a.worst_param;
+        o.check = false;
+        const auto on_wire = engine::run_engine(topo.tree, plain, o, MPI_COMM_WORLD);
+        o.comm_dtype = other;
+        const auto on_other = engine::run_engine(topo.tree, plain, o, MPI_COMM_WORLD);
+        if (rank != 0) continue;
+        int routed_params = 0;
+        for (int pid : topo.tree.parameter_order()) {
+          const auto i = static_cast<std::size_t>(pid);
+          const bool in_other = routed.wire_bytes(pid, 0) > 0;
+          routed_params += in_other;
+          const auto& expect =
+              in_other ? on_other.final_weights.at(i) : on_wire.final_weights.at(i);
+          EXPECT_EQ(a.final_weights.at(i), expect)
+              << what << " " << topo.tree.parameter(pid).name
+              << (in_other ? " (routed to the other type)" : "");
+        }
+        EXPECT_GT(routed_params, 0);
+      }
+    }
 }
 
 }  // namespace

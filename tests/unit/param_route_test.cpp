@@ -11,6 +11,7 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/baseline_volume.hpp"
 #include "dmuon/plan/comm_volume.hpp"
+#include "dmuon/plan/ddp_dmuon_volume.hpp"
 #include "dmuon/plan/param_route.hpp"
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/plan/sharded_adamw_volume.hpp"
@@ -41,12 +42,27 @@ TEST(ParamRoute, BadRoutesAreInputErrorsNamingTheValue) {
     }
   }
   EXPECT_EQ(plan::parse_route_rule("all=sharded_adamw").route, plan::ParamRoute::sharded_adamw);
-  // ROUTE:DTYPE is parsed (a rule holding ':' and '=' stays the rule) and refused: a per-route
-  // dtype is not supported; a bad dtype or route is named first.
+  // ROUTE:DTYPE (a rule holding ':' and '=' stays the rule), on every route; a bad route is
+  // named before a bad dtype.
+  const auto bf = plan::parse_route_rule("ndim=1=sharded_adamw:bf16");
+  EXPECT_EQ(bf.route, ParamRoute::sharded_adamw);
+  EXPECT_EQ(bf.rule.spec(), "ndim=1");
+  EXPECT_EQ(bf.wire_bytes, 2);
+  const auto fp = plan::parse_route_rule("contains:norm=fsdp:fp32");
+  EXPECT_EQ(fp.route, ParamRoute::fsdp);
+  EXPECT_EQ(fp.rule.spec(), "contains:norm");
+  EXPECT_EQ(fp.wire_bytes, 4);
+  EXPECT_EQ(plan::parse_route_rule("all=fsdp").wire_bytes, 0);
+  EXPECT_EQ(plan::parse_route_rule("contains:norm=adamw:fp32").wire_bytes, 4);
+  EXPECT_EQ(plan::parse_route_rule("ndim=2=muon:bf16").route, ParamRoute::muon);
+  EXPECT_EQ(plan::narrowest_route_wire_bytes(
+                {"contains:a=fsdp:fp32", "contains:b=sharded_adamw:bf16", "all=muon"}),
+            2);
+  EXPECT_EQ(plan::narrowest_route_wire_bytes({"contains:a=fsdp:fp32", "all=muon"}), 4);
+  EXPECT_EQ(plan::narrowest_route_wire_bytes({"all=muon"}), 0);
   const std::pair<const char*, const char*> refused[] = {
-      {"ndim=1=sharded_adamw:bf16", "per-route dtype (':bf16') is not supported"},
-      {"contains:norm=adamw:fp32", "per-route dtype (':fp32') is not supported"},
       {"all=fsdp:fp16", "dtype 'fp16' is invalid (valid: fp32, bf16)"},
+      {"all=fsdp:", "dtype '' is invalid (valid: fp32, bf16)"},
       {"all=sgd:bf16", "unknown parameter route 'sgd'"}};
   for (const auto& [spec, expect] : refused) {
     try {
@@ -194,6 +210,74 @@ TEST(ParamRoute, ShardedAdamwSitesAndFormulaByHand) {
   EXPECT_EQ(row(CollectiveKind::all_gather).bytes, 32);
   EXPECT_EQ(row(CollectiveKind::reduce_scatter).calls, 2);
   EXPECT_EQ(e[engine::channel_index(CommGroup::replicate, CollectiveKind::all_reduce)].bytes, 8);
+}
+
+// --route dtypes, by hand on Tree (G = 2, rank 1 of 2, rank0 owns the dedicated ones): w1
+// routed to fsdp in bf16 on an fp32 wire, b0 to sharded_adamw in fp32 on a bf16 wire, then b0
+// to owner-based AdamW in bf16 on an fp32 wire.
+TEST(ParamRoute, RouteDtypesSetTheirParametersBytes) {
+  const Tree t;
+  auto p = plan::make_plan(t.tree, config({"contains:layers.1=fsdp:bf16"}));
+  EXPECT_EQ(p.wire_bytes(t.w1, 4), 2);
+  EXPECT_EQ(p.wire_bytes(t.w0, 4), 4);
+  EXPECT_EQ(p.wire_bytes(t.b0, 0), 0);  // no route dtype, formula default: its own dtype
+  const auto at = [](const engine::VolumeExpectation& e, CollectiveKind k) {
+    return e[engine::channel_index(CommGroup::shard, k)];
+  };
+  const auto v = plan::predict_dmuon_volume(t.tree, p.hooks, p.partition, plan::Reshard::z3,
+                                            plan::GradReduce::per_param, 4);
+  // dmuon, fp32 wire: the FSDP unit is b0 (chunk 2, fp32) and w1 (chunk 8, bf16): all-gather
+  // 2·(2−1)·(2·4 + 8·2) = 48 B, reduce-scatter (2−1)·(2·4 + 8·2) = 24 B.
+  const auto dm =
+      engine::expected_volume(engine::Method::dmuon, plan::Reshard::z3, t.tree, p, v, 1, 2, 1, 4);
+  EXPECT_EQ(at(dm, CollectiveKind::all_gather).calls, 4);
+  EXPECT_EQ(at(dm, CollectiveKind::all_gather).bytes, 48);
+  EXPECT_EQ(at(dm, CollectiveKind::reduce_scatter).bytes, 24);
+  // ddp-muon (world 2): all-reduce ⌊n·(N−1)/N⌋·e = 8·4 + 2·4 + 8·2 = 56 B.
+  const auto dd = engine::expected_volume(engine::Method::ddp_muon, plan::Reshard::z3, t.tree, p, v,
+                                          1, 2, 1, 4);
+  EXPECT_EQ(at(dd, CollectiveKind::all_reduce).bytes, 56);
+  // sharded_adamw in fp32 on a bf16 wire: b0 chunk 2: Z3 all-gather 2·(2−1)·2·4 = 16 B,
+  // reduce-scatter 8 B; the other parameters' terms stay in bf16.
+  p = plan::make_plan(t.tree, config({"ndim=1=sharded_adamw:fp32"}));
+  const auto sa = plan::predict_sharded_adamw_volume(t.tree, p, plan::Reshard::z3, 2);
+  EXPECT_EQ(sa.all_gather.bytes_per_rank[1], 16);
+  EXPECT_EQ(sa.reduce_scatter.bytes_per_rank[1], 8);
+  // Owner-based: b0 (adamw) in bf16 on an fp32 wire packs apart from w0 at layers.0 (rank 0
+  // owns everything): pairs layers.0 × {fp32, bf16} + layers.1 = 3. Rank 1, Z3: broadcasts
+  // 2·3 calls, 2·(16·4 + 4·2 + 16·4) = 272 B; reduces 3 calls (per parameter or packed),
+  // 136 B. Without the dtype: 2 pairs, 4 broadcasts of 2·(64 + 16 + 64) = 288 B.
+  p = plan::make_plan(t.tree, config({"ndim=1=adamw:bf16"}));
+  for (auto mode : {plan::GradReduce::per_param, plan::GradReduce::packed}) {
+    const auto ob = plan::predict_dmuon_volume(t.tree, p.hooks, p.partition, plan::Reshard::z3,
+                                               mode, 4, nullptr, &p.route_wire_bytes);
+    EXPECT_EQ(ob.broadcast.calls_per_rank[1], 6);
+    EXPECT_EQ(ob.broadcast.bytes_per_rank[1], 272);
+    EXPECT_EQ(ob.reduce.calls_per_rank[1], 3);
+    EXPECT_EQ(ob.reduce.bytes_per_rank[1], 136);
+  }
+  const auto plain = plan::predict_dmuon_volume(t.tree, p.hooks, p.partition, plan::Reshard::z3,
+                                                plan::GradReduce::packed, 4);
+  EXPECT_EQ(plain.broadcast.calls_per_rank[1], 4);
+  EXPECT_EQ(plain.broadcast.bytes_per_rank[1], 288);
+  // The same wire type as the route's: one buffer, as without it.
+  const auto same =
+      plan::predict_dmuon_volume(t.tree, p.hooks, p.partition, plan::Reshard::z3,
+                                 plan::GradReduce::packed, 2, nullptr, &p.route_wire_bytes);
+  EXPECT_EQ(same.broadcast.calls_per_rank[1], 4);
+  // ddp-dmuon (N = 2): reduce e·(M − m_1) = 136 B in 3 packed calls; the post-step broadcast
+  // of fp32 masters per buffer: 3 calls, 4·36 = 144 B.
+  const auto od = plan::predict_ddp_dmuon_volume(t.tree, p.hooks, p.partition,
+                                                 plan::GradReduce::packed, 4, &p.route_wire_bytes);
+  EXPECT_EQ(od.reduce.calls_per_rank[1], 3);
+  EXPECT_EQ(od.reduce.bytes_per_rank[1], 136);
+  EXPECT_EQ(od.broadcast.calls_per_rank[1], 3);
+  EXPECT_EQ(od.broadcast.bytes_per_rank[1], 144);
+  EXPECT_EQ(plan::site_packed_buffers(p.hooks.sites.at(0), p), 2);
+  EXPECT_EQ(plan::site_packed_buffers(p.hooks.sites.at(1), p), 1);
+  // The plan hash tells a dtype apart (ranks must agree on it).
+  EXPECT_NE(plan::plan_hash(t.tree, p),
+            plan::plan_hash(t.tree, plan::make_plan(t.tree, config({"ndim=1=adamw"}))));
 }
 
 TEST(ParamRoute, RoutingEveryParameterAwayIsAnInputError) {

@@ -92,8 +92,9 @@ Built build(const Case& c) {
   b.options.accum = c.accum;
   b.options.clip = c.clip;
   for (int r = 0; r < c.world; ++r) {
-    b.layouts.push_back(engine::make_layout(
-        b.topo.tree, b.plan, {c.method, c.reshard, c.prefetch, c.pipeline, c.accum}, r));
+    engine::LayoutOptions lo{c.method, c.reshard, c.prefetch, c.pipeline, c.accum};
+    lo.wire = c.wire == comm::DType::bf16 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
+    b.layouts.push_back(engine::make_layout(b.topo.tree, b.plan, lo, r));
     b.schedules.push_back(engine::make_schedule(b.layouts.back(), b.options));
   }
   return b;
@@ -138,10 +139,17 @@ std::vector<Case> all_cases() {
             c.strategy = k % 7 == 3 ? "round_robin" : "lpt";
             // Routes: 1-D parameters owner-based with AdamW (or sharded_adamw), embeddings Muon,
             // routers FSDP.
+            // Per-route dtypes: routers, embeddings (Muon) and some 1-D parameters in the other
+            // type than the wire's, in the alt arenas and (owner-based) pairs of their own.
+            const std::string other = c.wire == comm::DType::bf16 ? ":fp32" : ":bf16";
+            const std::string router_dtype = (k / 3) % 2 == 0 ? other : "";
             if (k % 3 == 2)
-              c.routes = {
-                  (k / 3) % 4 == 1 || (k / 3) % 4 == 2 ? "ndim=1=sharded_adamw" : "ndim=1=adamw",
-                  "contains:embed=muon", "contains:router=fsdp"};
+              c.routes = {(k / 3) % 4 == 1   ? "ndim=1=sharded_adamw" + other
+                          : (k / 3) % 4 == 2 ? std::string("ndim=1=sharded_adamw")
+                          : (k / 3) % 4 == 3 ? "ndim=1=adamw" + other
+                                             : std::string("ndim=1=adamw"),
+                          "contains:embed=muon" + router_dtype,
+                          "contains:router=fsdp" + router_dtype};
             c.accum = k % 6 == 5 ? 3 : 1;
             c.clip = k % 4 == 2;
             cases.push_back(c);
@@ -185,14 +193,14 @@ TEST(StepSchedule, CountingItsCollectivesGivesTheFormula) {
     const int wire_bytes = static_cast<int>(comm::dtype_size(c.wire));
     const auto predicted = engine::accumulated_volume(
         plan::predict_dmuon_volume(b.topo.tree, b.plan.hooks, b.plan.partition, c.reshard,
-                                   c.grad_reduce, wire_bytes),
+                                   c.grad_reduce, wire_bytes, nullptr, &b.plan.route_wire_bytes),
         c.accum);
     for (int r = 0; r < c.world; ++r) {
       const auto& L = b.layouts[static_cast<std::size_t>(r)];
       const auto expect = engine::expected_volume(
           c.method, c.reshard, b.topo.tree, b.plan,
           plan::predict_dmuon_volume(b.topo.tree, b.plan.hooks, b.plan.partition, c.reshard,
-                                     c.grad_reduce, wire_bytes),
+                                     c.grad_reduce, wire_bytes, nullptr, &b.plan.route_wire_bytes),
           r, c.world / c.replicate, c.replicate, wire_bytes, c.accum, c.clip);
       engine::VolumeExpectation counted{};
       // Group sizes and this rank's index in them, for the payload convention.
@@ -368,6 +376,9 @@ std::int64_t arena_size(const engine::StepLayout& L, engine::Arena a) {
     case engine::Arena::grad_pool: return L.grad_pool_elems;
     case engine::Arena::gather_pool: return L.gather_pool_elems;
     case engine::Arena::clip_scalar: return 1;
+    case engine::Arena::alt_weights: return L.alt_weight_elems;
+    case engine::Arena::alt_grads: return L.alt_grad_elems;
+    case engine::Arena::alt_gather: return L.alt_gather_elems;
   }
   return 0;
 }
@@ -394,7 +405,7 @@ TEST(StepSchedule, EveryBufferLiesInsideItsArena) {
         }
         for (const auto& copy : engine::pack_copies(L, op)) {
           inside({engine::Arena::master, copy.master}, copy.count, "pack source");
-          inside({engine::Arena::weight_pool, copy.weight}, copy.count, "pack destination");
+          inside({copy.to, copy.weight}, copy.count, "pack destination");
         }
         if (op.op == Op::forward || op.op == Op::backward) {
           const auto& p = L.params[static_cast<std::size_t>(op.param)];

@@ -13,6 +13,7 @@
 #include "dmuon/partition/cost_model.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/ddp_dmuon_volume.hpp"
+#include "dmuon/plan/param_route.hpp"
 #include "dmuon/results/plan_record.hpp"
 
 namespace dmuon::apps::bench {
@@ -215,7 +216,12 @@ std::string config_text(const BenchOptions& o, const BenchRun& run) {
   if (o.repeats != 1) kv("repeats", std::to_string(o.repeats));
   kv("seed", std::to_string(e.seed));
   kv("check", e.check ? "true" : "false");
-  if (e.check) kv("check_tolerance", fmt::format("{}", e.effective_check_tolerance()));
+  if (e.check)
+    kv("check_tolerance",
+       fmt::format("{}", e.effective_check_tolerance(
+                             plan::narrowest_route_wire_bytes(run.config.routes) == 2
+                                 ? kernels::Dtype::bf16
+                                 : kernels::Dtype::f32)));
   return t;
 }
 
@@ -247,9 +253,10 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
       const int wire = static_cast<int>(kernels::dtype_bytes(o.engine.comm_dtype));
       auto v = run.method == engine::Method::ddp_dmuon
                    ? plan::predict_ddp_dmuon_volume(topo.tree, p.hooks, p.partition,
-                                                    o.engine.grad_reduce, wire)
+                                                    o.engine.grad_reduce, wire, &p.route_wire_bytes)
                    : plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, o.engine.reshard,
-                                                o.engine.grad_reduce, wire);
+                                                o.engine.grad_reduce, wire, nullptr,
+                                                &p.route_wire_bytes);
       v.reshard = o.engine.reshard;  // ddp-dmuon's volume does not depend on it
       rec = results::make_plan_record(topo, p, v, method);
     }

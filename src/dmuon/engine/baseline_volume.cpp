@@ -42,7 +42,7 @@ VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
         plan.route.at(static_cast<std::size_t>(pid)) == plan::ParamRoute::sharded_adamw)
       continue;
     const std::int64_t chunk = shard_chunk(n, shard);
-    const std::int64_t e = wire_bytes;
+    const std::int64_t e = plan.wire_bytes(pid, wire_bytes);  // --route dtype or the run's
     const std::int64_t chunk_bytes = e * (shard - 1) * chunk;
     const bool sharded = method == Method::fsdp_adamw || method == Method::fsdp_muon ||
                          (method == Method::dmuon && !dedicated);
@@ -75,8 +75,8 @@ VolumeExpectation expected_volume(Method method, plan::Reshard reshard,
         sa.all_reduce.bytes_per_rank.at(r));
   }
   if (method == Method::ddp_dmuon) {
-    const auto d = plan::predict_ddp_dmuon_volume(tree, plan.hooks, plan.partition,
-                                                  dmuon.grad_reduce, wire_bytes);
+    const auto d = plan::predict_ddp_dmuon_volume(
+        tree, plan.hooks, plan.partition, dmuon.grad_reduce, wire_bytes, &plan.route_wire_bytes);
     set(at(v, row, CollectiveKind::broadcast), d.broadcast, rank);
     set(at(v, row, CollectiveKind::reduce), d.reduce, rank);
   }

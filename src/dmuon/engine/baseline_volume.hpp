@@ -7,7 +7,8 @@
 // non-dedicated parameters add the FSDP terms below.
 //
 // Per parameter of numel n, chunk c = ceil(n / G) elements (shards padded to G·c), e bytes per
-// element on the wire (4 for fp32, 2 for bf16: --comm-dtype), in the shard group (a row of G
+// element on the wire (4 for fp32, 2 for bf16: the parameter's --route dtype, else
+// --comm-dtype; owner-based parameters always --comm-dtype), in the shard group (a row of G
 // ranks):
 //   FSDP forward all_gather   (G−1)·c·e bytes, once (Z2) or twice (Z3: re-gather for backward)
 //   FSDP backward reduce_scatter(avg)  (G−1)·c·e

@@ -197,6 +197,8 @@ class CudaBackend final : public StepBackend {
         device_(device),
         rank_(ranks.world_rank()),
         ranks_(ranks.world_size()) {
+    if (L_.alt_weight_elems + L_.alt_grad_elems + L_.alt_gather_elems > 0 || L_.wire != wire_)
+      throw std::logic_error("CUDA backend: a layout with --route dtypes or another wire type");
     DMUON_CHECK_CUDA(cudaSetDevice(device_));
     int least = 0, greatest = 0;
     DMUON_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
@@ -548,8 +550,11 @@ class CudaBackend final : public StepBackend {
       case Arena::grad_pool: return grad_pool_.at(where.offset);
       case Arena::gather_pool: return gather_pool_.at(where.offset);
       case Arena::clip_scalar: return clip_scalar_.at(0);
+      case Arena::alt_weights:
+      case Arena::alt_grads:
+      case Arena::alt_gather: break;  // --route dtypes: refused for cuda (validate_run)
     }
-    return nullptr;
+    throw std::logic_error("CUDA backend: a buffer in an arena it does not have");
   }
   cu::ClipPartial* clip_partial_acc() const {
     return static_cast<cu::ClipPartial*>(clip_acc_.at(0));

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
@@ -37,6 +38,11 @@ void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const E
       throw InputError(fmt::format("parameter '{}' is {}: the engine runs float32 parameters only",
                                    p.name, model::dtype_name(p.dtype)));
   }
+  if (o.device == Device::cuda && plan.has_route_dtypes())
+    throw InputError(fmt::format(
+        "--route '{}': a per-route dtype runs on --device host only (the CUDA backend keeps "
+        "every parameter in --comm-dtype); drop the ':dtype' or run on the host",
+        abbreviate_value(plan::routes_text(plan.config.routes))));
   if (o.device == Device::cuda) require_cuda_backend();
 }
 
@@ -68,8 +74,7 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
   validate_run(tree, plan, o, size);
   comm::verify_same_on_all_ranks(plan::plan_hash(tree, plan), "DMuon plan", world);
   const comm::RankLayout ranks(world, plan.partition.options.replicate);
-  const StepLayout layout = make_layout(
-      tree, plan, {o.method, o.reshard, o.prefetch, o.pipeline, o.accum}, ranks.world_rank());
+  const StepLayout layout = make_layout(tree, plan, layout_options(o), ranks.world_rank());
   const ScheduleOptions so = schedule_options(o);
   const Schedule schedule = make_schedule(layout, so);
   const auto backend = o.device == Device::cuda ? make_cuda_backend(tree, layout, o, ranks, world)

@@ -95,14 +95,14 @@ double unit_roundoff(kernels::Dtype t) {
 
 }  // namespace
 
-double EngineOptions::effective_check_tolerance() const {
+double EngineOptions::effective_check_tolerance(kernels::Dtype route_wire) const {
   if (check_tolerance > 0) return check_tolerance;
   // All fp32: sums of the same samples in another order differ by ~1e-7 relative; Newton–
   // Schulz's normalisation and quintic iterations amplify that by O(10–100) over a few steps,
   // so 1e-4 leaves ~10x margin. A 16-bit type on the wire or in the device's Newton–Schulz
   // rounds every value it touches: allow 8 unit roundoffs of the coarsest one (bf16: 3.1e-2,
   // fp16: 3.9e-3); the measured errors are in docs/METRICS.md.
-  double u = unit_roundoff(comm_dtype);
+  double u = std::max(unit_roundoff(comm_dtype), unit_roundoff(route_wire));
   if (device == Device::cuda) u = std::max(u, unit_roundoff(ns_dtype));
   return u <= 0x1p-24 ? 1e-4 : 8 * u;
 }

@@ -97,6 +97,8 @@ class HostBackend final : public StepBackend {
   HostBackend(const model::ModuleTree& tree, const StepLayout& layout, const EngineOptions& o,
               const comm::RankLayout& ranks, MPI_Comm world, TpExchange* tp, MPI_Comm clip_world)
       : L_(layout), o_(o), wire_(o.comm_dtype), tp_(tp), opt_(muon_config(o)) {
+    if (L_.wire != wire_)
+      throw std::logic_error("host backend: the layout was made for another wire type");
     if (o.clip_norm > 0)
       world_ = comm::make_communicator(comm::Backend::mpi,
                                        clip_world == MPI_COMM_NULL ? world : clip_world);
@@ -116,6 +118,11 @@ class HostBackend final : public StepBackend {
     weight_pool_ = WireBuffer("dmuon::weight_pool", L_.weight_pool_elems, wire_);
     grad_pool_ = WireBuffer("dmuon::grad_pool", L_.grad_pool_elems, wire_);
     gather_pool_ = WireBuffer("dmuon::gather_pool", L_.gather_pool_elems, wire_);
+    // --route dtypes: the parameters travelling in the other type (step_layout.hpp).
+    alt_weights_ = WireBuffer("dmuon::alt_weights", L_.alt_weight_elems, L_.alt_wire);
+    alt_grads_ = WireBuffer("dmuon::alt_grads", L_.alt_grad_elems, L_.alt_wire);
+    alt_gather_ = WireBuffer("dmuon::alt_gather", L_.alt_gather_elems, L_.alt_wire);
+    const bool alt = L_.alt_weight_elems + L_.alt_grad_elems + L_.alt_gather_elems > 0;
     std::int64_t max_numel = 0;
     for (const auto& p : L_.params) max_numel = std::max(max_numel, p.chunk * L_.me.shard);
     for (const auto& p : L_.params) max_numel = std::max(max_numel, p.numel);
@@ -123,8 +130,13 @@ class HostBackend final : public StepBackend {
       // Compute runs in fp32 on the host: it reads an fp32 image of what arrived.
       compute_pool_ = F32View("dmuon::compute_weights", n(L_.weight_pool_elems));
       gather_f32_ = F32View("dmuon::gather_fp32", n(L_.gather_pool_elems));
-      scratch_ = F32View("dmuon::grad_fp32", n(max_numel));
     }
+    if (alt && L_.alt_wire != Dtype::f32) {
+      alt_compute_ = F32View("dmuon::alt_compute_weights", n(L_.alt_weight_elems));
+      alt_gather_f32_ = F32View("dmuon::alt_gather_fp32", n(L_.alt_gather_elems));
+    }
+    if (wire_ != Dtype::f32 || (alt && L_.alt_wire != Dtype::f32))
+      scratch_ = F32View("dmuon::grad_fp32", n(max_numel));
     zeros_.assign(static_cast<std::size_t>(L_.me.shard), 0.0f);  // padding < G elements
     const std::int64_t global = o.global_samples(L_.me.world());
     std::vector<float> init;
@@ -169,24 +181,34 @@ class HostBackend final : public StepBackend {
   void begin_step(long) override {}
 
   void pack(const StepOp& op) override {
-    // Replicas in fp32: compute reads the master itself (weights_of), nothing to copy.
     const bool replicas = group(op.group).kind == GroupKind::ddp;
-    if (replicas && wire_ == Dtype::f32) return;
     for (const PackCopy& c : pack_copies(L_, op)) {
-      to_wire(master_.data() + c.master, weight_pool_.at(c.weight), c.count);
+      // Replicas in fp32: compute reads the master itself (weights_of), nothing to copy.
+      if (replicas && c.dtype == Dtype::f32) continue;
+      void* to = at(Location{c.to, c.weight});
+      to_wire(master_.data() + c.master, to, c.count, c.dtype);
       // Replicas on a 16-bit wire: compute reads the rounded copy (mixed-precision compute).
       if (replicas)
-        kernels::host::convert(weight_pool_.at(c.weight), wire_, compute_pool_.data() + c.weight,
-                               Dtype::f32, static_cast<std::size_t>(c.count));
+        kernels::host::convert(to, c.dtype, compute_image(c.to) + c.weight, Dtype::f32,
+                               static_cast<std::size_t>(c.count));
     }
   }
 
   void weights_arrived(const StepOp& op) override {
-    if (wire_ == Dtype::f32) return;
     const auto& g = group(op.group);
-    kernels::host::convert(weight_pool_.at(op.weight_base), wire_,
-                           compute_pool_.data() + op.weight_base, Dtype::f32,
-                           static_cast<std::size_t>(g.weight_elems));
+    if (wire_ != Dtype::f32)
+      kernels::host::convert(weight_pool_.at(op.weight_base), wire_,
+                             compute_pool_.data() + op.weight_base, Dtype::f32,
+                             static_cast<std::size_t>(g.weight_elems));
+    if (g.alt_weight_elems == 0 || L_.alt_wire == Dtype::f32) return;
+    for (int pi : g.members) {  // --route bf16 parameters: their own regions
+      const auto& p = param(pi);
+      if (!p.alt_wire) continue;
+      const std::int64_t len = p.storage == Storage::sharded ? p.chunk * L_.me.shard : p.numel;
+      kernels::host::convert(alt_weights_.at(p.weight_offset), p.wire,
+                             alt_compute_.data() + p.weight_offset, Dtype::f32,
+                             static_cast<std::size_t>(len));
+    }
   }
 
   void forward(const StepOp& op, long step) override {
@@ -199,27 +221,28 @@ class HostBackend final : public StepBackend {
   void backward(const StepOp& op, long step) override {
     const auto& p = param(op.param);
     void* grad = grad_of(op.param, op.grad_base);
-    float* out = wire_ == Dtype::f32 ? static_cast<float*>(grad) : scratch_.data();
+    const Dtype type = dtype_of(p);
+    float* out = type == Dtype::f32 ? static_cast<float*>(grad) : scratch_.data();
     // --accum on a 16-bit wire: accumulate in fp32 onto what the earlier micro-steps left.
-    if (op.accumulate && wire_ != Dtype::f32)
-      kernels::host::convert(grad, wire_, out, Dtype::f32, static_cast<std::size_t>(p.numel));
+    if (op.accumulate && type != Dtype::f32)
+      kernels::host::convert(grad, type, out, Dtype::f32, static_cast<std::size_t>(p.numel));
     auto& work = work_[static_cast<std::size_t>(op.param)];
     work.set_micro(op.micro);
     work.backward(o_.compute, o_.seed, step, weights_of(p, op.weight_base), out, poll_,
                   op.accumulate);
-    if (wire_ != Dtype::f32) to_wire(out, grad, p.numel);
+    if (type != Dtype::f32) to_wire(out, grad, p.numel, type);
     if (p.storage == Storage::sharded && p.chunk * L_.me.shard > p.numel) {
       // The pooled slot held another group's gradient: the padding must reduce as zeros
       // (sharded_adamw: its persistent full gradient in the grad arena).
       const auto loc = gradient_location(L_, op.param, op.grad_base);
       to_wire(zeros_.data(), at(Location{loc.arena, loc.offset + p.numel}),
-              p.chunk * L_.me.shard - p.numel);
+              p.chunk * L_.me.shard - p.numel, type);
     }
   }
 
   void poison_gradient(const StepOp& op) override {
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    to_wire(&nan, grad_of(op.param, op.grad_base), 1);
+    to_wire(&nan, grad_of(op.param, op.grad_base), 1, dtype_of(param(op.param)));
   }
 
   void release_weights(const StepOp&) override {}
@@ -233,15 +256,16 @@ class HostBackend final : public StepBackend {
       const auto n = static_cast<std::size_t>(p.state_elems);
       if (p.storage == Storage::sharded) {
         check_gradient(p,
-                       opt_.prepare(fp32_view(grad_arena_.at(p.grad_shard_offset), p.chunk),
-                                    momentum, input, n, step),
+                       opt_.prepare(fp32_view(consumed_gradient(p), p.chunk, dtype_of(p)), momentum,
+                                    input, n, step),
                        step);
         // Own part of the fsdp-muon gather, which then runs in place.
-        to_wire(input, gather_pool_.at(op.gather_base + p.gather_offset + L_.me.column * p.chunk),
-                p.chunk);
+        const Location gather = locate(L_, {BufferRef::Kind::gather, -1, pi, op.gather_base});
+        to_wire(input, at(Location{gather.arena, gather.offset + L_.me.column * p.chunk}), p.chunk,
+                dtype_of(p));
       } else {
         check_gradient(p,
-                       opt_.prepare(fp32_view(grad_arena_.at(p.grad_offset), p.numel), momentum,
+                       opt_.prepare(fp32_view(consumed_gradient(p), p.numel, dtype_of(p)), momentum,
                                     input, n, step),
                        step);
       }
@@ -288,9 +312,8 @@ class HostBackend final : public StepBackend {
             fmt::format("non-finite weight in parameter '{}' at step {}", p.name, step));
       return;
     }
-    const bool sharded = p.storage == Storage::sharded;
-    const float* grad = sharded ? fp32_view(grad_arena_.at(p.grad_shard_offset), p.chunk)
-                                : fp32_view(grad_arena_.at(p.grad_offset), p.numel);
+    const float* grad = fp32_view(consumed_gradient(p),
+                                  p.storage == Storage::sharded ? p.chunk : p.numel, dtype_of(p));
     check_gradient(p,
                    opt_.adamw(master, grad, state_.data() + p.state_offset,
                               state2_.data() + p.second_state_offset,
@@ -304,7 +327,7 @@ class HostBackend final : public StepBackend {
       if (!p.updated_here) continue;
       const ClipSpan span = clip_counted(L_, p);
       if (span.count == 0) continue;
-      const float* g = fp32_view(consumed_gradient(p), span.begin + span.count);
+      const float* g = fp32_view(consumed_gradient(p), span.begin + span.count, dtype_of(p));
       clip_accumulate(o_.clip_norm_type, g + span.begin, span.count, partial);
     }
     clip_scalar_ = static_cast<float>(partial);
@@ -318,11 +341,12 @@ class HostBackend final : public StepBackend {
       if (!p.updated_here) continue;
       const std::int64_t n = p.storage == Storage::sharded ? p.chunk : p.numel;
       void* grad = consumed_gradient(p);
-      float* g = wire_ == Dtype::f32 ? static_cast<float*>(grad) : scratch_.data();
-      if (wire_ != Dtype::f32)
-        kernels::host::convert(grad, wire_, g, Dtype::f32, static_cast<std::size_t>(n));
+      const Dtype type = dtype_of(p);
+      float* g = type == Dtype::f32 ? static_cast<float*>(grad) : scratch_.data();
+      if (type != Dtype::f32)
+        kernels::host::convert(grad, type, g, Dtype::f32, static_cast<std::size_t>(n));
       for (std::int64_t i = 0; i < n; ++i) g[i] *= coef;
-      if (wire_ != Dtype::f32) to_wire(g, grad, n);
+      if (type != Dtype::f32) to_wire(g, grad, n, type);
     }
   }
 
@@ -336,10 +360,11 @@ class HostBackend final : public StepBackend {
 
   std::int64_t allocated_bytes() const override {
     std::int64_t b = 0;
-    for (const F32View* v :
-         {&master_, &state_, &state2_, &input_, &compute_pool_, &gather_f32_, &scratch_})
+    for (const F32View* v : {&master_, &state_, &state2_, &input_, &compute_pool_, &gather_f32_,
+                             &alt_compute_, &alt_gather_f32_, &scratch_})
       b += static_cast<std::int64_t>(v->span() * sizeof(float));
-    for (const WireBuffer* w : {&grad_arena_, &weight_pool_, &grad_pool_, &gather_pool_})
+    for (const WireBuffer* w : {&grad_arena_, &weight_pool_, &grad_pool_, &gather_pool_,
+                                &alt_weights_, &alt_grads_, &alt_gather_})
       b += w->bytes();
     return b + opt_.workspace_bytes();
   }
@@ -347,6 +372,7 @@ class HostBackend final : public StepBackend {
  private:
   const GroupLayout& group(int g) const { return L_.groups[static_cast<std::size_t>(g)]; }
   const ParamLayout& param(int p) const { return L_.params[static_cast<std::size_t>(p)]; }
+  int index_of(const ParamLayout& p) const { return static_cast<int>(&p - L_.params.data()); }
   TpExchange& tp() {
     if (tp_ == nullptr)
       throw std::logic_error("host backend: a TP exchange op without a TP exchange (--tp)");
@@ -361,28 +387,43 @@ class HostBackend final : public StepBackend {
       case Arena::grad_pool: return grad_pool_.at(where.offset);
       case Arena::gather_pool: return gather_pool_.at(where.offset);
       case Arena::clip_scalar: return &clip_scalar_;
+      case Arena::alt_weights: return alt_weights_.at(where.offset);
+      case Arena::alt_grads: return alt_grads_.at(where.offset);
+      case Arena::alt_gather: return alt_gather_.at(where.offset);
     }
     return nullptr;
+  }
+  // The type a parameter's weights and gradients travel in (its --route dtype or the wire's).
+  Dtype dtype_of(const ParamLayout& p) const { return p.alt_wire ? p.wire : wire_; }
+  // The fp32 image compute reads of a 16-bit weight arena.
+  float* compute_image(Arena arena) {
+    return arena == Arena::alt_weights ? alt_compute_.data() : compute_pool_.data();
   }
   void* grad_of(int param, std::int64_t base) { return at(gradient_location(L_, param, base)); }
   // The gradient the optimizer reads: the shard (sharded) or the persistent full gradient.
   void* consumed_gradient(const ParamLayout& p) {
-    return grad_arena_.at(p.storage == Storage::sharded ? p.grad_shard_offset : p.grad_offset);
+    WireBuffer& arena = p.alt_wire ? alt_grads_ : grad_arena_;
+    return arena.at(p.storage == Storage::sharded ? p.grad_shard_offset : p.grad_offset);
   }
 
   // fp32 weights compute reads: the slot itself (fp32 wire), its fp32 image, or a replica.
   const float* weights_of(const ParamLayout& p, std::int64_t base) {
-    if (p.storage == Storage::replicated && wire_ == Dtype::f32)
+    const Dtype type = dtype_of(p);
+    if (p.storage == Storage::replicated && type == Dtype::f32)
       return master_.data() + p.master_offset;
-    if (wire_ == Dtype::f32)
+    if (p.alt_wire)  // its own region, no pool base
+      return type == Dtype::f32 ? static_cast<const float*>(alt_weights_.at(p.weight_offset))
+                                : alt_compute_.data() + p.weight_offset;
+    if (type == Dtype::f32)
       return static_cast<const float*>(weight_pool_.at(base + p.weight_offset));
     return compute_pool_.data() + base + p.weight_offset;
   }
 
-  // An fp32 pointer to n wire elements: themselves, or their fp32 copy in the scratch buffer.
-  const float* fp32_view(void* wire, std::int64_t n) {
-    if (wire_ == Dtype::f32) return static_cast<const float*>(wire);
-    kernels::host::convert(wire, wire_, scratch_.data(), Dtype::f32, static_cast<std::size_t>(n));
+  // An fp32 pointer to n elements of `type`: themselves, or their fp32 copy in the scratch
+  // buffer.
+  const float* fp32_view(void* data, std::int64_t n, Dtype type) {
+    if (type == Dtype::f32) return static_cast<const float*>(data);
+    kernels::host::convert(data, type, scratch_.data(), Dtype::f32, static_cast<std::size_t>(n));
     return scratch_.data();
   }
 
@@ -390,16 +431,18 @@ class HostBackend final : public StepBackend {
   // wire) or its fp32 image (made when `load`); owners and replicas use their input buffer.
   float* ns_matrix(const ParamLayout& p, std::int64_t gather_base, bool load) {
     if (p.storage != Storage::sharded) return input_.data() + p.state_offset;
-    void* gathered = gather_pool_.at(gather_base + p.gather_offset);
-    if (wire_ == Dtype::f32) return static_cast<float*>(gathered);
-    float* image = gather_f32_.data() + gather_base + p.gather_offset;
+    const Location where = locate(L_, {BufferRef::Kind::gather, -1, index_of(p), gather_base});
+    void* gathered = at(where);
+    const Dtype type = dtype_of(p);
+    if (type == Dtype::f32) return static_cast<float*>(gathered);
+    float* image = (p.alt_wire ? alt_gather_f32_.data() : gather_f32_.data()) + where.offset;
     if (load)
-      kernels::host::convert(gathered, wire_, image, Dtype::f32, static_cast<std::size_t>(p.numel));
+      kernels::host::convert(gathered, type, image, Dtype::f32, static_cast<std::size_t>(p.numel));
     return image;
   }
 
-  void to_wire(const float* src, void* dst, std::int64_t n) {
-    kernels::host::convert(src, Dtype::f32, dst, wire_, static_cast<std::size_t>(n));
+  void to_wire(const float* src, void* dst, std::int64_t n, Dtype type) {
+    kernels::host::convert(src, Dtype::f32, dst, type, static_cast<std::size_t>(n));
   }
 
   static void check_gradient(const ParamLayout& p, std::size_t bad, long step) {
@@ -414,8 +457,10 @@ class HostBackend final : public StepBackend {
   TpExchange* tp_ = nullptr;
   std::unique_ptr<comm::Communicator> shard_, replicate_, world_;
   float clip_scalar_ = 0;  // --clip-norm: this rank's partial, then the world's
-  F32View master_, state_, state2_, input_, compute_pool_, gather_f32_, scratch_;
-  WireBuffer grad_arena_, weight_pool_, grad_pool_, gather_pool_;
+  F32View master_, state_, state2_, input_, compute_pool_, gather_f32_, alt_compute_,
+      alt_gather_f32_, scratch_;
+  WireBuffer grad_arena_, weight_pool_, grad_pool_, gather_pool_, alt_weights_, alt_grads_,
+      alt_gather_;
   std::vector<LinearWork> work_;
   std::vector<float> zeros_;
   std::function<void()> poll_;  // MPI progress between the kernels of one op

@@ -12,6 +12,7 @@
 #include "dmuon/engine/reference.hpp"
 #include "dmuon/engine/replica_agreement.hpp"
 #include "dmuon/engine/synthetic.hpp"
+#include "dmuon/plan/param_route.hpp"
 
 namespace dmuon::engine {
 
@@ -38,8 +39,9 @@ ResultCollector::ResultCollector(const model::ModuleTree& tree, const plan::Plan
   DMUON_CHECK_MPI(MPI_Comm_size(world, &size_));
   const int wire_bytes = static_cast<int>(kernels::dtype_bytes(o.comm_dtype));
   const auto& po = plan.partition.options;
-  predicted_ = plan::predict_dmuon_volume(tree, plan.hooks, plan.partition, o.reshard,
-                                          o.grad_reduce, wire_bytes);
+  predicted_ =
+      plan::predict_dmuon_volume(tree, plan.hooks, plan.partition, o.reshard, o.grad_reduce,
+                                 wire_bytes, nullptr, &plan.route_wire_bytes);
   expect_ = expected_volume(o.method, o.reshard, tree, plan, predicted_, rank_, po.shard,
                             po.replicate, wire_bytes, o.accum, o.clip_norm > 0);
   // --accum: hooks fire every micro-step; backward-post communicates once (accumulation.hpp).
@@ -188,9 +190,8 @@ RunResult ResultCollector::finish(StepBackend& backend) {
                                                              o_.warmup, o_.total_steps())
                                          : std::numeric_limits<double>::quiet_NaN();
   }
-  const auto wire = static_cast<std::int64_t>(kernels::dtype_bytes(o_.comm_dtype));
-  std::vector<std::int64_t> loc = {hooks_per_step_, comm_hooks_per_step_,
-                                   layout_.live_weight_elems * wire, layout_.master_elems * 4,
+  std::vector<std::int64_t> loc = {hooks_per_step_, comm_hooks_per_step_, layout_.live_weight_bytes,
+                                   layout_.master_elems * 4,
                                    (layout_.state_elems + layout_.second_state_elems) * 4};
   for (std::size_t i = 0; i < kChannelCount; ++i) {
     loc.push_back(calls_[i]);
@@ -233,8 +234,16 @@ RunResult ResultCollector::finish(StepBackend& backend) {
     r.checked = true;
     double err = 0;
     std::int64_t excused = 0;
-    const bool sixteen_bit = o_.comm_dtype != kernels::Dtype::f32 ||
-                             (o_.device == Device::cuda && o_.ns_dtype != kernels::Dtype::f32);
+    // --route RULE=...:bf16 puts those parameters on a 16-bit wire even with an fp32 one.
+    const kernels::Dtype route_wire = plan::narrowest_route_wire_bytes(plan_.config.routes) == 2
+                                          ? kernels::Dtype::bf16
+                                          : kernels::Dtype::f32;
+    // Newton–Schulz amplifies 16-bit rounding of a Muon parameter's inputs (the note below).
+    bool sixteen_bit_muon = o_.comm_dtype != kernels::Dtype::f32 ||
+                            (o_.device == Device::cuda && o_.ns_dtype != kernels::Dtype::f32);
+    for (int pid : tree_.parameter_order())
+      if (plan_.muon(pid) && plan_.wire_bytes(pid, 4) == 2) sixteen_bit_muon = true;
+    const bool sixteen_bit = sixteen_bit_muon || route_wire != kernels::Dtype::f32;
     if (rank_ == 0) {
       // The eps-regime excuse where the tolerance is fp32's (1e-4): a 16-bit tolerance (8 unit
       // roundoffs) already covers AdamW's isolated flips.
@@ -263,7 +272,7 @@ RunResult ResultCollector::finish(StepBackend& backend) {
         r.worst_param = fmt::format("{} (replica of rank {})", d.param, d.rank);
       }
     }
-    r.check_tolerance = o_.effective_check_tolerance();
+    r.check_tolerance = o_.effective_check_tolerance(route_wire);
     r.check_passed = r.max_rel_error <= r.check_tolerance;  // ddp-dmuon: replicas included
     DMUON_CHECK_MPI(MPI_Bcast(&excused, 1, MPI_INT64_T, 0, world_));
     if (excused > 0)
@@ -272,7 +281,7 @@ RunResult ResultCollector::finish(StepBackend& backend) {
           "rms at a step) moved up to 2 lr per such step apart from the reference and were "
           "left out of the error (ill-conditioned, not wrong: reference.hpp)",
           excused, AdamwEpsRegime::kRelative);
-    if (sixteen_bit && o_.method != Method::fsdp_adamw) {
+    if (sixteen_bit_muon && o_.method != Method::fsdp_adamw) {
       const auto& site_of = plan_.hooks.site_of_param;
       const std::int64_t need = full_rank_global_tokens(
           tree_, [&](int pid) { return site_of[static_cast<std::size_t>(pid)] >= 0; });

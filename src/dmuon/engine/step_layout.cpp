@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/baseline_volume.hpp"
@@ -47,6 +48,18 @@ std::int64_t take(std::int64_t& arena, std::int64_t n) {
 
 }  // namespace
 
+LayoutOptions layout_options(const EngineOptions& o, int tp_rank) {
+  LayoutOptions lo;
+  lo.method = o.method;
+  lo.reshard = o.reshard;
+  lo.prefetch = o.prefetch;
+  lo.pipeline = o.pipeline;
+  lo.accum = o.accum;
+  lo.tp_rank = tp_rank;
+  lo.wire = o.comm_dtype;
+  return lo;
+}
+
 StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
                        const LayoutOptions& options, int rank) {
   StepLayout L;
@@ -63,6 +76,8 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   L.me = ddp ? RankCoords::of(rank, world, 1) : RankCoords::of(rank, po.shard, po.replicate);
   L.tp = plan.tp.tp;
   L.tp_rank = options.tp_rank;
+  L.wire = options.wire;
+  L.alt_wire = options.wire == kernels::Dtype::f32 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
   if (L.tp_rank < 0 || L.tp_rank >= L.tp)
     throw InputError(
         fmt::format("TP rank {} is outside the plan's TP group of {}", L.tp_rank, L.tp));
@@ -97,6 +112,13 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
     }
     const bool dedicated = site_of[static_cast<std::size_t>(pid)] >= 0;
     p.muon = dedicated && plan.muon(pid) && m != Method::fsdp_adamw;  // --route adamw: AdamW
+    // --route RULE=ROUTE:DTYPE: travels in that dtype (param_route.hpp; alt arenas when it is
+    // not the run's).
+    const int route_bytes = plan.wire_bytes(pid, 0);
+    p.wire = route_bytes == 4   ? kernels::Dtype::f32
+             : route_bytes == 2 ? kernels::Dtype::bf16
+                                : options.wire;
+    p.alt_wire = p.wire != options.wire;
     if (ddp) {
       p.storage = Storage::replicated;
       if (owners && dedicated) p.owner = plan.partition.owner_rank(pid);
@@ -156,21 +178,26 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
       continue;
     }
     if (owners) {
-      // One packed buffer per owner, owners in order of first appearance in the site.
-      std::map<int, int> pair_of_owner;
+      // One packed buffer per owner, owners in order of first appearance in the site; --route
+      // dtypes: one more per (owner, other type) (plan::packed_type_key).
+      std::map<std::pair<int, bool>, int> pair_of_owner;
       for (int pi : g.members) {
         auto& p = L.params[static_cast<std::size_t>(pi)];
-        auto it = pair_of_owner.find(p.owner);
+        auto it = pair_of_owner.find({p.owner, p.alt_wire});
         if (it == pair_of_owner.end()) {
           PairLayout pr;
           pr.group = gi;
           pr.owner = p.owner;
+          pr.wire = p.wire;
+          pr.alt_wire = p.alt_wire;
           pr.owner_column = p.owner % G;
           pr.owner_row = p.owner / G;
           pr.rooted_here = pr.owner_column == L.me.column || ddp;  // ddp: every replica
           pr.owned = pr.owner == rank;
           pr.grad_persistent = pr.rooted_here;
-          it = pair_of_owner.emplace(p.owner, static_cast<int>(L.pairs.size())).first;
+          it = pair_of_owner
+                   .emplace(std::pair{p.owner, p.alt_wire}, static_cast<int>(L.pairs.size()))
+                   .first;
           g.pairs.push_back(it->second);
           L.pairs.push_back(std::move(pr));
         }
@@ -190,11 +217,19 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   // Offsets. Pairs first (their members follow the pair's packing), then plain parameters.
   for (auto& pr : L.pairs) {
     auto& g = L.groups[static_cast<std::size_t>(pr.group)];
-    pr.weight_offset = take(g.weight_elems, pr.numel);
+    if (pr.alt_wire) {
+      // Its own persistent regions in the alt arenas (no pool slot mixes widths).
+      pr.weight_offset = take(L.alt_weight_elems, pr.numel);
+      g.alt_weight_elems += pr.numel;
+      pr.grad_persistent = true;
+      pr.grad_offset = take(L.alt_grad_elems, pr.numel);
+    } else {
+      pr.weight_offset = take(g.weight_elems, pr.numel);
+      pr.grad_offset =
+          pr.grad_persistent ? take(L.grad_arena_elems, pr.numel) : take(g.grad_elems, pr.numel);
+    }
     if (pr.rooted_here) pr.master_offset = take(L.master_elems, pr.numel);
     if (pr.owned) pr.state_offset = take(L.state_elems, pr.numel);
-    pr.grad_offset =
-        pr.grad_persistent ? take(L.grad_arena_elems, pr.numel) : take(g.grad_elems, pr.numel);
     for (int pi : pr.members) {
       auto& p = L.params[static_cast<std::size_t>(pi)];
       p.weight_offset = pr.weight_offset + p.pair_offset;
@@ -219,21 +254,42 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
         p.state_offset = take(L.state_elems, p.chunk);
         if (!p.muon) p.second_state_offset = take(L.second_state_elems, p.chunk);
         p.state_elems = p.chunk;
-        p.weight_offset = take(g.weight_elems, full);
-        // sharded_adamw: the full gradient waits for the end of backward in the grad arena.
-        p.grad_persistent = g.deferred_reduce;
-        p.grad_offset =
-            g.deferred_reduce ? take(L.grad_arena_elems, full) : take(g.grad_elems, full);
-        p.grad_shard_offset = take(L.grad_arena_elems, p.chunk);
-        if (p.muon) p.gather_offset = take(g.gather_elems, full);
+        if (p.alt_wire) {
+          // Its own regions in the alt arenas.
+          p.weight_offset = take(L.alt_weight_elems, full);
+          g.alt_weight_elems += full;
+          p.grad_persistent = true;
+          p.grad_offset = take(L.alt_grad_elems, full);
+          p.grad_shard_offset = take(L.alt_grad_elems, p.chunk);
+        } else {
+          p.weight_offset = take(g.weight_elems, full);
+          // sharded_adamw: the full gradient waits for the end of backward in the grad arena.
+          p.grad_persistent = g.deferred_reduce;
+          p.grad_offset =
+              g.deferred_reduce ? take(L.grad_arena_elems, full) : take(g.grad_elems, full);
+          p.grad_shard_offset = take(L.grad_arena_elems, p.chunk);
+        }
+        // fsdp-muon's Nesterov inputs, in the parameter's type.
+        if (p.muon && p.alt_wire) {
+          p.gather_offset = take(L.alt_gather_elems, full);
+          g.alt_gather_elems += full;
+        } else if (p.muon) {
+          p.gather_offset = take(g.gather_elems, full);
+        }
       } else if (p.storage == Storage::replicated) {
         p.master_offset = take(L.master_elems, p.numel);
         p.state_offset = take(L.state_elems, p.numel);
         if (!p.muon) p.second_state_offset = take(L.second_state_elems, p.numel);
         p.state_elems = p.numel;
-        p.weight_offset = take(g.weight_elems, p.numel);
         p.grad_persistent = true;
-        p.grad_offset = take(L.grad_arena_elems, p.numel);
+        if (p.alt_wire) {
+          p.weight_offset = take(L.alt_weight_elems, p.numel);
+          g.alt_weight_elems += p.numel;
+          p.grad_offset = take(L.alt_grad_elems, p.numel);
+        } else {
+          p.weight_offset = take(g.weight_elems, p.numel);
+          p.grad_offset = take(L.grad_arena_elems, p.numel);
+        }
       }
     }
   }
@@ -259,17 +315,26 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   L.grad_pool_elems = L.grad_window * L.grad_slot_elems;
   L.gather_pool_elems =
       L.gather_window == 0 ? gathers_total : L.gather_window * L.gather_slot_elems;
+  const auto wire_bytes = static_cast<std::int64_t>(kernels::dtype_bytes(L.wire));
+  const auto alt_bytes = static_cast<std::int64_t>(kernels::dtype_bytes(L.alt_wire));
+  const auto bytes_of = [&](const GroupLayout& g) {
+    return g.weight_elems * wire_bytes + g.alt_weight_elems * alt_bytes;
+  };
   if (ddp) {
     L.live_weight_elems = 0;  // DDP computes on its replicas: nothing is packed or gathered
   } else if (own_weight_slots) {
     L.live_weight_elems = weights_total;
+    for (const auto& g : L.groups) L.live_weight_bytes += bytes_of(g);
   } else {
     const std::size_t window = static_cast<std::size_t>(options.prefetch) + 1;
     for (std::size_t i = 0; i < L.groups.size(); ++i) {
-      std::int64_t w = 0;
-      for (std::size_t j = i; j < std::min(L.groups.size(), i + window); ++j)
+      std::int64_t w = 0, b = 0;
+      for (std::size_t j = i; j < std::min(L.groups.size(), i + window); ++j) {
         w += L.groups[j].weight_elems;
+        b += bytes_of(L.groups[j]);
+      }
       L.live_weight_elems = std::max(L.live_weight_elems, w);
+      L.live_weight_bytes = std::max(L.live_weight_bytes, b);
     }
   }
   return L;

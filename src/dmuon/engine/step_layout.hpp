@@ -22,6 +22,14 @@
 //                   read it completed (the schedule waits for it first).
 //   gather pool     wire: fsdp-muon's all-gathered Nesterov inputs, 2 slots (per-group
 //                   optimizer pipeline) or one per group.
+//   alt arenas      a parameter whose --route dtype differs from the run's wire type
+//                   (plan.route_wire_bytes) keeps its weights and gradients in two persistent
+//                   arenas of that other type: alt weights (its gathered / packed / replica
+//                   compute copy) and alt grads (its full gradient, then its shard; or its
+//                   pair's packed gradient). Owner-based ones pack into (site, owner) pairs of
+//                   their own type. Not pooled: each has its own region, so no pool slot mixes
+//                   widths. fsdp-muon's Nesterov gather of such a parameter: a third (alt
+//                   gather) arena, also one region each.
 
 #include <cstdint>
 #include <string>
@@ -83,7 +91,12 @@ struct ParamLayout {
   bool grad_persistent = false;
   std::int64_t grad_offset = 0;
   std::int64_t grad_shard_offset = -1;  ///< sharded: chunk elements in the grad arena
-  std::int64_t gather_offset = -1;      ///< fsdp-muon Muon params: inside the group's gather slot
+  std::int64_t gather_offset = -1;      ///< fsdp-muon Muon params: in the group's gather slot (alt)
+  /// The type its weights and gradients travel in: the run's wire type, or its --route dtype.
+  /// alt_wire: that differs from the run's, so weight_offset, grad_offset and
+  /// grad_shard_offset are in the alt arenas (weights; grads) and grad_persistent is true.
+  kernels::Dtype wire = kernels::Dtype::f32;
+  bool alt_wire = false;
   /// Tensor parallelism (StepLayout::tp > 1): the dimension of the logical parameter split
   /// over the TP group (0: rows, column-parallel; 1: columns, row-parallel), -1 if it is not
   /// TP-sharded; the TP rank that gathers its shards and runs its Newton–Schulz; and the
@@ -107,8 +120,12 @@ struct PairLayout {
   std::int64_t weight_offset = 0;  ///< inside the group's weight slot
   std::int64_t master_offset = -1;  ///< rooted_here: in the master arena
   std::int64_t state_offset = -1;   ///< owned: momentum in the state arena
-  bool grad_persistent = false;     ///< == rooted_here
+  bool grad_persistent = false;     ///< == rooted_here (alt_wire: true)
   std::int64_t grad_offset = 0;     ///< in the grad arena or the group's grad slot
+  /// The type its packed weights and gradients travel in; alt_wire: a --route dtype other than
+  /// the run's, so weight_offset and grad_offset are in the alt arenas (its own regions).
+  kernels::Dtype wire = kernels::Dtype::f32;
+  bool alt_wire = false;
 };
 
 struct GroupLayout {
@@ -122,12 +139,17 @@ struct GroupLayout {
   /// fsdp, unhooked), all-gathered where it runs; its reduce-scatter (and HSDP stage 2) runs
   /// after the last backward op, so its full gradients stay in the grad arena until then.
   bool deferred_reduce = false;
-  std::int64_t weight_elems = 0;     ///< elements of its weights while live (packed / gathered)
-  std::int64_t grad_elems = 0;       ///< elements it needs in a grad-pool slot
-  std::int64_t gather_elems = 0;     ///< fsdp-muon: its all-gathered Nesterov inputs
-  std::int64_t own_weight_slot = 0;  ///< Z2: offset of its own slot in the weight pool
-  std::int64_t own_gather_slot = 0;  ///< all_then_publish: offset of its own gather slot
-  bool has_weight_comm() const { return kind != GroupKind::ddp && weight_elems > 0; }
+  std::int64_t weight_elems = 0;      ///< elements of its weights while live (packed / gathered)
+  std::int64_t alt_weight_elems = 0;  ///< of which in the alt weight arena (alt_wire members)
+  std::int64_t alt_gather_elems = 0;  ///< fsdp-muon gathers in the alt gather arena
+  std::int64_t grad_elems = 0;        ///< elements it needs in a grad-pool slot
+  std::int64_t gather_elems = 0;      ///< fsdp-muon: its all-gathered Nesterov inputs
+  std::int64_t own_weight_slot = 0;   ///< Z2: offset of its own slot in the weight pool
+  std::int64_t own_gather_slot = 0;   ///< all_then_publish: offset of its own gather slot
+  bool gathers() const { return gather_elems + alt_gather_elems > 0; }
+  bool has_weight_comm() const {
+    return kind != GroupKind::ddp && weight_elems + alt_weight_elems > 0;
+  }
 };
 
 struct StepLayout {
@@ -156,6 +178,15 @@ struct StepLayout {
   /// Peak elements of weight buffers a real implementation holds live (Z3: the groups in
   /// flight together; Z2: all), which is what the results report, not the pool's slot sizes.
   std::int64_t live_weight_elems = 0;
+  /// The same peak in bytes, each group's weights in the type they travel in.
+  std::int64_t live_weight_bytes = 0;
+  /// The run's wire type and the other one the alt arenas hold (alt_*_elems > 0 only when a
+  /// --route dtype differs from it).
+  kernels::Dtype wire = kernels::Dtype::f32;
+  kernels::Dtype alt_wire = kernels::Dtype::bf16;
+  std::int64_t alt_weight_elems = 0;
+  std::int64_t alt_grad_elems = 0;
+  std::int64_t alt_gather_elems = 0;
   int nan_param = -1;  ///< --inject-nan-step target: the first dedicated parameter
   /// Tensor parallelism: T and this rank's index in its TP group (world rank = dp · T + t;
   /// `me` is its place in its DP group). The tree the layout was made from holds the local
@@ -178,7 +209,11 @@ struct LayoutOptions {
   OptimizerPipeline pipeline = OptimizerPipeline::per_group;
   int accum = 1;    ///< > 1: every group its own grad-pool slot (gradients accumulate)
   int tp_rank = 0;  ///< plan.tp.tp > 1: this rank's index t in its TP group
+  kernels::Dtype wire = kernels::Dtype::f32;  ///< --comm-dtype (fp32 or bf16)
 };
+
+/// The layout options of a run (tp_rank: this rank's TP index).
+LayoutOptions layout_options(const EngineOptions& o, int tp_rank = 0);
 
 /// The layout of world rank `rank` in a world of plan.partition.options (R rows × G columns).
 /// ddp ignores the rows: it runs over all ranks as one group. With tensor parallelism

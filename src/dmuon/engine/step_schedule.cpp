@@ -37,12 +37,28 @@ const char* op_name(Op op) {
   return "?";
 }
 
+namespace {
+
+comm::DType on_wire(kernels::Dtype t) {
+  return t == kernels::Dtype::bf16 ? comm::DType::bf16 : comm::DType::f32;
+}
+
+// The type parameter p's own collectives carry: its --route dtype (alt arenas) or the run's.
+comm::DType param_wire(const ParamLayout& p, const ScheduleOptions& o) {
+  return p.alt_wire ? on_wire(p.wire) : o.wire;
+}
+comm::DType pair_wire(const PairLayout& pr, const ScheduleOptions& o) {
+  return pr.alt_wire ? on_wire(pr.wire) : o.wire;
+}
+
+}  // namespace
+
 ScheduleOptions schedule_options(const EngineOptions& o) {
   ScheduleOptions s;
   s.prefetch = o.prefetch;
   s.grad_reduce = o.grad_reduce;
   s.pipeline = o.pipeline;
-  s.wire = o.comm_dtype == kernels::Dtype::bf16 ? comm::DType::bf16 : comm::DType::f32;
+  s.wire = on_wire(o.comm_dtype);
   s.accum = o.accum;
   s.clip = o.clip_norm > 0;
   s.clip_type = o.clip_norm_type;
@@ -260,7 +276,7 @@ class Builder {
 
   void prepare_and_gather(int g, int gather_position) {
     gradients_ready(g);
-    const bool gathers = group(g).gather_elems > 0;
+    const bool gathers = group(g).gathers();
     if (gathers) gather_base_of_[g] = L_.gather_base(g, gather_position);
     // fsdp-muon's prepare writes each Nesterov input shard into its own part of the slot, so
     // the all-gather runs in place.
@@ -276,7 +292,7 @@ class Builder {
   }
 
   void wait_gather(int g) {
-    if (group(g).gather_elems == 0) return;
+    if (!group(g).gathers()) return;
     emit(Op::wait_gather, g, Phase::optimizer_other, true).gather_base = gather_base(g);
   }
 
@@ -314,19 +330,19 @@ class Builder {
   void optimizer_per_group() {
     std::vector<int> gathering;
     for (int g = 0; g < n_; ++g)
-      if (group(g).gather_elems > 0) gathering.push_back(g);
+      if (group(g).gathers()) gathering.push_back(g);
     std::vector<bool> prepared(static_cast<std::size_t>(n_), false);
     int next_gather = 0;  // index into `gathering` of the next group to prepare
     auto prepare = [&](int g) {
       if (prepared[static_cast<std::size_t>(g)]) return;
       prepared[static_cast<std::size_t>(g)] = true;
       int position = 0;
-      if (group(g).gather_elems > 0) position = next_gather++;
+      if (group(g).gathers()) position = next_gather++;
       prepare_and_gather(g, position);
     };
     for (int g = 0; g < n_; ++g) {
       prepare(g);
-      if (group(g).gather_elems > 0) {
+      if (group(g).gathers()) {
         // Keep one all-gather in flight ahead: the next gathering group's inputs move while
         // this group's Newton–Schulz runs.
         if (next_gather < static_cast<int>(gathering.size()))
@@ -341,7 +357,7 @@ class Builder {
 
   void optimizer_all_then_publish() {
     int position = 0;
-    for (int g = 0; g < n_; ++g) prepare_and_gather(g, group(g).gather_elems > 0 ? position++ : 0);
+    for (int g = 0; g < n_; ++g) prepare_and_gather(g, group(g).gathers() ? position++ : 0);
     for (int g = 0; g < n_; ++g) wait_gather(g);
     for (int g = 0; g < n_; ++g) newton_schulz(g);
     for (int g = 0; g < n_; ++g) apply(g);
@@ -373,18 +389,26 @@ std::vector<PackCopy> pack_copies(const StepLayout& L, const StepOp& op) {
   if (g.kind == GroupKind::dmuon_site) {
     for (int pi : g.pairs) {
       const auto& pr = L.pairs[static_cast<std::size_t>(pi)];
-      if (pr.rooted_here)
-        copies.push_back({pr.master_offset, op.weight_base + pr.weight_offset, pr.numel});
+      if (pr.rooted_here) {
+        if (pr.alt_wire)  // --route dtype: its own region of the alt weight arena
+          copies.push_back(
+              {pr.master_offset, pr.weight_offset, pr.numel, Arena::alt_weights, pr.wire});
+        else
+          copies.push_back({pr.master_offset, op.weight_base + pr.weight_offset, pr.numel,
+                            Arena::weight_pool, L.wire});
+      }
     }
     return copies;
   }
   for (int pi : g.members) {
     const auto& p = L.params[static_cast<std::size_t>(pi)];
+    // --route dtype: its own region of the alt weight arena (no pool slot, no base).
+    const Arena to = p.alt_wire ? Arena::alt_weights : Arena::weight_pool;
+    const std::int64_t region = (p.alt_wire ? 0 : op.weight_base) + p.weight_offset;
     if (g.kind == GroupKind::fsdp)
-      copies.push_back(
-          {p.master_offset, op.weight_base + p.weight_offset + L.me.column * p.chunk, p.chunk});
+      copies.push_back({p.master_offset, region + L.me.column * p.chunk, p.chunk, to, p.wire});
     else
-      copies.push_back({p.master_offset, op.weight_base + p.weight_offset, p.numel});
+      copies.push_back({p.master_offset, region, p.numel, to, p.wire});
   }
   return copies;
 }
@@ -402,6 +426,7 @@ TpCall tp_call_of(const StepLayout& L, const StepOp& op, const ScheduleOptions& 
 
 Location gradient_location(const StepLayout& L, int param, std::int64_t grad_base) {
   const auto& p = L.params.at(static_cast<std::size_t>(param));
+  if (p.alt_wire) return {Arena::alt_grads, p.grad_offset};
   if (p.grad_persistent) return {Arena::grad_arena, p.grad_offset};
   return {Arena::grad_pool, grad_base + p.grad_offset};
 }
@@ -412,8 +437,11 @@ Location locate(const StepLayout& L, const BufferRef& ref) {
   if (ref.pair >= 0) {
     const auto& pr = L.pairs.at(static_cast<std::size_t>(ref.pair));
     switch (ref.kind) {
-      case Kind::weights: return {Arena::weight_pool, ref.base + pr.weight_offset};
+      case Kind::weights:
+        if (pr.alt_wire) return {Arena::alt_weights, pr.weight_offset};
+        return {Arena::weight_pool, ref.base + pr.weight_offset};
       case Kind::grads:
+        if (pr.alt_wire) return {Arena::alt_grads, pr.grad_offset};
         if (pr.grad_persistent) return {Arena::grad_arena, pr.grad_offset};
         return {Arena::grad_pool, ref.base + pr.grad_offset};
       case Kind::master:
@@ -424,12 +452,16 @@ Location locate(const StepLayout& L, const BufferRef& ref) {
   } else if (ref.param >= 0) {
     const auto& p = L.params.at(static_cast<std::size_t>(ref.param));
     switch (ref.kind) {
-      case Kind::weights: return {Arena::weight_pool, ref.base + p.weight_offset};
+      case Kind::weights:
+        if (p.alt_wire) return {Arena::alt_weights, p.weight_offset};
+        return {Arena::weight_pool, ref.base + p.weight_offset};
       case Kind::grads: return gradient_location(L, ref.param, ref.base);
       case Kind::grad_shard:
-        if (p.grad_shard_offset >= 0) return {Arena::grad_arena, p.grad_shard_offset};
+        if (p.grad_shard_offset >= 0)
+          return {p.alt_wire ? Arena::alt_grads : Arena::grad_arena, p.grad_shard_offset};
         break;
       case Kind::gather:
+        if (p.gather_offset >= 0 && p.alt_wire) return {Arena::alt_gather, p.gather_offset};
         if (p.gather_offset >= 0) return {Arena::gather_pool, ref.base + p.gather_offset};
         break;
       default: break;
@@ -476,26 +508,30 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
   auto reduce_pair = [&](int pr, CommGroup c, int root, std::int64_t base) {
     const auto& pair = L.pairs[static_cast<std::size_t>(pr)];
     if (packed) {
-      add(CollectiveKind::reduce, c, pair.numel, o.wire, root, pair_ref(Kind::grads, pr, base));
+      add(CollectiveKind::reduce, c, pair.numel, pair_wire(pair, o), root,
+          pair_ref(Kind::grads, pr, base));
       return;
     }
-    for (int p : pair.members)
-      add(CollectiveKind::reduce, c, L.params[static_cast<std::size_t>(p)].numel, o.wire, root,
+    for (int p : pair.members) {
+      const auto& prm = L.params[static_cast<std::size_t>(p)];
+      add(CollectiveKind::reduce, c, prm.numel, param_wire(prm, o), root,
           param_ref(Kind::grads, p, base));
+    }
   };
   switch (op.op) {
     case Op::issue_weights:
       if (g.kind == GroupKind::dmuon_site) {
         for (int pr : g.pairs) {
           const auto& pair = L.pairs[static_cast<std::size_t>(pr)];
-          add(CollectiveKind::broadcast, CommGroup::shard, pair.numel, o.wire, pair.owner_column,
-              pair_ref(Kind::weights, pr, op.weight_base));
+          add(CollectiveKind::broadcast, CommGroup::shard, pair.numel, pair_wire(pair, o),
+              pair.owner_column, pair_ref(Kind::weights, pr, op.weight_base));
         }
       } else if (g.kind == GroupKind::fsdp) {
-        for (int p : g.members)
-          add(CollectiveKind::all_gather, CommGroup::shard,
-              L.params[static_cast<std::size_t>(p)].chunk, o.wire, -1,
+        for (int p : g.members) {
+          const auto& prm = L.params[static_cast<std::size_t>(p)];
+          add(CollectiveKind::all_gather, CommGroup::shard, prm.chunk, param_wire(prm, o), -1,
               param_ref(Kind::weights, p, op.weight_base));
+        }
       }
       break;
     case Op::issue_reduce:
@@ -508,11 +544,11 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
         for (int p : g.members) {
           const auto& prm = L.params[static_cast<std::size_t>(p)];
           if (g.kind == GroupKind::fsdp)
-            add(CollectiveKind::reduce_scatter, CommGroup::shard, prm.chunk, o.wire, -1,
+            add(CollectiveKind::reduce_scatter, CommGroup::shard, prm.chunk, param_wire(prm, o), -1,
                 param_ref(Kind::grads, p, op.grad_base))
                 .recv = param_ref(Kind::grad_shard, p, 0);
           else
-            add(CollectiveKind::all_reduce, CommGroup::shard, prm.numel, o.wire, -1,
+            add(CollectiveKind::all_reduce, CommGroup::shard, prm.numel, param_wire(prm, o), -1,
                 param_ref(Kind::grads, p, 0));
         }
       }
@@ -524,17 +560,18 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
             reduce_pair(pr, CommGroup::replicate, L.pairs[static_cast<std::size_t>(pr)].owner_row,
                         0);
       } else if (g.kind == GroupKind::fsdp) {
-        for (int p : g.members)
-          add(CollectiveKind::all_reduce, CommGroup::replicate,
-              L.params[static_cast<std::size_t>(p)].chunk, o.wire, -1,
+        for (int p : g.members) {
+          const auto& prm = L.params[static_cast<std::size_t>(p)];
+          add(CollectiveKind::all_reduce, CommGroup::replicate, prm.chunk, param_wire(prm, o), -1,
               param_ref(Kind::grad_shard, p, 0));
+        }
       }
       break;
     case Op::issue_gather:
       for (int p : g.members) {
         const auto& prm = L.params[static_cast<std::size_t>(p)];
         if (prm.gather_offset >= 0)
-          add(CollectiveKind::all_gather, CommGroup::shard, prm.chunk, o.wire, -1,
+          add(CollectiveKind::all_gather, CommGroup::shard, prm.chunk, param_wire(prm, o), -1,
               param_ref(Kind::gather, p, op.gather_base));
       }
       break;

@@ -128,11 +128,21 @@ struct BufferRef {
 };
 
 /// The arenas of the step layout (step_layout.hpp) a buffer lives in.
-enum class Arena { master, grad_arena, weight_pool, grad_pool, gather_pool, clip_scalar };
+enum class Arena {
+  master,
+  grad_arena,
+  weight_pool,
+  grad_pool,
+  gather_pool,
+  clip_scalar,
+  alt_weights,  ///< --route dtype parameters' weights, in StepLayout::alt_wire
+  alt_grads,    ///< --route dtype parameters' gradients and shards, in StepLayout::alt_wire
+  alt_gather,   ///< --route dtype parameters' fsdp-muon Nesterov gathers, in the alt type
+};
 
 /// Where a buffer is: an arena and an element offset in it (the arena's element type: fp32
-/// for master, the wire type otherwise). The one place that decides it, for every backend;
-/// throws std::logic_error for a reference the layout does not have.
+/// for master, the alt type for the alt arenas, the wire type otherwise). The one place that
+/// decides it, for every backend; throws std::logic_error for a reference the layout does not have.
 struct Location {
   Arena arena = Arena::master;
   std::int64_t offset = 0;
@@ -142,13 +152,15 @@ Location locate(const StepLayout& layout, const BufferRef& ref);
 Location gradient_location(const StepLayout& layout, int param, std::int64_t grad_base);
 
 /// One copy a pack op makes: `count` fp32 master elements from the master arena at `master`
-/// into the weight pool at `weight`, converted to the wire type. DMuon: one per packed pair
+/// into `to` (the weight pool) at `weight`, converted to its `dtype`. DMuon: one per packed pair
 /// rooted here (one kernel per packed buffer); FSDP: each shard to its own place in the gathered
 /// buffer (the all-gather then runs in place); DDP: each replica's compute copy.
 struct PackCopy {
   std::int64_t master = 0;
-  std::int64_t weight = 0;
+  std::int64_t weight = 0;  ///< offset in `to`
   std::int64_t count = 0;
+  Arena to = Arena::weight_pool;               ///< alt_weights for a --route dtype parameter
+  kernels::Dtype dtype = kernels::Dtype::f32;  ///< the type of `to`
 };
 std::vector<PackCopy> pack_copies(const StepLayout& layout, const StepOp& op);
 

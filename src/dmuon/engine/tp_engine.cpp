@@ -244,8 +244,7 @@ RunResult run_tp_engine(const model::ModuleTree& tree, const plan::Plan& plan,
 
   const model::ModuleTree local = tp_local_tree(tree, plan);
   const comm::RankLayout ranks(dp_comm.get(), plan.partition.options.replicate);
-  const StepLayout layout = make_layout(
-      local, plan, {o.method, o.reshard, o.prefetch, o.pipeline, o.accum, t}, ranks.world_rank());
+  const StepLayout layout = make_layout(local, plan, layout_options(o, t), ranks.world_rank());
   const ScheduleOptions so = schedule_options(o);
   const Schedule schedule = make_schedule(layout, so);
   TpExchange tpx(layout, tp_comm.get(), so.wire);

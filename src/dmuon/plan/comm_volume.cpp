@@ -49,7 +49,8 @@ std::int64_t CommVolume::max_bytes_per_rank() const {
 CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::HookPlan& plan,
                                 const partition::Partition& part, Reshard reshard,
                                 GradReduce grad_reduce, int wire_bytes,
-                                const std::vector<std::int64_t>* local_numel) {
+                                const std::vector<std::int64_t>* local_numel,
+                                const std::vector<int>* route_wire_bytes) {
   const int G = part.options.shard, R = part.options.replicate;
   CommVolume v;
   v.reshard = reshard;
@@ -74,7 +75,8 @@ CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::H
   std::vector<std::int64_t> rank_bytes(v.world, 0), rank_master(v.world, 0);
   std::int64_t total_master = 0;
   for (const auto& site : plan.sites) {
-    std::map<int, char> owners;  // slots owning a packed buffer at this site
+    // (owner slot, type key): the packed buffers of this site.
+    std::map<std::pair<int, int>, char> owners;
     for (int pid : site.params) {
       const auto& prm = tree.parameter(pid);
       const auto overflow = [&] {
@@ -83,11 +85,12 @@ CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::H
       };
       const std::int64_t numel =
           local_numel ? local_numel->at(static_cast<std::size_t>(pid)) : prm.numel();
-      const std::int64_t bytes =
-          checked_mul(wire_bytes > 0 ? wire_bytes : model::dtype_size(prm.dtype), numel, overflow);
+      const std::int64_t bytes = checked_mul(
+          dedicated_wire_bytes(route_wire_bytes, pid, wire_bytes, model::dtype_size(prm.dtype)),
+          numel, overflow);
       const std::int64_t master = checked_mul(4, numel, overflow);
       const auto& owner = part.slots[part.owner_slot[pid]];
-      owners[part.owner_slot[pid]] = 1;
+      owners[{part.owner_slot[pid], packed_type_key(route_wire_bytes, pid, wire_bytes)}] = 1;
       ++params;
       ++col_params[owner.shard];
       // Column and rank sums are parts of the checked totals below.
@@ -100,7 +103,7 @@ CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::H
     }
     for (const auto& o : owners) {
       ++pairs;
-      ++col_pairs[part.slots[o.first].shard];
+      ++col_pairs[part.slots[o.first.first].shard];
     }
   }
   v.owned_bytes = rank_bytes;

@@ -57,6 +57,21 @@ struct CommVolume {
   std::int64_t total_bytes(int rank) const;
 };
 
+/// --route dtypes (Plan::route_wire_bytes, per parameter id; null or 0: none). The bytes per
+/// element a dedicated parameter travels in: its route's, else `wire_bytes` when > 0, else
+/// its own dtype's (`own`).
+inline int dedicated_wire_bytes(const std::vector<int>* route_wire_bytes, int pid, int wire_bytes,
+                                int own) {
+  const int route = route_wire_bytes ? route_wire_bytes->at(static_cast<std::size_t>(pid)) : 0;
+  return route > 0 ? route : wire_bytes > 0 ? wire_bytes : own;
+}
+/// Which packed buffer of its (site, owner) a dedicated parameter joins: 0 the common one, else
+/// its route's type when that differs from the wire's (one more buffer per such type).
+inline int packed_type_key(const std::vector<int>* route_wire_bytes, int pid, int wire_bytes) {
+  const int route = route_wire_bytes ? route_wire_bytes->at(static_cast<std::size_t>(pid)) : 0;
+  return route > 0 && route != wire_bytes ? route : 0;
+}
+
 /// Predicts one DMuon step for `plan` owned by `part` (G × R world). Reduce calls count one per
 /// parameter (per_param) or one per (site, owner) (packed); bytes are the same either way.
 /// Weights and gradients travel in each parameter's own dtype, or in `wire_bytes` per element
@@ -65,10 +80,13 @@ struct CommVolume {
 /// tied parameter's site differs. Every sum and product is checked: a volume beyond int64 is
 /// an InputError naming the parameter or rank where it overflows. `local_numel` (per parameter
 /// id), when given, replaces each parameter's element count: the local shard a rank holds
-/// under tensor parallelism (tp_volume.hpp).
+/// under tensor parallelism (tp_volume.hpp). `route_wire_bytes` (Plan::route_wire_bytes):
+/// --route dtypes, whose parameters travel in their type in packed buffers of their own, one
+/// per (site, owner, type) — a "pair" below counts each.
 CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::HookPlan& plan,
                                 const partition::Partition& part, Reshard reshard,
                                 GradReduce grad_reduce = GradReduce::per_param, int wire_bytes = 0,
-                                const std::vector<std::int64_t>* local_numel = nullptr);
+                                const std::vector<std::int64_t>* local_numel = nullptr,
+                                const std::vector<int>* route_wire_bytes = nullptr);
 
 }  // namespace dmuon::plan

@@ -10,7 +10,7 @@ namespace dmuon::plan {
 
 CommVolume predict_ddp_dmuon_volume(const model::ModuleTree& tree, const boundary::HookPlan& plan,
                                     const partition::Partition& part, GradReduce grad_reduce,
-                                    int wire_bytes) {
+                                    int wire_bytes, const std::vector<int>* route_wire_bytes) {
   CommVolume v;
   v.world = part.options.shard * part.options.replicate;
   v.grad_reduce = grad_reduce;
@@ -23,18 +23,19 @@ CommVolume predict_ddp_dmuon_volume(const model::ModuleTree& tree, const boundar
   std::vector<std::int64_t> owned_master(world, 0);
   std::int64_t pairs = 0, params = 0, total_master = 0;
   for (const auto& site : plan.sites) {
-    std::set<int> owners;
+    std::set<std::pair<int, int>> owners;  // (owner, type key): packed buffers of the site
     for (int pid : site.params) {
       const auto& prm = tree.parameter(pid);
       const auto overflow = [&] {
         return fmt::format("predicted volume overflows 64 bits at dedicated parameter '{}'",
                            prm.name);
       };
-      const std::int64_t bytes =
-          wire_bytes > 0 ? checked_mul(wire_bytes, prm.numel(), overflow) : prm.bytes();
+      const std::int64_t bytes = checked_mul(
+          dedicated_wire_bytes(route_wire_bytes, pid, wire_bytes, model::dtype_size(prm.dtype)),
+          prm.numel(), overflow);
       const std::int64_t master = checked_mul(4, prm.numel(), overflow);
       const auto owner = static_cast<std::size_t>(part.owner_rank(pid));
-      owners.insert(part.owner_rank(pid));
+      owners.insert({part.owner_rank(pid), packed_type_key(route_wire_bytes, pid, wire_bytes)});
       ++params;
       v.dedicated_bytes = checked_add(v.dedicated_bytes, bytes, overflow);
       total_master = checked_add(total_master, master, overflow);

@@ -23,11 +23,14 @@ namespace dmuon::plan {
 /// `broadcast` is the post-step broadcast, `reduce` the gradient reduce; the HSDP kinds stay
 /// zero (ddp-dmuon runs over all G·R ranks as one group, owners are world ranks). The hook
 /// counts are zero: DDP has no DMuon hook sites. Gradients travel in `wire_bytes` per element
-/// when > 0, else in each parameter's dtype; the broadcast carries the fp32 master. Checked:
+/// when > 0, else in each parameter's dtype, or their --route dtype (`route_wire_bytes`, one
+/// more packed buffer per (site, owner) for each such type, as predict_dmuon_volume); the
+/// broadcast carries the fp32 master. Checked:
 /// an overflow is an InputError naming the parameter or rank.
 CommVolume predict_ddp_dmuon_volume(const model::ModuleTree& tree, const boundary::HookPlan& plan,
                                     const partition::Partition& part,
                                     GradReduce grad_reduce = GradReduce::per_param,
-                                    int wire_bytes = 0);
+                                    int wire_bytes = 0,
+                                    const std::vector<int>* route_wire_bytes = nullptr);
 
 }  // namespace dmuon::plan

@@ -36,20 +36,16 @@ RouteRule parse_route_rule(std::string_view spec) {
   // ROUTE[:DTYPE]: a route name never holds ':', so the dtype suffix cannot be confused with
   // the rule's own '=' or ':' (the rule ends at the last '=').
   std::string_view route_text = spec.substr(eq + 1);
+  int wire_bytes = 0;
   const auto colon = route_text.find(':');
+  const ParamRoute route = parse_route(route_text.substr(0, colon));  // named before a dtype
   if (colon != std::string_view::npos) {
     const auto dtype = route_text.substr(colon + 1);
-    route_text = route_text.substr(0, colon);
-    (void)parse_route(route_text);  // an unknown route is named first
     if (dtype != "fp32" && dtype != "bf16")
       throw InputError(fmt::format("--route '{}': dtype '{}' is invalid (valid: fp32, bf16)",
                                    abbreviate_value(spec), abbreviate_value(dtype)));
-    throw InputError(fmt::format(
-        "--route '{}': a per-route dtype (':{}') is not supported: every route's weights and "
-        "gradients travel in --comm-dtype (masters fp32); drop ':{}' or set --comm-dtype",
-        abbreviate_value(spec), dtype, dtype));
+    wire_bytes = dtype == "fp32" ? 4 : 2;
   }
-  const ParamRoute route = parse_route(route_text);
   const auto rule = [&] {
     try {
       return boundary::DedicationRule::parse(spec.substr(0, eq));
@@ -57,8 +53,19 @@ RouteRule parse_route_rule(std::string_view spec) {
       throw InputError(fmt::format("--route '{}': {}", abbreviate_value(spec), e.what()));
     }
   };
-  return RouteRule{rule(), route, std::string(spec)};
+  return RouteRule{rule(), route, wire_bytes, std::string(spec)};
 }
+
+namespace {
+
+// The first rule matching parameter `p`, or nullptr.
+const RouteRule* first_match(const model::Parameter& p, const std::vector<RouteRule>& rules) {
+  for (const auto& rule : rules)
+    if (rule.rule.matches(p)) return &rule;
+  return nullptr;
+}
+
+}  // namespace
 
 std::vector<ParamRoute> resolve_routes(const model::ModuleTree& tree,
                                        const boundary::DedicationRule& dedication,
@@ -66,15 +73,31 @@ std::vector<ParamRoute> resolve_routes(const model::ModuleTree& tree,
   std::vector<ParamRoute> out(static_cast<std::size_t>(tree.num_parameters()), ParamRoute::fsdp);
   for (int pid : tree.parameter_order()) {
     const auto& p = tree.parameter(pid);
-    ParamRoute r = dedication.matches(p) ? ParamRoute::muon : ParamRoute::fsdp;
-    for (const auto& rule : rules)
-      if (rule.rule.matches(p)) {
-        r = rule.route;
-        break;
-      }
-    out[static_cast<std::size_t>(pid)] = r;
+    const RouteRule* rule = first_match(p, rules);
+    out[static_cast<std::size_t>(pid)] = rule != nullptr         ? rule->route
+                                         : dedication.matches(p) ? ParamRoute::muon
+                                                                 : ParamRoute::fsdp;
   }
   return out;
+}
+
+std::vector<int> resolve_route_wire_bytes(const model::ModuleTree& tree,
+                                          const std::vector<RouteRule>& rules) {
+  std::vector<int> out(static_cast<std::size_t>(tree.num_parameters()), 0);
+  for (int pid : tree.parameter_order()) {
+    const RouteRule* rule = first_match(tree.parameter(pid), rules);
+    if (rule != nullptr) out[static_cast<std::size_t>(pid)] = rule->wire_bytes;
+  }
+  return out;
+}
+
+int narrowest_route_wire_bytes(const std::vector<std::string>& specs) {
+  int narrowest = 0;
+  for (const auto& spec : specs) {
+    const int b = parse_route_rule(spec).wire_bytes;
+    if (b > 0 && (narrowest == 0 || b < narrowest)) narrowest = b;
+  }
+  return narrowest;
 }
 
 std::string routes_text(const std::vector<std::string>& specs) {

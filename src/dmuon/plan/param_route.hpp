@@ -13,8 +13,10 @@
 //                  under dmuon only: the baselines run it as fsdp)
 // RULE has the --dedicate syntax (dedication.hpp) and splits at the last '=' (a rule may hold
 // '=' itself: `ndim=1=adamw`). The first --route whose rule matches a parameter decides it.
-// A per-route dtype `RULE=ROUTE:DTYPE` is parsed (a route name never holds ':') and refused
-// (InputError): every route travels in --comm-dtype.
+// A per-route dtype `RULE=ROUTE:DTYPE` (fp32 | bf16; a route name never holds ':') sets the
+// dtype the matched parameters' weights and gradients travel in, instead of --comm-dtype
+// (masters stay fp32). Owner-based parameters in another type than the wire's pack into a
+// buffer of their own: one per (site, owner, type), so a site's owner broadcasts once per type.
 // The owner-based parameters (routes muon and adamw) are the ones the partition assigns owners
 // to and the hook plan places at sites: they replace "dedicated" in every DMuon formula.
 
@@ -38,12 +40,12 @@ inline bool owner_based(ParamRoute r) {
 struct RouteRule {
   boundary::DedicationRule rule;
   ParamRoute route = ParamRoute::fsdp;
-  std::string spec;  ///< as given
+  int wire_bytes = 0;  ///< ':fp32' 4, ':bf16' 2; 0: the run's --comm-dtype
+  std::string spec;    ///< as given
 };
 
-/// Parses "RULE=ROUTE"; throws InputError (one line naming the bad value and the valid forms)
-/// for a missing '=', an empty or bad rule, an unknown route, and for a per-route dtype
-/// suffix (':fp32', ':bf16': not supported).
+/// Parses "RULE=ROUTE[:DTYPE]"; throws InputError (one line naming the bad value and the valid
+/// forms) for a missing '=', an empty or bad rule, an unknown route or dtype.
 RouteRule parse_route_rule(std::string_view spec);
 
 /// The route of every parameter (by parameter id): the first matching rule's, else muon for
@@ -51,6 +53,15 @@ RouteRule parse_route_rule(std::string_view spec);
 std::vector<ParamRoute> resolve_routes(const model::ModuleTree& tree,
                                        const boundary::DedicationRule& dedication,
                                        const std::vector<RouteRule>& rules);
+
+/// Per parameter id: the wire bytes per element its route's dtype gives (the first matching
+/// rule's, as resolve_routes), 0 where that rule has no dtype or no rule matches.
+std::vector<int> resolve_route_wire_bytes(const model::ModuleTree& tree,
+                                          const std::vector<RouteRule>& rules);
+
+/// The fewest wire bytes per element any of the --route items `specs` sets (2: some route is
+/// bf16), 0 when none has a dtype. Throws InputError for a bad item, as parse_route_rule.
+int narrowest_route_wire_bytes(const std::vector<std::string>& specs);
 
 /// "RULE=ROUTE;RULE=ROUTE" for provenance and run keys ("" without routes).
 std::string routes_text(const std::vector<std::string>& specs);

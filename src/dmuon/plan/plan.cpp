@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
+#include <utility>
 
 #include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/tp_shard.hpp"
 #include "dmuon/comm/hash.hpp"
+#include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/sharded_sites.hpp"
 
 namespace dmuon::plan {
@@ -21,10 +24,12 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
          {},
          {},
          {},
+         {},
          {}};
   std::vector<RouteRule> route_rules;
   for (const auto& spec : config.routes) route_rules.push_back(parse_route_rule(spec));
   p.route = resolve_routes(tree, p.rule, route_rules);
+  p.route_wire_bytes = resolve_route_wire_bytes(tree, route_rules);
   std::vector<int> dedicated;
   if (route_rules.empty()) {
     dedicated = boundary::select_dedicated(tree, p.rule, config.allow_empty_dedication);
@@ -114,6 +119,20 @@ std::vector<int> site_owner_ranks(const boundary::Site& site, const partition::P
   return owners;
 }
 
+std::int64_t site_packed_buffers(const boundary::Site& site, const Plan& plan) {
+  std::set<std::pair<int, int>> buffers;
+  for (int pid : site.params)
+    buffers.insert({plan.partition.owner_rank(pid),
+                    packed_type_key(&plan.route_wire_bytes, pid, /*wire_bytes=*/0)});
+  return static_cast<std::int64_t>(buffers.size());
+}
+
+bool Plan::has_route_dtypes() const {
+  for (int b : route_wire_bytes)
+    if (b > 0) return true;
+  return false;
+}
+
 std::uint64_t plan_hash(const model::ModuleTree& tree, const Plan& plan) {
   std::uint64_t h = comm::kFnv1aOffset;
   for (const auto& s : plan.hooks.sites) {
@@ -128,6 +147,13 @@ std::uint64_t plan_hash(const model::ModuleTree& tree, const Plan& plan) {
             static_cast<std::uint64_t>(plan.tp.tp_owner[static_cast<std::size_t>(pid)] + 1), h);
     }
   }
+  // --route dtypes (absent without one: earlier hashes are unchanged).
+  if (plan.has_route_dtypes())
+    for (int pid : tree.parameter_order()) {
+      const int b = plan.route_wire_bytes[static_cast<std::size_t>(pid)];
+      if (b > 0)
+        h = comm::fnv1a_64_u64(static_cast<std::uint64_t>(pid) << 8 | static_cast<unsigned>(b), h);
+    }
   // sharded_adamw sites (absent without that route: earlier hashes are unchanged).
   for (const auto& s : plan.sharded_hooks.sites) {
     h = comm::fnv1a_64_u64(0x5a4d3du, h);

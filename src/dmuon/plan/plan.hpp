@@ -49,6 +49,17 @@ struct Plan {
   std::vector<ParamRoute> route;
   /// Dedicated (owner-based) and updated with Muon, not AdamW: route muon.
   bool muon(int pid) const { return route.at(static_cast<std::size_t>(pid)) == ParamRoute::muon; }
+  /// Per parameter id: its --route dtype as wire bytes per element (2 bf16, 4 fp32), 0 where
+  /// it travels in the run's --comm-dtype. Non-zero only on fsdp and sharded_adamw routes.
+  std::vector<int> route_wire_bytes;
+  /// Bytes per element parameter `pid` travels in: its route's dtype, else `run_wire_bytes`
+  /// (the run's --comm-dtype; 0 in the formulas: the parameter's own dtype).
+  int wire_bytes(int pid, int run_wire_bytes) const {
+    const int b = route_wire_bytes.empty() ? 0 : route_wire_bytes.at(static_cast<std::size_t>(pid));
+    return b > 0 ? b : run_wire_bytes;
+  }
+  /// Some parameter has a --route dtype.
+  bool has_route_dtypes() const;
   partition::TpPlan tp;  ///< TP-sharded parameters and their TP owners (tp = 1: none)
   /// --route sharded_adamw: the sites of those parameters (sharded_sites.hpp: the boundary
   /// rule's, the root for a parameter no boundary module holds); empty without any. Not hook
@@ -63,6 +74,10 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config);
 
 /// Distinct owner ranks of a site's parameters, ascending: one packed broadcast per owner.
 std::vector<int> site_owner_ranks(const boundary::Site& site, const partition::Partition& part);
+
+/// Packed buffers (broadcasts per forward) of a site: one per owner, and one more per owner
+/// for each --route dtype among its parameters there (plan::packed_type_key, no run wire).
+std::int64_t site_packed_buffers(const boundary::Site& site, const Plan& plan);
 
 /// 64-bit FNV-1a hash over the sites (paths, parameter names) and owners: equal on all ranks
 /// exactly when they computed the same plan.

@@ -26,7 +26,9 @@ ShardedAdamwVolume predict_sharded_adamw_volume(const model::ModuleTree& tree, c
     };
     const std::int64_t n = p.numel();
     const std::int64_t c = n / G + (n % G != 0 ? 1 : 0);
-    const std::int64_t e = wire_bytes > 0 ? wire_bytes : model::dtype_size(p.dtype);
+    // Its route's dtype, else the run's --comm-dtype, else its own dtype.
+    const int route_bytes = plan.wire_bytes(pid, wire_bytes);
+    const std::int64_t e = route_bytes > 0 ? route_bytes : model::dtype_size(p.dtype);
     const std::int64_t one = checked_mul(e, checked_mul(G - 1, c, overflow), overflow);
     ++v.params;
     v.elements = checked_add(v.elements, n, overflow);

@@ -30,9 +30,9 @@ struct ShardedAdamwVolume {
   KindVolume all_reduce;      ///< replicate group (HSDP only)
 };
 
-/// The sharded_adamw traffic of one step of `plan` on its R × G world. `wire_bytes` > 0: bytes
-/// per element on the wire, else each parameter's dtype. Checked arithmetic (InputError naming
-/// the parameter on overflow).
+/// The sharded_adamw traffic of one step of `plan` on its R × G world. Bytes per element: a
+/// route's dtype, else `wire_bytes` when > 0, else each parameter's dtype. Checked arithmetic
+/// (InputError naming the parameter on overflow).
 ShardedAdamwVolume predict_sharded_adamw_volume(const model::ModuleTree& tree, const Plan& plan,
                                                 Reshard reshard, int wire_bytes = 0, int accum = 1);
 

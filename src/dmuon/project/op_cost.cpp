@@ -36,9 +36,9 @@ double OpCost::backward(const ParamLayout& p, std::int64_t local, int shard) con
   const std::int64_t rows = p.shape.rows, cols = p.shape.cols, b = local;
   double s = 0;
   if (o_.compute == engine::Compute::none) {
-    s = cost_.synthetic(p.numel, wire_);
+    s = cost_.synthetic(p.numel, p.alt_wire ? p.wire : wire_);
   } else if (b <= 0 || p.numel == 0) {
-    s = cost_.elementwise(static_cast<double>(p.numel) * w_);
+    s = cost_.elementwise(static_cast<double>(p.numel) * wire_bytes(p));
   } else {
     if (gpu_) s += cost_.synthetic(b * rows, compute_);
     s += cost_.elementwise(3.0 * static_cast<double>(b * rows) *
@@ -47,7 +47,7 @@ double OpCost::backward(const ParamLayout& p, std::int64_t local, int shard) con
     s += cost_.gemm(rows, cols, b, compute_);  // dW = dYᵀ·X
   }
   if (p.storage == Storage::sharded && p.chunk * shard > p.numel)
-    s += cost_.elementwise(static_cast<double>(p.chunk * shard - p.numel) * w_);
+    s += cost_.elementwise(static_cast<double>(p.chunk * shard - p.numel) * wire_bytes(p));
   return s;
 }
 
@@ -62,16 +62,18 @@ double OpCost::pack(const engine::StepLayout& L, int group) const {
       }
       break;
     case GroupKind::fsdp:
-      for (int pi : g.members)
-        s += cost_.elementwise(static_cast<double>(L.params[static_cast<std::size_t>(pi)].chunk) *
-                               (4 + w_));
+      for (int pi : g.members) {
+        const auto& p = L.params[static_cast<std::size_t>(pi)];
+        s += cost_.elementwise(static_cast<double>(p.chunk) * (4 + wire_bytes(p)));
+      }
       break;
     case GroupKind::ddp:
-      // The host computes on fp32 replicas directly: nothing to convert then.
-      if (!gpu_ && wire_ == kernels::Dtype::f32) break;
-      for (int pi : g.members)
-        s += cost_.elementwise(static_cast<double>(L.params[static_cast<std::size_t>(pi)].numel) *
-                               (4 + w_));
+      for (int pi : g.members) {
+        const auto& p = L.params[static_cast<std::size_t>(pi)];
+        // The host computes on fp32 replicas directly: nothing to convert then.
+        if (!gpu_ && wire_bytes(p) == 4) continue;
+        s += cost_.elementwise(static_cast<double>(p.numel) * (4 + wire_bytes(p)));
+      }
       break;
   }
   return s;
@@ -83,7 +85,7 @@ double OpCost::prepare(const engine::StepLayout& L, int group) const {
     const auto& p = L.params[static_cast<std::size_t>(pi)];
     if (!p.updated_here || !p.muon) continue;
     if (p.storage == Storage::sharded)
-      s += cost_.elementwise(static_cast<double>(p.chunk) * (2 * w_ + 8));
+      s += cost_.elementwise(static_cast<double>(p.chunk) * (2 * wire_bytes(p) + 8));
     else
       s += cost_.elementwise(static_cast<double>(p.numel) * (w_ + 8 + n_));
   }
@@ -98,8 +100,8 @@ double OpCost::newton_schulz(const ParamLayout& p) const {
   if (it == ns_cache_.end())
     it = ns_cache_.emplace(key, cost_.newton_schulz(m.rows, m.cols, ns_config_, ns_, ns_)).first;
   double s = it->second;
-  if (p.storage == Storage::sharded && wire_ != ns_)
-    s += cost_.elementwise(static_cast<double>(p.numel) * (w_ + n_));
+  if (p.storage == Storage::sharded && (p.alt_wire ? p.wire : wire_) != ns_)
+    s += cost_.elementwise(static_cast<double>(p.numel) * (wire_bytes(p) + n_));
   return s;
 }
 
@@ -110,7 +112,7 @@ double OpCost::apply(const ParamLayout& p, int column) const {
       len = std::max<std::int64_t>(0, std::min(p.chunk, p.numel - column * p.chunk));
     return cost_.elementwise(static_cast<double>(len) * (8 + n_));
   }
-  return cost_.elementwise(static_cast<double>(p.state_elems) * (24 + w_));
+  return cost_.elementwise(static_cast<double>(p.state_elems) * (24 + wire_bytes(p)));
 }
 
 // The engine's clip ops (host_backend.cpp, cuda_backend.cpp) walk the parameters updated here;

@@ -65,6 +65,10 @@ class OpCost {
   bool gpu_;
   kernels::Dtype wire_, compute_, ns_;
   double w_, n_;  // bytes of the wire and Newton–Schulz types
+  /// Bytes per element parameter p travels in: its --route dtype (alt arenas) or the wire's.
+  double wire_bytes(const engine::ParamLayout& p) const {
+    return p.alt_wire ? static_cast<double>(kernels::dtype_bytes(p.wire)) : w_;
+  }
   kernels::NsConfig ns_config_;
   mutable std::map<std::pair<std::int64_t, std::int64_t>, double> ns_cache_;
 };

@@ -186,9 +186,10 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   // per-rank channels; expected_volume reads only its grad_reduce.
   const auto raw_predicted =
       o.method == engine::Method::ddp_dmuon
-          ? plan::predict_ddp_dmuon_volume(dp_tree, plan.hooks, plan.partition, o.grad_reduce, wire)
+          ? plan::predict_ddp_dmuon_volume(dp_tree, plan.hooks, plan.partition, o.grad_reduce, wire,
+                                           &plan.route_wire_bytes)
           : plan::predict_dmuon_volume(dp_tree, plan.hooks, plan.partition, o.reshard,
-                                       o.grad_reduce, wire);
+                                       o.grad_reduce, wire, nullptr, &plan.route_wire_bytes);
   r.rank_calls = rep.calls;
   r.rank_bytes = rep.bytes;
   r.rank_formula_bytes.assign(kChannelCount * W, 0);

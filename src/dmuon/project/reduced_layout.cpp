@@ -22,8 +22,10 @@ LayoutReducer::LayoutReducer(const engine::StepLayout& reference, const plan::Pl
     const auto& G_ = reference.groups[g];
     for (std::size_t i = 0; i < G_.members.size(); ++i)
       position_[static_cast<std::size_t>(G_.members[i])] = static_cast<int>(i);
-    for (int pr : G_.pairs)
-      group_pair_numel_[g] += reference.pairs[static_cast<std::size_t>(pr)].numel;
+    for (int pr : G_.pairs) {  // pooled gradients: --route dtype pairs keep their own
+      const auto& pair = reference.pairs[static_cast<std::size_t>(pr)];
+      if (!pair.alt_wire) group_pair_numel_[g] += pair.numel;
+    }
   }
   pairs_of_column_.resize(static_cast<std::size_t>(G));
   for (std::size_t pr = 0; pr < reference.pairs.size(); ++pr)
@@ -52,6 +54,12 @@ ReducedLayout LayoutReducer::reduce(int rank) const {
   L.gather_slot_elems = ref.gather_slot_elems;
   L.gather_pool_elems = ref.gather_pool_elems;
   L.live_weight_elems = ref.live_weight_elems;
+  L.live_weight_bytes = ref.live_weight_bytes;
+  L.wire = ref.wire;  // --route dtypes: the FSDP members keep their alt regions
+  L.alt_wire = ref.alt_wire;
+  L.alt_weight_elems = ref.alt_weight_elems;
+  L.alt_grad_elems = ref.alt_grad_elems;
+  L.alt_gather_elems = ref.alt_gather_elems;
   out.aggregate.assign(ref.groups.size(), -1);
 
   const auto& mine = pairs_of_column_[static_cast<std::size_t>(L.me.column)];
@@ -64,6 +72,8 @@ ReducedLayout LayoutReducer::reduce(int rank) const {
     grp.hooked = src.hooked;
     grp.deferred_reduce = src.deferred_reduce;  // --route sharded_adamw
     grp.weight_elems = src.weight_elems;
+    grp.alt_weight_elems = src.alt_weight_elems;
+    grp.alt_gather_elems = src.alt_gather_elems;
     grp.gather_elems = src.gather_elems;
     grp.own_weight_slot = src.own_weight_slot;
     grp.own_gather_slot = src.own_gather_slot;
@@ -97,7 +107,7 @@ ReducedLayout LayoutReducer::reduce(int rank) const {
       pr.rooted_here = true;
       pr.owned = pr.owner == rank;
       pr.grad_persistent = true;
-      rooted_numel += pr.numel;
+      if (!pr.alt_wire) rooted_numel += pr.numel;
       L.master_elems += pr.numel;
       if (pr.owned) L.state_elems += pr.numel;
       pair_index.push_back(static_cast<int>(L.pairs.size()));

@@ -51,9 +51,10 @@ class LayoutReducer {
  private:
   const engine::StepLayout& ref_;
   const plan::Plan& plan_;
-  std::vector<engine::ParamLayout> nameless_;      // the reference's parameters without names
-  std::vector<int> position_;                      // of each parameter in its group
-  std::vector<std::int64_t> group_pair_numel_;     // per group: numel of all its pairs
+  std::vector<engine::ParamLayout> nameless_;  // the reference's parameters without names
+  std::vector<int> position_;                  // of each parameter in its group
+  std::vector<std::int64_t>
+      group_pair_numel_;  // per group: numel of its pooled pairs (not --route dtype)
   std::vector<std::vector<int>> pairs_of_column_;  // pair indices by owner column
 };
 

@@ -86,8 +86,8 @@ class Durations {
       totals_;  // (cls, micro)
 };
 
-void account_memory(WorldPrograms& w, const StepLayout& L, int wire_bytes) {
-  w.peak_packed_bytes = std::max(w.peak_packed_bytes, L.live_weight_elems * wire_bytes);
+void account_memory(WorldPrograms& w, const StepLayout& L) {
+  w.peak_packed_bytes = std::max(w.peak_packed_bytes, L.live_weight_bytes);
   w.master_bytes = std::max(w.master_bytes, L.master_elems * 4);
   w.state_bytes = std::max(w.state_bytes, (L.state_elems + L.second_state_elems) * 4);
 }
@@ -143,9 +143,8 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
   w.columns = ddp ? dp_world : po.shard;
   w.program_of_rank.assign(static_cast<std::size_t>(world), 0);
   const auto so = engine::schedule_options(o);
-  engine::LayoutOptions lo{o.method, o.reshard, o.prefetch, o.pipeline, o.accum};
+  engine::LayoutOptions lo = engine::layout_options(o);
   const SampleClasses samples(tree, o.global_samples(dp_world), dp_world, o.accum);
-  const int wire = static_cast<int>(kernels::dtype_bytes(o.comm_dtype));
   Durations durations(cost, samples);
 
   if (symmetry == Symmetry::full) {
@@ -163,9 +162,8 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
           },
           &L));
       w.program_of_rank[static_cast<std::size_t>(r)] = r;
-      account_memory(w, L, wire);
+      account_memory(w, L);
       w.hook_calls = std::max(w.hook_calls, w.programs.back().hook_calls);
-      w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.back().hook_comm_calls);
       w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.back().hook_comm_calls);
       w.groups = static_cast<std::int64_t>(L.groups.size());
     }
@@ -195,7 +193,7 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
           },
           &L));
       w.program_of_rank[static_cast<std::size_t>(r)] = r;
-      account_memory(w, L, wire);
+      account_memory(w, L);
     }
     w.hook_calls = w.programs.front().hook_calls;
     w.hook_comm_calls = w.programs.front().hook_comm_calls;
@@ -239,7 +237,7 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
       }
       w.program_of_rank[static_cast<std::size_t>(r)] = it->second;
     }
-    account_memory(w, ref, wire);
+    account_memory(w, ref);
     w.hook_calls = w.programs.front().hook_calls;
     w.hook_comm_calls = w.programs.front().hook_comm_calls;
     return w;
@@ -285,7 +283,7 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
           }));
       const int r = dp * T + t;
       w.program_of_rank[static_cast<std::size_t>(r)] = static_cast<int>(w.programs.size()) - 1;
-      account_memory(w, L, wire);
+      account_memory(w, L);
       w.hook_calls = std::max(w.hook_calls, w.programs.back().hook_calls);
       w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.back().hook_comm_calls);
     }

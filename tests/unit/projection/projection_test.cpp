@@ -40,7 +40,8 @@ struct Case {
     s << topology << " N=" << world << " R=" << replicate << " " << engine::method_name(method)
       << " " << plan::reshard_name(reshard) << " pf" << prefetch << " "
       << plan::grad_reduce_name(grad_reduce) << " " << engine::optimizer_pipeline_name(pipeline)
-      << (no_pack ? " no-pack" : "") << (routes.empty() ? "" : " routes");
+      << (no_pack ? " no-pack" : "");
+    for (const auto& r : routes) s << " route " << r;
     return s.str();
   }
 };
@@ -67,6 +68,8 @@ std::vector<Case> cases() {
           // Unpacked units put several owners on a site (several pairs, partial aggregates).
           c.no_pack = k % 4 != 0;
           if (k % 3 == 1) c.routes = {"ndim=1=adamw", "contains:embed=muon"};
+          // Per-route dtypes: the alt arenas (step_layout.hpp) kept whole by the reducer.
+          if (k % 6 == 2) c.routes = {"ndim=1=sharded_adamw:bf16", "contains:embed=fsdp:bf16"};
           ++k;
           out.push_back(c);
         }
@@ -114,7 +117,7 @@ TEST(RankSymmetry, ReducedScheduleIsTheFullOneCollapsed) {
     if (c.method != Method::dmuon) continue;
     const Built b = build(c);
     const auto o = options(c);
-    const engine::LayoutOptions lo{o.method, o.reshard, o.prefetch, o.pipeline};
+    const engine::LayoutOptions lo = engine::layout_options(o);
     const auto so = engine::schedule_options(o);
     const auto ref = engine::make_layout(b.topo.tree, b.plan, lo, 0);
     const project::LayoutReducer reducer(ref, b.plan);
