@@ -55,11 +55,6 @@ TEST(ParamRoute, BadRoutesAreInputErrorsNamingTheValue) {
   EXPECT_EQ(plan::parse_route_rule("all=fsdp").wire_bytes, 0);
   EXPECT_EQ(plan::parse_route_rule("contains:norm=adamw:fp32").wire_bytes, 4);
   EXPECT_EQ(plan::parse_route_rule("ndim=2=muon:bf16").route, ParamRoute::muon);
-  EXPECT_EQ(plan::narrowest_route_wire_bytes(
-                {"contains:a=fsdp:fp32", "contains:b=sharded_adamw:bf16", "all=muon"}),
-            2);
-  EXPECT_EQ(plan::narrowest_route_wire_bytes({"contains:a=fsdp:fp32", "all=muon"}), 4);
-  EXPECT_EQ(plan::narrowest_route_wire_bytes({"all=muon"}), 0);
   const std::pair<const char*, const char*> refused[] = {
       {"all=fsdp:fp16", "dtype 'fp16' is invalid (valid: fp32, bf16)"},
       {"all=fsdp:", "dtype '' is invalid (valid: fp32, bf16)"},
@@ -221,6 +216,11 @@ TEST(ParamRoute, RouteDtypesSetTheirParametersBytes) {
   EXPECT_EQ(p.wire_bytes(t.w1, 4), 2);
   EXPECT_EQ(p.wire_bytes(t.w0, 4), 4);
   EXPECT_EQ(p.wire_bytes(t.b0, 0), 0);  // no route dtype, formula default: its own dtype
+  EXPECT_EQ(p.narrowest_route_wire_bytes(), 2);
+  // A rule that matches nothing gives no parameter a dtype.
+  EXPECT_EQ(
+      plan::make_plan(t.tree, config({"contains:nothing=fsdp:bf16"})).narrowest_route_wire_bytes(),
+      0);
   const auto at = [](const engine::VolumeExpectation& e, CollectiveKind k) {
     return e[engine::channel_index(CommGroup::shard, k)];
   };

@@ -13,7 +13,6 @@
 #include "dmuon/partition/cost_model.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/ddp_dmuon_volume.hpp"
-#include "dmuon/plan/param_route.hpp"
 #include "dmuon/results/plan_record.hpp"
 
 namespace dmuon::apps::bench {
@@ -216,12 +215,10 @@ std::string config_text(const BenchOptions& o, const BenchRun& run) {
   if (o.repeats != 1) kv("repeats", std::to_string(o.repeats));
   kv("seed", std::to_string(e.seed));
   kv("check", e.check ? "true" : "false");
+  // The run's own (a --route bf16 widens it), else what the options give.
   if (e.check)
-    kv("check_tolerance",
-       fmt::format("{}", e.effective_check_tolerance(
-                             plan::narrowest_route_wire_bytes(run.config.routes) == 2
-                                 ? kernels::Dtype::bf16
-                                 : kernels::Dtype::f32)));
+    kv("check_tolerance", fmt::format("{}", run.result.checked ? run.result.check_tolerance
+                                                               : e.effective_check_tolerance()));
   return t;
 }
 

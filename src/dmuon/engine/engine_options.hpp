@@ -113,7 +113,7 @@ struct EngineOptions {
 
   int total_steps() const { return warmup + steps; }
   /// check_tolerance, or the default that fits the run's dtypes when it is 0; `route_wire`:
-  /// the coarsest --route dtype of the plan (plan::narrowest_route_wire_bytes), if coarser.
+  /// the coarsest --route dtype of the plan (Plan::narrowest_route_wire_bytes), if coarser.
   double effective_check_tolerance(kernels::Dtype route_wire = kernels::Dtype::f32) const;
   /// Global samples for a world of G shard ranks.
   std::int64_t global_samples(int shard) const {

@@ -12,7 +12,6 @@
 #include "dmuon/engine/reference.hpp"
 #include "dmuon/engine/replica_agreement.hpp"
 #include "dmuon/engine/synthetic.hpp"
-#include "dmuon/plan/param_route.hpp"
 
 namespace dmuon::engine {
 
@@ -234,10 +233,9 @@ RunResult ResultCollector::finish(StepBackend& backend) {
     r.checked = true;
     double err = 0;
     std::int64_t excused = 0;
-    // --route RULE=...:bf16 puts those parameters on a 16-bit wire even with an fp32 one.
-    const kernels::Dtype route_wire = plan::narrowest_route_wire_bytes(plan_.config.routes) == 2
-                                          ? kernels::Dtype::bf16
-                                          : kernels::Dtype::f32;
+    // --route RULE=...:bf16 puts the parameters it matched on a 16-bit wire.
+    const kernels::Dtype route_wire =
+        plan_.narrowest_route_wire_bytes() == 2 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
     // Newton–Schulz amplifies 16-bit rounding of a Muon parameter's inputs (the note below).
     bool sixteen_bit_muon = o_.comm_dtype != kernels::Dtype::f32 ||
                             (o_.device == Device::cuda && o_.ns_dtype != kernels::Dtype::f32);

@@ -91,15 +91,6 @@ std::vector<int> resolve_route_wire_bytes(const model::ModuleTree& tree,
   return out;
 }
 
-int narrowest_route_wire_bytes(const std::vector<std::string>& specs) {
-  int narrowest = 0;
-  for (const auto& spec : specs) {
-    const int b = parse_route_rule(spec).wire_bytes;
-    if (b > 0 && (narrowest == 0 || b < narrowest)) narrowest = b;
-  }
-  return narrowest;
-}
-
 std::string routes_text(const std::vector<std::string>& specs) {
   std::string s;
   for (const auto& r : specs) s += (s.empty() ? "" : ";") + r;

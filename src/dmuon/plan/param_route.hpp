@@ -59,10 +59,6 @@ std::vector<ParamRoute> resolve_routes(const model::ModuleTree& tree,
 std::vector<int> resolve_route_wire_bytes(const model::ModuleTree& tree,
                                           const std::vector<RouteRule>& rules);
 
-/// The fewest wire bytes per element any of the --route items `specs` sets (2: some route is
-/// bf16), 0 when none has a dtype. Throws InputError for a bad item, as parse_route_rule.
-int narrowest_route_wire_bytes(const std::vector<std::string>& specs);
-
 /// "RULE=ROUTE;RULE=ROUTE" for provenance and run keys ("" without routes).
 std::string routes_text(const std::vector<std::string>& specs);
 

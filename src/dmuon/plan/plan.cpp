@@ -127,6 +127,13 @@ std::int64_t site_packed_buffers(const boundary::Site& site, const Plan& plan) {
   return static_cast<std::int64_t>(buffers.size());
 }
 
+int Plan::narrowest_route_wire_bytes() const {
+  int narrowest = 0;
+  for (int b : route_wire_bytes)
+    if (b > 0 && (narrowest == 0 || b < narrowest)) narrowest = b;
+  return narrowest;
+}
+
 bool Plan::has_route_dtypes() const {
   for (int b : route_wire_bytes)
     if (b > 0) return true;

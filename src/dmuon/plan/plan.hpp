@@ -60,6 +60,9 @@ struct Plan {
   }
   /// Some parameter has a --route dtype.
   bool has_route_dtypes() const;
+  /// The fewest bytes per element a --route dtype gives a parameter (2: some travel in bf16),
+  /// 0 when none has one.
+  int narrowest_route_wire_bytes() const;
   partition::TpPlan tp;  ///< TP-sharded parameters and their TP owners (tp = 1: none)
   /// --route sharded_adamw: the sites of those parameters (sharded_sites.hpp: the boundary
   /// rule's, the root for a parameter no boundary module holds); empty without any. Not hook
