@@ -135,9 +135,7 @@ int Plan::narrowest_route_wire_bytes() const {
 }
 
 bool Plan::has_route_dtypes() const {
-  for (int b : route_wire_bytes)
-    if (b > 0) return true;
-  return false;
+  return narrowest_route_wire_bytes() > 0;
 }
 
 std::uint64_t plan_hash(const model::ModuleTree& tree, const Plan& plan) {
@@ -155,12 +153,11 @@ std::uint64_t plan_hash(const model::ModuleTree& tree, const Plan& plan) {
     }
   }
   // --route dtypes (absent without one: earlier hashes are unchanged).
-  if (plan.has_route_dtypes())
-    for (int pid : tree.parameter_order()) {
-      const int b = plan.route_wire_bytes[static_cast<std::size_t>(pid)];
-      if (b > 0)
-        h = comm::fnv1a_64_u64(static_cast<std::uint64_t>(pid) << 8 | static_cast<unsigned>(b), h);
-    }
+  for (int pid : tree.parameter_order()) {
+    const int b = plan.wire_bytes(pid, 0);
+    if (b > 0)
+      h = comm::fnv1a_64_u64(static_cast<std::uint64_t>(pid) << 8 | static_cast<unsigned>(b), h);
+  }
   // sharded_adamw sites (absent without that route: earlier hashes are unchanged).
   for (const auto& s : plan.sharded_hooks.sites) {
     h = comm::fnv1a_64_u64(0x5a4d3du, h);
