@@ -41,6 +41,12 @@ TEST(CollectiveCounters, ConventionTable) {
   EXPECT_EQ(collective_payload(K::all_reduce, 8, false, 10, 4), kc(1, 32, 32));  // 8.75 -> 8
   EXPECT_EQ(collective_payload(K::all_reduce, 8, false, 10, 2), kc(1, 16, 16));  // bf16
   EXPECT_EQ(collective_payload(K::all_gather, 8, false, 3, 2), kc(1, 6, 42));    // bf16
+  // gather / scatter of 10-element chunks over 4 ranks: the root takes (gives) the other 3.
+  EXPECT_EQ(collective_payload(K::gather, 4, false, 10, 4), kc(1, 40, 0));
+  EXPECT_EQ(collective_payload(K::gather, 4, true, 10, 4), kc(1, 0, 120));
+  EXPECT_EQ(collective_payload(K::scatter, 4, false, 10, 4), kc(1, 0, 40));
+  EXPECT_EQ(collective_payload(K::scatter, 4, true, 10, 4), kc(1, 120, 0));
+  EXPECT_EQ(collective_payload(K::gather, 2, false, 10, 2), kc(1, 20, 0));  // bf16
   EXPECT_THROW(collective_payload(K::broadcast, 0, true, 1, 4), InputError);
   // volume: received for broadcast/all_gather, sent for the rest.
   EXPECT_EQ(collective_volume(K::broadcast, kc(1, 40, 0)), 0u);
@@ -49,6 +55,13 @@ TEST(CollectiveCounters, ConventionTable) {
   EXPECT_EQ(collective_volume(K::reduce, kc(1, 40, 0)), 40u);
   EXPECT_EQ(collective_volume(K::reduce_scatter, kc(1, 120, 40)), 120u);
   EXPECT_EQ(collective_volume(K::all_reduce, kc(1, 28, 28)), 28u);
+  // gather: sent (the non-roots' chunks); scatter: received.
+  EXPECT_EQ(collective_volume(K::gather, kc(1, 40, 0)), 40u);
+  EXPECT_EQ(collective_volume(K::gather, kc(1, 0, 120)), 0u);
+  EXPECT_EQ(collective_volume(K::scatter, kc(1, 0, 40)), 40u);
+  EXPECT_EQ(collective_volume(K::scatter, kc(1, 120, 0)), 0u);
+  EXPECT_STREQ(collective_kind_name(K::gather), "gather");
+  EXPECT_STREQ(collective_kind_name(K::scatter), "scatter");
   EXPECT_STREQ(collective_kind_name(K::reduce_scatter), "reduce_scatter");
 }
 
@@ -59,11 +72,13 @@ TEST(CollectiveCounters, MatchConventionThroughCommunicator) {
   const int me = comm->rank();
   const int last = comm->size() - 1;
   std::vector<float> a(12 * n, 1.0f), b(12 * n, 0.0f);
-  comm->broadcast(a.data(), 6, DType::f32, 0);                  // 24 bytes
-  comm->reduce_avg(a.data(), b.data(), 6, DType::f32, last);    // 24 bytes
-  comm->all_gather(a.data(), b.data(), 5, DType::f32);          // chunk 20 bytes
-  comm->reduce_scatter_sum(a.data(), b.data(), 5, DType::f32);  // chunk 20 bytes
-  comm->all_reduce_sum(a.data(), b.data(), 12, DType::f32);     // 48 bytes
+  comm->broadcast(a.data(), 6, DType::f32, 0);                                   // 24 bytes
+  comm->reduce_avg(a.data(), b.data(), 6, DType::f32, last);                     // 24 bytes
+  comm->all_gather(a.data(), b.data(), 5, DType::f32);                           // chunk 20 bytes
+  comm->reduce_scatter_sum(a.data(), b.data(), 5, DType::f32);                   // chunk 20 bytes
+  comm->all_reduce_sum(a.data(), b.data(), 12, DType::f32);                      // 48 bytes
+  comm->gather(a.data(), me == last ? b.data() : nullptr, 3, DType::f32, last);  // 12 bytes
+  comm->scatter(me == 0 ? a.data() : nullptr, b.data(), 2, DType::f32, 0);       // 8 bytes
   const bool many = n > 1;
   const auto& c = comm->counters();
   using K = CollectiveKind;
@@ -75,12 +90,16 @@ TEST(CollectiveCounters, MatchConventionThroughCommunicator) {
   const std::map<std::uint64_t, std::uint64_t> ar_bytes = {{1, 0}, {2, 24}, {4, 36}, {8, 40}};
   ASSERT_TRUE(ar_bytes.count(n)) << "no hand value for n=" << n;
   EXPECT_EQ(c[K::all_reduce], kc(1, ar_bytes.at(n), ar_bytes.at(n)));
+  // gather to the last rank: the others send 12 bytes, it receives 12·(n−1); scatter from 0.
+  EXPECT_EQ(c[K::gather], kc(1, me != last ? 12 : 0, me == last ? 12 * (n - 1) : 0));
+  EXPECT_EQ(c[K::scatter], kc(1, me == 0 ? 8 * (n - 1) : 0, me != 0 ? 8 : 0));
   EXPECT_EQ(c.volume(K::broadcast), me != 0 ? 24u : 0u);
   EXPECT_EQ(c.volume(K::all_reduce), ar_bytes.at(n));
-  EXPECT_EQ(c.total().calls, 5u);
+  EXPECT_EQ(c.total().calls, 7u);
   EXPECT_EQ(c.total_volume(), c.volume(K::broadcast) + c.volume(K::reduce) +
                                   c.volume(K::all_gather) + c.volume(K::reduce_scatter) +
-                                  c.volume(K::all_reduce));
+                                  c.volume(K::all_reduce) + c.volume(K::gather) +
+                                  c.volume(K::scatter));
 }
 
 TEST(CollectiveCounters, SnapshotDifferenceAndReset) {

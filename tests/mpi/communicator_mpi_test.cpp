@@ -148,6 +148,53 @@ TEST(MpiCommunicator, AllGather) {
   EXPECT_EQ(inplace, all);
 }
 
+// Rooted gather and scatter (the TP exchange): every root, batched with a broadcast, bf16
+// moved bit for bit, and the root's in-place forms.
+TEST(MpiCommunicator, GatherAndScatterAtEveryRoot) {
+  auto comm = make_communicator(Backend::mpi, MPI_COMM_WORLD);
+  const int n = comm->size();
+  const int me = comm->rank();
+  constexpr std::size_t kChunk = 3;
+  for (int root = 0; root < n; ++root) {
+    std::vector<float> mine(kChunk), all(kChunk * n, -1.0f), back(kChunk, -1.0f);
+    for (std::size_t i = 0; i < kChunk; ++i) mine[i] = 100.0f * me + i + 0.25f;
+    float tag = me == root ? 7.5f : 0.0f;
+    comm->group_start();
+    comm->gather(mine.data(), me == root ? all.data() : nullptr, kChunk, DType::f32, root);
+    comm->broadcast(&tag, 1, DType::f32, root);
+    comm->group_end().wait();
+    EXPECT_EQ(tag, 7.5f);
+    if (me == root)
+      for (int r = 0; r < n; ++r)
+        for (std::size_t i = 0; i < kChunk; ++i)
+          ASSERT_EQ(all[r * kChunk + i], 100.0f * r + i + 0.25f) << "root " << root;
+    // Scatter back what the root gathered, each rank its own chunk.
+    comm->scatter(me == root ? all.data() : nullptr, back.data(), kChunk, DType::f32, root);
+    EXPECT_EQ(back, mine) << "root " << root;
+  }
+  // In place on the root: its own chunk already at its slot (gather), left there (scatter).
+  std::vector<float> buf(kChunk * n, -1.0f);
+  for (std::size_t i = 0; i < kChunk; ++i) buf[me * kChunk + i] = 10.0f * me + i;
+  std::vector<float> mine(buf.begin() + me * kChunk, buf.begin() + (me + 1) * kChunk);
+  comm->gather(me == 0 ? buf.data() : mine.data(), me == 0 ? buf.data() : nullptr, kChunk,
+               DType::f32, 0);
+  if (me == 0)
+    for (int r = 0; r < n; ++r) EXPECT_EQ(buf[r * kChunk], 10.0f * r);
+  std::vector<float> got(kChunk, -1.0f);
+  comm->scatter(me == 0 ? buf.data() : nullptr, me == 0 ? buf.data() : got.data(), kChunk,
+                DType::f32, 0);
+  if (me != 0) EXPECT_EQ(got, mine);
+  // bf16 words move unchanged (0xFFFF is a NaN pattern no arithmetic would keep).
+  std::vector<std::uint16_t> w16 = {static_cast<std::uint16_t>(0x3F80 + me), 0xFFFF};
+  std::vector<std::uint16_t> g16(2 * static_cast<std::size_t>(n), 0);
+  comm->gather(w16.data(), me == 0 ? g16.data() : nullptr, 2, DType::bf16, 0);
+  if (me == 0)
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(g16[2 * r], 0x3F80 + r);
+      EXPECT_EQ(g16[2 * r + 1], 0xFFFF);
+    }
+}
+
 TEST(MpiCommunicator, AllReduceSumAvgAndInPlace) {
   auto comm = make_communicator(Backend::mpi, MPI_COMM_WORLD);
   const int n = comm->size();

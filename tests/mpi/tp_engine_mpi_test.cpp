@@ -85,10 +85,13 @@ void run_case(int tp, int replicate, plan::Reshard reshard,
   const std::int64_t tp_max = expected_tp_max(s);
   const std::int64_t gather_max = o.comm_dtype == kernels::Dtype::bf16 ? tp_max / 2 : tp_max;
   EXPECT_GT(tp_max, 0);
-  EXPECT_EQ(r.tp_gather_bytes, gather_max);
-  EXPECT_EQ(r.tp_scatter_bytes, tp_max);
-  EXPECT_EQ(r.tp_gather_formula, gather_max);
-  EXPECT_EQ(r.tp_scatter_formula, tp_max);
+  const auto& gather = r.kinds[engine::channel_index(CommGroup::tp, comm::CollectiveKind::gather)];
+  const auto& scatter =
+      r.kinds[engine::channel_index(CommGroup::tp, comm::CollectiveKind::scatter)];
+  EXPECT_EQ(gather.bytes_measured, gather_max);
+  EXPECT_EQ(scatter.bytes_measured, tp_max);
+  EXPECT_EQ(gather.bytes_formula, gather_max);
+  EXPECT_EQ(scatter.bytes_formula, tp_max);
   // --clip-norm: one all-reduce of the norm over the whole R x G x T world, 0 bytes.
   const auto& norm =
       r.kinds[engine::channel_index(engine::CommGroup::world, comm::CollectiveKind::all_reduce)];

@@ -4,15 +4,15 @@
 // share, with the model of the local shard shapes the layouts are made from.
 
 #include "common/plan_options.hpp"
-#include "dmuon/engine/tp_engine.hpp"
 #include "dmuon/plan/plan.hpp"
+#include "dmuon/plan/tp_local_tree.hpp"
 
 namespace dmuon::test {
 
 struct LlmTpPlan {
   model::Topology topo;  ///< the logical model
   plan::Plan plan;
-  model::ModuleTree local;  ///< engine::tp_local_tree
+  model::ModuleTree local;  ///< plan::tp_local_tree
 };
 
 inline LlmTpPlan llm_tp_plan(int world, int replicate, int tp) {
@@ -22,7 +22,7 @@ inline LlmTpPlan llm_tp_plan(int world, int replicate, int tp) {
   po.tp = tp;
   auto topo = apps::load_topology(po);
   auto p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, world));
-  auto local = engine::tp_local_tree(topo.tree, p);
+  auto local = plan::tp_local_tree(topo.tree, p);
   return {std::move(topo), std::move(p), std::move(local)};
 }
 

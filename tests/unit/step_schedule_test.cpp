@@ -25,8 +25,8 @@
 #include "dmuon/engine/accumulation.hpp"
 #include "dmuon/engine/baseline_volume.hpp"
 #include "dmuon/engine/step_schedule.hpp"
-#include "dmuon/engine/tp_engine.hpp"
 #include "dmuon/plan/comm_volume.hpp"
+#include "dmuon/plan/tp_local_tree.hpp"
 #include "dmuon/plan/tp_volume.hpp"
 #include "llm_tp_plan.hpp"
 
@@ -106,8 +106,23 @@ using Signature = std::tuple<int, std::int64_t, int, int>;  // kind, count, dtyp
 // The communicator instance a rank's group maps to: rows by row index, columns by column.
 std::string comm_key(const engine::StepLayout& L, CommGroup g) {
   if (g == CommGroup::world) return "world";
-  if (g == CommGroup::shard) return "row " + std::to_string(L.me.row);
-  return "column " + std::to_string(L.me.column);
+  if (g == CommGroup::shard) return "row " + std::to_string(L.me.row());
+  return "column " + std::to_string(L.me.column());
+}
+
+// The communicator an issue op must run on (SPEC §6 and docs/METRICS.md): the clip norm over
+// the world, HSDP stage 2 and the owners' column broadcast over the replicate group (ddp-dmuon's
+// post-step broadcast over its one group of all ranks), the TP exchange over the TP group.
+CommGroup expected_comm(const engine::StepLayout& L, Op op) {
+  switch (op) {
+    case Op::issue_clip: return CommGroup::world;
+    case Op::issue_stage2: return CommGroup::replicate;
+    case Op::publish:
+      return L.method == Method::ddp_dmuon ? CommGroup::shard : CommGroup::replicate;
+    case Op::tp_gather:
+    case Op::tp_scatter: return CommGroup::tp;
+    default: return CommGroup::shard;
+  }
 }
 
 std::vector<Case> all_cases() {
@@ -167,16 +182,19 @@ TEST(StepSchedule, EveryCommunicatorSeesTheSameSequenceOnEveryRank) {
       auto& row = seen[comm_key(L, CommGroup::shard)][r];
       auto& col = seen[comm_key(L, CommGroup::replicate)][r];
       auto& world = seen[comm_key(L, CommGroup::world)][r];
-      for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)])
+      for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)]) {
+        if (engine::is_issue(op.op)) {
+          EXPECT_EQ(op.comm, expected_comm(L, op.op)) << c.name();
+        }
         for (const CollectiveCall& call : engine::collectives_of(L, op, b.options)) {
-          EXPECT_EQ(call.comm, engine::comm_of(L, op.op)) << c.name();
           const Signature sig{static_cast<int>(call.kind), call.count, static_cast<int>(call.dtype),
                               call.root};
-          (call.comm == CommGroup::shard   ? row
-           : call.comm == CommGroup::world ? world
-                                           : col)
+          (op.comm == CommGroup::shard   ? row
+           : op.comm == CommGroup::world ? world
+                                         : col)
               .push_back(sig);
         }
+      }
     }
     for (const auto& [key, by_rank] : seen) {
       const auto& first = by_rank.begin()->second;
@@ -204,19 +222,19 @@ TEST(StepSchedule, CountingItsCollectivesGivesTheFormula) {
           r, c.world / c.replicate, c.replicate, wire_bytes, c.accum, c.clip);
       engine::VolumeExpectation counted{};
       // Group sizes and this rank's index in them, for the payload convention.
-      const int row_size = L.me.shard, col_size = L.me.replicate;
+      const int row_size = L.shards(), col_size = L.replicas();
       for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)])
         for (const CollectiveCall& call : engine::collectives_of(L, op, b.options)) {
-          const bool shard = call.comm == CommGroup::shard;
-          const bool world = call.comm == CommGroup::world;
-          const int me = world ? r : shard ? L.me.column : L.me.row;
+          const bool shard = op.comm == CommGroup::shard;
+          const bool world = op.comm == CommGroup::world;
+          const int me = world ? r : shard ? L.me.column() : L.me.row();
           const auto pay = comm::collective_payload(
               call.kind,
               world   ? c.world
               : shard ? row_size
                       : col_size,
               me == call.root, static_cast<std::size_t>(call.count), comm::dtype_size(call.dtype));
-          auto& e = counted[engine::channel_index(call.comm, call.kind)];
+          auto& e = counted[engine::channel_index(op.comm, call.kind)];
           e.calls += 1;
           e.bytes += static_cast<std::int64_t>(comm::collective_volume(call.kind, pay));
         }
@@ -379,6 +397,10 @@ std::int64_t arena_size(const engine::StepLayout& L, engine::Arena a) {
     case engine::Arena::alt_weights: return L.alt_weight_elems;
     case engine::Arena::alt_grads: return L.alt_grad_elems;
     case engine::Arena::alt_gather: return L.alt_gather_elems;
+    case engine::Arena::ns_input: return L.state_elems;
+    case engine::Arena::tp_send: return L.tp_send_elems();
+    case engine::Arena::tp_recv: return L.tp_recv_elems();
+    case engine::Arena::tp_matrix: return L.tp_matrix_elems();
   }
   return 0;
 }
@@ -395,13 +417,18 @@ TEST(StepSchedule, EveryBufferLiesInsideItsArena) {
       };
       for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)]) {
         for (const CollectiveCall& call : engine::collectives_of(L, op, b.options)) {
-          const int size = call.comm == CommGroup::shard ? L.me.shard : L.me.replicate;
-          const bool whole = call.kind == comm::CollectiveKind::all_gather ||
-                             call.kind == comm::CollectiveKind::reduce_scatter;
-          inside(engine::locate(L, call.buffer), whole ? call.count * size : call.count,
-                 engine::op_name(op.op));
-          if (call.kind == comm::CollectiveKind::reduce_scatter)
-            inside(engine::locate(L, call.recv), call.count, "reduce_scatter receive");
+          using K = comm::CollectiveKind;
+          const int size = L.me.grid.group_size(op.comm);
+          const bool root = L.me.member(op.comm) == call.root;
+          const bool whole = call.kind == K::all_gather || call.kind == K::reduce_scatter;
+          if (call.kind != K::scatter || root)  // a scatter's send buffer is the root's
+            inside(engine::locate(L, call.buffer),
+                   whole || call.kind == K::scatter ? call.count * size : call.count,
+                   engine::op_name(op.op));
+          if (call.kind == K::reduce_scatter || call.kind == K::scatter)
+            inside(engine::locate(L, call.recv), call.count, "receive");
+          if (call.kind == K::gather && root)
+            inside(engine::locate(L, call.recv), call.count * size, "gather receive");
         }
         for (const auto& copy : engine::pack_copies(L, op)) {
           inside({engine::Arena::master, copy.master}, copy.count, "pack source");
@@ -412,15 +439,12 @@ TEST(StepSchedule, EveryBufferLiesInsideItsArena) {
           if (p.storage != engine::Storage::replicated || op.weight_base >= 0) {
             inside(
                 engine::locate(L, {engine::BufferRef::Kind::weights, -1, op.param, op.weight_base}),
-                p.storage == engine::Storage::sharded ? p.chunk * L.me.shard : p.numel,
-                "compute weights");
+                p.full_elems(), "compute weights");
           }
         }
         if (op.op == Op::backward) {
           const auto& p = L.params[static_cast<std::size_t>(op.param)];
-          inside(engine::gradient_location(L, op.param, op.grad_base),
-                 p.storage == engine::Storage::sharded ? p.chunk * L.me.shard : p.numel,
-                 "gradient");
+          inside(engine::gradient_location(L, op.param, op.grad_base), p.full_elems(), "gradient");
         }
       }
     }
@@ -560,7 +584,7 @@ TEST(StepSchedule, ShardedAdamwReduceScatterFollowsTheLastBackward) {
       ASSERT_EQ(calls.size(), 1u);
       EXPECT_EQ(calls[0].kind, comm::CollectiveKind::reduce_scatter);
       EXPECT_EQ(calls[0].count, 2);
-      EXPECT_EQ(calls[0].comm, CommGroup::shard);
+      EXPECT_EQ(op.comm, CommGroup::shard);
     }
   // HSDP (R = 2, G = 2, rank 0): slots are shard-major, so layers.1.w goes to slot 1 = rank 2,
   // in rank 0's column: both sites have stage 2 here (lag 1). Both deferred stage-2
@@ -616,8 +640,7 @@ TEST(StepSchedule, DdpDmuonHandWritten) {
   std::string calls;
   for (const auto& op : S)
     for (const auto& c : engine::collectives_of(L, op, so)) {
-      EXPECT_EQ(c.comm, CommGroup::shard);
-      EXPECT_EQ(engine::comm_of(L, op.op), CommGroup::shard);
+      EXPECT_EQ(op.comm, CommGroup::shard);
       calls += std::string(comm::collective_kind_name(c.kind)) + "(" + std::to_string(c.count) +
                "," + comm::dtype_name(c.dtype) + "," + std::to_string(c.root) + ") ";
     }
@@ -661,14 +684,12 @@ TEST(StepSchedule, TensorParallelHandWritten) {
   const auto p = plan::make_plan(tree, pc);
   ASSERT_EQ(p.tp.tp_owner, (std::vector<int>{0, 1, 0}));
   ASSERT_EQ(p.tp.shard_dim, (std::vector<int>{0, 0, 1}));
-  const auto local = engine::tp_local_tree(tree, p);
+  const auto local = plan::tp_local_tree(tree, p);
   engine::ScheduleOptions so;
   so.prefetch = 1;
   std::vector<engine::StepLayout> layouts;
   for (int t = 0; t < 2; ++t)
-    layouts.push_back(engine::make_layout(
-        local, p, {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group, 1, t},
-        0));
+    layouts.push_back(engine::make_layout(local, p, {Method::dmuon, plan::Reshard::z3, 1}, t));
   const auto& L = layouts[0];
   ASSERT_EQ(L.params.size(), 3u);
   EXPECT_EQ(L.params[0].shape.rows, 2);  // a: rows split
@@ -683,22 +704,31 @@ TEST(StepSchedule, TensorParallelHandWritten) {
       "release_weights(0) issue_reduce(0) ";
   EXPECT_EQ(ops_text(engine::make_schedule(layouts[0], so)),
             step +
-                "wait_reduce(0) prepare(0) tp_gather(0,0) newton_schulz(0,0) tp_scatter(0,0) "
-                "tp_gather(0,1) tp_scatter(0,1) apply(0,0) apply(0,1) "
-                "wait_reduce(1) prepare(1) tp_gather(1,2) newton_schulz(1,2) tp_scatter(1,2) "
+                "wait_reduce(0) prepare(0) tp_stage(0,0) tp_gather(0,0) tp_assemble(0,0) "
+                "newton_schulz(0,0) "
+                "tp_split(0,0) tp_scatter(0,0) "
+                "tp_stage(0,1) tp_gather(0,1) tp_scatter(0,1) apply(0,0) apply(0,1) "
+                "wait_reduce(1) prepare(1) tp_stage(1,2) tp_gather(1,2) tp_assemble(1,2) "
+                "newton_schulz(1,2) "
+                "tp_split(1,2) tp_scatter(1,2) "
                 "apply(1,2) ");
-  EXPECT_EQ(ops_text(engine::make_schedule(layouts[1], so)),
-            step +
-                "wait_reduce(0) prepare(0) tp_gather(0,0) tp_scatter(0,0) "
-                "tp_gather(0,1) newton_schulz(0,1) tp_scatter(0,1) apply(0,0) apply(0,1) "
-                "wait_reduce(1) prepare(1) tp_gather(1,2) tp_scatter(1,2) apply(1,2) ");
+  EXPECT_EQ(
+      ops_text(engine::make_schedule(layouts[1], so)),
+      step +
+          "wait_reduce(0) prepare(0) tp_stage(0,0) tp_gather(0,0) tp_scatter(0,0) "
+          "tp_stage(0,1) tp_gather(0,1) tp_assemble(0,1) newton_schulz(0,1) "
+          "tp_split(0,1) tp_scatter(0,1) apply(0,0) apply(0,1) "
+          "wait_reduce(1) prepare(1) tp_stage(1,2) tp_gather(1,2) tp_scatter(1,2) apply(1,2) ");
   // Each exchange moves the 8-element local shard, rooted at the parameter's TP owner, on the
   // TP group, exposed in the optimizer phase.
   for (const auto& op : engine::make_schedule(layouts[1], so))
     if (op.op == Op::tp_gather || op.op == Op::tp_scatter) {
-      EXPECT_EQ(engine::comm_of(op.op), CommGroup::tp);
-      EXPECT_TRUE(engine::collectives_of(layouts[1], op, so).empty());
-      const auto call = engine::tp_call_of(layouts[1], op);
+      EXPECT_EQ(op.comm, CommGroup::tp);
+      const auto calls = engine::collectives_of(layouts[1], op, so);
+      ASSERT_EQ(calls.size(), 1u);
+      const auto& call = calls[0];
+      EXPECT_EQ(call.kind, op.op == Op::tp_gather ? comm::CollectiveKind::gather
+                                                  : comm::CollectiveKind::scatter);
       EXPECT_EQ(call.count, 8);
       EXPECT_EQ(call.root, op.param == 1 ? 1 : 0);
       EXPECT_EQ(op.phase, engine::Phase::optimizer_other);
@@ -722,25 +752,31 @@ TEST(StepSchedule, TensorParallelHandWritten) {
   std::string tp_ops[2];
   for (int t = 0; t < 2; ++t) {
     const auto La = engine::make_layout(
-        local, p, {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group, 2, t},
-        0);
+        local, p, {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group, 2},
+        t);
     const auto S = engine::make_schedule(La, so);
-    EXPECT_EQ(ops_text(S),
-              micro0 + micro1 +
-                  (t == 0 ? "wait_reduce(0) prepare(0) tp_gather(0,0) newton_schulz(0,0) "
-                            "tp_scatter(0,0) tp_gather(0,1) tp_scatter(0,1) apply(0,0) apply(0,1) "
-                            "wait_reduce(1) prepare(1) tp_gather(1,2) newton_schulz(1,2) "
-                            "tp_scatter(1,2) apply(1,2) "
-                          : "wait_reduce(0) prepare(0) tp_gather(0,0) tp_scatter(0,0) "
-                            "tp_gather(0,1) newton_schulz(0,1) tp_scatter(0,1) apply(0,0) "
-                            "apply(0,1) wait_reduce(1) prepare(1) tp_gather(1,2) tp_scatter(1,2) "
-                            "apply(1,2) "))
+    EXPECT_EQ(
+        ops_text(S),
+        micro0 + micro1 +
+            (t == 0 ? "wait_reduce(0) prepare(0) tp_stage(0,0) tp_gather(0,0) tp_assemble(0,0) "
+                      "newton_schulz(0,0) "
+                      "tp_split(0,0) tp_scatter(0,0) tp_stage(0,1) tp_gather(0,1) tp_scatter(0,1) "
+                      "apply(0,0) apply(0,1) "
+                      "wait_reduce(1) prepare(1) tp_stage(1,2) tp_gather(1,2) tp_assemble(1,2) "
+                      "newton_schulz(1,2) "
+                      "tp_split(1,2) tp_scatter(1,2) apply(1,2) "
+                    : "wait_reduce(0) prepare(0) tp_stage(0,0) tp_gather(0,0) tp_scatter(0,0) "
+                      "tp_stage(0,1) tp_gather(0,1) tp_assemble(0,1) newton_schulz(0,1) "
+                      "tp_split(0,1) tp_scatter(0,1) apply(0,0) "
+                      "apply(0,1) wait_reduce(1) prepare(1) tp_stage(1,2) tp_gather(1,2) "
+                      "tp_scatter(1,2) "
+                      "apply(1,2) "))
         << "TP rank " << t;
     int accumulating = 0;
     for (const auto& op : S) {
       accumulating += op.op == Op::backward && op.accumulate;
       if (op.op != Op::tp_gather && op.op != Op::tp_scatter) continue;
-      const auto call = engine::tp_call_of(La, op);
+      const auto call = engine::collectives_of(La, op, so).at(0);
       EXPECT_EQ(call.count, 8);
       tp_ops[t] += std::string(engine::op_name(op.op)) + "(" + std::to_string(op.param) + "," +
                    std::to_string(call.root) + ") ";
@@ -757,7 +793,7 @@ TEST(StepSchedule, TensorParallelHandWritten) {
   int bf16_gathers = 0;
   for (const auto& op : engine::make_schedule(layouts[0], so)) {
     if (op.op != Op::tp_gather && op.op != Op::tp_scatter) continue;
-    const auto call = engine::tp_call_of(layouts[0], op, so);
+    const auto call = engine::collectives_of(layouts[0], op, so).at(0);
     EXPECT_EQ(call.dtype, op.op == Op::tp_gather ? comm::DType::bf16 : comm::DType::f32);
     bf16_gathers += op.op == Op::tp_gather;
   }
@@ -785,10 +821,8 @@ TEST(StepSchedule, TensorParallelGroupsAgreeAndMatchTheFormula) {
     engine::ScheduleOptions so;
     std::vector<std::string> tp_ops(static_cast<std::size_t>(world));
     for (int w = 0; w < world; ++w) {
-      const int dp = w / tp, t = w % tp;
-      const auto L = engine::make_layout(
-          local, p,
-          {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group, 1, t}, dp);
+      const int t = w % tp;
+      const auto L = engine::make_layout(local, p, {Method::dmuon, plan::Reshard::z3, 1}, w);
       comm::KindCounters gather, scatter;
       int open = -1;  // the parameter between its gather and scatter
       for (const auto& op : engine::make_schedule(L, so)) {
@@ -801,7 +835,7 @@ TEST(StepSchedule, TensorParallelGroupsAgreeAndMatchTheFormula) {
         if (op.op != Op::tp_gather && op.op != Op::tp_scatter) continue;
         EXPECT_EQ(open, op.op == Op::tp_gather ? -1 : op.param);
         open = op.op == Op::tp_gather ? op.param : -1;
-        const auto call = engine::tp_call_of(L, op);
+        const auto call = engine::collectives_of(L, op, so).at(0);
         tp_ops[static_cast<std::size_t>(w)] += std::string(engine::op_name(op.op)) + "(" +
                                                prm.name + "," + std::to_string(call.count) + "," +
                                                std::to_string(call.root) + ") ";

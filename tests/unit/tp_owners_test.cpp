@@ -11,11 +11,11 @@
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/tp_shard.hpp"
-#include "dmuon/engine/tp_exchange.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/plan/tp_layouts.hpp"
 #include "dmuon/plan/tp_volume.hpp"
+#include "kernels/tp_blocks.hpp"
 
 namespace {
 
@@ -260,21 +260,21 @@ TEST(TpVolume, HandDerivedPerRank) {
   EXPECT_EQ(plan::predict_tp_volume(t, p, plan::Reshard::z2).total_bytes(0), 768 + 256);
 }
 
-TEST(TpExchangeLayout, AssembleAndSplitByHand) {
+TEST(TpBlocks, AssembleAndSplitByHand) {
   // Row-parallel (dim 1), logical 2 x 4, T = 2: shard 0 = [a b; c d] (columns 0-1), shard 1 =
   // [e f; g h] (columns 2-3), as a gather lays them out: a b c d e f g h. The logical matrix
   // row-major is a b e f / c d g h.
   const std::vector<float> shards = {1, 2, 3, 4, 5, 6, 7, 8};
   std::vector<float> full(8), back(8);
-  engine::TpExchange::assemble(shards.data(), full.data(), 2, 4, 1, 2);
+  kernels::host::tp_assemble(shards.data(), full.data(), 2, 4, 1, 2);
   EXPECT_EQ(full, (std::vector<float>{1, 2, 5, 6, 3, 4, 7, 8}));
-  engine::TpExchange::split(full.data(), back.data(), 2, 4, 1, 2);
+  kernels::host::tp_split(full.data(), back.data(), 2, 4, 1, 2);
   EXPECT_EQ(back, shards);
   // Column-parallel (dim 0), logical 4 x 2: shards are row blocks, already in order.
-  engine::TpExchange::assemble(shards.data(), full.data(), 4, 2, 0, 2);
+  kernels::host::tp_assemble(shards.data(), full.data(), 4, 2, 0, 2);
   EXPECT_EQ(full, shards);
   // T = 4 row-parallel, logical 1 x 4: one column per shard, in shard order.
-  engine::TpExchange::assemble(shards.data(), full.data(), 1, 4, 1, 4);
+  kernels::host::tp_assemble(shards.data(), full.data(), 1, 4, 1, 4);
   EXPECT_EQ(std::vector<float>(full.begin(), full.begin() + 4), (std::vector<float>{1, 2, 3, 4}));
 }
 

@@ -309,14 +309,16 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
       line(fmt::format("# check {} ({}): max relative error {:.3e} (tolerance {:.1e}){}",
                        r.check_passed ? "OK" : "FAILED", who, r.max_rel_error, r.check_tolerance,
                        r.worst_param.empty() ? "" : ", worst " + r.worst_param));
-    if (r.tp > 1)
+    if (r.tp > 1) {
+      const auto& g = r.kinds[engine::channel_index(CommGroup::tp, comm::CollectiveKind::gather)];
+      const auto& sc = r.kinds[engine::channel_index(CommGroup::tp, comm::CollectiveKind::scatter)];
       line(fmt::format(
-          "# tp {} ({}): MB = DP collectives on local shards; TP gather {:.6f} MB, scatter {:.6f} "
-          "MB per rank per step (max), formula {:.6f} / {:.6f}",
-          r.tp, who, static_cast<double>(r.tp_gather_bytes) / 1e6,
-          static_cast<double>(r.tp_scatter_bytes) / 1e6,
-          static_cast<double>(r.tp_gather_formula) / 1e6,
-          static_cast<double>(r.tp_scatter_formula) / 1e6));
+          "# tp {} ({}): MB = DP collectives on local shards + the TP exchange; TP gather {:.6f} "
+          "MB, scatter {:.6f} MB per rank per step (max), formula {:.6f} / {:.6f}",
+          r.tp, who, static_cast<double>(g.bytes_measured) / 1e6,
+          static_cast<double>(sc.bytes_measured) / 1e6, static_cast<double>(g.bytes_formula) / 1e6,
+          static_cast<double>(sc.bytes_formula) / 1e6));
+    }
     if (r.checked && !r.check_note.empty())
       line(fmt::format("# check note ({}): {}", who, r.check_note));
     if (o.engine.accum > 1)

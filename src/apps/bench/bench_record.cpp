@@ -57,19 +57,6 @@ void fill_collectives(results::RunRecord& rec, const engine::RunResult& r) {
     c.group_size.push_back(k.group_size);
     c.in_flight_seconds.push_back(1e-3 * k.in_flight_ms);
   }
-  // Tensor parallelism: the TP gather / scatter of the last step per world rank (its own
-  // group of T ranks; the bandwidth figures are not measured for them).
-  for (std::size_t kind = 0; kind < 2 && !r.rank_tp.empty(); ++kind) {
-    c.kinds.emplace_back(kind == 0 ? "tp_gather" : "tp_scatter");
-    for (std::size_t q = 0; q < ranks; ++q) {
-      c.calls_per_step.push_back(r.rank_tp[q * 6 + kind * 3]);
-      c.bytes_per_rank_per_step.push_back(r.rank_tp[q * 6 + kind * 3 + 1]);
-      c.formula_bytes_per_rank_per_step.push_back(r.rank_tp[q * 6 + kind * 3 + 2]);
-    }
-    c.message_bytes_per_step.push_back(std::nan(""));
-    c.group_size.push_back(r.tp);
-    c.in_flight_seconds.push_back(std::nan(""));
-  }
   rec.collectives = std::move(c);
 }
 

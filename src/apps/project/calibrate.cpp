@@ -186,6 +186,12 @@ int calibrate(const ProjectOptions& o, MPI_Comm world) {
         case comm::CollectiveKind::all_reduce:
           comm->all_reduce_avg(buf.data(), out.data(), count, comm::DType::f32);
           break;
+        case comm::CollectiveKind::gather:
+          comm->gather(buf.data(), rank == 0 ? out.data() : nullptr, count, comm::DType::f32, 0);
+          break;
+        case comm::CollectiveKind::scatter:
+          comm->scatter(rank == 0 ? buf.data() : nullptr, out.data(), count, comm::DType::f32, 0);
+          break;
       }
       comm->group_end().wait();
     };

@@ -7,7 +7,9 @@ double busbw_factor(CollectiveKind kind, int n) {
   switch (kind) {
     case CollectiveKind::all_reduce: return 2.0 * (n - 1) / n;
     case CollectiveKind::all_gather:
-    case CollectiveKind::reduce_scatter: return static_cast<double>(n - 1) / n;
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::gather:
+    case CollectiveKind::scatter: return static_cast<double>(n - 1) / n;
     case CollectiveKind::broadcast:
     case CollectiveKind::reduce: return 1.0;
   }
@@ -16,7 +18,10 @@ double busbw_factor(CollectiveKind kind, int n) {
 
 double message_bytes(CollectiveKind kind, std::int64_t count, std::size_t elem_bytes, int n) {
   const double s = static_cast<double>(count) * static_cast<double>(elem_bytes);
-  return kind == CollectiveKind::all_gather || kind == CollectiveKind::reduce_scatter ? s * n : s;
+  const bool chunked = kind == CollectiveKind::all_gather ||
+                       kind == CollectiveKind::reduce_scatter || kind == CollectiveKind::gather ||
+                       kind == CollectiveKind::scatter;
+  return chunked ? s * n : s;
 }
 
 }  // namespace dmuon::comm

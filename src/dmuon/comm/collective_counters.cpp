@@ -15,6 +15,8 @@ const char* collective_kind_name(CollectiveKind kind) {
     case CollectiveKind::reduce_scatter: return "reduce_scatter";
     case CollectiveKind::all_gather: return "all_gather";
     case CollectiveKind::all_reduce: return "all_reduce";
+    case CollectiveKind::gather: return "gather";
+    case CollectiveKind::scatter: return "scatter";
   }
   return "?";
 }
@@ -40,6 +42,12 @@ KindCounters collective_payload(CollectiveKind kind, int group_size, bool is_roo
       p.bytes_sent = (n - 1) * s;
       p.bytes_received = s;
       break;
+    case CollectiveKind::gather:
+      (is_root ? p.bytes_received : p.bytes_sent) = is_root ? (n - 1) * s : s;
+      break;
+    case CollectiveKind::scatter:
+      (is_root ? p.bytes_sent : p.bytes_received) = is_root ? (n - 1) * s : s;
+      break;
     case CollectiveKind::all_reduce: {
       const std::uint64_t moved = static_cast<std::uint64_t>(count) * (n - 1) / n * e;
       p.bytes_sent = moved;
@@ -53,10 +61,12 @@ KindCounters collective_payload(CollectiveKind kind, int group_size, bool is_roo
 std::uint64_t collective_volume(CollectiveKind kind, const KindCounters& c) {
   switch (kind) {
     case CollectiveKind::broadcast:
-    case CollectiveKind::all_gather: return c.bytes_received;
+    case CollectiveKind::all_gather:
+    case CollectiveKind::scatter: return c.bytes_received;
     case CollectiveKind::reduce:
     case CollectiveKind::reduce_scatter:
-    case CollectiveKind::all_reduce: return c.bytes_sent;
+    case CollectiveKind::all_reduce:
+    case CollectiveKind::gather: return c.bytes_sent;
   }
   return 0;
 }

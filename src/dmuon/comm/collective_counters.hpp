@@ -12,6 +12,10 @@
 //                              sent c, received (n−1)·c.
 //   reduce_scatter(chunk)      c = chunk·e (this rank's output chunk; input n·c).
 //                              sent (n−1)·c, received c.
+//   gather(chunk) to root      c = chunk·e (each rank's part; the root's output n·c).
+//                              Non-root: sent c. Root: received (n−1)·c.
+//   scatter(chunk) from root   c = chunk·e (each rank's part; the root's input n·c).
+//                              Root: sent (n−1)·c. Non-root: received c.
 //   all_reduce(count)          as reduce-scatter + all-gather on a chunked payload:
 //                              sent = received = floor(count·(n−1)/n)·e.
 //                              Rounding: the element count is floored, so bytes stay a multiple
@@ -19,7 +23,8 @@
 //   n == 1                     nothing moves: bytes 0, but the call is counted.
 //
 // volume(kind) is the one-directional quantity SPEC §6's per-rank formulas count:
-//   broadcast, all_gather -> received;  reduce, reduce_scatter, all_reduce -> sent.
+//   broadcast, all_gather, scatter -> received;  reduce, reduce_scatter, all_reduce,
+//   gather -> sent.
 // E.g. DMuon Z3 per rank per step = 3·(P_M − elements owned by this rank) elements:
 //   2 broadcasts received + 1 reduce sent per non-owned parameter.
 
@@ -31,13 +36,27 @@
 
 namespace dmuon::comm {
 
-enum class CollectiveKind { broadcast = 0, reduce, reduce_scatter, all_gather, all_reduce };
-inline constexpr std::size_t kCollectiveKindCount = 5;
+enum class CollectiveKind {
+  broadcast = 0,
+  reduce,
+  reduce_scatter,
+  all_gather,
+  all_reduce,
+  gather,   ///< rooted: every rank's chunk to the root (the TP exchange's gather)
+  scatter,  ///< rooted: the root's chunks to every rank (the TP exchange's scatter)
+};
+inline constexpr std::size_t kCollectiveKindCount = 7;
 inline constexpr std::array<CollectiveKind, kCollectiveKindCount> kAllCollectiveKinds = {
-    CollectiveKind::broadcast, CollectiveKind::reduce, CollectiveKind::reduce_scatter,
-    CollectiveKind::all_gather, CollectiveKind::all_reduce};
+    CollectiveKind::broadcast,  CollectiveKind::reduce,     CollectiveKind::reduce_scatter,
+    CollectiveKind::all_gather, CollectiveKind::all_reduce, CollectiveKind::gather,
+    CollectiveKind::scatter};
+/// A collective with a root (broadcast, reduce, gather, scatter).
+inline constexpr bool is_rooted(CollectiveKind k) {
+  return k == CollectiveKind::broadcast || k == CollectiveKind::reduce ||
+         k == CollectiveKind::gather || k == CollectiveKind::scatter;
+}
 
-/// "broadcast", "reduce", "reduce_scatter", "all_gather", "all_reduce".
+/// "broadcast", "reduce", "reduce_scatter", "all_gather", "all_reduce", "gather", "scatter".
 const char* collective_kind_name(CollectiveKind kind);
 
 /// One kind's tally on one rank.
@@ -54,12 +73,13 @@ struct KindCounters {
 
 /// The payload of ONE call under the convention above (calls = 1). `count` is the element
 /// count as passed to the Communicator: the message for broadcast/reduce/all_reduce, the
-/// per-rank chunk for all_gather (send) and reduce_scatter (receive). `is_root` matters only
-/// for broadcast and reduce. Throws InputError for group_size < 1.
+/// per-rank chunk for all_gather (send), reduce_scatter (receive), gather and scatter.
+/// `is_root` matters only for the rooted kinds. Throws InputError for group_size < 1.
 KindCounters collective_payload(CollectiveKind kind, int group_size, bool is_root,
                                 std::size_t count, std::size_t elem_bytes);
 
-/// The convention's volume of a tally: received for broadcast/all_gather, sent otherwise.
+/// The convention's volume of a tally: received for broadcast/all_gather/scatter, sent
+/// otherwise.
 std::uint64_t collective_volume(CollectiveKind kind, const KindCounters& c);
 
 /// Counters of all kinds on one rank. Plain value type: copy it to snapshot, subtract two

@@ -111,6 +111,26 @@ void Communicator::all_gather(const void* send, void* recv, std::size_t chunk, D
                                                                   false, chunk, dtype_size(dtype)));
 }
 
+void Communicator::gather(const void* send, void* recv, std::size_t chunk, DType dtype, int root) {
+  check_root(root, "gather");
+  require_buffer(send, chunk, "gather", "send");
+  if (rank_ == root) require_buffer(recv, chunk, "gather", "receive (on the root)");
+  issue([&] { do_gather(send, recv, chunk, dtype, root); });
+  counters_.record(
+      CollectiveKind::gather,
+      collective_payload(CollectiveKind::gather, size_, rank_ == root, chunk, dtype_size(dtype)));
+}
+
+void Communicator::scatter(const void* send, void* recv, std::size_t chunk, DType dtype, int root) {
+  check_root(root, "scatter");
+  if (rank_ == root) require_buffer(send, chunk, "scatter", "send (on the root)");
+  require_buffer(recv, chunk, "scatter", "receive");
+  issue([&] { do_scatter(send, recv, chunk, dtype, root); });
+  counters_.record(
+      CollectiveKind::scatter,
+      collective_payload(CollectiveKind::scatter, size_, rank_ == root, chunk, dtype_size(dtype)));
+}
+
 void Communicator::all_reduce_avg(const void* send, void* recv, std::size_t count, DType dtype) {
   require_buffer(send, count, "all_reduce_avg", "send");
   require_buffer(recv, count, "all_reduce_avg", "receive");

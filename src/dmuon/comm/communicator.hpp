@@ -17,8 +17,9 @@
 // nonblocking collectives; NCCL likewise). A Batch must not outlive its Communicator.
 //
 // In-place forms: reduce (send == recv on the root), all_reduce (send == recv), all_gather
-// (send == recv + rank·chunk), reduce_scatter (recv == send + rank·chunk). Other overlaps of
-// send and receive buffers are not allowed.
+// (send == recv + rank·chunk), reduce_scatter (recv == send + rank·chunk), gather on the root
+// (send == recv + root·chunk), scatter on the root (recv == send + root·chunk). Other overlaps
+// of send and receive buffers are not allowed.
 
 #include <mpi.h>
 
@@ -64,6 +65,12 @@ class Communicator {
   void reduce_scatter_sum(const void* send, void* recv, std::size_t chunk, DType dtype);
   /// Each rank contributes `chunk` elements; recv gets size()·chunk, rank i's at offset i·chunk.
   void all_gather(const void* send, void* recv, std::size_t chunk, DType dtype);
+  /// Each rank's `chunk` elements of `send` into the root's `recv` at rank·chunk (recv holds
+  /// size()·chunk on the root; unused elsewhere, may be null there).
+  void gather(const void* send, void* recv, std::size_t chunk, DType dtype, int root);
+  /// The root's `send` holds size()·chunk elements; rank i receives chunk i into `recv` (send
+  /// unused off the root, may be null there).
+  void scatter(const void* send, void* recv, std::size_t chunk, DType dtype, int root);
   /// Mean (or sum) over the group of every rank's `send`, into every rank's `recv`.
   void all_reduce_avg(const void* send, void* recv, std::size_t count, DType dtype);
   void all_reduce_sum(const void* send, void* recv, std::size_t count, DType dtype);
@@ -103,6 +110,10 @@ class Communicator {
   virtual void do_reduce_scatter(const void* send, void* recv, std::size_t chunk, DType dtype,
                                  ReduceOp op) = 0;
   virtual void do_all_gather(const void* send, void* recv, std::size_t chunk, DType dtype) = 0;
+  virtual void do_gather(const void* send, void* recv, std::size_t chunk, DType dtype,
+                         int root) = 0;
+  virtual void do_scatter(const void* send, void* recv, std::size_t chunk, DType dtype,
+                          int root) = 0;
   virtual void do_all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
                              ReduceOp op) = 0;
   virtual void do_group_start() = 0;

@@ -209,6 +209,34 @@ void MpiCommunicator::do_all_gather(const void* send, void* recv, std::size_t ch
   open_->requests.push_back(req);
 }
 
+void MpiCommunicator::do_gather(const void* send, void* recv, std::size_t chunk, DType dtype,
+                                int root) {
+  const int n = mpi_count(chunk, "gather");
+  (void)mpi_count(chunk * static_cast<std::size_t>(size()), "gather (total)");
+  const bool is_root = rank() == root;
+  const auto* own_slot = static_cast<const unsigned char*>(recv) +
+                         static_cast<std::size_t>(rank()) * chunk * dtype_size(dtype);
+  const void* sbuf = is_root && send == own_slot ? MPI_IN_PLACE : send;
+  MPI_Request req = MPI_REQUEST_NULL;
+  DMUON_CHECK_MPI(MPI_Igather(sbuf, n, mpi_type(dtype), is_root ? recv : nullptr, n,
+                              mpi_type(dtype), root, comm_.get(), &req));
+  open_->requests.push_back(req);
+}
+
+void MpiCommunicator::do_scatter(const void* send, void* recv, std::size_t chunk, DType dtype,
+                                 int root) {
+  const int n = mpi_count(chunk, "scatter");
+  (void)mpi_count(chunk * static_cast<std::size_t>(size()), "scatter (total)");
+  const bool is_root = rank() == root;
+  const auto* own_slot = static_cast<const unsigned char*>(send) +
+                         static_cast<std::size_t>(rank()) * chunk * dtype_size(dtype);
+  void* rbuf = is_root && recv == own_slot ? MPI_IN_PLACE : recv;
+  MPI_Request req = MPI_REQUEST_NULL;
+  DMUON_CHECK_MPI(MPI_Iscatter(is_root ? send : nullptr, n, mpi_type(dtype), rbuf, n,
+                               mpi_type(dtype), root, comm_.get(), &req));
+  open_->requests.push_back(req);
+}
+
 void MpiCommunicator::do_all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
                                     ReduceOp op) {
   require_reducible(dtype, "all_reduce");

@@ -32,6 +32,8 @@ class MpiCommunicator final : public Communicator {
   void do_reduce_scatter(const void* send, void* recv, std::size_t chunk, DType dtype,
                          ReduceOp op) override;
   void do_all_gather(const void* send, void* recv, std::size_t chunk, DType dtype) override;
+  void do_gather(const void* send, void* recv, std::size_t chunk, DType dtype, int root) override;
+  void do_scatter(const void* send, void* recv, std::size_t chunk, DType dtype, int root) override;
   void do_all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
                      ReduceOp op) override;
   void do_group_start() override;

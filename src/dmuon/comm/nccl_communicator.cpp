@@ -209,6 +209,38 @@ class NcclCommunicator final : public Communicator {
   void do_all_gather(const void* send, void* recv, std::size_t chunk, DType dtype) override {
     DMUON_CHECK_NCCL(ncclAllGather(send, recv, chunk, nccl_type(dtype), nccl_, active_));
   }
+  // NCCL has no rooted gather or scatter: point-to-point inside the open group (nccl-tests'
+  // gather_perf / scatter_perf do the same); the root's own chunk is a device copy.
+  void do_gather(const void* send, void* recv, std::size_t chunk, DType dtype, int root) override {
+    const std::size_t bytes = chunk * dtype_size(dtype);
+    if (rank() != root) {
+      DMUON_CHECK_NCCL(ncclSend(send, chunk, nccl_type(dtype), root, nccl_, active_));
+      return;
+    }
+    auto* out = static_cast<unsigned char*>(recv);
+    for (int r = 0; r < size(); ++r) {
+      void* slot = out + static_cast<std::size_t>(r) * bytes;
+      if (r != root)
+        DMUON_CHECK_NCCL(ncclRecv(slot, chunk, nccl_type(dtype), r, nccl_, active_));
+      else if (slot != send && bytes > 0)
+        DMUON_CHECK_CUDA(cudaMemcpyAsync(slot, send, bytes, cudaMemcpyDeviceToDevice, active_));
+    }
+  }
+  void do_scatter(const void* send, void* recv, std::size_t chunk, DType dtype, int root) override {
+    const std::size_t bytes = chunk * dtype_size(dtype);
+    if (rank() != root) {
+      DMUON_CHECK_NCCL(ncclRecv(recv, chunk, nccl_type(dtype), root, nccl_, active_));
+      return;
+    }
+    const auto* in = static_cast<const unsigned char*>(send);
+    for (int r = 0; r < size(); ++r) {
+      const void* slot = in + static_cast<std::size_t>(r) * bytes;
+      if (r != root)
+        DMUON_CHECK_NCCL(ncclSend(slot, chunk, nccl_type(dtype), r, nccl_, active_));
+      else if (slot != recv && bytes > 0)
+        DMUON_CHECK_CUDA(cudaMemcpyAsync(recv, slot, bytes, cudaMemcpyDeviceToDevice, active_));
+    }
+  }
   void do_all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
                      ReduceOp op) override {
     DMUON_CHECK_NCCL(

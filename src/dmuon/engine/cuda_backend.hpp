@@ -11,7 +11,7 @@
 
 #include <memory>
 
-#include "dmuon/comm/rank_layout.hpp"
+#include "dmuon/comm/rank_groups.hpp"
 #include "dmuon/engine/engine_options.hpp"
 #include "dmuon/engine/step_backend.hpp"
 #include "dmuon/model/module_tree.hpp"
@@ -21,10 +21,11 @@ namespace dmuon::engine {
 /// Throws InputError (one line, the same on every rank) when this build has no CUDA backend.
 void require_cuda_backend();
 
-/// Collective over `world`: picks the GPU, creates the NCCL communicators. Throws InputError
-/// on every rank when any rank sees no GPU (or fewer GPUs than ranks on its node).
+/// Collective over the world of `groups` (made for layout.me.grid): picks the GPU, creates the
+/// NCCL communicators. Throws InputError on every rank when any rank sees no GPU (or fewer
+/// GPUs than ranks on its node).
 std::unique_ptr<StepBackend> make_cuda_backend(const model::ModuleTree& tree,
                                                const StepLayout& layout, const EngineOptions& o,
-                                               const comm::RankLayout& ranks, MPI_Comm world);
+                                               const comm::RankGroups& groups);
 
 }  // namespace dmuon::engine

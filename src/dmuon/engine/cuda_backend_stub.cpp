@@ -11,8 +11,7 @@ void require_cuda_backend() {
 }
 
 std::unique_ptr<StepBackend> make_cuda_backend(const model::ModuleTree&, const StepLayout&,
-                                               const EngineOptions&, const comm::RankLayout&,
-                                               MPI_Comm) {
+                                               const EngineOptions&, const comm::RankGroups&) {
   require_cuda_backend();
   return nullptr;
 }

@@ -6,15 +6,16 @@
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
-#include "dmuon/comm/rank_layout.hpp"
+#include "dmuon/comm/rank_groups.hpp"
 #include "dmuon/comm/timed_barrier.hpp"
+#include "dmuon/engine/channel_counters.hpp"
 #include "dmuon/engine/cuda_backend.hpp"
 #include "dmuon/engine/host_backend.hpp"
 #include "dmuon/engine/result_collection.hpp"
 #include "dmuon/engine/step_executor.hpp"
 #include "dmuon/engine/step_layout.hpp"
 #include "dmuon/engine/step_schedule.hpp"
-#include "dmuon/engine/tp_engine.hpp"
+#include "dmuon/plan/tp_local_tree.hpp"
 
 namespace dmuon::engine {
 
@@ -49,13 +50,13 @@ void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const E
 void validate_tp_run(const plan::Plan& plan, const EngineOptions& o) {
   const int tp = plan.tp.tp;
   if (tp == 1) return;
-  if (o.method != Method::dmuon)
+  if (!traits(o.method).tensor_parallel)
     throw InputError(
         fmt::format("--tp {} runs --method dmuon only (not {}: the baselines have no TP step)", tp,
                     method_name(o.method)));
   if (o.device != Device::host)
     throw InputError(fmt::format(
-        "--tp {} runs on --device host only (the CUDA backend has no TP gather/scatter)", tp));
+        "--tp {} runs on --device host only (the CUDA backend has no TP buffers yet)", tp));
   if (!plan.config.routes.empty())
     throw InputError(
         fmt::format("--tp {} runs without --route (TP shards Muon matrices only)", tp));
@@ -68,36 +69,28 @@ void validate_tp_run(const plan::Plan& plan, const EngineOptions& o) {
 
 RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, const EngineOptions& o,
                      MPI_Comm world) {
-  if (plan.tp.tp > 1) return run_tp_engine(tree, plan, o, world);
   int size = 1;
   DMUON_CHECK_MPI(MPI_Comm_size(world, &size));
   validate_run(tree, plan, o, size);
   comm::verify_same_on_all_ranks(plan::plan_hash(tree, plan), "DMuon plan", world);
-  const comm::RankLayout ranks(world, plan.partition.options.replicate);
-  const StepLayout layout = make_layout(tree, plan, layout_options(o), ranks.world_rank());
+  // --tp: every rank holds the local shards of the TP-sharded parameters.
+  const model::ModuleTree local = plan.tp.tp > 1 ? plan::tp_local_tree(tree, plan) : tree;
+  const comm::RankGroups groups(world, method_grid(plan, o.method));
+  const StepLayout layout = make_layout(local, plan, layout_options(o), groups.world_rank());
   const ScheduleOptions so = schedule_options(o);
   const Schedule schedule = make_schedule(layout, so);
-  const auto backend = o.device == Device::cuda ? make_cuda_backend(tree, layout, o, ranks, world)
-                                                : make_host_backend(tree, layout, o, ranks, world);
+  const auto backend = o.device == Device::cuda ? make_cuda_backend(local, layout, o, groups)
+                                                : make_host_backend(local, layout, o, groups);
   StepExecutor executor(layout, schedule, so, *backend, o.inject_nan_step);
   ResultCollector results(tree, plan, layout, o, world);
-  const comm::CollectiveCounters none;
-  auto counters = [&](CommGroup g) -> comm::CollectiveCounters {
-    const comm::Communicator* c = backend->comm(g);
-    return c ? c->counters() : none;
-  };
   for (long s = 1; s <= o.total_steps(); ++s) {
-    const auto shard_before = counters(CommGroup::shard);
-    const auto replicate_before = counters(CommGroup::replicate);
-    const auto world_before = counters(CommGroup::world);
+    const ChannelCounters before = channel_counters(*backend);
     // Every step starts together: a rank's lead is reported as step_sync, not as a late root's
     // exposed communication (comm/timed_barrier.hpp).
     const double sync_ms = comm::timed_barrier_ms(world);
     StepMeasure m = executor.run_step(s);
     m.phases_ms[static_cast<std::size_t>(Phase::step_sync)] = sync_ms;
-    results.record(s, m, counters(CommGroup::shard) - shard_before,
-                   counters(CommGroup::replicate) - replicate_before,
-                   counters(CommGroup::world) - world_before);
+    results.record(s, m, channel_counters(*backend) - before);
     if (o.on_step) o.on_step(static_cast<int>(s), o.total_steps());
   }
   executor.finish();

@@ -1,6 +1,7 @@
 #pragma once
 // The benchmark engine: runs warmup + steps training steps of one method on a topology over
-// the ranks of `world` laid out as R rows x G columns (HSDP when R > 1), on the host (Open MPI +
+// the ranks of `world` laid out as R rows x G columns x T TP ranks (HSDP when R > 1, tensor
+// parallelism when T > 1; base/rank_grid.hpp), on the host (Open MPI +
 // Kokkos) or on GPUs (NCCL + CUDA), measuring phases, counting every collective and auditing
 // the counts against the exact formulas (baseline_volume.hpp). Optionally checks the final
 // weights against a one-process recomputation (reference.hpp).
@@ -9,7 +10,9 @@
 // order of a step as data, pure), step_executor (the one loop that runs a schedule),
 // host_backend / cuda_backend (the machines), optimizer_step (the host optimizer math),
 // result_collection (reductions over ranks, audit, --check), grad_clip (--clip-norm) and
-// accumulation (--accum).
+// accumulation (--accum). Tensor parallelism (docs/METRICS.md): every rank holds the local
+// shards of the TP-sharded parameters (plan::tp_local_tree); the DP step runs in each DP
+// group on them, and the TP exchange is collectives of the TP group in the schedule.
 
 #include <mpi.h>
 
@@ -24,6 +27,10 @@ namespace dmuon::engine {
 /// cannot run: a plan laid out for another world size, non-fp32 parameters, bad options.
 void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const EngineOptions& o,
                   int world_size);
+
+/// One line (InputError) for what the engine does not run under tensor parallelism; nothing
+/// when plan.tp.tp == 1.
+void validate_tp_run(const plan::Plan& plan, const EngineOptions& o);
 
 /// Collective over `world`: verifies every rank built the same plan, then runs. Requires an
 /// initialised Kokkos (kernels/scoped_kokkos.hpp). NaN/Inf in a gradient or weight aborts all

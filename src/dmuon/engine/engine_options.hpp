@@ -8,25 +8,13 @@
 #include <string_view>
 #include <vector>
 
+#include "dmuon/engine/method.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "kernels/dtype.hpp"
 #include "kernels/ns_coefficients.hpp"
 
 namespace dmuon::engine {
 
-/// The training schemes compared on one topology (SPEC §6, §8).
-enum class Method {
-  dmuon,       ///< owner-based Muon: packed broadcasts, reduce(avg) to the owner, NS on owners
-  fsdp_adamw,  ///< everything sharded, AdamW on shards
-  fsdp_muon,   ///< sharded; all-gather each full (Nesterov) gradient, NS on every rank
-  ddp_muon,    ///< full replicas, all-reduce(avg) gradients, NS on every rank
-  ddp_dmuon,   ///< full replicas; Muon gradients reduce(avg) to the owner, NS on the owner,
-               ///< post-step broadcast of the owners' fp32 masters (docs/METRICS.md)
-};
-/// Every rank holds the full model (ddp-muon, ddp-dmuon): one group of all ranks.
-inline bool is_ddp(Method m) {
-  return m == Method::ddp_muon || m == Method::ddp_dmuon;
-}
 const char* method_name(Method m);
 /// "dmuon" | "fsdp-adamw" | "fsdp-muon" | "ddp-muon" | "ddp-dmuon"; throws InputError otherwise.
 Method parse_method(std::string_view s);

@@ -42,18 +42,16 @@ std::string clip_label(const EngineOptions& o) {
 
 ClipSpan clip_counted(const StepLayout& L, const ParamLayout& p) {
   // --tp: every TP index holds the parameters that are not TP-sharded whole (grad_clip.hpp).
-  if (L.tp > 1 && !p.tp_sharded() && L.tp_rank != 0) return {};
+  if (L.tp() > 1 && !p.tp_sharded() && L.tp_rank() != 0) return {};
   switch (p.storage) {
     case Storage::owned: return {0, p.numel};
-    case Storage::sharded: {
-      if (L.me.row != 0) return {};
-      const std::int64_t begin = L.me.column * p.chunk;
-      return {0, std::max<std::int64_t>(0, std::min(p.chunk, p.numel - begin))};
-    }
+    // The column's own length: the projection reuses one layout for ranks of several columns.
+    case Storage::sharded:
+      return L.me.row() == 0 ? ClipSpan{0, p.shard_len_at(L.me.column())} : ClipSpan{};
     case Storage::replicated: {
       // ddp-dmuon: an owner-based parameter's gradient is reduced to its owner only.
-      if (p.owner >= 0) return p.owner == L.me.rank ? ClipSpan{0, p.numel} : ClipSpan{};
-      const std::int64_t w = L.me.world(), r = L.me.rank;
+      if (p.owner >= 0) return p.owner == L.me.dp() ? ClipSpan{0, p.numel} : ClipSpan{};
+      const std::int64_t w = L.me.grid.dp_size(), r = L.me.dp();
       const std::int64_t begin = p.numel * r / w, end = p.numel * (r + 1) / w;
       return {begin, end - begin};
     }

@@ -16,8 +16,8 @@
 #include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/engine/linear_work.hpp"
 #include "dmuon/engine/optimizer_step.hpp"
-#include "dmuon/engine/tp_exchange.hpp"
 #include "kernels/convert.hpp"
+#include "kernels/tp_blocks.hpp"
 
 namespace dmuon::engine {
 namespace {
@@ -95,25 +95,27 @@ class SteadyTimer final : public PhaseTimer {
 class HostBackend final : public StepBackend {
  public:
   HostBackend(const model::ModuleTree& tree, const StepLayout& layout, const EngineOptions& o,
-              const comm::RankLayout& ranks, MPI_Comm world, TpExchange* tp, MPI_Comm clip_world)
-      : L_(layout), o_(o), wire_(o.comm_dtype), tp_(tp), opt_(muon_config(o)) {
+              const comm::RankGroups& groups)
+      : L_(layout), o_(o), wire_(o.comm_dtype), opt_(muon_config(o)) {
     if (L_.wire != wire_)
       throw std::logic_error("host backend: the layout was made for another wire type");
-    if (o.clip_norm > 0)
-      world_ = comm::make_communicator(comm::Backend::mpi,
-                                       clip_world == MPI_COMM_NULL ? world : clip_world);
-    if (is_ddp(L_.method)) {
-      shard_ = comm::make_communicator(comm::Backend::mpi, world);
-    } else {
-      shard_ = comm::make_communicator(comm::Backend::mpi, ranks.shard_comm());
-      if (ranks.replicate_size() > 1)
-        replicate_ = comm::make_communicator(comm::Backend::mpi, ranks.replicate_comm());
-    }
+    if (groups.grid() != L_.me.grid || groups.world_rank() != L_.me.rank)
+      throw std::logic_error("host backend: the rank groups are not the layout's grid");
+    const auto make = [&](CommGroup g) {
+      return comm::make_communicator(comm::Backend::mpi, groups.comm(g));
+    };
+    shard_ = make(CommGroup::shard);
+    if (L_.hsdp()) replicate_ = make(CommGroup::replicate);
+    if (o.clip_norm > 0) world_ = make(CommGroup::world);
+    if (L_.tp() > 1) tp_ = make(CommGroup::tp);
     const auto n = [](std::int64_t e) { return static_cast<std::size_t>(e); };
     master_ = F32View("dmuon::master", n(L_.master_elems));
     state_ = F32View("dmuon::optimizer_state", n(L_.state_elems));
     state2_ = F32View("dmuon::adamw_exp_avg_sq", n(L_.second_state_elems));
     input_ = F32View("dmuon::ns_input", n(L_.state_elems));
+    tp_send_ = WireBuffer("dmuon::tp_send", L_.tp_send_elems(), wire_);
+    tp_recv_ = WireBuffer("dmuon::tp_recv", L_.tp_recv_elems(), wire_);
+    tp_matrix_ = F32View("dmuon::tp_matrix", n(L_.tp_matrix_elems()));
     grad_arena_ = WireBuffer("dmuon::grad_arena", L_.grad_arena_elems, wire_);
     weight_pool_ = WireBuffer("dmuon::weight_pool", L_.weight_pool_elems, wire_);
     grad_pool_ = WireBuffer("dmuon::grad_pool", L_.grad_pool_elems, wire_);
@@ -124,8 +126,7 @@ class HostBackend final : public StepBackend {
     alt_gather_ = WireBuffer("dmuon::alt_gather", L_.alt_gather_elems, L_.alt_wire);
     const bool alt = L_.alt_weight_elems + L_.alt_grad_elems + L_.alt_gather_elems > 0;
     std::int64_t max_numel = 0;
-    for (const auto& p : L_.params) max_numel = std::max(max_numel, p.chunk * L_.me.shard);
-    for (const auto& p : L_.params) max_numel = std::max(max_numel, p.numel);
+    for (const auto& p : L_.params) max_numel = std::max(max_numel, p.full_elems());
     if (wire_ != Dtype::f32) {
       // Compute runs in fp32 on the host: it reads an fp32 image of what arrived.
       compute_pool_ = F32View("dmuon::compute_weights", n(L_.weight_pool_elems));
@@ -137,22 +138,21 @@ class HostBackend final : public StepBackend {
     }
     if (wire_ != Dtype::f32 || (alt && L_.alt_wire != Dtype::f32))
       scratch_ = F32View("dmuon::grad_fp32", n(max_numel));
-    zeros_.assign(static_cast<std::size_t>(L_.me.shard), 0.0f);  // padding < G elements
-    const std::int64_t global = o.global_samples(L_.me.world());
+    zeros_.assign(static_cast<std::size_t>(L_.shards()), 0.0f);  // padding < G elements
+    const std::int64_t global = o.global_samples(L_.me.grid.dp_size());
     std::vector<float> init;
     work_.reserve(L_.params.size());
     for (const auto& p : L_.params) {
       const std::uint64_t key =
-          p.tp_sharded() ? tp_shard_key(p.pid, L_.tp_rank) : static_cast<std::uint64_t>(p.pid);
-      work_.emplace_back(tree, p.pid, global, ranks.world_rank(), ranks.world_size(), o.accum, key);
+          p.tp_sharded() ? tp_shard_key(p.pid, L_.tp_rank()) : static_cast<std::uint64_t>(p.pid);
+      work_.emplace_back(tree, p.pid, global, L_.me.dp(), L_.me.grid.dp_size(), o.accum, key);
       if (p.master_offset < 0) continue;
       init.assign(n(p.numel), 0.0f);
       init_weights(o.seed, key, init.data(), p.numel, p.shape.cols);
       float* dst = master_.data() + p.master_offset;
-      if (p.storage == Storage::sharded) {
-        const std::int64_t begin = L_.me.column * p.chunk;
+      if (p.sharded()) {
         for (std::int64_t j = 0; j < p.chunk; ++j)
-          dst[j] = begin + j < p.numel ? init[n(begin + j)] : 0.0f;
+          dst[j] = p.shard_begin + j < p.numel ? init[n(p.shard_begin + j)] : 0.0f;
       } else {
         std::copy(init.begin(), init.end(), dst);
       }
@@ -164,7 +164,7 @@ class HostBackend final : public StepBackend {
       case CommGroup::shard: return shard_.get();
       case CommGroup::replicate: return replicate_.get();
       case CommGroup::world: return world_.get();
-      case CommGroup::tp: return nullptr;  // the TP exchange runs through tp_ (tp_gather)
+      case CommGroup::tp: return tp_.get();
     }
     return nullptr;
   }
@@ -204,7 +204,7 @@ class HostBackend final : public StepBackend {
     for (int pi : g.members) {  // --route bf16 parameters: their own regions
       const auto& p = param(pi);
       if (!p.alt_wire) continue;
-      const std::int64_t len = p.storage == Storage::sharded ? p.chunk * L_.me.shard : p.numel;
+      const std::int64_t len = p.full_elems();
       kernels::host::convert(alt_weights_.at(p.weight_offset), p.wire,
                              alt_compute_.data() + p.weight_offset, Dtype::f32,
                              static_cast<std::size_t>(len));
@@ -231,12 +231,11 @@ class HostBackend final : public StepBackend {
     work.backward(o_.compute, o_.seed, step, weights_of(p, op.weight_base), out, poll_,
                   op.accumulate);
     if (type != Dtype::f32) to_wire(out, grad, p.numel, type);
-    if (p.storage == Storage::sharded && p.chunk * L_.me.shard > p.numel) {
+    if (p.padding() > 0) {
       // The pooled slot held another group's gradient: the padding must reduce as zeros
       // (sharded_adamw: its persistent full gradient in the grad arena).
       const auto loc = gradient_location(L_, op.param, op.grad_base);
-      to_wire(zeros_.data(), at(Location{loc.arena, loc.offset + p.numel}),
-              p.chunk * L_.me.shard - p.numel, type);
+      to_wire(zeros_.data(), at(Location{loc.arena, loc.offset + p.numel}), p.padding(), type);
     }
   }
 
@@ -261,7 +260,7 @@ class HostBackend final : public StepBackend {
                        step);
         // Own part of the fsdp-muon gather, which then runs in place.
         const Location gather = locate(L_, {BufferRef::Kind::gather, -1, pi, op.gather_base});
-        to_wire(input, at(Location{gather.arena, gather.offset + L_.me.column * p.chunk}), p.chunk,
+        to_wire(input, at(Location{gather.arena, gather.offset + p.shard_begin}), p.chunk,
                 dtype_of(p));
       } else {
         check_gradient(p,
@@ -274,21 +273,32 @@ class HostBackend final : public StepBackend {
 
   void newton_schulz(const StepOp& op) override {
     const auto& p = param(op.param);
-    if (p.tp_sharded()) {  // on its TP owner, after tp_gather: the logical matrix
-      opt_.newton_schulz(tp().gathered(p), p.logical.rows, p.logical.cols, p.name);
+    if (p.tp_sharded()) {  // on its TP owner, after tp_assemble: the logical matrix
+      opt_.newton_schulz(tp_matrix_.data(), p.logical.rows, p.logical.cols, p.name);
       return;
     }
     opt_.newton_schulz(ns_matrix(p, op.gather_base, true), p.shape.rows, p.shape.cols, p.name);
   }
 
-  void tp_gather(const StepOp& op) override {
+  void tp_stage(const StepOp& op) override {
     const auto& p = param(op.param);
-    tp().gather(p, input_.data() + p.state_offset);
+    to_wire(input_.data() + p.state_offset, tp_send_.at(0), p.numel, wire_);
   }
 
-  void tp_scatter(const StepOp& op) override {
+  // The gathered shards widened into the shards region, then assembled into the matrix.
+  void tp_assemble(const StepOp& op) override {
     const auto& p = param(op.param);
-    tp().scatter(p, input_.data() + p.state_offset);
+    float* shards = tp_shards();
+    kernels::host::convert(tp_recv_.at(0), wire_, shards, Dtype::f32,
+                           static_cast<std::size_t>(L_.tp() * p.numel));
+    kernels::host::tp_assemble(shards, tp_matrix_.data(), p.logical.rows, p.logical.cols, p.tp_dim,
+                               L_.tp());
+  }
+
+  void tp_split(const StepOp& op) override {
+    const auto& p = param(op.param);
+    kernels::host::tp_split(tp_matrix_.data(), tp_shards(), p.logical.rows, p.logical.cols,
+                            p.tp_dim, L_.tp());
   }
 
   void apply(const StepOp& op, long step) override {
@@ -296,12 +306,10 @@ class HostBackend final : public StepBackend {
     float* master = master_.data() + p.master_offset;
     if (p.muon) {
       std::size_t bad = 0;
-      if (p.storage == Storage::sharded) {
+      if (p.sharded()) {
         // The shard's part of the full Newton–Schulz output.
-        const std::int64_t begin = L_.me.column * p.chunk;
-        const std::int64_t len = std::max<std::int64_t>(0, std::min(p.chunk, p.numel - begin));
-        bad = opt_.apply(master, ns_matrix(p, op.gather_base, false) + begin,
-                         static_cast<std::size_t>(len), p.shape.rows, p.shape.cols);
+        bad = opt_.apply(master, ns_matrix(p, op.gather_base, false) + p.shard_begin,
+                         static_cast<std::size_t>(p.shard_len()), p.shape.rows, p.shape.cols);
       } else {
         // TP-sharded: a shard of the full update, with the logical matrix's Muon scale.
         bad = opt_.apply(master, input_.data() + p.state_offset, static_cast<std::size_t>(p.numel),
@@ -312,8 +320,7 @@ class HostBackend final : public StepBackend {
             fmt::format("non-finite weight in parameter '{}' at step {}", p.name, step));
       return;
     }
-    const float* grad = fp32_view(consumed_gradient(p),
-                                  p.storage == Storage::sharded ? p.chunk : p.numel, dtype_of(p));
+    const float* grad = fp32_view(consumed_gradient(p), p.own_elems(), dtype_of(p));
     check_gradient(p,
                    opt_.adamw(master, grad, state_.data() + p.state_offset,
                               state2_.data() + p.second_state_offset,
@@ -339,7 +346,7 @@ class HostBackend final : public StepBackend {
     if (coef == 1.0f) return;  // clip_grad_norm_ multiplies by 1: nothing changes
     for (const auto& p : L_.params) {
       if (!p.updated_here) continue;
-      const std::int64_t n = p.storage == Storage::sharded ? p.chunk : p.numel;
+      const std::int64_t n = p.own_elems();
       void* grad = consumed_gradient(p);
       const Dtype type = dtype_of(p);
       float* g = type == Dtype::f32 ? static_cast<float*>(grad) : scratch_.data();
@@ -361,10 +368,10 @@ class HostBackend final : public StepBackend {
   std::int64_t allocated_bytes() const override {
     std::int64_t b = 0;
     for (const F32View* v : {&master_, &state_, &state2_, &input_, &compute_pool_, &gather_f32_,
-                             &alt_compute_, &alt_gather_f32_, &scratch_})
+                             &alt_compute_, &alt_gather_f32_, &scratch_, &tp_matrix_})
       b += static_cast<std::int64_t>(v->span() * sizeof(float));
     for (const WireBuffer* w : {&grad_arena_, &weight_pool_, &grad_pool_, &gather_pool_,
-                                &alt_weights_, &alt_grads_, &alt_gather_})
+                                &alt_weights_, &alt_grads_, &alt_gather_, &tp_send_, &tp_recv_})
       b += w->bytes();
     return b + opt_.workspace_bytes();
   }
@@ -373,11 +380,8 @@ class HostBackend final : public StepBackend {
   const GroupLayout& group(int g) const { return L_.groups[static_cast<std::size_t>(g)]; }
   const ParamLayout& param(int p) const { return L_.params[static_cast<std::size_t>(p)]; }
   int index_of(const ParamLayout& p) const { return static_cast<int>(&p - L_.params.data()); }
-  TpExchange& tp() {
-    if (tp_ == nullptr)
-      throw std::logic_error("host backend: a TP exchange op without a TP exchange (--tp)");
-    return *tp_;
-  }
+  // The shards region of the TP matrix arena (locate(): BufferRef::Kind::tp_shards).
+  float* tp_shards() { return tp_matrix_.data() + L_.tp_matrix_elems() / 2; }
 
   void* at(const Location& where) {
     switch (where.arena) {
@@ -390,6 +394,10 @@ class HostBackend final : public StepBackend {
       case Arena::alt_weights: return alt_weights_.at(where.offset);
       case Arena::alt_grads: return alt_grads_.at(where.offset);
       case Arena::alt_gather: return alt_gather_.at(where.offset);
+      case Arena::ns_input: return input_.data() + where.offset;
+      case Arena::tp_send: return tp_send_.at(where.offset);
+      case Arena::tp_recv: return tp_recv_.at(where.offset);
+      case Arena::tp_matrix: return tp_matrix_.data() + where.offset;
     }
     return nullptr;
   }
@@ -454,13 +462,12 @@ class HostBackend final : public StepBackend {
   const StepLayout& L_;
   EngineOptions o_;
   Dtype wire_;
-  TpExchange* tp_ = nullptr;
-  std::unique_ptr<comm::Communicator> shard_, replicate_, world_;
+  std::unique_ptr<comm::Communicator> shard_, replicate_, world_, tp_;
   float clip_scalar_ = 0;  // --clip-norm: this rank's partial, then the world's
   F32View master_, state_, state2_, input_, compute_pool_, gather_f32_, alt_compute_,
-      alt_gather_f32_, scratch_;
+      alt_gather_f32_, scratch_, tp_matrix_;
   WireBuffer grad_arena_, weight_pool_, grad_pool_, gather_pool_, alt_weights_, alt_grads_,
-      alt_gather_;
+      alt_gather_, tp_send_, tp_recv_;
   std::vector<LinearWork> work_;
   std::vector<float> zeros_;
   std::function<void()> poll_;  // MPI progress between the kernels of one op
@@ -472,9 +479,8 @@ class HostBackend final : public StepBackend {
 
 std::unique_ptr<StepBackend> make_host_backend(const model::ModuleTree& tree,
                                                const StepLayout& layout, const EngineOptions& o,
-                                               const comm::RankLayout& ranks, MPI_Comm world,
-                                               TpExchange* tp, MPI_Comm clip_world) {
-  return std::make_unique<HostBackend>(tree, layout, o, ranks, world, tp, clip_world);
+                                               const comm::RankGroups& groups) {
+  return std::make_unique<HostBackend>(tree, layout, o, groups);
 }
 
 }  // namespace dmuon::engine

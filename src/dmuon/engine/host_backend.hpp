@@ -8,25 +8,18 @@
 
 #include <memory>
 
-#include "dmuon/comm/rank_layout.hpp"
+#include "dmuon/comm/rank_groups.hpp"
 #include "dmuon/engine/engine_options.hpp"
 #include "dmuon/engine/step_backend.hpp"
 #include "dmuon/model/module_tree.hpp"
 
 namespace dmuon::engine {
 
-class TpExchange;
-
-/// Collective over `world` (it creates the communicators). `layout` must outlive the backend.
-/// With tensor parallelism (`tp`, outliving the backend) `tree` has the local shard shapes,
-/// `world` is this rank's DP group, and the schedule's TP ops (tp_gather, tp_scatter) of the
-/// TP-sharded Muon parameters this rank owns run through `tp` (tp_engine.hpp), and --clip-norm's
-/// all-reduce (CommGroup::world) runs over `clip_world`, the whole R x G x T world (default, or
-/// MPI_COMM_NULL: `world`).
+/// Collective over the world of `groups` (it creates the communicators of the layout's grid,
+/// layout.me.grid: `groups` must be made for that grid). `layout` must outlive the backend.
+/// With tensor parallelism `tree` has the local shard shapes (plan::tp_local_tree).
 std::unique_ptr<StepBackend> make_host_backend(const model::ModuleTree& tree,
                                                const StepLayout& layout, const EngineOptions& o,
-                                               const comm::RankLayout& ranks, MPI_Comm world,
-                                               TpExchange* tp = nullptr,
-                                               MPI_Comm clip_world = MPI_COMM_NULL);
+                                               const comm::RankGroups& groups);
 
 }  // namespace dmuon::engine

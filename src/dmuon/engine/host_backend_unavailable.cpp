@@ -3,25 +3,18 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/host_backend.hpp"
 #include "dmuon/engine/reference.hpp"
-#include "dmuon/engine/tp_engine.hpp"
 
 namespace dmuon::engine {
 
 std::unique_ptr<StepBackend> make_host_backend(const model::ModuleTree&, const StepLayout&,
-                                               const EngineOptions&, const comm::RankLayout&,
-                                               MPI_Comm, TpExchange*, MPI_Comm) {
+                                               const EngineOptions&, const comm::RankGroups&) {
   throw InputError(
       "--device host: this build has no host backend (no Kokkos/BLAS); use "
       "--device cuda or a full build");
 }
 
-RunResult run_tp_engine(const model::ModuleTree&, const plan::Plan&, const EngineOptions&,
-                        MPI_Comm) {
-  throw InputError("--tp: this build has no host backend (no Kokkos/BLAS), which TP runs on");
-}
-
 std::vector<std::vector<float>> reference_weights(const model::ModuleTree&, const plan::Plan&,
-                                                  const EngineOptions&, int, AdamwEpsRegime*) {
+                                                  const EngineOptions&, int, AdamwEpsRegime*, int) {
   throw InputError(
       "--check: this build cannot compute the one-process reference (no Kokkos/"
       "BLAS); check against a reference file written by a full build "

@@ -8,6 +8,10 @@
 #include "dmuon/engine/linear_work.hpp"
 #include "dmuon/engine/optimizer_config.hpp"
 #include "dmuon/engine/optimizer_step.hpp"
+#include "dmuon/engine/synthetic.hpp"
+#include "dmuon/plan/tp_local_tree.hpp"
+#include "kernels/convert.hpp"
+#include "kernels/tp_blocks.hpp"
 
 namespace dmuon::engine {
 
@@ -37,72 +41,161 @@ void flag_eps_regime(const std::vector<float>& g,
 
 }  // namespace
 
+namespace {
+
+// One synthetic Linear of the reference: a parameter, or one TP shard of it.
+struct Copy {
+  LinearWork work;
+  std::vector<float> w, g, m, v;
+};
+
+// The per-step bound on how far one AdamW step can move an element in the eps regime.
+double eps_regime_bound(const EngineOptions& o) {
+  // An element moves by lr · |m̂| / sqrt(v̂) per step; with a zero history before step t that
+  // ratio is (1 − β1)/(1 − β1ᵗ) · sqrt((1 − β2ᵗ)/(1 − β2)): 1 at t = 1.
+  const auto& c = adamw_config();
+  double ratio = 1;
+  for (long t = 1; t <= o.total_steps(); ++t)
+    ratio = std::max(ratio, (1 - c.beta1) / (1 - std::pow(c.beta1, t)) *
+                                std::sqrt((1 - std::pow(c.beta2, t)) / (1 - c.beta2)));
+  return 2.0 * static_cast<double>(c.lr) * ratio;
+}
+
+class Reference {
+ public:
+  Reference(const model::ModuleTree& tree, const plan::Plan& plan, const EngineOptions& o,
+            int dp_size)
+      : plan_(plan),
+        o_(o),
+        local_(plan.tp.tp > 1 ? plan::tp_local_tree(tree, plan) : tree),
+        logical_(tree),
+        opt_(muon_config(o)) {
+    const std::int64_t global = o.global_samples(dp_size);
+    for (int pid : local_.parameter_order()) {
+      const auto& p = local_.parameter(pid);
+      const bool sharded = plan.tp.tp > 1 && plan.tp.is_sharded(pid);
+      muon_.push_back(plan.hooks.site_of_param[static_cast<std::size_t>(pid)] >= 0 &&
+                      plan.muon(pid) && traits(o.method).muon);  // --route adamw: AdamW
+      copies_.emplace_back();
+      const auto n = static_cast<std::size_t>(p.numel());
+      for (int t = 0; t < (sharded ? plan.tp.tp : 1); ++t) {
+        const std::uint64_t key = sharded ? tp_shard_key(pid, t) : static_cast<std::uint64_t>(pid);
+        // One rank holding every sample.
+        Copy c{LinearWork(local_, pid, global, 0, 1, o.accum, key), std::vector<float>(n),
+               std::vector<float>(n, 0.0f), std::vector<float>(n, 0.0f),
+               std::vector<float>(n, 0.0f)};
+        init_weights(o.seed, key, c.w.data(), p.numel(), matrix_shape(p).cols);
+        copies_.back().push_back(std::move(c));
+      }
+    }
+  }
+
+  void run(AdamwEpsRegime* regime) {
+    const auto& order = local_.parameter_order();
+    if (regime) {
+      regime->elements.assign(order.size(), {});
+      regime->bound_per_step = eps_regime_bound(o_);
+    }
+    for (long s = 1; s <= o_.total_steps(); ++s) {
+      gradients(s);
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        if (muon_[i])
+          muon(i, s);
+        else
+          adamw(i, s, regime);
+      }
+    }
+  }
+
+  std::vector<std::vector<float>> weights(int tp_rank) {
+    std::vector<std::vector<float>> out;
+    for (auto& c : copies_)
+      out.push_back(std::move(c[c.size() > 1 ? static_cast<std::size_t>(tp_rank) : 0].w));
+    return out;
+  }
+
+ private:
+  const std::string& name(std::size_t i) const {
+    return local_.parameter(local_.parameter_order()[i]).name;
+  }
+  CheckFailure bad(std::size_t i, const char* what) const {
+    return CheckFailure(std::string("--check reference: non-finite ") + what + " in '" + name(i) +
+                        "'");
+  }
+
+  // Every gradient first: K micro-batches accumulated (accumulation.hpp), then the clip over
+  // every element of every gradient (grad_clip.hpp; TP: each shard once).
+  void gradients(long s) {
+    for (auto& param : copies_)
+      for (auto& c : param)
+        for (int j = 0; j < o_.accum; ++j) {
+          c.work.set_micro(j);
+          c.work.forward(o_.compute, o_.seed, s, c.w.data());
+          c.work.backward(o_.compute, o_.seed, s, c.w.data(), c.g.data(), {}, j > 0);
+        }
+    if (o_.clip_norm <= 0) return;
+    std::vector<GradSpan> spans;
+    for (auto& param : copies_)
+      for (auto& c : param) spans.push_back({c.g.data(), static_cast<std::int64_t>(c.g.size())});
+    clip_in_place(o_, spans);
+  }
+
+  void adamw(std::size_t i, long s, AdamwEpsRegime* regime) {
+    for (auto& c : copies_[i]) {
+      if (regime) flag_eps_regime(c.g, regime->elements[i]);
+      if (opt_.adamw(c.w.data(), c.g.data(), c.m.data(), c.v.data(), c.w.size(), s) != 0)
+        throw bad(i, "gradient");
+    }
+  }
+
+  void muon(std::size_t i, long s) {
+    auto& param = copies_[i];
+    const std::size_t n = param.front().w.size();
+    x_.resize(n * param.size());
+    for (std::size_t t = 0; t < param.size(); ++t)
+      if (opt_.prepare(param[t].g.data(), param[t].m.data(), x_.data() + t * n, n, s) != 0)
+        throw bad(i, "gradient");
+    const int pid = local_.parameter_order()[i];
+    const auto logical = matrix_shape(logical_.parameter(pid));
+    float* matrix = x_.data();
+    if (param.size() > 1) {
+      // The TP owner's Newton–Schulz on the logical matrix of the T shards as the gather sends
+      // them (bf16 wire: each rounded to nearest even).
+      if (o_.comm_dtype == kernels::Dtype::bf16)
+        for (float& e : x_) e = kernels::host::bf16_to_float(kernels::host::float_to_bf16(e));
+      full_.resize(x_.size());
+      kernels::host::tp_assemble(x_.data(), full_.data(), logical.rows, logical.cols,
+                                 plan_.tp.shard_dim[static_cast<std::size_t>(pid)], plan_.tp.tp);
+      matrix = full_.data();
+    }
+    opt_.newton_schulz(matrix, logical.rows, logical.cols, name(i));
+    if (param.size() > 1)
+      kernels::host::tp_split(full_.data(), x_.data(), logical.rows, logical.cols,
+                              plan_.tp.shard_dim[static_cast<std::size_t>(pid)], plan_.tp.tp);
+    for (std::size_t t = 0; t < param.size(); ++t)
+      if (opt_.apply(param[t].w.data(), x_.data() + t * n, n, logical.rows, logical.cols) != 0)
+        throw bad(i, "weight");
+  }
+
+  const plan::Plan& plan_;
+  const EngineOptions& o_;
+  model::ModuleTree local_;
+  const model::ModuleTree& logical_;
+  HostOptimizer opt_;
+  std::vector<bool> muon_;
+  std::vector<std::vector<Copy>> copies_;  // per parameter: itself, or its T TP shards
+  std::vector<float> x_, full_;
+};
+
+}  // namespace
+
 std::vector<std::vector<float>> reference_weights(const model::ModuleTree& tree,
                                                   const plan::Plan& plan, const EngineOptions& o,
-                                                  int shard, AdamwEpsRegime* regime) {
-  const std::int64_t global = o.global_samples(shard);
-  const auto& order = tree.parameter_order();
-  HostOptimizer opt(muon_config(o));
-  std::vector<std::vector<float>> w(order.size()), grad(order.size()), m(order.size()),
-      v(order.size());
-  std::vector<LinearWork> work;
-  std::vector<bool> muon(order.size());
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    const auto& p = tree.parameter(order[i]);
-    const auto n = static_cast<std::size_t>(p.numel());
-    w[i].resize(n);
-    init_weights(o.seed, order[i], w[i].data(), p.numel(), matrix_shape(p).cols);
-    grad[i].assign(n, 0.0f);
-    m[i].assign(n, 0.0f);
-    v[i].assign(n, 0.0f);
-    muon[i] = plan.hooks.site_of_param[static_cast<std::size_t>(order[i])] >= 0 &&
-              plan.muon(order[i]) && o.method != Method::fsdp_adamw;  // --route adamw: AdamW
-    work.emplace_back(tree, order[i], global, 0, 1, o.accum);  // one rank holding every sample
-  }
-  if (regime) {
-    regime->elements.assign(order.size(), {});
-    // An element moves by lr · |m̂| / sqrt(v̂) per step; with a zero history before step t
-    // that ratio is (1 − β1)/(1 − β1ᵗ) · sqrt((1 − β2ᵗ)/(1 − β2)): 1 at t = 1.
-    const auto& c = adamw_config();
-    double ratio = 1;
-    for (long t = 1; t <= o.total_steps(); ++t)
-      ratio = std::max(ratio, (1 - c.beta1) / (1 - std::pow(c.beta1, t)) *
-                                  std::sqrt((1 - std::pow(c.beta2, t)) / (1 - c.beta2)));
-    regime->bound_per_step = 2.0 * static_cast<double>(c.lr) * ratio;
-  }
-  std::vector<float> x;
-  for (long s = 1; s <= o.total_steps(); ++s) {
-    // Every gradient first: K micro-batches accumulated (accumulation.hpp).
-    for (std::size_t i = 0; i < order.size(); ++i)
-      for (int j = 0; j < o.accum; ++j) {
-        work[i].set_micro(j);
-        work[i].forward(o.compute, o.seed, s, w[i].data());
-        work[i].backward(o.compute, o.seed, s, w[i].data(), grad[i].data(), {}, j > 0);
-      }
-    if (o.clip_norm > 0) {  // grad_clip.hpp: one norm over every element of every gradient
-      std::vector<GradSpan> spans;
-      for (auto& g : grad) spans.push_back({g.data(), static_cast<std::int64_t>(g.size())});
-      clip_in_place(o, spans);
-    }
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      const auto n = w[i].size();
-      const auto& name = tree.parameter(order[i]).name;
-      if (!muon[i]) {
-        if (regime) flag_eps_regime(grad[i], regime->elements[i]);
-        if (opt.adamw(w[i].data(), grad[i].data(), m[i].data(), v[i].data(), n, s) != 0)
-          throw CheckFailure("--check reference: non-finite gradient in '" + name + "'");
-        continue;
-      }
-      const auto shape = matrix_shape(tree.parameter(order[i]));
-      x.resize(n);
-      if (opt.prepare(grad[i].data(), m[i].data(), x.data(), n, s) != 0)
-        throw CheckFailure("--check reference: non-finite gradient in '" + name + "'");
-      opt.newton_schulz(x.data(), shape.rows, shape.cols, name);
-      if (opt.apply(w[i].data(), x.data(), n, shape.rows, shape.cols) != 0)
-        throw CheckFailure("--check reference: non-finite weight in '" + name + "'");
-    }
-  }
-  return w;
+                                                  int dp_size, AdamwEpsRegime* regime,
+                                                  int tp_rank) {
+  Reference ref(tree, plan, o, dp_size);
+  ref.run(regime);
+  return ref.weights(tp_rank);
 }
 
 }  // namespace dmuon::engine

@@ -2,6 +2,10 @@
 // One-process recomputation of a run for --check: the same global batch (synthetic.hpp with
 // G = 1, all samples), the full averaged gradient, and the method's optimizer math
 // (Muon on dedicated parameters except for fsdp-adamw, AdamW elsewhere), on full weights.
+// Under tensor parallelism (plan.tp.tp = T > 1) every TP shard is its own synthetic Linear of
+// the local shape (tp_shard_key); the reference runs all T shards and Newton–Schulz on the
+// logical matrix they assemble to (each shard's Nesterov input rounded to the wire type first,
+// as the TP gather sends it), and returns TP rank t's weights.
 
 #include <cstdint>
 #include <string>
@@ -32,11 +36,14 @@ struct AdamwEpsRegime {
   double bound_per_step = 0;
 };
 
-/// Final weights after o.total_steps() steps, per parameter in tree.parameter_order();
-/// `regime` (optional) receives the AdamW elements in the eps regime.
+/// Final weights after o.total_steps() steps, per parameter in tree.parameter_order() (with
+/// TP: of plan::tp_local_tree's, TP rank `tp_rank`'s shard of a TP-sharded one); `dp_size` is
+/// the R x G ranks the global batch is counted for (o.global_samples). `regime` (optional)
+/// receives the AdamW elements in the eps regime.
 std::vector<std::vector<float>> reference_weights(const model::ModuleTree& tree,
                                                   const plan::Plan& plan, const EngineOptions& o,
-                                                  int shard, AdamwEpsRegime* regime = nullptr);
+                                                  int dp_size, AdamwEpsRegime* regime = nullptr,
+                                                  int tp_rank = 0);
 
 /// Max over parameters of ‖a − b‖_F / ‖b‖_F (Frobenius, so AdamW's isolated sign flips on
 /// near-zero gradients do not dominate); `worst` names the worst parameter. With `excuse`,

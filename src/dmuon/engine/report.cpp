@@ -8,17 +8,31 @@
 namespace dmuon::engine {
 namespace {
 
-// Calls per step over both groups' channels of the weight kinds (broadcast, all_gather) or of
-// the gradient kinds (the rest).
+// Calls per step over every group's channels of the weight kinds (broadcast, all_gather) or of
+// the gradient kinds (reduce, reduce_scatter, all_reduce); the TP exchange is neither.
 std::int64_t sum_calls(const RunResult& r, bool weight_kinds) {
   std::int64_t c = 0;
   for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
     const auto k = channel_kind(ch);
+    if (k == comm::CollectiveKind::gather || k == comm::CollectiveKind::scatter) continue;
     const bool weight =
         k == comm::CollectiveKind::broadcast || k == comm::CollectiveKind::all_gather;
     if (weight == weight_kinds) c += r.kinds[ch].calls_per_step;
   }
   return c;
+}
+
+// The channels a run reports: the shard group's SPEC kinds always, the replicate group's with
+// HSDP, and any other channel the run used (the clip norm's world all-reduce, the TP
+// exchange).
+bool reported(const RunResult& r, std::size_t ch) {
+  const auto& k = r.kinds[ch];
+  if (k.calls_per_step != 0 || k.bytes_formula != 0) return true;
+  const auto kind = channel_kind(ch);
+  const bool spec_kind =
+      kind != comm::CollectiveKind::gather && kind != comm::CollectiveKind::scatter;
+  const CommGroup g = channel_group(ch);
+  return spec_kind && (g == CommGroup::shard || (g == CommGroup::replicate && r.replicate > 1));
 }
 
 }  // namespace
@@ -65,12 +79,15 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
     x["world_size"] = r.world_size;
     x["replicate"] = r.replicate;
     x["global_tokens"] = o.global_samples(r.world_size / r.tp);
-    if (r.tp > 1)
+    if (r.tp > 1) {
+      const auto& g = r.kinds[channel_index(CommGroup::tp, comm::CollectiveKind::gather)];
+      const auto& s = r.kinds[channel_index(CommGroup::tp, comm::CollectiveKind::scatter)];
       x["tp"] = {{"tp", r.tp},
-                 {"gather_bytes_per_rank_per_step", r.tp_gather_bytes},
-                 {"gather_formula_bytes_per_rank_per_step", r.tp_gather_formula},
-                 {"scatter_bytes_per_rank_per_step", r.tp_scatter_bytes},
-                 {"scatter_formula_bytes_per_rank_per_step", r.tp_scatter_formula}};
+                 {"gather_bytes_per_rank_per_step", g.bytes_measured},
+                 {"gather_formula_bytes_per_rank_per_step", g.bytes_formula},
+                 {"scatter_bytes_per_rank_per_step", s.bytes_measured},
+                 {"scatter_formula_bytes_per_rank_per_step", s.bytes_formula}};
+    }
     x["hook_sites"] = r.hook_sites;
     x["hook_calls_per_step"] = r.hook_calls_per_step;
     x["hook_calls_formula"] = r.hook_calls_formula;
@@ -78,12 +95,8 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
     x["hooks_communicating_formula"] = r.hook_comm_calls_formula;
     nlohmann::json c = nlohmann::json::object();
     for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
-      // The shard group's kinds always; the replicate group's with HSDP.
-      if (channel_group(ch) == CommGroup::replicate && r.replicate == 1) continue;
+      if (!reported(r, ch)) continue;
       const auto& kr = r.kinds[ch];
-      // The world group's kinds only where used (--clip-norm).
-      if (channel_group(ch) == CommGroup::world && kr.calls_per_step == 0 && kr.bytes_formula == 0)
-        continue;
       // Bandwidths in the nccl-tests sense; null where not measured (CUDA) or idle.
       auto finite_or_null = [](double v) {
         return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
@@ -96,20 +109,6 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
                              {"in_flight_ms", finite_or_null(kr.in_flight_ms)},
                              {"algbw_GBps", finite_or_null(kr.algbw_gbps())},
                              {"busbw_GBps", finite_or_null(kr.busbw_gbps(channel_kind(ch)))}};
-    }
-    // --tp: the TP group's gathers and scatters (not channels: RunResult::rank_tp, max over
-    // ranks as for the channels; group_size T).
-    for (std::size_t kind = 0; kind < 2 && r.tp > 1 && !r.rank_tp.empty(); ++kind) {
-      std::int64_t calls = 0, bytes = 0, formula = 0;
-      for (std::size_t at = kind * 3; at < r.rank_tp.size(); at += 6) {
-        calls = std::max(calls, r.rank_tp[at]);
-        bytes = std::max(bytes, r.rank_tp[at + 1]);
-        formula = std::max(formula, r.rank_tp[at + 2]);
-      }
-      c[kind == 0 ? "tp_gather" : "tp_scatter"] = {{"calls_per_step", calls},
-                                                   {"bytes_per_rank_per_step", bytes},
-                                                   {"formula_bytes_per_rank_per_step", formula},
-                                                   {"group_size", r.tp}};
     }
     x["collectives"] = c;
     x["bytes_per_rank_per_step"] = r.bytes_measured_total();

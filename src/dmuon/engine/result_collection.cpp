@@ -6,12 +6,16 @@
 #include <chrono>
 #include <limits>
 #include <thread>
+#include <type_traits>
 
 #include "dmuon/base/check.hpp"
+#include "dmuon/comm/first_message.hpp"
 #include "dmuon/engine/accumulation.hpp"
 #include "dmuon/engine/reference.hpp"
 #include "dmuon/engine/replica_agreement.hpp"
 #include "dmuon/engine/synthetic.hpp"
+#include "dmuon/plan/tp_local_tree.hpp"
+#include "dmuon/plan/tp_volume.hpp"
 
 namespace dmuon::engine {
 
@@ -29,29 +33,74 @@ double median_over_steps(const std::vector<double>& per_step, std::size_t stride
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// What every rank reports once per run; the run reports each field's max over the ranks.
+struct RankFigures {
+  std::int64_t hooks = 0, comm_hooks = 0, live_weight_bytes = 0, master_bytes = 0, state_bytes = 0,
+               audit_failed = 0;
+  std::array<std::int64_t, kChannelCount> calls{}, bytes{}, formula{};
+};
+static_assert(std::is_standard_layout_v<RankFigures> &&
+                  sizeof(RankFigures) % sizeof(std::int64_t) == 0,
+              "RankFigures is reduced as an array of int64");
+
+RankFigures max_over_ranks(const RankFigures& mine, MPI_Comm comm) {
+  RankFigures out;
+  DMUON_CHECK_MPI(MPI_Allreduce(&mine, &out,
+                                static_cast<int>(sizeof(RankFigures) / sizeof(std::int64_t)),
+                                MPI_INT64_T, MPI_MAX, comm));
+  return out;
+}
+
+// The expected calls and bytes of world rank `rank` (baseline_volume.hpp; --tp: the DP
+// collectives on the local shards, plus the TP exchange of plan/tp_volume.hpp).
+VolumeExpectation expectation(const model::ModuleTree& tree, const plan::Plan& plan,
+                              const EngineOptions& o, const GridRank& me,
+                              plan::CommVolume& predicted) {
+  const int wire = static_cast<int>(kernels::dtype_bytes(o.comm_dtype));
+  const bool tp = plan.tp.tp > 1;
+  predicted =
+      plan::predict_dmuon_volume(tree, plan.hooks, plan.partition, o.reshard, o.grad_reduce, wire,
+                                 tp ? &plan.tp.local_numel : nullptr, &plan.route_wire_bytes);
+  const auto& po = plan.partition.options;
+  VolumeExpectation v = expected_volume(o.method, o.reshard, tree, plan, predicted, me.dp(),
+                                        po.shard, po.replicate, wire, o.accum, o.clip_norm > 0);
+  if (!tp) return v;
+  const auto t = plan::predict_tp_volume(tree, plan, o.reshard, o.grad_reduce, wire);
+  const auto w = static_cast<std::size_t>(me.rank);
+  auto& g = v[channel_index(CommGroup::tp, comm::CollectiveKind::gather)];
+  auto& s = v[channel_index(CommGroup::tp, comm::CollectiveKind::scatter)];
+  g = {t.gather.calls_per_rank.at(w), t.gather.bytes_per_rank.at(w)};
+  s = {t.scatter.calls_per_rank.at(w), t.scatter.bytes_per_rank.at(w)};
+  return v;
+}
+
 }  // namespace
 
 ResultCollector::ResultCollector(const model::ModuleTree& tree, const plan::Plan& plan,
                                  const StepLayout& layout, const EngineOptions& o, MPI_Comm world)
-    : tree_(tree), plan_(plan), layout_(layout), o_(o), world_(world) {
+    : tree_(tree),
+      local_(plan.tp.tp > 1 ? plan::tp_local_tree(tree, plan) : tree),
+      plan_(plan),
+      layout_(layout),
+      o_(o),
+      world_(world),
+      dp_(world) {
   DMUON_CHECK_MPI(MPI_Comm_rank(world, &rank_));
   DMUON_CHECK_MPI(MPI_Comm_size(world, &size_));
-  const int wire_bytes = static_cast<int>(kernels::dtype_bytes(o.comm_dtype));
-  const auto& po = plan.partition.options;
-  predicted_ =
-      plan::predict_dmuon_volume(tree, plan.hooks, plan.partition, o.reshard, o.grad_reduce,
-                                 wire_bytes, nullptr, &plan.route_wire_bytes);
-  expect_ = expected_volume(o.method, o.reshard, tree, plan, predicted_, rank_, po.shard,
-                            po.replicate, wire_bytes, o.accum, o.clip_norm > 0);
+  if (plan.tp.tp > 1) {
+    MPI_Comm dp = MPI_COMM_NULL;
+    DMUON_CHECK_MPI(MPI_Comm_split(world, layout.tp_rank(), layout.me.dp(), &dp));
+    dp_split_ = comm::UniqueComm(dp);
+    dp_ = dp;
+  }
+  expect_ = expectation(tree, plan, o, layout.me, predicted_);
   // --accum: hooks fire every micro-step; backward-post communicates once (accumulation.hpp).
   predicted_ = accumulated_volume(predicted_, o.accum);
   phases_.assign(static_cast<std::size_t>(o.total_steps()) * kPhaseCount, 0.0);
   in_flight_.assign(static_cast<std::size_t>(o.total_steps()) * kChannelCount, 0.0);
 }
 
-void ResultCollector::record(long step, const StepMeasure& m, const comm::CollectiveCounters& shard,
-                             const comm::CollectiveCounters& replicate,
-                             const comm::CollectiveCounters& world) {
+void ResultCollector::record(long step, const StepMeasure& m, const ChannelCounters& moved) {
   std::copy(m.phases_ms.begin(), m.phases_ms.end(),
             phases_.begin() + (step - 1) * static_cast<long>(kPhaseCount));
   std::copy(m.in_flight_ms.begin(), m.in_flight_ms.end(),
@@ -62,10 +111,7 @@ void ResultCollector::record(long step, const StepMeasure& m, const comm::Collec
   hooks_per_step_ = m.hook_calls;
   comm_hooks_per_step_ = m.hook_comm_calls;
   for (std::size_t c = 0; c < kChannelCount; ++c) {
-    const CommGroup group = channel_group(c);
-    const auto& diff = group == CommGroup::shard       ? shard
-                       : group == CommGroup::replicate ? replicate
-                                                       : world;
+    const auto& diff = moved[static_cast<std::size_t>(channel_group(c))];
     const auto k = channel_kind(c);
     calls_[c] = static_cast<std::int64_t>(diff[k].calls);
     bytes_[c] = static_cast<std::int64_t>(diff.volume(k));
@@ -74,7 +120,7 @@ void ResultCollector::record(long step, const StepMeasure& m, const comm::Collec
           "rank {} step {} {}: measured {} calls / {} bytes, formula {} calls / {} bytes", rank_,
           step, channel_name(c), calls_[c], bytes_[c], expect_[c].calls, expect_[c].bytes);
   }
-  if (o_.method == Method::dmuon && audit_message_.empty() &&
+  if (traits(o_.method).reference_hooks && audit_message_.empty() &&
       (hooks_per_step_ != predicted_.hooks_fired ||
        comm_hooks_per_step_ != predicted_.hooks_communicating))
     audit_message_ =
@@ -94,11 +140,8 @@ void ResultCollector::gather_per_rank(RunResult& r) const {
   DMUON_CHECK_MPI(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
                              static_cast<int>(mine.size()), MPI_DOUBLE, 0, world_));
   std::vector<std::int64_t> cnt;
-  for (std::size_t i = 0; i < nk; ++i) {
-    cnt.push_back(calls_[i]);
-    cnt.push_back(bytes_[i]);
-    cnt.push_back(expect_[i].bytes);
-  }
+  for (std::size_t i = 0; i < nk; ++i)
+    cnt.insert(cnt.end(), {calls_[i], bytes_[i], expect_[i].bytes});
   std::vector<std::int64_t> allc(rank_ == 0 ? cnt.size() * ranks : 0);
   DMUON_CHECK_MPI(MPI_Gather(cnt.data(), static_cast<int>(cnt.size()), MPI_INT64_T, allc.data(),
                              static_cast<int>(cnt.size()), MPI_INT64_T, 0, world_));
@@ -119,7 +162,8 @@ void ResultCollector::gather_per_rank(RunResult& r) const {
     }
 }
 
-// Each rank writes what it holds (zeros elsewhere); one sum-reduce to rank 0 is exact.
+// Each rank of a DP group writes what it holds (zeros elsewhere); one sum-reduce to the
+// group's rank 0 is exact (with --tp: world rank t, holding TP rank t's shards).
 std::vector<std::vector<float>> ResultCollector::gather_final(StepBackend& backend) {
   std::vector<std::size_t> offset;
   std::size_t total = 0;
@@ -127,29 +171,28 @@ std::vector<std::vector<float>> ResultCollector::gather_final(StepBackend& backe
     offset.push_back(total);
     total += static_cast<std::size_t>(p.numel);
   }
-  std::vector<float> mine(total, 0.0f), all(rank_ == 0 ? total : 0);
-  std::vector<float> part;
+  int dp_rank = 0;
+  DMUON_CHECK_MPI(MPI_Comm_rank(dp_, &dp_rank));
+  std::vector<float> mine(total, 0.0f), all(dp_rank == 0 ? total : 0);
   for (std::size_t i = 0; i < layout_.params.size(); ++i) {
     const auto& p = layout_.params[i];
     float* dst = mine.data() + offset[i];
     const bool owner_copy =
-        p.storage == Storage::owned || (p.storage == Storage::replicated && rank_ == 0);
+        p.storage == Storage::owned || (p.storage == Storage::replicated && dp_rank == 0);
     if (owner_copy) backend.read_masters(p.master_offset, p.numel, dst);
-    if (p.storage == Storage::sharded && layout_.me.row == 0) {  // every row holds the same
-      const std::int64_t begin = layout_.me.column * p.chunk;
-      const std::int64_t len = std::max<std::int64_t>(0, std::min(p.chunk, p.numel - begin));
-      if (len > 0) backend.read_masters(p.master_offset, len, dst + begin);
-    }
+    // Every row holds the same shards: row 0's.
+    if (p.sharded() && layout_.me.row() == 0 && p.shard_len() > 0)
+      backend.read_masters(p.master_offset, p.shard_len(), dst + p.shard_begin);
   }
   // Chunked so counts stay below INT_MAX.
   const std::size_t max_chunk = std::size_t{1} << 28;
   for (std::size_t off = 0; off < total; off += max_chunk) {
     const int cnt = static_cast<int>(std::min(max_chunk, total - off));
-    DMUON_CHECK_MPI(MPI_Reduce(mine.data() + off, rank_ == 0 ? all.data() + off : nullptr, cnt,
-                               MPI_FLOAT, MPI_SUM, 0, world_));
+    DMUON_CHECK_MPI(MPI_Reduce(mine.data() + off, dp_rank == 0 ? all.data() + off : nullptr, cnt,
+                               MPI_FLOAT, MPI_SUM, 0, dp_));
   }
   std::vector<std::vector<float>> out;
-  if (rank_ == 0)
+  if (dp_rank == 0)
     for (std::size_t i = 0; i < layout_.params.size(); ++i)
       out.emplace_back(
           all.begin() + static_cast<std::ptrdiff_t>(offset[i]),
@@ -158,21 +201,18 @@ std::vector<std::vector<float>> ResultCollector::gather_final(StepBackend& backe
   return out;
 }
 
-RunResult ResultCollector::finish(StepBackend& backend) {
-  RunResult r;
-  r.method = o_.method;
-  r.reshard = plan::reshard_name(o_.reshard);
-  r.world_size = size_;
-  r.replicate = plan_.partition.options.replicate;
-  const bool dm = o_.method == Method::dmuon;
-  gather_per_rank(r);
-  // Per step the max over ranks, then the median over the measured steps.
+// Per step the max over ranks, then the median over the measured steps.
+void ResultCollector::reduce_phases(RunResult& r) const {
   std::vector<double> maxph(phases_.size());
   DMUON_CHECK_MPI(MPI_Allreduce(phases_.data(), maxph.data(), static_cast<int>(phases_.size()),
                                 MPI_DOUBLE, MPI_MAX, world_));
   for (std::size_t p = 0; p < kPhaseCount; ++p)
     r.phases_ms[p] = median_over_steps(maxph, kPhaseCount, p, o_.warmup, o_.total_steps());
-  // Channels: per step the max over ranks of the in-flight time, then the median over steps.
+}
+
+// Channels: per step the max over ranks of the in-flight time, then the median over steps;
+// message bytes and group sizes, max over ranks.
+void ResultCollector::reduce_channels(RunResult& r) const {
   std::vector<double> per_channel(in_flight_.size() + 2 * kChannelCount);
   std::copy(in_flight_.begin(), in_flight_.end(), per_channel.begin());
   for (std::size_t c = 0; c < kChannelCount; ++c) {
@@ -189,111 +229,136 @@ RunResult ResultCollector::finish(StepBackend& backend) {
                                                              o_.warmup, o_.total_steps())
                                          : std::numeric_limits<double>::quiet_NaN();
   }
-  std::vector<std::int64_t> loc = {hooks_per_step_, comm_hooks_per_step_, layout_.live_weight_bytes,
-                                   layout_.master_elems * 4,
-                                   (layout_.state_elems + layout_.second_state_elems) * 4};
-  for (std::size_t i = 0; i < kChannelCount; ++i) {
-    loc.push_back(calls_[i]);
-    loc.push_back(bytes_[i]);
-    loc.push_back(expect_[i].bytes);
+}
+
+// Counts, bytes and memory figures (max over ranks) and the audit verdict, with the lowest
+// failing rank's first mismatch on every rank.
+void ResultCollector::reduce_counts(RunResult& r) const {
+  RankFigures mine;
+  mine.hooks = hooks_per_step_;
+  mine.comm_hooks = comm_hooks_per_step_;
+  mine.live_weight_bytes = layout_.live_weight_bytes;
+  mine.master_bytes = layout_.master_elems * 4;
+  mine.state_bytes = (layout_.state_elems + layout_.second_state_elems) * 4;
+  mine.audit_failed = audit_message_.empty() ? 0 : 1;
+  for (std::size_t c = 0; c < kChannelCount; ++c) {
+    mine.calls[c] = calls_[c];
+    mine.bytes[c] = bytes_[c];
+    mine.formula[c] = expect_[c].bytes;
   }
-  loc.push_back(audit_message_.empty() ? 0 : 1);
-  std::vector<std::int64_t> mx(loc.size());
-  DMUON_CHECK_MPI(MPI_Allreduce(loc.data(), mx.data(), static_cast<int>(loc.size()), MPI_INT64_T,
-                                MPI_MAX, world_));
-  r.hook_calls_per_step = mx[0];
-  r.hook_comm_calls_per_step = mx[1];
-  r.peak_packed_bytes = mx[2];
-  r.master_bytes = mx[3];
-  r.momentum_bytes = mx[4];
-  for (std::size_t i = 0; i < kChannelCount; ++i) {
-    r.kinds[i].calls_per_step = mx[5 + 3 * i];
-    r.kinds[i].bytes_measured = mx[6 + 3 * i];
-    r.kinds[i].bytes_formula = mx[7 + 3 * i];
+  const RankFigures mx = max_over_ranks(mine, world_);
+  r.hook_calls_per_step = mx.hooks;
+  r.hook_comm_calls_per_step = mx.comm_hooks;
+  r.peak_packed_bytes = mx.live_weight_bytes;
+  r.master_bytes = mx.master_bytes;
+  r.momentum_bytes = mx.state_bytes;
+  for (std::size_t c = 0; c < kChannelCount; ++c) {
+    r.kinds[c].calls_per_step = mx.calls[c];
+    r.kinds[c].bytes_measured = mx.bytes[c];
+    r.kinds[c].bytes_formula = mx.formula[c];
   }
-  r.audit_ok = mx.back() == 0;
-  if (!r.audit_ok) {
-    // The lowest failing rank's message, to every rank.
-    int mine = audit_message_.empty() ? size_ : rank_, first = 0;
-    DMUON_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, world_));
-    std::string msg = audit_message_;
-    int len = rank_ == first ? static_cast<int>(msg.size()) : 0;
-    DMUON_CHECK_MPI(MPI_Bcast(&len, 1, MPI_INT, first, world_));
-    msg.resize(static_cast<std::size_t>(len));
-    DMUON_CHECK_MPI(MPI_Bcast(msg.data(), len, MPI_CHAR, first, world_));
-    r.audit_message = msg;
-  }
-  r.hook_sites = dm ? static_cast<std::int64_t>(plan_.hooks.sites.size())
-                    : static_cast<std::int64_t>(layout_.groups.size());
-  r.hook_calls_formula = dm ? predicted_.hooks_fired : r.hook_calls_per_step;
-  r.hook_comm_calls_formula = dm ? predicted_.hooks_communicating : r.hook_comm_calls_per_step;
+  r.audit_ok = mx.audit_failed == 0;
+  if (!r.audit_ok)
+    r.audit_message = comm::agree_first_message(!audit_message_.empty(), audit_message_, world_);
+}
+
+RunResult ResultCollector::finish(StepBackend& backend) {
+  RunResult r;
+  r.method = o_.method;
+  r.reshard = plan::reshard_name(o_.reshard);
+  r.world_size = size_;
+  r.replicate = plan_.partition.options.replicate;
+  r.tp = plan_.tp.tp;
+  gather_per_rank(r);
+  reduce_phases(r);
+  reduce_channels(r);
+  reduce_counts(r);
+  const bool reference_hooks = traits(o_.method).reference_hooks;
+  r.hook_sites = reference_hooks ? static_cast<std::int64_t>(plan_.hooks.sites.size())
+                                 : static_cast<std::int64_t>(layout_.groups.size());
+  r.hook_calls_formula = reference_hooks ? predicted_.hooks_fired : r.hook_calls_per_step;
+  r.hook_comm_calls_formula =
+      reference_hooks ? predicted_.hooks_communicating : r.hook_comm_calls_per_step;
   if (!(o_.check || o_.keep_final_weights)) return r;
   r.final_weights = gather_final(backend);
-  if (o_.check) {
-    r.checked = true;
-    double err = 0;
-    std::int64_t excused = 0;
-    // --route RULE=...:bf16 puts the parameters it matched on a 16-bit wire.
-    const kernels::Dtype route_wire =
-        plan_.narrowest_route_wire_bytes() == 2 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
-    // Newton–Schulz amplifies 16-bit rounding of a Muon parameter's inputs (the note below).
-    bool sixteen_bit_muon = o_.comm_dtype != kernels::Dtype::f32 ||
-                            (o_.device == Device::cuda && o_.ns_dtype != kernels::Dtype::f32);
-    for (int pid : tree_.parameter_order())
-      if (plan_.muon(pid) && plan_.wire_bytes(pid, 4) == 2) sixteen_bit_muon = true;
-    const bool sixteen_bit = sixteen_bit_muon || route_wire != kernels::Dtype::f32;
-    if (rank_ == 0) {
-      // The eps-regime excuse where the tolerance is fp32's (1e-4): a 16-bit tolerance (8 unit
-      // roundoffs) already covers AdamW's isolated flips.
-      AdamwEpsRegime regime;
-      const bool excuse = !o_.check_reference && !sixteen_bit;
-      const auto ref = o_.check_reference
-                           ? o_.check_reference()
-                           : reference_weights(tree_, plan_, o_, size_, excuse ? &regime : nullptr);
-      err = max_relative_error(tree_, r.final_weights, ref, &r.worst_param,
-                               excuse ? &regime : nullptr, &excused);
+  if (o_.check) check(r, backend);
+  return r;
+}
+
+// --check: the final weights of each DP group (TP index) against the one-process reference
+// on its rank 0, the worst over the world reported on every rank.
+void ResultCollector::check(RunResult& r, StepBackend& backend) {
+  r.checked = true;
+  // --route RULE=...:bf16 puts the parameters it matched on a 16-bit wire.
+  const kernels::Dtype route_wire =
+      plan_.narrowest_route_wire_bytes() == 2 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
+  // Newton–Schulz amplifies 16-bit rounding of a Muon parameter's inputs (check_note).
+  bool sixteen_bit_muon = o_.comm_dtype != kernels::Dtype::f32 ||
+                          (o_.device == Device::cuda && o_.ns_dtype != kernels::Dtype::f32);
+  for (int pid : tree_.parameter_order())
+    if (plan_.muon(pid) && plan_.wire_bytes(pid, 4) == 2) sixteen_bit_muon = true;
+  const bool sixteen_bit = sixteen_bit_muon || route_wire != kernels::Dtype::f32;
+  struct {
+    double err;
+    int rank;
+  } mine{0, rank_}, worst{0, 0};
+  std::int64_t excused = 0;
+  if (!r.final_weights.empty()) {  // rank 0 of its DP group
+    // The eps-regime excuse where the tolerance is fp32's (1e-4): a 16-bit tolerance (8 unit
+    // roundoffs) already covers AdamW's isolated flips.
+    AdamwEpsRegime regime;
+    const bool excuse = !o_.check_reference && !sixteen_bit;
+    const auto ref = o_.check_reference
+                         ? o_.check_reference()
+                         : reference_weights(tree_, plan_, o_, layout_.me.grid.dp_size(),
+                                             excuse ? &regime : nullptr, layout_.tp_rank());
+    mine.err = max_relative_error(local_, r.final_weights, ref, &r.worst_param,
+                                  excuse ? &regime : nullptr, &excused);
+  }
+  // The other ranks wait politely: with oversubscribed ranks a spinning collective would take
+  // the cores the reference needs.
+  MPI_Request req = MPI_REQUEST_NULL;
+  DMUON_CHECK_MPI(MPI_Iallreduce(&mine, &worst, 1, MPI_DOUBLE_INT, MPI_MAXLOC, world_, &req));
+  for (int done = 0; !done;) {
+    DMUON_CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  r.max_rel_error = worst.err;
+  r.worst_param = comm::agree_first_message(rank_ == worst.rank, r.worst_param, world_);
+  if (o_.method == Method::ddp_dmuon) {
+    // Rank 0's replica matched the reference; every other replica must match rank 0's.
+    const ReplicaDivergence d = replica_divergence(layout_, backend, world_);
+    if (d.max_rel_error > r.max_rel_error) {
+      r.max_rel_error = d.max_rel_error;
+      r.worst_param = fmt::format("{} (replica of rank {})", d.param, d.rank);
     }
-    // The other ranks wait politely: with oversubscribed ranks a spinning MPI_Bcast would take
-    // the cores rank 0 needs for the reference.
-    MPI_Request req = MPI_REQUEST_NULL;
-    DMUON_CHECK_MPI(MPI_Ibcast(&err, 1, MPI_DOUBLE, 0, world_, &req));
-    for (int done = 0; !done;) {
-      DMUON_CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-      if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    r.max_rel_error = err;
-    if (o_.method == Method::ddp_dmuon) {
-      // Rank 0's replica matched the reference; every other replica must match rank 0's.
-      const ReplicaDivergence d = replica_divergence(layout_, backend, world_);
-      if (d.max_rel_error > err) {
-        r.max_rel_error = d.max_rel_error;
-        r.worst_param = fmt::format("{} (replica of rank {})", d.param, d.rank);
-      }
-    }
-    r.check_tolerance = o_.effective_check_tolerance(route_wire);
-    r.check_passed = r.max_rel_error <= r.check_tolerance;  // ddp-dmuon: replicas included
-    DMUON_CHECK_MPI(MPI_Bcast(&excused, 1, MPI_INT64_T, 0, world_));
-    if (excused > 0)
-      r.check_note = fmt::format(
-          "{} AdamW element(s) whose gradient cancelled to the rounding level (|g| <= {:g} x "
-          "rms at a step) moved up to 2 lr per such step apart from the reference and were "
-          "left out of the error (ill-conditioned, not wrong: reference.hpp)",
-          excused, AdamwEpsRegime::kRelative);
-    if (sixteen_bit_muon && o_.method != Method::fsdp_adamw) {
-      const auto& site_of = plan_.hooks.site_of_param;
-      const std::int64_t need = full_rank_global_tokens(
-          tree_, [&](int pid) { return site_of[static_cast<std::size_t>(pid)] >= 0; });
-      if (o_.global_samples(size_) < need)
-        r.check_note +=
-            std::string(r.check_note.empty() ? "" : "; ") +
+  }
+  r.check_tolerance = o_.effective_check_tolerance(route_wire);
+  r.check_passed = r.max_rel_error <= r.check_tolerance;  // ddp-dmuon: replicas included
+  DMUON_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &excused, 1, MPI_INT64_T, MPI_SUM, world_));
+  r.check_note = check_note(excused, sixteen_bit_muon);
+}
+
+std::string ResultCollector::check_note(std::int64_t excused, bool sixteen_bit_muon) const {
+  std::string note;
+  if (excused > 0)
+    note = fmt::format(
+        "{} AdamW element(s) whose gradient cancelled to the rounding level (|g| <= {:g} x "
+        "rms at a step) moved up to 2 lr per such step apart from the reference and were "
+        "left out of the error (ill-conditioned, not wrong: reference.hpp)",
+        excused, AdamwEpsRegime::kRelative);
+  if (!sixteen_bit_muon || !traits(o_.method).muon) return note;
+  const auto& site_of = plan_.hooks.site_of_param;
+  const std::int64_t need = full_rank_global_tokens(
+      local_, [&](int pid) { return site_of[static_cast<std::size_t>(pid)] >= 0; });
+  if (o_.global_samples(layout_.me.grid.dp_size()) < need)
+    note += std::string(note.empty() ? "" : "; ") +
             fmt::format(
                 "some Muon parameters train on fewer samples than their rank: Newton-Schulz "
                 "amplifies 16-bit rounding in the null directions; a 16-bit check is meaningful "
                 "from --global-tokens {}",
                 need);
-    }
-  }
-  return r;
+  return note;
 }
 
 }  // namespace dmuon::engine

@@ -13,8 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "dmuon/comm/collective_counters.hpp"
+#include "dmuon/comm/unique_comm.hpp"
 #include "dmuon/engine/baseline_volume.hpp"
+#include "dmuon/engine/channel_counters.hpp"
 #include "dmuon/engine/engine_options.hpp"
 #include "dmuon/engine/run_result.hpp"
 #include "dmuon/engine/step_backend.hpp"
@@ -27,13 +28,14 @@ namespace dmuon::engine {
 
 class ResultCollector {
  public:
+  /// `tree` is the logical model (with --tp, the layout holds its local shards); collective
+  /// over `world` (with --tp it splits the DP groups the check gathers over).
   ResultCollector(const model::ModuleTree& tree, const plan::Plan& plan, const StepLayout& layout,
                   const EngineOptions& o, MPI_Comm world);
 
-  /// This rank's measures of step `step` (1-based, warmup included) and its counters of that
-  /// step on the shard, replicate and world groups (the difference of two snapshots).
-  void record(long step, const StepMeasure& m, const comm::CollectiveCounters& shard,
-              const comm::CollectiveCounters& replicate, const comm::CollectiveCounters& world);
+  /// This rank's measures of step `step` (1-based, warmup included) and what it moved on each
+  /// communicator in that step (the difference of two snapshots).
+  void record(long step, const StepMeasure& m, const ChannelCounters& moved);
 
   /// Collective over the world: the run's result (every rank gets the reductions; rank 0 the
   /// per-rank arrays and, with o.check or o.keep_final_weights, the final weights).
@@ -42,12 +44,20 @@ class ResultCollector {
  private:
   std::vector<std::vector<float>> gather_final(StepBackend& backend);
   void gather_per_rank(RunResult& r) const;
+  void reduce_phases(RunResult& r) const;
+  void reduce_channels(RunResult& r) const;
+  void reduce_counts(RunResult& r) const;
+  void check(RunResult& r, StepBackend& backend);
+  std::string check_note(std::int64_t excused, bool sixteen_bit_muon) const;
 
   const model::ModuleTree& tree_;
+  model::ModuleTree local_;  // the layout's tree (TP: the local shards)
   const plan::Plan& plan_;
   const StepLayout& layout_;
   EngineOptions o_;
   MPI_Comm world_;
+  comm::UniqueComm dp_split_;  // --tp: this rank's DP group (the ranks of its TP index)
+  MPI_Comm dp_;                // the DP group (the world without --tp)
   int rank_ = 0, size_ = 1;
   plan::CommVolume predicted_;
   VolumeExpectation expect_{};

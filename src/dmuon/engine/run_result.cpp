@@ -7,30 +7,19 @@
 
 namespace dmuon::engine {
 
-const char* phase_name(Phase p) {
-  switch (p) {
-    case Phase::forward_comm: return "forward_comm";
-    case Phase::forward_compute: return "forward_compute";
-    case Phase::backward_compute: return "backward_compute";
-    case Phase::backward_comm: return "backward_comm";
-    case Phase::optimizer_ns: return "optimizer_ns";
-    case Phase::optimizer_other: return "optimizer_other";
-    case Phase::exposed_comm: return "exposed_comm";
-    case Phase::step: return "step";
-    case Phase::step_sync: return "step_sync";
-  }
-  return "?";
-}
-
 std::string channel_name(std::size_t channel) {
   const std::string kind = comm::collective_kind_name(channel_kind(channel));
-  switch (channel_group(channel)) {
-    case CommGroup::shard: return kind;
-    case CommGroup::replicate: return "replicate_" + kind;
-    case CommGroup::world: return "world_" + kind;
-    case CommGroup::tp: return "tp_" + kind;
-  }
-  return kind;
+  const CommGroup g = channel_group(channel);
+  return g == CommGroup::shard ? kind : comm_group_name(g) + ("_" + kind);
+}
+
+bool parse_channel_name(const std::string& name, std::size_t& channel) {
+  for (std::size_t c = 0; c < kChannelCount; ++c)
+    if (channel_name(c) == name) {
+      channel = c;
+      return true;
+    }
+  return false;
 }
 
 double KindResult::algbw_gbps() const {

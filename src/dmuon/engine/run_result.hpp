@@ -8,37 +8,21 @@
 #include <string>
 #include <vector>
 
+#include "dmuon/base/rank_grid.hpp"
 #include "dmuon/comm/collective_counters.hpp"
 #include "dmuon/engine/engine_options.hpp"
+#include "dmuon/engine/phase.hpp"
 
 namespace dmuon::engine {
 
-/// Wall-time phases of one step on one rank.
-enum class Phase {
-  forward_comm,      ///< forward all-gathers / packed broadcasts (issue + wait, incl. packing)
-  forward_compute,   ///< Y = X·Wᵀ per parameter
-  backward_compute,  ///< dX, dW per parameter (+ finiteness checks)
-  backward_comm,     ///< Z3 re-broadcast/re-gather, reduce/reduce-scatter/all-reduce issue + waits
-  optimizer_ns,      ///< Newton–Schulz
-  optimizer_other,   ///< momentum, update, AdamW, optimizer collectives (fsdp-muon)
-  exposed_comm,      ///< time blocked in communication calls (not overlapped with compute)
-  step,              ///< whole step
-  /// Before the step, not part of it: the wait at the world barrier every step starts from,
-  /// for the slowest rank's previous step (load imbalance: Newton–Schulz ownership, jitter).
-  step_sync,
-};
-inline constexpr std::size_t kPhaseCount = 9;
-const char* phase_name(Phase p);
+// The communicators (base/rank_grid.hpp), as the engine's and the projection's code names them.
+using dmuon::CommGroup;
+using dmuon::kCommGroupCount;
 
-/// The communicator a collective ran on: the shard group (a row of G ranks; all ranks in 1-D)
-/// or, with HSDP, the replicate group (a column of R ranks), or the whole world (--clip-norm's
-/// one all-reduce of the gradient norm). A channel is (group, kind). With --tp, the TP group
-/// (the T ranks of one DP rank) runs the TP gathers and scatters, which are not channels:
-/// they are counted apart (RunResult::rank_tp), so kCommGroupCount counts the others.
-enum class CommGroup { shard = 0, replicate = 1, world = 2, tp = 3 };
-inline constexpr std::size_t kCommGroupCount = 3;
-/// Every communicator a schedule uses, the TP group included.
-inline constexpr std::size_t kCommCount = 4;
+/// A channel is (communicator, kind): the shard group (a row of G ranks; all ranks in 1-D),
+/// with HSDP the replicate group (a column of R ranks), the whole world (--clip-norm's one
+/// all-reduce of the gradient norm) and with --tp the TP group (the TP exchange's gathers and
+/// scatters). Communicators: base/rank_grid.hpp.
 inline constexpr std::size_t kChannelCount = kCommGroupCount * comm::kCollectiveKindCount;
 inline constexpr std::size_t channel_index(CommGroup g, comm::CollectiveKind k) {
   return static_cast<std::size_t>(g) * comm::kCollectiveKindCount + static_cast<std::size_t>(k);
@@ -49,10 +33,12 @@ inline constexpr comm::CollectiveKind channel_kind(std::size_t channel) {
 inline constexpr CommGroup channel_group(std::size_t channel) {
   return static_cast<CommGroup>(channel / comm::kCollectiveKindCount);
 }
-/// Shard-group channels by kind name ("broadcast", ...); replicate-group ones prefixed
-/// ("replicate_reduce" = DMuon's stage-2 reduce, "replicate_broadcast", "replicate_all_reduce"),
-/// world ones "world_" ("world_all_reduce" = --clip-norm's gradient norm).
+/// Shard-group channels by kind name ("broadcast", ...); the others prefixed by their group:
+/// "replicate_reduce" (DMuon's stage-2 reduce), "replicate_broadcast", "replicate_all_reduce",
+/// "world_all_reduce" (--clip-norm's gradient norm), "tp_gather", "tp_scatter".
 std::string channel_name(std::size_t channel);
+/// The channel a name denotes (channel_name's inverse); false for an unknown name.
+bool parse_channel_name(const std::string& name, std::size_t& channel);
 
 struct KindResult {
   std::int64_t calls_per_step =
@@ -107,17 +93,9 @@ struct RunResult {
   /// Rank 0 only, with --check or EngineOptions::keep_final_weights: every parameter's final
   /// weights, in tree.parameter_order().
   std::vector<std::vector<float>> final_weights;
-  /// Tensor parallelism (tp_engine.hpp): T, and the TP gather / scatter volume of the last step
-  /// (max over the world's ranks), measured and formula. With T > 1, world_size = R x G x T and
-  /// the channels above are the DP collectives (each DP group's, on its local shards); the
-  /// global batch is o.global_samples(world_size / T).
+  /// Tensor parallelism: T (world_size = R x G x T; the TP exchange is the tp channels; the
+  /// global batch is o.global_samples(world_size / T)).
   int tp = 1;
-  std::int64_t tp_gather_bytes = 0, tp_gather_formula = 0;
-  std::int64_t tp_scatter_bytes = 0, tp_scatter_formula = 0;
-  /// Rank 0 only, T > 1: per world rank w, the last step's TP figures at [w * 6 + i]: gather
-  /// calls, gather bytes sent, gather formula, scatter calls, scatter bytes received, scatter
-  /// formula (the results file's tp_gather / tp_scatter kinds).
-  std::vector<std::int64_t> rank_tp;
 
   std::int64_t bytes_measured_total() const;
   std::int64_t bytes_formula_total() const;

@@ -48,7 +48,7 @@ class StepBackend {
   virtual comm::Communicator* comm(CommGroup group) = 0;
   /// Memory of a collective's buffer.
   virtual void* buffer(const BufferRef& ref) = 0;
-  /// Orders the collectives of issue op `op` (on comm_of(op.op)) after what they read.
+  /// Orders the collectives of issue op `op` (on op.comm) after what they read.
   virtual void before_issue(const StepOp& op) = 0;
   virtual void wait(comm::Batch& batch) = 0;
   virtual void order_after(comm::Batch& batch, CommGroup group) = 0;
@@ -80,15 +80,19 @@ class StepBackend {
   virtual void clip_scale(const StepOp& /*op*/) {
     throw std::logic_error("this backend does not implement --clip-norm");
   }
-  /// --tp (tp_exchange.hpp): tp_gather sends this rank's shard of the parameter's Newton–Schulz
-  /// input to its TP owner (which assembles the logical matrix that newton_schulz then works
-  /// on); tp_scatter hands every shard holder its part of the owner's output. Blocking,
-  /// collective over the TP group (tp_call_of). Backends without them are refused --tp before
-  /// a run (validate_tp_run), so the defaults are never reached.
-  virtual void tp_gather(const StepOp& /*op*/) {
+  /// --tp (docs/METRICS.md "Tensor parallelism"): tp_stage puts this rank's shard of the
+  /// parameter's Nesterov input (BufferRef ns_input) on the gather's wire (tp_send); on the TP
+  /// owner, tp_assemble makes the logical matrix (tp_matrix) from the gathered shards
+  /// (tp_recv), which newton_schulz then works on, and tp_split cuts the output into the T
+  /// shards the scatter sends (tp_shards). Backends without them are refused --tp before a run
+  /// (validate_run), so the defaults are never reached.
+  virtual void tp_stage(const StepOp& /*op*/) {
     throw std::logic_error("this backend does not implement the TP exchange (--tp)");
   }
-  virtual void tp_scatter(const StepOp& /*op*/) {
+  virtual void tp_assemble(const StepOp& /*op*/) {
+    throw std::logic_error("this backend does not implement the TP exchange (--tp)");
+  }
+  virtual void tp_split(const StepOp& /*op*/) {
     throw std::logic_error("this backend does not implement the TP exchange (--tp)");
   }
   /// Ends the step: joins the queues, then aborts all ranks (comm::abort_all) naming the

@@ -14,10 +14,11 @@ void issue_call(comm::Communicator& c, StepBackend& backend, const CollectiveCal
   using comm::CollectiveKind;
   void* buf = backend.buffer(call.buffer);
   const auto count = static_cast<std::size_t>(call.count);
+  const bool root = c.rank() == call.root;
   switch (call.kind) {
     case CollectiveKind::broadcast: c.broadcast(buf, count, call.dtype, call.root); break;
     case CollectiveKind::reduce:
-      c.reduce_avg(buf, c.rank() == call.root ? buf : nullptr, count, call.dtype, call.root);
+      c.reduce_avg(buf, root ? buf : nullptr, count, call.dtype, call.root);
       break;
     case CollectiveKind::all_gather: {
       // In place: this rank's part already sits at rank·count of the full buffer.
@@ -37,6 +38,12 @@ void issue_call(comm::Communicator& c, StepBackend& backend, const CollectiveCal
       else
         c.all_reduce_avg(buf, buf, count, call.dtype);
       break;
+    case CollectiveKind::gather:
+      c.gather(buf, root ? backend.buffer(call.recv) : nullptr, count, call.dtype, call.root);
+      break;
+    case CollectiveKind::scatter:
+      c.scatter(root ? buf : nullptr, backend.buffer(call.recv), count, call.dtype, call.root);
+      break;
   }
 }
 
@@ -49,17 +56,16 @@ StepExecutor::StepExecutor(const StepLayout& layout, const Schedule& schedule,
       schedule_(schedule),
       backend_(backend),
       inject_nan_step_(inject_nan_step),
-      poisoner_(layout.me.rank == layout.me.world() - 1) {
+      poisoner_(layout.me.rank == layout.me.grid.world() - 1) {
   calls_.reserve(schedule.size());
   channel_mask_.reserve(schedule.size());
   for (const auto& op : schedule) {
     calls_.push_back(collectives_of(layout, op, options));
     std::uint32_t mask = 0;
     for (const auto& call : calls_.back()) {
-      const CommGroup group = call.comm;
-      const comm::Communicator* c = backend.comm(group);
+      const comm::Communicator* c = backend.comm(op.comm);
       const int n = c != nullptr ? c->size() : 1;
-      const std::size_t ch = channel_index(group, call.kind);
+      const std::size_t ch = channel_index(op.comm, call.kind);
       mask |= std::uint32_t{1} << ch;
       message_bytes_[ch] +=
           comm::message_bytes(call.kind, call.count, comm::dtype_size(call.dtype), n);
@@ -67,25 +73,24 @@ StepExecutor::StepExecutor(const StepLayout& layout, const Schedule& schedule,
     }
     channel_mask_.push_back(mask);
   }
-  const std::size_t n = layout.groups.size();
-  weights_.resize(n);
-  reduce_.resize(n);
-  stage2_.resize(n);
-  gather_.resize(n);
-  replica_.resize(n);
+  slots_.resize(layout.groups.size() + 1);
   polls_ = backend.wants_progress();
   if (polls_) backend.set_progress([this] { progress(); });
 }
 
 StepExecutor::~StepExecutor() = default;
 
+comm::Batch& StepExecutor::slot(int g, BatchSlot s) {
+  const std::size_t row = g >= 0 ? static_cast<std::size_t>(g) : slots_.size() - 1;
+  return slots_[row][static_cast<std::size_t>(s)];
+}
+
 comm::Batch StepExecutor::issue(std::size_t i) {
   const StepOp& op = schedule_[i];
-  const CommGroup group = comm_of(layout_, op.op);
-  comm::Communicator* c = backend_.comm(group);
+  comm::Communicator* c = backend_.comm(op.comm);
   if (c == nullptr)
-    throw RuntimeFailure(std::string("step schedule issues ") + op_name(op.op) +
-                         " on a communicator this rank does not have");
+    throw RuntimeFailure(std::string("step schedule issues ") + op_name(op.op) + " on the " +
+                         comm_group_name(op.comm) + " communicator, which this rank does not have");
   backend_.before_issue(op);
   c->group_start();
   for (const auto& call : calls_[i]) issue_call(*c, backend_, call);
@@ -98,8 +103,11 @@ void StepExecutor::started(comm::Batch& b, std::size_t op_index) {
   in_flight_clock_.open(&b, channel_mask_[op_index]);
 }
 
-void StepExecutor::completed(comm::Batch& b) {
-  if (polls_) in_flight_clock_.close(&b);
+void StepExecutor::complete(comm::Batch& b) {
+  backend_.wait(b);
+  if (!polls_) return;
+  in_flight_clock_.close(&b);
+  in_flight_.erase(std::remove(in_flight_.begin(), in_flight_.end(), &b), in_flight_.end());
 }
 
 void StepExecutor::progress() {
@@ -112,109 +120,69 @@ void StepExecutor::progress() {
                    in_flight_.end());
 }
 
+void StepExecutor::compute(const StepOp& op, long step) {
+  switch (op.op) {
+    case Op::pack: backend_.pack(op); break;
+    case Op::forward: backend_.forward(op, step); break;
+    case Op::backward:
+      backend_.backward(op, step);
+      if (step == inject_nan_step_ && poisoner_ && op.param == layout_.nan_param)
+        backend_.poison_gradient(op);
+      break;
+    case Op::prepare: backend_.prepare(op, step); break;
+    case Op::newton_schulz: backend_.newton_schulz(op); break;
+    case Op::apply: backend_.apply(op, step); break;
+    case Op::clip_partial: backend_.clip_partial(op); break;
+    case Op::clip_scale: backend_.clip_scale(op); break;
+    case Op::tp_stage: backend_.tp_stage(op); break;
+    case Op::tp_assemble: backend_.tp_assemble(op); break;
+    case Op::tp_split: backend_.tp_split(op); break;
+    default:
+      throw std::logic_error(std::string("step executor: ") + op_name(op.op) +
+                             " is not a compute op");
+  }
+  if (polls_) progress();
+}
+
+void StepExecutor::issue_op(std::size_t i) {
+  const StepOp& op = schedule_[i];
+  const OpTraits t = op_traits(op.op);
+  // Ordered after one earlier batch of the group only (HSDP stage 2 after stage 1).
+  if (t.after != BatchSlot::none) backend_.order_after(slot(op.group, t.after), op.comm);
+  comm::Batch& b = slot(op.group, t.slot);
+  b = issue(i);
+  started(b, i);
+  if (t.blocking) complete(b);
+}
+
 StepMeasure StepExecutor::run_step(long step) {
   StepMeasure m;
   PhaseTimer& timer = backend_.timer();
   // Batches still in flight from the previous step (HSDP replicas) stay polled.
   in_flight_.clear();
-  for (auto& b : replica_)
-    if (b.pending()) in_flight_.push_back(&b);
-  auto compute_done = [&] {
-    if (polls_) progress();
-  };
+  for (auto& row : slots_)
+    if (row[static_cast<std::size_t>(BatchSlot::replica)].pending())
+      in_flight_.push_back(&row[static_cast<std::size_t>(BatchSlot::replica)]);
   backend_.begin_step(step);
   timer.start_step();
   in_flight_clock_.start_step();
-  bool timing = false;
-  Phase current = Phase::step;
-  bool current_exposed = false;
+  PhaseSegmenter segments;
   for (std::size_t i = 0; i < schedule_.size(); ++i) {
     const StepOp& op = schedule_[i];
-    const auto g = static_cast<std::size_t>(op.group);  // unused by group-less ops (-1)
-    if (op.timed && (!timing || op.phase != current || op.exposed != current_exposed)) {
-      timer.switch_to(op.phase, op.exposed);
-      timing = true;
-      current = op.phase;
-      current_exposed = op.exposed;
-    }
-    switch (op.op) {
-      case Op::take_replica:
-        backend_.wait(replica_[g]);
-        completed(replica_[g]);
+    if (segments.enter(op)) timer.switch_to(segments.phase(), segments.exposed());
+    const OpTraits t = op_traits(op.op);
+    switch (t.cls) {
+      case OpClass::compute: compute(op, step); break;
+      case OpClass::issue: issue_op(i); break;
+      case OpClass::wait:
+        complete(slot(op.group, t.slot));
+        if (op.op == Op::wait_weights) backend_.weights_arrived(op);
         break;
-      case Op::pack: backend_.pack(op); break;
-      case Op::issue_weights:
-        weights_[g] = issue(i);
-        started(weights_[g], i);
-        break;
-      case Op::wait_weights:
-        backend_.wait(weights_[g]);
-        completed(weights_[g]);
-        backend_.weights_arrived(op);
-        break;
-      case Op::forward:
-        backend_.forward(op, step);
-        compute_done();
-        break;
-      case Op::release_weights: backend_.release_weights(op); break;
-      case Op::backward:
-        backend_.backward(op, step);
-        if (step == inject_nan_step_ && poisoner_ && op.param == layout_.nan_param)
-          backend_.poison_gradient(op);
-        compute_done();
-        break;
-      case Op::issue_reduce:
-        reduce_[g] = issue(i);
-        started(reduce_[g], i);
-        break;
-      case Op::wait_reduce:
-        backend_.wait(reduce_[g]);
-        completed(reduce_[g]);
-        break;
-      case Op::issue_stage2:
-        backend_.order_after(reduce_[g], CommGroup::replicate);
-        stage2_[g] = issue(i);
-        started(stage2_[g], i);
-        break;
-      case Op::wait_stage2:
-        backend_.wait(stage2_[g]);
-        completed(stage2_[g]);
-        break;
-      case Op::prepare: backend_.prepare(op, step); break;
-      case Op::issue_gather:
-        gather_[g] = issue(i);
-        started(gather_[g], i);
-        break;
-      case Op::wait_gather:
-        backend_.wait(gather_[g]);
-        completed(gather_[g]);
-        break;
-      case Op::newton_schulz:
-        backend_.newton_schulz(op);
-        compute_done();
-        break;
-      case Op::apply: backend_.apply(op, step); break;
-      case Op::publish:
-        replica_[g] = issue(i);
-        started(replica_[g], i);
-        break;
-      case Op::clip_partial: backend_.clip_partial(op); break;
-      case Op::issue_clip:
-        clip_ = issue(i);
-        started(clip_, i);
-        break;
-      case Op::wait_clip:
-        backend_.wait(clip_);
-        completed(clip_);
-        break;
-      case Op::clip_scale: backend_.clip_scale(op); break;
-      // Blocking on the TP group: nothing stays in flight, nothing to poll.
-      case Op::tp_gather: backend_.tp_gather(op); break;
-      case Op::tp_scatter: backend_.tp_scatter(op); break;
-      case Op::hook:
+      case OpClass::hook:
         ++m.hook_calls;
         m.hook_comm_calls += op.communicates ? 1 : 0;
         break;
+      case OpClass::bookkeeping: backend_.release_weights(op); break;
     }
   }
   timer.pause();
@@ -230,7 +198,7 @@ StepMeasure StepExecutor::run_step(long step) {
 }
 
 void StepExecutor::finish() {
-  for (auto& b : replica_) backend_.wait(b);
+  for (auto& row : slots_) backend_.wait(row[static_cast<std::size_t>(BatchSlot::replica)]);
   backend_.end_step(0);
 }
 

@@ -46,9 +46,13 @@ class StepExecutor {
   comm::Batch issue(std::size_t op_index);
   /// Batch `b`, just issued by op `op_index`, goes in flight (polled, and timed per channel).
   void started(comm::Batch& b, std::size_t op_index);
-  /// `b` was waited for: it is complete.
-  void completed(comm::Batch& b);
+  /// Waits for `b` (on the backend's terms): it is complete.
+  void complete(comm::Batch& b);
   void progress();
+  /// The batch slot `slot` of group g (-1: the group-less ops' slots).
+  comm::Batch& slot(int g, BatchSlot slot);
+  void compute(const StepOp& op, long step);
+  void issue_op(std::size_t op_index);
 
   const StepLayout& layout_;
   const Schedule& schedule_;
@@ -56,9 +60,8 @@ class StepExecutor {
   int inject_nan_step_;
   bool poisoner_;
   std::vector<std::vector<CollectiveCall>> calls_;  // per schedule op
-  // Per group: the batches of its weight, stage-1, stage-2, gather and replicate collectives.
-  std::vector<comm::Batch> weights_, reduce_, stage2_, gather_, replica_;
-  comm::Batch clip_;  // --clip-norm: the norm all-reduce of the current step
+  // Per group (then one row for the group-less ops): a batch per slot (step_op.hpp).
+  std::vector<std::array<comm::Batch, kBatchSlotCount>> slots_;
   std::vector<comm::Batch*> in_flight_;
   bool polls_ = false;
   std::vector<std::uint32_t> channel_mask_;  // per schedule op: the channels its calls use

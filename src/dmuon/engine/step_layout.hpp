@@ -30,30 +30,25 @@
 //                   their own type. Not pooled: each has its own region, so no pool slot mixes
 //                   widths. fsdp-muon's Nesterov gather of such a parameter: a third (alt
 //                   gather) arena, also one region each.
+//   ns input        fp32, persistent: the Nesterov input of each Muon parameter updated here
+//                   (at its state offset), which Newton–Schulz overwrites with its output.
+//   TP exchange     --tp, on a DP owner of TP-sharded parameters (one exchange at a time, so
+//                   sized by the largest local shard c it exchanges): tp_send (wire, c: its
+//                   shard on the gather's wire) and, on a TP owner, tp_recv (wire, T·c: the
+//                   gathered shards) and tp_matrix (fp32, 2·T·c: the logical matrix, then the
+//                   shards the scatter sends).
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "dmuon/base/rank_grid.hpp"
 #include "dmuon/engine/engine_options.hpp"
 #include "dmuon/engine/synthetic.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/plan/plan.hpp"
 
 namespace dmuon::engine {
-
-/// One rank's place in a world of `replicate` rows × `shard` columns (rank = row·G + column).
-struct RankCoords {
-  int rank = 0;
-  int column = 0;     ///< s: index in the shard group (row)
-  int row = 0;        ///< r: index in the replicate group (column)
-  int shard = 1;      ///< G
-  int replicate = 1;  ///< R
-  static RankCoords of(int rank, int shard, int replicate) {
-    return {rank, rank % shard, rank / shard, shard, replicate};
-  }
-  int world() const { return shard * replicate; }
-};
 
 /// Where a parameter lives on this rank.
 enum class Storage {
@@ -80,6 +75,8 @@ struct ParamLayout {
   int pair = -1;                 ///< dmuon dedicated: index into StepLayout::pairs
   std::int64_t pair_offset = 0;  ///< dmuon dedicated: offset inside the pair's packed buffer
   std::int64_t chunk = 0;        ///< sharded: elements per rank of the row (padded)
+  std::int64_t shard_begin = 0;  ///< sharded: this rank's first element (column · chunk)
+  std::int64_t padded = 0;       ///< sharded: chunk · G, the gathered / full-gradient length
   std::int64_t master_offset = -1;        ///< in the master arena (fp32); -1: none on this rank
   std::int64_t state_offset = -1;         ///< in the state arena; -1: this rank keeps no state
   std::int64_t second_state_offset = -1;  ///< AdamW's exp_avg_sq in the second state arena
@@ -105,6 +102,19 @@ struct ParamLayout {
   int tp_owner = -1;
   MatrixShape logical;
   bool tp_sharded() const { return tp_dim >= 0; }
+
+  bool sharded() const { return storage == Storage::sharded; }
+  /// Elements of its full buffers (gathered weights, full gradient): padded when sharded.
+  std::int64_t full_elems() const { return sharded() ? padded : numel; }
+  /// Elements this rank's optimizer reads and writes: its shard (padded) or the parameter.
+  std::int64_t own_elems() const { return sharded() ? chunk : numel; }
+  /// Real elements of this rank's shard (the last shard is short, a shard past the end
+  /// empty); the whole parameter when not sharded.
+  std::int64_t shard_len() const;
+  /// Real elements of the shard of column `column` (sharded parameters).
+  std::int64_t shard_len_at(int column) const;
+  /// Zeros after the parameter in its padded full buffers.
+  std::int64_t padding() const { return sharded() ? padded - numel : 0; }
 };
 
 /// One (site, owner) pair of a DMuon site: the owner's parameters, packed in model order.
@@ -155,8 +165,8 @@ struct GroupLayout {
 struct StepLayout {
   Method method = Method::dmuon;
   plan::Reshard reshard = plan::Reshard::z3;
-  /// The coordinates the method communicates over (ddp: one row of every rank).
-  RankCoords me;
+  /// This rank in the grid the method communicates over (ddp: one row of every rank).
+  GridRank me;
   std::vector<ParamLayout> params;  ///< tree.parameter_order()
   std::vector<PairLayout> pairs;
   /// Forward order: the non-dedicated unit first, then the sites in module pre-order (a
@@ -188,13 +198,22 @@ struct StepLayout {
   std::int64_t alt_grad_elems = 0;
   std::int64_t alt_gather_elems = 0;
   int nan_param = -1;  ///< --inject-nan-step target: the first dedicated parameter
-  /// Tensor parallelism: T and this rank's index in its TP group (world rank = dp · T + t;
-  /// `me` is its place in its DP group). The tree the layout was made from holds the local
-  /// shard shapes (tp_local_tree).
-  int tp = 1;
-  int tp_rank = 0;
+  /// --tp: the largest local shard this rank exchanges (0: none), and whether it is the TP
+  /// owner of one (then it holds tp_recv and tp_matrix).
+  std::int64_t tp_chunk_elems = 0;
+  bool tp_root = false;
 
-  bool hsdp() const { return me.replicate > 1; }
+  /// Tensor parallelism: T and this rank's index in its TP group (the tree the layout was made
+  /// from holds the local shard shapes: plan::tp_local_tree).
+  int tp() const { return me.grid.tp; }
+  int tp_rank() const { return me.tp_index(); }
+  /// G, R and the ranks of one DP group.
+  int shards() const { return me.grid.shard; }
+  int replicas() const { return me.grid.replicate; }
+  bool hsdp() const { return me.grid.replicate > 1; }
+  std::int64_t tp_send_elems() const { return tp_chunk_elems; }
+  std::int64_t tp_recv_elems() const { return tp_root ? tp() * tp_chunk_elems : 0; }
+  std::int64_t tp_matrix_elems() const { return tp_root ? 2 * tp() * tp_chunk_elems : 0; }
   /// Pool offsets of the slot a group uses when it is the `position`-th to take one in the
   /// current pass (weights: forward or backward; grads: backward; gathers: the optimizer).
   std::int64_t weight_base(int group, int position) const;
@@ -207,18 +226,20 @@ struct LayoutOptions {
   plan::Reshard reshard = plan::Reshard::z3;
   int prefetch = 1;
   OptimizerPipeline pipeline = OptimizerPipeline::per_group;
-  int accum = 1;    ///< > 1: every group its own grad-pool slot (gradients accumulate)
-  int tp_rank = 0;  ///< plan.tp.tp > 1: this rank's index t in its TP group
+  int accum = 1;  ///< > 1: every group its own grad-pool slot (gradients accumulate)
   kernels::Dtype wire = kernels::Dtype::f32;  ///< --comm-dtype (fp32 or bf16)
 };
 
-/// The layout options of a run (tp_rank: this rank's TP index).
-LayoutOptions layout_options(const EngineOptions& o, int tp_rank = 0);
+/// The layout options of a run.
+LayoutOptions layout_options(const EngineOptions& o);
 
-/// The layout of world rank `rank` in a world of plan.partition.options (R rows × G columns).
-/// ddp ignores the rows: it runs over all ranks as one group. With tensor parallelism
-/// (plan.tp.tp > 1) `rank` is the DP rank, options.tp_rank the TP index, and `tree` must hold
-/// the local shard shapes (InputError otherwise).
+/// The grid `method` communicates over in the plan's world (plan::Plan::grid): ddp ignores
+/// the rows and runs over all ranks as one group.
+RankGrid method_grid(const plan::Plan& plan, Method method);
+
+/// The layout of world rank `rank` of the plan's grid (R rows × G columns × T). With tensor
+/// parallelism (plan.tp.tp > 1) `tree` must hold the local shard shapes
+/// (plan::tp_local_tree; InputError otherwise).
 StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
                        const LayoutOptions& options, int rank);
 

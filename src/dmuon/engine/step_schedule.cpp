@@ -7,36 +7,6 @@
 
 namespace dmuon::engine {
 
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::take_replica: return "take_replica";
-    case Op::pack: return "pack";
-    case Op::issue_weights: return "issue_weights";
-    case Op::wait_weights: return "wait_weights";
-    case Op::forward: return "forward";
-    case Op::release_weights: return "release_weights";
-    case Op::backward: return "backward";
-    case Op::issue_reduce: return "issue_reduce";
-    case Op::wait_reduce: return "wait_reduce";
-    case Op::issue_stage2: return "issue_stage2";
-    case Op::wait_stage2: return "wait_stage2";
-    case Op::prepare: return "prepare";
-    case Op::issue_gather: return "issue_gather";
-    case Op::wait_gather: return "wait_gather";
-    case Op::newton_schulz: return "newton_schulz";
-    case Op::apply: return "apply";
-    case Op::publish: return "publish";
-    case Op::hook: return "hook";
-    case Op::clip_partial: return "clip_partial";
-    case Op::issue_clip: return "issue_clip";
-    case Op::wait_clip: return "wait_clip";
-    case Op::clip_scale: return "clip_scale";
-    case Op::tp_gather: return "tp_gather";
-    case Op::tp_scatter: return "tp_scatter";
-  }
-  return "?";
-}
-
 namespace {
 
 comm::DType on_wire(kernels::Dtype t) {
@@ -63,18 +33,6 @@ ScheduleOptions schedule_options(const EngineOptions& o) {
   s.clip = o.clip_norm > 0;
   s.clip_type = o.clip_norm_type;
   return s;
-}
-
-CommGroup comm_of(Op op) {
-  if (op == Op::issue_clip) return CommGroup::world;
-  if (op == Op::tp_gather || op == Op::tp_scatter) return CommGroup::tp;
-  return op == Op::issue_stage2 || op == Op::publish ? CommGroup::replicate : CommGroup::shard;
-}
-
-CommGroup comm_of(const StepLayout& layout, Op op) {
-  // ddp-dmuon's post-step broadcast runs over its one group of all ranks.
-  if (op == Op::publish && layout.method == Method::ddp_dmuon) return CommGroup::shard;
-  return comm_of(op);
 }
 
 bool publishes_replicas(const StepLayout& layout, const GroupLayout& g) {
@@ -123,6 +81,7 @@ class Builder {
     StepOp s;
     s.op = op;
     s.group = g;
+    s.comm = comm_of(op, g);
     s.phase = phase;
     s.exposed = exposed;
     if (g >= 0) {
@@ -146,6 +105,21 @@ class Builder {
     s.accumulate = op == Op::backward && micro_ > 0;
   }
   bool last_micro() const { return micro_ == o_.accum - 1; }
+
+  // The communicator of an issue op: the world for the clip norm, the TP group for the TP
+  // exchange, the replicate group for HSDP stage 2 and the owners' column broadcasts
+  // (ddp-dmuon's post-step broadcast: its one group of all ranks), else the shard group.
+  CommGroup comm_of(Op op, int g) const {
+    switch (op) {
+      case Op::issue_clip: return CommGroup::world;
+      case Op::tp_gather:
+      case Op::tp_scatter: return CommGroup::tp;
+      case Op::issue_stage2: return CommGroup::replicate;
+      case Op::publish:
+        return publishes_replicas(L_, group(g)) ? CommGroup::shard : CommGroup::replicate;
+      default: return CommGroup::shard;
+    }
+  }
 
   bool has_stage2(int g) const {
     if (!L_.hsdp()) return false;
@@ -300,15 +274,29 @@ class Builder {
     for (int p : group(g).members) {
       const ParamLayout& prm = param(p);
       if (!prm.updated_here || !prm.muon) continue;
-      // --tp: the TP group of this DP owner orthogonalizes the logical matrix together.
-      if (prm.tp_sharded()) emit(Op::tp_gather, g, Phase::optimizer_other, true).param = p;
-      if (!prm.tp_sharded() || prm.tp_owner == L_.tp_rank) {
-        StepOp& s = emit(Op::newton_schulz, g, Phase::optimizer_ns, false);
-        s.param = p;
-        s.gather_base = gather_base(g);  // fsdp-muon: NS in place on the gathered input
+      if (prm.tp_sharded()) {
+        tp_exchange(g, p, prm.tp_owner == L_.tp_rank());
+        continue;
       }
-      if (prm.tp_sharded()) emit(Op::tp_scatter, g, Phase::optimizer_other, true).param = p;
+      StepOp& s = emit(Op::newton_schulz, g, Phase::optimizer_ns, false);
+      s.param = p;
+      s.gather_base = gather_base(g);  // fsdp-muon: NS in place on the gathered input
     }
+  }
+
+  // --tp: the TP group of this DP owner orthogonalizes the logical matrix together.
+  void tp_exchange(int g, int p, bool tp_owner) {
+    const auto one = [&](Op op, Phase phase, bool exposed) {
+      emit(op, g, phase, exposed).param = p;
+    };
+    one(Op::tp_stage, Phase::optimizer_other, false);
+    one(Op::tp_gather, Phase::optimizer_other, true);
+    if (tp_owner) {
+      one(Op::tp_assemble, Phase::optimizer_other, false);
+      one(Op::newton_schulz, Phase::optimizer_ns, false);
+      one(Op::tp_split, Phase::optimizer_other, false);
+    }
+    one(Op::tp_scatter, Phase::optimizer_other, true);
   }
 
   void apply(int g) {
@@ -406,22 +394,11 @@ std::vector<PackCopy> pack_copies(const StepLayout& L, const StepOp& op) {
     const Arena to = p.alt_wire ? Arena::alt_weights : Arena::weight_pool;
     const std::int64_t region = (p.alt_wire ? 0 : op.weight_base) + p.weight_offset;
     if (g.kind == GroupKind::fsdp)
-      copies.push_back({p.master_offset, region + L.me.column * p.chunk, p.chunk, to, p.wire});
+      copies.push_back({p.master_offset, region + p.shard_begin, p.chunk, to, p.wire});
     else
       copies.push_back({p.master_offset, region, p.numel, to, p.wire});
   }
   return copies;
-}
-
-TpCall tp_call_of(const StepLayout& L, const StepOp& op, const ScheduleOptions& options) {
-  if ((op.op != Op::tp_gather && op.op != Op::tp_scatter) || op.param < 0)
-    throw std::logic_error(std::string("step schedule: ") + op_name(op.op) +
-                           " is not a TP exchange of one parameter");
-  const auto& p = L.params.at(static_cast<std::size_t>(op.param));
-  if (!p.tp_sharded())
-    throw std::logic_error("step schedule: a TP exchange of '" + p.name +
-                           "', which is not TP-sharded");
-  return {p.numel, p.tp_owner, op.op == Op::tp_gather ? options.wire : comm::DType::f32};
 }
 
 Location gradient_location(const StepLayout& L, int param, std::int64_t grad_base) {
@@ -433,7 +410,14 @@ Location gradient_location(const StepLayout& L, int param, std::int64_t grad_bas
 
 Location locate(const StepLayout& L, const BufferRef& ref) {
   using Kind = BufferRef::Kind;
-  if (ref.kind == Kind::clip_norm) return {Arena::clip_scalar, 0};
+  switch (ref.kind) {
+    case Kind::clip_norm: return {Arena::clip_scalar, 0};
+    case Kind::tp_send: return {Arena::tp_send, 0};
+    case Kind::tp_recv: return {Arena::tp_recv, 0};
+    case Kind::tp_matrix: return {Arena::tp_matrix, 0};
+    case Kind::tp_shards: return {Arena::tp_matrix, L.tp_matrix_elems() / 2};
+    default: break;
+  }
   if (ref.pair >= 0) {
     const auto& pr = L.pairs.at(static_cast<std::size_t>(ref.pair));
     switch (ref.kind) {
@@ -464,11 +448,45 @@ Location locate(const StepLayout& L, const BufferRef& ref) {
         if (p.gather_offset >= 0 && p.alt_wire) return {Arena::alt_gather, p.gather_offset};
         if (p.gather_offset >= 0) return {Arena::gather_pool, ref.base + p.gather_offset};
         break;
+      case Kind::ns_input:
+        if (p.muon && p.state_offset >= 0) return {Arena::ns_input, p.state_offset};
+        break;
       default: break;
     }
   }
   throw std::logic_error("step schedule: a collective names a buffer the layout does not have");
 }
+
+namespace {
+
+// The TP exchange of one parameter (docs/METRICS.md "Tensor parallelism"): its T local shards
+// of the Nesterov input to the TP owner in the gradients' wire type (each one's own shard
+// too), and the fp32 Newton–Schulz output back, count = the local shard each.
+std::vector<CollectiveCall> tp_collectives(const StepLayout& L, const StepOp& op,
+                                           const ScheduleOptions& o) {
+  using Kind = BufferRef::Kind;
+  const auto& p = L.params.at(static_cast<std::size_t>(op.param));
+  if (!p.tp_sharded())
+    throw std::logic_error("step schedule: a TP exchange of '" + p.name +
+                           "', which is not TP-sharded");
+  CollectiveCall call;
+  call.count = p.numel;
+  call.root = p.tp_owner;
+  if (op.op == Op::tp_gather) {
+    call.kind = comm::CollectiveKind::gather;
+    call.dtype = o.wire;
+    call.buffer = BufferRef{Kind::tp_send, -1, op.param, 0};
+    call.recv = BufferRef{Kind::tp_recv, -1, op.param, 0};
+  } else {
+    call.kind = comm::CollectiveKind::scatter;
+    call.dtype = comm::DType::f32;
+    call.buffer = BufferRef{Kind::tp_shards, -1, op.param, 0};
+    call.recv = BufferRef{Kind::ns_input, -1, op.param, 0};
+  }
+  return {call};
+}
+
+}  // namespace
 
 std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op,
                                            const ScheduleOptions& o) {
@@ -478,7 +496,6 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
   if (op.op == Op::issue_clip) {
     CollectiveCall call;
     call.kind = CollectiveKind::all_reduce;
-    call.comm = CommGroup::world;
     call.count = 1;
     call.dtype = comm::DType::f32;
     call.buffer = BufferRef{Kind::clip_norm, -1, -1, 0};
@@ -487,14 +504,14 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
     calls.push_back(call);
     return calls;
   }
+  if (op.op == Op::tp_gather || op.op == Op::tp_scatter) return tp_collectives(L, op, o);
   if (op.group < 0) return calls;
   const auto& g = L.groups[static_cast<std::size_t>(op.group)];
   const bool packed = o.grad_reduce == plan::GradReduce::packed;
-  auto add = [&](CollectiveKind kind, CommGroup c, std::int64_t count, comm::DType dtype, int root,
+  auto add = [&](CollectiveKind kind, std::int64_t count, comm::DType dtype, int root,
                  BufferRef buf) -> CollectiveCall& {
     CollectiveCall call;
     call.kind = kind;
-    call.comm = c;
     call.count = count;
     call.dtype = dtype;
     call.root = root;
@@ -504,17 +521,17 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
   };
   auto pair_ref = [](Kind k, int pr, std::int64_t base) { return BufferRef{k, pr, -1, base}; };
   auto param_ref = [](Kind k, int p, std::int64_t base) { return BufferRef{k, -1, p, base}; };
-  // DMuon gradients of one pair to `root` of `c`: per parameter or the packed buffer.
-  auto reduce_pair = [&](int pr, CommGroup c, int root, std::int64_t base) {
+  // DMuon gradients of one pair to `root`: per parameter or the packed buffer.
+  auto reduce_pair = [&](int pr, int root, std::int64_t base) {
     const auto& pair = L.pairs[static_cast<std::size_t>(pr)];
     if (packed) {
-      add(CollectiveKind::reduce, c, pair.numel, pair_wire(pair, o), root,
+      add(CollectiveKind::reduce, pair.numel, pair_wire(pair, o), root,
           pair_ref(Kind::grads, pr, base));
       return;
     }
     for (int p : pair.members) {
       const auto& prm = L.params[static_cast<std::size_t>(p)];
-      add(CollectiveKind::reduce, c, prm.numel, param_wire(prm, o), root,
+      add(CollectiveKind::reduce, prm.numel, param_wire(prm, o), root,
           param_ref(Kind::grads, p, base));
     }
   };
@@ -523,13 +540,13 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
       if (g.kind == GroupKind::dmuon_site) {
         for (int pr : g.pairs) {
           const auto& pair = L.pairs[static_cast<std::size_t>(pr)];
-          add(CollectiveKind::broadcast, CommGroup::shard, pair.numel, pair_wire(pair, o),
-              pair.owner_column, pair_ref(Kind::weights, pr, op.weight_base));
+          add(CollectiveKind::broadcast, pair.numel, pair_wire(pair, o), pair.owner_column,
+              pair_ref(Kind::weights, pr, op.weight_base));
         }
       } else if (g.kind == GroupKind::fsdp) {
         for (int p : g.members) {
           const auto& prm = L.params[static_cast<std::size_t>(p)];
-          add(CollectiveKind::all_gather, CommGroup::shard, prm.chunk, param_wire(prm, o), -1,
+          add(CollectiveKind::all_gather, prm.chunk, param_wire(prm, o), -1,
               param_ref(Kind::weights, p, op.weight_base));
         }
       }
@@ -538,17 +555,16 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
       if (g.kind == GroupKind::dmuon_site || !g.pairs.empty()) {
         // ddp-dmuon's pairs: persistent gradients (the grad base is unused), root = the owner.
         for (int pr : g.pairs)
-          reduce_pair(pr, CommGroup::shard, L.pairs[static_cast<std::size_t>(pr)].owner_column,
-                      op.grad_base);
+          reduce_pair(pr, L.pairs[static_cast<std::size_t>(pr)].owner_column, op.grad_base);
       } else {
         for (int p : g.members) {
           const auto& prm = L.params[static_cast<std::size_t>(p)];
           if (g.kind == GroupKind::fsdp)
-            add(CollectiveKind::reduce_scatter, CommGroup::shard, prm.chunk, param_wire(prm, o), -1,
+            add(CollectiveKind::reduce_scatter, prm.chunk, param_wire(prm, o), -1,
                 param_ref(Kind::grads, p, op.grad_base))
                 .recv = param_ref(Kind::grad_shard, p, 0);
           else
-            add(CollectiveKind::all_reduce, CommGroup::shard, prm.numel, param_wire(prm, o), -1,
+            add(CollectiveKind::all_reduce, prm.numel, param_wire(prm, o), -1,
                 param_ref(Kind::grads, p, 0));
         }
       }
@@ -557,12 +573,11 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
       if (g.kind == GroupKind::dmuon_site) {
         for (int pr : g.pairs)
           if (L.pairs[static_cast<std::size_t>(pr)].rooted_here)
-            reduce_pair(pr, CommGroup::replicate, L.pairs[static_cast<std::size_t>(pr)].owner_row,
-                        0);
+            reduce_pair(pr, L.pairs[static_cast<std::size_t>(pr)].owner_row, 0);
       } else if (g.kind == GroupKind::fsdp) {
         for (int p : g.members) {
           const auto& prm = L.params[static_cast<std::size_t>(p)];
-          add(CollectiveKind::all_reduce, CommGroup::replicate, prm.chunk, param_wire(prm, o), -1,
+          add(CollectiveKind::all_reduce, prm.chunk, param_wire(prm, o), -1,
               param_ref(Kind::grad_shard, p, 0));
         }
       }
@@ -571,7 +586,7 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
       for (int p : g.members) {
         const auto& prm = L.params[static_cast<std::size_t>(p)];
         if (prm.gather_offset >= 0)
-          add(CollectiveKind::all_gather, CommGroup::shard, prm.chunk, param_wire(prm, o), -1,
+          add(CollectiveKind::all_gather, prm.chunk, param_wire(prm, o), -1,
               param_ref(Kind::gather, p, op.gather_base));
       }
       break;
@@ -579,11 +594,11 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
       for (int pr : g.pairs) {
         const auto& pair = L.pairs[static_cast<std::size_t>(pr)];
         if (publishes_replicas(L, g))  // ddp-dmuon: the owner's fp32 master to every replica
-          add(CollectiveKind::broadcast, CommGroup::shard, pair.numel, comm::DType::f32,
-              pair.owner_column, pair_ref(Kind::master, pr, 0));
+          add(CollectiveKind::broadcast, pair.numel, comm::DType::f32, pair.owner_column,
+              pair_ref(Kind::master, pr, 0));
         else if (pair.rooted_here)
-          add(CollectiveKind::broadcast, CommGroup::replicate, pair.numel, comm::DType::f32,
-              pair.owner_row, pair_ref(Kind::master, pr, 0));
+          add(CollectiveKind::broadcast, pair.numel, comm::DType::f32, pair.owner_row,
+              pair_ref(Kind::master, pr, 0));
       }
       break;
     default: break;

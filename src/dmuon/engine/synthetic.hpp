@@ -40,8 +40,14 @@ float synthetic_uniform(std::uint64_t seed, std::uint64_t step, std::uint64_t sa
 void synthetic_fill_row(std::uint64_t seed, std::uint64_t step, std::uint64_t sample,
                         std::uint64_t pid, std::uint64_t stream, float* out, std::int64_t n);
 
+/// The synthetic-data key of TP shard `tp_rank` of parameter `pid`: every TP shard is its own
+/// synthetic Linear of the local shape (its own inputs, targets and initial weights).
+inline std::uint64_t tp_shard_key(int pid, int tp_rank) {
+  return static_cast<std::uint64_t>(pid) + (static_cast<std::uint64_t>(tp_rank + 1) << 40);
+}
+
 /// Deterministic initial weights of parameter `pid` (same on every rank and in the reference);
-/// `pid` is the data key (a tensor-parallel shard's own key, tp_engine.hpp).
+/// `pid` is the data key (a tensor-parallel shard's own key, tp_shard_key).
 void init_weights(std::uint64_t seed, std::uint64_t pid, float* w, std::int64_t numel,
                   std::int64_t cols);
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "dmuon/base/rank_grid.hpp"
 #include "dmuon/boundary/boundary_policy.hpp"
 #include "dmuon/boundary/dedication.hpp"
 #include "dmuon/boundary/degradation.hpp"
@@ -68,6 +69,10 @@ struct Plan {
   /// rule's, the root for a parameter no boundary module holds); empty without any. Not hook
   /// sites of DMuon: the engine all-gathers each site's parameters where it runs.
   boundary::HookPlan sharded_hooks;
+  /// The world the plan is laid out for: R rows × G columns × T (base/rank_grid.hpp).
+  RankGrid grid() const {
+    return RankGrid{partition.options.replicate, partition.options.shard, tp.tp};
+  }
 };
 
 /// Builds the plan; throws InputError for bad rules/policies and strict boundary failures.

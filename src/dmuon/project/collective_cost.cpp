@@ -101,6 +101,24 @@ CollectiveTime nccl_time(const Machine& m, CollectiveKind kind, double bytes, co
   return best;
 }
 
+// A rooted gather or scatter (NCCL has neither: point-to-point sends inside one group): the
+// root's link carries the other n − 1 chunks, one hop of latency (the TP exchange).
+CollectiveTime rooted_p2p_time(const Machine& m, double total_bytes, const CommSpan& span,
+                               int protocol) {
+  const int n = span.ranks;
+  const bool one_domain = span.domains <= 1;
+  const double link =
+      one_domain ? m.intra.busbw_gbps : std::min(m.intra.busbw_gbps, m.inter.busbw_gbps);
+  const double hop_us = one_domain ? kNvlinkStepUs[kRing][protocol] : kNetStepUs[kRing][protocol];
+  const double busbw = protocol == kSimple ? link : link * (one_domain ? 1.0 / 3.0 : 1.0 / 4.0);
+  CollectiveTime t;
+  t.latency_s = (kBaseLatencyUs[kRing][protocol] + hop_us) * 1e-6;
+  t.transfer_s = total_bytes * (n - 1) / n / (busbw * 1e9);
+  t.algorithm = "p2p";
+  t.protocol = protocol == kSimple ? "simple" : "ll";
+  return t;
+}
+
 }  // namespace
 
 CollectiveTime collective_time(const Machine& m, CollectiveKind kind, std::int64_t count,
@@ -121,7 +139,10 @@ CollectiveTime collective_time(const Machine& m, CollectiveKind kind, std::int64
     t.protocol = "measured";
     return t;
   }
-  return nccl_time(m, kind, bytes, span, protocol == Protocol::simple ? kSimple : kLL);
+  const int p = protocol == Protocol::simple ? kSimple : kLL;
+  if (kind == CollectiveKind::gather || kind == CollectiveKind::scatter)
+    return rooted_p2p_time(m, bytes, span, p);
+  return nccl_time(m, kind, bytes, span, p);
 }
 
 CollectiveTime collective_time(const Machine& m, CollectiveKind kind, std::int64_t count,
@@ -129,30 +150,6 @@ CollectiveTime collective_time(const Machine& m, CollectiveKind kind, std::int64
   const CollectiveTime a = collective_time(m, kind, count, elem_bytes, span, Protocol::simple);
   const CollectiveTime b = collective_time(m, kind, count, elem_bytes, span, Protocol::ll);
   return b.total_s() < a.total_s() ? b : a;
-}
-
-CollectiveTime tp_exchange_time(const Machine& m, std::int64_t count, std::size_t elem_bytes,
-                                const CommSpan& span) {
-  const int n = span.ranks;
-  const double total =
-      static_cast<double>(n) * static_cast<double>(count) * static_cast<double>(elem_bytes);
-  if (n <= 1 || total <= 0) return {};
-  const bool one_domain = span.domains <= 1;
-  const double link =
-      one_domain ? m.intra.busbw_gbps : std::min(m.intra.busbw_gbps, m.inter.busbw_gbps);
-  const double root_bytes = total * (n - 1) / n;
-  CollectiveTime best;
-  for (int p : {kSimple, kLL}) {
-    const double hop_us = one_domain ? kNvlinkStepUs[kRing][p] : kNetStepUs[kRing][p];
-    const double busbw = p == kSimple ? link : link * (one_domain ? 1.0 / 3.0 : 1.0 / 4.0);
-    CollectiveTime t;
-    t.latency_s = (kBaseLatencyUs[kRing][p] + hop_us) * 1e-6;
-    t.transfer_s = root_bytes / (busbw * 1e9);
-    t.algorithm = "p2p";
-    t.protocol = p == kSimple ? "simple" : "ll";
-    if (best.total_s() <= 0 || t.total_s() < best.total_s()) best = t;
-  }
-  return best;
 }
 
 CollectiveTime batch_time(const Machine& m, const std::vector<CallSize>& calls,

@@ -50,23 +50,19 @@ enum class Protocol { simple, ll };
 
 /// Time of one collective alone on the machine with `protocol` (the faster algorithm for it).
 /// n == 1 or S == 0: zero (NCCL returns at once).
+/// A gather or scatter (the TP exchange) of `count` elements per rank: NCCL runs it as grouped
+/// point-to-point sends to (from) the root, so the root's link carries the other ranks' chunks,
+/// (n − 1)/n of S = n · count · e:
+///   time = base latency + one hop (NVLink inside one domain, the NIC across domains)
+///        + (n − 1)/n · S / bandwidth
+/// where the bandwidth is the intra link's bus bandwidth inside one domain, else
+/// min(intra, inter) (one NIC at the root), a quarter of it with LL (the ring's LL factor
+/// across domains, 1/3 inside one), with NCCL's ring constants.
 CollectiveTime collective_time(const Machine& m, comm::CollectiveKind kind, std::int64_t count,
                                std::size_t elem_bytes, const CommSpan& span, Protocol protocol);
 /// The same with the faster protocol, as NCCL picks for a collective on its own.
 CollectiveTime collective_time(const Machine& m, comm::CollectiveKind kind, std::int64_t count,
                                std::size_t elem_bytes, const CommSpan& span);
-
-/// A TP gather or scatter (--tp; engine/tp_exchange.hpp) of `count` elements per rank over
-/// span.ranks = T ranks: NCCL runs it as grouped point-to-point sends to (from) the root, so the
-/// root's link carries the other ranks' shards, (T − 1)/T of the total B = T · count · e bytes.
-/// Per protocol (Simple, LL; the faster is taken), with NCCL's ring constants of the kind above:
-///   time = base latency + one hop (NVLink inside one domain, the NIC across domains)
-///        + (T − 1)/T · B / bandwidth
-/// where the bandwidth is the intra link's bus bandwidth inside one domain, else
-/// min(intra, inter) (one NIC at the root), a quarter of it with LL (the ring's LL factor
-/// across domains, 1/3 inside one). T == 1 or B == 0: zero.
-CollectiveTime tp_exchange_time(const Machine& m, std::int64_t count, std::size_t elem_bytes,
-                                const CommSpan& span);
 
 /// One call of a batch.
 struct CallSize {

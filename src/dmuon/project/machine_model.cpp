@@ -104,8 +104,8 @@ class MapReader {
   std::set<std::string> seen_;
 };
 
-const char* const kKindKeys[] = {"broadcast", "reduce", "reduce_scatter", "all_gather",
-                                 "all_reduce"};
+const char* const kKindKeys[] = {"broadcast",  "reduce", "reduce_scatter", "all_gather",
+                                 "all_reduce", "gather", "scatter"};
 
 void read_compute(const MapReader& top, Machine& m) {
   const MapReader c(top.get("compute"), "compute", m.source,

@@ -32,7 +32,7 @@ double OpCost::forward(const ParamLayout& p, std::int64_t local) const {
   return s + cost_.gemm(b, rows, cols, compute_);
 }
 
-double OpCost::backward(const ParamLayout& p, std::int64_t local, int shard) const {
+double OpCost::backward(const ParamLayout& p, std::int64_t local) const {
   const std::int64_t rows = p.shape.rows, cols = p.shape.cols, b = local;
   double s = 0;
   if (o_.compute == engine::Compute::none) {
@@ -46,8 +46,7 @@ double OpCost::backward(const ParamLayout& p, std::int64_t local, int shard) con
     s += cost_.gemm(b, cols, rows, compute_);  // dX = dY·W
     s += cost_.gemm(rows, cols, b, compute_);  // dW = dYᵀ·X
   }
-  if (p.storage == Storage::sharded && p.chunk * shard > p.numel)
-    s += cost_.elementwise(static_cast<double>(p.chunk * shard - p.numel) * wire_bytes(p));
+  if (p.padding() > 0) s += cost_.elementwise(static_cast<double>(p.padding()) * wire_bytes(p));
   return s;
 }
 
@@ -107,9 +106,7 @@ double OpCost::newton_schulz(const ParamLayout& p) const {
 
 double OpCost::apply(const ParamLayout& p, int column) const {
   if (p.muon) {
-    std::int64_t len = p.numel;
-    if (p.storage == Storage::sharded)
-      len = std::max<std::int64_t>(0, std::min(p.chunk, p.numel - column * p.chunk));
+    const std::int64_t len = p.sharded() ? p.shard_len_at(column) : p.numel;
     return cost_.elementwise(static_cast<double>(len) * (8 + n_));
   }
   return cost_.elementwise(static_cast<double>(p.state_elems) * (24 + wire_bytes(p)));
@@ -127,8 +124,7 @@ double OpCost::clip_partial(const engine::StepLayout& L) const {
 double OpCost::clip_scale(const engine::StepLayout& L) const {
   std::int64_t scaled = 0;
   for (const auto& p : L.params)
-    if (p.updated_here && !is_aggregate(p))
-      scaled += p.storage == Storage::sharded ? p.chunk : p.numel;
+    if (p.updated_here && !is_aggregate(p)) scaled += p.own_elems();
   return cost_.elementwise(static_cast<double>(scaled) * 2 * w_);
 }
 

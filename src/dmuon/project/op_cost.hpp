@@ -46,7 +46,7 @@ class OpCost {
   /// Seconds of a compute op of `layout`'s schedule; `local` is this rank's sample count of
   /// the op's parameter (forward/backward). Non-compute ops cost 0.
   double forward(const engine::ParamLayout& p, std::int64_t local) const;
-  double backward(const engine::ParamLayout& p, std::int64_t local, int shard) const;
+  double backward(const engine::ParamLayout& p, std::int64_t local) const;
   double pack(const engine::StepLayout& layout, int group) const;
   double prepare(const engine::StepLayout& layout, int group) const;
   double newton_schulz(const engine::ParamLayout& p) const;

@@ -10,9 +10,10 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/accumulation.hpp"
 #include "dmuon/engine/baseline_volume.hpp"
+#include "dmuon/engine/engine.hpp"
 #include "dmuon/engine/synthetic.hpp"
-#include "dmuon/engine/tp_engine.hpp"
 #include "dmuon/plan/ddp_dmuon_volume.hpp"
+#include "dmuon/plan/tp_local_tree.hpp"
 #include "dmuon/plan/tp_volume.hpp"
 #include "dmuon/project/op_cost.hpp"
 #include "dmuon/project/replay.hpp"
@@ -83,35 +84,18 @@ std::vector<engine::VolumeExpectation> expected_by_rank(const model::ModuleTree&
   return out;
 }
 
-// --tp: the replayed TP gathers and scatters of every rank against the formula
-// (plan/tp_volume.hpp), into the RunResult's TP figures as the engine fills them.
-void audit_tp(engine::RunResult& r, const model::ModuleTree& tree, const plan::Plan& plan,
-              const engine::EngineOptions& o, const ReplayResult& rep) {
+// --tp: the TP exchange's channels of every world rank (plan/tp_volume.hpp) into the
+// per-rank expectations.
+void expect_tp(std::vector<engine::VolumeExpectation>& by_world_rank, const model::ModuleTree& tree,
+               const plan::Plan& plan, const engine::EngineOptions& o) {
   const auto v = plan::predict_tp_volume(tree, plan, o.reshard, o.grad_reduce,
                                          static_cast<int>(kernels::dtype_bytes(o.comm_dtype)));
-  r.tp = plan.tp.tp;
-  const std::size_t world = rep.tp_gather.size();
-  r.rank_tp.assign(world * 6, 0);
-  for (std::size_t q = 0; q < world; ++q) {
-    const auto& g = rep.tp_gather[q];
-    const auto& s = rep.tp_scatter[q];
-    const std::int64_t row[6] = {static_cast<std::int64_t>(g.calls),
-                                 static_cast<std::int64_t>(g.bytes_sent),
-                                 v.gather.bytes_per_rank[q],
-                                 static_cast<std::int64_t>(s.calls),
-                                 static_cast<std::int64_t>(s.bytes_received),
-                                 v.scatter.bytes_per_rank[q]};
-    std::copy(std::begin(row), std::end(row),
-              r.rank_tp.begin() + static_cast<std::ptrdiff_t>(q * 6));
-    r.tp_gather_bytes = std::max(r.tp_gather_bytes, row[1]);
-    r.tp_gather_formula = std::max(r.tp_gather_formula, row[2]);
-    r.tp_scatter_bytes = std::max(r.tp_scatter_bytes, row[4]);
-    r.tp_scatter_formula = std::max(r.tp_scatter_formula, row[5]);
-    const std::string m = plan::tp_volume_mismatch(v, static_cast<int>(q), g, s);
-    if (r.audit_ok && !m.empty()) {
-      r.audit_ok = false;
-      r.audit_message = fmt::format("rank {} replayed {}", q, m);
-    }
+  using comm::CollectiveKind;
+  const auto gather = engine::channel_index(engine::CommGroup::tp, CollectiveKind::gather);
+  const auto scatter = engine::channel_index(engine::CommGroup::tp, CollectiveKind::scatter);
+  for (std::size_t q = 0; q < by_world_rank.size(); ++q) {
+    by_world_rank[q][gather] = {v.gather.calls_per_rank[q], v.gather.bytes_per_rank[q]};
+    by_world_rank[q][scatter] = {v.scatter.calls_per_rank[q], v.scatter.bytes_per_rank[q]};
   }
 }
 
@@ -145,7 +129,7 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   engine::validate(o, world);
   engine::validate_tp_run(plan, o);
   std::optional<model::ModuleTree> local_tree;
-  if (T > 1) local_tree.emplace(engine::tp_local_tree(tree, plan));
+  if (T > 1) local_tree.emplace(plan::tp_local_tree(tree, plan));
   const model::ModuleTree& dp_tree = local_tree ? *local_tree : tree;
   const int domains = machine.domain_of(world - 1) + 1;
   if (domains > 1 && machine.inter.busbw_gbps <= 0)
@@ -170,6 +154,7 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   r.reshard = plan::reshard_name(o.reshard);
   r.world_size = world;
   r.replicate = po.replicate;
+  r.tp = T;
   // The measured step: the last; per phase the max over ranks (one step: its median).
   const int step = rep.steps - 1;
   const auto W = static_cast<std::size_t>(world);
@@ -193,14 +178,18 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   r.rank_calls = rep.calls;
   r.rank_bytes = rep.bytes;
   r.rank_formula_bytes.assign(kChannelCount * W, 0);
-  // Per DP rank; world rank q is DP rank q / T.
-  const auto expected = expected_by_rank(dp_tree, plan, o, raw_predicted, dp_world, wire);
+  // Per world rank: its DP rank's (q / T) DP channels and, with --tp, its TP exchange.
+  const auto per_dp = expected_by_rank(dp_tree, plan, o, raw_predicted, dp_world, wire);
+  std::vector<engine::VolumeExpectation> expected;
+  expected.reserve(W);
+  for (int q = 0; q < world; ++q) expected.push_back(per_dp[static_cast<std::size_t>(q / T)]);
+  if (T > 1) expect_tp(expected, tree, plan, o);
   // Hooks per step with --accum (engine/accumulation.hpp).
   const auto predicted = o.method == engine::Method::dmuon
                              ? engine::accumulated_volume(raw_predicted, o.accum)
                              : raw_predicted;
   for (int q = 0; q < world; ++q) {
-    const auto& expect = expected[static_cast<std::size_t>(q / T)];
+    const auto& expect = expected[static_cast<std::size_t>(q)];
     for (std::size_t c = 0; c < kChannelCount; ++c) {
       const std::size_t at = c * W + static_cast<std::size_t>(q);
       r.rank_formula_bytes[at] = expect[c].bytes;
@@ -208,6 +197,7 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
       k.calls_per_step = std::max(k.calls_per_step, rep.calls[at]);
       k.bytes_measured = std::max(k.bytes_measured, rep.bytes[at]);
       k.bytes_formula = std::max(k.bytes_formula, expect[c].bytes);
+      if (k.calls_per_step > 0) k.group_size = programs.grid.group_size(engine::channel_group(c));
       if (r.audit_ok && (rep.calls[at] != expect[c].calls || rep.bytes[at] != expect[c].bytes)) {
         r.audit_ok = false;
         r.audit_message =
@@ -231,7 +221,6 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
                                   programs.hook_calls, programs.hook_comm_calls,
                                   predicted.hooks_fired, predicted.hooks_communicating);
   }
-  if (T > 1) audit_tp(r, tree, plan, o, rep);
   r.peak_packed_bytes = programs.peak_packed_bytes;
   r.master_bytes = programs.master_bytes;
   r.momentum_bytes = programs.state_bytes;

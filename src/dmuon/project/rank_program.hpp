@@ -1,14 +1,12 @@
 #pragma once
-// One rank's step schedule (engine/step_schedule.hpp) compiled for the replay: compute ops
-// become durations on the compute stream (consecutive ones merged), issue ops become batches
-// on the CUDA backend's communication streams (engine/cuda_backend.cpp: weights = broadcasts
-// and all-gathers, reduce = stage-1 gradient reduces, replicate = HSDP stage 2 and the
-// owners' replicate broadcasts; --clip-norm's world all-reduce runs on weights, as
-// stream_for puts it), waits name the issue whose batch they wait for, and the
-// phase timer's switches are kept where the executor (engine/step_executor.cpp) makes them.
-// --tp: a tp_gather / tp_scatter is blocking in the engine (MPI_Gather / MPI_Scatter on the TP
-// group): an issue on the TP communicator (weights stream) followed at once by its wait.
-// Nothing about the order is decided here: the program is the schedule, op for op.
+// One rank's step schedule (engine/step_schedule.hpp) compiled for the replay, read through
+// the op table (engine/step_op.hpp) as the executor reads it: compute ops become durations on
+// the compute stream (consecutive ones merged), issue ops become batches on the stream the
+// table gives them (the CUDA backend's: weights, reduce, replicate), waits name the issue
+// whose batch they wait for, a blocking issue (the TP exchange) is followed at once by its
+// wait, and the phase timer's switches are kept where the executor makes them (one
+// engine::PhaseSegmenter). Nothing about the order is decided here: the program is the
+// schedule, op for op.
 
 #include <cstdint>
 #include <functional>
@@ -20,11 +18,8 @@
 
 namespace dmuon::project {
 
-/// The CUDA backend's streams.
-enum class Stream : std::uint8_t { weights = 0, reduce = 1, replicate = 2 };
-inline constexpr int kStreamCount = 3;
-/// The stream an issue op's batch runs on (CudaBackend::stream_for).
-Stream stream_of(engine::Op op);
+using engine::kStreamCount;
+using engine::Stream;
 
 /// The collectives of one batch (one NCCL group / one MPI batch), as issued.
 struct BatchSpec {
@@ -37,17 +32,13 @@ struct BatchSpec {
       return kind == o.kind && count == o.count && elem_bytes == o.elem_bytes && root == o.root;
     }
   };
-  /// The TP group's batches (comm tp) are one call of op tp_gather or tp_scatter: a gather or
-  /// scatter of `count` elements per rank (the gather's in the wire dtype, the scatter's fp32)
-  /// rooted at TP rank `root` (engine::tp_call_of);
-  /// their `kind` is not read (comm::CollectiveKind has neither).
   engine::CommGroup comm = engine::CommGroup::shard;
   engine::Op op = engine::Op::issue_weights;  ///< the issue op (for consistency checks)
   int group = -1;
   std::vector<Call> calls;
 };
 
-/// The calls of an issue op as collectives_of() lists them (a TP op: its tp_call_of).
+/// The calls of an issue op as collectives_of() lists them.
 BatchSpec batch_spec(const engine::StepLayout& layout, const engine::StepOp& op,
                      const engine::ScheduleOptions& options);
 
@@ -78,9 +69,7 @@ using DurationFn = std::function<double(const engine::StepOp&)>;
 using BatchFn = std::function<const BatchSpec*(const engine::StepOp&, int seq)>;
 
 /// Compiles a schedule. Throws RuntimeFailure when a wait names a batch nothing issued.
-/// `layout` (the schedule's) decides each issue's communicator (engine::comm_of(layout, op):
-/// ddp-dmuon publishes on its one group); without it, engine::comm_of(op).
 RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& duration,
-                            const BatchFn& batch, const engine::StepLayout* layout = nullptr);
+                            const BatchFn& batch);
 
 }  // namespace dmuon::project

@@ -9,11 +9,26 @@ using engine::GroupKind;
 using engine::ParamLayout;
 using engine::Storage;
 
-LayoutReducer::LayoutReducer(const engine::StepLayout& reference, const plan::Plan& plan)
-    : ref_(reference), plan_(plan) {
+LayoutReducer::LayoutReducer(const engine::StepLayout& reference, const plan::Plan&)
+    : ref_(reference) {
   if (reference.method != engine::Method::dmuon)
     throw std::logic_error("LayoutReducer: only DMuon layouts are reduced");
-  const int G = reference.me.shard;
+  const int G = reference.shards();
+  // Everything reduce() does not rebuild (windows, pools, wire types, alt arenas, live
+  // weights, TP buffers) is the reference's; what it rebuilds is emptied here, once.
+  shell_ = reference;
+  shell_.params.clear();
+  shell_.pairs.clear();
+  shell_.groups.clear();
+  shell_.master_elems = shell_.state_elems = shell_.second_state_elems = 0;
+  shell_.grad_arena_elems = 0;
+  for (const auto& g : reference.groups) {
+    engine::GroupLayout shell;
+    shell = g;  // then without its members and pairs, which reduce() picks per rank
+    shell.members.clear();
+    shell.pairs.clear();
+    group_shells_.push_back(std::move(shell));
+  }
   nameless_ = reference.params;
   for (auto& p : nameless_) p.name.clear();  // names are never read by the schedule
   position_.assign(reference.params.size(), 0);
@@ -34,49 +49,21 @@ LayoutReducer::LayoutReducer(const engine::StepLayout& reference, const plan::Pl
   // Pairs are created group by group (make_layout), so each list is in group order already.
 }
 
-ReducedLayout LayoutReducer::reduce(int rank) const {
+ReducedLayout LayoutReducer::reduce(int world_rank) const {
   const auto& ref = ref_;
-  const auto& po = plan_.partition.options;
   ReducedLayout out;
   auto& L = out.layout;
-  L.method = ref.method;
-  L.reshard = ref.reshard;
-  L.me = engine::RankCoords::of(rank, po.shard, po.replicate);
-  L.tp = ref.tp;  // kept parameters keep their TP fields (tp_dim, tp_owner, logical)
-  L.tp_rank = ref.tp_rank;
-  L.weight_window = ref.weight_window;
-  L.weight_slot_elems = ref.weight_slot_elems;
-  L.weight_pool_elems = ref.weight_pool_elems;
-  L.grad_window = ref.grad_window;
-  L.grad_slot_elems = ref.grad_slot_elems;
-  L.grad_pool_elems = ref.grad_pool_elems;
-  L.gather_window = ref.gather_window;
-  L.gather_slot_elems = ref.gather_slot_elems;
-  L.gather_pool_elems = ref.gather_pool_elems;
-  L.live_weight_elems = ref.live_weight_elems;
-  L.live_weight_bytes = ref.live_weight_bytes;
-  L.wire = ref.wire;  // --route dtypes: the FSDP members keep their alt regions
-  L.alt_wire = ref.alt_wire;
-  L.alt_weight_elems = ref.alt_weight_elems;
-  L.alt_grad_elems = ref.alt_grad_elems;
-  L.alt_gather_elems = ref.alt_gather_elems;
+  L = shell_;  // kept parameters keep their TP fields (tp_dim, tp_owner, logical)
+  L.me.rank = world_rank;
+  const int rank = L.me.dp();  // owners are DP ranks
   out.aggregate.assign(ref.groups.size(), -1);
 
-  const auto& mine = pairs_of_column_[static_cast<std::size_t>(L.me.column)];
+  const auto& mine = pairs_of_column_[static_cast<std::size_t>(L.me.column())];
   std::size_t cursor = 0;  // into `mine`, which is in group order
   std::vector<int> kept;
   for (std::size_t g = 0; g < ref.groups.size(); ++g) {
     const auto& src = ref.groups[g];
-    engine::GroupLayout grp;
-    grp.kind = src.kind;
-    grp.hooked = src.hooked;
-    grp.deferred_reduce = src.deferred_reduce;  // --route sharded_adamw
-    grp.weight_elems = src.weight_elems;
-    grp.alt_weight_elems = src.alt_weight_elems;
-    grp.alt_gather_elems = src.alt_gather_elems;
-    grp.gather_elems = src.gather_elems;
-    grp.own_weight_slot = src.own_weight_slot;
-    grp.own_gather_slot = src.own_gather_slot;
+    engine::GroupLayout grp = group_shells_[g];
     const int gi = static_cast<int>(g);
     if (src.kind != GroupKind::dmuon_site) {
       // The FSDP unit of the non-dedicated parameters: kept whole (every rank updates a shard
@@ -87,7 +74,7 @@ ReducedLayout LayoutReducer::reduce(int rank) const {
         out.reference.push_back(pi);
         L.params.push_back(nameless_[static_cast<std::size_t>(pi)]);
         const auto& p = L.params.back();
-        if (p.storage == Storage::sharded) {
+        if (p.sharded()) {
           L.master_elems += p.chunk;
           L.state_elems += p.chunk;
           if (!p.muon) L.second_state_elems += p.chunk;

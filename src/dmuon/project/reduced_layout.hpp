@@ -45,14 +45,16 @@ class LayoutReducer {
   /// Throws std::logic_error for a layout of another method (their layouts differ between
   /// ranks only in offsets: they need no reduction).
   LayoutReducer(const engine::StepLayout& reference, const plan::Plan& plan);
+  /// The layout of world rank `rank` (its DP rank's parameters; the TP index only in `me`).
   ReducedLayout reduce(int rank) const;
   const engine::StepLayout& reference() const { return ref_; }
 
  private:
   const engine::StepLayout& ref_;
-  const plan::Plan& plan_;
-  std::vector<engine::ParamLayout> nameless_;  // the reference's parameters without names
-  std::vector<int> position_;                  // of each parameter in its group
+  engine::StepLayout shell_;  // the reference without parameters, pairs, groups and arenas
+  std::vector<engine::GroupLayout> group_shells_;  // its groups without members and pairs
+  std::vector<engine::ParamLayout> nameless_;      // the reference's parameters without names
+  std::vector<int> position_;                      // of each parameter in its group
   std::vector<std::int64_t>
       group_pair_numel_;  // per group: numel of its pooled pairs (not --route dtype)
   std::vector<std::vector<int>> pairs_of_column_;  // pair indices by owner column

@@ -64,7 +64,7 @@ struct RankState {
   std::array<double, kPhaseCount> phases{};
   std::array<StreamState, kStreamCount> streams;
   std::vector<int> issued, prev_issued;
-  std::array<int, engine::kCommCount> seq{};
+  std::array<int, engine::kCommGroupCount> seq{};
 };
 
 // Per-channel calls and the volume a non-root rank counts (collective_counters.hpp), and what
@@ -103,20 +103,15 @@ class Replayer {
       : w_(w),
         m_(m),
         steps_(steps),
-        rows_(w.rows),
-        cols_(w.columns),
-        tp_(w.tp),
-        net_(w.rows * w.tp, w.columns * w.tp, w.tp > 1 ? w.rows * w.columns : 0) {
+        grid_(w.grid),
+        net_(grid_.instances(CommGroup::shard), grid_.instances(CommGroup::replicate),
+             grid_.tp > 1 ? grid_.instances(CommGroup::tp) : 0) {
     result_.steps = steps;
     result_.world = w.world;
     result_.rank_phases_ms.assign(
         static_cast<std::size_t>(steps) * static_cast<std::size_t>(w.world) * kPhaseCount, 0.0);
     result_.calls.assign(kChannelCount * static_cast<std::size_t>(w.world), 0);
     result_.bytes.assign(kChannelCount * static_cast<std::size_t>(w.world), 0);
-    if (tp_ > 1) {
-      result_.tp_gather.assign(static_cast<std::size_t>(w.world), {});
-      result_.tp_scatter.assign(static_cast<std::size_t>(w.world), {});
-    }
     ranks_.resize(static_cast<std::size_t>(w.world));
     for (int r = 0; r < w.world; ++r) {
       auto& s = ranks_[static_cast<std::size_t>(r)];
@@ -126,18 +121,17 @@ class Replayer {
       s.prev_issued.assign(s.prog->batches.size(), -1);
     }
     // Instances per communicator: rows and columns of each DP group, the world, the TP groups.
-    const int counts[engine::kCommCount] = {rows_ * tp_, cols_ * tp_, 1,
-                                            tp_ > 1 ? rows_ * cols_ : 0};
-    for (std::size_t c = 0; c < engine::kCommCount; ++c) {
-      instances_[c].resize(static_cast<std::size_t>(counts[c]));
-      spans_[c].resize(static_cast<std::size_t>(counts[c]));
-      const auto comm = static_cast<CommGroup>(c);
-      for (int i = 0; i < counts[c]; ++i) {
+    for (CommGroup comm : kAllCommGroups) {
+      const auto c = static_cast<std::size_t>(comm);
+      const int count = comm == CommGroup::tp && grid_.tp == 1 ? 0 : grid_.instances(comm);
+      instances_[c].resize(static_cast<std::size_t>(count));
+      spans_[c].resize(static_cast<std::size_t>(count));
+      for (int i = 0; i < count; ++i) {
         // NVLink domains the members span (ranks ascend with the member index).
-        const int n = comm_size(comm);
+        const int n = grid_.group_size(comm);
         int domains = 0, last = -1;
         for (int k = 0; k < n; ++k) {
-          const int d = m.domain_of(member_rank(comm, i, k));
+          const int d = m.domain_of(grid_.rank_of(comm, i, k));
           if (d != last) ++domains;
           last = d;
         }
@@ -170,39 +164,8 @@ class Replayer {
   }
 
  private:
-  // World rank r = dp · T + t, dp = row · G + column (replay.hpp).
-  int dp_of(int r) const { return r / tp_; }
-  int tp_of(int r) const { return r % tp_; }
-  int row_of(int r) const { return dp_of(r) / cols_; }
-  int col_of(int r) const { return dp_of(r) % cols_; }
-  // The world communicator (--clip-norm's norm all-reduce) is one instance of every rank.
-  int instance_of(int r, CommGroup c) const {
-    switch (c) {
-      case CommGroup::shard: return row_of(r) * tp_ + tp_of(r);
-      case CommGroup::replicate: return col_of(r) * tp_ + tp_of(r);
-      case CommGroup::world: return 0;
-      case CommGroup::tp: return dp_of(r);
-    }
-    return 0;
-  }
-  int member_rank(CommGroup c, int index, int member) const {
-    switch (c) {
-      case CommGroup::shard: return ((index / tp_) * cols_ + member) * tp_ + index % tp_;
-      case CommGroup::replicate: return (member * cols_ + index / tp_) * tp_ + index % tp_;
-      case CommGroup::world: return member;
-      case CommGroup::tp: return index * tp_ + member;
-    }
-    return member;
-  }
-  int member_rank(const Batch& b, int member) const { return member_rank(b.comm, b.index, member); }
-  int comm_size(CommGroup c) const {
-    switch (c) {
-      case CommGroup::shard: return cols_;
-      case CommGroup::replicate: return rows_;
-      case CommGroup::world: return w_.world;
-      case CommGroup::tp: return tp_;
-    }
-    return 1;
+  int member_rank(const Batch& b, int member) const {
+    return grid_.rank_of(b.comm, b.index, member);
   }
   static const char* comm_word(CommGroup c) {
     switch (c) {
@@ -230,12 +193,12 @@ class Replayer {
 
   void issue(int r, RankState& s, const Instruction& in) {
     const auto comm = static_cast<CommGroup>(in.comm);
-    const int inst = instance_of(r, comm);
+    const int inst = grid_.instance(r, comm);
     const int k = s.seq[in.comm]++;
     auto& list = instances_[in.comm][static_cast<std::size_t>(inst)];
     const BatchSpec* spec = s.prog->batches[static_cast<std::size_t>(in.ref)];
     const bool last_step = s.step == steps_ - 1;
-    const int n = comm_size(comm);
+    const int n = grid_.group_size(comm);
     if (k >= static_cast<int>(list.size())) {
       Batch b;
       b.spec = spec;
@@ -245,7 +208,7 @@ class Replayer {
       b.stream = in.stream;
       list.push_back(static_cast<int>(batches_.size()));
       batches_.push_back(std::move(b));
-      if (last_step && comm != CommGroup::tp)
+      if (last_step)
         for (const auto& d : tally_of(spec, n).roots) {
           const int rank = member_rank(batches_.back(), d.root);
           result_.bytes[d.channel * static_cast<std::size_t>(w_.world) +
@@ -261,9 +224,7 @@ class Replayer {
           "group {} (batch {} on the communicator)",
           r, engine::op_name(spec->op), spec->group, comm_word(comm), engine::op_name(b.spec->op),
           b.spec->group, k));
-    if (last_step && comm == CommGroup::tp) {
-      tally_tp(r, *spec);
-    } else if (last_step) {
+    if (last_step) {
       const Tally& t = tally_of(spec, n);
       for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
         const std::size_t at =
@@ -283,23 +244,6 @@ class Replayer {
     st.queue.push_back(p);
     st.last = id;
     try_arrive(r, in.stream);
-  }
-
-  // A TP gather (scatter) of `count` elements per rank: each non-root sends (receives) its
-  // count·elem_bytes bytes, the root receives (sends) the other T − 1 shards
-  // (engine/tp_exchange.hpp).
-  void tally_tp(int r, const BatchSpec& spec) {
-    const auto& call = spec.calls.front();
-    auto& k = (spec.op == engine::Op::tp_gather ? result_.tp_gather
-                                                : result_.tp_scatter)[static_cast<std::size_t>(r)];
-    const auto bytes = static_cast<std::uint64_t>(call.count) * call.elem_bytes;
-    const bool root = tp_of(r) == call.root;
-    const bool gather = spec.op == engine::Op::tp_gather;
-    ++k.calls;
-    if (root)
-      (gather ? k.bytes_received : k.bytes_sent) += bytes * static_cast<std::uint64_t>(tp_ - 1);
-    else
-      (gather ? k.bytes_sent : k.bytes_received) += bytes;
   }
 
   void try_arrive(int r, std::uint8_t stream) {
@@ -434,15 +378,9 @@ class Replayer {
     const Batch& b = batches_[static_cast<std::size_t>(id)];
     const CommSpan span =
         spans_[static_cast<std::size_t>(b.comm)][static_cast<std::size_t>(b.index)];
-    CollectiveTime ct;
-    if (b.comm == CommGroup::tp) {
-      const auto& c = b.spec->calls.front();
-      ct = tp_exchange_time(m_, c.count, c.elem_bytes, span);
-    } else {
-      calls_.clear();
-      for (const auto& c : b.spec->calls) calls_.push_back({c.kind, c.count, c.elem_bytes});
-      ct = batch_time(m_, calls_, span);
-    }
+    calls_.clear();
+    for (const auto& c : b.spec->calls) calls_.push_back({c.kind, c.count, c.elem_bytes});
+    const CollectiveTime ct = batch_time(m_, calls_, span);
     const Level level = span.domains > 1 ? Level::inter : Level::intra;
     const int flow = net_.start(t, b.comm, b.index, level, ct.latency_s, ct.transfer_s);
     if (static_cast<std::size_t>(flow) >= flow_batch_.size())
@@ -493,14 +431,15 @@ class Replayer {
 
   const WorldPrograms& w_;
   const Machine& m_;
-  int steps_, rows_, cols_, tp_;
+  int steps_;
+  RankGrid grid_;
   LinkNetwork net_;
   std::vector<RankState> ranks_;
   int barrier_arrived_ = 0;  // ranks at the step barrier
   double barrier_time_ = 0;  // the latest of their arrivals
   std::vector<Batch> batches_;
-  std::vector<std::vector<int>> instances_[engine::kCommCount];
-  std::vector<CommSpan> spans_[engine::kCommCount];  // per instance
+  std::vector<std::vector<int>> instances_[engine::kCommGroupCount];
+  std::vector<CommSpan> spans_[engine::kCommGroupCount];  // per instance
   std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>
       events_;
   std::vector<int> flow_batch_;

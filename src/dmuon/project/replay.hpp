@@ -22,10 +22,10 @@
 // Phases are timed as the CUDA phase timer does: segments of the compute stream between the
 // executor's switch points; exposed communication is the sum of the exposed segments.
 //
-// --tp T (WorldPrograms::tp): world rank w = dp · T + t; the rows and columns are those of each
-// DP group (the ranks with the same t), the TP group of DP rank dp is ranks dp·T .. dp·T + T − 1
-// (inside one NVLink domain when T divides it, as TP is deployed). Its gathers and scatters
-// cost tp_exchange_time (collective_cost.hpp) and are counted apart from the channels.
+// Communicators are the groups of the programs' rank grid (WorldPrograms::grid,
+// base/rank_grid.hpp). --tp T: the TP group of DP rank dp is ranks dp·T .. dp·T + T − 1 (inside
+// one NVLink domain when T divides it, as TP is deployed); its gathers and scatters are
+// collectives like any (collective_cost.hpp).
 
 #include <array>
 #include <cstdint>
@@ -45,9 +45,6 @@ struct ReplayResult {
   /// Of the last step, per channel (engine::channel_index) and rank: [channel · world + rank]
   std::vector<std::int64_t> calls, bytes;
   std::int64_t batches = 0;  ///< batch instances replayed (all steps)
-  /// --tp: of the last step, per rank, its TP gathers and scatters (calls; bytes sent and
-  /// received under the convention of engine/tp_exchange.hpp); empty without TP.
-  std::vector<comm::KindCounters> tp_gather, tp_scatter;
   double phase_ms(int step, int rank, engine::Phase p) const {
     return rank_phases_ms[(static_cast<std::size_t>(step) * static_cast<std::size_t>(world) +
                            static_cast<std::size_t>(rank)) *

@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "dmuon/base/error.hpp"
-#include "dmuon/engine/tp_engine.hpp"
+#include "dmuon/plan/tp_local_tree.hpp"
 #include "dmuon/project/reduced_layout.hpp"
 #include "dmuon/project/sample_classes.hpp"
 
@@ -42,25 +42,26 @@ class Durations {
       case Op::backward: {
         const bool fwd = op.op == Op::forward;
         const auto& p = L.params[static_cast<std::size_t>(op.param)];
-        if (!is_aggregate(p)) return one(p, cls, op.micro, fwd, L.me.shard);
+        if (!is_aggregate(p)) return one(p, cls, op.micro, fwd);
         double kept = 0;
         for (int pi : L.groups[static_cast<std::size_t>(op.group)].members) {
           const auto& q = L.params[static_cast<std::size_t>(pi)];
-          if (!is_aggregate(q)) kept += one(q, cls, op.micro, fwd, L.me.shard);
+          if (!is_aggregate(q)) kept += one(q, cls, op.micro, fwd);
         }
         return std::max(0.0, total(cls, op.micro, op.group, fwd) - kept);
       }
       case Op::newton_schulz:
         return cost_.newton_schulz(L.params[static_cast<std::size_t>(op.param)]);
-      case Op::apply: return cost_.apply(L.params[static_cast<std::size_t>(op.param)], L.me.column);
+      case Op::apply:
+        return cost_.apply(L.params[static_cast<std::size_t>(op.param)], L.me.column());
       default: return 0;
     }
   }
 
  private:
-  double one(const engine::ParamLayout& p, int cls, int micro, bool fwd, int shard) const {
+  double one(const engine::ParamLayout& p, int cls, int micro, bool fwd) const {
     const std::int64_t local = samples_.local(p.pid, cls, micro);
-    return fwd ? cost_.forward(p, local) : cost_.backward(p, local, shard);
+    return fwd ? cost_.forward(p, local) : cost_.backward(p, local);
   }
 
   double total(int cls, int micro, int group, bool fwd) const {
@@ -71,8 +72,8 @@ class Durations {
       for (std::size_t g = 0; g < ref_->groups.size(); ++g)
         for (int pi : ref_->groups[g].members) {
           const auto& p = ref_->params[static_cast<std::size_t>(pi)];
-          t[g][0] += one(p, cls, micro, true, ref_->me.shard);
-          t[g][1] += one(p, cls, micro, false, ref_->me.shard);
+          t[g][0] += one(p, cls, micro, true);
+          t[g][1] += one(p, cls, micro, false);
         }
       it = totals_.emplace(key, std::move(t)).first;
     }
@@ -94,16 +95,15 @@ void account_memory(WorldPrograms& w, const StepLayout& L) {
 
 // The issue ops of a schedule in order, split by communicator, as batch specs.
 struct ReferenceBatches {
-  std::vector<const BatchSpec*> by_comm[engine::kCommCount];
+  std::vector<const BatchSpec*> by_comm[engine::kCommGroupCount];
 };
 
 ReferenceBatches reference_batches(WorldPrograms& w, const StepLayout& L, const engine::Schedule& s,
                                    const engine::ScheduleOptions& so) {
   ReferenceBatches r;
   for (const auto& op : s) {
-    if (op.op != Op::issue_weights && op.op != Op::issue_reduce && op.op != Op::issue_stage2 &&
-        op.op != Op::issue_gather && op.op != Op::publish && op.op != Op::issue_clip)
-      continue;
+    // The TP exchange is each rank's own (its owned parameters): not shared.
+    if (!engine::is_issue(op.op) || op.comm == engine::CommGroup::tp) continue;
     w.specs.push_back(batch_spec(L, op, so));
     r.by_comm[static_cast<std::size_t>(w.specs.back().comm)].push_back(&w.specs.back());
   }
@@ -126,21 +126,17 @@ const BatchSpec* take(const std::vector<const BatchSpec*>& list, const engine::S
 WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::Plan& plan,
                              const engine::EngineOptions& o, const OpCost& cost,
                              Symmetry symmetry) {
-  const auto& po = plan.partition.options;
   // --tp T: every DP group (the ranks of one TP index t) runs the step on the local shard
-  // shapes; world rank = dp · T + t (replay.hpp).
+  // shapes; world rank = dp · T + t (base/rank_grid.hpp).
   const int T = plan.tp.tp;
   std::optional<model::ModuleTree> local_tree;
-  if (T > 1) local_tree.emplace(engine::tp_local_tree(logical_tree, plan));
+  if (T > 1) local_tree.emplace(plan::tp_local_tree(logical_tree, plan));
   const model::ModuleTree& tree = local_tree ? *local_tree : logical_tree;
-  const int dp_world = po.shard * po.replicate;
-  const int world = dp_world * T;
   WorldPrograms w;
+  w.grid = engine::method_grid(plan, o.method);
+  const int dp_world = w.grid.dp_size();
+  const int world = w.grid.world();
   w.world = world;
-  w.tp = T;
-  const bool ddp = engine::is_ddp(o.method);
-  w.rows = ddp ? 1 : po.replicate;
-  w.columns = ddp ? dp_world : po.shard;
   w.program_of_rank.assign(static_cast<std::size_t>(world), 0);
   const auto so = engine::schedule_options(o);
   engine::LayoutOptions lo = engine::layout_options(o);
@@ -150,17 +146,15 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
   if (symmetry == Symmetry::full) {
     w.check_batches = true;
     for (int r = 0; r < world; ++r) {
-      lo.tp_rank = r % T;
-      const StepLayout L = engine::make_layout(tree, plan, lo, r / T);
+      const StepLayout L = engine::make_layout(tree, plan, lo, r);
       const engine::Schedule s = engine::make_schedule(L, so);
-      const int cls = samples.class_of(r / T);
+      const int cls = samples.class_of(L.me.dp());
       w.programs.push_back(compile_program(
           s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
           [&](const engine::StepOp& op, int) {
             w.specs.push_back(batch_spec(L, op, so));
             return &w.specs.back();
-          },
-          &L));
+          }));
       w.program_of_rank[static_cast<std::size_t>(r)] = r;
       account_memory(w, L);
       w.hook_calls = std::max(w.hook_calls, w.programs.back().hook_calls);
@@ -170,9 +164,8 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
     return w;
   }
 
-  if (T > 1 && o.method != engine::Method::dmuon)
+  if (T > 1 && !engine::traits(o.method).tensor_parallel)
     throw std::logic_error("build_programs: --tp runs dmuon only (validate_tp_run)");
-  lo.tp_rank = 0;
   const StepLayout ref = engine::make_layout(tree, plan, lo, 0);
   const engine::Schedule ref_schedule = engine::make_schedule(ref, so);
   const ReferenceBatches batches = reference_batches(w, ref, ref_schedule, so);
@@ -188,10 +181,8 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
       w.programs.push_back(compile_program(
           s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
           [&](const engine::StepOp& op, int seq) {
-            return take(batches.by_comm[static_cast<std::size_t>(engine::comm_of(L, op.op))], op,
-                        seq);
-          },
-          &L));
+            return take(batches.by_comm[static_cast<std::size_t>(op.comm)], op, seq);
+          }));
       w.program_of_rank[static_cast<std::size_t>(r)] = r;
       account_memory(w, L);
     }
@@ -202,36 +193,34 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
 
   if (o.method != engine::Method::dmuon) {
     // One schedule for all; a program per (sample class, short last shards).
+    const int columns = w.grid.shard;
     std::vector<std::vector<std::pair<int, std::int64_t>>> short_of_column(
-        static_cast<std::size_t>(w.columns));
+        static_cast<std::size_t>(columns));
     if (o.method == engine::Method::fsdp_muon)
       for (std::size_t i = 0; i < ref.params.size(); ++i) {
         const auto& p = ref.params[i];
-        if (p.storage != engine::Storage::sharded || !p.muon || p.chunk <= 0) continue;
-        for (std::int64_t c = std::max<std::int64_t>(0, (p.numel - p.chunk) / p.chunk);
-             c < w.columns; ++c) {
-          const std::int64_t len =
-              std::max<std::int64_t>(0, std::min(p.chunk, p.numel - c * p.chunk));
+        if (!p.sharded() || !p.muon || p.chunk <= 0) continue;
+        for (std::int64_t c = std::max<std::int64_t>(0, (p.numel - p.chunk) / p.chunk); c < columns;
+             ++c) {
+          const std::int64_t len = p.shard_len_at(static_cast<int>(c));
           if (len < p.chunk)
             short_of_column[static_cast<std::size_t>(c)].emplace_back(static_cast<int>(i), len);
         }
       }
     std::map<std::pair<int, std::vector<std::pair<int, std::int64_t>>>, int> program_of_key;
     for (int r = 0; r < world; ++r) {
-      const int column = r % w.columns;
+      const int column = w.grid.column(r);
       auto key =
           std::make_pair(samples.class_of(r), short_of_column[static_cast<std::size_t>(column)]);
       auto it = program_of_key.find(key);
       if (it == program_of_key.end()) {
-        StepLayout L = ref;  // durations read me.column (apply of a last shard)
-        L.me = ddp ? engine::RankCoords::of(r, world, 1)
-                   : engine::RankCoords::of(r, po.shard, po.replicate);
+        StepLayout L = ref;  // durations read me.column() (apply of a last shard)
+        L.me.rank = r;
         const int cls = key.first;
         w.programs.push_back(compile_program(
             ref_schedule, [&](const engine::StepOp& op) { return durations(L, cls, op); },
             [&](const engine::StepOp& op, int seq) {
-              return take(batches.by_comm[static_cast<std::size_t>(engine::comm_of(op.op))], op,
-                          seq);
+              return take(batches.by_comm[static_cast<std::size_t>(op.comm)], op, seq);
             }));
         it = program_of_key.emplace(std::move(key), static_cast<int>(w.programs.size()) - 1).first;
       }
@@ -250,17 +239,17 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
   std::map<int, std::vector<const BatchSpec*>> column_batches;
   w.programs.reserve(static_cast<std::size_t>(world));
   for (int dp = 0; dp < dp_world; ++dp) {
-    ReducedLayout R = reducer.reduce(dp);
+    ReducedLayout R = reducer.reduce(dp * T);
     const int cls = samples.class_of(dp);
     for (int t = 0; t < T; ++t) {
-      R.layout.tp_rank = t;
+      R.layout.me.rank = dp * T + t;  // the TP owners' Newton–Schulz differs by t
       const StepLayout& L = R.layout;
       const engine::Schedule s = engine::make_schedule(L, so);
-      auto& mine = column_batches[L.me.column];
+      auto& mine = column_batches[L.me.column()];
       w.programs.push_back(compile_program(
           s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
           [&](const engine::StepOp& op, int seq) -> const BatchSpec* {
-            const auto comm = engine::comm_of(op.op);
+            const auto comm = op.comm;
             if (comm == engine::CommGroup::tp) {  // the owned parameters are kept whole
               w.specs.push_back(batch_spec(L, op, so));
               return &w.specs.back();
@@ -274,7 +263,7 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
                   !(known->calls == spec.calls))
                 throw RuntimeFailure(
                     fmt::format("projection: ranks of column {} disagree on their collective {}",
-                                L.me.column, seq));
+                                L.me.column(), seq));
               return known;
             }
             w.specs.push_back(std::move(spec));

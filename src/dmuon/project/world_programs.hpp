@@ -14,7 +14,7 @@
 // pointer, so the memory is O(distinct programs + batches of one step).
 //
 // --tp T (plan.tp.tp > 1, dmuon only): T DP groups of R × G ranks on the local shard shapes
-// (engine::tp_local_tree), world rank dp · T + t; each rank's schedule holds its TP ops
+// (plan::tp_local_tree), world rank dp · T + t; each rank's schedule holds its TP ops
 // (engine/step_schedule.hpp). Both forms handle it: the full form builds every (dp, t) layout,
 // the reduced form reduces each DP rank once and schedules it for each t (the TP owners'
 // Newton–Schulz is what differs); TP batches come from each rank's own layout.
@@ -23,6 +23,7 @@
 #include <deque>
 #include <vector>
 
+#include "dmuon/base/rank_grid.hpp"
 #include "dmuon/engine/engine_options.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/plan/plan.hpp"
@@ -35,9 +36,8 @@ enum class Symmetry { full, reduced };
 const char* symmetry_name(Symmetry s);
 
 struct WorldPrograms {
-  int world = 1;              ///< every rank: rows · columns · tp
-  int rows = 1, columns = 1;  ///< the method's grid (DDP: one row of all ranks) of one DP group
-  int tp = 1;                 ///< T: DP groups (tensor parallelism)
+  int world = 1;  ///< every rank: grid.world()
+  RankGrid grid;  ///< the method's grid (DDP: one row of every rank; engine::method_grid)
   std::vector<RankProgram> programs;
   std::vector<int> program_of_rank;
   std::deque<BatchSpec> specs;

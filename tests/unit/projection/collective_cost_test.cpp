@@ -101,29 +101,35 @@ TEST(CollectiveCost, ACpuBatchPaysEveryLatency) {
   EXPECT_NEAR(t.transfer_s, 3 * 1024 / 5e9, 1e-15);
 }
 
-// A TP gather/scatter (tp_exchange_time): the root's link carries (T − 1)/T of B = T·count·e.
+// A gather/scatter (the TP exchange): the root's link carries (T − 1)/T of B = T·count·e, for
+// both kinds alike.
 TEST(CollectiveCost, TpExchangeGatherAndScatter) {
   const auto m = project::testing::nccl_machine(8, 300, 40);
   // T = 2 in one domain, 1e6 floats per rank: 4 MB over the root's NVLink. Simple: 8.4 + 3.4 µs
   // + 4e6 / 300e9 s; LL (a third of the bandwidth, 6.6 + 0.47 µs) is slower here.
-  auto t = project::tp_exchange_time(m, 1'000'000, 4, {2, 1});
+  auto t = project::collective_time(m, comm::CollectiveKind::gather, 1'000'000, 4, {2, 1});
   EXPECT_STREQ(t.protocol, "simple");
   EXPECT_NEAR(t.latency_s, 11.8 * us, 1e-12);
   EXPECT_NEAR(t.transfer_s, 4e6 / 300e9, 1e-12);
   // T = 4: the root takes 3 of the 4 shards.
-  t = project::tp_exchange_time(m, 1'000'000, 4, {4, 1});
+  t = project::collective_time(m, comm::CollectiveKind::gather, 1'000'000, 4, {4, 1});
   EXPECT_NEAR(t.total_s(), 11.8 * us + 12e6 / 300e9, 1e-12);
   // 1 KB per rank: LL's latency wins, 7.07 µs + 1024 B at 100 GB/s.
-  t = project::tp_exchange_time(m, 256, 4, {2, 1});
+  t = project::collective_time(m, comm::CollectiveKind::gather, 256, 4, {2, 1});
   EXPECT_STREQ(t.protocol, "ll");
   EXPECT_NEAR(t.total_s(), 7.07 * us + 1024 / 100e9, 1e-12);
   // Across two domains: one NIC at the root, min(300, 40) GB/s, the net hop 9.6 µs (Simple).
   const auto m1 = project::testing::nccl_machine(1, 300, 40);
-  t = project::tp_exchange_time(m1, 1'000'000, 4, {2, 2});
+  t = project::collective_time(m1, comm::CollectiveKind::gather, 1'000'000, 4, {2, 2});
   EXPECT_NEAR(t.total_s(), 18.0 * us + 4e6 / 40e9, 1e-12);
   // Nothing moves with one rank or no bytes.
-  EXPECT_EQ(project::tp_exchange_time(m, 1000, 4, {1, 1}).total_s(), 0);
-  EXPECT_EQ(project::tp_exchange_time(m, 0, 4, {2, 1}).total_s(), 0);
+  EXPECT_EQ(project::collective_time(m, comm::CollectiveKind::gather, 1000, 4, {1, 1}).total_s(),
+            0);
+  EXPECT_EQ(project::collective_time(m, comm::CollectiveKind::gather, 0, 4, {2, 1}).total_s(), 0);
+  // The scatter costs what the gather does.
+  EXPECT_EQ(
+      project::collective_time(m, comm::CollectiveKind::scatter, 1'000'000, 4, {4, 1}).total_s(),
+      project::collective_time(m, comm::CollectiveKind::gather, 1'000'000, 4, {4, 1}).total_s());
 }
 
 }  // namespace

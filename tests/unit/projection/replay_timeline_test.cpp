@@ -24,8 +24,7 @@ struct World {
   project::WorldPrograms w;
   World(int rows, int columns) {
     w.world = rows * columns;
-    w.rows = rows;
-    w.columns = columns;
+    w.grid = RankGrid{rows, columns, 1};
     w.program_of_rank.assign(static_cast<std::size_t>(w.world), 0);
     w.check_batches = true;
   }

@@ -78,17 +78,19 @@ TEST(TpProjection, TpCollectivesPerRankAreTheOwnersAndBothSymmetriesAgree) {
       EXPECT_TRUE(r.audit_ok) << name << ": " << r.audit_message;
       EXPECT_EQ(r.tp, tp) << name;
       EXPECT_EQ(r.world_size, world) << name;
-      ASSERT_EQ(r.rank_tp.size(), static_cast<std::size_t>(world) * 6) << name;
-      for (int w = 0; w < world; ++w) {
-        const auto at = static_cast<std::size_t>(w) * 6;
-        const auto q = static_cast<std::size_t>(w);
-        EXPECT_EQ(r.rank_tp[at + 0], calls[q]) << name << " rank " << w << " gathers";
-        EXPECT_EQ(r.rank_tp[at + 1], bytes[q] / 4 * wire)
-            << name << " rank " << w << " gather bytes";
-        EXPECT_EQ(r.rank_tp[at + 3], calls[q]) << name << " rank " << w << " scatters";
-        EXPECT_EQ(r.rank_tp[at + 4], bytes[q]) << name << " rank " << w << " scatter bytes";
+      const auto W = static_cast<std::size_t>(world);
+      const auto gather = engine::channel_index(CommGroup::tp, comm::CollectiveKind::gather);
+      const auto scatter = engine::channel_index(CommGroup::tp, comm::CollectiveKind::scatter);
+      ASSERT_EQ(r.rank_calls.size(), engine::kChannelCount * W) << name;
+      for (std::size_t q = 0; q < W; ++q) {
+        EXPECT_EQ(r.rank_calls[gather * W + q], calls[q]) << name << " rank " << q << " gathers";
+        EXPECT_EQ(r.rank_bytes[gather * W + q], bytes[q] / 4 * wire)
+            << name << " rank " << q << " gather bytes";
+        EXPECT_EQ(r.rank_calls[scatter * W + q], calls[q]) << name << " rank " << q << " scatters";
+        EXPECT_EQ(r.rank_bytes[scatter * W + q], bytes[q])
+            << name << " rank " << q << " scatter bytes";
       }
-      EXPECT_GT(r.tp_gather_bytes, 0) << name;
+      EXPECT_GT(r.kinds[gather].bytes_measured, 0) << name;
     }
     ASSERT_EQ(full.result.rank_phases_ms.size(), red.result.rank_phases_ms.size());
     for (std::size_t i = 0; i < full.result.rank_phases_ms.size(); ++i) {
@@ -142,7 +144,16 @@ TEST(TpProjection, NewtonSchulzOnTheTpOwnerOnTheLogicalMatrix) {
     const double pack_ms = 1e3 * 32 * 8 / 100e9;
     EXPECT_NEAR(phase(r, 0, Phase::exposed_comm), 2 * exchange_ms + 2 * pack_ms, 1e-9);
     EXPECT_NEAR(phase(r, 1, Phase::exposed_comm), 2 * exchange_ms + 2 * pack_ms + ns_ms, 1e-9);
-    EXPECT_EQ(r.rank_tp, (std::vector<std::int64_t>{1, 0, 0, 1, 0, 0, 1, 128, 128, 1, 128, 128}));
+    // Rank 0 (the TP owner) sends nothing in its gather and receives nothing in its scatter;
+    // rank 1 sends and receives its 128 B shard: one call each, measured = formula.
+    for (auto kind : {comm::CollectiveKind::gather, comm::CollectiveKind::scatter}) {
+      const auto ch = engine::channel_index(CommGroup::tp, kind);
+      EXPECT_EQ(r.rank_calls[ch * 2], 1);
+      EXPECT_EQ(r.rank_calls[ch * 2 + 1], 1);
+      EXPECT_EQ(r.rank_bytes[ch * 2], 0);
+      EXPECT_EQ(r.rank_bytes[ch * 2 + 1], 128);
+      EXPECT_EQ(r.rank_formula_bytes[ch * 2 + 1], 128);
+    }
   }
 }
 

@@ -1,0 +1,87 @@
+#include "dmuon/base/rank_grid.hpp"
+
+#include <fmt/format.h>
+
+#include <climits>
+
+#include "dmuon/base/error.hpp"
+
+namespace dmuon {
+
+const char* comm_group_name(CommGroup g) {
+  switch (g) {
+    case CommGroup::shard: return "shard";
+    case CommGroup::replicate: return "replicate";
+    case CommGroup::world: return "world";
+    case CommGroup::tp: return "tp";
+  }
+  return "?";
+}
+
+RankGrid RankGrid::of(int replicate, int shard, int tp) {
+  if (replicate < 1 || shard < 1 || tp < 1)
+    throw InputError(fmt::format("rank grid R={} x G={} x T={} is invalid (each must be >= 1)",
+                                 replicate, shard, tp));
+  if (static_cast<long long>(replicate) * shard * tp > INT_MAX)
+    throw InputError(fmt::format("rank grid R={} x G={} x T={} exceeds {} ranks", replicate, shard,
+                                 tp, INT_MAX));
+  return RankGrid{replicate, shard, tp};
+}
+
+int RankGrid::group_size(CommGroup g) const {
+  switch (g) {
+    case CommGroup::shard: return shard;
+    case CommGroup::replicate: return replicate;
+    case CommGroup::world: return world();
+    case CommGroup::tp: return tp;
+  }
+  return 1;
+}
+
+int RankGrid::instances(CommGroup g) const {
+  switch (g) {
+    case CommGroup::shard: return replicate * tp;
+    case CommGroup::replicate: return shard * tp;
+    case CommGroup::world: return 1;
+    case CommGroup::tp: return dp_size();
+  }
+  return 1;
+}
+
+int RankGrid::instance(int w, CommGroup g) const {
+  switch (g) {
+    case CommGroup::shard: return row(w) * tp + tp_index(w);
+    case CommGroup::replicate: return column(w) * tp + tp_index(w);
+    case CommGroup::world: return 0;
+    case CommGroup::tp: return dp(w);
+  }
+  return 0;
+}
+
+int RankGrid::member(int w, CommGroup g) const {
+  switch (g) {
+    case CommGroup::shard: return column(w);
+    case CommGroup::replicate: return row(w);
+    case CommGroup::world: return w;
+    case CommGroup::tp: return tp_index(w);
+  }
+  return 0;
+}
+
+int RankGrid::rank_of(CommGroup g, int instance, int member) const {
+  switch (g) {
+    case CommGroup::shard: return rank(instance / tp, member, instance % tp);
+    case CommGroup::replicate: return rank(member, instance / tp, instance % tp);
+    case CommGroup::world: return member;
+    case CommGroup::tp: return instance * tp + member;
+  }
+  return member;
+}
+
+void RankGrid::require_rank(int w) const {
+  if (w < 0 || w >= world())
+    throw InputError(fmt::format("rank {} is outside the world of {} (R={} x G={} x T={})", w,
+                                 world(), replicate, shard, tp));
+}
+
+}  // namespace dmuon

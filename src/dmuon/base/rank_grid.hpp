@@ -1,0 +1,72 @@
+#pragma once
+// The rank grid every part of the suite shares: world = R replicate rows × G shard columns ×
+// T tensor-parallel ranks, world rank w = (r·G + s)·T + t (TP fastest, as Megatron orders
+// it). The communicators a step uses are groups of this grid:
+//   shard      a row of one DP group: the G ranks with the same (r, t); member index s
+//   replicate  a column of one DP group: the R ranks with the same (s, t); member index r
+//   world      every rank; member index w
+//   tp         the T ranks of one DP rank d = r·G + s; member index t
+// T = 1 is the 1-D / HSDP world of SPEC §6; R = 1 is 1-D DMuon. Pure value type: no MPI.
+
+#include <array>
+#include <cstddef>
+
+namespace dmuon {
+
+/// The communicators of a step (one per group kind of the grid).
+enum class CommGroup { shard = 0, replicate = 1, world = 2, tp = 3 };
+inline constexpr std::size_t kCommGroupCount = 4;
+inline constexpr std::array<CommGroup, kCommGroupCount> kAllCommGroups = {
+    CommGroup::shard, CommGroup::replicate, CommGroup::world, CommGroup::tp};
+/// "shard", "replicate", "world", "tp".
+const char* comm_group_name(CommGroup g);
+
+struct RankGrid {
+  int replicate = 1;  ///< R
+  int shard = 1;      ///< G
+  int tp = 1;         ///< T
+
+  /// Throws InputError unless R, G and T are >= 1 and their product fits an int.
+  static RankGrid of(int replicate, int shard, int tp = 1);
+
+  int world() const { return replicate * shard * tp; }
+  /// R × G: the ranks of one DP group (one TP index).
+  int dp_size() const { return replicate * shard; }
+
+  int dp(int w) const { return w / tp; }  ///< d = r·G + s
+  int row(int w) const { return dp(w) / shard; }
+  int column(int w) const { return dp(w) % shard; }
+  int tp_index(int w) const { return w % tp; }
+  int rank(int row, int column, int t = 0) const { return (row * shard + column) * tp + t; }
+
+  int group_size(CommGroup g) const;
+  /// How many instances of group `g` the world has (shard: R·T rows, replicate: G·T columns,
+  /// world: 1, tp: R·G).
+  int instances(CommGroup g) const;
+  /// The instance of `g` world rank w belongs to, and w's index inside it.
+  int instance(int w, CommGroup g) const;
+  int member(int w, CommGroup g) const;
+  /// The world rank of member `member` of instance `instance` of `g`.
+  int rank_of(CommGroup g, int instance, int member) const;
+  /// Throws InputError unless 0 <= w < world().
+  void require_rank(int w) const;
+
+  bool operator==(const RankGrid& o) const {
+    return replicate == o.replicate && shard == o.shard && tp == o.tp;
+  }
+  bool operator!=(const RankGrid& o) const { return !(*this == o); }
+};
+
+/// One rank's place in a grid: the grid and its world rank, with the coordinates at hand.
+struct GridRank {
+  RankGrid grid;
+  int rank = 0;  ///< world rank
+
+  int dp() const { return grid.dp(rank); }
+  int row() const { return grid.row(rank); }
+  int column() const { return grid.column(rank); }
+  int tp_index() const { return grid.tp_index(rank); }
+  int member(CommGroup g) const { return grid.member(rank, g); }
+};
+
+}  // namespace dmuon

@@ -1,0 +1,29 @@
+#include "dmuon/comm/rank_groups.hpp"
+
+#include <fmt/format.h>
+
+#include "dmuon/base/check.hpp"
+
+namespace dmuon::comm {
+
+RankGroups::RankGroups(MPI_Comm world, const RankGrid& grid) : grid_(grid), world_(world) {
+  int size = 0;
+  DMUON_CHECK_MPI(MPI_Comm_rank(world, &world_rank_));
+  DMUON_CHECK_MPI(MPI_Comm_size(world, &size));
+  DMUON_REQUIRE(size == grid.world(),
+                fmt::format("rank grid R={} x G={} x T={} needs {} ranks, the world has {}",
+                            grid.replicate, grid.shard, grid.tp, grid.world(), size));
+  for (CommGroup g : kAllCommGroups) {
+    if (g == CommGroup::world) continue;
+    MPI_Comm part = MPI_COMM_NULL;
+    DMUON_CHECK_MPI(
+        MPI_Comm_split(world, grid.instance(world_rank_, g), grid.member(world_rank_, g), &part));
+    split_[static_cast<std::size_t>(g)] = UniqueComm(part);
+  }
+}
+
+MPI_Comm RankGroups::comm(CommGroup g) const {
+  return g == CommGroup::world ? world_ : split_[static_cast<std::size_t>(g)].get();
+}
+
+}  // namespace dmuon::comm

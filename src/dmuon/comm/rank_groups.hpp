@@ -1,0 +1,35 @@
+#pragma once
+// The MPI communicators of one rank's groups in a rank grid (base/rank_grid.hpp): its row
+// (shard group), its column (replicate group) and its TP group are split from `world` by the
+// grid's instance and member indices, so every rank's index in each communicator is its grid
+// member index; the world group is `world` itself (not owned).
+
+#include <mpi.h>
+
+#include <array>
+
+#include "dmuon/base/rank_grid.hpp"
+#include "dmuon/comm/unique_comm.hpp"
+
+namespace dmuon::comm {
+
+class RankGroups {
+ public:
+  /// Collective over `world`. Throws InputError (on every rank alike) unless `world` holds
+  /// exactly grid.world() ranks.
+  RankGroups(MPI_Comm world, const RankGrid& grid);
+
+  const RankGrid& grid() const { return grid_; }
+  int world_rank() const { return world_rank_; }
+  GridRank place() const { return {grid_, world_rank_}; }
+  /// This rank's communicator of group `g`.
+  MPI_Comm comm(CommGroup g) const;
+
+ private:
+  RankGrid grid_;
+  int world_rank_ = 0;
+  MPI_Comm world_ = MPI_COMM_NULL;
+  std::array<UniqueComm, kCommGroupCount> split_;  // shard, replicate, (world unused), tp
+};
+
+}  // namespace dmuon::comm
