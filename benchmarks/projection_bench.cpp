@@ -49,9 +49,9 @@ void BM_ProjectDeepseek(benchmark::State& state) {
   const auto machine = project::load_machine("h100-ndr", DMUON_MACHINES_DIR);
   const auto& plan = plan_for(world);
   project::ProjectionOptions o;
-  o.engine.method = method;
-  o.engine.comm_dtype = kernels::Dtype::bf16;
-  o.engine.tokens = 4096;
+  o.engine.step.method = method;
+  o.engine.step.wire = kernels::Dtype::bf16;
+  o.engine.step.tokens = 4096;
   project::Projection p;
   for (auto _ : state) {
     p = project::project(deepseek().tree, plan, machine, o);

@@ -107,7 +107,7 @@ void set_up(int argc, char** argv, int rank, int size, Setup& st) {
   for (const auto& run : runs)
     if (run.ok()) {
       auto eo = o.engine;
-      eo.method = run.method;
+      eo.step.method = run.method;
       engine::validate_run(topo.tree, plans[static_cast<std::size_t>(run.plan_index)], eo, size);
     }
   // Rank 0 writes the file; the set-up agreement carries its verdict to every rank.
@@ -125,8 +125,8 @@ bool write_output(const Setup& st, int argc, char** argv, int rank, int size,
       results::ResultsFile f;
       f.provenance = results::collect_provenance(argc, argv, size, o.plan.replicate);
       f.provenance.hostnames = hosts;
-      f.provenance.device = engine::device_name(o.engine.device);
-      if (o.engine.device == engine::Device::cuda)
+      f.provenance.device = engine::device_name(o.engine.backend.device);
+      if (o.engine.backend.device == engine::Device::cuda)
         f.provenance.device_model = kernels::cuda::device_name(0);
       f.provenance.sgemm_gflops = sgemm;
       f.provenance.sgemm_size = static_cast<std::int64_t>(kSgemmSize);
@@ -170,7 +170,7 @@ int bench(int argc, char** argv) {
   host.sgemm_size = kSgemmSize;
   host.hostnames = hosts;
   host.transport_settings = results::transport_settings();
-  if (o.engine.device == engine::Device::host)
+  if (o.engine.backend.device == engine::Device::host)
     host.warning = kernels::host::generic_kernel_warning(host.blas);
   if (rank == 0 && !host.warning.empty()) {
     std::fprintf(stderr, "dmuon_bench: warning: %s\n", host.warning.c_str());
@@ -179,8 +179,9 @@ int bench(int argc, char** argv) {
 
   int measured = 0;
   for (const auto& run : st.runs) measured += run.ok();
-  apps::bench::Progress progress(rank, measured * o.repeats,
-                                 static_cast<long>(measured) * o.repeats * o.engine.total_steps());
+  apps::bench::Progress progress(
+      rank, measured * o.repeats,
+      static_cast<long>(measured) * o.repeats * o.engine.run.total_steps());
   // Repeats interleaved (all rows, then all rows again, ...): a drift of the machine's load
   // during the invocation then touches every row alike, and the rows stay comparable.
   std::vector<std::vector<engine::RunResult>> repeats(st.runs.size());
@@ -189,8 +190,8 @@ int bench(int argc, char** argv) {
       const auto& run = st.runs[i];
       if (!run.ok()) continue;
       auto eo = o.engine;
-      eo.method = run.method;
-      eo.on_step = [&progress](int s, int total) { progress.step(s, total); };
+      eo.step.method = run.method;
+      eo.run.on_step = [&progress](int s, int total) { progress.step(s, total); };
       progress.begin_run(fmt::format(
           "{} {}{}", engine::method_name(run.method),
           run.baseline ? "(baseline)" : run.boundary.label(),

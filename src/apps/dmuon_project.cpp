@@ -102,7 +102,7 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
     for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
       auto& run = w.list.runs[i];
       if (!run.ok()) continue;
-      po.engine.method = run.method;
+      po.engine.step.method = run.method;
       w.projections[i] = project::project(
           topo.tree, w.list.plans[static_cast<std::size_t>(run.plan_index)], machine, po);
       run.result = w.projections[i].result;
@@ -111,9 +111,9 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
 
   // The bench's options as a projection ran them: one measured step, no device of its own.
   auto bo = o.bench;
-  bo.engine.steps = 1;
-  bo.engine.warmup = 0;
-  bo.engine.device =
+  bo.engine.run.steps = 1;
+  bo.engine.run.warmup = 0;
+  bo.engine.backend.device =
       machine.device == project::DeviceKind::gpu ? engine::Device::cuda : engine::Device::host;
   int failures = 0;
   for (const auto& w : worlds) failures += apps::bench::failures(w.list.runs);

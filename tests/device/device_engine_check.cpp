@@ -101,18 +101,19 @@ std::int64_t global_tokens(const Loaded& l) {
 engine::EngineOptions options(const Case& c, const Loaded& l, const std::string& ns_dtype,
                               int steps) {
   engine::EngineOptions o;
-  o.method = c.method;
-  o.device = engine::Device::cuda;
-  o.comm_dtype = c.wire;
-  o.ns_dtype = c.fp32_ns ? kernels::Dtype::f32 : engine::parse_dtype(ns_dtype, "--ns-dtype", true);
-  o.global_tokens = global_tokens(l);
-  o.steps = steps;
-  o.warmup = 1;
-  o.seed = 7;
-  o.check = true;
-  o.clip_norm = c.clip;
-  o.clip_norm_type = c.clip_type;
-  o.accum = c.accum;
+  o.step.method = c.method;
+  o.backend.device = engine::Device::cuda;
+  o.step.wire = c.wire;
+  o.backend.ns_dtype =
+      c.fp32_ns ? kernels::Dtype::f32 : engine::parse_dtype(ns_dtype, "--ns-dtype", true);
+  o.step.global_tokens = global_tokens(l);
+  o.run.steps = steps;
+  o.run.warmup = 1;
+  o.run.seed = 7;
+  o.run.check = true;
+  o.step.clip_norm = c.clip;
+  o.step.clip_norm_type = c.clip_type;
+  o.step.accum = c.accum;
   return o;
 }
 
@@ -179,7 +180,7 @@ int check_on_device(const std::string& dir, const std::string& ns_dtype, int ste
     const std::string path = reference_path(dir, c);
     const std::string header = engine::reference_header(l.topo.tree, l.plan, o, 1);
     const model::ModuleTree& tree = l.topo.tree;
-    o.check_reference = [&] { return engine::read_reference(path, header, tree); };
+    o.run.check_reference = [&] { return engine::read_reference(path, header, tree); };
     const auto r = engine::run_engine(tree, l.plan, o, MPI_COMM_WORLD);
     const auto ms = [&r](engine::Phase p) { return r.phases_ms[static_cast<std::size_t>(p)]; };
     const bool ok = r.audit_ok && r.checked && r.check_passed;

@@ -45,13 +45,13 @@ int replicate_here() {
 
 engine::EngineOptions options(Method m, plan::Reshard rs) {
   engine::EngineOptions o;
-  o.method = m;
-  o.reshard = rs;
-  o.global_tokens = 8;
-  o.steps = 2;
-  o.warmup = 0;
-  o.seed = 11;
-  o.keep_final_weights = true;
+  o.step.method = m;
+  o.step.reshard = rs;
+  o.step.global_tokens = 8;
+  o.run.steps = 2;
+  o.run.warmup = 0;
+  o.run.seed = 11;
+  o.run.keep_final_weights = true;
   return o;
 }
 
@@ -79,12 +79,12 @@ TEST(ClipNormMpi, CheckPassesAuditHoldsOneWorldAllReduce) {
       const auto plain = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
       // Far below the gradients' norms: every step clips, down to where AdamW's epsilon and
       // Newton–Schulz's normalisation no longer hide the scale (both are nearly scale-free).
-      o.clip_norm = 1e-9;
-      o.check = true;
+      o.step.clip_norm = 1e-9;
+      o.run.check = true;
       for (auto type : {engine::ClipNormType::two, engine::ClipNormType::inf}) {
         if (type == engine::ClipNormType::inf && replicate > 1) continue;
         {
-          o.clip_norm_type = type;
+          o.step.clip_norm_type = type;
           const auto r = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
           const auto w = what(m, replicate, rs) + (type == engine::ClipNormType::inf ? " inf" : "");
           EXPECT_TRUE(r.audit_ok) << w << ": " << r.audit_message;
@@ -116,8 +116,8 @@ TEST(ClipNormMpi, HugeThresholdChangesNothing) {
   for (auto m : {Method::dmuon, Method::ddp_muon}) {
     auto o = options(m, plan::Reshard::z3);
     const auto plain = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
-    o.clip_norm = 1e20;
-    o.check = true;
+    o.step.clip_norm = 1e20;
+    o.run.check = true;
     const auto r = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
     EXPECT_TRUE(r.audit_ok) << r.audit_message;
     EXPECT_TRUE(r.check_passed) << what(m, replicate_here(), plan::Reshard::z3);
@@ -143,8 +143,8 @@ TEST(AccumMpi, WeightsCollectivesTimesKReducesOnceCheckPasses) {
           whole = engine::reference_weights(s.topo.tree, s.plan, o, test::world_size() / replicate);
         // K = 3 does not divide the 8 samples (nor an expert's 2: some micro-batches are empty).
         for (int k : {3}) {
-          o.accum = k;
-          o.check = true;
+          o.step.accum = k;
+          o.run.check = true;
           const auto r = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
           const auto w = what(m, replicate, rs) + " K=" + std::to_string(k);
           EXPECT_TRUE(r.audit_ok) << w << ": " << r.audit_message;

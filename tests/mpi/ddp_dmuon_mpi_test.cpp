@@ -29,12 +29,12 @@ using engine::Method;
 
 engine::EngineOptions small_options(Method m) {
   engine::EngineOptions o;
-  o.method = m;
-  o.global_tokens = 8;  // the same global batch at every rank count
-  o.steps = 2;
-  o.warmup = 1;
-  o.seed = 11;
-  o.keep_final_weights = true;
+  o.step.method = m;
+  o.step.global_tokens = 8;  // the same global batch at every rank count
+  o.run.steps = 2;
+  o.run.warmup = 1;
+  o.run.seed = 11;
+  o.run.keep_final_weights = true;
   return o;
 }
 
@@ -69,8 +69,8 @@ TEST(DdpDmuonMpi, HandDerivedCallsAndBytes) {
   for (auto reduce : {plan::GradReduce::per_param, plan::GradReduce::packed}) {
     Small s(n);
     auto o = small_options(Method::ddp_dmuon);
-    o.grad_reduce = reduce;
-    o.check = true;
+    o.step.grad_reduce = reduce;
+    o.run.check = true;
     const auto r = engine::run_engine(s.tree, s.plan, o, MPI_COMM_WORLD);
     EXPECT_TRUE(r.audit_ok) << r.audit_message;
     EXPECT_TRUE(r.check_passed) << r.max_rel_error << " at " << r.worst_param;
@@ -111,8 +111,8 @@ TEST(DdpDmuonMpi, CheckPassesAndAuditHoldsOnEveryTopology) {
     const auto p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, test::world_size()));
     for (auto reduce : {plan::GradReduce::per_param, plan::GradReduce::packed}) {
       auto o = small_options(Method::ddp_dmuon);
-      o.grad_reduce = reduce;
-      o.check = true;
+      o.step.grad_reduce = reduce;
+      o.run.check = true;
       const auto r = engine::run_engine(topo.tree, p, o, MPI_COMM_WORLD);
       EXPECT_TRUE(r.audit_ok) << t << ": " << r.audit_message;
       EXPECT_TRUE(r.check_passed) << t << ": max rel error " << r.max_rel_error << " at "
@@ -129,12 +129,12 @@ TEST(DdpDmuonMpi, Bf16WireAndHsdpPlanPassCheck) {
   const auto topo = apps::load_topology(po);
   const auto p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, n));
   auto o = small_options(Method::ddp_dmuon);
-  o.check = true;
+  o.run.check = true;
   const auto f32 = engine::run_engine(topo.tree, p, o, MPI_COMM_WORLD);
   EXPECT_TRUE(f32.audit_ok) << f32.audit_message;
   EXPECT_TRUE(f32.check_passed) << f32.max_rel_error << " at " << f32.worst_param;
-  o.comm_dtype = kernels::Dtype::bf16;
-  o.global_tokens = 64;  // full-rank gradients: a meaningful 16-bit check
+  o.step.wire = kernels::Dtype::bf16;
+  o.step.global_tokens = 64;  // full-rank gradients: a meaningful 16-bit check
   const auto bf16 = engine::run_engine(topo.tree, p, o, MPI_COMM_WORLD);
   EXPECT_TRUE(bf16.audit_ok) << bf16.audit_message;
   EXPECT_TRUE(bf16.check_passed) << bf16.max_rel_error << " at " << bf16.worst_param << " "

@@ -36,12 +36,12 @@ Setup make_setup(const std::string& topology, int replicate = 1,
 
 engine::EngineOptions small_options(engine::Method m) {
   engine::EngineOptions o;
-  o.method = m;
-  o.global_tokens = 8;  // the same global batch at every rank count
-  o.steps = 2;
-  o.warmup = 0;
-  o.seed = 7;
-  o.keep_final_weights = true;
+  o.step.method = m;
+  o.step.global_tokens = 8;  // the same global batch at every rank count
+  o.run.steps = 2;
+  o.run.warmup = 0;
+  o.run.seed = 7;
+  o.run.keep_final_weights = true;
   return o;
 }
 
@@ -50,9 +50,9 @@ TEST(EngineMpi, Z2AndZ3GiveIdenticalWeights) {
   const auto s2 = make_setup("moe", 1, plan::Reshard::z2);  // moe ties nothing: same sites
   for (auto m : {engine::Method::dmuon, engine::Method::fsdp_muon}) {
     auto o = small_options(m);
-    o.reshard = plan::Reshard::z3;
+    o.step.reshard = plan::Reshard::z3;
     const auto z3 = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
-    o.reshard = plan::Reshard::z2;
+    o.step.reshard = plan::Reshard::z2;
     const auto z2 = engine::run_engine(s2.topo.tree, s2.plan, o, MPI_COMM_WORLD);
     EXPECT_TRUE(z3.audit_ok) << z3.audit_message;
     EXPECT_TRUE(z2.audit_ok) << z2.audit_message;
@@ -71,7 +71,7 @@ TEST(EngineMpi, CheckPassesForEveryTopologyAndMethod) {
     for (auto m : {engine::Method::dmuon, engine::Method::fsdp_adamw, engine::Method::fsdp_muon,
                    engine::Method::ddp_muon}) {
       auto o = small_options(m);
-      o.check = true;
+      o.run.check = true;
       const auto r = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
       EXPECT_TRUE(r.audit_ok) << t << " " << engine::method_name(m) << ": " << r.audit_message;
       EXPECT_TRUE(r.check_passed) << t << " " << engine::method_name(m) << ": max rel error "
@@ -85,8 +85,8 @@ TEST(EngineMpi, DmuonBytesEqualPrediction) {
     for (auto rs : {plan::Reshard::z3, plan::Reshard::z2}) {
       const auto s = make_setup(t, 1, rs);
       auto o = small_options(engine::Method::dmuon);
-      o.compute = engine::Compute::none;
-      o.reshard = rs;
+      o.step.compute = engine::Compute::none;
+      o.step.reshard = rs;
       const auto r = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
       const auto v = plan::predict_dmuon_volume(s.topo.tree, s.plan.hooks, s.plan.partition, rs);
       EXPECT_TRUE(r.audit_ok) << r.audit_message;  // every rank, every step, every kind
@@ -148,7 +148,7 @@ TEST(EngineMpi, PrefetchKeepsWeightsCountsAndHooks) {
   for (auto m : {engine::Method::dmuon, engine::Method::fsdp_muon}) {
     auto o = small_options(m);
     const auto base = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
-    o.prefetch = 2;
+    o.step.prefetch = 2;
     const auto ahead = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
     EXPECT_TRUE(ahead.audit_ok) << ahead.audit_message;
     EXPECT_EQ(ahead.hook_calls_per_step, base.hook_calls_per_step);
@@ -167,7 +167,7 @@ TEST(EngineMpi, PackedGradReduceSameBytesFewerCalls) {
   const auto s = make_setup("moe");
   auto o = small_options(engine::Method::dmuon);
   const auto per_param = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
-  o.grad_reduce = plan::GradReduce::packed;
+  o.step.grad_reduce = plan::GradReduce::packed;
   const auto packed = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
   EXPECT_TRUE(packed.audit_ok) << packed.audit_message;
   const auto& rp = channel(per_param, engine::CommGroup::shard, comm::CollectiveKind::reduce);
@@ -205,8 +205,8 @@ TEST(EngineMpi, HsdpBytesEqualPrediction) {
     const auto s = make_setup("moe-llm", R);
     for (auto gr : {plan::GradReduce::per_param, plan::GradReduce::packed}) {
       auto o = small_options(engine::Method::dmuon);
-      o.compute = engine::Compute::none;
-      o.grad_reduce = gr;
+      o.step.compute = engine::Compute::none;
+      o.step.grad_reduce = gr;
       const auto r = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
       const auto v = plan::predict_dmuon_volume(s.topo.tree, s.plan.hooks, s.plan.partition,
                                                 plan::Reshard::z3, gr);
@@ -237,10 +237,10 @@ TEST(EngineMpi, Bf16WireHalvesTheBytesAndPassesCheck) {
       auto o = small_options(m);
       // Enough samples for full-rank gradients (moe tiny's experts: 64 rows, 2 of 8 experts per
       // sample): below that Newton–Schulz amplifies bf16 rounding in the null directions.
-      o.global_tokens = 512;
+      o.step.global_tokens = 512;
       const auto f32 = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
-      o.comm_dtype = kernels::Dtype::bf16;
-      o.check = true;  // default tolerance for a bf16 wire: 8 bf16 unit roundoffs
+      o.step.wire = kernels::Dtype::bf16;
+      o.run.check = true;  // default tolerance for a bf16 wire: 8 bf16 unit roundoffs
       const auto bf16 = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
       const std::string what = std::string(engine::method_name(m)) + " R " + std::to_string(R);
       EXPECT_TRUE(bf16.audit_ok) << what << ": " << bf16.audit_message;
@@ -271,7 +271,7 @@ TEST(EngineMpi, OptimizerPipelinesComputeTheSameWeights) {
   for (auto m : {engine::Method::dmuon, engine::Method::fsdp_muon, engine::Method::ddp_muon}) {
     auto o = small_options(m);
     const auto per_group = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
-    o.pipeline = engine::OptimizerPipeline::all_then_publish;
+    o.step.pipeline = engine::OptimizerPipeline::all_then_publish;
     const auto all = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
     EXPECT_TRUE(all.audit_ok) << all.audit_message;
     for (std::size_t c = 0; c < engine::kChannelCount; ++c)
@@ -286,9 +286,9 @@ TEST(EngineMpi, OptimizerPipelinesComputeTheSameWeights) {
 TEST(EngineMpi, DirectAndGramNewtonSchulzBothPassCheck) {
   const auto s = make_setup("llm");
   auto o = small_options(engine::Method::dmuon);
-  o.check = true;
+  o.run.check = true;
   for (auto ns : {kernels::NsVariant::gram, kernels::NsVariant::direct}) {
-    o.ns = ns;
+    o.backend.ns = ns;
     const auto r = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
     EXPECT_TRUE(r.check_passed) << kernels::to_string(ns) << ": " << r.max_rel_error;
     EXPECT_DOUBLE_EQ(r.check_tolerance, 1e-4);
@@ -298,7 +298,7 @@ TEST(EngineMpi, DirectAndGramNewtonSchulzBothPassCheck) {
 TEST(EngineMpi, FinalWeightsStayOnTheirRanksUnlessAsked) {
   const auto s = make_setup("moe");
   auto o = small_options(engine::Method::dmuon);
-  o.keep_final_weights = false;
+  o.run.keep_final_weights = false;
   const auto r = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
   EXPECT_TRUE(r.final_weights.empty()) << "the full model was gathered without --check";
 }
@@ -306,7 +306,7 @@ TEST(EngineMpi, FinalWeightsStayOnTheirRanksUnlessAsked) {
 TEST(EngineMpi, APlanForAnotherReshardIsBadInput) {
   const auto s = make_setup("moe");  // Z3 sites
   auto o = small_options(engine::Method::dmuon);
-  o.reshard = plan::Reshard::z2;
+  o.step.reshard = plan::Reshard::z2;
   EXPECT_THROW((void)engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD), InputError);
 }
 
@@ -314,7 +314,7 @@ TEST(EngineMpi, DeviceCudaWithoutAGpuIsBadInputOnEveryRank) {
   // CI builds the CUDA backend but has no GPU; a build without CUDA refuses it too.
   const auto s = make_setup("moe");
   auto o = small_options(engine::Method::dmuon);
-  o.device = engine::Device::cuda;
+  o.backend.device = engine::Device::cuda;
   try {
     (void)engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
     GTEST_SKIP() << "a GPU per rank is present: the device engine ran";
@@ -346,7 +346,7 @@ TEST(EngineMpi, BandwidthFiguresUseNcclTestsMessageSizes) {
   using comm::CollectiveKind;
   const auto shard = engine::CommGroup::shard;
   auto o = small_options(engine::Method::dmuon);
-  o.compute = engine::Compute::none;
+  o.step.compute = engine::Compute::none;
   const auto dm = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
   const auto& bc = channel(dm, shard, CollectiveKind::broadcast);
   const auto& rd = channel(dm, shard, CollectiveKind::reduce);
@@ -372,7 +372,7 @@ TEST(EngineMpi, BandwidthFiguresUseNcclTestsMessageSizes) {
   }
 
   auto fo = small_options(engine::Method::fsdp_adamw);
-  fo.compute = engine::Compute::none;
+  fo.step.compute = engine::Compute::none;
   const auto fs = engine::run_engine(s.topo.tree, s.plan, fo, MPI_COMM_WORLD);
   const auto& fag = channel(fs, shard, CollectiveKind::all_gather);
   const auto& frs = channel(fs, shard, CollectiveKind::reduce_scatter);

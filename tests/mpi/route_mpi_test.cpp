@@ -31,12 +31,12 @@ const std::vector<std::string> kShardedRoutes = {"ndim=1=sharded_adamw", "contai
 
 engine::EngineOptions small_options(Method m) {
   engine::EngineOptions o;
-  o.method = m;
-  o.global_tokens = 8;
-  o.steps = 2;
-  o.warmup = 0;
-  o.seed = 5;
-  o.check = true;
+  o.step.method = m;
+  o.step.global_tokens = 8;
+  o.run.steps = 2;
+  o.run.warmup = 0;
+  o.run.seed = 5;
+  o.run.check = true;
   return o;
 }
 
@@ -79,7 +79,7 @@ TEST(RouteMpi, ShardedAdamwPassesCheckAndAuditEverywhere) {
         ASSERT_FALSE(p.sharded_hooks.dedicated.empty()) << t;
         for (auto m : {Method::dmuon, Method::fsdp_muon, Method::ddp_dmuon}) {
           auto o = small_options(m);
-          o.reshard = rs;
+          o.step.reshard = rs;
           const auto r = engine::run_engine(topo.tree, p, o, MPI_COMM_WORLD);
           const std::string what = std::string(t) + " R=" + std::to_string(replicate) + " " +
                                    plan::reshard_name(rs) + " " + engine::method_name(m);
@@ -133,7 +133,7 @@ TEST(RouteMpi, ShardedAdamwBytesByHand) {
     ASSERT_EQ(p.sharded_hooks.sites.size(), 2u);  // layers.0 and layers.1
     for (const int wire : {4, 2}) {
       auto o = small_options(Method::dmuon);
-      o.comm_dtype = wire == 4 ? kernels::Dtype::f32 : kernels::Dtype::bf16;
+      o.step.wire = wire == 4 ? kernels::Dtype::f32 : kernels::Dtype::bf16;
       const auto r = engine::run_engine(tree, p, o, MPI_COMM_WORLD);
       const std::string what = "N=" + std::to_string(n) + " R=" + std::to_string(e.replicate) +
                                " e=" + std::to_string(wire);
@@ -172,7 +172,7 @@ TEST(RouteMpi, AdamwRouteMovesTheBytesOfAMuonRoute) {
   ASSERT_EQ(pa.hooks.dedicated, pm.hooks.dedicated);
   for (auto m : {Method::dmuon, Method::ddp_dmuon}) {
     auto o = small_options(m);
-    o.check = false;
+    o.run.check = false;
     const auto a = engine::run_engine(topo.tree, pa, o, MPI_COMM_WORLD);
     const auto b = engine::run_engine(topo.tree, pm, o, MPI_COMM_WORLD);
     EXPECT_TRUE(a.audit_ok) << a.audit_message;
@@ -220,19 +220,19 @@ TEST(RouteMpi, RouteDtypeRunsEachParameterAsItsOwnTypeDoes) {
         const std::string what =
             routes.front() + " R=" + std::to_string(replicate) + " " + engine::method_name(m);
         auto o = small_options(m);
-        o.comm_dtype = wire;
-        o.keep_final_weights = true;
+        o.step.wire = wire;
+        o.run.keep_final_weights = true;
         // --accum: the alt gradients accumulate in fp32 over the micro-steps as the wire's do.
-        if (m == Method::dmuon || m == Method::fsdp_adamw) o.accum = 2;
+        if (m == Method::dmuon || m == Method::fsdp_adamw) o.step.accum = 2;
         // A 16-bit check of Muon parameters needs full-rank samples (result_collection.cpp).
         if (wire != kernels::Dtype::f32 || routes.back() == "contains:mlp=muon")
-          o.global_tokens = 512;
+          o.step.global_tokens = 512;
         const auto a = engine::run_engine(topo.tree, routed, o, MPI_COMM_WORLD);
         EXPECT_TRUE(a.audit_ok) << what << ": " << a.audit_message;
         EXPECT_TRUE(a.check_passed) << what << ": " << a.max_rel_error << " at " << a.worst_param;
-        o.check = false;
+        o.run.check = false;
         const auto on_wire = engine::run_engine(topo.tree, plain, o, MPI_COMM_WORLD);
-        o.comm_dtype = other;
+        o.step.wire = other;
         const auto on_other = engine::run_engine(topo.tree, plain, o, MPI_COMM_WORLD);
         if (rank != 0) continue;
         int routed_params = 0;

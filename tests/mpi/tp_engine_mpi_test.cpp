@@ -37,13 +37,13 @@ Setup make_setup(int tp, int replicate, plan::Reshard reshard) {
 
 engine::EngineOptions options(plan::Reshard reshard) {
   engine::EngineOptions o;
-  o.method = engine::Method::dmuon;
-  o.reshard = reshard;
-  o.global_tokens = 8;
-  o.steps = 2;
-  o.warmup = 0;
-  o.seed = 11;
-  o.check = true;
+  o.step.method = engine::Method::dmuon;
+  o.step.reshard = reshard;
+  o.step.global_tokens = 8;
+  o.run.steps = 2;
+  o.run.warmup = 0;
+  o.run.seed = 11;
+  o.run.check = true;
   return o;
 }
 
@@ -83,7 +83,7 @@ void run_case(int tp, int replicate, plan::Reshard reshard,
   // whatever --accum: the optimizer, and so the exchange, runs once per step. The gather
   // carries the wire dtype (bf16: half the fp32 bytes), the scatter fp32.
   const std::int64_t tp_max = expected_tp_max(s);
-  const std::int64_t gather_max = o.comm_dtype == kernels::Dtype::bf16 ? tp_max / 2 : tp_max;
+  const std::int64_t gather_max = o.step.wire == kernels::Dtype::bf16 ? tp_max / 2 : tp_max;
   EXPECT_GT(tp_max, 0);
   const auto& gather = r.kinds[engine::channel_index(CommGroup::tp, comm::CollectiveKind::gather)];
   const auto& scatter =
@@ -95,8 +95,8 @@ void run_case(int tp, int replicate, plan::Reshard reshard,
   // --clip-norm: one all-reduce of the norm over the whole R x G x T world, 0 bytes.
   const auto& norm =
       r.kinds[engine::channel_index(engine::CommGroup::world, comm::CollectiveKind::all_reduce)];
-  EXPECT_EQ(norm.calls_per_step, o.clip_norm > 0 ? 1 : 0);
-  if (o.clip_norm > 0) {
+  EXPECT_EQ(norm.calls_per_step, o.step.clip_norm > 0 ? 1 : 0);
+  if (o.step.clip_norm > 0) {
     EXPECT_EQ(norm.group_size, n);
   }
 }
@@ -118,12 +118,12 @@ TEST(TpEngine, Tp2Hsdp) {
 // parameter once, not T times) equals the one-process reference's; 0.05 is far below the
 // synthetic gradients' norm, so every step clips (a norm counted wrong changes every update).
 TEST(TpEngine, Tp2ClipNorm) {
-  run_case(2, 1, plan::Reshard::z3, [](auto& o) { o.clip_norm = 0.05; });
+  run_case(2, 1, plan::Reshard::z3, [](auto& o) { o.step.clip_norm = 0.05; });
 }
 TEST(TpEngine, Tp2HsdpClipNormInf) {
   run_case(2, 2, plan::Reshard::z3, [](auto& o) {
-    o.clip_norm = 0.01;
-    o.clip_norm_type = engine::ClipNormType::inf;
+    o.step.clip_norm = 0.01;
+    o.step.clip_norm_type = engine::ClipNormType::inf;
   });
 }
 
@@ -132,15 +132,15 @@ TEST(TpEngine, Tp2HsdpClipNormInf) {
 // per step after the last micro-step; --check against the TP reference accumulating the same
 // micro-batches.
 TEST(TpEngine, Tp2Accum2Z3) {
-  run_case(2, 1, plan::Reshard::z3, [](auto& o) { o.accum = 2; });
+  run_case(2, 1, plan::Reshard::z3, [](auto& o) { o.step.accum = 2; });
 }
 TEST(TpEngine, Tp2Accum3Z2) {
-  run_case(2, 1, plan::Reshard::z2, [](auto& o) { o.accum = 3; });
+  run_case(2, 1, plan::Reshard::z2, [](auto& o) { o.step.accum = 3; });
 }
 TEST(TpEngine, Tp2HsdpAccum2ClipNorm) {
   run_case(2, 2, plan::Reshard::z3, [](auto& o) {
-    o.clip_norm = 0.05;
-    o.accum = 2;
+    o.step.clip_norm = 0.05;
+    o.step.accum = 2;
   });
 }
 
@@ -151,15 +151,15 @@ TEST(TpEngine, Tp2HsdpAccum2ClipNorm) {
 // ddp_dmuon_mpi_test's bf16 case) so that the check is meaningful.
 TEST(TpEngine, Tp2Bf16) {
   run_case(2, 1, plan::Reshard::z3, [](auto& o) {
-    o.comm_dtype = kernels::Dtype::bf16;
-    o.global_tokens = 64;
+    o.step.wire = kernels::Dtype::bf16;
+    o.step.global_tokens = 64;
   });
 }
 TEST(TpEngine, Tp2HsdpBf16Accum2) {
   run_case(2, 2, plan::Reshard::z3, [](auto& o) {
-    o.comm_dtype = kernels::Dtype::bf16;
-    o.global_tokens = 64;
-    o.accum = 2;
+    o.step.wire = kernels::Dtype::bf16;
+    o.step.global_tokens = 64;
+    o.step.accum = 2;
   });
 }
 
@@ -168,16 +168,16 @@ TEST(TpEngine, UnsupportedCombinationsExit2) {
   if (n % 2 != 0) GTEST_SKIP() << "world " << n << " is not divisible by --tp 2";
   const auto s = make_setup(2, 1, plan::Reshard::z3);
   auto o = options(plan::Reshard::z3);
-  o.method = engine::Method::fsdp_muon;
+  o.step.method = engine::Method::fsdp_muon;
   EXPECT_THROW(engine::validate_run(s.topo.tree, s.plan, o, n), InputError);
   o = options(plan::Reshard::z3);
-  o.comm_dtype = kernels::Dtype::bf16;
+  o.step.wire = kernels::Dtype::bf16;
   EXPECT_NO_THROW(engine::validate_run(s.topo.tree, s.plan, o, n));
   o = options(plan::Reshard::z3);
-  o.device = engine::Device::cuda;
+  o.backend.device = engine::Device::cuda;
   EXPECT_THROW(engine::validate_run(s.topo.tree, s.plan, o, n), InputError);
   o = options(plan::Reshard::z3);
-  o.accum = 2;
+  o.step.accum = 2;
   EXPECT_NO_THROW(engine::validate_run(s.topo.tree, s.plan, o, n));
 }
 

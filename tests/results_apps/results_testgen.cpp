@@ -106,12 +106,12 @@ void add_synthetic_measurements(const model::Topology& topo, const plan::Plan& p
 // files pair with real ones in dmuon_compare and plot_results.py).
 void set_engine_defaults(RunRecord& r) {
   const engine::EngineOptions d;
-  r.prefetch = d.prefetch;
-  r.device = engine::device_name(d.device);
-  r.comm_dtype = engine::dtype_flag_name(d.comm_dtype);
-  r.ns = std::string(kernels::to_string(d.ns));
+  r.prefetch = d.step.prefetch;
+  r.device = engine::device_name(d.backend.device);
+  r.comm_dtype = engine::dtype_flag_name(d.step.wire);
+  r.ns = std::string(kernels::to_string(d.backend.ns));
   r.ns_dtype = "fp32";  // the host computes Newton-Schulz in fp32
-  r.optimizer_pipeline = engine::optimizer_pipeline_name(d.pipeline);
+  r.optimizer_pipeline = engine::optimizer_pipeline_name(d.step.pipeline);
 }
 
 int reference(const std::string& out, int world, int argc, char** argv) {

@@ -192,7 +192,7 @@ TEST(Accum, ScheduleRepeatsMicroStepsAndReducesOnce) {
       const auto L1 = engine::make_layout(topo.tree, plan, {m, rs, 1}, 1);
       const auto L4 = engine::make_layout(topo.tree, plan,
                                           {m, rs, 1, engine::OptimizerPipeline::per_group, 4}, 1);
-      engine::ScheduleOptions o1, o4;
+      engine::StepSpec o1, o4;
       o4.accum = 4;
       const auto c1 = count(engine::make_schedule(L1, o1));
       const auto c4 = count(engine::make_schedule(L4, o4));
@@ -221,8 +221,8 @@ TEST(ClipNorm, ScheduleReducesFirstThenOneWorldAllReduceThenOptimizer) {
     const auto plan = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, 4));
     for (int r = 0; r < 4; ++r) {
       const auto L = engine::make_layout(topo.tree, plan, {m, plan::Reshard::z3, 1}, r);
-      engine::ScheduleOptions o;
-      o.clip = true;
+      engine::StepSpec o;
+      o.clip_norm = 1;
       const auto s = engine::make_schedule(L, o);
       std::vector<std::size_t> at_issue;
       std::size_t last_reduce_wait = 0, first_optimizer = s.size();

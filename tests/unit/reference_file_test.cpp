@@ -53,7 +53,7 @@ TEST(ReferenceFile, RefusesOtherSettingsAndDamage) {
   const std::string header = engine::reference_header(f.tree, f.plan, o, 1);
   const auto path = temp_path("dmuon_ref_damage.ref");
   engine::write_reference(path, header, {{1, 2, 3, 4, 5, 6}, {7, 8, 9, 10}});
-  o.seed = 2;  // the weights depend on the seed: a reference for seed 1 is not one for seed 2
+  o.run.seed = 2;  // the weights depend on the seed: a reference for seed 1 is not one for seed 2
   const std::string other = engine::reference_header(f.tree, f.plan, o, 1);
   EXPECT_NE(other, header);
   try {
@@ -63,8 +63,8 @@ TEST(ReferenceFile, RefusesOtherSettingsAndDamage) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
   // The wire and the world do not change the one-process arithmetic: the same file serves.
-  o.seed = 1;
-  o.comm_dtype = kernels::Dtype::bf16;
+  o.run.seed = 1;
+  o.step.wire = kernels::Dtype::bf16;
   EXPECT_EQ(engine::reference_header(f.tree, f.plan, o, 1), header);
   {
     std::ofstream cut(path, std::ios::binary | std::ios::trunc);

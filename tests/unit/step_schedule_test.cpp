@@ -70,7 +70,7 @@ struct Case {
 struct Built {
   model::Topology topo;
   plan::Plan plan;
-  engine::ScheduleOptions options;
+  engine::StepSpec options;
   std::vector<engine::StepLayout> layouts;  // by world rank
   std::vector<engine::Schedule> schedules;
 };
@@ -87,14 +87,14 @@ Built build(const Case& c) {
   b.plan = plan::make_plan(b.topo.tree, apps::make_plan_config(po, b.topo, c.world));
   b.options.prefetch = c.prefetch;
   b.options.grad_reduce = c.grad_reduce;
+  b.options.method = c.method;
+  b.options.reshard = c.reshard;
   b.options.pipeline = c.pipeline;
-  b.options.wire = c.wire;
+  b.options.wire = c.wire == comm::DType::bf16 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
   b.options.accum = c.accum;
-  b.options.clip = c.clip;
+  b.options.clip_norm = c.clip ? 1 : 0;
   for (int r = 0; r < c.world; ++r) {
-    engine::LayoutOptions lo{c.method, c.reshard, c.prefetch, c.pipeline, c.accum};
-    lo.wire = c.wire == comm::DType::bf16 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
-    b.layouts.push_back(engine::make_layout(b.topo.tree, b.plan, lo, r));
+    b.layouts.push_back(engine::make_layout(b.topo.tree, b.plan, b.options, r));
     b.schedules.push_back(engine::make_schedule(b.layouts.back(), b.options));
   }
   return b;
@@ -486,7 +486,7 @@ TEST(StepSchedule, TwoSitesTwoOwnersHandWritten) {
     tree.add_parameter(tree.add_module(list, std::to_string(i), "L"), "w", {4, 4});
   tree.finalize();
   const auto p = two_rank_round_robin_plan(tree, "all");
-  engine::ScheduleOptions so;
+  engine::StepSpec so;
   so.prefetch = 1;
   const auto L = engine::make_layout(
       tree, p, {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group}, 0);
@@ -512,7 +512,7 @@ TEST(StepSchedule, TwoSitesTwoOwnersHandWritten) {
   // backward accumulating), the reduces after the second backward only; then every reduce
   // waited, the norm (partial, world all-reduce, wait, scale), and the optimizer.
   so.accum = 2;
-  so.clip = true;
+  so.clip_norm = 1;
   const auto L2 = engine::make_layout(
       tree, p, {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group, 2}, 0);
   const std::string micro =
@@ -548,7 +548,7 @@ TEST(StepSchedule, ShardedAdamwReduceScatterFollowsTheLastBackward) {
   }
   tree.finalize();
   const auto p = two_rank_round_robin_plan(tree, "ndim=2", {"ndim=1=sharded_adamw"});
-  engine::ScheduleOptions so;
+  engine::StepSpec so;
   so.prefetch = 1;
   const auto L = engine::make_layout(
       tree, p, {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group}, 0);
@@ -614,10 +614,10 @@ TEST(StepSchedule, DdpDmuonHandWritten) {
   tree.add_parameter(tree.add_module(list, "1", "L"), "w", {4, 4});
   tree.finalize();
   const auto p = two_rank_round_robin_plan(tree, "ndim=2");
-  engine::ScheduleOptions so;
+  engine::StepSpec so;
   so.prefetch = 1;
-  const engine::LayoutOptions lo{Method::ddp_dmuon, plan::Reshard::z3, 1,
-                                 engine::OptimizerPipeline::per_group};
+  const engine::StepSpec lo{Method::ddp_dmuon, plan::Reshard::z3, 1,
+                            engine::OptimizerPipeline::per_group};
   const auto L = engine::make_layout(tree, p, lo, 0);
   ASSERT_EQ(L.groups.size(), 3u);
   EXPECT_EQ(L.params[0].storage, engine::Storage::replicated);
@@ -685,7 +685,7 @@ TEST(StepSchedule, TensorParallelHandWritten) {
   ASSERT_EQ(p.tp.tp_owner, (std::vector<int>{0, 1, 0}));
   ASSERT_EQ(p.tp.shard_dim, (std::vector<int>{0, 0, 1}));
   const auto local = plan::tp_local_tree(tree, p);
-  engine::ScheduleOptions so;
+  engine::StepSpec so;
   so.prefetch = 1;
   std::vector<engine::StepLayout> layouts;
   for (int t = 0; t < 2; ++t)
@@ -789,11 +789,13 @@ TEST(StepSchedule, TensorParallelHandWritten) {
   EXPECT_EQ(tp_ops[1], tp_ops[0]);
   // --comm-dtype bf16: the gather carries the gradients' wire dtype, the scatter the fp32
   // update.
-  so.wire = comm::DType::bf16;
+  so.wire = kernels::Dtype::bf16;
+  so.accum = 1;
+  const auto L16 = engine::make_layout(local, p, so, 0);
   int bf16_gathers = 0;
-  for (const auto& op : engine::make_schedule(layouts[0], so)) {
+  for (const auto& op : engine::make_schedule(L16, so)) {
     if (op.op != Op::tp_gather && op.op != Op::tp_scatter) continue;
-    const auto call = engine::collectives_of(layouts[0], op, so).at(0);
+    const auto call = engine::collectives_of(L16, op, so).at(0);
     EXPECT_EQ(call.dtype, op.op == Op::tp_gather ? comm::DType::bf16 : comm::DType::f32);
     bf16_gathers += op.op == Op::tp_gather;
   }
@@ -818,7 +820,7 @@ TEST(StepSchedule, TensorParallelGroupsAgreeAndMatchTheFormula) {
     ASSERT_EQ(p.tp.sharded.size(), 28u);
     const auto v =
         plan::predict_tp_volume(topo.tree, p, plan::Reshard::z3, plan::GradReduce::per_param, 4);
-    engine::ScheduleOptions so;
+    engine::StepSpec so;
     std::vector<std::string> tp_ops(static_cast<std::size_t>(world));
     for (int w = 0; w < world; ++w) {
       const int t = w % tp;

@@ -40,7 +40,7 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "dmuon gradients to owners: per-param (one reduce per parameter, the reference) "
                  "or packed (one per site and owner: same bytes, fewer messages)")
       ->capture_default_str();
-  app.add_option("--prefetch", o.engine.prefetch,
+  app.add_option("--prefetch", o.engine.step.prefetch,
                  "weight broadcasts/all-gathers kept in flight ahead of compute, in groups "
                  "(0 = none; 1 is the reference's)")
       ->capture_default_str();
@@ -86,27 +86,27 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       "(forward + backward each, weights re-gathered each time; gradients reduced after the "
       "last one only); --tokens/--global-tokens stay per step (default 1)");
   auto& eo = o.engine;
-  eo.steps = kDefaultSteps;
-  eo.warmup = kDefaultWarmup;
-  eo.tokens = kDefaultTokens;
-  app.add_option("--tokens", eo.tokens, "samples per rank (global batch = tokens x ranks)")
+  eo.run.steps = kDefaultSteps;
+  eo.run.warmup = kDefaultWarmup;
+  eo.step.tokens = kDefaultTokens;
+  app.add_option("--tokens", eo.step.tokens, "samples per rank (global batch = tokens x ranks)")
       ->capture_default_str();
-  app.add_option("--global-tokens", eo.global_tokens,
+  app.add_option("--global-tokens", eo.step.global_tokens,
                  "global batch in samples, split over ranks (overrides --tokens; keeps --check "
                  "comparable across rank counts)");
-  app.add_option("--steps", eo.steps, "measured steps")->capture_default_str();
-  app.add_option("--warmup", eo.warmup, "unmeasured steps first (in every repeat)")
+  app.add_option("--steps", eo.run.steps, "measured steps")->capture_default_str();
+  app.add_option("--warmup", eo.run.warmup, "unmeasured steps first (in every repeat)")
       ->capture_default_str();
   app.add_option("--repeats", o.repeats,
                  "run every row this many times (each after its warm-up); the table and the "
                  "results file keep every measured step of every repeat as one sample, for "
                  "spreads and dmuon_compare's significance test")
       ->capture_default_str();
-  app.add_option("--seed", eo.seed, "seed of the synthetic weights and data")
+  app.add_option("--seed", eo.run.seed, "seed of the synthetic weights and data")
       ->capture_default_str();
-  app.add_flag("--check", eo.check,
+  app.add_flag("--check", eo.run.check,
                "compare final weights with a one-process recomputation on rank 0");
-  app.add_option("--check-tolerance", eo.check_tolerance,
+  app.add_option("--check-tolerance", eo.run.check_tolerance,
                  "max relative error for --check (default: 1e-4 when everything is fp32, 8 unit "
                  "roundoffs of the coarsest 16-bit type on the wire or in the device's "
                  "Newton-Schulz)");
@@ -116,7 +116,7 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                "columns");
   app.add_option("--output", o.output,
                  "results file (HDF5, written atomically by rank 0; default: none)");
-  app.add_option("--inject-nan-step", eo.inject_nan_step,
+  app.add_option("--inject-nan-step", eo.run.inject_nan_step,
                  "test aid: poison one gradient on the last rank at this step (1-based); the run "
                  "must abort on all ranks naming the parameter");
 }
@@ -140,23 +140,23 @@ std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
         "--owner-strategy names no strategy (valid: lpt, round_robin, rank0, "
         "lpt_refine)");
   o.plan.owner_strategy = o.owner_strategies_resolved.front();
-  o.engine.reshard = plan::parse_reshard(o.reshard);
-  o.plan.reshard = o.engine.reshard;  // Z2 sites differ for tied parameters (SPEC §3)
-  o.engine.grad_reduce = plan::parse_grad_reduce(o.grad_reduce);
-  o.engine.compute = engine::parse_compute(o.compute);
-  o.engine.device = engine::parse_device(o.device);
-  o.engine.comm_dtype = engine::parse_dtype(o.comm_dtype, "--comm-dtype", false);
-  o.engine.ns = engine::parse_ns_variant(o.ns);
-  o.engine.ns_dtype = engine::parse_dtype(o.ns_dtype, "--ns-dtype", true);
-  o.engine.pipeline = engine::parse_optimizer_pipeline(o.optimizer_pipeline);
-  o.engine.clip_norm = o.clip_norm_given ? engine::parse_clip_norm(o.clip_norm) : 0;
+  o.engine.step.reshard = plan::parse_reshard(o.reshard);
+  o.plan.reshard = o.engine.step.reshard;  // Z2 sites differ for tied parameters (SPEC §3)
+  o.engine.step.grad_reduce = plan::parse_grad_reduce(o.grad_reduce);
+  o.engine.step.compute = engine::parse_compute(o.compute);
+  o.engine.backend.device = engine::parse_device(o.device);
+  o.engine.step.wire = engine::parse_dtype(o.comm_dtype, "--comm-dtype", false);
+  o.engine.backend.ns = engine::parse_ns_variant(o.ns);
+  o.engine.backend.ns_dtype = engine::parse_dtype(o.ns_dtype, "--ns-dtype", true);
+  o.engine.step.pipeline = engine::parse_optimizer_pipeline(o.optimizer_pipeline);
+  o.engine.step.clip_norm = o.clip_norm_given ? engine::parse_clip_norm(o.clip_norm) : 0;
   if (!o.clip_norm_type.empty()) {
-    o.engine.clip_norm_type = engine::parse_clip_norm_type(o.clip_norm_type);
+    o.engine.step.clip_norm_type = engine::parse_clip_norm_type(o.clip_norm_type);
     if (!o.clip_norm_given)
       throw InputError(
           fmt::format("--clip-norm-type {} needs --clip-norm (the threshold)", o.clip_norm_type));
   }
-  o.engine.accum = o.accum_given ? engine::parse_accum(o.accum) : 1;
+  o.engine.step.accum = o.accum_given ? engine::parse_accum(o.accum) : 1;
   return methods;
 }
 

@@ -187,27 +187,29 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
   line(fmt::format(
       "# boundary sweep: {}  owner strategy {}  reshard {}  grad reduce {}  prefetch {}  "
       "compute {}",
-      sweep_source, fmt::join(o.owner_strategies_resolved, ","), plan::reshard_name(e.reshard),
-      plan::grad_reduce_name(e.grad_reduce), e.prefetch, engine::compute_name(e.compute)));
+      sweep_source, fmt::join(o.owner_strategies_resolved, ","), plan::reshard_name(e.step.reshard),
+      plan::grad_reduce_name(e.step.grad_reduce), e.step.prefetch,
+      engine::compute_name(e.step.compute)));
   line(fmt::format("# device {}  comm dtype {}  Newton-Schulz {}{}  optimizer pipeline {}",
-                   engine::device_name(e.device), engine::dtype_flag_name(e.comm_dtype),
-                   kernels::to_string(e.ns),
-                   e.device == engine::Device::cuda
-                       ? fmt::format(" in {}", engine::dtype_flag_name(e.ns_dtype))
+                   engine::device_name(e.backend.device), engine::dtype_flag_name(e.step.wire),
+                   kernels::to_string(e.backend.ns),
+                   e.backend.device == engine::Device::cuda
+                       ? fmt::format(" in {}", engine::dtype_flag_name(e.backend.ns_dtype))
                        : std::string(" in fp32"),
-                   engine::optimizer_pipeline_name(e.pipeline)));
-  line(
-      fmt::format("# global batch {} samples ({} per {})  steps {} (+{} warmup) x {} repeat{}  "
-                  "seed {}",
-                  e.global_samples(world / tp), e.global_samples(world / tp) / (world / tp),
-                  tp > 1 ? "DP rank; its TP group shares them" : "rank", e.steps, e.warmup,
-                  o.repeats, o.repeats == 1 ? "" : "s", e.seed));
-  if (e.clip_norm > 0 || e.accum > 1)
+                   engine::optimizer_pipeline_name(e.step.pipeline)));
+  line(fmt::format(
+      "# global batch {} samples ({} per {})  steps {} (+{} warmup) x {} repeat{}  "
+      "seed {}",
+      e.step.global_samples(world / tp), e.step.global_samples(world / tp) / (world / tp),
+      tp > 1 ? "DP rank; its TP group shares them" : "rank", e.run.steps, e.run.warmup, o.repeats,
+      o.repeats == 1 ? "" : "s", e.run.seed));
+  if (e.step.clip_norm > 0 || e.step.accum > 1)
     line(fmt::format("# gradient clipping {}  accumulation {} micro-step{} per step",
-                     e.clip_norm > 0 ? fmt::format("--clip-norm {} ({}-norm)", e.clip_norm,
-                                                   engine::clip_norm_type_name(e.clip_norm_type))
-                                     : std::string("off"),
-                     e.accum, e.accum == 1 ? "" : "s"));
+                     e.step.clip_norm > 0
+                         ? fmt::format("--clip-norm {} ({}-norm)", e.step.clip_norm,
+                                       engine::clip_norm_type_name(e.step.clip_norm_type))
+                         : std::string("off"),
+                     e.step.accum, e.step.accum == 1 ? "" : "s"));
   std::vector<std::string> hosts;
   for (const auto& h : host.hostnames)
     if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
@@ -236,7 +238,7 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
       "the formula per rank and kind. bcast = broadcast + all_gather calls, red = reduce + "
       "reduce_scatter + all_reduce (HSDP: row and column groups together). Baselines "
       "(boundary '-') run once",
-      e.steps * o.repeats, kTableAlpha));
+      e.run.steps * o.repeats, kTableAlpha));
   const std::string lw = std::to_string(o.wide ? 40 : kLabelWidth);
   const std::string hdr = "# {:<" + lw +
                           "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>7} {:>5} {:>18} "
@@ -321,9 +323,10 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
     }
     if (r.checked && !r.check_note.empty())
       line(fmt::format("# check note ({}): {}", who, r.check_note));
-    if (o.engine.accum > 1)
+    if (o.engine.step.accum > 1)
       line(fmt::format("# per micro-step ({}): {:.3f} ms (step {:.3f} ms / {} micro-steps)", who,
-                       ph(r, Phase::step) / o.engine.accum, ph(r, Phase::step), o.engine.accum));
+                       ph(r, Phase::step) / o.engine.step.accum, ph(r, Phase::step),
+                       o.engine.step.accum));
   }
   (void)plans;
   const int failed = failures(runs);
@@ -342,22 +345,24 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
   j["owner_strategy"] = fmt::format("{}", fmt::join(o.owner_strategies_resolved, ","));
   j["replicate"] = o.plan.replicate;
   j["tp"] = o.plan.tp;
-  j["reshard"] = plan::reshard_name(e.reshard);
-  j["grad_reduce"] = plan::grad_reduce_name(e.grad_reduce);
-  j["prefetch"] = e.prefetch;
-  j["compute"] = engine::compute_name(e.compute);
-  j["device"] = engine::device_name(e.device);
-  j["comm_dtype"] = engine::dtype_flag_name(e.comm_dtype);
-  j["ns"] = std::string(kernels::to_string(e.ns));
-  j["ns_dtype"] = e.device == engine::Device::cuda ? engine::dtype_flag_name(e.ns_dtype) : "fp32";
-  j["optimizer_pipeline"] = engine::optimizer_pipeline_name(e.pipeline);
-  j["clip_norm"] = e.clip_norm;  // 0: off
-  j["clip_norm_type"] = engine::clip_norm_type_name(e.clip_norm_type);
-  j["accum"] = e.accum;
-  j["steps"] = e.steps;
-  j["warmup"] = e.warmup;
+  j["reshard"] = plan::reshard_name(e.step.reshard);
+  j["grad_reduce"] = plan::grad_reduce_name(e.step.grad_reduce);
+  j["prefetch"] = e.step.prefetch;
+  j["compute"] = engine::compute_name(e.step.compute);
+  j["device"] = engine::device_name(e.backend.device);
+  j["comm_dtype"] = engine::dtype_flag_name(e.step.wire);
+  j["ns"] = std::string(kernels::to_string(e.backend.ns));
+  j["ns_dtype"] = e.backend.device == engine::Device::cuda
+                      ? engine::dtype_flag_name(e.backend.ns_dtype)
+                      : "fp32";
+  j["optimizer_pipeline"] = engine::optimizer_pipeline_name(e.step.pipeline);
+  j["clip_norm"] = e.step.clip_norm;  // 0: off
+  j["clip_norm_type"] = engine::clip_norm_type_name(e.step.clip_norm_type);
+  j["accum"] = e.step.accum;
+  j["steps"] = e.run.steps;
+  j["warmup"] = e.run.warmup;
   j["repeats"] = o.repeats;
-  j["seed"] = e.seed;
+  j["seed"] = e.run.seed;
   j["host"] = {{"hostnames", host.hostnames},
                {"cpu_model", host.blas.cpu_model},
                {"cpu_features", host.blas.cpu_features},
@@ -384,7 +389,7 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
       x["step_ms_spread"] = spread(phase_spread(run.result, Phase::step, world));
       x["optimizer_ms_spread"] = spread(optimizer_spread(run.result, world));
       x["step_ms_samples"] = phase_samples_ms(run.result, Phase::step, world);
-      x["micro_step_ms"] = ph(run.result, Phase::step) / e.accum;  // step_ms / accum
+      x["micro_step_ms"] = ph(run.result, Phase::step) / e.step.accum;  // step_ms / accum
       if (!run.baseline && best[i].ratio > 0)
         x["vs_best"] = {{"ratio", best[i].ratio},
                         {"best", best[i].best},

@@ -111,7 +111,7 @@ void fill_measured(results::RunRecord& rec, const model::Topology& topo, const B
   s["exposed_comm_ms"] = phase_ms(r, Phase::exposed_comm);
   if (step_ms > 0) {
     s["tokens_per_s"] =
-        static_cast<double>(o.engine.global_samples(r.world_size / r.tp)) / (step_ms * 1e-3);
+        static_cast<double>(o.engine.step.global_samples(r.world_size / r.tp)) / (step_ms * 1e-3);
     s["updated_params_per_s"] = static_cast<double>(topo.tree.total_numel()) / (step_ms * 1e-3);
   }
   // NS runs on the owners only for dmuon, so Σ over owned matrices is the work the optimizer_ns
@@ -179,31 +179,32 @@ std::string config_text(const BenchOptions& o, const BenchRun& run) {
   kv("max_owners_per_group", std::to_string(p.max_owners_per_group));
   kv("replicate", std::to_string(p.replicate));
   kv("method", fmt::format("[{}]", engine::method_name(run.method)));
-  kv("reshard", plan::reshard_name(e.reshard));
-  kv("grad_reduce", plan::grad_reduce_name(e.grad_reduce));
-  kv("prefetch", std::to_string(e.prefetch));
-  kv("device", engine::device_name(e.device));
-  kv("comm_dtype", engine::dtype_flag_name(e.comm_dtype));
-  kv("ns", std::string(kernels::to_string(e.ns)));
-  if (e.device == engine::Device::cuda) kv("ns_dtype", engine::dtype_flag_name(e.ns_dtype));
-  kv("optimizer_pipeline", engine::optimizer_pipeline_name(e.pipeline));
-  if (e.clip_norm > 0) {
-    kv("clip_norm", fmt::format("{}", e.clip_norm));
-    kv("clip_norm_type", yaml_quote(engine::clip_norm_type_name(e.clip_norm_type)));
+  kv("reshard", plan::reshard_name(e.step.reshard));
+  kv("grad_reduce", plan::grad_reduce_name(e.step.grad_reduce));
+  kv("prefetch", std::to_string(e.step.prefetch));
+  kv("device", engine::device_name(e.backend.device));
+  kv("comm_dtype", engine::dtype_flag_name(e.step.wire));
+  kv("ns", std::string(kernels::to_string(e.backend.ns)));
+  if (e.backend.device == engine::Device::cuda)
+    kv("ns_dtype", engine::dtype_flag_name(e.backend.ns_dtype));
+  kv("optimizer_pipeline", engine::optimizer_pipeline_name(e.step.pipeline));
+  if (e.step.clip_norm > 0) {
+    kv("clip_norm", fmt::format("{}", e.step.clip_norm));
+    kv("clip_norm_type", yaml_quote(engine::clip_norm_type_name(e.step.clip_norm_type)));
   }
-  if (e.accum > 1) kv("accum", std::to_string(e.accum));
-  kv("compute", engine::compute_name(e.compute));
-  if (e.global_tokens > 0)
-    kv("global_tokens", std::to_string(e.global_tokens));
+  if (e.step.accum > 1) kv("accum", std::to_string(e.step.accum));
+  kv("compute", engine::compute_name(e.step.compute));
+  if (e.step.global_tokens > 0)
+    kv("global_tokens", std::to_string(e.step.global_tokens));
   else
-    kv("tokens", std::to_string(e.tokens));
-  kv("steps", std::to_string(e.steps));
-  kv("warmup", std::to_string(e.warmup));
+    kv("tokens", std::to_string(e.step.tokens));
+  kv("steps", std::to_string(e.run.steps));
+  kv("warmup", std::to_string(e.run.warmup));
   if (o.repeats != 1) kv("repeats", std::to_string(o.repeats));
-  kv("seed", std::to_string(e.seed));
-  kv("check", e.check ? "true" : "false");
+  kv("seed", std::to_string(e.run.seed));
+  kv("check", e.run.check ? "true" : "false");
   // The run's own (a --route bf16 widens it), else what the options give.
-  if (e.check)
+  if (e.run.check)
     kv("check_tolerance", fmt::format("{}", run.result.checked ? run.result.check_tolerance
                                                                : e.effective_check_tolerance()));
   return t;
@@ -218,12 +219,13 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
     results::RunRecord rec;
     const std::string method = engine::method_name(run.method);
     if (!run.ok()) {
-      rec = results::make_rejected_record(topo, run.config, run.error, method, o.engine.reshard);
+      rec =
+          results::make_rejected_record(topo, run.config, run.error, method, o.engine.step.reshard);
     } else if (run.baseline) {
       // Baselines shard or replicate every parameter: no hook sites, no owners.
       rec = results::make_topology_record(topo);
       rec.method = method;
-      rec.reshard = plan::reshard_name(o.engine.reshard);
+      rec.reshard = plan::reshard_name(o.engine.step.reshard);
       rec.world_size = run.result.world_size;
       rec.replicate = run.result.replicate;
       rec.boundary_spec = "";
@@ -234,14 +236,15 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
       rec.partition.replicate = run.config.partition.replicate;
     } else {
       const auto& p = plans.at(static_cast<std::size_t>(run.plan_index));
-      const int wire = static_cast<int>(kernels::dtype_bytes(o.engine.comm_dtype));
-      auto v = run.method == engine::Method::ddp_dmuon
-                   ? plan::predict_ddp_dmuon_volume(topo.tree, p.hooks, p.partition,
-                                                    o.engine.grad_reduce, wire, &p.route_wire_bytes)
-                   : plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, o.engine.reshard,
-                                                o.engine.grad_reduce, wire, nullptr,
-                                                &p.route_wire_bytes);
-      v.reshard = o.engine.reshard;  // ddp-dmuon's volume does not depend on it
+      const int wire = static_cast<int>(kernels::dtype_bytes(o.engine.step.wire));
+      auto v =
+          run.method == engine::Method::ddp_dmuon
+              ? plan::predict_ddp_dmuon_volume(topo.tree, p.hooks, p.partition,
+                                               o.engine.step.grad_reduce, wire, &p.route_wire_bytes)
+              : plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, o.engine.step.reshard,
+                                           o.engine.step.grad_reduce, wire, nullptr,
+                                           &p.route_wire_bytes);
+      v.reshard = o.engine.step.reshard;  // ddp-dmuon's volume does not depend on it
       rec = results::make_plan_record(topo, p, v, method);
     }
     if (run.ok() && run.result.tp > 1) {
@@ -255,23 +258,23 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
                              ? "none (baseline)"
                              : fmt::format("{} ({})", run.boundary.label(), run.boundary.mode());
     rec.config_text = config_text(o, run);
-    rec.grad_reduce = plan::grad_reduce_name(o.engine.grad_reduce);
-    rec.prefetch = o.engine.prefetch;
-    rec.device = engine::device_name(o.engine.device);
-    rec.comm_dtype = engine::dtype_flag_name(o.engine.comm_dtype);
-    rec.ns = std::string(kernels::to_string(o.engine.ns));
-    rec.ns_dtype = o.engine.device == engine::Device::cuda
-                       ? engine::dtype_flag_name(o.engine.ns_dtype)
+    rec.grad_reduce = plan::grad_reduce_name(o.engine.step.grad_reduce);
+    rec.prefetch = o.engine.step.prefetch;
+    rec.device = engine::device_name(o.engine.backend.device);
+    rec.comm_dtype = engine::dtype_flag_name(o.engine.step.wire);
+    rec.ns = std::string(kernels::to_string(o.engine.backend.ns));
+    rec.ns_dtype = o.engine.backend.device == engine::Device::cuda
+                       ? engine::dtype_flag_name(o.engine.backend.ns_dtype)
                        : "fp32";
-    rec.optimizer_pipeline = engine::optimizer_pipeline_name(o.engine.pipeline);
+    rec.optimizer_pipeline = engine::optimizer_pipeline_name(o.engine.step.pipeline);
     rec.clip_norm = engine::clip_label(o.engine);
-    rec.accum = o.engine.accum;
-    rec.compute = engine::compute_name(o.engine.compute);
+    rec.accum = o.engine.step.accum;
+    rec.compute = engine::compute_name(o.engine.step.compute);
     rec.global_samples =
-        o.engine.global_samples(static_cast<int>(rec.world_size / (rec.replicate * rec.tp)));
-    rec.steps = o.engine.steps;
-    rec.warmup = o.engine.warmup;
-    rec.seed = static_cast<std::int64_t>(o.engine.seed);
+        o.engine.step.global_samples(static_cast<int>(rec.world_size / (rec.replicate * rec.tp)));
+    rec.steps = o.engine.run.steps;
+    rec.warmup = o.engine.run.warmup;
+    rec.seed = static_cast<std::int64_t>(o.engine.run.seed);
     rec.sets = fmt::format("{}", fmt::join(o.plan.sets, ","));
     rec.plan_options = plan_options_text(o.plan);
     if (run.ok())

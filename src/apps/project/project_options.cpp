@@ -88,9 +88,9 @@ std::vector<engine::Method> resolve_project_options(ProjectOptions& o) {
     throw InputError(fmt::format("--seq-len {} / --micro-batch {} are invalid (must be >= 1)",
                                  o.seq_len, o.micro_batch));
   if (o.seq_len > 0) {
-    if (o.bench.engine.global_tokens > 0)
+    if (o.bench.engine.step.global_tokens > 0)
       throw InputError("--seq-len/--micro-batch and --global-tokens both set the batch: give one");
-    o.bench.engine.tokens = o.seq_len * o.micro_batch;
+    o.bench.engine.step.tokens = o.seq_len * o.micro_batch;
   }
   if (o.calibrate) {
     if (o.output_machine.empty())

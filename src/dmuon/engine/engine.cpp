@@ -23,11 +23,11 @@ void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const E
                   int world_size) {
   validate(o, world_size);
   const auto& po = plan.partition.options;
-  if (plan.config.reshard != o.reshard)
+  if (plan.config.reshard != o.step.reshard)
     throw InputError(
         fmt::format("plan made for reshard {}, run with {} (tied parameters take "
                     "other sites in Z2: plan with the run's mode)",
-                    plan::reshard_name(plan.config.reshard), plan::reshard_name(o.reshard)));
+                    plan::reshard_name(plan.config.reshard), plan::reshard_name(o.step.reshard)));
   const int tp = plan.tp.tp;
   if (po.replicate < 1 || po.shard * po.replicate * tp != world_size)
     throw InputError(fmt::format("plan laid out for {} x {} x {} ranks, run on {} (re-plan for {})",
@@ -39,28 +39,28 @@ void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const E
       throw InputError(fmt::format("parameter '{}' is {}: the engine runs float32 parameters only",
                                    p.name, model::dtype_name(p.dtype)));
   }
-  if (o.device == Device::cuda && plan.has_route_dtypes())
+  if (o.backend.device == Device::cuda && plan.has_route_dtypes())
     throw InputError(fmt::format(
         "--route '{}': a per-route dtype runs on --device host only (the CUDA backend keeps "
         "every parameter in --comm-dtype); drop the ':dtype' or run on the host",
         abbreviate_value(plan::routes_text(plan.config.routes))));
-  if (o.device == Device::cuda) require_cuda_backend();
+  if (o.backend.device == Device::cuda) require_cuda_backend();
 }
 
 void validate_tp_run(const plan::Plan& plan, const EngineOptions& o) {
   const int tp = plan.tp.tp;
   if (tp == 1) return;
-  if (!traits(o.method).tensor_parallel)
+  if (!traits(o.step.method).tensor_parallel)
     throw InputError(
         fmt::format("--tp {} runs --method dmuon only (not {}: the baselines have no TP step)", tp,
-                    method_name(o.method)));
-  if (o.device != Device::host)
+                    method_name(o.step.method)));
+  if (o.backend.device != Device::host)
     throw InputError(fmt::format(
         "--tp {} runs on --device host only (the CUDA backend has no TP buffers yet)", tp));
   if (!plan.config.routes.empty())
     throw InputError(
         fmt::format("--tp {} runs without --route (TP shards Muon matrices only)", tp));
-  if (o.check_reference)
+  if (o.run.check_reference)
     throw InputError(fmt::format(
         "--tp {}: a reference computed elsewhere cannot check a TP run (its shards have their "
         "own synthetic data); use --check",
@@ -75,15 +75,15 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
   comm::verify_same_on_all_ranks(plan::plan_hash(tree, plan), "DMuon plan", world);
   // --tp: every rank holds the local shards of the TP-sharded parameters.
   const model::ModuleTree local = plan.tp.tp > 1 ? plan::tp_local_tree(tree, plan) : tree;
-  const comm::RankGroups groups(world, method_grid(plan, o.method));
-  const StepLayout layout = make_layout(local, plan, layout_options(o), groups.world_rank());
-  const ScheduleOptions so = schedule_options(o);
-  const Schedule schedule = make_schedule(layout, so);
-  const auto backend = o.device == Device::cuda ? make_cuda_backend(local, layout, o, groups)
-                                                : make_host_backend(local, layout, o, groups);
-  StepExecutor executor(layout, schedule, so, *backend, o.inject_nan_step);
+  const comm::RankGroups groups(world, method_grid(plan, o.step.method));
+  const StepLayout layout = make_layout(local, plan, o.step, groups.world_rank());
+  const Schedule schedule = make_schedule(layout, o.step);
+  const auto backend = o.backend.device == Device::cuda
+                           ? make_cuda_backend(local, layout, o, groups)
+                           : make_host_backend(local, layout, o, groups);
+  StepExecutor executor(layout, schedule, o.step, *backend, o.run.inject_nan_step);
   ResultCollector results(tree, plan, layout, o, world);
-  for (long s = 1; s <= o.total_steps(); ++s) {
+  for (long s = 1; s <= o.run.total_steps(); ++s) {
     const ChannelCounters before = channel_counters(*backend);
     // Every step starts together: a rank's lead is reported as step_sync, not as a late root's
     // exposed communication (comm/timed_barrier.hpp).
@@ -91,7 +91,7 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
     StepMeasure m = executor.run_step(s);
     m.phases_ms[static_cast<std::size_t>(Phase::step_sync)] = sync_ms;
     results.record(s, m, channel_counters(*backend) - before);
-    if (o.on_step) o.on_step(static_cast<int>(s), o.total_steps());
+    if (o.run.on_step) o.run.on_step(static_cast<int>(s), o.run.total_steps());
   }
   executor.finish();
   return results.finish(*backend);

@@ -96,14 +96,14 @@ double unit_roundoff(kernels::Dtype t) {
 }  // namespace
 
 double EngineOptions::effective_check_tolerance(kernels::Dtype route_wire) const {
-  if (check_tolerance > 0) return check_tolerance;
+  if (run.check_tolerance > 0) return run.check_tolerance;
   // All fp32: sums of the same samples in another order differ by ~1e-7 relative; Newton–
   // Schulz's normalisation and quintic iterations amplify that by O(10–100) over a few steps,
   // so 1e-4 leaves ~10x margin. A 16-bit type on the wire or in the device's Newton–Schulz
   // rounds every value it touches: allow 8 unit roundoffs of the coarsest one (bf16: 3.1e-2,
   // fp16: 3.9e-3); the measured errors are in docs/METRICS.md.
-  double u = std::max(unit_roundoff(comm_dtype), unit_roundoff(route_wire));
-  if (device == Device::cuda) u = std::max(u, unit_roundoff(ns_dtype));
+  double u = std::max(unit_roundoff(step.wire), unit_roundoff(route_wire));
+  if (backend.device == Device::cuda) u = std::max(u, unit_roundoff(backend.ns_dtype));
   return u <= 0x1p-24 ? 1e-4 : 8 * u;
 }
 
@@ -118,33 +118,37 @@ Compute parse_compute(std::string_view s) {
 }
 
 void validate(const EngineOptions& o, int world_size) {
+  const StepSpec& st = o.step;
+  const RunControl& run = o.run;
   if (world_size < 1) throw InputError(fmt::format("world size {} is invalid", world_size));
-  if (o.steps < 1) throw InputError(fmt::format("--steps {} is invalid (must be >= 1)", o.steps));
-  if (o.warmup < 0)
-    throw InputError(fmt::format("--warmup {} is invalid (must be >= 0)", o.warmup));
-  if (o.tokens < 1)
-    throw InputError(fmt::format("--tokens {} is invalid (must be >= 1)", o.tokens));
-  if (o.global_tokens < 0)
-    throw InputError(fmt::format("--global-tokens {} is invalid (must be >= 1)", o.global_tokens));
-  if (o.tokens > (std::int64_t{1} << 24) || o.global_tokens > (std::int64_t{1} << 28))
+  if (run.steps < 1)
+    throw InputError(fmt::format("--steps {} is invalid (must be >= 1)", run.steps));
+  if (run.warmup < 0)
+    throw InputError(fmt::format("--warmup {} is invalid (must be >= 0)", run.warmup));
+  if (st.tokens < 1)
+    throw InputError(fmt::format("--tokens {} is invalid (must be >= 1)", st.tokens));
+  if (st.global_tokens < 0)
+    throw InputError(fmt::format("--global-tokens {} is invalid (must be >= 1)", st.global_tokens));
+  if (st.tokens > (std::int64_t{1} << 24) || st.global_tokens > (std::int64_t{1} << 28))
     throw InputError("--tokens/--global-tokens too large (max 2^24 per rank, 2^28 global)");
-  if (o.inject_nan_step < -1 || o.inject_nan_step == 0 || o.inject_nan_step > o.total_steps())
+  if (run.inject_nan_step < -1 || run.inject_nan_step == 0 ||
+      run.inject_nan_step > run.total_steps())
     throw InputError(fmt::format("--inject-nan-step {} is invalid (valid: 1..{} = warmup + steps)",
-                                 o.inject_nan_step, o.total_steps()));
-  if (o.prefetch < 0 || o.prefetch > 64)
+                                 run.inject_nan_step, run.total_steps()));
+  if (st.prefetch < 0 || st.prefetch > 64)
     throw InputError(
-        fmt::format("--prefetch {} is invalid (valid: 0..64 groups ahead)", o.prefetch));
-  if (!(o.check_tolerance >= 0))
+        fmt::format("--prefetch {} is invalid (valid: 0..64 groups ahead)", st.prefetch));
+  if (!(run.check_tolerance >= 0))
     throw InputError(fmt::format(
         "--check-tolerance {} is invalid (must be > 0, or 0 for the default of the dtypes)",
-        o.check_tolerance));
-  if (!(o.clip_norm >= 0) || o.clip_norm > 1e30)
+        run.check_tolerance));
+  if (!(st.clip_norm >= 0) || st.clip_norm > 1e30)
     throw InputError(
-        fmt::format("--clip-norm {} is invalid (must be a finite number > 0)", o.clip_norm));
-  if (o.accum < 1 || o.accum > kMaxAccum)
+        fmt::format("--clip-norm {} is invalid (must be a finite number > 0)", st.clip_norm));
+  if (st.accum < 1 || st.accum > kMaxAccum)
     throw InputError(
-        fmt::format("--accum {} is invalid (valid: 1..{} micro-batches)", o.accum, kMaxAccum));
-  if (o.comm_dtype == kernels::Dtype::f16)
+        fmt::format("--accum {} is invalid (valid: 1..{} micro-batches)", st.accum, kMaxAccum));
+  if (st.wire == kernels::Dtype::f16)
     throw InputError("--comm-dtype fp16 is not supported (valid: fp32, bf16)");
 }
 

@@ -51,30 +51,56 @@ kernels::NsVariant parse_ns_variant(std::string_view s);
 /// Largest --accum accepted.
 inline constexpr int kMaxAccum = 1024;
 
-struct EngineOptions {
+/// What one step communicates and computes: the method, its resharding and schedule knobs,
+/// the wire type and the batch. The step layout, the step schedule and the volume model
+/// derive from it alone; it is the one home of the wire dtype.
+struct StepSpec {
   Method method = Method::dmuon;
   plan::Reshard reshard = plan::Reshard::z3;
-  /// dmuon: one reduce per parameter (the reference) or per (site, owner) packed buffer.
-  plan::GradReduce grad_reduce = plan::GradReduce::per_param;
   /// Weight collectives (broadcasts / all-gathers) kept in flight ahead of the group being
   /// computed: 0 = issue each group's just before its compute; k = also the next k groups
   /// (the reference prefetches 1).
   int prefetch = 1;
-  Device device = Device::host;
+  OptimizerPipeline pipeline = OptimizerPipeline::per_group;
+  /// Gradient accumulation (accumulation.hpp): the step's global batch in `accum`
+  /// micro-batches, forward + backward each, gradients reduced after the last one only.
+  int accum = 1;
   /// Parameters and gradients on the wire (and the weights compute reads); masters, momentum
   /// and AdamW state stay fp32. bf16 is what the reference's benchmarks run.
-  kernels::Dtype comm_dtype = kernels::Dtype::f32;
+  kernels::Dtype wire = kernels::Dtype::f32;
+  /// dmuon: one reduce per parameter (the reference) or per (site, owner) packed buffer.
+  plan::GradReduce grad_reduce = plan::GradReduce::per_param;
+  /// Global-norm gradient clipping (grad_clip.hpp): 0 = off; else every gradient is scaled by
+  /// min(1, clip_norm / (‖g‖ + 1e-6)) before the optimizer, ‖g‖ over every parameter.
+  double clip_norm = 0;
+  ClipNormType clip_norm_type = ClipNormType::two;
+  Compute compute = Compute::gemm;
+  std::int64_t tokens = 64;        ///< per rank; used when global_tokens == 0
+  std::int64_t global_tokens = 0;  ///< global batch in samples; 0 = tokens x G
+  /// HSDP: stage 2 of a group is issued this many groups after its stage 1.
+  int stage2_lag = 1;
+
+  bool clip() const { return clip_norm > 0; }
+  /// Global samples for a world of G shard ranks (R x G with HSDP).
+  std::int64_t global_samples(int shard) const {
+    return global_tokens > 0 ? global_tokens : tokens * shard;
+  }
+};
+
+/// What runs a step: the device and its Newton–Schulz numerics.
+struct BackendSpec {
+  Device device = Device::host;
   /// Newton–Schulz form (gram: Gram iteration with the restart, the reference's default).
   kernels::NsVariant ns = kernels::NsVariant::gram;
   /// CUDA only: Newton–Schulz iterations in fp16 (the reference's), bf16 or fp32; the norm is
   /// always fp32. The host computes in fp32.
   kernels::Dtype ns_dtype = kernels::Dtype::f16;
-  OptimizerPipeline pipeline = OptimizerPipeline::per_group;
-  Compute compute = Compute::gemm;
-  std::int64_t tokens = 64;        ///< per rank; used when global_tokens == 0
-  std::int64_t global_tokens = 0;  ///< global batch in samples; 0 = tokens x G
-  int steps = 5;                   ///< measured steps (after warmup)
-  int warmup = 1;                  ///< unmeasured steps first
+};
+
+/// How a run is driven and checked: step counts, data seed, --check, test and progress hooks.
+struct RunControl {
+  int steps = 5;   ///< measured steps (after warmup)
+  int warmup = 1;  ///< unmeasured steps first
   std::uint64_t seed = 1;
   bool check = false;  ///< compare with a one-process recomputation on rank 0
   /// Gather every final weight to rank 0 (RunResult::final_weights); implied by check. Off by
@@ -86,27 +112,24 @@ struct EngineOptions {
   std::function<std::vector<std::vector<float>>()> check_reference;
   int inject_nan_step = -1;  ///< test aid: poison a gradient on the last rank at this step
   /// Max Frobenius relative error per parameter accepted by --check; 0 = the default for the
-  /// run's dtypes (default_check_tolerance).
+  /// run's dtypes (EngineOptions::effective_check_tolerance).
   double check_tolerance = 0;
   /// Called on every rank after each step (1-based step, total steps incl. warmup); progress
   /// display. Must not communicate.
   std::function<void(int, int)> on_step;
-  /// Global-norm gradient clipping (grad_clip.hpp): 0 = off; else every gradient is scaled by
-  /// min(1, clip_norm / (‖g‖ + 1e-6)) before the optimizer, ‖g‖ over every parameter.
-  double clip_norm = 0;
-  ClipNormType clip_norm_type = ClipNormType::two;
-  /// Gradient accumulation (accumulation.hpp): the step's global batch in `accum`
-  /// micro-batches, forward + backward each, gradients reduced after the last one only.
-  int accum = 1;
 
   int total_steps() const { return warmup + steps; }
-  /// check_tolerance, or the default that fits the run's dtypes when it is 0; `route_wire`:
-  /// the coarsest --route dtype of the plan (Plan::narrowest_route_wire_bytes), if coarser.
+};
+
+struct EngineOptions {
+  StepSpec step;
+  BackendSpec backend;
+  RunControl run;
+
+  /// run.check_tolerance, or the default that fits the run's dtypes when it is 0;
+  /// `route_wire`: the coarsest --route dtype of the plan (Plan::narrowest_route_wire_bytes),
+  /// if coarser.
   double effective_check_tolerance(kernels::Dtype route_wire = kernels::Dtype::f32) const;
-  /// Global samples for a world of G shard ranks.
-  std::int64_t global_samples(int shard) const {
-    return global_tokens > 0 ? global_tokens : tokens * shard;
-  }
 };
 
 /// Throws InputError (one line) for values no run can use.

@@ -36,8 +36,8 @@ const char* clip_norm_type_name(ClipNormType t) {
 }
 
 std::string clip_label(const EngineOptions& o) {
-  if (!(o.clip_norm > 0)) return "none";
-  return fmt::format("{}:{}", o.clip_norm, clip_norm_type_name(o.clip_norm_type));
+  if (!(o.step.clip_norm > 0)) return "none";
+  return fmt::format("{}:{}", o.step.clip_norm, clip_norm_type_name(o.step.clip_norm_type));
 }
 
 ClipSpan clip_counted(const StepLayout& L, const ParamLayout& p) {
@@ -63,10 +63,10 @@ ClipSpan clip_counted(const StepLayout& L, const ParamLayout& p) {
 
 void clip_in_place(const EngineOptions& o, const std::vector<GradSpan>& grads) {
   double partial = 0;
-  for (const auto& g : grads) clip_accumulate(o.clip_norm_type, g.g, g.n, partial);
+  for (const auto& g : grads) clip_accumulate(o.step.clip_norm_type, g.g, g.n, partial);
   const float coef = clip_coefficient(
-      o.clip_norm,
-      clip_total_norm(o.clip_norm_type, static_cast<double>(static_cast<float>(partial))));
+      o.step.clip_norm,
+      clip_total_norm(o.step.clip_norm_type, static_cast<double>(static_cast<float>(partial))));
   if (coef == 1.0f) return;
   for (const auto& g : grads)
     for (std::int64_t i = 0; i < g.n; ++i) g.g[i] *= coef;

@@ -96,9 +96,7 @@ class HostBackend final : public StepBackend {
  public:
   HostBackend(const model::ModuleTree& tree, const StepLayout& layout, const EngineOptions& o,
               const comm::RankGroups& groups)
-      : L_(layout), o_(o), wire_(o.comm_dtype), opt_(muon_config(o)) {
-    if (L_.wire != wire_)
-      throw std::logic_error("host backend: the layout was made for another wire type");
+      : L_(layout), step_(o.step), seed_(o.run.seed), wire_(layout.wire), opt_(muon_config(o)) {
     if (groups.grid() != L_.me.grid || groups.world_rank() != L_.me.rank)
       throw std::logic_error("host backend: the rank groups are not the layout's grid");
     const auto make = [&](CommGroup g) {
@@ -106,7 +104,7 @@ class HostBackend final : public StepBackend {
     };
     shard_ = make(CommGroup::shard);
     if (L_.hsdp()) replicate_ = make(CommGroup::replicate);
-    if (o.clip_norm > 0) world_ = make(CommGroup::world);
+    if (o.step.clip_norm > 0) world_ = make(CommGroup::world);
     if (L_.tp() > 1) tp_ = make(CommGroup::tp);
     const auto n = [](std::int64_t e) { return static_cast<std::size_t>(e); };
     master_ = F32View("dmuon::master", n(L_.master_elems));
@@ -139,16 +137,16 @@ class HostBackend final : public StepBackend {
     if (wire_ != Dtype::f32 || (alt && L_.alt_wire != Dtype::f32))
       scratch_ = F32View("dmuon::grad_fp32", n(max_numel));
     zeros_.assign(static_cast<std::size_t>(L_.shards()), 0.0f);  // padding < G elements
-    const std::int64_t global = o.global_samples(L_.me.grid.dp_size());
+    const std::int64_t global = o.step.global_samples(L_.me.grid.dp_size());
     std::vector<float> init;
     work_.reserve(L_.params.size());
     for (const auto& p : L_.params) {
       const std::uint64_t key =
           p.tp_sharded() ? tp_shard_key(p.pid, L_.tp_rank()) : static_cast<std::uint64_t>(p.pid);
-      work_.emplace_back(tree, p.pid, global, L_.me.dp(), L_.me.grid.dp_size(), o.accum, key);
+      work_.emplace_back(tree, p.pid, global, L_.me.dp(), L_.me.grid.dp_size(), o.step.accum, key);
       if (p.master_offset < 0) continue;
       init.assign(n(p.numel), 0.0f);
-      init_weights(o.seed, key, init.data(), p.numel, p.shape.cols);
+      init_weights(o.run.seed, key, init.data(), p.numel, p.shape.cols);
       float* dst = master_.data() + p.master_offset;
       if (p.sharded()) {
         for (std::int64_t j = 0; j < p.chunk; ++j)
@@ -215,7 +213,7 @@ class HostBackend final : public StepBackend {
     const auto& p = param(op.param);
     auto& work = work_[static_cast<std::size_t>(op.param)];
     work.set_micro(op.micro);
-    work.forward(o_.compute, o_.seed, step, weights_of(p, op.weight_base), poll_);
+    work.forward(step_.compute, seed_, step, weights_of(p, op.weight_base), poll_);
   }
 
   void backward(const StepOp& op, long step) override {
@@ -228,7 +226,7 @@ class HostBackend final : public StepBackend {
       kernels::host::convert(grad, type, out, Dtype::f32, static_cast<std::size_t>(p.numel));
     auto& work = work_[static_cast<std::size_t>(op.param)];
     work.set_micro(op.micro);
-    work.backward(o_.compute, o_.seed, step, weights_of(p, op.weight_base), out, poll_,
+    work.backward(step_.compute, seed_, step, weights_of(p, op.weight_base), out, poll_,
                   op.accumulate);
     if (type != Dtype::f32) to_wire(out, grad, p.numel, type);
     if (p.padding() > 0) {
@@ -335,14 +333,14 @@ class HostBackend final : public StepBackend {
       const ClipSpan span = clip_counted(L_, p);
       if (span.count == 0) continue;
       const float* g = fp32_view(consumed_gradient(p), span.begin + span.count, dtype_of(p));
-      clip_accumulate(o_.clip_norm_type, g + span.begin, span.count, partial);
+      clip_accumulate(step_.clip_norm_type, g + span.begin, span.count, partial);
     }
     clip_scalar_ = static_cast<float>(partial);
   }
 
   void clip_scale(const StepOp&) override {
     const float coef = clip_coefficient(
-        o_.clip_norm, clip_total_norm(o_.clip_norm_type, static_cast<double>(clip_scalar_)));
+        step_.clip_norm, clip_total_norm(step_.clip_norm_type, static_cast<double>(clip_scalar_)));
     if (coef == 1.0f) return;  // clip_grad_norm_ multiplies by 1: nothing changes
     for (const auto& p : L_.params) {
       if (!p.updated_here) continue;
@@ -460,7 +458,8 @@ class HostBackend final : public StepBackend {
   }
 
   const StepLayout& L_;
-  EngineOptions o_;
+  StepSpec step_;  // what the step computes (its batch, compute mode, clip)
+  std::uint64_t seed_;
   Dtype wire_;
   std::unique_ptr<comm::Communicator> shard_, replicate_, world_, tp_;
   float clip_scalar_ = 0;  // --clip-norm: this rank's partial, then the world's

@@ -4,7 +4,7 @@ namespace dmuon::engine {
 
 kernels::MuonConfig muon_config(const EngineOptions& o) {
   kernels::MuonConfig c;
-  c.ns.variant = o.ns;
+  c.ns.variant = o.backend.ns;
   return c;
 }
 

@@ -55,7 +55,7 @@ double eps_regime_bound(const EngineOptions& o) {
   // ratio is (1 − β1)/(1 − β1ᵗ) · sqrt((1 − β2ᵗ)/(1 − β2)): 1 at t = 1.
   const auto& c = adamw_config();
   double ratio = 1;
-  for (long t = 1; t <= o.total_steps(); ++t)
+  for (long t = 1; t <= o.run.total_steps(); ++t)
     ratio = std::max(ratio, (1 - c.beta1) / (1 - std::pow(c.beta1, t)) *
                                 std::sqrt((1 - std::pow(c.beta2, t)) / (1 - c.beta2)));
   return 2.0 * static_cast<double>(c.lr) * ratio;
@@ -70,21 +70,21 @@ class Reference {
         local_(plan.tp.tp > 1 ? plan::tp_local_tree(tree, plan) : tree),
         logical_(tree),
         opt_(muon_config(o)) {
-    const std::int64_t global = o.global_samples(dp_size);
+    const std::int64_t global = o.step.global_samples(dp_size);
     for (int pid : local_.parameter_order()) {
       const auto& p = local_.parameter(pid);
       const bool sharded = plan.tp.tp > 1 && plan.tp.is_sharded(pid);
       muon_.push_back(plan.hooks.site_of_param[static_cast<std::size_t>(pid)] >= 0 &&
-                      plan.muon(pid) && traits(o.method).muon);  // --route adamw: AdamW
+                      plan.muon(pid) && traits(o.step.method).muon);  // --route adamw: AdamW
       copies_.emplace_back();
       const auto n = static_cast<std::size_t>(p.numel());
       for (int t = 0; t < (sharded ? plan.tp.tp : 1); ++t) {
         const std::uint64_t key = sharded ? tp_shard_key(pid, t) : static_cast<std::uint64_t>(pid);
         // One rank holding every sample.
-        Copy c{LinearWork(local_, pid, global, 0, 1, o.accum, key), std::vector<float>(n),
+        Copy c{LinearWork(local_, pid, global, 0, 1, o.step.accum, key), std::vector<float>(n),
                std::vector<float>(n, 0.0f), std::vector<float>(n, 0.0f),
                std::vector<float>(n, 0.0f)};
-        init_weights(o.seed, key, c.w.data(), p.numel(), matrix_shape(p).cols);
+        init_weights(o.run.seed, key, c.w.data(), p.numel(), matrix_shape(p).cols);
         copies_.back().push_back(std::move(c));
       }
     }
@@ -96,7 +96,7 @@ class Reference {
       regime->elements.assign(order.size(), {});
       regime->bound_per_step = eps_regime_bound(o_);
     }
-    for (long s = 1; s <= o_.total_steps(); ++s) {
+    for (long s = 1; s <= o_.run.total_steps(); ++s) {
       gradients(s);
       for (std::size_t i = 0; i < order.size(); ++i) {
         if (muon_[i])
@@ -128,12 +128,12 @@ class Reference {
   void gradients(long s) {
     for (auto& param : copies_)
       for (auto& c : param)
-        for (int j = 0; j < o_.accum; ++j) {
+        for (int j = 0; j < o_.step.accum; ++j) {
           c.work.set_micro(j);
-          c.work.forward(o_.compute, o_.seed, s, c.w.data());
-          c.work.backward(o_.compute, o_.seed, s, c.w.data(), c.g.data(), {}, j > 0);
+          c.work.forward(o_.step.compute, o_.run.seed, s, c.w.data());
+          c.work.backward(o_.step.compute, o_.run.seed, s, c.w.data(), c.g.data(), {}, j > 0);
         }
-    if (o_.clip_norm <= 0) return;
+    if (o_.step.clip_norm <= 0) return;
     std::vector<GradSpan> spans;
     for (auto& param : copies_)
       for (auto& c : param) spans.push_back({c.g.data(), static_cast<std::int64_t>(c.g.size())});
@@ -161,7 +161,7 @@ class Reference {
     if (param.size() > 1) {
       // The TP owner's Newton–Schulz on the logical matrix of the T shards as the gather sends
       // them (bf16 wire: each rounded to nearest even).
-      if (o_.comm_dtype == kernels::Dtype::bf16)
+      if (o_.step.wire == kernels::Dtype::bf16)
         for (float& e : x_) e = kernels::host::bf16_to_float(kernels::host::float_to_bf16(e));
       full_.resize(x_.size());
       kernels::host::tp_assemble(x_.data(), full_.data(), logical.rows, logical.cols,

@@ -19,12 +19,12 @@ std::string reference_header(const model::ModuleTree& tree, const plan::Plan& pl
   nlohmann::json h;
   // The settings reference_weights reads, and nothing else (layouts and wire types do not
   // change the one-process arithmetic).
-  h["muon"] = o.method != Method::fsdp_adamw;
-  h["seed"] = o.seed;
-  h["steps"] = o.total_steps();
-  h["global_samples"] = o.global_samples(world);
-  h["compute"] = compute_name(o.compute);
-  h["ns"] = std::string(kernels::to_string(o.ns));
+  h["muon"] = o.step.method != Method::fsdp_adamw;
+  h["seed"] = o.run.seed;
+  h["steps"] = o.run.total_steps();
+  h["global_samples"] = o.step.global_samples(world);
+  h["compute"] = compute_name(o.step.compute);
+  h["ns"] = std::string(kernels::to_string(o.backend.ns));
   nlohmann::json params = nlohmann::json::array();
   for (int pid : tree.parameter_order()) {
     const auto& p = tree.parameter(pid);

@@ -59,18 +59,18 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
   j["boundary"] = plan.policy.label();
   j["mode"] = plan.config.strict ? "strict" : "lenient";
   j["owner_strategy"] = partition::strategy_name(plan.partition.options.strategy);
-  j["reshard"] = plan::reshard_name(o.reshard);
-  j["grad_reduce"] = plan::grad_reduce_name(o.grad_reduce);
-  j["prefetch"] = o.prefetch;
-  j["compute"] = compute_name(o.compute);
-  j["device"] = device_name(o.device);
-  j["comm_dtype"] = dtype_flag_name(o.comm_dtype);
-  j["ns"] = std::string(kernels::to_string(o.ns));
-  j["ns_dtype"] = o.device == Device::cuda ? dtype_flag_name(o.ns_dtype) : "fp32";
-  j["optimizer_pipeline"] = optimizer_pipeline_name(o.pipeline);
-  j["steps"] = o.steps;
-  j["warmup"] = o.warmup;
-  j["seed"] = o.seed;
+  j["reshard"] = plan::reshard_name(o.step.reshard);
+  j["grad_reduce"] = plan::grad_reduce_name(o.step.grad_reduce);
+  j["prefetch"] = o.step.prefetch;
+  j["compute"] = compute_name(o.step.compute);
+  j["device"] = device_name(o.backend.device);
+  j["comm_dtype"] = dtype_flag_name(o.step.wire);
+  j["ns"] = std::string(kernels::to_string(o.backend.ns));
+  j["ns_dtype"] = o.backend.device == Device::cuda ? dtype_flag_name(o.backend.ns_dtype) : "fp32";
+  j["optimizer_pipeline"] = optimizer_pipeline_name(o.step.pipeline);
+  j["steps"] = o.run.steps;
+  j["warmup"] = o.run.warmup;
+  j["seed"] = o.run.seed;
   j["runs"] = nlohmann::json::array();
   for (const auto& r : runs) {
     nlohmann::json x;
@@ -78,7 +78,7 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
     x["reshard"] = r.reshard;
     x["world_size"] = r.world_size;
     x["replicate"] = r.replicate;
-    x["global_tokens"] = o.global_samples(r.world_size / r.tp);
+    x["global_tokens"] = o.step.global_samples(r.world_size / r.tp);
     if (r.tp > 1) {
       const auto& g = r.kinds[channel_index(CommGroup::tp, comm::CollectiveKind::gather)];
       const auto& s = r.kinds[channel_index(CommGroup::tp, comm::CollectiveKind::scatter)];

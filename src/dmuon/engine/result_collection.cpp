@@ -56,16 +56,17 @@ RankFigures max_over_ranks(const RankFigures& mine, MPI_Comm comm) {
 VolumeExpectation expectation(const model::ModuleTree& tree, const plan::Plan& plan,
                               const EngineOptions& o, const GridRank& me,
                               plan::CommVolume& predicted) {
-  const int wire = static_cast<int>(kernels::dtype_bytes(o.comm_dtype));
+  const int wire = static_cast<int>(kernels::dtype_bytes(o.step.wire));
   const bool tp = plan.tp.tp > 1;
-  predicted =
-      plan::predict_dmuon_volume(tree, plan.hooks, plan.partition, o.reshard, o.grad_reduce, wire,
-                                 tp ? &plan.tp.local_numel : nullptr, &plan.route_wire_bytes);
+  predicted = plan::predict_dmuon_volume(
+      tree, plan.hooks, plan.partition, o.step.reshard, o.step.grad_reduce, wire,
+      tp ? &plan.tp.local_numel : nullptr, &plan.route_wire_bytes);
   const auto& po = plan.partition.options;
-  VolumeExpectation v = expected_volume(o.method, o.reshard, tree, plan, predicted, me.dp(),
-                                        po.shard, po.replicate, wire, o.accum, o.clip_norm > 0);
+  VolumeExpectation v =
+      expected_volume(o.step.method, o.step.reshard, tree, plan, predicted, me.dp(), po.shard,
+                      po.replicate, wire, o.step.accum, o.step.clip_norm > 0);
   if (!tp) return v;
-  const auto t = plan::predict_tp_volume(tree, plan, o.reshard, o.grad_reduce, wire);
+  const auto t = plan::predict_tp_volume(tree, plan, o.step.reshard, o.step.grad_reduce, wire);
   const auto w = static_cast<std::size_t>(me.rank);
   auto& g = v[channel_index(CommGroup::tp, comm::CollectiveKind::gather)];
   auto& s = v[channel_index(CommGroup::tp, comm::CollectiveKind::scatter)];
@@ -95,9 +96,9 @@ ResultCollector::ResultCollector(const model::ModuleTree& tree, const plan::Plan
   }
   expect_ = expectation(tree, plan, o, layout.me, predicted_);
   // --accum: hooks fire every micro-step; backward-post communicates once (accumulation.hpp).
-  predicted_ = accumulated_volume(predicted_, o.accum);
-  phases_.assign(static_cast<std::size_t>(o.total_steps()) * kPhaseCount, 0.0);
-  in_flight_.assign(static_cast<std::size_t>(o.total_steps()) * kChannelCount, 0.0);
+  predicted_ = accumulated_volume(predicted_, o.step.accum);
+  phases_.assign(static_cast<std::size_t>(o.run.total_steps()) * kPhaseCount, 0.0);
+  in_flight_.assign(static_cast<std::size_t>(o.run.total_steps()) * kChannelCount, 0.0);
 }
 
 void ResultCollector::record(long step, const StepMeasure& m, const ChannelCounters& moved) {
@@ -120,7 +121,7 @@ void ResultCollector::record(long step, const StepMeasure& m, const ChannelCount
           "rank {} step {} {}: measured {} calls / {} bytes, formula {} calls / {} bytes", rank_,
           step, channel_name(c), calls_[c], bytes_[c], expect_[c].calls, expect_[c].bytes);
   }
-  if (traits(o_.method).reference_hooks && audit_message_.empty() &&
+  if (traits(o_.step.method).reference_hooks && audit_message_.empty() &&
       (hooks_per_step_ != predicted_.hooks_fired ||
        comm_hooks_per_step_ != predicted_.hooks_communicating))
     audit_message_ =
@@ -133,8 +134,9 @@ void ResultCollector::record(long step, const StepMeasure& m, const ChannelCount
 // step's calls, measured and formula bytes per channel (channels x ranks).
 void ResultCollector::gather_per_rank(RunResult& r) const {
   const std::size_t np = kPhaseCount, nk = kChannelCount;
-  const auto steps = static_cast<std::size_t>(o_.steps), ranks = static_cast<std::size_t>(size_);
-  const std::vector<double> mine(phases_.begin() + static_cast<long>(o_.warmup * np),
+  const auto steps = static_cast<std::size_t>(o_.run.steps),
+             ranks = static_cast<std::size_t>(size_);
+  const std::vector<double> mine(phases_.begin() + static_cast<long>(o_.run.warmup * np),
                                  phases_.end());
   std::vector<double> all(rank_ == 0 ? mine.size() * ranks : 0);
   DMUON_CHECK_MPI(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
@@ -207,7 +209,7 @@ void ResultCollector::reduce_phases(RunResult& r) const {
   DMUON_CHECK_MPI(MPI_Allreduce(phases_.data(), maxph.data(), static_cast<int>(phases_.size()),
                                 MPI_DOUBLE, MPI_MAX, world_));
   for (std::size_t p = 0; p < kPhaseCount; ++p)
-    r.phases_ms[p] = median_over_steps(maxph, kPhaseCount, p, o_.warmup, o_.total_steps());
+    r.phases_ms[p] = median_over_steps(maxph, kPhaseCount, p, o_.run.warmup, o_.run.total_steps());
 }
 
 // Channels: per step the max over ranks of the in-flight time, then the median over steps;
@@ -226,7 +228,7 @@ void ResultCollector::reduce_channels(RunResult& r) const {
     k.message_bytes = per_channel[in_flight_.size() + c];
     k.group_size = static_cast<int>(per_channel[in_flight_.size() + kChannelCount + c]);
     k.in_flight_ms = in_flight_measured_ ? median_over_steps(per_channel, kChannelCount, c,
-                                                             o_.warmup, o_.total_steps())
+                                                             o_.run.warmup, o_.run.total_steps())
                                          : std::numeric_limits<double>::quiet_NaN();
   }
 }
@@ -264,8 +266,8 @@ void ResultCollector::reduce_counts(RunResult& r) const {
 
 RunResult ResultCollector::finish(StepBackend& backend) {
   RunResult r;
-  r.method = o_.method;
-  r.reshard = plan::reshard_name(o_.reshard);
+  r.method = o_.step.method;
+  r.reshard = plan::reshard_name(o_.step.reshard);
   r.world_size = size_;
   r.replicate = plan_.partition.options.replicate;
   r.tp = plan_.tp.tp;
@@ -273,15 +275,15 @@ RunResult ResultCollector::finish(StepBackend& backend) {
   reduce_phases(r);
   reduce_channels(r);
   reduce_counts(r);
-  const bool reference_hooks = traits(o_.method).reference_hooks;
+  const bool reference_hooks = traits(o_.step.method).reference_hooks;
   r.hook_sites = reference_hooks ? static_cast<std::int64_t>(plan_.hooks.sites.size())
                                  : static_cast<std::int64_t>(layout_.groups.size());
   r.hook_calls_formula = reference_hooks ? predicted_.hooks_fired : r.hook_calls_per_step;
   r.hook_comm_calls_formula =
       reference_hooks ? predicted_.hooks_communicating : r.hook_comm_calls_per_step;
-  if (!(o_.check || o_.keep_final_weights)) return r;
+  if (!(o_.run.check || o_.run.keep_final_weights)) return r;
   r.final_weights = gather_final(backend);
-  if (o_.check) check(r, backend);
+  if (o_.run.check) check(r, backend);
   return r;
 }
 
@@ -293,8 +295,9 @@ void ResultCollector::check(RunResult& r, StepBackend& backend) {
   const kernels::Dtype route_wire =
       plan_.narrowest_route_wire_bytes() == 2 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
   // Newton–Schulz amplifies 16-bit rounding of a Muon parameter's inputs (check_note).
-  bool sixteen_bit_muon = o_.comm_dtype != kernels::Dtype::f32 ||
-                          (o_.device == Device::cuda && o_.ns_dtype != kernels::Dtype::f32);
+  bool sixteen_bit_muon =
+      o_.step.wire != kernels::Dtype::f32 ||
+      (o_.backend.device == Device::cuda && o_.backend.ns_dtype != kernels::Dtype::f32);
   for (int pid : tree_.parameter_order())
     if (plan_.muon(pid) && plan_.wire_bytes(pid, 4) == 2) sixteen_bit_muon = true;
   const bool sixteen_bit = sixteen_bit_muon || route_wire != kernels::Dtype::f32;
@@ -307,9 +310,9 @@ void ResultCollector::check(RunResult& r, StepBackend& backend) {
     // The eps-regime excuse where the tolerance is fp32's (1e-4): a 16-bit tolerance (8 unit
     // roundoffs) already covers AdamW's isolated flips.
     AdamwEpsRegime regime;
-    const bool excuse = !o_.check_reference && !sixteen_bit;
-    const auto ref = o_.check_reference
-                         ? o_.check_reference()
+    const bool excuse = !o_.run.check_reference && !sixteen_bit;
+    const auto ref = o_.run.check_reference
+                         ? o_.run.check_reference()
                          : reference_weights(tree_, plan_, o_, layout_.me.grid.dp_size(),
                                              excuse ? &regime : nullptr, layout_.tp_rank());
     mine.err = max_relative_error(local_, r.final_weights, ref, &r.worst_param,
@@ -325,7 +328,7 @@ void ResultCollector::check(RunResult& r, StepBackend& backend) {
   }
   r.max_rel_error = worst.err;
   r.worst_param = comm::agree_first_message(rank_ == worst.rank, r.worst_param, world_);
-  if (o_.method == Method::ddp_dmuon) {
+  if (o_.step.method == Method::ddp_dmuon) {
     // Rank 0's replica matched the reference; every other replica must match rank 0's.
     const ReplicaDivergence d = replica_divergence(layout_, backend, world_);
     if (d.max_rel_error > r.max_rel_error) {
@@ -347,11 +350,11 @@ std::string ResultCollector::check_note(std::int64_t excused, bool sixteen_bit_m
         "rms at a step) moved up to 2 lr per such step apart from the reference and were "
         "left out of the error (ill-conditioned, not wrong: reference.hpp)",
         excused, AdamwEpsRegime::kRelative);
-  if (!sixteen_bit_muon || !traits(o_.method).muon) return note;
+  if (!sixteen_bit_muon || !traits(o_.step.method).muon) return note;
   const auto& site_of = plan_.hooks.site_of_param;
   const std::int64_t need = full_rank_global_tokens(
       local_, [&](int pid) { return site_of[static_cast<std::size_t>(pid)] >= 0; });
-  if (o_.global_samples(layout_.me.grid.dp_size()) < need)
+  if (o_.step.global_samples(layout_.me.grid.dp_size()) < need)
     note += std::string(note.empty() ? "" : "; ") +
             fmt::format(
                 "some Muon parameters train on fewer samples than their rank: Newton-Schulz "

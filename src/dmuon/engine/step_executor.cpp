@@ -50,8 +50,7 @@ void issue_call(comm::Communicator& c, StepBackend& backend, const CollectiveCal
 }  // namespace
 
 StepExecutor::StepExecutor(const StepLayout& layout, const Schedule& schedule,
-                           const ScheduleOptions& options, StepBackend& backend,
-                           int inject_nan_step)
+                           const StepSpec& options, StepBackend& backend, int inject_nan_step)
     : layout_(layout),
       schedule_(schedule),
       backend_(backend),

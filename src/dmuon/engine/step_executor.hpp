@@ -31,7 +31,7 @@ class StepExecutor {
  public:
   /// `inject_nan_step` > 0 poisons the layout's nan_param gradient on the last world rank at
   /// that step (test aid). The layout, schedule and backend must outlive the executor.
-  StepExecutor(const StepLayout& layout, const Schedule& schedule, const ScheduleOptions& options,
+  StepExecutor(const StepLayout& layout, const Schedule& schedule, const StepSpec& options,
                StepBackend& backend, int inject_nan_step = -1);
   ~StepExecutor();
   StepExecutor(const StepExecutor&) = delete;

@@ -57,17 +57,6 @@ std::int64_t take(std::int64_t& arena, std::int64_t n) {
 
 }  // namespace
 
-LayoutOptions layout_options(const EngineOptions& o) {
-  LayoutOptions lo;
-  lo.method = o.method;
-  lo.reshard = o.reshard;
-  lo.prefetch = o.prefetch;
-  lo.pipeline = o.pipeline;
-  lo.accum = o.accum;
-  lo.wire = o.comm_dtype;
-  return lo;
-}
-
 RankGrid method_grid(const plan::Plan& plan, Method method) {
   const RankGrid g = plan.grid();
   return is_ddp(method) ? RankGrid{1, g.dp_size(), g.tp} : g;
@@ -78,7 +67,7 @@ namespace {
 // The stages of make_layout, in order; each fills its part of the layout.
 class LayoutBuilder {
  public:
-  LayoutBuilder(const model::ModuleTree& tree, const plan::Plan& plan, const LayoutOptions& options,
+  LayoutBuilder(const model::ModuleTree& tree, const plan::Plan& plan, const StepSpec& options,
                 StepLayout& L)
       : tree_(tree), plan_(plan), o_(options), L_(L), t_(traits(options.method)) {}
 
@@ -395,7 +384,7 @@ class LayoutBuilder {
 
   const model::ModuleTree& tree_;
   const plan::Plan& plan_;
-  const LayoutOptions& o_;
+  const StepSpec& o_;
   StepLayout& L_;
   MethodTraits t_;
   std::vector<int> index_of_;  // per parameter id: its index in L_.params
@@ -404,14 +393,14 @@ class LayoutBuilder {
 }  // namespace
 
 StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
-                       const LayoutOptions& options, int rank) {
+                       const StepSpec& options, int rank) {
   StepLayout L;
   L.method = options.method;
   L.reshard = options.reshard;
   const RankGrid grid = method_grid(plan, options.method);
   grid.require_rank(rank);
   L.me = GridRank{grid, rank};
-  L.wire = options.wire;
+  L.wire = options.wire;  // the spec's: the arenas' types
   L.alt_wire = options.wire == kernels::Dtype::f32 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
   LayoutBuilder b(tree, plan, options, L);
   b.place_params();

@@ -5,7 +5,7 @@
 // gradients and optimizer gathers live inside the backends' buffer pools. Pure data, so the
 // schedule, its tests and a simulator can build it for any rank of any world.
 //
-// Buffers (elements; "wire" = EngineOptions::comm_dtype, fp32 or bf16):
+// Buffers (elements; "wire" = StepSpec::wire, --comm-dtype, fp32 or bf16):
 //   master arena    fp32, persistent: DMuon masters of the (site, owner) pairs rooted in this
 //                   rank's column (the owner and, with HSDP, every rank of its column), packed
 //                   per pair; FSDP shards (chunk each); DDP full replicas.
@@ -221,18 +221,6 @@ struct StepLayout {
   std::int64_t gather_base(int group, int position) const;
 };
 
-struct LayoutOptions {
-  Method method = Method::dmuon;
-  plan::Reshard reshard = plan::Reshard::z3;
-  int prefetch = 1;
-  OptimizerPipeline pipeline = OptimizerPipeline::per_group;
-  int accum = 1;  ///< > 1: every group its own grad-pool slot (gradients accumulate)
-  kernels::Dtype wire = kernels::Dtype::f32;  ///< --comm-dtype (fp32 or bf16)
-};
-
-/// The layout options of a run.
-LayoutOptions layout_options(const EngineOptions& o);
-
 /// The grid `method` communicates over in the plan's world (plan::Plan::grid): ddp ignores
 /// the rows and runs over all ranks as one group.
 RankGrid method_grid(const plan::Plan& plan, Method method);
@@ -240,7 +228,7 @@ RankGrid method_grid(const plan::Plan& plan, Method method);
 /// The layout of world rank `rank` of the plan's grid (R rows × G columns × T). With tensor
 /// parallelism (plan.tp.tp > 1) `tree` must hold the local shard shapes
 /// (plan::tp_local_tree; InputError otherwise).
-StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
-                       const LayoutOptions& options, int rank);
+StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan, const StepSpec& spec,
+                       int rank);
 
 }  // namespace dmuon::engine

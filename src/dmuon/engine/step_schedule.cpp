@@ -14,26 +14,14 @@ comm::DType on_wire(kernels::Dtype t) {
 }
 
 // The type parameter p's own collectives carry: its --route dtype (alt arenas) or the run's.
-comm::DType param_wire(const ParamLayout& p, const ScheduleOptions& o) {
-  return p.alt_wire ? on_wire(p.wire) : o.wire;
+comm::DType param_wire(const ParamLayout& p) {
+  return on_wire(p.wire);
 }
-comm::DType pair_wire(const PairLayout& pr, const ScheduleOptions& o) {
-  return pr.alt_wire ? on_wire(pr.wire) : o.wire;
+comm::DType pair_wire(const PairLayout& pr) {
+  return on_wire(pr.wire);
 }
 
 }  // namespace
-
-ScheduleOptions schedule_options(const EngineOptions& o) {
-  ScheduleOptions s;
-  s.prefetch = o.prefetch;
-  s.grad_reduce = o.grad_reduce;
-  s.pipeline = o.pipeline;
-  s.wire = on_wire(o.comm_dtype);
-  s.accum = o.accum;
-  s.clip = o.clip_norm > 0;
-  s.clip_type = o.clip_norm_type;
-  return s;
-}
 
 bool publishes_replicas(const StepLayout& layout, const GroupLayout& g) {
   return layout.method == Method::ddp_dmuon && g.kind == GroupKind::ddp && !g.pairs.empty();
@@ -49,7 +37,7 @@ bool has_rooted_pair(const StepLayout& L, const GroupLayout& g) {
 // Builds the op list; one instance per make_schedule call.
 class Builder {
  public:
-  Builder(const StepLayout& layout, const ScheduleOptions& options)
+  Builder(const StepLayout& layout, const StepSpec& options)
       : L_(layout),
         o_(options),
         n_(static_cast<int>(layout.groups.size())),
@@ -65,7 +53,7 @@ class Builder {
       backward();
     }
     micro_ = 0;
-    if (o_.clip) clip();
+    if (o_.clip()) clip();
     if (o_.pipeline == OptimizerPipeline::per_group)
       optimizer_per_group();
     else
@@ -353,7 +341,7 @@ class Builder {
   }
 
   const StepLayout& L_;
-  const ScheduleOptions& o_;
+  const StepSpec& o_;
   int n_;
   bool z3_;
   int issued_ = 0;
@@ -366,7 +354,7 @@ class Builder {
 
 }  // namespace
 
-Schedule make_schedule(const StepLayout& layout, const ScheduleOptions& options) {
+Schedule make_schedule(const StepLayout& layout, const StepSpec& options) {
   return Builder(layout, options).build();
 }
 
@@ -462,8 +450,7 @@ namespace {
 // The TP exchange of one parameter (docs/METRICS.md "Tensor parallelism"): its T local shards
 // of the Nesterov input to the TP owner in the gradients' wire type (each one's own shard
 // too), and the fp32 Newton–Schulz output back, count = the local shard each.
-std::vector<CollectiveCall> tp_collectives(const StepLayout& L, const StepOp& op,
-                                           const ScheduleOptions& o) {
+std::vector<CollectiveCall> tp_collectives(const StepLayout& L, const StepOp& op) {
   using Kind = BufferRef::Kind;
   const auto& p = L.params.at(static_cast<std::size_t>(op.param));
   if (!p.tp_sharded())
@@ -474,7 +461,7 @@ std::vector<CollectiveCall> tp_collectives(const StepLayout& L, const StepOp& op
   call.root = p.tp_owner;
   if (op.op == Op::tp_gather) {
     call.kind = comm::CollectiveKind::gather;
-    call.dtype = o.wire;
+    call.dtype = on_wire(L.wire);
     call.buffer = BufferRef{Kind::tp_send, -1, op.param, 0};
     call.recv = BufferRef{Kind::tp_recv, -1, op.param, 0};
   } else {
@@ -489,7 +476,7 @@ std::vector<CollectiveCall> tp_collectives(const StepLayout& L, const StepOp& op
 }  // namespace
 
 std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op,
-                                           const ScheduleOptions& o) {
+                                           const StepSpec& o) {
   using comm::CollectiveKind;
   using Kind = BufferRef::Kind;
   std::vector<CollectiveCall> calls;
@@ -499,12 +486,12 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
     call.count = 1;
     call.dtype = comm::DType::f32;
     call.buffer = BufferRef{Kind::clip_norm, -1, -1, 0};
-    call.op = o.clip_type == ClipNormType::inf ? CollectiveCall::Reduce::max
-                                               : CollectiveCall::Reduce::sum;
+    call.op = o.clip_norm_type == ClipNormType::inf ? CollectiveCall::Reduce::max
+                                                    : CollectiveCall::Reduce::sum;
     calls.push_back(call);
     return calls;
   }
-  if (op.op == Op::tp_gather || op.op == Op::tp_scatter) return tp_collectives(L, op, o);
+  if (op.op == Op::tp_gather || op.op == Op::tp_scatter) return tp_collectives(L, op);
   if (op.group < 0) return calls;
   const auto& g = L.groups[static_cast<std::size_t>(op.group)];
   const bool packed = o.grad_reduce == plan::GradReduce::packed;
@@ -525,13 +512,13 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
   auto reduce_pair = [&](int pr, int root, std::int64_t base) {
     const auto& pair = L.pairs[static_cast<std::size_t>(pr)];
     if (packed) {
-      add(CollectiveKind::reduce, pair.numel, pair_wire(pair, o), root,
+      add(CollectiveKind::reduce, pair.numel, pair_wire(pair), root,
           pair_ref(Kind::grads, pr, base));
       return;
     }
     for (int p : pair.members) {
       const auto& prm = L.params[static_cast<std::size_t>(p)];
-      add(CollectiveKind::reduce, prm.numel, param_wire(prm, o), root,
+      add(CollectiveKind::reduce, prm.numel, param_wire(prm), root,
           param_ref(Kind::grads, p, base));
     }
   };
@@ -540,13 +527,13 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
       if (g.kind == GroupKind::dmuon_site) {
         for (int pr : g.pairs) {
           const auto& pair = L.pairs[static_cast<std::size_t>(pr)];
-          add(CollectiveKind::broadcast, pair.numel, pair_wire(pair, o), pair.owner_column,
+          add(CollectiveKind::broadcast, pair.numel, pair_wire(pair), pair.owner_column,
               pair_ref(Kind::weights, pr, op.weight_base));
         }
       } else if (g.kind == GroupKind::fsdp) {
         for (int p : g.members) {
           const auto& prm = L.params[static_cast<std::size_t>(p)];
-          add(CollectiveKind::all_gather, prm.chunk, param_wire(prm, o), -1,
+          add(CollectiveKind::all_gather, prm.chunk, param_wire(prm), -1,
               param_ref(Kind::weights, p, op.weight_base));
         }
       }
@@ -560,11 +547,11 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
         for (int p : g.members) {
           const auto& prm = L.params[static_cast<std::size_t>(p)];
           if (g.kind == GroupKind::fsdp)
-            add(CollectiveKind::reduce_scatter, prm.chunk, param_wire(prm, o), -1,
+            add(CollectiveKind::reduce_scatter, prm.chunk, param_wire(prm), -1,
                 param_ref(Kind::grads, p, op.grad_base))
                 .recv = param_ref(Kind::grad_shard, p, 0);
           else
-            add(CollectiveKind::all_reduce, prm.numel, param_wire(prm, o), -1,
+            add(CollectiveKind::all_reduce, prm.numel, param_wire(prm), -1,
                 param_ref(Kind::grads, p, 0));
         }
       }
@@ -577,7 +564,7 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
       } else if (g.kind == GroupKind::fsdp) {
         for (int p : g.members) {
           const auto& prm = L.params[static_cast<std::size_t>(p)];
-          add(CollectiveKind::all_reduce, prm.chunk, param_wire(prm, o), -1,
+          add(CollectiveKind::all_reduce, prm.chunk, param_wire(prm), -1,
               param_ref(Kind::grad_shard, p, 0));
         }
       }
@@ -586,7 +573,7 @@ std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op
       for (int p : g.members) {
         const auto& prm = L.params[static_cast<std::size_t>(p)];
         if (prm.gather_offset >= 0)
-          add(CollectiveKind::all_gather, prm.chunk, param_wire(prm, o), -1,
+          add(CollectiveKind::all_gather, prm.chunk, param_wire(prm), -1,
               param_ref(Kind::gather, p, op.gather_base));
       }
       break;

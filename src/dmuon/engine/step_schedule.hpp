@@ -1,6 +1,6 @@
 #pragma once
 // The order of one training step on one rank, as data: a pure function of the rank's layout
-// and the engine options builds the list of operations every executor runs (the host one over
+// and the step spec builds the list of operations every executor runs (the host one over
 // MPI + Kokkos, the CUDA one over NCCL + cuBLAS streams, a simulator). Nothing in it depends on
 // timing: collectives are issued on each communicator at fixed positions, identical on every
 // rank of that communicator (no "issue when a local poll says ready"), which NCCL needs to
@@ -41,25 +41,11 @@
 
 namespace dmuon::engine {
 
-struct ScheduleOptions {
-  int prefetch = 1;
-  plan::GradReduce grad_reduce = plan::GradReduce::per_param;
-  OptimizerPipeline pipeline = OptimizerPipeline::per_group;
-  int stage2_lag = 1;  ///< HSDP: stage 2 of a group is issued this many groups after stage 1
-  comm::DType wire = comm::DType::f32;  ///< parameters and gradients on the wire
-  int accum = 1;                        ///< micro-steps per step (gradient accumulation)
-  bool clip = false;                    ///< --clip-norm: the norm ops before the optimizer
-  ClipNormType clip_type = ClipNormType::two;
-};
-
-/// The schedule options of a run.
-ScheduleOptions schedule_options(const EngineOptions& o);
-
 using Schedule = std::vector<StepOp>;
 
 /// The operations of one step of the rank `layout` describes (issue ops carry their
 /// communicator).
-Schedule make_schedule(const StepLayout& layout, const ScheduleOptions& options);
+Schedule make_schedule(const StepLayout& layout, const StepSpec& spec);
 
 /// A buffer a collective reads or writes, resolved to memory by the backend.
 struct BufferRef {
@@ -145,7 +131,7 @@ struct CollectiveCall {
 /// publish, issue_clip, tp_gather, tp_scatter), in the order they are issued inside its batch;
 /// empty for other ops.
 std::vector<CollectiveCall> collectives_of(const StepLayout& layout, const StepOp& op,
-                                           const ScheduleOptions& options);
+                                           const StepSpec& spec);
 
 /// ddp-dmuon: group g's owners broadcast their updated fp32 masters to every replica after the
 /// optimizer step (Op::publish); the next step's forward completes it (Op::take_replica).

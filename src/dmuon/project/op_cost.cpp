@@ -14,18 +14,18 @@ using engine::Storage;
 
 OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options, int world)
     : cost_(machine, compute_share(machine, world)),
-      o_(options),
+      compute_mode_(options.step.compute),
       gpu_(machine.device == DeviceKind::gpu) {
-  wire_ = o_.comm_dtype;
+  wire_ = options.step.wire;
   compute_ = gpu_ ? wire_ : kernels::Dtype::f32;
-  ns_ = gpu_ ? o_.ns_dtype : kernels::Dtype::f32;
+  ns_ = gpu_ ? options.backend.ns_dtype : kernels::Dtype::f32;
   w_ = static_cast<double>(kernels::dtype_bytes(wire_));
   n_ = static_cast<double>(kernels::dtype_bytes(ns_));
-  ns_config_ = engine::muon_config(o_).ns;
+  ns_config_ = engine::muon_config(options).ns;
 }
 
 double OpCost::forward(const ParamLayout& p, std::int64_t local) const {
-  if (o_.compute == engine::Compute::none || local <= 0 || p.shape.cols <= 0) return 0;
+  if (compute_mode_ == engine::Compute::none || local <= 0 || p.shape.cols <= 0) return 0;
   const std::int64_t b = local, rows = p.shape.rows, cols = p.shape.cols;
   double s = cost_.synthetic(b * cols, compute_);
   if (!gpu_) s += cost_.synthetic(b * rows, compute_);  // the host draws T with X
@@ -35,7 +35,7 @@ double OpCost::forward(const ParamLayout& p, std::int64_t local) const {
 double OpCost::backward(const ParamLayout& p, std::int64_t local) const {
   const std::int64_t rows = p.shape.rows, cols = p.shape.cols, b = local;
   double s = 0;
-  if (o_.compute == engine::Compute::none) {
+  if (compute_mode_ == engine::Compute::none) {
     s = cost_.synthetic(p.numel, p.alt_wire ? p.wire : wire_);
   } else if (b <= 0 || p.numel == 0) {
     s = cost_.elementwise(static_cast<double>(p.numel) * wire_bytes(p));

@@ -61,7 +61,7 @@ class OpCost {
 
  private:
   ComputeCost cost_;
-  engine::EngineOptions o_;
+  engine::Compute compute_mode_;  // the step's (--compute gemm|none)
   bool gpu_;
   kernels::Dtype wire_, compute_, ns_;
   double w_, n_;  // bytes of the wire and Newton–Schulz types

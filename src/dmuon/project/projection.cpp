@@ -37,12 +37,13 @@ std::vector<engine::VolumeExpectation> expected_by_rank(const model::ModuleTree&
                                                         int world, int wire) {
   const auto& po = plan.partition.options;
   auto exact = [&](int q) {
-    return engine::expected_volume(o.method, o.reshard, tree, plan, predicted, q, po.shard,
-                                   po.replicate, wire, o.accum, o.clip_norm > 0);
+    return engine::expected_volume(o.step.method, o.step.reshard, tree, plan, predicted, q,
+                                   po.shard, po.replicate, wire, o.step.accum,
+                                   o.step.clip_norm > 0);
   };
   // --accum: dmuon's row broadcasts × K (engine/accumulation.hpp), as expected_volume does.
-  const plan::CommVolume per_step = o.method == engine::Method::dmuon
-                                        ? engine::accumulated_volume(predicted, o.accum)
+  const plan::CommVolume per_step = o.step.method == engine::Method::dmuon
+                                        ? engine::accumulated_volume(predicted, o.step.accum)
                                         : predicted;
   std::vector<engine::VolumeExpectation> out;
   out.reserve(static_cast<std::size_t>(world));
@@ -63,7 +64,7 @@ std::vector<engine::VolumeExpectation> expected_by_rank(const model::ModuleTree&
   const auto base = exact(0);
   for (int q = 0; q < world; ++q) {
     auto v = base;
-    if (o.method == engine::Method::dmuon || o.method == engine::Method::ddp_dmuon)
+    if (o.step.method == engine::Method::dmuon || o.step.method == engine::Method::ddp_dmuon)
       for (const auto& [c, kind] : dmuon_channels) {
         const auto at = static_cast<std::size_t>(q);
         v[c].calls = kind->calls_per_rank.empty() ? 0 : kind->calls_per_rank.at(at);
@@ -88,8 +89,8 @@ std::vector<engine::VolumeExpectation> expected_by_rank(const model::ModuleTree&
 // per-rank expectations.
 void expect_tp(std::vector<engine::VolumeExpectation>& by_world_rank, const model::ModuleTree& tree,
                const plan::Plan& plan, const engine::EngineOptions& o) {
-  const auto v = plan::predict_tp_volume(tree, plan, o.reshard, o.grad_reduce,
-                                         static_cast<int>(kernels::dtype_bytes(o.comm_dtype)));
+  const auto v = plan::predict_tp_volume(tree, plan, o.step.reshard, o.step.grad_reduce,
+                                         static_cast<int>(kernels::dtype_bytes(o.step.wire)));
   using comm::CollectiveKind;
   const auto gather = engine::channel_index(engine::CommGroup::tp, CollectiveKind::gather);
   const auto scatter = engine::channel_index(engine::CommGroup::tp, CollectiveKind::scatter);
@@ -103,8 +104,8 @@ void expect_tp(std::vector<engine::VolumeExpectation>& by_world_rank, const mode
 
 double model_flops_per_step(const model::ModuleTree& tree, const engine::EngineOptions& o,
                             int world) {
-  if (o.compute == engine::Compute::none) return 0;
-  const std::int64_t global = o.global_samples(world);
+  if (o.step.compute == engine::Compute::none) return 0;
+  const std::int64_t global = o.step.global_samples(world);
   double f = 0;
   for (int pid : tree.parameter_order())
     f += 6.0 * static_cast<double>(tree.parameter(pid).numel()) *
@@ -123,9 +124,9 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   const int dp_world = po.shard * po.replicate;
   const int world = dp_world * T;
   engine::EngineOptions o = options.engine;
-  o.steps = 1;
-  o.warmup = std::max(1, o.warmup);
-  o.check = false;
+  o.run.steps = 1;
+  o.run.warmup = std::max(1, o.run.warmup);
+  o.run.check = false;
   engine::validate(o, world);
   engine::validate_tp_run(plan, o);
   std::optional<model::ModuleTree> local_tree;
@@ -141,7 +142,7 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   const OpCost cost(machine, o, world);
   const WorldPrograms programs = build_programs(tree, plan, o, cost, options.symmetry);
   const auto t1 = clock::now();
-  const ReplayResult rep = replay(programs, machine, o.warmup + 1);
+  const ReplayResult rep = replay(programs, machine, o.run.warmup + 1);
   const auto t2 = clock::now();
 
   Projection p;
@@ -150,8 +151,8 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   p.build_s = std::chrono::duration<double>(t1 - t0).count();
   p.replay_s = std::chrono::duration<double>(t2 - t1).count();
   auto& r = p.result;
-  r.method = o.method;
-  r.reshard = plan::reshard_name(o.reshard);
+  r.method = o.step.method;
+  r.reshard = plan::reshard_name(o.step.reshard);
   r.world_size = world;
   r.replicate = po.replicate;
   r.tp = T;
@@ -166,15 +167,15 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
       r.phases_ms[ph] = std::max(r.phases_ms[ph], v);
     }
   // Collectives of the replayed step against the formula, per rank and channel.
-  const int wire = static_cast<int>(kernels::dtype_bytes(o.comm_dtype));
+  const int wire = static_cast<int>(kernels::dtype_bytes(o.step.wire));
   // ddp-dmuon: its own prediction (the owners' reduce and post-step broadcast) fills the
   // per-rank channels; expected_volume reads only its grad_reduce.
   const auto raw_predicted =
-      o.method == engine::Method::ddp_dmuon
-          ? plan::predict_ddp_dmuon_volume(dp_tree, plan.hooks, plan.partition, o.grad_reduce, wire,
-                                           &plan.route_wire_bytes)
-          : plan::predict_dmuon_volume(dp_tree, plan.hooks, plan.partition, o.reshard,
-                                       o.grad_reduce, wire, nullptr, &plan.route_wire_bytes);
+      o.step.method == engine::Method::ddp_dmuon
+          ? plan::predict_ddp_dmuon_volume(dp_tree, plan.hooks, plan.partition, o.step.grad_reduce,
+                                           wire, &plan.route_wire_bytes)
+          : plan::predict_dmuon_volume(dp_tree, plan.hooks, plan.partition, o.step.reshard,
+                                       o.step.grad_reduce, wire, nullptr, &plan.route_wire_bytes);
   r.rank_calls = rep.calls;
   r.rank_bytes = rep.bytes;
   r.rank_formula_bytes.assign(kChannelCount * W, 0);
@@ -185,8 +186,8 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   for (int q = 0; q < world; ++q) expected.push_back(per_dp[static_cast<std::size_t>(q / T)]);
   if (T > 1) expect_tp(expected, tree, plan, o);
   // Hooks per step with --accum (engine/accumulation.hpp).
-  const auto predicted = o.method == engine::Method::dmuon
-                             ? engine::accumulated_volume(raw_predicted, o.accum)
+  const auto predicted = o.step.method == engine::Method::dmuon
+                             ? engine::accumulated_volume(raw_predicted, o.step.accum)
                              : raw_predicted;
   for (int q = 0; q < world; ++q) {
     const auto& expect = expected[static_cast<std::size_t>(q)];
@@ -207,7 +208,7 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
       }
     }
   }
-  const bool dm = o.method == engine::Method::dmuon;
+  const bool dm = o.step.method == engine::Method::dmuon;
   r.hook_sites = dm ? static_cast<std::int64_t>(plan.hooks.sites.size()) : programs.groups;
   r.hook_calls_per_step = programs.hook_calls;
   r.hook_calls_formula = dm ? predicted.hooks_fired : programs.hook_calls;
@@ -229,9 +230,9 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   // --tp: the logical model on the global batch of the DP groups (each TP shard does 1/T).
   p.model_flops_per_step = model_flops_per_step(tree, o, dp_world);
   if (step_s > 0) {
-    p.tokens_per_s = static_cast<double>(o.global_samples(dp_world)) / step_s;
+    p.tokens_per_s = static_cast<double>(o.step.global_samples(dp_world)) / step_s;
     const kernels::Dtype compute =
-        machine.device == DeviceKind::gpu ? o.comm_dtype : kernels::Dtype::f32;
+        machine.device == DeviceKind::gpu ? o.step.wire : kernels::Dtype::f32;
     p.mfu = p.model_flops_per_step / (step_s * world * machine.compute.peak_flops(compute));
   }
   return p;

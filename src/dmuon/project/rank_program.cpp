@@ -12,7 +12,7 @@ namespace dmuon::project {
 using engine::Op;
 
 BatchSpec batch_spec(const engine::StepLayout& layout, const engine::StepOp& op,
-                     const engine::ScheduleOptions& options) {
+                     const engine::StepSpec& options) {
   BatchSpec b;
   b.comm = op.comm;
   b.op = op.op;

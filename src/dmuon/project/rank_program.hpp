@@ -40,7 +40,7 @@ struct BatchSpec {
 
 /// The calls of an issue op as collectives_of() lists them.
 BatchSpec batch_spec(const engine::StepLayout& layout, const engine::StepOp& op,
-                     const engine::ScheduleOptions& options);
+                     const engine::StepSpec& options);
 
 struct Instruction {
   enum Kind : std::uint8_t { compute, switch_phase, issue, wait };

@@ -99,12 +99,12 @@ struct ReferenceBatches {
 };
 
 ReferenceBatches reference_batches(WorldPrograms& w, const StepLayout& L, const engine::Schedule& s,
-                                   const engine::ScheduleOptions& so) {
+                                   const engine::StepSpec& spec) {
   ReferenceBatches r;
   for (const auto& op : s) {
     // The TP exchange is each rank's own (its owned parameters): not shared.
     if (!engine::is_issue(op.op) || op.comm == engine::CommGroup::tp) continue;
-    w.specs.push_back(batch_spec(L, op, so));
+    w.specs.push_back(batch_spec(L, op, spec));
     r.by_comm[static_cast<std::size_t>(w.specs.back().comm)].push_back(&w.specs.back());
   }
   return r;
@@ -133,26 +133,25 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
   if (T > 1) local_tree.emplace(plan::tp_local_tree(logical_tree, plan));
   const model::ModuleTree& tree = local_tree ? *local_tree : logical_tree;
   WorldPrograms w;
-  w.grid = engine::method_grid(plan, o.method);
+  w.grid = engine::method_grid(plan, o.step.method);
   const int dp_world = w.grid.dp_size();
   const int world = w.grid.world();
   w.world = world;
   w.program_of_rank.assign(static_cast<std::size_t>(world), 0);
-  const auto so = engine::schedule_options(o);
-  engine::LayoutOptions lo = engine::layout_options(o);
-  const SampleClasses samples(tree, o.global_samples(dp_world), dp_world, o.accum);
+  const engine::StepSpec& spec = o.step;
+  const SampleClasses samples(tree, o.step.global_samples(dp_world), dp_world, o.step.accum);
   Durations durations(cost, samples);
 
   if (symmetry == Symmetry::full) {
     w.check_batches = true;
     for (int r = 0; r < world; ++r) {
-      const StepLayout L = engine::make_layout(tree, plan, lo, r);
-      const engine::Schedule s = engine::make_schedule(L, so);
+      const StepLayout L = engine::make_layout(tree, plan, spec, r);
+      const engine::Schedule s = engine::make_schedule(L, spec);
       const int cls = samples.class_of(L.me.dp());
       w.programs.push_back(compile_program(
           s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
           [&](const engine::StepOp& op, int) {
-            w.specs.push_back(batch_spec(L, op, so));
+            w.specs.push_back(batch_spec(L, op, spec));
             return &w.specs.back();
           }));
       w.program_of_rank[static_cast<std::size_t>(r)] = r;
@@ -164,19 +163,19 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
     return w;
   }
 
-  if (T > 1 && !engine::traits(o.method).tensor_parallel)
+  if (T > 1 && !engine::traits(o.step.method).tensor_parallel)
     throw std::logic_error("build_programs: --tp runs dmuon only (validate_tp_run)");
-  const StepLayout ref = engine::make_layout(tree, plan, lo, 0);
-  const engine::Schedule ref_schedule = engine::make_schedule(ref, so);
-  const ReferenceBatches batches = reference_batches(w, ref, ref_schedule, so);
+  const StepLayout ref = engine::make_layout(tree, plan, spec, 0);
+  const engine::Schedule ref_schedule = engine::make_schedule(ref, spec);
+  const ReferenceBatches batches = reference_batches(w, ref, ref_schedule, spec);
   w.groups = static_cast<std::int64_t>(ref.groups.size());
 
-  if (o.method == engine::Method::ddp_dmuon) {
+  if (o.step.method == engine::Method::ddp_dmuon) {
     // Who runs Newton–Schulz differs by rank (the owners): a layout and schedule per rank. Every
     // rank issues the reference rank's collectives on the one group of all ranks.
     for (int r = 0; r < world; ++r) {
-      const StepLayout L = engine::make_layout(tree, plan, lo, r);
-      const engine::Schedule s = engine::make_schedule(L, so);
+      const StepLayout L = engine::make_layout(tree, plan, spec, r);
+      const engine::Schedule s = engine::make_schedule(L, spec);
       const int cls = samples.class_of(r);
       w.programs.push_back(compile_program(
           s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
@@ -191,12 +190,12 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
     return w;
   }
 
-  if (o.method != engine::Method::dmuon) {
+  if (o.step.method != engine::Method::dmuon) {
     // One schedule for all; a program per (sample class, short last shards).
     const int columns = w.grid.shard;
     std::vector<std::vector<std::pair<int, std::int64_t>>> short_of_column(
         static_cast<std::size_t>(columns));
-    if (o.method == engine::Method::fsdp_muon)
+    if (o.step.method == engine::Method::fsdp_muon)
       for (std::size_t i = 0; i < ref.params.size(); ++i) {
         const auto& p = ref.params[i];
         if (!p.sharded() || !p.muon || p.chunk <= 0) continue;
@@ -244,29 +243,29 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
     for (int t = 0; t < T; ++t) {
       R.layout.me.rank = dp * T + t;  // the TP owners' Newton–Schulz differs by t
       const StepLayout& L = R.layout;
-      const engine::Schedule s = engine::make_schedule(L, so);
+      const engine::Schedule s = engine::make_schedule(L, spec);
       auto& mine = column_batches[L.me.column()];
       w.programs.push_back(compile_program(
           s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
           [&](const engine::StepOp& op, int seq) -> const BatchSpec* {
             const auto comm = op.comm;
             if (comm == engine::CommGroup::tp) {  // the owned parameters are kept whole
-              w.specs.push_back(batch_spec(L, op, so));
+              w.specs.push_back(batch_spec(L, op, spec));
               return &w.specs.back();
             }
             if (comm != engine::CommGroup::replicate)
               return take(batches.by_comm[static_cast<std::size_t>(comm)], op, seq);
-            BatchSpec spec = batch_spec(L, op, so);
+            BatchSpec batch = batch_spec(L, op, spec);
             if (seq < static_cast<int>(mine.size())) {
               const BatchSpec* known = mine[static_cast<std::size_t>(seq)];
-              if (known->op != spec.op || known->group != spec.group ||
-                  !(known->calls == spec.calls))
+              if (known->op != batch.op || known->group != batch.group ||
+                  !(known->calls == batch.calls))
                 throw RuntimeFailure(
                     fmt::format("projection: ranks of column {} disagree on their collective {}",
                                 L.me.column(), seq));
               return known;
             }
-            w.specs.push_back(std::move(spec));
+            w.specs.push_back(std::move(batch));
             mine.push_back(&w.specs.back());
             return &w.specs.back();
           }));

@@ -53,12 +53,12 @@ project::Machine linear_cpu() {
 project::Projection run(const Built& b, Method method, int accum, bool clip,
                         project::Symmetry symmetry = project::Symmetry::reduced) {
   project::ProjectionOptions po;
-  po.engine.method = method;
-  po.engine.reshard = plan::Reshard::z2;
-  po.engine.prefetch = 0;
-  po.engine.tokens = 16;  // 64 global samples: every micro-batch splits evenly over 4 ranks
-  po.engine.accum = accum;
-  po.engine.clip_norm = clip ? 1.0 : 0.0;
+  po.engine.step.method = method;
+  po.engine.step.reshard = plan::Reshard::z2;
+  po.engine.step.prefetch = 0;
+  po.engine.step.tokens = 16;  // 64 global samples: every micro-batch splits evenly over 4 ranks
+  po.engine.step.accum = accum;
+  po.engine.step.clip_norm = clip ? 1.0 : 0.0;
   po.symmetry = symmetry;
   return project::project(b.topo.tree, b.plan, linear_cpu(), po);
 }

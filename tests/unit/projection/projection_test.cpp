@@ -94,12 +94,12 @@ Built build(const Case& c) {
 
 engine::EngineOptions options(const Case& c) {
   engine::EngineOptions o;
-  o.method = c.method;
-  o.reshard = c.reshard;
-  o.prefetch = c.prefetch;
-  o.grad_reduce = c.grad_reduce;
-  o.pipeline = c.pipeline;
-  o.tokens = 7;  // uneven sample splits: several sample classes
+  o.step.method = c.method;
+  o.step.reshard = c.reshard;
+  o.step.prefetch = c.prefetch;
+  o.step.grad_reduce = c.grad_reduce;
+  o.step.pipeline = c.pipeline;
+  o.step.tokens = 7;  // uneven sample splits: several sample classes
   return o;
 }
 
@@ -117,8 +117,8 @@ TEST(RankSymmetry, ReducedScheduleIsTheFullOneCollapsed) {
     if (c.method != Method::dmuon) continue;
     const Built b = build(c);
     const auto o = options(c);
-    const engine::LayoutOptions lo = engine::layout_options(o);
-    const auto so = engine::schedule_options(o);
+    const engine::StepSpec lo = o.step;
+    const auto so = o.step;
     const auto ref = engine::make_layout(b.topo.tree, b.plan, lo, 0);
     const project::LayoutReducer reducer(ref, b.plan);
     for (int r = 0; r < c.world; ++r) {
@@ -220,10 +220,10 @@ TEST(RankSymmetry, DdpDmuonRunsNewtonSchulzOnTheOwnersOnly) {
   const auto p = plan::make_plan(tree, pc);
   const auto m = project::testing::nccl_machine(4, 100, 10);
   project::ProjectionOptions po;
-  po.engine.compute = engine::Compute::none;
-  po.engine.method = Method::ddp_dmuon;
+  po.engine.step.compute = engine::Compute::none;
+  po.engine.step.method = Method::ddp_dmuon;
   const auto ddmu = project::project(tree, p, m, po);
-  po.engine.method = Method::ddp_muon;
+  po.engine.step.method = Method::ddp_muon;
   const auto ddp = project::project(tree, p, m, po);
   const auto ns = static_cast<std::size_t>(engine::Phase::optimizer_ns);
   ASSERT_GT(ddmu.result.phases_ms[ns], 0);

@@ -66,9 +66,9 @@ TEST(TpProjection, TpCollectivesPerRankAreTheOwnersAndBothSymmetriesAgree) {
       }
     }
     project::ProjectionOptions o;
-    o.engine.method = engine::Method::dmuon;
-    o.engine.accum = accum;
-    o.engine.comm_dtype = wire == 2 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
+    o.engine.step.method = engine::Method::dmuon;
+    o.engine.step.accum = accum;
+    o.engine.step.wire = wire == 2 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
     o.symmetry = project::Symmetry::reduced;
     const auto red = project::project(topo.tree, p, m, o);
     o.symmetry = project::Symmetry::full;
@@ -123,15 +123,15 @@ TEST(TpProjection, NewtonSchulzOnTheTpOwnerOnTheLogicalMatrix) {
   ASSERT_EQ(p.tp.shard_dim, (std::vector<int>{0}));
   const auto m = project::testing::measured_machine(2, 10, 5);
   project::ProjectionOptions o;
-  o.engine.method = engine::Method::dmuon;
-  o.engine.compute = engine::Compute::none;
+  o.engine.step.method = engine::Method::dmuon;
+  o.engine.step.compute = engine::Compute::none;
   for (auto symmetry : {project::Symmetry::reduced, project::Symmetry::full}) {
     o.symmetry = symmetry;
     const auto r = project::project(tree, p, m, o).result;
     ASSERT_EQ(r.world_size, 2);
     EXPECT_TRUE(r.audit_ok) << r.audit_message;
     // A GPU machine: Newton–Schulz in --ns-dtype, its input in the same type.
-    const auto nt = o.engine.ns_dtype;
+    const auto nt = o.engine.backend.ns_dtype;
     const double ns_ms =
         1e3 * project::ComputeCost(m).newton_schulz(8, 8, engine::muon_config(o.engine).ns, nt, nt);
     ASSERT_GT(ns_ms, 0);
