@@ -38,11 +38,17 @@ double OpTime::memory(double bytes, double vector_flops, int kernels) const {
 double OpTime::gemm(const Op& op) const {
   const auto& g = op.gemm;
   if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch < 1) return 0;
-  // Grouped: the batch's GEMMs in one launch, so one kernel overhead in all.
-  const double one = cost_.gemm(whole(std::ceil(g.m)), whole(g.n), whole(g.k), dtype_);
-  const double overhead = share_ * m_.compute.kernel_overhead_us * 1e-6;
   const double b = static_cast<double>(g.batch);
-  return launch_floor(b * one - (b - 1) * overhead, 1);
+  // A batch (grouped experts, batched attention products) is one kernel whose tiles fill the
+  // waves together: the GEMM of the stacked rows, but reading every member's second operand.
+  const double stacked = cost_.gemm(whole(std::ceil(g.m * b)), whole(g.n), whole(g.k), dtype_);
+  if (g.batch == 1) return launch_floor(stacked, 1);
+  const auto& c = m_.compute;
+  const double bytes =
+      b * (g.m * g.k + g.k * g.n + g.m * g.n) * static_cast<double>(kernels::dtype_bytes(dtype_));
+  const double memory = share_ * (c.kernel_overhead_us * 1e-6 +
+                                  bytes / (c.memory_bandwidth_gbps * 1e9 * c.memory_efficiency));
+  return launch_floor(std::max(stacked, memory), 1);
 }
 
 double OpTime::attention(const Op& op) const {

@@ -2,8 +2,10 @@
 // Seconds one rank's device spends on an op of the step work, from the machine model
 // (project/machine_model.hpp; docs/STEP-WORK.md §5):
 //
-//   gemm          ComputeCost::gemm per GEMM (wave quantization, thin-GEMM and roofline
-//                 terms); a grouped expert GEMM of b experts is b GEMMs in one launch
+//   gemm          ComputeCost::gemm (wave quantization, thin-GEMM and roofline terms); a
+//                 batch of b (grouped experts) is one kernel: the GEMM of the b·m stacked rows
+//                 (all tiles share the waves), but never faster than reading every member's
+//                 operands at the GEMM's memory rate
 //   attention     GPU: FlashAttention-style, at the machine's attention efficiency
 //                   forward  flops / (peak · attention_efficiency.forward)
 //                   backward 1.25 · flops / (peak · attention_efficiency.backward)
@@ -11,7 +13,7 @@
 //                 faster than its bytes at the memory-bound rate; plus one kernel overhead.
 //                 CPU: the unfused decomposition (attention_ops.hpp), each product a batched
 //                 GEMM at its full s×s shape and the softmax a memory-bound kernel
-//   batched_gemm  batch · ComputeCost::gemm(m, n, k), one launch
+//   batched_gemm  the same (batch = sequences × heads)
 //   memory        kernels · kernel_overhead + max(bytes / (memory_bandwidth ·
 //                 memory_bound_efficiency), vector_flops / fp32 peak)
 //   every op      at least kernels · launch_us (the host launching back to back)

@@ -162,10 +162,16 @@ TEST(OpTime, GemmsUseTheComputeCostModel) {
   const auto one = linear_ops(4096, 4096, 1024, 1, false, e);
   EXPECT_DOUBLE_EQ(t.seconds(one.forward[0]), cost.gemm(4096, 1024, 4096, kernels::Dtype::bf16));
   EXPECT_DOUBLE_EQ(t.seconds(one.backward[1]), cost.gemm(1024, 4096, 4096, kernels::Dtype::bf16));
-  // 16 experts' GEMMs in one grouped launch: 16 GEMMs' work, one kernel overhead.
+  // 16 experts in one grouped kernel: compute-bound at 128 tokens each, the GEMM of the
+  // 2048 stacked rows (2·2048·1024·4096 FLOPs at 100 TFLOP/s, + 2 µs)...
   const auto grouped = linear_ops(128, 4096, 1024, 16, false, e);
-  EXPECT_NEAR(t.seconds(grouped.forward[0]),
-              16 * cost.gemm(128, 1024, 4096, kernels::Dtype::bf16) - 15 * 2e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(t.seconds(grouped.forward[0]),
+                   cost.gemm(2048, 1024, 4096, kernels::Dtype::bf16));
+  EXPECT_NEAR(t.seconds(grouped.forward[0]), 2.0 * 2048 * 1024 * 4096 / 100e12 + 2e-6, 1e-15);
+  // ... memory-bound at 8 tokens each: every expert's 4096x1024 weight is read (1000 GB/s).
+  const auto thin = linear_ops(8, 4096, 1024, 16, false, e);
+  EXPECT_NEAR(t.seconds(thin.forward[0]),
+              16 * (8 * 4096 + 4096 * 1024 + 8 * 1024) * e / 1e12 + 2e-6, 1e-15);
 }
 
 TEST(OpTime, CpuMachinesRunTheUnfusedAttention) {
@@ -176,10 +182,10 @@ TEST(OpTime, CpuMachinesRunTheUnfusedAttention) {
   double parts = 0;
   for (const auto& op : unfused_attention_ops(a, 4, Phase::forward)) parts += t.seconds(op);
   EXPECT_DOUBLE_EQ(t.seconds(p.forward[0]), parts);
-  // QKᵀ at its full 256x256 shape: 4 heads' GEMMs in one launch.
-  const project::ComputeCost cost(m);
+  // QKᵀ at its full 256x256 shape, 4 heads in one launch: 2·4·256·256·64 FLOPs at the fp32
+  // peak (10 TFLOP/s) against 4 heads' Q, K and scores at 1000 GB/s: compute-bound.
   const auto qk = unfused_attention_ops(a, 4, Phase::forward)[0];
-  EXPECT_NEAR(t.seconds(qk), 4 * cost.gemm(256, 256, 64, kernels::Dtype::f32) - 3 * 2e-6, 1e-15);
+  EXPECT_NEAR(t.seconds(qk), 2.0 * 4 * 256 * 256 * 64 / 10e12 + 2e-6, 1e-15);
 }
 
 TEST(Throughput, MfuHfuAndPeaks) {
