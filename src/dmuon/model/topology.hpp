@@ -10,10 +10,12 @@
 // heuristic), "types:A,B" (module-type predicate); "" means none.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "dmuon/model/geometry.hpp"
 #include "dmuon/model/module_tree.hpp"
 
 namespace dmuon::model {
@@ -27,6 +29,10 @@ struct Topology {
   std::string incomplete_boundary;   ///< a policy that misses some parameters; "" if none
   /// Resolved dimension values in TopologyInfo::keys order (aliases excluded).
   std::vector<std::pair<std::string, std::int64_t>> dims;
+  /// Heads, head widths, norms, routing, token streams (geometry.hpp); every built-in has one,
+  /// a topology file only when it carries the optional "geometry" object. Without it the step
+  /// has parameter work only (docs/STEP-WORK.md).
+  std::optional<ModelGeometry> geometry;
 
   /// Value of dimension `key`; throws InputError naming the valid keys when absent.
   std::int64_t dim(const std::string& key) const;
@@ -61,8 +67,9 @@ const TopologyInfo& topology_info(const std::string& name);
 
 /// Builds a built-in topology from `preset` with `--set` overrides applied in order (a later
 /// override of the same key wins). Unknown topology/preset/key, a non-integer value or one
-/// outside the key's range -> InputError (one line, naming the bad value and the valid ones).
-/// The returned tree is finalized.
+/// outside the key's range, or dimensions that form no geometry (a width not a multiple of
+/// head_dim) -> InputError (one line, naming the bad value and the valid ones). The returned
+/// tree is finalized and the geometry validated against it.
 Topology build_topology(const std::string& name, const std::string& preset = "tiny",
                         const std::vector<std::pair<std::string, std::string>>& overrides = {});
 

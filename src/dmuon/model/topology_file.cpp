@@ -12,6 +12,7 @@
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/base/input_file.hpp"
+#include "dmuon/model/geometry_json.hpp"
 
 namespace dmuon::model {
 namespace {
@@ -102,7 +103,8 @@ class Parser {
     if (!root.is_object()) fail("", "top level must be a JSON object");
     check_keys(root,
                {"format", "version", "name", "preset", "root_type", "dims", "dedicate",
-                "recommended_boundary", "incomplete_boundary", "modules", "parameters", "comment"},
+                "recommended_boundary", "incomplete_boundary", "modules", "parameters", "geometry",
+                "comment"},
                "");
     const auto& format = string_field(root, "format", "", true);
     if (format != kFormat)
@@ -143,6 +145,10 @@ class Parser {
       t.tree.finalize();
     } catch (const InputError& e) {
       fail("", e.what());  // the model's total size overflows 64 bits
+    }
+    if (auto g = root.find("geometry"); g != root.end()) {
+      t.geometry = parse_geometry_json(*g, source_);
+      validate_geometry(*t.geometry, t.tree, source_);
     }
     return t;
   }
@@ -342,6 +348,7 @@ std::string write_topology_json(const Topology& t) {
     out += fmt::format("  \"recommended_boundary\": {},\n", quoted(t.recommended_boundary));
   if (!t.incomplete_boundary.empty())
     out += fmt::format("  \"incomplete_boundary\": {},\n", quoted(t.incomplete_boundary));
+  if (t.geometry) out += fmt::format("  \"geometry\": {},\n", write_geometry_json(*t.geometry));
 
   out += "  \"modules\": [";
   bool first = true;

@@ -6,6 +6,7 @@
 //    "preset": "tiny", "dims": {"d": 128},                       (optional)
 //    "dedicate": "ndim=2", "recommended_boundary": "...",
 //    "incomplete_boundary": "...",                               (optional)
+//    "geometry": {...},             (optional: heads, norms, routing; geometry_json.hpp)
 //    "modules": [{"path": "visual", "type": "VisionTower"}, ...],   root excluded; pre-order,
 //                                                                   parents before children
 //    "parameters": [{"name": "visual.blocks.0.norm1.weight", "shape": [128],

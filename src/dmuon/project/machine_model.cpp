@@ -107,11 +107,26 @@ class MapReader {
 const char* const kKindKeys[] = {"broadcast",  "reduce", "reduce_scatter", "all_gather",
                                  "all_reduce", "gather", "scatter"};
 
+// The step-work keys (attention, memory-bound kernels, launches): optional.
+void read_step_work_keys(const MapReader& c, Machine& m) {
+  auto& s = m.compute;
+  if (c.has("attention_efficiency")) {
+    const MapReader a(c.get("attention_efficiency"), "compute.attention_efficiency", m.source,
+                      {"forward", "backward"});
+    s.attention_forward_efficiency = a.number("forward", false, 1.0);
+    s.attention_backward_efficiency = a.number("backward", false, 1.0);
+  }
+  s.memory_bound_efficiency =
+      c.number_or("memory_bound_efficiency", s.memory_efficiency, false, 1.0);
+  s.launch_us = c.number_or("launch_us", 0.0, true);
+}
+
 void read_compute(const MapReader& top, Machine& m) {
   const MapReader c(top.get("compute"), "compute", m.source,
                     {"peak_tflops", "gemm_efficiency", "gemm_half_dim", "sm_count", "gemm_tile",
                      "memory_bandwidth_GBps", "memory_efficiency", "kernel_overhead_us",
-                     "synthetic_elements_per_s", "cores"});
+                     "synthetic_elements_per_s", "cores", "attention_efficiency",
+                     "memory_bound_efficiency", "launch_us"});
   const MapReader peak(c.get("peak_tflops"), "compute.peak_tflops", m.source,
                        {"fp32", "bf16", "fp16"});
   auto& s = m.compute;
@@ -138,6 +153,7 @@ void read_compute(const MapReader& top, Machine& m) {
   s.kernel_overhead_us = c.number_or("kernel_overhead_us", 0.0, true);
   s.synthetic_elements_per_s = c.number_or("synthetic_elements_per_s", 0.0, true);
   s.cores = c.has("cores") ? c.integer("cores") : 0;
+  read_step_work_keys(c, m);
 }
 
 void read_network(const MapReader& top, Machine& m) {
@@ -271,6 +287,11 @@ std::string to_yaml(const Machine& m, const std::string& comment) {
   s += fmt::format("  memory_efficiency: {}\n", num(c.memory_efficiency));
   s += fmt::format("  kernel_overhead_us: {}\n", num(c.kernel_overhead_us));
   s += fmt::format("  synthetic_elements_per_s: {}\n", num(c.synthetic_elements_per_s));
+  if (c.attention_forward_efficiency > 0)
+    s += fmt::format("  attention_efficiency: {{forward: {}, backward: {}}}\n",
+                     num(c.attention_forward_efficiency), num(c.attention_backward_efficiency));
+  s += fmt::format("  memory_bound_efficiency: {}\n", num(c.memory_bound_efficiency));
+  s += fmt::format("  launch_us: {}\n", num(c.launch_us));
   if (c.cores > 0) s += fmt::format("  cores: {}\n", c.cores);
   s += "network:\n";
   s += fmt::format("  intra: {{busbw_GBps: {}}}\n", num(m.intra.busbw_gbps));

@@ -43,6 +43,16 @@ struct ComputeSpec {
   double memory_efficiency = 1.0;
   /// Fixed cost of one kernel on a busy stream (launch gap, tail), µs.
   double kernel_overhead_us = 0;
+  /// Step work (docs/STEP-WORK.md): a fused attention kernel's rate as a fraction of the dense
+  /// peak, as public FlashAttention benchmarks of the GPU report it (causal FLOPs halved, the
+  /// backward counted as 2.5x the forward's FLOPs); 0 = not given (`attention_efficiency`).
+  double attention_forward_efficiency = 0, attention_backward_efficiency = 0;
+  /// Fraction of memory_bandwidth the step's memory-bound kernels (norms, activations,
+  /// residuals) stream at (`memory_bound_efficiency`; default: memory_efficiency).
+  double memory_bound_efficiency = 1.0;
+  /// Host-side launch of one kernel (framework dispatch + the CUDA launch), µs: a kernel takes
+  /// at least this long when launched back to back (`launch_us`; default 0).
+  double launch_us = 0;
   /// Synthetic input draw (the engine's counter-based RNG), elements/s per rank; 0 = bound
   /// by memory bandwidth like any elementwise write (the GPU kernel is).
   double synthetic_elements_per_s = 0;

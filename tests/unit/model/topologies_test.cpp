@@ -97,7 +97,8 @@ TEST(Registry, NamesPresetsKeys) {
   EXPECT_EQ(topology_info("vla").keys, (std::vector<std::string>{"d", "n_vit", "n_dec"}));
   EXPECT_EQ(topology_info("llm").presets,
             (std::vector<std::string>{"tiny", "mini", "llama3-8b", "qwen2.5-1.5b", "llama3.2-3b",
-                                      "qwen2.5-7b", "qwen2.5-14b"}));
+                                      "qwen2.5-7b", "qwen2.5-14b", "llama3-70b", "llama3.1-405b",
+                                      "llama2-13b", "llama2-70b"}));
 }
 
 TEST(Sequential, TinyAndPaper) {

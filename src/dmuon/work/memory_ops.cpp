@@ -1,0 +1,155 @@
+#include "dmuon/work/memory_ops.hpp"
+
+namespace dmuon::work {
+namespace {
+
+constexpr double f = 4;    // fp32 bytes
+constexpr double idx = 8;  // int64 index bytes
+
+Op bwd(Op op) {
+  op.phase = Phase::backward;
+  return op;
+}
+
+OpPair pair(Op forward, Op backward) {
+  OpPair p;
+  p.forward.push_back(forward);
+  p.backward.push_back(bwd(backward));
+  return p;
+}
+
+// RMSNorm, one fused kernel each way (Triton / Apex / torch.compile): forward reads x and the
+// weight, writes y and the fp32 rstd; backward reads x, dy, weight and rstd, writes dx and dw.
+OpPair rms_fused(double R, double W, double e) {
+  const double N = R * W;
+  return pair(memory_op("rms_norm", N * e + W * e, N * e + R * f, 4 * N + 3 * R, 1),
+              memory_op("rms_norm.bwd", 2 * N * e + W * e + R * f, N * e + W * e, 9 * N, 2));
+}
+
+// torchtitan's RMSNorm in eager PyTorch: (x.float() * rsqrt(x.float().pow(2).mean(-1) + eps))
+// .type_as(x) * w — 8 kernels forward (cast, pow, mean, add, rsqrt, mul, cast, mul) and the 12
+// of their autograd backward (docs/STEP-WORK.md lists them pass by pass).
+OpPair rms_eager(double R, double W, double e) {
+  const double N = R * W;
+  return pair(memory_op("rms_norm", 2 * N * e + 4 * N * f + 3 * R * f + W * e,
+                        3 * N * f + 2 * N * e + 3 * R * f, 4 * N + 3 * R, 8),
+              memory_op("rms_norm.bwd", 5 * N * e + W * e + 9 * N * f + 4 * R * f,
+                        3 * N * e + W * e + 6 * N * f + 2 * R * f, 9 * N, 12));
+}
+
+// LayerNorm (PyTorch's native kernel in eager and compiled code alike): forward one kernel,
+// backward one for dx and one for dgamma/dbeta, each reading x and dy.
+OpPair layer_norm(double R, double W, double e) {
+  const double N = R * W;
+  return pair(
+      memory_op("layer_norm", N * e + 2 * W * e, N * e + 2 * R * f, 7 * N + 4 * R, 1),
+      memory_op("layer_norm.bwd", 4 * N * e + W * e + 2 * R * f, N * e + 2 * W * e, 11 * N, 2));
+}
+
+}  // namespace
+
+OpPair norm_ops(model::NormKind kind, double rows, double width, double e, Fusion fusion) {
+  if (kind == model::NormKind::layer) return layer_norm(rows, width, e);
+  if (kind == model::NormKind::rms)
+    return fusion == Fusion::fused ? rms_fused(rows, width, e) : rms_eager(rows, width, e);
+  return {};
+}
+
+OpPair activation_ops(model::Activation act, double rows, double width, double e, Fusion fusion) {
+  const double N = rows * width;
+  if (act == model::Activation::gelu)
+    return pair(memory_op("gelu", N * e, N * e, 8 * N, 1),
+                memory_op("gelu.bwd", 2 * N * e, N * e, 12 * N, 1));
+  if (act != model::Activation::swiglu) return {};
+  if (fusion == Fusion::fused)
+    return pair(memory_op("swiglu", 2 * N * e, N * e, 5 * N, 1),
+                memory_op("swiglu.bwd", 3 * N * e, 2 * N * e, 10 * N, 1));
+  // Eager: silu(a), then silu(a)·b; backward: dy·b, dy·silu(a), silu's backward.
+  return pair(memory_op("swiglu", 3 * N * e, 2 * N * e, 5 * N, 2),
+              memory_op("swiglu.bwd", 6 * N * e, 3 * N * e, 10 * N, 3));
+}
+
+OpPair rope_ops(double rotated, double table, double e, Fusion fusion) {
+  const double X = rotated;
+  if (fusion == Fusion::fused)
+    return pair(memory_op("rope", X * e + table * f, X * e, 3 * X, 1),
+                memory_op("rope.bwd", X * e + table * f, X * e, 3 * X, 1));
+  // torchtitan's complex RoPE per tensor (q, k): .float(), complex multiply by freqs_cis,
+  // .type_as(); the backward the same three with the conjugate.
+  const double read = X * e + 2 * X * f + 2 * table * f, write = 2 * X * f + X * e;
+  return pair(memory_op("rope", read, write, 3 * X, 6),
+              memory_op("rope.bwd", read, write, 3 * X, 6));
+}
+
+OpPair residual_ops(double rows, double width, double e) {
+  const double N = rows * width;
+  return pair(memory_op("residual_add", 2 * N * e, N * e, N, 1),
+              memory_op("residual_add.bwd", 2 * N * e, N * e, N, 1));
+}
+
+OpPair fanout_ops(int consumers, double rows, double width, double e) {
+  OpPair p;
+  const double N = rows * width;
+  for (int c = 1; c < consumers; ++c)
+    p.backward.push_back(bwd(memory_op("grad_accumulate", 2 * N * e, N * e, N, 1)));
+  return p;
+}
+
+OpPair embedding_ops(double rows, double width, double vocab, double e) {
+  const double N = rows * width;
+  // Backward: the dense V×W gradient is zero-filled, then the rows of dy are added into it.
+  return pair(memory_op("embedding", rows * idx + N * e, N * e, 0, 1),
+              memory_op("embedding.bwd", rows * idx + 2 * N * e, vocab * width * e + N * e, N, 2));
+}
+
+OpPair cross_entropy_ops(double rows, double vocab, double e, Fusion fusion) {
+  const double L = rows * vocab;
+  if (fusion == Fusion::fused)
+    return pair(memory_op("cross_entropy", L * e + rows * idx, 2 * rows * f, 4 * L, 1),
+                memory_op("cross_entropy.bwd", L * e + rows * idx + rows * f, L * e, 3 * L, 1));
+  // torchtitan: F.cross_entropy(logits.float(), labels) = cast, log_softmax, nll_loss; backward
+  // nll (fill + scatter), log_softmax's backward, the cast back.
+  return pair(
+      memory_op("cross_entropy", L * e + L * f + rows * idx + rows * f, 2 * L * f, 4 * L + rows, 3),
+      memory_op("cross_entropy.bwd", 3 * L * f + rows * idx, 2 * L * f + L * e + rows * f, 3 * L,
+                4));
+}
+
+OpPair router_ops(model::RouterScoring scoring, double rows, double experts, double top_k,
+                  double e) {
+  const double RE = rows * experts, Rk = rows * top_k;
+  const bool softmax = scoring == model::RouterScoring::softmax;
+  OpPair p;
+  p.forward.push_back(memory_op("router_scores", RE * e, RE * f, (softmax ? 5 : 4) * RE, 1));
+  p.forward.push_back(memory_op("router_topk", RE * f, Rk * (f + idx), RE, 1));
+  // Backward in reverse: the top-k values' gradient scattered into the R×E scores, then the
+  // scores' backward.
+  p.backward.push_back(bwd(memory_op("router_topk.bwd", Rk * (f + idx), RE * f, 0, 2)));
+  p.backward.push_back(
+      bwd(memory_op("router_scores.bwd", 2 * RE * f, RE * e, (softmax ? 3 : 2) * RE, 1)));
+  return p;
+}
+
+OpPair dispatch_ops(double rows, double top_k, double width, double e) {
+  const double Rk = rows * top_k;
+  return pair(
+      memory_op("moe_dispatch", Rk * idx + Rk * width * e, Rk * idx + Rk * width * e, 0, 2),
+      memory_op("moe_dispatch.bwd", Rk * width * e + Rk * idx, rows * width * e, Rk * width, 1));
+}
+
+OpPair combine_ops(double rows, double top_k, double width, double e) {
+  const double Rk = rows * top_k;
+  return pair(memory_op("moe_combine", Rk * width * e + Rk * (f + idx), rows * width * e,
+                        2 * Rk * width, 1),
+              memory_op("moe_combine.bwd", rows * width * e + Rk * width * e + Rk * (f + idx),
+                        Rk * width * e + Rk * f, 3 * Rk * width, 1));
+}
+
+OpPair mla_assemble_ops(double rows, double heads, double nope, double rope, double e) {
+  const double qk = rows * heads * (nope + rope);
+  const double parts = qk + rows * heads * nope + rows * rope;  // q, k_nope, k_pe
+  return pair(memory_op("mla_assemble", parts * e, 2 * qk * e, 0, 2),
+              memory_op("mla_assemble.bwd", 2 * qk * e, parts * e, rows * heads * rope, 2));
+}
+
+}  // namespace dmuon::work

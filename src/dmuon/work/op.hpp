@@ -1,0 +1,79 @@
+#pragma once
+// One op of a training step's work: its FLOPs (matmul FLOPs, what MFU/HFU count, apart from
+// the other arithmetic), the bytes it reads and writes in device memory, its kernel launches,
+// and enough shape to cost it (work/op_time.hpp). Formulas per op: docs/STEP-WORK.md.
+
+#include <cstdint>
+#include <vector>
+
+namespace dmuon::work {
+
+enum class Phase { forward, backward, recompute };
+const char* phase_name(Phase p);
+
+enum class OpKind {
+  gemm,          ///< a parameter's linear (forward, dgrad, wgrad), batch > 1: grouped experts
+  attention,     ///< the fused attention core (FlashAttention-style), forward or backward
+  batched_gemm,  ///< QKᵀ / PV products of the unfused attention (attention_ops.hpp)
+  memory,        ///< memory-bound: norms, activations, RoPE, residuals, embedding, loss, routing
+};
+const char* op_kind_name(OpKind k);
+
+/// `batch` independent GEMMs, each with an m×n output and inner dimension k.
+struct GemmShape {
+  double m = 0, n = 0, k = 0;
+  std::int64_t batch = 1;
+};
+
+/// Attention of `batch` sequences of `seq` tokens (queries and keys alike).
+struct AttentionShape {
+  std::int64_t batch = 0, seq = 0;
+  std::int64_t heads = 0, kv_heads = 0, qk_dim = 0, v_dim = 0;
+  bool causal = true;
+  /// Fraction of the s×s scores computed: 1/2 with a causal mask (the FlashAttention and
+  /// Megatron convention), 1 without.
+  double score_fraction() const { return causal ? 0.5 : 1.0; }
+  /// Scores per head and sequence pair counted, s² · score_fraction, times batch · heads.
+  double scores() const;
+};
+
+struct Op {
+  const char* name = "";  ///< static: "linear", "linear.dgrad", "rms_norm", "attention", ...
+  OpKind kind = OpKind::memory;
+  Phase phase = Phase::forward;
+  double flops = 0;         ///< matmul FLOPs (2 per multiply-add)
+  double vector_flops = 0;  ///< other arithmetic, per the op's stated count
+  double bytes_read = 0, bytes_written = 0;
+  int kernels = 1;  ///< launches (an eager decomposition launches several)
+  GemmShape gemm;
+  AttentionShape attention;
+  /// The module the op belongs to: the linear of a GEMM, the experts' container of a grouped
+  /// expert GEMM, the norm of a norm, else the block; -1 for none.
+  int module = -1;
+  /// A GEMM's weight parameter (-1 for grouped expert GEMMs: see `member`).
+  int param = -1;
+  /// Grouped expert GEMM: the index of the linear inside each expert (pre-order), else -1.
+  int member = -1;
+
+  double bytes() const { return bytes_read + bytes_written; }
+};
+
+/// What one forward step of a model expands to: its forward ops and the ops its backward runs,
+/// each list in execution order.
+struct OpPair {
+  std::vector<Op> forward, backward;
+};
+
+/// A memory-bound op (kind memory) with these totals.
+Op memory_op(const char* name, double bytes_read, double bytes_written, double vector_flops,
+             int kernels);
+
+/// Sums over a list of ops.
+struct OpTotals {
+  double flops = 0, vector_flops = 0, bytes = 0;
+  std::int64_t kernels = 0, ops = 0;
+  void add(const Op& op);
+  void add(const std::vector<Op>& ops);
+};
+
+}  // namespace dmuon::work

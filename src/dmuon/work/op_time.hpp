@@ -1,0 +1,54 @@
+#pragma once
+// Seconds one rank's device spends on an op of the step work, from the machine model
+// (project/machine_model.hpp; docs/STEP-WORK.md §5):
+//
+//   gemm          ComputeCost::gemm (wave quantization, thin-GEMM and roofline terms); a
+//                 batch of b (grouped experts) is one kernel: the GEMM of the b·m stacked rows
+//                 (all tiles share the waves), but never faster than reading every member's
+//                 operands at the GEMM's memory rate
+//   attention     GPU: FlashAttention-style, at the machine's attention efficiency
+//                   forward  flops / (peak · attention_efficiency.forward)
+//                   backward 1.25 · flops / (peak · attention_efficiency.backward)
+//                 (the benchmarks count the backward as 2.5x the forward, our op as 2x); never
+//                 faster than its bytes at the memory-bound rate; plus one kernel overhead.
+//                 CPU: the unfused decomposition (attention_ops.hpp), each product a batched
+//                 GEMM at its full s×s shape and the softmax a memory-bound kernel
+//   batched_gemm  the same (batch = sequences × heads)
+//   memory        kernels · kernel_overhead + max(bytes / (memory_bandwidth ·
+//                 memory_bound_efficiency), vector_flops / fp32 peak)
+//   every op      at least kernels · launch_us (the host launching back to back)
+//
+// All times × share (compute_share: ranks of a node sharing cores; 1 on GPUs).
+
+#include <vector>
+
+#include "dmuon/project/compute_cost.hpp"
+#include "dmuon/project/machine_model.hpp"
+#include "dmuon/work/op.hpp"
+#include "kernels/dtype.hpp"
+
+namespace dmuon::work {
+
+class OpTime {
+ public:
+  /// `dtype`: the compute dtype the step's GEMMs and attention run in. A GPU machine without
+  /// attention efficiencies is accepted; costing an attention op on it is an InputError naming
+  /// the key.
+  OpTime(const project::Machine& machine, kernels::Dtype dtype, double share = 1.0);
+
+  double seconds(const Op& op) const;
+  double seconds(const std::vector<Op>& ops) const;
+
+ private:
+  double gemm(const Op& op) const;
+  double attention(const Op& op) const;
+  double memory(double bytes, double vector_flops, int kernels) const;
+  double launch_floor(double seconds, int kernels) const;
+
+  const project::Machine& m_;
+  project::ComputeCost cost_;
+  kernels::Dtype dtype_;
+  double share_;
+};
+
+}  // namespace dmuon::work

@@ -1,0 +1,53 @@
+#include "dmuon/work/run_shape.hpp"
+
+#include <fmt/format.h>
+
+#include "dmuon/base/error.hpp"
+
+namespace dmuon::work {
+
+const char* ac_policy_name(AcPolicy p) {
+  switch (p) {
+    case AcPolicy::none: return "none";
+    case AcPolicy::selective: return "selective";
+    case AcPolicy::selective_layer: return "selective-layer";
+    case AcPolicy::full: return "full";
+    case AcPolicy::core_attn: return "core-attn";
+  }
+  return "?";
+}
+
+AcPolicy parse_ac_policy(std::string_view s) {
+  for (auto p : {AcPolicy::none, AcPolicy::selective, AcPolicy::selective_layer, AcPolicy::full,
+                 AcPolicy::core_attn})
+    if (s == ac_policy_name(p)) return p;
+  throw InputError(fmt::format(
+      "unknown activation checkpointing '{}' (valid: none, selective, selective-layer, full, "
+      "core-attn)",
+      s));
+}
+
+const char* fusion_name(Fusion f) {
+  return f == Fusion::fused ? "fused" : "eager";
+}
+
+Fusion parse_fusion(std::string_view s) {
+  if (s == "fused") return Fusion::fused;
+  if (s == "eager") return Fusion::eager;
+  throw InputError(fmt::format("unknown kernel fusion '{}' (valid: fused, eager)", s));
+}
+
+void validate_run_shape(const RunShape& s) {
+  if (s.seq_len < 1)
+    throw InputError(fmt::format("sequence length {} is invalid (must be >= 1)", s.seq_len));
+  if (s.micro_batch < 1)
+    throw InputError(fmt::format("micro-batch {} is invalid (must be >= 1)", s.micro_batch));
+  // Tokens, and the s^2 score counts formed from them, stay exact in a double.
+  if (s.seq_len > (std::int64_t{1} << 24) || s.micro_batch > (std::int64_t{1} << 24))
+    throw InputError(
+        fmt::format("sequence length {} x micro-batch {} is too large (each must be "
+                    "<= 16777216)",
+                    s.seq_len, s.micro_batch));
+}
+
+}  // namespace dmuon::work

@@ -1,0 +1,190 @@
+#include "dmuon/work/step_work.hpp"
+
+#include <fmt/format.h>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/work/block_work.hpp"
+#include "dmuon/work/memory_ops.hpp"
+#include "dmuon/work/parameter_tokens.hpp"
+#include "dmuon/work/unit_builder.hpp"
+
+namespace dmuon::work {
+namespace {
+
+using detail::Linear;
+using detail::linear_of;
+using detail::UnitBuilder;
+
+bool is_embedding(const model::ModuleTree& tree, int m) {
+  return tree.module(m).type.find("Embedding") != std::string::npos;
+}
+
+// The lookup of an Embedding module (its 2-D weight is vocab × width) over `rows` tokens.
+OpPair lookup(const model::ModuleTree& tree, int m, double rows, double e) {
+  const auto l = linear_of(tree, m);
+  if (!l) return {};
+  return embedding_ops(rows, static_cast<double>(l->in), static_cast<double>(l->out), e);
+}
+
+// The ops checkpointing recomputes before a block's backward (run_shape.hpp).
+std::vector<Op> recompute_ops(const WorkUnit& unit, AcPolicy ac) {
+  std::vector<Op> out;
+  int matmuls = 0;
+  for (const auto& op : unit.forward) {
+    bool redo = false;
+    switch (ac) {
+      case AcPolicy::none: break;
+      case AcPolicy::full: redo = true; break;
+      case AcPolicy::selective_layer: redo = (unit.index + 1) % 2 == 0; break;
+      case AcPolicy::core_attn: redo = op.kind == OpKind::attention; break;
+      case AcPolicy::selective:
+        // Saved: every odd-numbered matmul and the attention core; all else recomputed.
+        if (op.kind == OpKind::gemm) ++matmuls;
+        redo = !(op.kind == OpKind::attention || (op.kind == OpKind::gemm && matmuls % 2 == 1));
+        break;
+    }
+    if (!redo) continue;
+    out.push_back(op);
+    out.back().phase = Phase::recompute;
+  }
+  return out;
+}
+
+StepWork parameter_work(const model::Topology& t, const RunShape& shape, StepWork w) {
+  const double b = static_cast<double>(shape.micro_batch), e = shape.element_bytes();
+  w.note = fmt::format(
+      "topology '{}' has no geometry (heads, norms, routing): the step has parameter GEMMs only "
+      "(no attention, norms, activations or loss)",
+      t.name);
+  UnitBuilder builder;
+  for (int m : t.tree.preorder()) {
+    const double rows = b * module_tokens_per_sample(t, m, shape.seq_len);
+    if (is_embedding(t.tree, m))
+      builder.add(lookup(t.tree, m, rows, e), m);
+    else if (const auto l = linear_of(t.tree, m))
+      builder.linear(*l, rows, e);
+  }
+  WorkUnit unit;
+  unit.kind = "parameters";
+  builder.finish(unit);
+  w.units.push_back(std::move(unit));
+  return w;
+}
+
+// Linears outside every stack (an action head, the LM head), the final norm, the logits' loss.
+WorkUnit head_unit(const model::Topology& t, const RunShape& shape) {
+  const auto& g = *t.geometry;
+  const auto& tree = t.tree;
+  const double b = static_cast<double>(shape.micro_batch), e = shape.element_bytes();
+  const double text = b * static_cast<double>(shape.seq_len);
+  // Paths validated with the geometry; -1 when the model has none.
+  const auto id = [&](const std::string& path) {
+    return path.empty() ? -1 : tree.find_module(path).value_or(-1);
+  };
+  const int head = id(g.head), embedding = id(g.embedding);
+  UnitBuilder builder;
+  for (int m : tree.preorder()) {
+    if (m == head || m == embedding || is_embedding(tree, m)) continue;
+    if (g.stack_of(tree, tree.module(m).path)) continue;
+    if (const auto l = linear_of(tree, m))
+      builder.linear(*l, b * module_tokens_per_sample(t, m, shape.seq_len), e);
+  }
+  if (!g.final_norm.empty()) {
+    const int norm = *tree.find_module(g.final_norm);
+    const auto& w = tree.parameter(tree.module(norm).params.front());
+    builder.add(norm_ops(g.final_norm_kind, text, static_cast<double>(w.numel()), e, shape.fusion),
+                norm);
+  }
+  if (head >= 0) {
+    const Linear l = *linear_of(tree, head);
+    builder.linear(l, text, e);
+    builder.add(cross_entropy_ops(text, static_cast<double>(l.out), e, shape.fusion), head);
+  }
+  WorkUnit unit;
+  unit.kind = "head";
+  builder.finish(unit);
+  return unit;
+}
+
+std::vector<std::string> not_modelled(const model::ModelGeometry& g) {
+  std::vector<std::string> out{
+      "dropout, data loading and the optimizer's elementwise work (priced elsewhere)"};
+  bool moe = false, vision = false, mla = false;
+  for (const auto& s : g.stacks) {
+    moe = moe || s.moe.has_value();
+    vision = vision || s.tokens == model::TokenStream::vision;
+    mla = mla || s.attention.kind == model::AttentionKind::mla;
+  }
+  if (moe) {
+    out.emplace_back(
+        "expert parallelism: every rank runs all experts of its layers on its own tokens (no "
+        "all-to-all dispatch or combine between ranks)");
+    out.emplace_back("expert load imbalance: every expert gets tokens x k / E (balanced routing)");
+    out.emplace_back(
+        "auxiliary load-balancing losses, group-limited routing and multi-token "
+        "prediction heads");
+  }
+  if (mla) out.emplace_back("FlashAttention's padding of MLA's v heads to the q/k head width");
+  if (vision)
+    out.emplace_back(
+        "the vision tokens' merge into the text sequence (the text stream keeps "
+        "--seq-len tokens)");
+  return out;
+}
+
+}  // namespace
+
+OpTotals StepWork::totals(Phase phase) const {
+  OpTotals t;
+  for (const auto& u : units)
+    t.add(phase == Phase::forward ? u.forward
+                                  : (phase == Phase::backward ? u.backward : u.recompute));
+  return t;
+}
+
+StepWork build_step_work(const model::Topology& t, const RunShape& shape) {
+  validate_run_shape(shape);
+  StepWork w;
+  w.shape = shape;
+  w.text_tokens = static_cast<double>(shape.micro_batch) * static_cast<double>(shape.seq_len);
+  if (!t.geometry) return parameter_work(t, shape, std::move(w));
+  const auto& g = *t.geometry;
+  w.has_geometry = true;
+  if (!g.embedding.empty()) {
+    UnitBuilder stem;
+    const int m = *t.tree.find_module(g.embedding);
+    stem.add(lookup(t.tree, m, w.text_tokens, shape.element_bytes()), m);
+    WorkUnit unit;
+    unit.kind = "stem";
+    stem.finish(unit);
+    w.units.push_back(std::move(unit));
+  }
+  for (const auto& s : g.stacks) {
+    const auto blocks = model::stack_blocks(s, t.tree);
+    for (std::size_t k = 0; k < blocks.size(); ++k) {
+      WorkUnit unit = detail::block_unit(t, s, blocks[k], static_cast<std::int64_t>(k), shape);
+      unit.recompute = recompute_ops(unit, shape.ac);
+      w.units.push_back(std::move(unit));
+    }
+  }
+  w.units.push_back(head_unit(t, shape));
+  w.not_modelled = not_modelled(g);
+  return w;
+}
+
+std::vector<int> gemm_params(const model::ModuleTree& tree, const Op& op) {
+  if (op.kind != OpKind::gemm) return {};
+  if (op.member < 0) return {op.param};
+  std::vector<int> out;
+  for (int expert : tree.module(op.module).children) {
+    int position = 0;
+    for (int m : detail::subtree(tree, expert)) {
+      const auto l = linear_of(tree, m);
+      if (!l) continue;
+      if (position++ == op.member) out.push_back(l->param);
+    }
+  }
+  return out;
+}
+
+}  // namespace dmuon::work
