@@ -1,0 +1,243 @@
+#pragma once
+// The CUDA Newton–Schulz op sequence (ns_plan.hpp) on the CPU, rounding every stored matrix to
+// its buffer's type exactly where the GPU does (RNE, via host_rounding.hpp), against an fp64
+// oracle. No GPU needed: dmuon_ns_emulate prints tables with it, and
+// tests/kernels/ns_emulation_test.cpp holds the rule of plan::ns_numerics to its error bounds
+// (docs/KERNELS.md) in CI. GEMMs accumulate exactly and round once (what tensor cores with fp32
+// accumulation approach), or sequentially in fp32 (an SGEMM's worst order) with `fp32_acc`.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/ns_plan.hpp"
+#include "kernels/cuda/standalone/host_rounding.hpp"
+#include "kernels/dtype.hpp"
+
+namespace dmuon::kernels::cuda::emulation {
+
+using Mat = std::vector<double>;
+
+inline float round_to(Dtype t, float v) {
+  switch (t) {
+    case Dtype::bf16: return host_rounding::round_bf16(v);
+    case Dtype::f16: return host_rounding::round_f16(v);
+    case Dtype::f32: break;
+  }
+  return v;
+}
+
+/// Half the distance from 1 to the next value of the type.
+inline double unit_roundoff(Dtype t) {
+  switch (t) {
+    case Dtype::bf16: return std::ldexp(1.0, -8);
+    case Dtype::f16: return std::ldexp(1.0, -11);
+    case Dtype::f32: break;
+  }
+  return std::ldexp(1.0, -24);
+}
+
+/// The GPU executor's semantics on the CPU (see the executor contract in ns_plan.hpp): every
+/// GEMM through the column-major call cuBLAS receives, its operands read in their buffers'
+/// types and its result rounded to the destination buffer's type.
+struct Executor {
+  plan::Shape s;
+  int blocks = 1;
+  plan::Numerics num;
+  Dtype storage = Dtype::f32;
+  bool fp32_acc = false;
+  std::vector<std::vector<float>> buf;
+  std::vector<float>* out = nullptr;
+
+  Dtype type_of(int b) const {
+    if (b == plan::kOut) return storage;
+    return plan::buffer_type(num, b);
+  }
+  float* ptr(int b) {
+    return b == plan::kOut ? out->data() : buf[static_cast<std::size_t>(b)].data();
+  }
+
+  void gemm_at(const plan::RowMajorGemm& g, float alpha, int a, std::size_t ao, int b,
+               std::size_t bo, int c, std::size_t co) {
+    const plan::ColumnMajorGemm cm = plan::to_column_major(g);
+    const float* first = ptr(b) + bo;
+    const float* second = ptr(a) + ao;
+    float* cp = ptr(c) + co;
+    const Dtype ct = type_of(c);
+    std::vector<float> col(cm.k);
+    for (std::size_t r = 0; r < cm.m; ++r) {
+      for (std::size_t p = 0; p < cm.k; ++p)
+        col[p] = cm.trans_first ? first[p + r * cm.ld_first] : first[r + p * cm.ld_first];
+      for (std::size_t j = 0; j < cm.n; ++j) {
+        double exact = 0.0;
+        float seq = 0.0f;
+        for (std::size_t p = 0; p < cm.k; ++p) {
+          const float v =
+              cm.trans_second ? second[j + p * cm.ld_second] : second[p + j * cm.ld_second];
+          exact += static_cast<double>(col[p]) * v;
+          seq = std::fma(col[p], v, seq);
+        }
+        const float acc = fp32_acc ? seq : static_cast<float>(exact);
+        cp[r + j * cm.ldc] = round_to(ct, alpha * acc);
+      }
+    }
+  }
+  void gemm(const plan::RowMajorGemm& g, float alpha, int a, int b, int c) {
+    gemm_at(g, alpha, a, 0, b, 0, c, 0);
+  }
+  void sym(plan::SymKind kind, float alpha, int a, int b, int c) {
+    const plan::SymPlan p = plan::sym_plan(kind, s, blocks);
+    for (const plan::Tile& t : p.tiles) gemm_at(p.gemm, alpha, a, t.a, b, t.b, c, t.c);
+  }
+  void combine(int r, int r2, int dst, float a, float b, float c) {
+    const std::size_t m = s.m;
+    std::vector<float> res(m * m);
+    for (std::size_t i = 0; i < m; ++i) {
+      for (std::size_t j = 0; j < m; ++j) {
+        const std::size_t u = std::min(i, j) * m + std::max(i, j);
+        float v = b * ptr(r)[u];
+        if (r2 >= 0) v += c * ptr(r2)[u];
+        if (i == j) v += a;
+        res[i * m + j] = round_to(type_of(dst), v);
+      }
+    }
+    std::copy(res.begin(), res.end(), ptr(dst));
+  }
+  void mirror(int c) { combine(c, -1, c, 0.0f, 1.0f, 0.0f); }
+  void sym_poly(int r, int r2, int p, float a, float b, float c) { combine(r, r2, p, a, b, c); }
+  void poly_add(int a_buf, int b_buf, float a, float b) {
+    const std::size_t m = s.m;
+    for (std::size_t idx = 0; idx < m * m; ++idx) {
+      float v = ptr(b_buf)[idx] + b * ptr(a_buf)[idx];
+      if (idx % (m + 1) == 0) v += a;
+      ptr(b_buf)[idx] = round_to(type_of(b_buf), v);
+    }
+  }
+  void convert(int src, int dst, std::size_t count) {
+    const Dtype t = type_of(dst);
+    for (std::size_t i = 0; i < count; ++i) ptr(dst)[i] = round_to(t, ptr(src)[i]);
+  }
+  void copy_out(int x) { convert(x, plan::kOut, s.m * s.n); }
+  void narrow(int m_buf, int dst) { convert(m_buf, dst, s.m * s.m); }
+};
+
+/// g (representable in `storage`) through the plan with numerics `num`, as the GPU runs it.
+inline std::vector<float> newton_schulz(const std::vector<float>& g, std::size_t rows,
+                                        std::size_t cols, const NsConfig& cfg, Dtype storage,
+                                        const plan::Numerics& num, bool fp32_acc = false) {
+  Executor e;
+  e.s = plan::ns_shape(rows, cols);
+  e.blocks = plan::default_sym_blocks(e.s.m);
+  e.num = num;
+  e.storage = storage;
+  e.fp32_acc = fp32_acc;
+  const plan::Scales sc = plan::ns_scales(e.s);
+  for (int b = 0; b < plan::kNumBuffers; ++b)
+    e.buf.emplace_back(plan::is_x_buffer(b) ? e.s.m * e.s.n : e.s.m * e.s.m,
+                       std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> out(rows * cols, std::numeric_limits<float>::quiet_NaN());
+  e.out = &out;
+  double ss = 0.0;
+  for (float v : g) ss += static_cast<double>(v) * v;
+  const float inv =
+      (1.0f / (static_cast<float>(std::sqrt(ss)) + cfg.eps)) * static_cast<float>(sc.x);
+  for (std::size_t i = 0; i < g.size(); ++i) e.buf[plan::kX][i] = round_to(num.x, g[i] * inv);
+  plan::run(e, e.s, cfg, sc, num, storage);
+  return out;
+}
+
+// ---- the fp64 oracle ----------------------------------------------------------------------------
+
+inline Mat matmul(const Mat& a, const Mat& b, std::size_t m, std::size_t k, std::size_t n) {
+  Mat c(m * n, 0.0);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t p = 0; p < k; ++p)
+      for (std::size_t j = 0; j < n; ++j) c[i * n + j] += a[i * k + p] * b[p * n + j];
+  return c;
+}
+inline Mat transpose(const Mat& a, std::size_t r, std::size_t c) {
+  Mat t(r * c);
+  for (std::size_t i = 0; i < r; ++i)
+    for (std::size_t j = 0; j < c; ++j) t[j * r + i] = a[i * c + j];
+  return t;
+}
+/// SPEC §7's direct iteration in double.
+inline Mat oracle(Mat x, std::size_t rows, std::size_t cols, const NsConfig& cfg) {
+  const bool tall = rows > cols;
+  std::size_t m = rows, n = cols;
+  if (tall) {
+    x = transpose(x, rows, cols);
+    std::swap(m, n);
+  }
+  double ss = 0;
+  for (double v : x) ss += v * v;
+  for (double& v : x) v /= std::sqrt(ss) + cfg.eps;
+  for (int k = 0; k < cfg.steps; ++k) {
+    const auto co = ns_step_coefficients(cfg.coefficients, k);
+    const Mat a = matmul(x, transpose(x, m, n), m, n, m);
+    const Mat a2 = matmul(a, a, m, m, m);
+    Mat b(m * m);
+    for (std::size_t i = 0; i < m * m; ++i) b[i] = co.b * a[i] + co.c * a2[i];
+    const Mat bx = matmul(b, x, m, m, n);
+    for (std::size_t i = 0; i < m * n; ++i) x[i] = co.a * x[i] + bx[i];
+  }
+  return tall ? transpose(x, m, n) : x;
+}
+
+/// ‖got − ref‖_F / ‖ref‖_F.
+inline double rel_diff(const std::vector<float>& got, const Mat& ref) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+// ---- inputs -------------------------------------------------------------------------------------
+
+/// dmuon_cuda_check's well-conditioned input: k/64 with k uniform in [-255, 255].
+inline std::vector<float> dyadic(std::size_t rows, std::size_t cols, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> d(-255, 255);
+  std::vector<float> g(rows * cols);
+  for (auto& v : g) v = static_cast<float>(d(gen)) / 64.0f;
+  return g;
+}
+
+/// A·B with A (rows×inner) and B (inner×cols) standard normal: for inner = min(rows, cols) the
+/// condition of a gradient averaged over as many samples as it has columns (a square product
+/// has σ_min ≈ 0); for inner < min(rows, cols) a rank-`inner` (rank-deficient) gradient.
+inline std::vector<float> product(std::size_t rows, std::size_t inner, std::size_t cols,
+                                  unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<double> d(0.0, 1.0);
+  Mat a(rows * inner), b(inner * cols);
+  for (auto& v : a) v = d(gen);
+  for (auto& v : b) v = d(gen);
+  const Mat c = matmul(a, b, rows, inner, cols);
+  return std::vector<float>(c.begin(), c.end());
+}
+
+/// Every value rounded to `t` (what a `t` buffer holds).
+inline std::vector<float> stored_as(Dtype t, std::vector<float> g) {
+  for (auto& v : g) v = round_to(t, v);
+  return g;
+}
+
+/// The emulated relative error of plan numerics `num` on g stored in `storage`, against the
+/// fp64 oracle of the stored input.
+inline double ns_error(const std::vector<float>& g, std::size_t rows, std::size_t cols,
+                       const NsConfig& cfg, Dtype storage, const plan::Numerics& num,
+                       bool fp32_acc = false) {
+  const std::vector<float> gs = stored_as(storage, g);
+  const Mat ref = oracle(Mat(gs.begin(), gs.end()), rows, cols, cfg);
+  return rel_diff(newton_schulz(gs, rows, cols, cfg, storage, num, fp32_acc), ref);
+}
+
+}  // namespace dmuon::kernels::cuda::emulation
