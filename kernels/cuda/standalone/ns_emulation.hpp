@@ -68,20 +68,34 @@ struct Executor {
     const float* second = ptr(a) + ao;
     float* cp = ptr(c) + co;
     const Dtype ct = type_of(c);
-    std::vector<float> col(cm.k);
+    const std::size_t k = cm.k;
+    // op(first) rows and op(second) columns, gathered contiguous in k.
+    std::vector<float> fr(cm.m * k), sc(cm.n * k);
+    for (std::size_t r = 0; r < cm.m; ++r)
+      for (std::size_t p = 0; p < k; ++p)
+        fr[r * k + p] = cm.trans_first ? first[p + r * cm.ld_first] : first[r + p * cm.ld_first];
+    for (std::size_t j = 0; j < cm.n; ++j)
+      for (std::size_t p = 0; p < k; ++p)
+        sc[j * k + p] =
+            cm.trans_second ? second[j + p * cm.ld_second] : second[p + j * cm.ld_second];
     for (std::size_t r = 0; r < cm.m; ++r) {
-      for (std::size_t p = 0; p < cm.k; ++p)
-        col[p] = cm.trans_first ? first[p + r * cm.ld_first] : first[r + p * cm.ld_first];
+      const float* x = &fr[r * k];
       for (std::size_t j = 0; j < cm.n; ++j) {
-        double exact = 0.0;
-        float seq = 0.0f;
-        for (std::size_t p = 0; p < cm.k; ++p) {
-          const float v =
-              cm.trans_second ? second[j + p * cm.ld_second] : second[p + j * cm.ld_second];
-          exact += static_cast<double>(col[p]) * v;
-          seq = std::fma(col[p], v, seq);
+        const float* y = &sc[j * k];
+        float acc;
+        if (fp32_acc) {
+          acc = 0.0f;
+          for (std::size_t p = 0; p < k; ++p) acc = std::fma(x[p], y[p], acc);
+        } else {
+          // Products of stored values are exact in double; four partial sums (the order is
+          // immaterial at double precision next to the one fp32 rounding).
+          double s[4] = {0, 0, 0, 0};
+          std::size_t p = 0;
+          for (; p + 4 <= k; p += 4)
+            for (int q = 0; q < 4; ++q) s[q] += static_cast<double>(x[p + q]) * y[p + q];
+          for (; p < k; ++p) s[0] += static_cast<double>(x[p]) * y[p];
+          acc = static_cast<float>((s[0] + s[1]) + (s[2] + s[3]));
         }
-        const float acc = fp32_acc ? seq : static_cast<float>(exact);
         cp[r + j * cm.ldc] = round_to(ct, alpha * acc);
       }
     }
@@ -229,6 +243,35 @@ inline std::vector<float> stored_as(Dtype t, std::vector<float> g) {
   for (auto& v : g) v = round_to(t, v);
   return g;
 }
+
+// ---- the error bounds (docs/KERNELS.md "Newton–Schulz numerics") -------------------------------
+
+/// ∏ |a_k|: how much the iteration amplifies a direction the input lacks (its odd polynomial's
+/// slope at 0), which is where rounding X̃ puts something the oracle does not have.
+inline double null_gain(const NsConfig& cfg) {
+  double g = 1;
+  for (const auto& co : ns_schedule(cfg.coefficients, cfg.steps)) g *= std::fabs(co.a);
+  return g;
+}
+
+/// The relative error numerics `num` are held to on input stored in `storage`, in units of the
+/// X type's u (what every step rounds X̃ to), plus one rounding of the output when the X type
+/// is not the storage type. Full-rank input (well- or ill-conditioned): c·u — 16-bit X̃ (the
+/// direct form, or the Gram form with fp32 m×m matrices) c = 24; fp32 c = 128 direct and 4096
+/// Gram (R = X Xᵀ squares the condition number). Rank-deficient input: c·null_gain·u — c = 0.5
+/// (16-bit), 2 (fp32 direct), 12 (fp32 Gram). The constants are dmuon_ns_emulate's worst cases
+/// (ns_emulation_test's inputs; fp32 with sequential fp32 accumulation) times >= 2.4. Not for
+/// 16-bit Gram matrices, which no such bound holds (the rule never picks them).
+inline double ns_error_bound(const NsConfig& cfg, Dtype storage, const NsNumerics& num,
+                             bool rank_deficient) {
+  const bool f32 = num.x == Dtype::f32, direct = num.form == NsVariant::direct;
+  double c = !f32 ? 24 : (direct ? 128 : 4096);
+  if (rank_deficient) c = (!f32 ? 0.5 : (direct ? 2 : 12)) * null_gain(cfg);
+  return c * unit_roundoff(num.x) + (num.x != storage ? unit_roundoff(storage) : 0.0);
+}
+
+/// A bound of 0.5 or more says nothing (a 16-bit NS of a rank-deficient input: bf16's is ~0.3).
+inline constexpr double kMeaningfulBound = 0.5;
 
 /// The emulated relative error of plan numerics `num` on g stored in `storage`, against the
 /// fp64 oracle of the stored input.

@@ -78,8 +78,9 @@ struct EngineOptions {
   kernels::Dtype comm_dtype = kernels::Dtype::f32;
   /// Newton–Schulz form (gram: Gram iteration with the restart, the reference's default).
   kernels::NsVariant ns = kernels::NsVariant::gram;
-  /// CUDA only: Newton–Schulz iterations in fp16 (the reference's), bf16 or fp32; the norm is
-  /// always fp32. The host computes in fp32.
+  /// CUDA only: the type Newton–Schulz reads and writes, fp16 (the reference's), bf16 or fp32;
+  /// the norm is always fp32. What runs per matrix (the form and the types of X̃ and of the
+  /// Gram matrices) is cuda::ns_numerics' rule (docs/KERNELS.md). The host computes in fp32.
   kernels::Dtype ns_dtype = kernels::Dtype::f16;
   OptimizerPipeline pipeline = OptimizerPipeline::per_group;
   Compute compute = Compute::gemm;
