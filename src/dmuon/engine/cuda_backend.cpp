@@ -197,8 +197,8 @@ class CudaBackend final : public StepBackend {
         device_(device),
         rank_(ranks.world_rank()),
         ranks_(ranks.world_size()) {
-    if (L_.alt_weight_elems + L_.alt_grad_elems + L_.alt_gather_elems > 0 || L_.wire != wire_)
-      throw std::logic_error("CUDA backend: a layout with --route dtypes or another wire type");
+    if (L_.wire != wire_)
+      throw std::logic_error("CUDA backend: the layout was made for another wire type");
     DMUON_CHECK_CUDA(cudaSetDevice(device_));
     int least = 0, greatest = 0;
     DMUON_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
@@ -238,6 +238,17 @@ class CudaBackend final : public StepBackend {
     grad_pool_ = DeviceBuffer(L_.grad_pool_elems, wire_);
     gather_pool_ = DeviceBuffer(L_.gather_pool_elems, wire_);
     if (wire_ != ns_type_) gather_ns_ = DeviceBuffer(L_.gather_pool_elems, ns_type_);
+    // --route dtypes: the parameters travelling in the other type (step_layout.hpp), each in
+    // its own region of three arenas of that type; fsdp-muon's Newton–Schulz image of their
+    // gathers when it is not the NS type.
+    alt_weights_ = DeviceBuffer(L_.alt_weight_elems, L_.alt_wire);
+    alt_grads_ = DeviceBuffer(L_.alt_grad_elems, L_.alt_wire);
+    alt_gather_ = DeviceBuffer(L_.alt_gather_elems, L_.alt_wire);
+    if (L_.alt_wire != ns_type_) alt_gather_ns_ = DeviceBuffer(L_.alt_gather_elems, ns_type_);
+    // Shared compute scratch holds any parameter's type: the wider of the two.
+    const bool alt = L_.alt_weight_elems + L_.alt_grad_elems + L_.alt_gather_elems > 0;
+    const Dtype scratch_type =
+        alt && dtype_bytes(L_.alt_wire) > dtype_bytes(wire_) ? L_.alt_wire : wire_;
     counters_ = std::make_unique<cu::DeviceCounters>(2 * L_.params.size());
     host_counters_.assign(2 * L_.params.size(), 0);
     nan_ = DeviceBuffer(1, Dtype::f32);
@@ -259,8 +270,8 @@ class CudaBackend final : public StepBackend {
         for (int j = 0; j < o.accum; ++j) most = std::max(most, micro_range(a.range.n, j).local());
       }
       const std::int64_t b = o.compute == Compute::gemm ? most : 0;
-      a.x = DeviceBuffer(b * p.shape.cols, wire_);
-      a.y = DeviceBuffer(b * p.shape.rows, wire_);
+      a.x = DeviceBuffer(b * p.shape.cols, dtype_of(p));
+      a.y = DeviceBuffer(b * p.shape.rows, dtype_of(p));
       scratch_rows = std::max(scratch_rows, b * p.shape.rows);
       scratch_cols = std::max(scratch_cols, b * p.shape.cols);
       acts_.push_back(std::move(a));
@@ -282,8 +293,8 @@ class CudaBackend final : public StepBackend {
                                   static_cast<std::size_t>(count) * sizeof(float),
                                   cudaMemcpyHostToDevice));
     }
-    target_ = DeviceBuffer(scratch_rows, wire_);
-    dx_ = DeviceBuffer(scratch_cols, wire_);
+    target_ = DeviceBuffer(scratch_rows, scratch_type);
+    dx_ = DeviceBuffer(scratch_cols, scratch_type);
     // Newton–Schulz workspaces now: creating one synchronises, which a step must not do.
     for (const auto& p : L_.params)
       if (p.updated_here && p.muon)
@@ -332,7 +343,7 @@ class CudaBackend final : public StepBackend {
     // One conversion kernel per copy: per packed buffer (the masters are stored packed per
     // pair), per FSDP shard, per replica.
     for (const PackCopy& c : pack_copies(L_, op))
-      cu::convert(*ctx_, master_.at(c.master), Dtype::f32, weight_pool_.at(c.weight), wire_,
+      cu::convert(*ctx_, master_.at(c.master), Dtype::f32, at(Location{c.to, c.weight}), c.dtype,
                   static_cast<std::size_t>(c.count));
   }
 
@@ -344,46 +355,49 @@ class CudaBackend final : public StepBackend {
     if (o_.accum > 1) a.range = micro_range(a.range.n, op.micro);
     const std::int64_t b = a.range.local();
     if (o_.compute == Compute::none || b == 0 || p.shape.cols == 0) return;
-    cu::synthetic_rows(*ctx_, a.x.at(0), wire_, static_cast<std::size_t>(b),
+    const Dtype type = dtype_of(p);
+    cu::synthetic_rows(*ctx_, a.x.at(0), type, static_cast<std::size_t>(b),
                        static_cast<std::size_t>(p.shape.cols), o_.seed,
                        static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(a.range.begin),
                        static_cast<std::uint64_t>(p.pid), synthetic_stream::x);
     // Y = X·Wᵀ
-    cu::gemm(*ctx_, wire_, false, true, static_cast<std::size_t>(b),
+    cu::gemm(*ctx_, type, false, true, static_cast<std::size_t>(b),
              static_cast<std::size_t>(p.shape.rows), static_cast<std::size_t>(p.shape.cols), 1.0f,
-             a.x.at(0), weight_pool_.at(op.weight_base + p.weight_offset), 0.0f, a.y.at(0));
+             a.x.at(0), weights_of(op.param, op.weight_base), 0.0f, a.y.at(0));
   }
 
   void backward(const StepOp& op, long step) override {
     const auto& p = param(op.param);
     auto& a = acts_[static_cast<std::size_t>(op.param)];
     void* grad = grad_of(op.param, op.grad_base);
-    const void* w = weight_pool_.at(op.weight_base + p.weight_offset);
+    const void* w = weights_of(op.param, op.weight_base);
+    const Dtype type = dtype_of(p);
     const auto rows = static_cast<std::size_t>(p.shape.rows),
                cols = static_cast<std::size_t>(p.shape.cols);
     if (o_.accum > 1) a.range = micro_range(a.range.n, op.micro);
     const std::int64_t b = a.range.local();
     if (o_.compute == Compute::none) {
       // --accum K: each micro-step adds (u + w)/K (the loss averaged over the whole batch).
-      cu::synthetic_grad_none(*ctx_, w, wire_, grad, wire_, static_cast<std::size_t>(p.numel),
+      cu::synthetic_grad_none(*ctx_, w, type, grad, type, static_cast<std::size_t>(p.numel),
                               o_.seed, static_cast<std::uint64_t>(step),
                               static_cast<std::uint64_t>(p.pid), synthetic_stream::none,
                               1.0f / static_cast<float>(o_.accum), op.accumulate);
     } else if (b == 0 || p.numel == 0) {
       // An empty micro-batch adds nothing to what earlier micro-steps left.
-      if (!op.accumulate) DMUON_CHECK_CUDA(cudaMemsetAsync(grad, 0, wire_bytes(p.numel), compute_));
+      if (!op.accumulate)
+        DMUON_CHECK_CUDA(cudaMemsetAsync(grad, 0, bytes_of(type, p.numel), compute_));
     } else {
       const auto ub = static_cast<std::size_t>(b);
-      cu::synthetic_rows(*ctx_, target_.at(0), wire_, ub, rows, o_.seed,
+      cu::synthetic_rows(*ctx_, target_.at(0), type, ub, rows, o_.seed,
                          static_cast<std::uint64_t>(step),
                          static_cast<std::uint64_t>(a.range.begin),
                          static_cast<std::uint64_t>(p.pid), synthetic_stream::target);
       // dY = (Y − T)·G/n (the mean over the global samples, see synthetic.hpp)
       const float scale = static_cast<float>(L_.me.world()) / static_cast<float>(a.range.n);
-      cu::residual_scale(*ctx_, a.y.at(0), target_.at(0), wire_, ub * rows, scale);
-      cu::gemm(*ctx_, wire_, false, false, ub, cols, rows, 1.0f, a.y.at(0), w, 0.0f,
+      cu::residual_scale(*ctx_, a.y.at(0), target_.at(0), type, ub * rows, scale);
+      cu::gemm(*ctx_, type, false, false, ub, cols, rows, 1.0f, a.y.at(0), w, 0.0f,
                dx_.at(0));  // dX = dY·W
-      cu::gemm(*ctx_, wire_, true, false, rows, cols, ub, 1.0f, a.y.at(0), a.x.at(0),
+      cu::gemm(*ctx_, type, true, false, rows, cols, ub, 1.0f, a.y.at(0), a.x.at(0),
                op.accumulate ? 1.0f : 0.0f, grad);  // dW (+)= dYᵀ·X
     }
     if (p.storage == Storage::sharded && p.chunk * L_.me.shard > p.numel) {
@@ -391,12 +405,13 @@ class CudaBackend final : public StepBackend {
       // (sharded_adamw: its persistent full gradient in the grad arena).
       const auto loc = gradient_location(L_, op.param, op.grad_base);
       DMUON_CHECK_CUDA(cudaMemsetAsync(at(Location{loc.arena, loc.offset + p.numel}), 0,
-                                       wire_bytes(p.chunk * L_.me.shard - p.numel), compute_));
+                                       bytes_of(type, p.chunk * L_.me.shard - p.numel), compute_));
     }
   }
 
   void poison_gradient(const StepOp& op) override {
-    cu::convert(*ctx_, nan_.at(0), Dtype::f32, grad_of(op.param, op.grad_base), wire_, 1);
+    cu::convert(*ctx_, nan_.at(0), Dtype::f32, grad_of(op.param, op.grad_base),
+                dtype_of(param(op.param)), 1);
   }
 
   void release_weights(const StepOp&) override {}  // stream order covers the slot's reuse
@@ -405,15 +420,16 @@ class CudaBackend final : public StepBackend {
     for (int pi : group(op.group).members) {
       const auto& p = param(pi);
       if (!p.updated_here || !p.muon) continue;
+      const Dtype type = dtype_of(p);
       if (p.storage == Storage::sharded) {
         // The Nesterov input shard goes to its own place in the gather slot (in-place gather).
-        cu::muon_momentum(
-            *ctx_, grad_arena_.at(p.grad_shard_offset), wire_, state_.f32(p.state_offset),
-            gather_pool_.at(op.gather_base + p.gather_offset + L_.me.column * p.chunk), wire_,
-            static_cast<std::size_t>(p.chunk), step, muon_.momentum, muon_.nesterov,
-            bad_gradient(pi));
+        const Location gather = gather_location(pi, op.gather_base);
+        cu::muon_momentum(*ctx_, consumed_gradient(p), type, state_.f32(p.state_offset),
+                          at(Location{gather.arena, gather.offset + L_.me.column * p.chunk}), type,
+                          static_cast<std::size_t>(p.chunk), step, muon_.momentum, muon_.nesterov,
+                          bad_gradient(pi));
       } else {
-        cu::muon_momentum(*ctx_, grad_arena_.at(p.grad_offset), wire_, state_.f32(p.state_offset),
+        cu::muon_momentum(*ctx_, consumed_gradient(p), type, state_.f32(p.state_offset),
                           ns_input_.at(p.state_offset), ns_type_, static_cast<std::size_t>(p.numel),
                           step, muon_.momentum, muon_.nesterov, bad_gradient(pi));
       }
@@ -422,7 +438,7 @@ class CudaBackend final : public StepBackend {
 
   void newton_schulz(const StepOp& op) override {
     const auto& p = param(op.param);
-    void* x = ns_matrix(p, op.gather_base, true);
+    void* x = ns_matrix(op.param, op.gather_base, true);
     const auto rows = static_cast<std::size_t>(p.shape.rows),
                cols = static_cast<std::size_t>(p.shape.cols);
     cu::newton_schulz(*ctx_, x, x, rows, cols, ns_type_, muon_.ns, workspace(rows, cols),
@@ -439,17 +455,16 @@ class CudaBackend final : public StepBackend {
         begin = L_.me.column * p.chunk;
         len = std::max<std::int64_t>(0, std::min(p.chunk, p.numel - begin));
       }
-      const auto* out = static_cast<const unsigned char*>(ns_matrix(p, op.gather_base, false)) +
-                        static_cast<std::size_t>(begin) * dtype_bytes(ns_type_);
+      const auto* out =
+          static_cast<const unsigned char*>(ns_matrix(op.param, op.gather_base, false)) +
+          static_cast<std::size_t>(begin) * dtype_bytes(ns_type_);
       cu::muon_apply(*ctx_, master_.f32(p.master_offset), out, ns_type_,
                      static_cast<std::size_t>(len), muon_.lr, muon_.weight_decay, scale,
                      bad_weight(op.param));
       return;
     }
-    const bool sharded = p.storage == Storage::sharded;
-    cu::adamw_step(*ctx_, master_.f32(p.master_offset),
-                   sharded ? grad_arena_.at(p.grad_shard_offset) : grad_arena_.at(p.grad_offset),
-                   wire_, state_.f32(p.state_offset), state2_.f32(p.second_state_offset),
+    cu::adamw_step(*ctx_, master_.f32(p.master_offset), consumed_gradient(p), dtype_of(p),
+                   state_.f32(p.state_offset), state2_.f32(p.second_state_offset),
                    static_cast<std::size_t>(p.state_elems), step, adamw_config(),
                    bad_gradient(op.param));
   }
@@ -462,8 +477,8 @@ class CudaBackend final : public StepBackend {
       const ClipSpan span = clip_counted(L_, p);
       if (span.count == 0) continue;
       const auto* g = static_cast<const unsigned char*>(consumed_gradient(p)) +
-                      static_cast<std::size_t>(span.begin) * dtype_bytes(wire_);
-      cu::clip_partial_add(*ctx_, g, wire_, static_cast<std::size_t>(span.count), inf,
+                      bytes_of(dtype_of(p), span.begin);
+      cu::clip_partial_add(*ctx_, g, dtype_of(p), static_cast<std::size_t>(span.count), inf,
                            clip_partial_acc());
     }
     cu::clip_partial_finish(*ctx_, clip_partial_acc(), inf, clip_scalar_.f32());
@@ -476,7 +491,7 @@ class CudaBackend final : public StepBackend {
     for (const auto& p : L_.params) {
       if (!p.updated_here) continue;
       const std::int64_t n = p.storage == Storage::sharded ? p.chunk : p.numel;
-      cu::clip_scale(*ctx_, consumed_gradient(p), wire_, static_cast<std::size_t>(n),
+      cu::clip_scale(*ctx_, consumed_gradient(p), dtype_of(p), static_cast<std::size_t>(n),
                      clip_scalar_.f32(), inf, o_.clip_norm);
     }
   }
@@ -513,7 +528,8 @@ class CudaBackend final : public StepBackend {
     std::size_t b = 0;
     for (const DeviceBuffer* d :
          {&master_, &state_, &state2_, &ns_input_, &grad_arena_, &weight_pool_, &grad_pool_,
-          &gather_pool_, &gather_ns_, &target_, &dx_, &clip_scalar_, &clip_acc_})
+          &gather_pool_, &gather_ns_, &alt_weights_, &alt_grads_, &alt_gather_, &alt_gather_ns_,
+          &target_, &dx_, &clip_scalar_, &clip_acc_})
       b += d->bytes();
     for (const auto& a : acts_) b += a.x.bytes() + a.y.bytes();
     for (const auto& w : workspaces_) b += w.second->bytes();
@@ -532,9 +548,11 @@ class CudaBackend final : public StepBackend {
   }
   const GroupLayout& group(int g) const { return L_.groups[static_cast<std::size_t>(g)]; }
   const ParamLayout& param(int p) const { return L_.params[static_cast<std::size_t>(p)]; }
-  std::size_t wire_bytes(std::int64_t n) const {
-    return static_cast<std::size_t>(n) * dtype_bytes(wire_);
+  static std::size_t bytes_of(Dtype type, std::int64_t n) {
+    return static_cast<std::size_t>(n) * dtype_bytes(type);
   }
+  // The type a parameter's weights and gradients travel in (its --route dtype or the wire's).
+  Dtype dtype_of(const ParamLayout& p) const { return p.alt_wire ? p.wire : wire_; }
   unsigned long long* bad_gradient(int p) const {
     return counters_->at(2 * static_cast<std::size_t>(p));
   }
@@ -550,9 +568,9 @@ class CudaBackend final : public StepBackend {
       case Arena::grad_pool: return grad_pool_.at(where.offset);
       case Arena::gather_pool: return gather_pool_.at(where.offset);
       case Arena::clip_scalar: return clip_scalar_.at(0);
-      case Arena::alt_weights:
-      case Arena::alt_grads:
-      case Arena::alt_gather: break;  // --route dtypes: refused for cuda (validate_run)
+      case Arena::alt_weights: return alt_weights_.at(where.offset);
+      case Arena::alt_grads: return alt_grads_.at(where.offset);
+      case Arena::alt_gather: return alt_gather_.at(where.offset);
     }
     throw std::logic_error("CUDA backend: a buffer in an arena it does not have");
   }
@@ -561,10 +579,19 @@ class CudaBackend final : public StepBackend {
   }
   // The gradient the optimizer reads: the owner's reduced one, the shard, the replica.
   void* consumed_gradient(const ParamLayout& p) const {
-    return grad_arena_.at(p.storage == Storage::sharded ? p.grad_shard_offset : p.grad_offset);
+    return at(Location{p.alt_wire ? Arena::alt_grads : Arena::grad_arena,
+                       p.storage == Storage::sharded ? p.grad_shard_offset : p.grad_offset});
   }
   void* grad_of(int param, std::int64_t base) const {
     return at(gradient_location(L_, param, base));
+  }
+  // The weights compute reads (its group's slot, or its own alt region).
+  void* weights_of(int param, std::int64_t weight_base) const {
+    return at(locate(L_, BufferRef{BufferRef::Kind::weights, -1, param, weight_base}));
+  }
+  // fsdp-muon: a Muon parameter's all-gathered Nesterov input.
+  Location gather_location(int param, std::int64_t gather_base) const {
+    return locate(L_, BufferRef{BufferRef::Kind::gather, -1, param, gather_base});
   }
 
   cudaStream_t stream_for(Op op) const {
@@ -577,14 +604,17 @@ class CudaBackend final : public StepBackend {
   }
 
   // The ns-typed matrix Newton–Schulz works on in place: owners' and replicas' inputs, or
-  // fsdp-muon's gathered input (converted from the wire type when `load` and types differ).
-  void* ns_matrix(const ParamLayout& p, std::int64_t gather_base, bool load) {
+  // fsdp-muon's gathered input (converted from its wire type when `load` and types differ).
+  void* ns_matrix(int pi, std::int64_t gather_base, bool load) {
+    const ParamLayout& p = param(pi);
     if (p.storage != Storage::sharded) return ns_input_.at(p.state_offset);
-    void* gathered = gather_pool_.at(gather_base + p.gather_offset);
-    if (wire_ == ns_type_) return gathered;
-    void* image = gather_ns_.at(gather_base + p.gather_offset);
+    const Location where = gather_location(pi, gather_base);
+    void* gathered = at(where);
+    const Dtype type = dtype_of(p);
+    if (type == ns_type_) return gathered;
+    void* image = (p.alt_wire ? alt_gather_ns_ : gather_ns_).at(where.offset);
     if (load)
-      cu::convert(*ctx_, gathered, wire_, image, ns_type_, static_cast<std::size_t>(p.numel));
+      cu::convert(*ctx_, gathered, type, image, ns_type_, static_cast<std::size_t>(p.numel));
     return image;
   }
 
@@ -634,7 +664,8 @@ class CudaBackend final : public StepBackend {
   std::unique_ptr<CudaPhaseTimer> timer_;
   std::unique_ptr<comm::Communicator> shard_, replicate_comm_, world_;
   DeviceBuffer master_, state_, state2_, ns_input_, grad_arena_, weight_pool_, grad_pool_,
-      gather_pool_, gather_ns_, target_, dx_, nan_, clip_scalar_, clip_acc_;
+      gather_pool_, gather_ns_, alt_weights_, alt_grads_, alt_gather_, alt_gather_ns_, target_, dx_,
+      nan_, clip_scalar_, clip_acc_;
   std::vector<Activations> acts_;
   std::unique_ptr<cu::DeviceCounters> counters_;
   std::vector<unsigned long long> host_counters_;
