@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <functional>
 #include <limits>
 #include <random>
 #include <utility>
@@ -41,6 +42,11 @@ inline double unit_roundoff(Dtype t) {
   return std::ldexp(1.0, -24);
 }
 
+/// c (m×n) = a (m×k) · bᵀ (b is n×k), all row-major: a BLAS sgemm for large emulations (fp32
+/// accumulation, as the GPU's GEMMs do); empty: exact products summed in double.
+using DenseGemm = std::function<void(std::size_t m, std::size_t n, std::size_t k, const float* a,
+                                     const float* b, float* c)>;
+
 /// The GPU executor's semantics on the CPU (see the executor contract in ns_plan.hpp): every
 /// GEMM through the column-major call cuBLAS receives, its operands read in their buffers'
 /// types and its result rounded to the destination buffer's type.
@@ -50,6 +56,7 @@ struct Executor {
   plan::Numerics num;
   Dtype storage = Dtype::f32;
   bool fp32_acc = false;
+  DenseGemm dense;
   std::vector<std::vector<float>> buf;
   std::vector<float>* out = nullptr;
 
@@ -78,6 +85,14 @@ struct Executor {
       for (std::size_t p = 0; p < k; ++p)
         sc[j * k + p] =
             cm.trans_second ? second[j + p * cm.ld_second] : second[p + j * cm.ld_second];
+    if (dense) {
+      std::vector<float> prod(cm.m * cm.n);
+      dense(cm.m, cm.n, k, fr.data(), sc.data(), prod.data());
+      for (std::size_t r = 0; r < cm.m; ++r)
+        for (std::size_t j = 0; j < cm.n; ++j)
+          cp[r + j * cm.ldc] = round_to(ct, alpha * prod[r * cm.n + j]);
+      return;
+    }
     for (std::size_t r = 0; r < cm.m; ++r) {
       const float* x = &fr[r * k];
       for (std::size_t j = 0; j < cm.n; ++j) {
@@ -142,8 +157,10 @@ struct Executor {
 /// g (representable in `storage`) through the plan with numerics `num`, as the GPU runs it.
 inline std::vector<float> newton_schulz(const std::vector<float>& g, std::size_t rows,
                                         std::size_t cols, const NsConfig& cfg, Dtype storage,
-                                        const plan::Numerics& num, bool fp32_acc = false) {
+                                        const plan::Numerics& num, bool fp32_acc = false,
+                                        const DenseGemm& dense = {}) {
   Executor e;
+  e.dense = dense;
   e.s = plan::ns_shape(rows, cols);
   e.blocks = plan::default_sym_blocks(e.s.m);
   e.num = num;

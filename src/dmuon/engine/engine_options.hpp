@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dmuon/plan/comm_volume.hpp"
@@ -60,6 +62,18 @@ const char* dtype_flag_name(kernels::Dtype t);
 /// "gram" | "direct".
 kernels::NsVariant parse_ns_variant(std::string_view s);
 
+struct AdamwEpsRegime;  // reference.hpp
+
+/// What --check compares with when EngineOptions::check_reference is set: the weights per
+/// parameter in tree.parameter_order() and, when the reference knows them (a reference file
+/// does), its AdamW elements in the eps regime, which fp32 checks excuse (reference.hpp).
+struct ReferenceWeights {
+  ReferenceWeights(std::vector<std::vector<float>> w = {})  // NOLINT: weights alone convert
+      : weights(std::move(w)) {}
+  std::vector<std::vector<float>> weights;
+  std::shared_ptr<const AdamwEpsRegime> eps_regime;
+};
+
 /// Largest --accum accepted.
 inline constexpr int kMaxAccum = 1024;
 
@@ -96,7 +110,7 @@ struct EngineOptions {
   /// When set, --check compares with what this returns (rank 0: per parameter in
   /// tree.parameter_order()) instead of recomputing the one-process reference here: a
   /// reference computed on another machine (reference_file.hpp).
-  std::function<std::vector<std::vector<float>>()> check_reference;
+  std::function<ReferenceWeights()> check_reference;
   int inject_nan_step = -1;  ///< test aid: poison a gradient on the last rank at this step
   /// Max Frobenius relative error per parameter accepted by --check; 0 = the default for the
   /// run's dtypes (default_check_tolerance).

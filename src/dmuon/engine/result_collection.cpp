@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <memory>
 #include <thread>
 
 #include "dmuon/base/check.hpp"
@@ -244,14 +245,19 @@ RunResult ResultCollector::finish(StepBackend& backend) {
     const bool sixteen_bit = sixteen_bit_muon || route_wire != kernels::Dtype::f32;
     if (rank_ == 0) {
       // The eps-regime excuse where the tolerance is fp32's (1e-4): a 16-bit tolerance (8 unit
-      // roundoffs) already covers AdamW's isolated flips.
-      AdamwEpsRegime regime;
-      const bool excuse = !o_.check_reference && !sixteen_bit;
-      const auto ref = o_.check_reference
-                           ? o_.check_reference()
-                           : reference_weights(tree_, plan_, o_, size_, excuse ? &regime : nullptr);
-      err = max_relative_error(tree_, r.final_weights, ref, &r.worst_param,
-                               excuse ? &regime : nullptr, &excused);
+      // roundoffs) already covers AdamW's isolated flips. A reference file brings its own.
+      ReferenceWeights ref;
+      if (o_.check_reference) {
+        ref = o_.check_reference();
+      } else {
+        auto regime = std::make_shared<AdamwEpsRegime>();
+        ref.weights =
+            reference_weights(tree_, plan_, o_, size_, sixteen_bit ? nullptr : regime.get());
+        ref.eps_regime = std::move(regime);
+      }
+      const AdamwEpsRegime* excuse = sixteen_bit ? nullptr : ref.eps_regime.get();
+      err =
+          max_relative_error(tree_, r.final_weights, ref.weights, &r.worst_param, excuse, &excused);
     }
     // The other ranks wait politely: with oversubscribed ranks a spinning MPI_Bcast would take
     // the cores rank 0 needs for the reference.
