@@ -1,28 +1,51 @@
 #!/usr/bin/env bash
 # The GPU check of dmuon-bench, in one command on a machine with one NVIDIA GPU, the CUDA
 # toolkit, CMake and Python (NCCL from PyTorch's nvidia-nccl package or the system) but no MPI,
-# HDF5 or Kokkos. It builds out of the source tree and runs, within about 8 minutes on an H200:
-#   (a) dmuon_cuda_check: every CUDA kernel against an fp64 CPU oracle, then Newton-Schulz
-#       TFLOP/s (direct-form FLOP count) against a cuBLAS bf16 GEMM at 4096x4096 and 4096x14336;
+# HDF5 or Kokkos. It builds tests/device out of the source tree and runs, within 8 minutes:
+#   (a) dmuon_cuda_check: every CUDA kernel against an fp64 CPU oracle (Newton-Schulz also on
+#       ill-conditioned and the engine's own step-1 inputs), then Newton-Schulz TFLOP/s
+#       (direct-form FLOP count) against a cuBLAS bf16 GEMM at 4096x4096 and 4096x14336;
 #   (b) dmuon_device_engine_check: the CUDA engine (--device cuda, NCCL at one rank) for every
-#       method on moe/vla/llm, each with --check against the host's one-process reference.
+#       method on moe/vla/llm, with --clip-norm, --accum and --route dtypes on llm, each with
+#       --check against the host's one-process reference file.
+# Each stage has its own time limit (configure 25 s, build 230 s, kernels 90 s, engine 125 s:
+# 470 s, under the 600 s a device command may run, so the summary is always written). Logs go
+# straight into $OUT (else into the build directory), line-buffered, so a killed run still
+# leaves what it printed: device_check.log, configure.txt, build.txt, kernels.txt, engine.txt
+# and summary.txt (the one-screen summary, also printed at the end).
 # What the GPU machine lacks is prepared here first:
 #   scripts/device_check.sh --prepare   (after ./scripts/setup.sh) copies the header-only fmt,
 #       nlohmann-json and CLI11 into .device/include and writes the references into
-#       .device/references (a few MB; .device/ is git-ignored and travels as a carried path).
+#       .device/references (about 55 MB; .device/ is git-ignored and travels as a carried
+#       path; --prepare refuses a tree and .device over the 64 MiB that may travel).
 #
 # Usage: scripts/device_check.sh [--prepare] [--help] [-- extra args for dmuon_cuda_check]
 # Environment: DMUON_DEVICE_BUILD (build dir, default /tmp/dmuon-device-build),
-#   DMUON_CUDA_ARCH (default 90), NCCL_HOME (dir with include/nccl.h and lib/libnccl.so*),
-#   OUT (if set, logs and the summary are copied there).
+#   DMUON_DEVICE_DEPS (the prepared directory, default .device in the source tree),
+#   DMUON_BUILD_DIR (--prepare: the full build, default build/), DMUON_CUDA_ARCH (default 90),
+#   NCCL_HOME (dir with include/nccl.h and lib/libnccl.so*), OUT (the log directory, if set).
+#   It sets NCCL_DEBUG=WARN and CUDA_MODULE_LOADING=EAGER for the checks.
 # Works from any directory. Exit codes like the tools: 0 every check passed, 3 a check failed
 # (or timed out), 2 usage or build error, 77 no GPU.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-deps="$root/.device"
+deps="${DMUON_DEVICE_DEPS:-$root/.device}"
+# Stage limits in seconds (sum 470 <= 480; `timeout -k 2` adds at most 2 s each).
+readonly T_CONFIGURE=25 T_BUILD=230 T_KERNELS=90 T_ENGINE=125
+readonly TRAVEL_LIMIT=$((64 * 1024 * 1024))
 
 usage() { sed -n '2,/^[^#]/{/^#/p}' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+# Bytes of what travels to the device machine: the tracked tree plus the prepared directory.
+travel_bytes() {
+  local tree=0
+  if git -C "$root" rev-parse >/dev/null 2>&1; then
+    tree=$(git -C "$root" ls-files -z | (cd "$root" && du -cb --files0-from=- 2>/dev/null) |
+           tail -1 | cut -f1)
+  fi
+  echo $((tree + $(du -sb "$deps" | cut -f1)))
+}
 
 prepare() {
   local build="${DMUON_BUILD_DIR:-$root/build}"
@@ -38,10 +61,18 @@ prepare() {
       echo "device_check --prepare: /usr/include/$d is missing (libfmt-dev, nlohmann-json3-dev, libcli11-dev)" >&2
       return 2
     fi
-    cp -r "/usr/include/$d" "$deps/include/" || return 2
+    cp -a "/usr/include/$d" "$deps/include/" || return 2
   done
   "$tool" --write-references "$deps/references" || return 2
-  echo "# device_check --prepare: $(du -sh "$deps" | cut -f1) in $deps (carry .device)"
+  local bytes
+  bytes=$(travel_bytes)
+  if ((bytes > TRAVEL_LIMIT)); then
+    echo "device_check --prepare: the tree and $deps hold $((bytes / 1048576)) MiB, over the" \
+         "64 MiB that may travel to the device machine" >&2
+    return 2
+  fi
+  echo "# device_check --prepare: $(du -sh "$deps" | cut -f1) in $deps, $((bytes / 1048576)) MiB" \
+       "travel with the tree (limit 64; carry .device)"
 }
 
 find_nccl() {
@@ -86,57 +117,93 @@ if [[ -z "$nccl" ]]; then
 fi
 # pip's NCCL ships lib/libnccl.so.2 only: the loader needs its directory.
 export LD_LIBRARY_PATH="$nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NCCL_DEBUG=WARN CUDA_MODULE_LOADING=EAGER
 
-mkdir -p "$build"
-log="$build/device_check.log"
+logs="${OUT:-$build}"
+mkdir -p "$build" "$logs" || exit 2
+log="$logs/device_check.log"
 : >"$log"
 say() { echo "$@" | tee -a "$log"; }
-finish() {
-  if [[ -n "${OUT:-}" && -d "${OUT:-}" ]]; then cp "$log" "$build"/*.txt "$OUT"/ 2>/dev/null; fi
-  exit "$1"
+# Line-buffered output of the checks (their stdio would buffer blocks into a file).
+linebuf=()
+if command -v stdbuf >/dev/null 2>&1; then linebuf=(stdbuf -oL -eL); fi
+# run NAME LIMIT CMD...: CMD's output line-buffered into $logs/NAME.txt, under a time limit;
+# sets rc_NAME and sec_NAME.
+run() {
+  local name=$1 limit=$2 start
+  shift 2
+  start=$(date +%s)
+  timeout -k 2 "$limit" "${linebuf[@]}" "$@" >"$logs/$name.txt" 2>&1
+  printf -v "rc_$name" %d $?
+  printf -v "sec_$name" %d $(($(date +%s) - start))
+}
+status_of() {  # exit code -> word
+  case $1 in 0) echo OK ;; 124|137) echo TIMEOUT ;; 77) echo "NO GPU" ;; skip) echo skipped ;;
+    *) echo "FAILED($1)" ;; esac
 }
 
-say "# device_check: configuring $build (CUDA arch $arch, NCCL $nccl)"
-if ! cmake -S "$root/tests/device" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-     -DCMAKE_CUDA_ARCHITECTURES="$arch" -DNCCL_HOME="$nccl" -DDMUON_DEVICE_DEPS="$deps" \
-     >"$build/configure.txt" 2>&1; then
-  tail -30 "$build/configure.txt" | tee -a "$log" >&2
-  say "device_check: FAILED to configure tests/device"
-  finish 2
+rc_configure=skip rc_build=skip rc_kernels=skip rc_engine=skip
+sec_configure=0 sec_build=0 sec_kernels=0 sec_engine=0
+gpu="none visible"
+summary() {
+  local rc=$1 f="$logs/summary.txt"
+  {
+    echo "# ==== dmuon device check: $(date -u +%Y-%m-%dT%H:%M:%SZ) ===="
+    echo "# GPU: $gpu; NCCL $nccl; NCCL_DEBUG=$NCCL_DEBUG CUDA_MODULE_LOADING=$CUDA_MODULE_LOADING"
+    printf '# %-9s %-10s %4s s (limit %3d s)\n' configure "$(status_of "$rc_configure")" \
+      "$sec_configure" "$T_CONFIGURE"
+    printf '# %-9s %-10s %4s s (limit %3d s)\n' build "$(status_of "$rc_build")" "$sec_build" \
+      "$T_BUILD"
+    printf '# %-9s %-10s %4s s (limit %3d s)  %s\n' kernels "$(status_of "$rc_kernels")" \
+      "$sec_kernels" "$T_KERNELS" "$(grep -m1 '^# checks:' "$logs/kernels.txt" 2>/dev/null)"
+    printf '# %-9s %-10s %4s s (limit %3d s)  %s\n' engine "$(status_of "$rc_engine")" \
+      "$sec_engine" "$T_ENGINE" "$(grep -m1 'cases passed' "$logs/engine.txt" 2>/dev/null)"
+    grep -h '^# ratio' "$logs/kernels.txt" 2>/dev/null | head -4
+    local failures
+    failures=$(grep -h 'FAILED' "$logs/kernels.txt" "$logs/engine.txt" 2>/dev/null |
+               grep -v '^# ' | head -10)
+    if [[ -n "$failures" ]]; then echo "# first failures:"; echo "$failures"; fi
+    case $rc in
+      0) echo "# result: OK (exit 0)" ;;
+      77) echo "# result: NO GPU: nothing was checked (exit 77)" ;;
+      2) echo "# result: ERROR before the checks (exit 2): see configure.txt / build.txt" ;;
+      *) echo "# result: FAILED (exit $rc)" ;;
+    esac
+    echo "# logs: $logs/{device_check.log,configure.txt,build.txt,kernels.txt,engine.txt}"
+  } | sed 's/[[:space:]]*$//' >"$f"
+  tee -a "$log" <"$f"
+  exit "$rc"
+}
+
+say "# device_check: configuring $build (CUDA arch $arch, NCCL $nccl, logs in $logs)"
+run configure "$T_CONFIGURE" cmake -S "$root/tests/device" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" -DNCCL_HOME="$nccl" -DDMUON_DEVICE_DEPS="$deps"
+if [[ $rc_configure -ne 0 ]]; then
+  tail -20 "$logs/configure.txt" | tee -a "$log" >&2
+  summary 2
 fi
 say "# device_check: building with -j$jobs"
-start=$(date +%s)
-if ! timeout 330 cmake --build "$build" -j"$jobs" >"$build/build.txt" 2>&1; then
-  grep -m 20 -E "error|Error" "$build/build.txt" | tee -a "$log" >&2
-  tail -20 "$build/build.txt" | tee -a "$log" >&2
-  say "device_check: FAILED to build (see $build/build.txt)"
-  finish 2
+run build "$T_BUILD" cmake --build "$build" -j"$jobs"
+if [[ $rc_build -ne 0 ]]; then
+  grep -m 20 -E "error|Error" "$logs/build.txt" | tee -a "$log" >&2
+  summary 2
 fi
-say "# device_check: built in $(( $(date +%s) - start )) s"
 if command -v nvidia-smi >/dev/null 2>&1; then
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee -a "$log"
+  gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 |
+        head -1)
 fi
-
+say "# device_check: built in $sec_build s; GPU: $gpu"
 say "# (a) kernels against an fp64 oracle, Newton-Schulz against cuBLAS"
-timeout 180 "$build/dmuon_cuda_check" "$@" 2>&1 | tee "$build/kernels.txt" | tee -a "$log"
-rc_kernels=${PIPESTATUS[0]}
-if [[ $rc_kernels -eq 77 ]]; then
-  say "# device_check: NO GPU present; nothing was checked"
-  finish 77
-fi
-say "# (b) the CUDA engine at one rank, every method, --check against host references"
-timeout 150 "$build/dmuon_device_engine_check" --references "$deps/references" 2>&1 \
-  | tee "$build/engine.txt" | tee -a "$log"
-rc_engine=${PIPESTATUS[0]}
-
+run kernels "$T_KERNELS" "$build/dmuon_cuda_check" "$@"
+if [[ $rc_kernels -eq 77 ]]; then summary 77; fi
+say "# (b) the CUDA engine at one rank, every case, --check against host reference files"
+run engine "$T_ENGINE" "$build/dmuon_device_engine_check" --references "$deps/references"
 rc=0
-for pair in "kernels:$rc_kernels" "engine:$rc_engine"; do
-  name=${pair%%:*}; code=${pair##*:}
-  case $code in
-    0) say "# device_check: $name OK" ;;
-    124) say "# device_check: $name FAILED: timed out"; rc=3 ;;
-    77) say "# device_check: $name: no GPU"; [[ $rc -eq 0 ]] && rc=77 ;;
-    *) say "# device_check: $name FAILED (exit $code)"; rc=3 ;;
-  esac
+for code in "$rc_kernels" "$rc_engine"; do
+  if [[ $code -eq 77 ]]; then
+    [[ $rc -eq 0 ]] && rc=77
+  elif [[ $code -ne 0 ]]; then
+    rc=3
+  fi
 done
-finish $rc
+summary $rc

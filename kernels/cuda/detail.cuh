@@ -176,9 +176,9 @@ void gemm_rm(cublasHandle_t h, cudaDataType_t ab_type, cudaDataType_t c_type,
              void* c);
 
 /// The same for `batch` products sharing g, with DEVICE arrays of A, B and C pointers
-/// (cublasGemmBatchedEx; one type for A, B and C).
-void gemm_batched_rm(cublasHandle_t h, cudaDataType_t type, const plan::RowMajorGemm& g,
-                     float alpha, const void* const* a, const void* const* b, float beta,
-                     void* const* c, int batch);
+/// (cublasGemmBatchedEx).
+void gemm_batched_rm(cublasHandle_t h, cudaDataType_t ab_type, cudaDataType_t c_type,
+                     const plan::RowMajorGemm& g, float alpha, const void* const* a,
+                     const void* const* b, float beta, void* const* c, int batch);
 
 }  // namespace dmuon::kernels::cuda::detail

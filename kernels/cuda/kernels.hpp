@@ -27,6 +27,7 @@
 #include <string_view>
 
 #include "kernels/adamw.hpp"
+#include "kernels/cuda/ns_numerics.hpp"
 #include "kernels/dtype.hpp"
 #include "kernels/muon.hpp"
 #include "kernels/ns_coefficients.hpp"
@@ -182,8 +183,9 @@ void clip_scale(Context& ctx, void* g, Storage type, std::size_t n, const float*
 // ---- Newton–Schulz ------------------------------------------------------------------------------
 
 /// Device scratch for one shape and storage type, allocated once (reuse in the hot loop; one
-/// call in flight per workspace): two rows×cols and five m×m matrices (m = min(rows, cols)) in
-/// `storage`, plus small tables. Setup only: the constructor allocates and synchronises.
+/// call in flight per workspace): two rows×cols and six m×m matrices (m = min(rows, cols)),
+/// each in the widest type the numerics it may run give it, plus small tables. Setup only: the
+/// constructor allocates and synchronises.
 class NsWorkspace {
  public:
   NsWorkspace(std::size_t rows, std::size_t cols, Storage storage);
@@ -200,12 +202,16 @@ class NsWorkspace {
   /// 1, or 2/4/8 when m is a multiple of 8·b. A benchmark knob: switching is free (no sync).
   int symmetric_blocks() const;
   void set_symmetric_blocks(int blocks);
-  /// Element type of the Gram form's iterations (X̃, R, P, Q): f16 by default for 16-bit
-  /// storage (bf16 or f16: the reference iterates its Gram matrices in fp16, and bf16 ones are
-  /// ~8x less accurate at the same speed), f32 for f32 storage. bf16 is accepted for 16-bit
-  /// storage (the storage type itself for bf16: no conversion pass). Free to switch (no sync).
-  Storage gram_dtype() const;
-  void set_gram_dtype(Storage type);
+  /// What a call asking for `requested` runs: ns_numerics(rows, cols, storage, requested)
+  /// (ns_numerics.hpp), or the numerics set_numerics() forces.
+  NsNumerics numerics(NsVariant requested) const;
+  /// Runs every later call with `forced` whatever form it asks for (checks and benchmarks:
+  /// e.g. the Gram form with fp32 matrices on a shape the rule gives the direct form, or the
+  /// fp16 Gram matrices the rule avoids). x must be fp32 for fp32 storage; a wider type than
+  /// the buffers hold reallocates them (setup only: may synchronise).
+  void set_numerics(const NsNumerics& forced);
+  /// Back to the rule.
+  void clear_numerics();
   struct Impl;
   Impl& impl() { return *impl_; }
 
@@ -214,11 +220,12 @@ class NsWorkspace {
 };
 
 /// out = NS(g) (SPEC §7); g and out are rows×cols device matrices in `storage` (may alias; the
-/// workspace's type). Direct form: full GEMMs in the storage type, the reference arithmetic.
-/// Gram form: the m×m recursion in the workspace's gram_dtype() (fp16 tensor cores for 16-bit
-/// storage, see NsWorkspace), symmetric products on the upper block triangle. ‖g‖_F is accumulated
-/// in double. A tall matrix iterates on its wide transpose through the GEMM flags. A non-finite
-/// input (its sum of squares is not finite) adds 1 to *bad; the output is then garbage.
+/// workspace's type). config.variant is the requested form; what runs is
+/// workspace.numerics(config.variant) (ns_numerics.hpp: the direct form in the storage type,
+/// the reference arithmetic; the Gram form with fp32 m×m matrices where it pays), symmetric
+/// products on the upper block triangle. ‖g‖_F is accumulated in double. A tall matrix iterates on
+/// its wide transpose through the GEMM flags. A non-finite input (its sum of squares is not finite)
+/// adds 1 to *bad; the output is then garbage.
 void newton_schulz(Context& ctx, const void* g, void* out, std::size_t rows, std::size_t cols,
                    Storage storage, const NsConfig& config, NsWorkspace& workspace,
                    unsigned long long* bad);

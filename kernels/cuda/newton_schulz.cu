@@ -1,22 +1,20 @@
 // CUDA Newton–Schulz (direct and Gram forms) and the Muon convenience step. The op sequence,
 // the range scales and the tiling of the symmetric products live in ns_plan.hpp (shared with
-// a CPU test); this file is its executor: cuBLAS GEMMs (fp32 accumulation) and three small
-// kernels, all enqueued on the context's stream without any synchronisation.
+// a CPU test and the CPU emulation); this file is its executor: cuBLAS GEMMs (fp32
+// accumulation) and three small kernels, all enqueued on the context's stream without any
+// synchronisation.
 //
-// Iteration types. Direct form: the storage type throughout (bf16 like the reference Muon).
-// Gram form: NsWorkspace::gram_dtype(), by default fp16 for 16-bit storage (bf16 or f16) and
-// fp32 for fp32 storage. R, P, Q are m×m tensor-core GEMM operands either way, and the
-// reference iterates its Gram matrices in fp16: fp16 is the right 16-bit type for them. The CPU
-// emulation of this exact op sequence with the same rounding points (dmuon_ns_emulate --gaussian,
-// 5 steps, wide/tall shapes 33×70..384×256) gives relative errors vs fp64 of 1.5e-2..1.7e-1 with
-// bf16 R, P, Q (4.5e-1 on a square 96×96) against 2.5e-3..1.8e-2 with fp16 (6.9e-2 square); the
-// bf16 direct form gives 1.0e-2..1.8e-2. fp16's range is no issue thanks to ns_plan.hpp's
-// power-of-two scales. When the types differ, the normalisation writes X̃ in the Gram type and
-// one conversion pass turns the result into the storage type. Symmetric products are mirrored
-// from their upper triangles, so R, P, Q stay exactly symmetric.
+// Numerics (ns_numerics.hpp, docs/KERNELS.md): each call runs the form and types the rule gives
+// its shape and storage (or NsWorkspace::set_numerics forces): the direct form in the storage
+// type, or the Gram form with X̃ in one type and the m×m matrices in another (fp16 X̃ and fp32
+// R̃, P, Q for 16-bit storage: 16-bit Gram matrices lose the small singular values). A GEMM
+// reads two operands of one type and may write a wider one (X̃X̃ᵀ in fp16 into fp32 R̃); Q
+// reaches Q·X̃ through a narrowing copy (kQn). When the X type differs from the storage type,
+// the normalisation writes X̃ in the X type and one conversion pass turns the result into the
+// storage type. Symmetric products are mirrored from their upper triangles, so R, P, Q stay
+// exactly symmetric.
 #include <algorithm>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/cuda/detail.cuh"
@@ -52,14 +50,17 @@ int choice_index(int blocks) {
 struct NsWorkspace::Impl {
   std::size_t rows = 0, cols = 0;
   Storage storage = Storage::f32;
-  Storage gram = Storage::f32;  // iteration type of the Gram form
+  bool forced = false;
+  NsNumerics force{};
   plan::Shape shape{};
   plan::Scales scales{};
   void* buf[plan::kNumBuffers] = {};
-  void* muon = nullptr;          // muon_step's rows×cols scratch (lazy)
-  double* partials = nullptr;    // kSumsqBlocks partial sums, then the total
-  unsigned int* done = nullptr;  // blocks finished (the last one resets it to 0)
-  void** tables = nullptr;       // [choice][buffer][role][kMaxTiles] device pointers
+  std::size_t capacity[plan::kNumBuffers] = {};  // bytes of each buffer
+  NsNumerics tabled{};                           // the Gram numerics `tables` point for
+  void* muon = nullptr;                          // muon_step's rows×cols scratch (lazy)
+  double* partials = nullptr;                    // kSumsqBlocks partial sums, then the total
+  unsigned int* done = nullptr;                  // blocks finished (the last one resets it to 0)
+  void** tables = nullptr;  // [choice][buffer][role][kMaxTiles] device pointers
   plan::RowMajorGemm sym_gemm[kNumChoices][2] = {};  // [choice][outer, product]
   int tiles[kNumChoices] = {};
   int blocks_index = 0;
@@ -71,11 +72,30 @@ struct NsWorkspace::Impl {
            ((static_cast<std::size_t>(blocks_index) * plan::kNumBuffers + buffer) * kRoles + role) *
                kMaxTiles;
   }
+  NsNumerics numerics(NsVariant requested) const {
+    return forced ? force : ns_numerics(rows, cols, storage, requested);
+  }
   void* alloc(std::size_t n) {
     void* p = device_alloc(n);
     bytes += n;
     return p;
   }
+  std::size_t elements(int b) const {
+    return plan::is_x_buffer(b) ? shape.m * shape.n : shape.m * shape.m;
+  }
+  // Grows the buffers to hold `num`'s types (a grown buffer is reallocated: setup only).
+  void fit(const NsNumerics& num) {
+    for (int b = 0; b < plan::kNumBuffers; ++b) {
+      const std::size_t need = elements(b) * storage_bytes(plan::buffer_type(num, b));
+      if (need <= capacity[b]) continue;
+      device_free(buf[b]);
+      bytes -= capacity[b];
+      buf[b] = alloc(need);
+      capacity[b] = need;
+    }
+    if (num.form == NsVariant::gram) build_tables(num);
+  }
+  void build_tables(const NsNumerics& num);
   ~Impl() {
     for (void* p : buf) device_free(p);
     device_free(muon);
@@ -85,47 +105,25 @@ struct NsWorkspace::Impl {
   }
 };
 
-NsWorkspace::NsWorkspace(std::size_t rows, std::size_t cols, Storage storage)
-    : impl_(std::make_unique<Impl>()) {
-  if (rows == 0 || cols == 0) {
-    throw KernelError("cuda::NsWorkspace: shape must be positive, got " + std::to_string(rows) +
-                      "x" + std::to_string(cols));
-  }
-  auto& w = *impl_;
-  w.rows = rows;
-  w.cols = cols;
-  w.storage = storage;
-  w.gram = storage == Storage::f32 ? Storage::f32 : Storage::f16;
-  w.shape = plan::ns_shape(rows, cols);
-  w.scales = plan::ns_scales(w.shape);
-  const std::size_t m = w.shape.m, n = w.shape.n, es = storage_bytes(storage);
-  if ((m + 31) / 32 > 65535) {
-    throw KernelError("cuda::NsWorkspace: " + std::to_string(rows) + "x" + std::to_string(cols) +
-                      " has min(rows, cols) > 65535·32, beyond the symmetric kernels' grid");
-  }
-  detail::check_gemm_dims(plan::dense_gemm(false, false, m, n, m), "cuda::NsWorkspace");
-
-  for (int b = 0; b < plan::kNumBuffers; ++b) {
-    w.buf[b] = w.alloc((plan::is_x_buffer(b) ? m * n : m * m) * es);
-  }
-  w.partials = static_cast<double*>(w.alloc((kSumsqBlocks + 1) * sizeof(double)));
-  w.done = static_cast<unsigned int*>(w.alloc(sizeof(unsigned int)));
-  DMUON_CUDA_CHECK(cudaMemset(w.done, 0, sizeof(unsigned int)));
-
-  // Pointer tables of every valid tiling, so switching tilings needs no upload.
+// Pointer tables of every valid tiling for the Gram numerics `num` (tile offsets scale with
+// each buffer's element type), so switching tilings needs no upload. Uploading waits for the
+// device: setup only.
+void NsWorkspace::Impl::build_tables(const NsNumerics& num) {
+  const std::size_t m = shape.m;
   std::vector<void*> host(
       static_cast<std::size_t>(kNumChoices) * plan::kNumBuffers * kRoles * kMaxTiles, nullptr);
   for (int ci = 0; ci < kNumChoices; ++ci) {
     const int blocks = kBlockChoices[ci];
     if (!plan::sym_blocks_valid(m, blocks)) continue;
-    const plan::SymPlan outer = plan::sym_plan(plan::SymKind::outer, w.shape, blocks);
-    const plan::SymPlan product = plan::sym_plan(plan::SymKind::product, w.shape, blocks);
-    w.sym_gemm[ci][0] = outer.gemm;
-    w.sym_gemm[ci][1] = product.gemm;
-    w.tiles[ci] = static_cast<int>(product.tiles.size());
+    const plan::SymPlan outer = plan::sym_plan(plan::SymKind::outer, shape, blocks);
+    const plan::SymPlan product = plan::sym_plan(plan::SymKind::product, shape, blocks);
+    sym_gemm[ci][0] = outer.gemm;
+    sym_gemm[ci][1] = product.gemm;
+    tiles[ci] = static_cast<int>(product.tiles.size());
     for (int b = 0; b < plan::kNumBuffers; ++b) {
       const plan::SymPlan& p = plan::is_x_buffer(b) ? outer : product;
-      char* base = static_cast<char*>(w.buf[b]);
+      const std::size_t es = storage_bytes(plan::buffer_type(num, b));
+      char* base = static_cast<char*>(buf[b]);
       for (std::size_t t = 0; t < p.tiles.size(); ++t) {
         auto at = [&](int role) -> void*& {
           return host[((static_cast<std::size_t>(ci) * plan::kNumBuffers + b) * kRoles + role) *
@@ -138,9 +136,36 @@ NsWorkspace::NsWorkspace(std::size_t rows, std::size_t cols, Storage storage)
       }
     }
   }
-  w.tables = static_cast<void**>(w.alloc(host.size() * sizeof(void*)));
-  copy_to_device(w.tables, host.data(), host.size() * sizeof(void*));  // waits for the device
+  if (tables == nullptr) tables = static_cast<void**>(alloc(host.size() * sizeof(void*)));
+  copy_to_device(tables, host.data(), host.size() * sizeof(void*));  // waits for the device
+  tabled = num;
+}
+
+NsWorkspace::NsWorkspace(std::size_t rows, std::size_t cols, Storage storage)
+    : impl_(std::make_unique<Impl>()) {
+  if (rows == 0 || cols == 0) {
+    throw KernelError("cuda::NsWorkspace: shape must be positive, got " + std::to_string(rows) +
+                      "x" + std::to_string(cols));
+  }
+  auto& w = *impl_;
+  w.rows = rows;
+  w.cols = cols;
+  w.storage = storage;
+  w.shape = plan::ns_shape(rows, cols);
+  w.scales = plan::ns_scales(w.shape);
+  const std::size_t m = w.shape.m;
+  if ((m + 31) / 32 > 65535) {
+    throw KernelError("cuda::NsWorkspace: " + std::to_string(rows) + "x" + std::to_string(cols) +
+                      " has min(rows, cols) > 65535·32, beyond the symmetric kernels' grid");
+  }
+  detail::check_gemm_dims(plan::dense_gemm(false, false, m, w.shape.n, m), "cuda::NsWorkspace");
+  w.partials = static_cast<double*>(w.alloc((kSumsqBlocks + 1) * sizeof(double)));
+  w.done = static_cast<unsigned int*>(w.alloc(sizeof(unsigned int)));
+  DMUON_CUDA_CHECK(cudaMemset(w.done, 0, sizeof(unsigned int)));
   w.blocks_index = choice_index(plan::default_sym_blocks(m));
+  // What the rule gives either requested form.
+  w.fit(w.numerics(NsVariant::direct));
+  w.fit(w.numerics(NsVariant::gram));
 }
 
 NsWorkspace::~NsWorkspace() = default;
@@ -168,17 +193,22 @@ void NsWorkspace::set_symmetric_blocks(int blocks) {
   impl_->blocks_index = choice_index(blocks);
 }
 
-Storage NsWorkspace::gram_dtype() const {
-  return impl_->gram;
+NsNumerics NsWorkspace::numerics(NsVariant requested) const {
+  return impl_->numerics(requested);
 }
-void NsWorkspace::set_gram_dtype(Storage type) {
-  // The buffers hold storage_bytes(storage) per element: the Gram type must have the same size.
-  if ((impl_->storage == Storage::f32) != (type == Storage::f32)) {
-    throw KernelError("cuda::NsWorkspace::set_gram_dtype: " + std::string(to_string(type)) +
-                      " iterations do not fit a " + std::string(to_string(impl_->storage)) +
-                      " workspace (f32 storage iterates in f32; bf16/f16 storage in bf16 or f16)");
+void NsWorkspace::set_numerics(const NsNumerics& forced) {
+  if ((impl_->storage == Storage::f32) && forced.x != Storage::f32) {
+    throw KernelError("cuda::NsWorkspace::set_numerics: x = " + std::string(to_string(forced.x)) +
+                      " on f32 storage (f32 storage iterates X in f32)");
   }
-  impl_->gram = type;
+  impl_->fit(forced);
+  impl_->forced = true;
+  impl_->force = forced;
+}
+void NsWorkspace::clear_numerics() {
+  impl_->forced = false;
+  const NsNumerics rule = impl_->numerics(NsVariant::gram);
+  if (rule.form == NsVariant::gram) impl_->fit(rule);
 }
 
 namespace {
@@ -290,20 +320,23 @@ __global__ void __launch_bounds__(kTile* kTileRows)
   }
 }
 
-// The executor of plan::run_direct / plan::run_gram on the GPU; T is the iteration type.
-template <class T>
+// The executor of plan::run (ns_plan.hpp) on the GPU for numerics `num`: every buffer in its
+// plan::buffer_type, the caller's output (kOut) in the storage type.
 struct GpuExec {
   Context& ctx;
   cudaStream_t stream;
   cublasHandle_t cublas;
-  cudaDataType_t type;
   const NsWorkspace::Impl& w;
-  void* out;  // the caller's output (of type T unless copy_out converts)
+  NsNumerics num;
+  void* out;
 
   void* ptr(int b) const { return b == plan::kOut ? out : w.buf[b]; }
+  Storage type_of(int b) const { return b == plan::kOut ? w.storage : plan::buffer_type(num, b); }
+  cudaDataType_t data_type_of(int b) const { return detail::data_type(type_of(b)); }
 
   void gemm(const plan::RowMajorGemm& g, float alpha, int a, int b, int c) {
-    detail::gemm_rm(cublas, type, type, g, alpha, ptr(a), ptr(b), 0.0f, ptr(c));
+    detail::gemm_rm(cublas, data_type_of(a), data_type_of(c), g, alpha, ptr(a), ptr(b), 0.0f,
+                    ptr(c));
   }
 
   void sym(plan::SymKind kind, float alpha, int a, int b, int c) {
@@ -312,52 +345,62 @@ struct GpuExec {
       gemm(g, alpha, a, b, c);
       return;
     }
-    detail::gemm_batched_rm(cublas, type, g, alpha, w.table(a, 0), w.table(b, 1), 0.0f,
-                            w.table(c, 2), w.tiles[w.blocks_index]);
+    if (!(w.tabled == num)) throw KernelError("cuda::newton_schulz: tile tables of other numerics");
+    detail::gemm_batched_rm(cublas, data_type_of(a), data_type_of(c), g, alpha, w.table(a, 0),
+                            w.table(b, 1), 0.0f, w.table(c, 2), w.tiles[w.blocks_index]);
   }
 
+  // The m×m kernels run on the m×m matrices' type.
   void combine(int r, int r2, int dst, float a, float b, float c) {
     const std::size_t m = w.shape.m;
     const unsigned nt = static_cast<unsigned>((m + kTile - 1) / kTile);
-    sym_combine_kernel<T><<<dim3(nt, nt), dim3(kTile, kTileRows), 0, stream>>>(
-        static_cast<const T*>(ptr(r)), r2 < 0 ? nullptr : static_cast<const T*>(ptr(r2)),
-        static_cast<T*>(ptr(dst)), m, a, b, c);
+    detail::dispatch(num.gram, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      sym_combine_kernel<T><<<dim3(nt, nt), dim3(kTile, kTileRows), 0, stream>>>(
+          static_cast<const T*>(ptr(r)), r2 < 0 ? nullptr : static_cast<const T*>(ptr(r2)),
+          static_cast<T*>(ptr(dst)), m, a, b, c);
+    });
     DMUON_CUDA_CHECK_LAUNCH();
   }
   void mirror(int c) { combine(c, -1, c, 0.0f, 1.0f, 0.0f); }
   void sym_poly(int r, int r2, int p, float a, float b, float c) { combine(r, r2, p, a, b, c); }
 
-  void copy_out(int x_buf) {
-    convert(ctx, w.buf[x_buf], detail::dtype_of<T>(), out, w.storage, w.rows * w.cols);
-  }
-
   void poly_add(int a_buf, int b_buf, float a, float b) {
     const std::size_t m = w.shape.m;
-    poly_add_kernel<T><<<grid_for(m * m), kBlock, 0, stream>>>(
-        static_cast<const T*>(ptr(a_buf)), static_cast<T*>(ptr(b_buf)), m, a, b);
+    detail::dispatch(num.gram, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      poly_add_kernel<T><<<grid_for(m * m), kBlock, 0, stream>>>(
+          static_cast<const T*>(ptr(a_buf)), static_cast<T*>(ptr(b_buf)), m, a, b);
+    });
     DMUON_CUDA_CHECK_LAUNCH();
+  }
+
+  void narrow(int m_buf, int dst) {
+    convert(ctx, ptr(m_buf), type_of(m_buf), ptr(dst), type_of(dst), w.shape.m * w.shape.m);
+  }
+  void copy_out(int x_buf) {
+    convert(ctx, ptr(x_buf), type_of(x_buf), out, w.storage, w.rows * w.cols);
   }
 };
 
-// Ts: the storage type of g and out; Ti: the iteration type (see the header comment).
-template <class Ts, class Ti>
-void ns_impl(Context& ctx, const Ts* g, Ts* out, const NsConfig& cfg, NsWorkspace::Impl& w,
-             unsigned long long* bad) {
+// Ts: the storage type of g and out; the normalisation writes X̃ in num.x.
+template <class Ts>
+void ns_impl(Context& ctx, const Ts* g, Ts* out, const NsConfig& cfg, const NsNumerics& num,
+             NsWorkspace::Impl& w, unsigned long long* bad) {
   cudaStream_t st = detail::stream_of(ctx);
   const std::size_t count = w.rows * w.cols;
   const unsigned sumsq_blocks = std::min(grid_for(count), kSumsqBlocks);
   sumsq_kernel<Ts><<<sumsq_blocks, kBlock, 0, st>>>(g, count, w.partials, w.done, w.total(), bad);
   DMUON_CUDA_CHECK_LAUNCH();
-  normalise_kernel<Ts, Ti><<<grid_for(count), kBlock, 0, st>>>(g, static_cast<Ti*>(w.buf[plan::kX]),
-                                                               count, w.total(), cfg.eps,
-                                                               static_cast<float>(w.scales.x));
+  detail::dispatch(num.x, [&](auto tag) {
+    using Tx = typename decltype(tag)::type;
+    normalise_kernel<Ts, Tx>
+        <<<grid_for(count), kBlock, 0, st>>>(g, static_cast<Tx*>(w.buf[plan::kX]), count, w.total(),
+                                             cfg.eps, static_cast<float>(w.scales.x));
+  });
   DMUON_CUDA_CHECK_LAUNCH();
-  GpuExec<Ti> e{ctx, st, ctx.impl().cublas, detail::data_type(detail::dtype_of<Ti>()), w, out};
-  if (cfg.variant == NsVariant::direct) {
-    plan::run_direct(e, w.shape, cfg, w.scales);
-  } else {
-    plan::run_gram(e, w.shape, cfg, w.scales, !std::is_same_v<Ts, Ti>);
-  }
+  GpuExec e{ctx, st, ctx.impl().cublas, w, num, out};
+  plan::run(e, w.shape, cfg, w.scales, num, w.storage);
 }
 
 void check_shape(const char* call, std::size_t rows, std::size_t cols, const NsWorkspace& ws) {
@@ -384,20 +427,11 @@ void newton_schulz(Context& ctx, const void* g, void* out, std::size_t rows, std
   }
   detail::require_ptr(g, rows * cols, "cuda::newton_schulz", "g");
   detail::require_ptr(out, rows * cols, "cuda::newton_schulz", "out");
+  auto& w = workspace.impl();
+  const NsNumerics num = w.numerics(config.variant);
   detail::dispatch(storage, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const auto* gs = static_cast<const T*>(g);
-    auto* os = static_cast<T*>(out);
-    auto& w = workspace.impl();
-    if constexpr (std::is_same_v<T, float>) {
-      ns_impl<T, T>(ctx, gs, os, config, w, bad);
-    } else if (config.variant == NsVariant::direct) {
-      ns_impl<T, T>(ctx, gs, os, config, w, bad);
-    } else if (w.gram == Storage::f16) {
-      ns_impl<T, __half>(ctx, gs, os, config, w, bad);
-    } else {
-      ns_impl<T, __nv_bfloat16>(ctx, gs, os, config, w, bad);
-    }
+    ns_impl<T>(ctx, static_cast<const T*>(g), static_cast<T*>(out), config, num, w, bad);
   });
 }
 

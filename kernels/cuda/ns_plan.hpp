@@ -22,9 +22,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <stdexcept>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/ns_numerics.hpp"
+#include "kernels/dtype.hpp"
 #include "kernels/ns_coefficients.hpp"
 
 namespace dmuon::kernels::cuda::plan {
@@ -161,16 +165,32 @@ inline SymPlan sym_plan(SymKind kind, const Shape& s, int blocks) {
 
 // ---- the op sequence ---------------------------------------------------------------------------
 
-/// Buffers of the workspace: two m×n X buffers, five m×m buffers, and kOut = the caller's
-/// output (only ever written by the final GEMM).
-enum Buffer : int { kX = 0, kXn, kM0, kM1, kM2, kM3, kM4, kNumBuffers, kOut = kNumBuffers };
+/// Buffers of the workspace: two m×n X buffers, five m×m buffers, kQn (Q in the X type when
+/// the Gram matrices are wider: the Q·X̃ operand), and kOut = the caller's output (only ever
+/// written by the final GEMM or copy_out).
+enum Buffer : int { kX = 0, kXn, kM0, kM1, kM2, kM3, kM4, kQn, kNumBuffers, kOut = kNumBuffers };
 
 inline bool is_x_buffer(int buffer) {
   return buffer == kX || buffer == kXn || buffer == kOut;
 }
 
-// An executor provides, with all matrices in the workspace's storage type and fp32 accumulation:
-//   gemm(const RowMajorGemm&, float alpha, int a, int b, int c)   c = alpha·op(a)·op(b) (beta 0)
+/// What one call runs (ns_numerics.hpp).
+using Numerics = NsNumerics;
+
+/// The rule of ns_numerics.hpp for a plan shape.
+inline Numerics ns_numerics(const Shape& s, Dtype storage, NsVariant requested) {
+  return cuda::ns_numerics(s.trans ? s.n : s.m, s.trans ? s.m : s.n, storage, requested);
+}
+
+inline Dtype buffer_type(const Numerics& n, int buffer) {
+  return is_x_buffer(buffer) || buffer == kQn ? n.x : n.gram;
+}
+
+// An executor provides, with every buffer in its type (buffer_type; kOut in the caller's
+// storage type) and fp32 accumulation:
+//   gemm(const RowMajorGemm&, float alpha, int a, int b, int c)   c = alpha·op(a)·op(b) (beta 0);
+//                                                                  a and b share one type, c's
+//                                                                  may be wider (X̃X̃ᵀ into fp32)
 //   sym(SymKind, float alpha, int a, int b, int c)                 upper block triangle of
 //                                                                  alpha·a·bᵀ (outer, a == b)
 //                                                                  or alpha·a·b (product)
@@ -178,9 +198,10 @@ inline bool is_x_buffer(int buffer) {
 //   sym_poly(int r, int r2, int p, float a, float b, float c)     p = a·I + b·r + c·r2, reading
 //                                                                  the upper triangles only
 //   poly_add(int a_buf, int b_buf, float a, float b)               b_buf += b·a_buf + a·I
+//   narrow(int m_buf, int dst)                                     dst (m×m, the X type) = m_buf
 //   copy_out(int x_buf)                                            caller's output = x_buf,
 //                                                                  converted to its type
-// The input is already normalised into kX as X̃ = x_scale · G / (‖G‖_F + eps).
+// The input is already normalised into kX as X̃ = x_scale · G / (‖G‖_F + eps), in the X type.
 
 /// c = alpha · X Xᵀ (full, direct form).
 inline RowMajorGemm outer_gemm(const Shape& s) {
@@ -198,10 +219,37 @@ void apply_left(Exec& e, const Shape& s, float alpha, int p, int x, int dst) {
   }
 }
 
-/// Direct form (reference arithmetic, full GEMMs): per step Ã = (s/t²)·X̃X̃ᵀ = s·A,
-/// B = (c/s²)·Ã² + (b/s)·Ã + a·I, X̃ ← B·X̃; the last step writes (1/t)·B·X̃ to kOut.
+/// Whether an executor can narrow an m×m matrix to the X type (only mixed numerics need it:
+/// executors that cost or check same-type sequences need not provide narrow()).
+template <class Exec, class = void>
+struct can_narrow : std::false_type {};
 template <class Exec>
-void run_direct(Exec& e, const Shape& s, const NsConfig& cfg, const Scales& sc) {
+struct can_narrow<Exec, std::void_t<decltype(std::declval<Exec&>().narrow(0, 0))>>
+    : std::true_type {};
+
+/// The m×m operator `op` applied to X̃ into dst (scaled by alpha), through a copy in the X type
+/// when the m×m matrices are wider (cuBLAS multiplies operands of one type).
+template <class Exec>
+void apply_operator(Exec& e, const Shape& s, const Numerics& num, float alpha, int op, int x,
+                    int dst) {
+  if (num.gram != num.x) {
+    if constexpr (can_narrow<Exec>::value) {
+      e.narrow(op, kQn);
+      op = kQn;
+    } else {
+      throw std::logic_error("ns_plan: mixed numerics on an executor without narrow()");
+    }
+  }
+  apply_left(e, s, alpha, op, x, dst);
+}
+
+/// Direct form (reference arithmetic, full GEMMs): per step Ã = (s/t²)·X̃X̃ᵀ = s·A,
+/// B = (c/s²)·Ã² + (b/s)·Ã + a·I, X̃ ← B·X̃; the last step writes (1/t)·B·X̃ to kOut (or,
+/// with convert_output, to the free X buffer, which copy_out converts into kOut).
+template <class Exec>
+void run_direct(Exec& e, const Shape& s, const NsConfig& cfg, const Scales& sc,
+                const Numerics& num = {NsVariant::direct, Dtype::f32, Dtype::f32},
+                bool convert_output = false) {
   const double t = sc.x, g = sc.gram;
   const int a_buf = kM0, b_buf = kM1;
   int x = kX, xn = kXn;
@@ -213,20 +261,22 @@ void run_direct(Exec& e, const Shape& s, const NsConfig& cfg, const Scales& sc) 
            a_buf, b_buf);
     e.poly_add(a_buf, b_buf, static_cast<float>(co.a), static_cast<float>(co.b / g));
     const bool last = k + 1 == steps;
-    apply_left(e, s, last ? static_cast<float>(1.0 / t) : 1.0f, b_buf, x, last ? kOut : xn);
+    const int dst = !last ? xn : (convert_output ? xn : kOut);
+    apply_operator(e, s, num, last ? static_cast<float>(1.0 / t) : 1.0f, b_buf, x, dst);
     std::swap(x, xn);
   }
+  if (convert_output) e.copy_out(x);
 }
 
 /// Gram form (same algebra as kernels/host/newton_schulz.cpp): R̃ = (s/t²)·X̃X̃ᵀ; per step
 /// R̃2 = R̃²/s, P = a·I + (b/s)·R̃ + (c/s)·R̃2, R̃ ← P²·R̃ (unless last or restarting next),
 /// Q ← P·Q; restart before step kGramRestartStep (X̃ ← Q·X̃, R̃ recomputed, Q ← I);
 /// output (1/t)·Q·X̃. Symmetric products by sym() + mirror(); R̃2 needs no mirror (sym_poly
-/// reads upper triangles only). With convert_output (the iteration type differs from the
-/// caller's: fp16 iterations for bf16 storage) the product goes to the free X buffer and
-/// copy_out() converts it into the caller's output.
+/// reads upper triangles only). With convert_output (the X type differs from the caller's)
+/// the product goes to the free X buffer and copy_out() converts it into the caller's output.
 template <class Exec>
 void run_gram(Exec& e, const Shape& s, const NsConfig& cfg, const Scales& sc,
+              const Numerics& num = {NsVariant::gram, Dtype::f32, Dtype::f32},
               bool convert_output = false) {
   const double t = sc.x, g = sc.gram;
   const float outer_alpha = static_cast<float>(g / (t * t));
@@ -239,7 +289,7 @@ void run_gram(Exec& e, const Shape& s, const NsConfig& cfg, const Scales& sc,
   const int steps = cfg.steps;
   for (int k = 0; k < steps; ++k) {
     if (k == kGramRestartStep && !q_identity) {
-      apply_left(e, s, 1.0f, q, x, xn);
+      apply_operator(e, s, num, 1.0f, q, x, xn);
       std::swap(x, xn);
       e.sym(SymKind::outer, outer_alpha, x, x, r);
       e.mirror(r);
@@ -268,8 +318,28 @@ void run_gram(Exec& e, const Shape& s, const NsConfig& cfg, const Scales& sc,
     }
   }
   const int dst = convert_output ? xn : kOut;
-  apply_left(e, s, static_cast<float>(1.0 / t), q, x, dst);
+  apply_operator(e, s, num, static_cast<float>(1.0 / t), q, x, dst);
   if (convert_output) e.copy_out(dst);
+}
+
+/// Gram form with one type throughout (X̃ and the m×m matrices), converted to the caller's
+/// type when `convert_output`.
+template <class Exec>
+void run_gram(Exec& e, const Shape& s, const NsConfig& cfg, const Scales& sc, bool convert_output) {
+  run_gram(e, s, cfg, sc, Numerics{NsVariant::gram, Dtype::f32, Dtype::f32}, convert_output);
+}
+
+/// The whole call after the normalisation: `num`'s form with its types; the result is
+/// converted to `storage` when the X type differs from it.
+template <class Exec>
+void run(Exec& e, const Shape& s, const NsConfig& cfg, const Scales& sc, const Numerics& num,
+         Dtype storage) {
+  const bool convert_output = num.x != storage;
+  if (num.form == NsVariant::direct) {
+    run_direct(e, s, cfg, sc, num, convert_output);
+  } else {
+    run_gram(e, s, cfg, sc, num, convert_output);
+  }
 }
 
 }  // namespace dmuon::kernels::cuda::plan

@@ -42,8 +42,12 @@ Context::Context(void* stream) : impl_(std::make_unique<Impl>()) {
     c.cublas_workspace = device_alloc(kCublasWorkspaceBytes);
     DMUON_CUBLAS_CHECK(cublasSetWorkspace(c.cublas, c.cublas_workspace, kCublasWorkspaceBytes));
     // Plain fp32 math for fp32 storage (no TF32): the host path is the oracle. 16-bit inputs
-    // with CUBLAS_COMPUTE_32F use the tensor cores regardless.
-    DMUON_CUBLAS_CHECK(cublasSetMathMode(c.cublas, CUBLAS_DEFAULT_MATH));
+    // with CUBLAS_COMPUTE_32F use the tensor cores regardless. No reduced-precision reductions:
+    // without this flag cuBLAS may sum split-K partials of a 16-bit output in 16 bits, beyond
+    // the fp32-accumulation bounds dmuon_cuda_check holds the GEMMs to.
+    DMUON_CUBLAS_CHECK(cublasSetMathMode(
+        c.cublas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                            CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   } catch (...) {
     if (c.cublas) cublasDestroy(c.cublas);
     device_free(c.cublas_workspace);
@@ -179,14 +183,14 @@ void gemm_rm(cublasHandle_t h, cudaDataType_t ab_type, cudaDataType_t c_type,
                                   c_type, as_int(cm.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-void gemm_batched_rm(cublasHandle_t h, cudaDataType_t type, const plan::RowMajorGemm& g,
-                     float alpha, const void* const* a, const void* const* b, float beta,
-                     void* const* c, int batch) {
+void gemm_batched_rm(cublasHandle_t h, cudaDataType_t ab_type, cudaDataType_t c_type,
+                     const plan::RowMajorGemm& g, float alpha, const void* const* a,
+                     const void* const* b, float beta, void* const* c, int batch) {
   const plan::ColumnMajorGemm cm = plan::to_column_major(g);
   DMUON_CUBLAS_CHECK(cublasGemmBatchedEx(
       h, op(cm.trans_first), op(cm.trans_second), as_int(cm.m), as_int(cm.n), as_int(cm.k), &alpha,
-      b, type, as_int(cm.ld_first), a, type, as_int(cm.ld_second), &beta, c, type, as_int(cm.ldc),
-      batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      b, ab_type, as_int(cm.ld_first), a, ab_type, as_int(cm.ld_second), &beta, c, c_type,
+      as_int(cm.ldc), batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace detail

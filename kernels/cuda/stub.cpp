@@ -116,10 +116,13 @@ int NsWorkspace::symmetric_blocks() const {
 void NsWorkspace::set_symmetric_blocks(int) {
   not_compiled();
 }
-Storage NsWorkspace::gram_dtype() const {
+NsNumerics NsWorkspace::numerics(NsVariant) const {
   not_compiled();
 }
-void NsWorkspace::set_gram_dtype(Storage) {
+void NsWorkspace::set_numerics(const NsNumerics&) {
+  not_compiled();
+}
+void NsWorkspace::clear_numerics() {
   not_compiled();
 }
 

@@ -9,7 +9,8 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "--write-references exited ${rc}: ${out}${err}")
 endif()
 foreach(f moe-muon moe-adamw vla-muon vla-adamw llm-muon llm-adamw llm-muon-clip0.5-2
-          llm-muon-clip0.01-inf llm-muon-accum3 llm-adamw-clip0.5-2 llm-adamw-accum3)
+          llm-muon-clip0.01-inf llm-muon-accum3 llm-muon-clip0.5-2-accum3 llm-adamw-clip0.5-2
+          llm-adamw-accum3)
   if(NOT EXISTS ${DIR}/${f}.ref)
     message(FATAL_ERROR "--write-references did not write ${f}.ref: ${out}")
   endif()

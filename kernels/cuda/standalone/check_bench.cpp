@@ -32,11 +32,13 @@
 
 #include "kernels/cuda/kernels.hpp"
 #include "kernels/cuda/standalone/host_rounding.hpp"
+#include "kernels/cuda/standalone/ns_emulation.hpp"
 #include "kernels/kernel_error.hpp"
 
 namespace {
 
 namespace cu = dmuon::kernels::cuda;
+namespace emu = dmuon::kernels::cuda::emulation;
 using namespace dmuon::kernels::cuda::host_rounding;
 using dmuon::kernels::AdamWConfig;
 using dmuon::kernels::Dtype;
@@ -616,75 +618,134 @@ void check_gemm(cu::Context& ctx) {
 
 // ---- Newton–Schulz ----------------------------------------------------------------------------
 
-// Relative Frobenius error bound c·u_iter (+ u of the output rounding when the iteration type
-// differs from the storage type). u_iter: the unit roundoff of the type the iteration rounds to:
-// fp32; the storage type for the direct form; fp16 for the Gram form with 16-bit storage.
-// c comes from dmuon_ns_emulate (this exact op sequence on the CPU with the same rounding points,
-// on these inputs and shapes), with a margin of >= 3.6: direct 16-bit measures <= 4.5u -> c = 16;
-// Gram <= 53u in fp16 (R = XXᵀ squares the condition number, so the Gram error grows as the
-// aspect ratio nears 1: 33×70 Polar Express is the worst wide case; a square 96×96 reaches 160u
-// and is not checked in Gram form) -> c = 192 for 16-bit; fp32 with sequential fp32
-// accumulation as in SGEMM (--fp32-acc) <= 31u direct and <= 193u Gram -> c = 128 and 1024.
-// The bf16-iteration Gram form (NsWorkspace::set_gram_dtype(bf16)) measures the same multiples
-// of its u (<= 17u on 64×192 and 256×384): checked there only, c = 64.
-double ns_bound(Dtype storage, NsVariant variant, Dtype gram = Dtype::f16) {
-  if (storage == Dtype::f32) return (variant == NsVariant::direct ? 128 : 1024) * kU32;
-  if (variant == NsVariant::direct) return 16 * unit_roundoff(storage);
-  if (gram == Dtype::bf16) return 64 * unit_roundoff(Dtype::bf16);
-  return 192 * unit_roundoff(Dtype::f16) + (storage == Dtype::bf16 ? unit_roundoff(storage) : 0);
+// Every call is held to emulation::ns_error_bound (docs/KERNELS.md "Newton–Schulz numerics"):
+// c·u of the X type for full-rank input, c·∏a_k·u for rank-deficient input, c from
+// dmuon_ns_emulate (this op sequence on the CPU with the GPU's rounding points) with a margin
+// >= 2.4; ns_emulation_test holds the emulation to the same bounds in CI.
+double ns_bound(Dtype storage, const cu::NsNumerics& num, bool rank_deficient = false,
+                const NsConfig& cfg = {}) {
+  return emu::ns_error_bound(cfg, storage, num, rank_deficient);
+}
+
+struct NsCase {
+  std::string name;
+  std::size_t rows, cols;
+  std::vector<float> g;
+  bool rank_deficient;
+};
+
+// The engine's own Muon input at step 1 on one rank (--device cuda, fp32 wire, --seed 7): its
+// generator kernels and GEMMs in the engine's order (cuda_backend.cpp) — W from the init
+// stream, n samples of x and target, dW = ((X·Wᵀ − T)/n)ᵀ·X — times 1 + μ (Nesterov input at
+// step 1). With n = min(rows, cols) samples (what the device engine check trains on) it is as
+// ill-conditioned as a product of two random square matrices.
+std::vector<float> engine_step1_input(cu::Context& ctx, std::size_t rows, std::size_t cols,
+                                      std::size_t n, std::uint64_t pid) {
+  const std::uint64_t seed = 7;
+  Dev w(rows * cols * 4), x(n * cols * 4), t(n * rows * 4), y(n * rows * 4), g(rows * cols * 4);
+  cu::synthetic_rows(ctx, w.p, Dtype::f32, 1, rows * cols, seed, 0, 0, pid, 4);
+  ctx.synchronize();
+  auto wh = w.get<float>();
+  const float s = 1.0f / std::sqrt(static_cast<float>(cols));
+  for (auto& v : wh) v *= s;
+  w.put(wh.data());
+  cu::synthetic_rows(ctx, x.p, Dtype::f32, n, cols, seed, 1, 0, pid, 1);
+  cu::synthetic_rows(ctx, t.p, Dtype::f32, n, rows, seed, 1, 0, pid, 2);
+  cu::gemm(ctx, Dtype::f32, false, true, n, rows, cols, 1.0f, x.p, w.p, 0.0f, y.p);
+  cu::residual_scale(ctx, y.p, t.p, Dtype::f32, n * rows, 1.0f / static_cast<float>(n));
+  cu::gemm(ctx, Dtype::f32, true, false, rows, cols, n, 1.0f, y.p, x.p, 0.0f, g.p);
+  ctx.synchronize();
+  auto gh = g.get<float>();
+  for (auto& v : gh) v *= 1.0f + MuonConfig{}.momentum;
+  return gh;
+}
+
+std::vector<NsCase> ns_cases(cu::Context& ctx) {
+  std::vector<NsCase> c;
+  // Well conditioned (k/64: exact in every type), wide and tall; m = 64 and 33 use plain GEMMs
+  // for the symmetric products, 160 two blocks, 256 four (the default tilings).
+  for (const auto& [r, k] : std::vector<std::pair<std::size_t, std::size_t>>{
+           {64, 192}, {192, 64}, {33, 70}, {160, 320}, {256, 384}, {384, 256}, {96, 96}})
+    c.push_back({"dyadic", r, k, dyadic_vec(r * k, 7), false});
+  // Ill-conditioned: gradients averaged over as many samples as they have columns (σ_min ≈ 0),
+  // one the rule runs in the Gram form (n >= 19m), and rank-deficient ones.
+  c.push_back({"product 128x128.128x128", 128, 128, emu::product(128, 128, 128, 11), false});
+  c.push_back({"product 64x64.64x192", 64, 192, emu::product(64, 64, 192, 13), false});
+  c.push_back({"product 32x32.32x640", 32, 640, emu::product(32, 32, 640, 23), false});
+  c.push_back({"rank-24", 96, 160, emu::product(96, 24, 160, 17), true});
+  c.push_back({"rank-24", 160, 96, emu::product(160, 24, 96, 19), true});
+  // The engine's step-1 inputs (llm tiny q/o_proj, down_proj, gate_proj; moe tiny experts).
+  const std::size_t shapes[][2] = {{128, 128}, {128, 512}, {512, 128}, {256, 128}};
+  std::uint64_t pid = 3;
+  for (const auto& sh : shapes)
+    c.push_back({"engine step 1", sh[0], sh[1],
+                 engine_step1_input(ctx, sh[0], sh[1], std::min(sh[0], sh[1]), pid++), false});
+  return c;
+}
+
+// What a case runs per storage type: the rule's numerics for both requested forms, the Gram
+// form with fp32 matrices forced where the rule gives the direct form, every tiling of the
+// symmetric products at 256x384, and the in-place call on the 192-row shapes.
+struct NsRun {
+  NsVariant requested;
+  bool forced;
+  cu::NsNumerics num;
+  int blocks;  // 0: the workspace's default
+};
+
+std::vector<NsRun> ns_runs(const NsCase& c, Dtype st) {
+  std::vector<NsRun> runs;
+  std::vector<cu::NsNumerics> seen;
+  for (NsVariant v : {NsVariant::direct, NsVariant::gram}) {
+    const cu::NsNumerics num = cu::ns_numerics(c.rows, c.cols, st, v);
+    if (std::find(seen.begin(), seen.end(), num) != seen.end()) continue;
+    seen.push_back(num);
+    runs.push_back({v, false, num, 0});
+  }
+  const cu::NsNumerics mixed{NsVariant::gram, Dtype::f16, Dtype::f32};
+  if (st != Dtype::f32 && std::find(seen.begin(), seen.end(), mixed) == seen.end())
+    runs.push_back({NsVariant::gram, true, mixed, 0});
+  if (c.rows == 256 && c.cols == 384) {
+    const cu::NsNumerics gram = st == Dtype::f32 ? seen.back() : mixed;
+    for (int b : {2, 1}) runs.push_back({NsVariant::gram, st != Dtype::f32, gram, b});
+  }
+  return runs;
 }
 
 void check_ns(cu::Context& ctx, unsigned long long* clean) {
-  std::printf("# newton_schulz vs fp64 oracle (relative Frobenius error)\n");
-  struct Shape {
-    std::size_t rows, cols;
-  };
-  // Wide and tall; m = 64 and 33 use plain GEMMs for the symmetric products, 160 two blocks,
-  // 256 four blocks (the default tilings); the square one is direct only (see ns_bound).
-  const Shape shapes[] = {{64, 192},  {192, 64},  {33, 70}, {160, 320},
-                          {256, 384}, {384, 256}, {96, 96}};
-  for (const Shape& sh : shapes) {
-    const std::size_t count = sh.rows * sh.cols;
-    const auto g = dyadic_vec(count, 7);
-    for (auto set : {NsCoefficientSet::classic_muon, NsCoefficientSet::polar_express}) {
-      NsConfig cfg;
-      cfg.coefficients = set;
-      const Mat ref = ns_ref(Mat(g.begin(), g.end()), sh.rows, sh.cols, cfg);
-      for (auto variant : {NsVariant::direct, NsVariant::gram}) {
-        if (variant == NsVariant::gram && sh.rows == sh.cols) continue;
-        cfg.variant = variant;
-        for (Dtype st : kTypes) {
-          cu::NsWorkspace ws(sh.rows, sh.cols, st);
-          struct Setting {
-            int blocks;
-            Dtype gram;
-          };
-          std::vector<Setting> settings = {{ws.symmetric_blocks(), ws.gram_dtype()}};
-          if (variant == NsVariant::gram && sh.rows == 256 && st == Dtype::f16) {
-            settings = {{4, Dtype::f16}, {2, Dtype::f16}, {1, Dtype::f16}};
-          }
-          if (variant == NsVariant::gram && st == Dtype::bf16 &&
-              (sh.cols == 192 || sh.cols == 384)) {
-            settings.push_back({ws.symmetric_blocks(), Dtype::bf16});
-          }
-          for (const Setting& setting : settings) {
-            const int blocks = setting.blocks;
-            ws.set_symmetric_blocks(blocks);
-            ws.set_gram_dtype(setting.gram);
-            Dev dg = upload(st, g), dout(count * cu::storage_bytes(st));
-            // In place on one shape (out may alias g), out of place on the others.
-            void* out = sh.rows == 192 ? dg.p : dout.p;
-            cu::newton_schulz(ctx, dg.p, out, sh.rows, sh.cols, st, cfg, ws, clean);
-            ctx.synchronize();
-            const auto got = decode(st, out == dg.p ? dg.bytes() : dout.bytes());
-            std::string what = std::to_string(sh.rows) + "x" + std::to_string(sh.cols) + " " +
-                               std::string(dmuon::kernels::to_string(set)) + " " +
-                               std::string(dmuon::kernels::to_string(variant)) + " " + tname(st);
-            if (variant == NsVariant::gram) {
-              what += " it=" + tname(setting.gram) + " blocks=" + std::to_string(blocks);
-            }
-            verdict(what, rel_diff(got, ref), ns_bound(st, variant, setting.gram));
-          }
+  std::printf("# newton_schulz vs fp64 oracle of the stored input (relative Frobenius error)\n");
+  for (const NsCase& c : ns_cases(ctx)) {
+    std::vector<NsCoefficientSet> sets = {NsCoefficientSet::polar_express};
+    if (c.name == "dyadic" || c.rows == c.cols) sets.push_back(NsCoefficientSet::classic_muon);
+    for (Dtype st : kTypes) {
+      std::vector<float> stored(c.g.size());
+      for (std::size_t i = 0; i < stored.size(); ++i) stored[i] = round_to(st, c.g[i]);
+      for (NsCoefficientSet set : sets) {
+        NsConfig cfg;
+        cfg.coefficients = set;
+        const Mat ref = ns_ref(Mat(stored.begin(), stored.end()), c.rows, c.cols, cfg);
+        cu::NsWorkspace ws(c.rows, c.cols, st);
+        const int default_b = ws.symmetric_blocks();
+        for (const NsRun& r : ns_runs(c, st)) {
+          const double bound = ns_bound(st, r.num, c.rank_deficient, cfg);
+          if (bound >= emu::kMeaningfulBound) continue;  // bf16 NS of a rank-deficient input
+          if (r.forced) ws.set_numerics(r.num);
+          ws.set_symmetric_blocks(r.blocks > 0 ? r.blocks : default_b);
+          cfg.variant = r.requested;
+          Dev dg = upload(st, stored), dout(c.g.size() * cu::storage_bytes(st));
+          void* out = c.rows == 192 ? dg.p : dout.p;  // in place (out may alias g) on one shape
+          cu::newton_schulz(ctx, dg.p, out, c.rows, c.cols, st, cfg, ws, clean);
+          ctx.synchronize();
+          const auto got = decode(st, out == dg.p ? dg.bytes() : dout.bytes());
+          if (r.forced) ws.clear_numerics();
+          char what[160];
+          std::snprintf(what, sizeof what, "ns %s %zux%zu %s %s %s: %s x=%s m=%s b=%d",
+                        c.name.c_str(), c.rows, c.cols,
+                        std::string(dmuon::kernels::to_string(set)).c_str(), tname(st).c_str(),
+                        r.forced ? "forced" : (r.requested == NsVariant::gram ? "gram" : "direct"),
+                        std::string(dmuon::kernels::to_string(r.num.form)).c_str(),
+                        tname(r.num.x).c_str(), tname(r.num.gram).c_str(), ws.symmetric_blocks());
+          verdict(what, rel_diff(got, ref), bound);
         }
       }
     }
@@ -722,7 +783,8 @@ void check_muon_step(cu::Context& ctx, unsigned long long* clean) {
         wn += rw[i] * rw[i];
       }
       // NS error (ns_bound, relative) times the update size, plus 8u of the weights per step.
-      bound += double(mc.lr) * scale * ns_bound(Dtype::f32, variant) * std::sqrt(on) +
+      bound += double(mc.lr) * scale * ns_bound(Dtype::f32, ws.numerics(variant), false, mc.ns) *
+                   std::sqrt(on) +
                8 * kU32 * std::sqrt(wn);
     }
     ctx.synchronize();
@@ -893,7 +955,7 @@ void check_capture() {
   }
   // Same calls, so normally the same bits; the NS bound allows cuBLAS another algorithm.
   verdict("graph replay: f32 Gram NS output vs the direct run (rel.)", std::sqrt(num / den),
-          ns_bound(Dtype::f32, NsVariant::gram));
+          ns_bound(Dtype::f32, {NsVariant::gram, Dtype::f32, Dtype::f32}));
   verdict("graph replay: non-finite count", double(read_one(ctx, c.data())), 0);
 }
 
@@ -938,8 +1000,8 @@ void bench(cu::Context& ctx, int iters) {
   std::printf(
       "# Newton-Schulz, 5 steps, Polar Express; TFLOP/s with the direct-form count "
       "5*(4m^2n + 2m^3)\n");
-  std::printf("# %12s %6s %8s %5s %6s %10s %12s %10s\n", "shape", "dtype", "form", "iter", "blocks",
-              "time_ms", "NS_TFLOP/s", "NS/GEMM");
+  std::printf("# %12s %6s %8s %9s %6s %10s %12s %10s\n", "shape", "dtype", "form", "x/gram",
+              "blocks", "time_ms", "NS_TFLOP/s", "NS/GEMM");
   std::vector<std::string> ratio_lines;
   for (const auto& [m, n] :
        std::vector<std::pair<std::size_t, std::size_t>>{{4096, 4096}, {4096, 14336}}) {
@@ -948,39 +1010,45 @@ void bench(cu::Context& ctx, int iters) {
       cu::synthetic_rows(ctx, g.p, st, m, n, 7, 0, 0, 0, 1);
       cu::NsWorkspace ws(m, n, st);
       const int default_blocks = ws.symmetric_blocks();
-      const Dtype default_gram = ws.gram_dtype();
+      // The rule's numerics for either requested form, the Gram form with fp32 matrices (the
+      // rule's Gram numerics, run here where the rule prefers the direct form) and, for
+      // comparison only, with the 16-bit Gram matrices the rule avoids (docs/KERNELS.md).
       struct Row {
-        NsVariant variant;
+        cu::NsNumerics num;
         int blocks;
-        Dtype gram;
       };
-      std::vector<Row> rows = {{NsVariant::direct, default_blocks, default_gram},
-                               {NsVariant::gram, default_blocks, default_gram}};
-      if (default_blocks != 1) rows.push_back({NsVariant::gram, 1, default_gram});
-      if (st == Dtype::bf16) rows.push_back({NsVariant::gram, default_blocks, Dtype::bf16});
+      const cu::NsNumerics direct = ws.numerics(NsVariant::direct);
+      const cu::NsNumerics rule_gram = ws.numerics(NsVariant::gram);
+      const cu::NsNumerics mixed{NsVariant::gram, Dtype::f16, Dtype::f32};
+      const cu::NsNumerics half{NsVariant::gram, Dtype::f16, Dtype::f16};
+      std::vector<Row> rows = {{direct, default_blocks}, {mixed, default_blocks}};
+      if (default_blocks != 1) rows.push_back({mixed, 1});
+      rows.push_back({half, default_blocks});
       for (const Row& r : rows) {
         NsConfig cfg;
-        cfg.variant = r.variant;
+        cfg.variant = r.num.form;
+        ws.set_numerics(r.num);
         ws.set_symmetric_blocks(r.blocks);
-        ws.set_gram_dtype(r.gram);
         const double ms = time_ms(
             ctx, iters, [&] { cu::newton_schulz(ctx, g.p, out.p, m, n, st, cfg, ws, nullptr); });
         const double tflops = dmuon::kernels::ns_direct_flops(m, n, 5) / (ms * 1e-3) / 1e12;
-        const std::string form(dmuon::kernels::to_string(r.variant));
-        const bool gram = r.variant == NsVariant::gram;
+        const std::string form(dmuon::kernels::to_string(r.num.form));
+        const bool gram = r.num.form == NsVariant::gram;
         const std::string blocks = gram ? std::to_string(r.blocks) : "-";
-        const std::string iter = tname(gram ? r.gram : st);
-        std::printf("  %5zux%-6zu %6s %8s %5s %6s %10.3f %12.1f %10.3f\n", m, n, tname(st).c_str(),
-                    form.c_str(), iter.c_str(), blocks.c_str(), ms, tflops, tflops / gemm_tflops);
-        if (gram && n == 14336 && r.blocks == default_blocks && r.gram == default_gram) {
+        const std::string types = tname(r.num.x) + "/" + tname(r.num.gram);
+        std::printf("  %5zux%-6zu %6s %8s %9s %6s %10.3f %12.1f %10.3f\n", m, n, tname(st).c_str(),
+                    form.c_str(), types.c_str(), blocks.c_str(), ms, tflops, tflops / gemm_tflops);
+        if (n == 14336 && r.blocks == default_blocks && r.num == rule_gram) {
           char line[200];
           std::snprintf(line, sizeof line,
-                        "# ratio gram %s %zux%zu / cuBLAS bf16 GEMM = %.3f (target >= 0.80: %s)",
+                        "# ratio rule(--ns gram) %s %zux%zu / cuBLAS bf16 GEMM = %.3f (target >= "
+                        "0.80: %s)",
                         tname(st).c_str(), m, n, tflops / gemm_tflops,
                         tflops / gemm_tflops >= 0.8 ? "met" : "NOT met");
           ratio_lines.emplace_back(line);
         }
       }
+      ws.clear_numerics();
     }
   }
   for (const auto& l : ratio_lines) std::printf("%s\n", l.c_str());

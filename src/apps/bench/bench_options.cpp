@@ -56,8 +56,9 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "direct")
       ->capture_default_str();
   app.add_option("--ns-dtype", o.ns_dtype,
-                 "--device cuda: Newton-Schulz iterations in fp16 (the reference's), bf16 or "
-                 "fp32 (fp32 norm always); the host computes in fp32")
+                 "--device cuda: the type Newton-Schulz reads and writes, fp16 (the "
+                 "reference's), bf16 or fp32 (fp32 norm always; per-shape numerics: "
+                 "docs/KERNELS.md); the host computes in fp32")
       ->capture_default_str();
   app.add_option("--optimizer-pipeline", o.optimizer_pipeline,
                  "per-group (wait, prepare, NS, apply and publish group by group in forward "

@@ -25,6 +25,7 @@
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
+#include "dmuon/comm/first_message.hpp"
 #include "dmuon/comm/nccl_check.hpp"
 #include "dmuon/engine/accumulation.hpp"
 #include "dmuon/engine/grad_clip.hpp"
@@ -95,22 +96,10 @@ int select_device(MPI_Comm world) {
     problem = fmt::format("{} ranks on one node share {} GPU(s); run one rank per GPU", local_size,
                           count);
   }
-  const int ok = problem.empty() ? 1 : 0;
-  int all_ok = 0;
-  DMUON_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world));
   // The same one-line error on every rank (exit 2): the first failing rank's reason.
-  if (!all_ok) {
-    int rank = 0, size = 1;
-    DMUON_CHECK_MPI(MPI_Comm_rank(world, &rank));
-    DMUON_CHECK_MPI(MPI_Comm_size(world, &size));
-    int mine = ok ? size : rank, first = 0;
-    DMUON_CHECK_MPI(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, world));
-    int len = rank == first ? static_cast<int>(problem.size()) : 0;
-    DMUON_CHECK_MPI(MPI_Bcast(&len, 1, MPI_INT, first, world));
-    problem.resize(static_cast<std::size_t>(len));
-    DMUON_CHECK_MPI(MPI_Bcast(problem.data(), len, MPI_CHAR, first, world));
-    throw InputError(fmt::format("--device cuda: rank {}: {}", first, problem));
-  }
+  int first = -1;
+  const std::string theirs = comm::agree_first_message(!problem.empty(), problem, world, &first);
+  if (first >= 0) throw InputError(fmt::format("--device cuda: rank {}: {}", first, theirs));
   return local_rank % count;
 }
 
@@ -188,17 +177,18 @@ class CudaPhaseTimer final : public PhaseTimer {
 class CudaBackend final : public StepBackend {
  public:
   CudaBackend(const model::ModuleTree& tree, const StepLayout& layout, const EngineOptions& o,
-              const comm::RankLayout& ranks, MPI_Comm world, int device)
+              const comm::RankGroups& groups, int device)
       : L_(layout),
-        o_(o),
-        wire_(o.comm_dtype),
-        ns_type_(o.ns_dtype),
+        step_(o.step),
+        seed_(o.run.seed),
+        wire_(layout.wire),
+        ns_type_(o.backend.ns_dtype),
         muon_(muon_config(o)),
         device_(device),
-        rank_(ranks.world_rank()),
-        ranks_(ranks.world_size()) {
-    if (L_.alt_weight_elems + L_.alt_grad_elems + L_.alt_gather_elems > 0 || L_.wire != wire_)
-      throw std::logic_error("CUDA backend: a layout with --route dtypes or another wire type");
+        rank_(layout.me.dp()),
+        ranks_(layout.me.grid.dp_size()) {
+    if (groups.grid() != L_.me.grid || groups.world_rank() != L_.me.rank)
+      throw std::logic_error("CUDA backend: the rank groups are not the layout's grid");
     DMUON_CHECK_CUDA(cudaSetDevice(device_));
     int least = 0, greatest = 0;
     DMUON_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
@@ -212,16 +202,13 @@ class CudaBackend final : public StepBackend {
     timer_ = std::make_unique<CudaPhaseTimer>(compute_);
     comm::CommunicatorOptions co;
     co.cuda_device = device_;
-    if (is_ddp(L_.method)) {
-      shard_ = comm::make_communicator(comm::Backend::nccl, world, co);
-    } else {
-      shard_ = comm::make_communicator(comm::Backend::nccl, ranks.shard_comm(), co);
-      if (ranks.replicate_size() > 1)
-        replicate_comm_ = comm::make_communicator(comm::Backend::nccl, ranks.replicate_comm(), co);
-    }
-    if (o.clip_norm > 0) {
+    shard_ = comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::shard), co);
+    if (L_.hsdp())
+      replicate_comm_ =
+          comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::replicate), co);
+    if (o.step.clip()) {
       // --clip-norm: the norm's one-scalar all-reduce spans the world.
-      world_ = comm::make_communicator(comm::Backend::nccl, world, co);
+      world_ = comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::world), co);
       clip_scalar_ = DeviceBuffer(1, Dtype::f32);
       static_assert(sizeof(cu::ClipPartial) <= 4 * sizeof(float));
       clip_acc_ = DeviceBuffer(4, Dtype::f32);
@@ -238,6 +225,17 @@ class CudaBackend final : public StepBackend {
     grad_pool_ = DeviceBuffer(L_.grad_pool_elems, wire_);
     gather_pool_ = DeviceBuffer(L_.gather_pool_elems, wire_);
     if (wire_ != ns_type_) gather_ns_ = DeviceBuffer(L_.gather_pool_elems, ns_type_);
+    // --route dtypes: the parameters travelling in the other type (step_layout.hpp), each in
+    // its own region of three arenas of that type; fsdp-muon's Newton–Schulz image of their
+    // gathers when it is not the NS type.
+    alt_weights_ = DeviceBuffer(L_.alt_weight_elems, L_.alt_wire);
+    alt_grads_ = DeviceBuffer(L_.alt_grad_elems, L_.alt_wire);
+    alt_gather_ = DeviceBuffer(L_.alt_gather_elems, L_.alt_wire);
+    if (L_.alt_wire != ns_type_) alt_gather_ns_ = DeviceBuffer(L_.alt_gather_elems, ns_type_);
+    // Shared compute scratch holds any parameter's type: the wider of the two.
+    const bool alt = L_.alt_weight_elems + L_.alt_grad_elems + L_.alt_gather_elems > 0;
+    const Dtype scratch_type =
+        alt && dtype_bytes(L_.alt_wire) > dtype_bytes(wire_) ? L_.alt_wire : wire_;
     counters_ = std::make_unique<cu::DeviceCounters>(2 * L_.params.size());
     host_counters_.assign(2 * L_.params.size(), 0);
     nan_ = DeviceBuffer(1, Dtype::f32);
@@ -246,35 +244,35 @@ class CudaBackend final : public StepBackend {
 
     // Activations: X and Y of every parameter live from its forward to its backward, as a
     // network's do; the target and dX are regenerated / discarded per call (shared scratch).
-    const std::int64_t global = o.global_samples(L_.me.world());
+    const std::int64_t global = o.step.global_samples(L_.me.grid.dp_size());
     std::int64_t scratch_rows = 0, scratch_cols = 0;
     std::vector<float> init;
     for (const auto& p : L_.params) {
       Activations a;
-      a.range = sample_range(tree, p.pid, global, ranks.world_rank(), ranks.world_size());
+      a.range = sample_range(tree, p.pid, global, rank_, ranks_);
       // --accum: buffers for the largest micro-batch; forward/backward take their micro's range.
       std::int64_t most = a.range.local();
-      if (o.accum > 1) {
+      if (step_.accum > 1) {
         most = 0;
-        for (int j = 0; j < o.accum; ++j) most = std::max(most, micro_range(a.range.n, j).local());
+        for (int j = 0; j < step_.accum; ++j)
+          most = std::max(most, micro_range(a.range.n, j).local());
       }
-      const std::int64_t b = o.compute == Compute::gemm ? most : 0;
-      a.x = DeviceBuffer(b * p.shape.cols, wire_);
-      a.y = DeviceBuffer(b * p.shape.rows, wire_);
+      const std::int64_t b = step_.compute == Compute::gemm ? most : 0;
+      a.x = DeviceBuffer(b * p.shape.cols, dtype_of(p));
+      a.y = DeviceBuffer(b * p.shape.rows, dtype_of(p));
       scratch_rows = std::max(scratch_rows, b * p.shape.rows);
       scratch_cols = std::max(scratch_cols, b * p.shape.cols);
       acts_.push_back(std::move(a));
       if (p.master_offset < 0) continue;
       init.assign(static_cast<std::size_t>(p.numel), 0.0f);
-      init_weights(o.seed, p.pid, init.data(), p.numel, p.shape.cols);
+      init_weights(seed_, p.pid, init.data(), p.numel, p.shape.cols);
       const float* src = init.data();
       std::int64_t count = p.numel;
       std::vector<float> shard;
-      if (p.storage == Storage::sharded) {
-        const std::int64_t begin = L_.me.column * p.chunk;
+      if (p.sharded()) {
         shard.assign(static_cast<std::size_t>(p.chunk), 0.0f);
-        for (std::int64_t j = 0; j < p.chunk && begin + j < p.numel; ++j)
-          shard[static_cast<std::size_t>(j)] = init[static_cast<std::size_t>(begin + j)];
+        for (std::int64_t j = 0; j < p.shard_len(); ++j)
+          shard[static_cast<std::size_t>(j)] = init[static_cast<std::size_t>(p.shard_begin + j)];
         src = shard.data();
         count = p.chunk;
       }
@@ -282,8 +280,8 @@ class CudaBackend final : public StepBackend {
                                   static_cast<std::size_t>(count) * sizeof(float),
                                   cudaMemcpyHostToDevice));
     }
-    target_ = DeviceBuffer(scratch_rows, wire_);
-    dx_ = DeviceBuffer(scratch_cols, wire_);
+    target_ = DeviceBuffer(scratch_rows, scratch_type);
+    dx_ = DeviceBuffer(scratch_cols, scratch_type);
     // Newton–Schulz workspaces now: creating one synchronises, which a step must not do.
     for (const auto& p : L_.params)
       if (p.updated_here && p.muon)
@@ -305,21 +303,21 @@ class CudaBackend final : public StepBackend {
 
   comm::Communicator* comm(CommGroup group) override {
     if (group == CommGroup::world) return world_.get();  // only with --clip-norm
-    if (group == CommGroup::tp) return nullptr;  // no TP group: validate_tp_run refuses --tp
+    if (group == CommGroup::tp) return nullptr;  // no TP buffers yet: validate_tp_run refuses
     return group == CommGroup::shard ? shard_.get() : replicate_comm_.get();
   }
 
   void* buffer(const BufferRef& ref) override { return at(locate(L_, ref)); }
 
   void before_issue(const StepOp& op) override {
-    cudaStream_t s = stream_for(op.op);
+    cudaStream_t s = stream(op_traits(op.op).stream);
     // Stage 2 reads only what stage 1 wrote: order_after() made its stream wait for that,
     // and it must not also wait for the compute queue.
     if (op.op != Op::issue_stage2) {
       DMUON_CHECK_CUDA(cudaEventRecord(produced_, compute_));
       DMUON_CHECK_CUDA(cudaStreamWaitEvent(s, produced_, 0));
     }
-    comm(comm_of(L_, op.op))->set_stream(s);
+    comm(op.comm)->set_stream(s);
   }
   void wait(comm::Batch& batch) override { batch.wait_on_stream(compute_); }
   void order_after(comm::Batch& batch, CommGroup) override {
@@ -332,7 +330,7 @@ class CudaBackend final : public StepBackend {
     // One conversion kernel per copy: per packed buffer (the masters are stored packed per
     // pair), per FSDP shard, per replica.
     for (const PackCopy& c : pack_copies(L_, op))
-      cu::convert(*ctx_, master_.at(c.master), Dtype::f32, weight_pool_.at(c.weight), wire_,
+      cu::convert(*ctx_, master_.at(c.master), Dtype::f32, at(Location{c.to, c.weight}), c.dtype,
                   static_cast<std::size_t>(c.count));
   }
 
@@ -341,62 +339,66 @@ class CudaBackend final : public StepBackend {
   void forward(const StepOp& op, long step) override {
     const auto& p = param(op.param);
     auto& a = acts_[static_cast<std::size_t>(op.param)];
-    if (o_.accum > 1) a.range = micro_range(a.range.n, op.micro);
+    if (step_.accum > 1) a.range = micro_range(a.range.n, op.micro);
     const std::int64_t b = a.range.local();
-    if (o_.compute == Compute::none || b == 0 || p.shape.cols == 0) return;
-    cu::synthetic_rows(*ctx_, a.x.at(0), wire_, static_cast<std::size_t>(b),
-                       static_cast<std::size_t>(p.shape.cols), o_.seed,
+    if (step_.compute == Compute::none || b == 0 || p.shape.cols == 0) return;
+    const Dtype type = dtype_of(p);
+    cu::synthetic_rows(*ctx_, a.x.at(0), type, static_cast<std::size_t>(b),
+                       static_cast<std::size_t>(p.shape.cols), seed_,
                        static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(a.range.begin),
                        static_cast<std::uint64_t>(p.pid), synthetic_stream::x);
     // Y = X·Wᵀ
-    cu::gemm(*ctx_, wire_, false, true, static_cast<std::size_t>(b),
+    cu::gemm(*ctx_, type, false, true, static_cast<std::size_t>(b),
              static_cast<std::size_t>(p.shape.rows), static_cast<std::size_t>(p.shape.cols), 1.0f,
-             a.x.at(0), weight_pool_.at(op.weight_base + p.weight_offset), 0.0f, a.y.at(0));
+             a.x.at(0), weights_of(op.param, op.weight_base), 0.0f, a.y.at(0));
   }
 
   void backward(const StepOp& op, long step) override {
     const auto& p = param(op.param);
     auto& a = acts_[static_cast<std::size_t>(op.param)];
     void* grad = grad_of(op.param, op.grad_base);
-    const void* w = weight_pool_.at(op.weight_base + p.weight_offset);
+    const void* w = weights_of(op.param, op.weight_base);
+    const Dtype type = dtype_of(p);
     const auto rows = static_cast<std::size_t>(p.shape.rows),
                cols = static_cast<std::size_t>(p.shape.cols);
-    if (o_.accum > 1) a.range = micro_range(a.range.n, op.micro);
+    if (step_.accum > 1) a.range = micro_range(a.range.n, op.micro);
     const std::int64_t b = a.range.local();
-    if (o_.compute == Compute::none) {
+    if (step_.compute == Compute::none) {
       // --accum K: each micro-step adds (u + w)/K (the loss averaged over the whole batch).
-      cu::synthetic_grad_none(*ctx_, w, wire_, grad, wire_, static_cast<std::size_t>(p.numel),
-                              o_.seed, static_cast<std::uint64_t>(step),
-                              static_cast<std::uint64_t>(p.pid), synthetic_stream::none,
-                              1.0f / static_cast<float>(o_.accum), op.accumulate);
+      cu::synthetic_grad_none(*ctx_, w, type, grad, type, static_cast<std::size_t>(p.numel), seed_,
+                              static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(p.pid),
+                              synthetic_stream::none, 1.0f / static_cast<float>(step_.accum),
+                              op.accumulate);
     } else if (b == 0 || p.numel == 0) {
       // An empty micro-batch adds nothing to what earlier micro-steps left.
-      if (!op.accumulate) DMUON_CHECK_CUDA(cudaMemsetAsync(grad, 0, wire_bytes(p.numel), compute_));
+      if (!op.accumulate)
+        DMUON_CHECK_CUDA(cudaMemsetAsync(grad, 0, bytes_of(type, p.numel), compute_));
     } else {
       const auto ub = static_cast<std::size_t>(b);
-      cu::synthetic_rows(*ctx_, target_.at(0), wire_, ub, rows, o_.seed,
+      cu::synthetic_rows(*ctx_, target_.at(0), type, ub, rows, seed_,
                          static_cast<std::uint64_t>(step),
                          static_cast<std::uint64_t>(a.range.begin),
                          static_cast<std::uint64_t>(p.pid), synthetic_stream::target);
       // dY = (Y − T)·G/n (the mean over the global samples, see synthetic.hpp)
-      const float scale = static_cast<float>(L_.me.world()) / static_cast<float>(a.range.n);
-      cu::residual_scale(*ctx_, a.y.at(0), target_.at(0), wire_, ub * rows, scale);
-      cu::gemm(*ctx_, wire_, false, false, ub, cols, rows, 1.0f, a.y.at(0), w, 0.0f,
+      const float scale = static_cast<float>(ranks_) / static_cast<float>(a.range.n);
+      cu::residual_scale(*ctx_, a.y.at(0), target_.at(0), type, ub * rows, scale);
+      cu::gemm(*ctx_, type, false, false, ub, cols, rows, 1.0f, a.y.at(0), w, 0.0f,
                dx_.at(0));  // dX = dY·W
-      cu::gemm(*ctx_, wire_, true, false, rows, cols, ub, 1.0f, a.y.at(0), a.x.at(0),
+      cu::gemm(*ctx_, type, true, false, rows, cols, ub, 1.0f, a.y.at(0), a.x.at(0),
                op.accumulate ? 1.0f : 0.0f, grad);  // dW (+)= dYᵀ·X
     }
-    if (p.storage == Storage::sharded && p.chunk * L_.me.shard > p.numel) {
+    if (p.padding() > 0) {
       // The pooled slot held another group's gradient: the padding must reduce as zeros
       // (sharded_adamw: its persistent full gradient in the grad arena).
       const auto loc = gradient_location(L_, op.param, op.grad_base);
       DMUON_CHECK_CUDA(cudaMemsetAsync(at(Location{loc.arena, loc.offset + p.numel}), 0,
-                                       wire_bytes(p.chunk * L_.me.shard - p.numel), compute_));
+                                       bytes_of(type, p.padding()), compute_));
     }
   }
 
   void poison_gradient(const StepOp& op) override {
-    cu::convert(*ctx_, nan_.at(0), Dtype::f32, grad_of(op.param, op.grad_base), wire_, 1);
+    cu::convert(*ctx_, nan_.at(0), Dtype::f32, grad_of(op.param, op.grad_base),
+                dtype_of(param(op.param)), 1);
   }
 
   void release_weights(const StepOp&) override {}  // stream order covers the slot's reuse
@@ -405,15 +407,16 @@ class CudaBackend final : public StepBackend {
     for (int pi : group(op.group).members) {
       const auto& p = param(pi);
       if (!p.updated_here || !p.muon) continue;
+      const Dtype type = dtype_of(p);
       if (p.storage == Storage::sharded) {
         // The Nesterov input shard goes to its own place in the gather slot (in-place gather).
-        cu::muon_momentum(
-            *ctx_, grad_arena_.at(p.grad_shard_offset), wire_, state_.f32(p.state_offset),
-            gather_pool_.at(op.gather_base + p.gather_offset + L_.me.column * p.chunk), wire_,
-            static_cast<std::size_t>(p.chunk), step, muon_.momentum, muon_.nesterov,
-            bad_gradient(pi));
+        const Location gather = gather_location(pi, op.gather_base);
+        cu::muon_momentum(*ctx_, consumed_gradient(p), type, state_.f32(p.state_offset),
+                          at(Location{gather.arena, gather.offset + p.shard_begin}), type,
+                          static_cast<std::size_t>(p.chunk), step, muon_.momentum, muon_.nesterov,
+                          bad_gradient(pi));
       } else {
-        cu::muon_momentum(*ctx_, grad_arena_.at(p.grad_offset), wire_, state_.f32(p.state_offset),
+        cu::muon_momentum(*ctx_, consumed_gradient(p), type, state_.f32(p.state_offset),
                           ns_input_.at(p.state_offset), ns_type_, static_cast<std::size_t>(p.numel),
                           step, muon_.momentum, muon_.nesterov, bad_gradient(pi));
       }
@@ -422,7 +425,7 @@ class CudaBackend final : public StepBackend {
 
   void newton_schulz(const StepOp& op) override {
     const auto& p = param(op.param);
-    void* x = ns_matrix(p, op.gather_base, true);
+    void* x = ns_matrix(op.param, op.gather_base, true);
     const auto rows = static_cast<std::size_t>(p.shape.rows),
                cols = static_cast<std::size_t>(p.shape.cols);
     cu::newton_schulz(*ctx_, x, x, rows, cols, ns_type_, muon_.ns, workspace(rows, cols),
@@ -434,36 +437,31 @@ class CudaBackend final : public StepBackend {
     if (p.muon) {
       const float scale = kernels::muon_scale(static_cast<std::size_t>(p.shape.rows),
                                               static_cast<std::size_t>(p.shape.cols));
-      std::int64_t begin = 0, len = p.numel;
-      if (p.storage == Storage::sharded) {
-        begin = L_.me.column * p.chunk;
-        len = std::max<std::int64_t>(0, std::min(p.chunk, p.numel - begin));
-      }
-      const auto* out = static_cast<const unsigned char*>(ns_matrix(p, op.gather_base, false)) +
-                        static_cast<std::size_t>(begin) * dtype_bytes(ns_type_);
+      const std::int64_t begin = p.sharded() ? p.shard_begin : 0, len = p.shard_len();
+      const auto* out =
+          static_cast<const unsigned char*>(ns_matrix(op.param, op.gather_base, false)) +
+          static_cast<std::size_t>(begin) * dtype_bytes(ns_type_);
       cu::muon_apply(*ctx_, master_.f32(p.master_offset), out, ns_type_,
                      static_cast<std::size_t>(len), muon_.lr, muon_.weight_decay, scale,
                      bad_weight(op.param));
       return;
     }
-    const bool sharded = p.storage == Storage::sharded;
-    cu::adamw_step(*ctx_, master_.f32(p.master_offset),
-                   sharded ? grad_arena_.at(p.grad_shard_offset) : grad_arena_.at(p.grad_offset),
-                   wire_, state_.f32(p.state_offset), state2_.f32(p.second_state_offset),
+    cu::adamw_step(*ctx_, master_.f32(p.master_offset), consumed_gradient(p), dtype_of(p),
+                   state_.f32(p.state_offset), state2_.f32(p.second_state_offset),
                    static_cast<std::size_t>(p.state_elems), step, adamw_config(),
                    bad_gradient(op.param));
   }
 
   void clip_partial(const StepOp&) override {
-    const bool inf = o_.clip_norm_type == ClipNormType::inf;
+    const bool inf = step_.clip_norm_type == ClipNormType::inf;
     cu::clip_partial_reset(*ctx_, clip_partial_acc());
     for (const auto& p : L_.params) {
       if (!p.updated_here) continue;
       const ClipSpan span = clip_counted(L_, p);
       if (span.count == 0) continue;
       const auto* g = static_cast<const unsigned char*>(consumed_gradient(p)) +
-                      static_cast<std::size_t>(span.begin) * dtype_bytes(wire_);
-      cu::clip_partial_add(*ctx_, g, wire_, static_cast<std::size_t>(span.count), inf,
+                      bytes_of(dtype_of(p), span.begin);
+      cu::clip_partial_add(*ctx_, g, dtype_of(p), static_cast<std::size_t>(span.count), inf,
                            clip_partial_acc());
     }
     cu::clip_partial_finish(*ctx_, clip_partial_acc(), inf, clip_scalar_.f32());
@@ -472,12 +470,12 @@ class CudaBackend final : public StepBackend {
   void clip_scale(const StepOp&) override {
     // The coefficient is computed by each kernel from the reduced scalar on the device: the
     // host never waits for the norm.
-    const bool inf = o_.clip_norm_type == ClipNormType::inf;
+    const bool inf = step_.clip_norm_type == ClipNormType::inf;
     for (const auto& p : L_.params) {
       if (!p.updated_here) continue;
-      const std::int64_t n = p.storage == Storage::sharded ? p.chunk : p.numel;
-      cu::clip_scale(*ctx_, consumed_gradient(p), wire_, static_cast<std::size_t>(n),
-                     clip_scalar_.f32(), inf, o_.clip_norm);
+      const std::int64_t n = p.own_elems();
+      cu::clip_scale(*ctx_, consumed_gradient(p), dtype_of(p), static_cast<std::size_t>(n),
+                     clip_scalar_.f32(), inf, step_.clip_norm);
     }
   }
 
@@ -513,7 +511,8 @@ class CudaBackend final : public StepBackend {
     std::size_t b = 0;
     for (const DeviceBuffer* d :
          {&master_, &state_, &state2_, &ns_input_, &grad_arena_, &weight_pool_, &grad_pool_,
-          &gather_pool_, &gather_ns_, &target_, &dx_, &clip_scalar_, &clip_acc_})
+          &gather_pool_, &gather_ns_, &alt_weights_, &alt_grads_, &alt_gather_, &alt_gather_ns_,
+          &target_, &dx_, &clip_scalar_, &clip_acc_})
       b += d->bytes();
     for (const auto& a : acts_) b += a.x.bytes() + a.y.bytes();
     for (const auto& w : workspaces_) b += w.second->bytes();
@@ -528,13 +527,15 @@ class CudaBackend final : public StepBackend {
 
   // This rank's samples in micro-step `micro` of --accum (accumulation.hpp).
   SampleRange micro_range(std::int64_t n, int micro) const {
-    return micro_sample_range(n, micro, o_.accum, rank_, ranks_);
+    return micro_sample_range(n, micro, step_.accum, rank_, ranks_);
   }
   const GroupLayout& group(int g) const { return L_.groups[static_cast<std::size_t>(g)]; }
   const ParamLayout& param(int p) const { return L_.params[static_cast<std::size_t>(p)]; }
-  std::size_t wire_bytes(std::int64_t n) const {
-    return static_cast<std::size_t>(n) * dtype_bytes(wire_);
+  static std::size_t bytes_of(Dtype type, std::int64_t n) {
+    return static_cast<std::size_t>(n) * dtype_bytes(type);
   }
+  // The type a parameter's weights and gradients travel in (its --route dtype or the wire's).
+  Dtype dtype_of(const ParamLayout& p) const { return p.alt_wire ? p.wire : wire_; }
   unsigned long long* bad_gradient(int p) const {
     return counters_->at(2 * static_cast<std::size_t>(p));
   }
@@ -550,9 +551,10 @@ class CudaBackend final : public StepBackend {
       case Arena::grad_pool: return grad_pool_.at(where.offset);
       case Arena::gather_pool: return gather_pool_.at(where.offset);
       case Arena::clip_scalar: return clip_scalar_.at(0);
-      case Arena::alt_weights:
-      case Arena::alt_grads:
-      case Arena::alt_gather: break;  // --route dtypes: refused for cuda (validate_run)
+      case Arena::alt_weights: return alt_weights_.at(where.offset);
+      case Arena::alt_grads: return alt_grads_.at(where.offset);
+      case Arena::alt_gather: return alt_gather_.at(where.offset);
+      default: break;  // the TP exchange's: --tp is refused on this backend (validate_tp_run)
     }
     throw std::logic_error("CUDA backend: a buffer in an arena it does not have");
   }
@@ -561,30 +563,43 @@ class CudaBackend final : public StepBackend {
   }
   // The gradient the optimizer reads: the owner's reduced one, the shard, the replica.
   void* consumed_gradient(const ParamLayout& p) const {
-    return grad_arena_.at(p.storage == Storage::sharded ? p.grad_shard_offset : p.grad_offset);
+    return at(Location{p.alt_wire ? Arena::alt_grads : Arena::grad_arena,
+                       p.storage == Storage::sharded ? p.grad_shard_offset : p.grad_offset});
   }
   void* grad_of(int param, std::int64_t base) const {
     return at(gradient_location(L_, param, base));
   }
+  // The weights compute reads (its group's slot, or its own alt region).
+  void* weights_of(int param, std::int64_t weight_base) const {
+    return at(locate(L_, BufferRef{BufferRef::Kind::weights, -1, param, weight_base}));
+  }
+  // fsdp-muon: a Muon parameter's all-gathered Nesterov input.
+  Location gather_location(int param, std::int64_t gather_base) const {
+    return locate(L_, BufferRef{BufferRef::Kind::gather, -1, param, gather_base});
+  }
 
-  cudaStream_t stream_for(Op op) const {
-    switch (op) {
-      case Op::issue_reduce: return reduce_;
-      case Op::issue_stage2:
-      case Op::publish: return replicate_;
-      default: return weights_;
+  // The CUDA stream of the op table's communication stream (step_op.hpp).
+  cudaStream_t stream(Stream s) const {
+    switch (s) {
+      case Stream::reduce: return reduce_;
+      case Stream::replicate: return replicate_;
+      case Stream::weights: return weights_;
     }
+    return weights_;
   }
 
   // The ns-typed matrix Newton–Schulz works on in place: owners' and replicas' inputs, or
-  // fsdp-muon's gathered input (converted from the wire type when `load` and types differ).
-  void* ns_matrix(const ParamLayout& p, std::int64_t gather_base, bool load) {
+  // fsdp-muon's gathered input (converted from its wire type when `load` and types differ).
+  void* ns_matrix(int pi, std::int64_t gather_base, bool load) {
+    const ParamLayout& p = param(pi);
     if (p.storage != Storage::sharded) return ns_input_.at(p.state_offset);
-    void* gathered = gather_pool_.at(gather_base + p.gather_offset);
-    if (wire_ == ns_type_) return gathered;
-    void* image = gather_ns_.at(gather_base + p.gather_offset);
+    const Location where = gather_location(pi, gather_base);
+    void* gathered = at(where);
+    const Dtype type = dtype_of(p);
+    if (type == ns_type_) return gathered;
+    void* image = (p.alt_wire ? alt_gather_ns_ : gather_ns_).at(where.offset);
     if (load)
-      cu::convert(*ctx_, gathered, wire_, image, ns_type_, static_cast<std::size_t>(p.numel));
+      cu::convert(*ctx_, gathered, type, image, ns_type_, static_cast<std::size_t>(p.numel));
     return image;
   }
 
@@ -623,7 +638,8 @@ class CudaBackend final : public StepBackend {
   }
 
   const StepLayout& L_;
-  EngineOptions o_;
+  StepSpec step_;       // what the step computes (its batch, compute mode, clip, accum)
+  std::uint64_t seed_;  // the synthetic data's
   Dtype wire_, ns_type_;
   kernels::MuonConfig muon_;
   int device_;
@@ -634,7 +650,8 @@ class CudaBackend final : public StepBackend {
   std::unique_ptr<CudaPhaseTimer> timer_;
   std::unique_ptr<comm::Communicator> shard_, replicate_comm_, world_;
   DeviceBuffer master_, state_, state2_, ns_input_, grad_arena_, weight_pool_, grad_pool_,
-      gather_pool_, gather_ns_, target_, dx_, nan_, clip_scalar_, clip_acc_;
+      gather_pool_, gather_ns_, alt_weights_, alt_grads_, alt_gather_, alt_gather_ns_, target_, dx_,
+      nan_, clip_scalar_, clip_acc_;
   std::vector<Activations> acts_;
   std::unique_ptr<cu::DeviceCounters> counters_;
   std::vector<unsigned long long> host_counters_;
@@ -645,15 +662,15 @@ class CudaBackend final : public StepBackend {
 
 std::unique_ptr<StepBackend> make_cuda_backend(const model::ModuleTree& tree,
                                                const StepLayout& layout, const EngineOptions& o,
-                                               const comm::RankLayout& ranks, MPI_Comm world) {
-  // The schedule's TP ops (tp_gather, tp_scatter) have no CUDA implementation: refuse, never
-  // skip (validate_tp_run refuses --tp --device cuda before a run; every rank alike).
-  if (layout.tp > 1)
-    throw InputError(fmt::format(
-        "--tp {} runs on --device host only (the CUDA backend has no TP gather/scatter)",
-        layout.tp));
-  const int device = select_device(world);
-  return std::make_unique<CudaBackend>(tree, layout, o, ranks, world, device);
+                                               const comm::RankGroups& groups) {
+  // The schedule's TP exchange has no CUDA buffers yet: refuse, never skip (validate_tp_run
+  // refuses --tp --device cuda before a run; every rank alike).
+  if (layout.tp() > 1)
+    throw InputError(
+        fmt::format("--tp {} runs on --device host only (the CUDA backend has no TP buffers yet)",
+                    layout.tp()));
+  const int device = select_device(groups.comm(CommGroup::world));
+  return std::make_unique<CudaBackend>(tree, layout, o, groups, device);
 }
 
 }  // namespace dmuon::engine

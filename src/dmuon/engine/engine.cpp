@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
@@ -39,11 +38,6 @@ void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const E
       throw InputError(fmt::format("parameter '{}' is {}: the engine runs float32 parameters only",
                                    p.name, model::dtype_name(p.dtype)));
   }
-  if (o.backend.device == Device::cuda && plan.has_route_dtypes())
-    throw InputError(fmt::format(
-        "--route '{}': a per-route dtype runs on --device host only (the CUDA backend keeps "
-        "every parameter in --comm-dtype); drop the ':dtype' or run on the host",
-        abbreviate_value(plan::routes_text(plan.config.routes))));
   if (o.backend.device == Device::cuda) require_cuda_backend();
 }
 

@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dmuon/engine/method.hpp"
@@ -47,6 +49,18 @@ kernels::Dtype parse_dtype(std::string_view s, std::string_view flag, bool allow
 const char* dtype_flag_name(kernels::Dtype t);
 /// "gram" | "direct".
 kernels::NsVariant parse_ns_variant(std::string_view s);
+
+struct AdamwEpsRegime;  // reference.hpp
+
+/// What --check compares with when EngineOptions::check_reference is set: the weights per
+/// parameter in tree.parameter_order() and, when the reference knows them (a reference file
+/// does), its AdamW elements in the eps regime, which fp32 checks excuse (reference.hpp).
+struct ReferenceWeights {
+  ReferenceWeights(std::vector<std::vector<float>> w = {})  // NOLINT: weights alone convert
+      : weights(std::move(w)) {}
+  std::vector<std::vector<float>> weights;
+  std::shared_ptr<const AdamwEpsRegime> eps_regime;
+};
 
 /// Largest --accum accepted.
 inline constexpr int kMaxAccum = 1024;
@@ -92,8 +106,9 @@ struct BackendSpec {
   Device device = Device::host;
   /// Newton–Schulz form (gram: Gram iteration with the restart, the reference's default).
   kernels::NsVariant ns = kernels::NsVariant::gram;
-  /// CUDA only: Newton–Schulz iterations in fp16 (the reference's), bf16 or fp32; the norm is
-  /// always fp32. The host computes in fp32.
+  /// CUDA only: the type Newton–Schulz reads and writes, fp16 (the reference's), bf16 or fp32;
+  /// the norm is always fp32. What runs per matrix (the form and the types of X̃ and of the
+  /// Gram matrices) is cuda::ns_numerics' rule (docs/KERNELS.md). The host computes in fp32.
   kernels::Dtype ns_dtype = kernels::Dtype::f16;
 };
 
@@ -109,7 +124,7 @@ struct RunControl {
   /// When set, --check compares with what this returns (rank 0: per parameter in
   /// tree.parameter_order()) instead of recomputing the one-process reference here: a
   /// reference computed on another machine (reference_file.hpp).
-  std::function<std::vector<std::vector<float>>()> check_reference;
+  std::function<ReferenceWeights()> check_reference;
   int inject_nan_step = -1;  ///< test aid: poison a gradient on the last rank at this step
   /// Max Frobenius relative error per parameter accepted by --check; 0 = the default for the
   /// run's dtypes (EngineOptions::effective_check_tolerance).

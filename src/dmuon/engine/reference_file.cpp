@@ -2,29 +2,75 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/engine/grad_clip.hpp"
 
 namespace dmuon::engine {
 
 namespace {
-constexpr const char* kMagic = "DMUON-REFERENCE 1";
+
+constexpr const char* kMagic = "DMUON-REFERENCE 2";
+
+nlohmann::json regime_json(const AdamwEpsRegime* regime) {
+  nlohmann::json j;
+  j["bound_per_step"] = regime ? regime->bound_per_step : 0.0;
+  nlohmann::json elements = nlohmann::json::array();
+  if (regime)
+    for (std::size_t p = 0; p < regime->elements.size(); ++p)
+      for (const auto& [element, steps] : regime->elements[p])
+        elements.push_back({p, element, steps});
+  j["elements"] = elements;
+  return j;
 }
+
+// The regime line of a file for `tree`; throws InputError naming the file when it is damaged.
+std::shared_ptr<const AdamwEpsRegime> parse_regime(const std::string& path, const std::string& line,
+                                                   const model::ModuleTree& tree) {
+  auto regime = std::make_shared<AdamwEpsRegime>();
+  regime->elements.assign(tree.parameter_order().size(), {});
+  try {
+    const auto j = nlohmann::json::parse(line);
+    regime->bound_per_step = j.at("bound_per_step").get<double>();
+    for (const auto& e : j.at("elements")) {
+      const auto p = e.at(0).get<std::size_t>();
+      const auto element = e.at(1).get<std::int64_t>();
+      const int steps = e.at(2).get<int>();
+      if (p >= regime->elements.size() || element < 0 || steps < 1 ||
+          element >= tree.parameter(tree.parameter_order()[p]).numel())
+        throw InputError("an element out of range");
+      regime->elements[p].emplace_back(element, steps);
+    }
+  } catch (const std::exception& e) {
+    throw InputError(
+        fmt::format("reference file '{}' has a damaged eps-regime line ({})", path, e.what()));
+  }
+  for (auto& flagged : regime->elements) std::sort(flagged.begin(), flagged.end());
+  return regime;
+}
+
+}  // namespace
 
 std::string reference_header(const model::ModuleTree& tree, const plan::Plan& plan,
                              const EngineOptions& o, int world) {
   nlohmann::json h;
   // The settings reference_weights reads, and nothing else (layouts and wire types do not
   // change the one-process arithmetic).
-  h["muon"] = o.step.method != Method::fsdp_adamw;
+  h["muon"] = traits(o.step.method).muon;
   h["seed"] = o.run.seed;
   h["steps"] = o.run.total_steps();
   h["global_samples"] = o.step.global_samples(world);
   h["compute"] = compute_name(o.step.compute);
   h["ns"] = std::string(kernels::to_string(o.backend.ns));
+  // Clipping and accumulation change the step (grad_clip.hpp, accumulation.hpp).
+  h["clip_norm"] = o.step.clip_norm;
+  if (o.step.clip_norm > 0) h["clip_norm_type"] = clip_norm_type_name(o.step.clip_norm_type);
+  h["accum"] = o.step.accum;
   nlohmann::json params = nlohmann::json::array();
   for (int pid : tree.parameter_order()) {
     const auto& p = tree.parameter(pid);
@@ -37,12 +83,12 @@ std::string reference_header(const model::ModuleTree& tree, const plan::Plan& pl
 }
 
 void write_reference(const std::string& path, const std::string& header,
-                     const std::vector<std::vector<float>>& weights) {
+                     const std::vector<std::vector<float>>& weights, const AdamwEpsRegime* regime) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) throw InputError(fmt::format("cannot write reference file '{}'", tmp));
-    f << kMagic << '\n' << header << '\n';
+    f << kMagic << '\n' << header << '\n' << regime_json(regime).dump() << '\n';
     for (const auto& w : weights)
       f.write(reinterpret_cast<const char*>(w.data()),
               static_cast<std::streamsize>(w.size() * sizeof(float)));
@@ -52,8 +98,8 @@ void write_reference(const std::string& path, const std::string& header,
     throw InputError(fmt::format("cannot rename '{}' to '{}'", tmp, path));
 }
 
-std::vector<std::vector<float>> read_reference(const std::string& path, const std::string& header,
-                                               const model::ModuleTree& tree) {
+ReferenceWeights read_reference_check(const std::string& path, const std::string& header,
+                                      const model::ModuleTree& tree) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw InputError(fmt::format("reference file '{}' cannot be opened", path));
   std::string magic, stored;
@@ -67,7 +113,11 @@ std::vector<std::vector<float>> read_reference(const std::string& path, const st
         "reference file '{}' was computed for other settings or another model (header {} ; "
         "this run needs {})",
         path, stored.substr(0, 200), header.substr(0, 200)));
-  std::vector<std::vector<float>> w;
+  std::string regime_line;
+  std::getline(f, regime_line);
+  ReferenceWeights ref;
+  ref.eps_regime = parse_regime(path, regime_line, tree);
+  auto& w = ref.weights;
   for (int pid : tree.parameter_order()) {
     w.emplace_back(static_cast<std::size_t>(tree.parameter(pid).numel()));
     f.read(reinterpret_cast<char*>(w.back().data()),
@@ -78,7 +128,12 @@ std::vector<std::vector<float>> read_reference(const std::string& path, const st
   }
   if (f.peek() != std::char_traits<char>::eof())
     throw InputError(fmt::format("reference file '{}' has bytes after the last parameter", path));
-  return w;
+  return ref;
+}
+
+std::vector<std::vector<float>> read_reference(const std::string& path, const std::string& header,
+                                               const model::ModuleTree& tree) {
+  return read_reference_check(path, header, tree).weights;
 }
 
 }  // namespace dmuon::engine

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <memory>
 #include <thread>
 #include <type_traits>
 
@@ -308,15 +309,19 @@ void ResultCollector::check(RunResult& r, StepBackend& backend) {
   std::int64_t excused = 0;
   if (!r.final_weights.empty()) {  // rank 0 of its DP group
     // The eps-regime excuse where the tolerance is fp32's (1e-4): a 16-bit tolerance (8 unit
-    // roundoffs) already covers AdamW's isolated flips.
-    AdamwEpsRegime regime;
-    const bool excuse = !o_.run.check_reference && !sixteen_bit;
-    const auto ref = o_.run.check_reference
-                         ? o_.run.check_reference()
-                         : reference_weights(tree_, plan_, o_, layout_.me.grid.dp_size(),
-                                             excuse ? &regime : nullptr, layout_.tp_rank());
-    mine.err = max_relative_error(local_, r.final_weights, ref, &r.worst_param,
-                                  excuse ? &regime : nullptr, &excused);
+    // roundoffs) already covers AdamW's isolated flips. A reference file brings its own.
+    ReferenceWeights ref;
+    if (o_.run.check_reference) {
+      ref = o_.run.check_reference();
+    } else {
+      auto regime = std::make_shared<AdamwEpsRegime>();
+      ref.weights = reference_weights(tree_, plan_, o_, layout_.me.grid.dp_size(),
+                                      sixteen_bit ? nullptr : regime.get(), layout_.tp_rank());
+      ref.eps_regime = std::move(regime);
+    }
+    const AdamwEpsRegime* excuse = sixteen_bit ? nullptr : ref.eps_regime.get();
+    mine.err = max_relative_error(local_, r.final_weights, ref.weights, &r.worst_param, excuse,
+                                  &excused);
   }
   // The other ranks wait politely: with oversubscribed ranks a spinning collective would take
   // the cores the reference needs.

@@ -56,11 +56,13 @@ typedef void(MPI_User_function)(void* in, void* inout, int* len, MPI_Datatype* t
 #define MPI_UINT16_T 8
 #define MPI_UNSIGNED_LONG_LONG 9
 #define MPI_LONG 10
+#define MPI_DOUBLE_INT 11 /* struct { double; int; } */
 
 #define MPI_OP_NULL 0
 #define MPI_SUM 1
 #define MPI_MAX 2
 #define MPI_MIN 3
+#define MPI_MAXLOC 4
 
 #define MPI_IN_PLACE ((void*)1)
 #define MPI_STATUS_IGNORE ((MPI_Status*)0)
@@ -94,6 +96,8 @@ int MPI_Allreduce(const void* send, void* recv, int count, MPI_Datatype type, MP
                   MPI_Comm comm);
 int MPI_Gather(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
                MPI_Datatype rtype, int root, MPI_Comm comm);
+int MPI_Scatter(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
+                MPI_Datatype rtype, int root, MPI_Comm comm);
 int MPI_Allgather(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
                   MPI_Datatype rtype, MPI_Comm comm);
 
@@ -102,6 +106,10 @@ int MPI_Ireduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_
                 MPI_Comm comm, MPI_Request* req);
 int MPI_Iallreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
                    MPI_Comm comm, MPI_Request* req);
+int MPI_Igather(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
+                MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req);
+int MPI_Iscatter(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
+                 MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req);
 int MPI_Iallgather(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
                    MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req);
 int MPI_Ireduce_scatter_block(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,

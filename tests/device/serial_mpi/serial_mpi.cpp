@@ -23,6 +23,7 @@ std::size_t type_size(MPI_Datatype t) {
     case MPI_UINT64_T:
     case MPI_UNSIGNED_LONG_LONG:
     case MPI_LONG: return 8;
+    case MPI_DOUBLE_INT: return sizeof(struct { double d; int i; });
     default: return 0;
   }
 }
@@ -140,6 +141,11 @@ int MPI_Gather(const void* send, int scount, MPI_Datatype stype, void* recv, int
                int root, MPI_Comm c) {
   return root != 0 ? MPI_ERR_OTHER : (valid(c) ? MPI_ERR_OTHER : copy(send, recv, scount, stype));
 }
+int MPI_Scatter(const void* send, int, MPI_Datatype, void* recv, int rcount, MPI_Datatype rtype,
+                int root, MPI_Comm c) {
+  if (root != 0 || valid(c)) return MPI_ERR_OTHER;
+  return recv == MPI_IN_PLACE ? MPI_SUCCESS : copy(send, recv, rcount, rtype);
+}
 int MPI_Allgather(const void* send, int scount, MPI_Datatype stype, void* recv, int, MPI_Datatype,
                   MPI_Comm c) {
   return valid(c) ? MPI_ERR_OTHER : copy(send, recv, scount, stype);
@@ -155,6 +161,14 @@ int MPI_Ireduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_
 int MPI_Iallreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
                    MPI_Comm c, MPI_Request* req) {
   return done(req, MPI_Allreduce(send, recv, count, type, op, c));
+}
+int MPI_Igather(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
+                MPI_Datatype rtype, int root, MPI_Comm c, MPI_Request* req) {
+  return done(req, MPI_Gather(send, scount, stype, recv, rcount, rtype, root, c));
+}
+int MPI_Iscatter(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
+                 MPI_Datatype rtype, int root, MPI_Comm c, MPI_Request* req) {
+  return done(req, MPI_Scatter(send, scount, stype, recv, rcount, rtype, root, c));
 }
 int MPI_Iallgather(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
                    MPI_Datatype rtype, MPI_Comm c, MPI_Request* req) {
