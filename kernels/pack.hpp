@@ -35,4 +35,9 @@ void average_gradient(float* grad, std::size_t n, int num_contributors);
 /// dst = src (a STREAM-like copy through Kokkos, the bandwidth yardstick of the benchmarks).
 void copy(const float* src, float* dst, std::size_t n);
 
+/// Memory traffic of a memory-bound op: reads `read` floats of src (summed, so the reads
+/// happen) and writes `written` floats of dst (each a function of that sum); returns the sum.
+/// What the engine runs for an activation op whose cost, not its result, matters.
+float stream(const float* src, std::size_t read, float* dst, std::size_t written);
+
 }  // namespace dmuon::kernels::host

@@ -32,6 +32,23 @@ void copy(const float* src, float* dst, std::size_t n) {
       "dmuon::copy", detail::range(n), KOKKOS_LAMBDA(const std::size_t i) { d(i) = s(i); });
 }
 
+float stream(const float* src, std::size_t read, float* dst, std::size_t written) {
+  require_kokkos("stream");
+  detail::require_data(src, read, "stream", "source");
+  detail::require_data(dst, written, "stream", "destination");
+  const detail::ConstVec s(src, read);
+  const detail::Vec d(dst, written);
+  float sum = 0;
+  Kokkos::parallel_reduce(
+      "dmuon::stream_read", detail::range(read),
+      KOKKOS_LAMBDA(const std::size_t i, float& acc) { acc += s(i); }, sum);
+  const float base = sum * 1e-30f;
+  Kokkos::parallel_for(
+      "dmuon::stream_write", detail::range(written),
+      KOKKOS_LAMBDA(const std::size_t i) { d(i) = base + static_cast<float>(i & 1023u); });
+  return sum;
+}
+
 std::size_t pack(const ConstSlice* parts, std::size_t num_parts, float* dst, std::size_t dst_size) {
   require_kokkos("pack");
   const std::size_t total = total_size(parts, num_parts);

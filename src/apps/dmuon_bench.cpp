@@ -69,6 +69,7 @@ struct Setup {
   apps::bench::BenchOptions o;
   std::vector<engine::Method> methods;
   std::optional<model::Topology> topo;
+  std::optional<work::StepWork> step_work;  ///< --seq-len: the model's activation work
   std::string sweep_source = "--boundary";
   std::vector<plan::Plan> plans;
   std::vector<BenchRun> runs;
@@ -97,6 +98,11 @@ void set_up(int argc, char** argv, int rank, int size, Setup& st) {
   engine::validate(o.engine, size);
   st.topo = apps::load_topology(o.plan);
   const auto& topo = *st.topo;
+  // --seq-len: the model's activation work, computed where the backend computes (the host in
+  // fp32, the CUDA backend in the wire type).
+  st.step_work = apps::bench::attach_step_work(
+      o, topo,
+      o.engine.backend.device == engine::Device::cuda ? o.engine.step.wire : kernels::Dtype::f32);
   const auto sweep = apps::bench::invocation_sweep(o, topo, apps::config_dir(), args.config_path(),
                                                    &st.sweep_source);
   auto list = apps::bench::make_run_list(o, topo, sweep, st.methods, size);
@@ -210,7 +216,8 @@ int bench(int argc, char** argv) {
       std::cout << apps::bench::to_json(topo, st.plans, o, size, st.runs, host).dump(2)
                 << std::endl;
     else
-      std::cout << apps::bench::format_table(topo, st.plans, o, size, st.runs, st.sweep_source,
+      std::cout << (st.step_work ? apps::bench::step_work_lines(o, *st.step_work) : "")
+                << apps::bench::format_table(topo, st.plans, o, size, st.runs, st.sweep_source,
                                              host)
                 << std::flush;
   }

@@ -23,6 +23,8 @@
 #include "dmuon/project/projection.hpp"
 #include "dmuon/results/provenance.hpp"
 #include "dmuon/results/results_writer.hpp"
+#include "dmuon/work/flop_convention.hpp"
+#include "dmuon/work/throughput.hpp"
 #include "project/calibrate.hpp"
 #include "project/project_options.hpp"
 
@@ -37,22 +39,28 @@ struct WorldRows {
   std::vector<project::Projection> projections;  // by row (empty for rejected rows)
 };
 
-std::string projection_table(const project::Machine& m, const WorldRows& w) {
+std::string projection_table(const project::Machine& m, const WorldRows& w,
+                             const std::string& convention) {
   std::string s = fmt::format(
-      "# projected on {} (world {} = {} node(s) of {} ranks): throughput and how the replay ran\n",
-      m.name, w.world, (w.world + m.ranks_per_node - 1) / m.ranks_per_node, m.ranks_per_node);
-  s += fmt::format("# {:<40} {:<10} {:>10} {:>8} {:>14} {:>9} {:>10} {:>9}\n", "boundary", "method",
-                   "step ms", "MFU %", "tokens/s", "programs", "batches", "wall s");
+      "# projected on {} (world {} = {} node(s) of {} ranks): throughput ({} FLOP convention) and "
+      "how the replay ran\n",
+      m.name, w.world, (w.world + m.ranks_per_node - 1) / m.ranks_per_node, m.ranks_per_node,
+      convention);
+  s += fmt::format("# {:<40} {:<10} {:>10} {:>8} {:>7} {:>8} {:>12} {:>9} {:>10} {:>9}\n",
+                   "boundary", "method", "step ms", "MFU %", "HFU %", "TFLOP/s", "tok/s/GPU",
+                   "programs", "batches", "wall s");
   for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
     const auto& run = w.list.runs[i];
     if (!run.ok()) continue;
     const auto& p = w.projections[i];
     std::string label = run.boundary_label();
     if (label.size() > 40) label = label.substr(0, 37) + "...";
-    s += fmt::format("  {:<40} {:<10} {:>10.2f} {:>8.2f} {:>14.4g} {:>9} {:>10} {:>9.2f}\n", label,
-                     engine::method_name(run.method),
-                     p.result.phases_ms[static_cast<std::size_t>(engine::Phase::step)], 100 * p.mfu,
-                     p.tokens_per_s, p.programs, p.batches, p.build_s + p.replay_s);
+    s += fmt::format(
+        "  {:<40} {:<10} {:>10.2f} {:>8.2f} {:>7} {:>8.1f} {:>12.5g} {:>9} {:>10} {:>9.2f}\n",
+        label, engine::method_name(run.method),
+        p.result.phases_ms[static_cast<std::size_t>(engine::Phase::step)], 100 * p.mfu,
+        p.hfu > 0 ? fmt::format("{:.2f}", 100 * p.hfu) : std::string("-"), p.model_tflops_per_gpu,
+        p.tokens_per_s / w.world, p.programs, p.batches, p.build_s + p.replay_s);
   }
   return s;
 }
@@ -94,9 +102,29 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
   }
   if (!o.bench.output.empty()) results::check_output_writable(o.bench.output);
 
+  // --seq-len: the model's activation work, in the compute type of the machine (a GPU's
+  // --compute-dtype, bf16 by default; a CPU's fp32), and the FLOPs MFU and HFU count.
+  const kernels::Dtype compute =
+      machine.device == project::DeviceKind::gpu
+          ? o.bench.engine.step.compute_dtype.value_or(kernels::Dtype::bf16)
+          : kernels::Dtype::f32;
+  const auto step_work = apps::bench::attach_step_work(o.bench, topo, compute);
   project::ProjectionOptions po;
   po.engine = o.bench.engine;
   po.symmetry = o.symmetry_resolved;
+  std::vector<std::string> notes;
+  std::string flops_note;
+  if (step_work) {
+    if (!step_work->note.empty()) notes.push_back(step_work->note);
+    for (const auto& n : step_work->not_modelled) notes.push_back("not modelled: " + n);
+    const auto flops = work::model_flops_per_token(topo, o.bench.seq_len);
+    if (flops.has_geometry || o.bench.flops_resolved == work::FlopConvention::six_n)
+      po.model_flops_per_token = flops.of(o.bench.flops_resolved);
+    else
+      flops_note = fmt::format("--flops {} needs a model geometry: MFU counts 6N", o.bench.flops);
+    po.hardware_flops_per_token = work::hardware_flops_per_token(*step_work);
+    if (!flops_note.empty()) notes.push_back(flops_note);
+  }
   for (auto& w : worlds) {
     w.projections.resize(w.list.runs.size());
     for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
@@ -133,6 +161,8 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
         rec.summary_text["symmetry"] = project::symmetry_name(o.symmetry_resolved);
         if (w.list.runs[i].ok()) {
           rec.summary["mfu"] = w.projections[i].mfu;
+          rec.summary["hfu"] = w.projections[i].hfu;
+          rec.summary["model_tflops_per_gpu"] = w.projections[i].model_tflops_per_gpu;
           rec.summary["tokens_per_s"] = w.projections[i].tokens_per_s;
           rec.summary["model_flops_per_step"] = w.projections[i].model_flops_per_step;
         }
@@ -156,6 +186,9 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
         if (w.list.runs[i].ok()) {
           const auto& p = w.projections[i];
           x["mfu"] = p.mfu;
+          x["hfu"] = p.hfu;
+          x["model_tflops_per_gpu"] = p.model_tflops_per_gpu;
+          x["flop_convention"] = o.bench.flops;
           x["tokens_per_s"] = p.tokens_per_s;
           x["model_flops_per_step"] = p.model_flops_per_step;
           x["projection"] = {{"programs", p.programs},
@@ -173,10 +206,19 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
     j["symmetry"] = project::symmetry_name(o.symmetry_resolved);
     j["machine"] = machine_json(machine);
     j["runs"] = runs;
+    if (step_work)
+      j["step_work"] = {{"seq_len", o.bench.seq_len},
+                        {"micro_batch", o.bench.micro_batch},
+                        {"ac", o.bench.ac},
+                        {"fusion", o.bench.fusion},
+                        {"compute_dtype", engine::dtype_flag_name(compute)}};
+    j["notes"] = notes;
     j["failures"] = failures;
     j["passed"] = failures == 0;
     std::cout << j.dump(2) << std::endl;
   } else {
+    if (step_work) std::cout << apps::bench::step_work_lines(o.bench, *step_work);
+    if (!flops_note.empty()) std::cout << "# note: " << flops_note << "\n";
     for (const auto& w : worlds) {
       std::string t =
           apps::bench::format_table(topo, w.list.plans, bo, w.world, w.list.runs, sweep_source, {});
@@ -185,7 +227,7 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
       t = fmt::format("# dmuon_project (PROJECTED on machine {}, not measured): {}\n", machine.name,
                       t.substr(std::string("# dmuon_bench ").size(), eol - 14)) +
           t.substr(eol + 1);
-      std::cout << t << projection_table(machine, w) << std::flush;
+      std::cout << t << projection_table(machine, w, o.bench.flops) << std::flush;
     }
   }
   return failures == 0 ? apps::kOk : apps::kCheckFailed;

@@ -23,6 +23,7 @@
 #include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/accumulation.hpp"
+#include "dmuon/engine/activation_work.hpp"
 #include "dmuon/engine/baseline_volume.hpp"
 #include "dmuon/engine/step_schedule.hpp"
 #include "dmuon/plan/comm_volume.hpp"
@@ -530,6 +531,53 @@ TEST(StepSchedule, TwoSitesTwoOwnersHandWritten) {
   int accumulating = 0;
   for (const auto& op : s2) accumulating += op.op == Op::backward && op.accumulate;
   EXPECT_EQ(accumulating, 2);  // the second micro-step's two backward ops
+}
+
+// The activation work by hand: layers.0 and layers.1 (one parameter each, two groups) and
+// four work units — a stem, the two blocks, a head — each with one op per phase it has
+// (block 1 is checkpointed: a recompute op). The stem runs at the first group, a block at the
+// group holding its parameter, the head at the last group; forward in unit order after the
+// group's forward, backward unit by unit in reverse (recompute, then backward) before the
+// group's parameters' backward.
+TEST(StepSchedule, ActivationWorkHandWritten) {
+  model::ModuleTree tree("M");
+  const int list = tree.add_module(0, "layers", "ModuleList");
+  std::vector<int> blocks;
+  for (int i = 0; i < 2; ++i) {
+    blocks.push_back(tree.add_module(list, std::to_string(i), "L"));
+    tree.add_parameter(blocks.back(), "w", {4, 4});
+  }
+  tree.finalize();
+  const auto p = two_rank_round_robin_plan(tree, "all");
+  work::Op op;
+  op.kind = work::OpKind::memory;
+  op.bytes_read = op.bytes_written = 64;
+  auto act = std::make_shared<engine::ActivationWork>();
+  act->units.resize(4);
+  act->units[0].forward = {op};  // stem: an embedding lookup
+  act->units[0].backward = {op};
+  for (int b = 0; b < 2; ++b) {
+    auto& u = act->units[static_cast<std::size_t>(b + 1)];
+    u.module = blocks[static_cast<std::size_t>(b)];
+    u.forward = u.backward = {op};
+  }
+  act->units[2].recompute = {op};
+  act->units[3].head = true;
+  act->units[3].forward = act->units[3].backward = {op};
+  engine::StepSpec so;
+  so.prefetch = 1;
+  so.activation = act;
+  const auto L = engine::make_layout(tree, p, so, 0);
+  EXPECT_EQ(L.activation_group, (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(ops_text(engine::make_schedule(L, so)),
+            "pack(0) issue_weights(0) pack(1) issue_weights(1) wait_weights(0) forward(0,0) "
+            "act_forward(0,0) act_forward(0,1) release_weights(0) wait_weights(1) forward(1,1) "
+            "act_forward(1,2) act_forward(1,3) release_weights(1) "
+            "pack(1) issue_weights(1) pack(0) issue_weights(0) wait_weights(1) "
+            "act_backward(1,3) act_recompute(1,2) act_backward(1,2) backward(1,1) "
+            "release_weights(1) issue_reduce(1) wait_weights(0) act_backward(0,1) "
+            "act_backward(0,0) backward(0,0) release_weights(0) issue_reduce(0) "
+            "wait_reduce(0) prepare(0) newton_schulz(0,0) apply(0,0) wait_reduce(1) ");
 }
 
 // --route sharded_adamw by hand: layers.0 {w [4,4], b [4]}, layers.1 {w [4,4], b [3]}, w

@@ -86,6 +86,26 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       "gradient accumulation: split each step's global batch into this many micro-batches "
       "(forward + backward each, weights re-gathered each time; gradients reduced after the "
       "last one only); --tokens/--global-tokens stay per step (default 1)");
+  app.add_option("--seq-len", o.seq_len,
+                 "tokens per sample: with --micro-batch, tokens per rank = seq-len x "
+                 "micro-batch (instead of --tokens), and the step runs the model's activation "
+                 "work (attention, norms, activations, loss, routing: docs/STEP-WORK.md)");
+  app.add_option("--micro-batch", o.micro_batch, "samples per rank (with --seq-len)");
+  app.add_option("--ac", o.ac,
+                 "activation checkpointing: none, selective (torchtitan's op policy), "
+                 "selective-layer, full (recompute each block's forward) or core-attn")
+      ->capture_default_str();
+  app.add_option("--compute-dtype", o.compute_dtype,
+                 "the type activations and GEMMs compute in: bf16, fp16 or fp32 (default: the "
+                 "device's; a projected GPU bf16, the host fp32, the CUDA backend the wire type)");
+  app.add_option("--flops", o.flops,
+                 "FLOP convention of the reported model TFLOP/s and MFU: 6n, 6n-attn "
+                 "(torchtitan's), megatron, megatron-causal")
+      ->capture_default_str();
+  app.add_option("--fusion", o.fusion,
+                 "how the activation work's elementwise ops run: fused (torch.compile, fused "
+                 "kernels) or eager (PyTorch eager: one kernel per op, docs/STEP-WORK.md)")
+      ->capture_default_str();
   auto& eo = o.engine;
   eo.run.steps = kDefaultSteps;
   eo.run.warmup = kDefaultWarmup;
@@ -121,6 +141,34 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "test aid: poison one gradient on the last rank at this step (1-based); the run "
                  "must abort on all ranks naming the parameter");
 }
+
+namespace {
+
+// --seq-len / --micro-batch (tokens per rank), --ac, --compute-dtype, --flops.
+void resolve_step_shape(BenchOptions& o) {
+  if ((o.seq_len != 0) != (o.micro_batch != 0))
+    throw InputError("--seq-len and --micro-batch go together (tokens per rank = their product)");
+  if (o.seq_len < 0 || o.micro_batch < 0 || o.seq_len > (1 << 24) || o.micro_batch > (1 << 16))
+    throw InputError(
+        fmt::format("--seq-len {} / --micro-batch {} are invalid (valid: 1..16777216 and 1..65536)",
+                    o.seq_len, o.micro_batch));
+  if (o.seq_len > 0) {
+    if (o.engine.step.global_tokens > 0)
+      throw InputError("--seq-len/--micro-batch and --global-tokens both set the batch: give one");
+    o.engine.step.tokens = o.seq_len * o.micro_batch;
+  }
+  o.ac_resolved = work::parse_ac_policy(o.ac);
+  if (o.ac_resolved != work::AcPolicy::none && o.seq_len <= 0)
+    throw InputError(
+        fmt::format("--ac {} needs --seq-len (the activation work it recomputes)", o.ac));
+  o.engine.step.compute_dtype.reset();
+  if (!o.compute_dtype.empty())
+    o.engine.step.compute_dtype = engine::parse_dtype(o.compute_dtype, "--compute-dtype", true);
+  o.flops_resolved = work::parse_flop_convention(o.flops);
+  o.fusion_resolved = work::parse_fusion(o.fusion);
+}
+
+}  // namespace
 
 std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
   if (o.repeats < 1 || o.repeats > 1000)
@@ -158,7 +206,41 @@ std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
           fmt::format("--clip-norm-type {} needs --clip-norm (the threshold)", o.clip_norm_type));
   }
   o.engine.step.accum = o.accum_given ? engine::parse_accum(o.accum) : 1;
+  resolve_step_shape(o);
   return methods;
+}
+
+std::optional<work::StepWork> attach_step_work(BenchOptions& o, const model::Topology& topology,
+                                               kernels::Dtype dtype) {
+  if (o.seq_len <= 0) return std::nullopt;
+  work::RunShape shape;
+  shape.seq_len = o.seq_len;
+  shape.micro_batch = o.micro_batch;
+  shape.dtype = dtype;
+  shape.ac = o.ac_resolved;
+  shape.fusion = o.fusion_resolved;
+  auto w = work::build_step_work(topology, shape);
+  o.engine.step.activation = engine::activation_work(w);
+  return w;
+}
+
+std::string step_work_lines(const BenchOptions& o, const work::StepWork& w) {
+  std::string s =
+      fmt::format("# step work: seq {} x micro-batch {} per rank, ac {}, fusion {}, compute {}",
+                  o.seq_len, o.micro_batch, o.ac, o.fusion, engine::dtype_flag_name(w.shape.dtype));
+  if (w.has_geometry) {
+    const auto f = w.totals(work::Phase::forward), r = w.totals(work::Phase::recompute),
+               b = w.totals(work::Phase::backward);
+    s += fmt::format(
+        "; per rank and micro-batch: matmul GFLOP forward {:.4g} + recompute {:.4g} + backward "
+        "{:.4g}, {:.4g} GB read and written, {} kernels",
+        f.flops * 1e-9, r.flops * 1e-9, b.flops * 1e-9, (f.bytes + r.bytes + b.bytes) * 1e-9,
+        f.kernels + r.kernels + b.kernels);
+  }
+  s += "\n";
+  if (!w.note.empty()) s += "# note: " + w.note + "\n";
+  for (const auto& n : w.not_modelled) s += "# note: not modelled: " + n + "\n";
+  return s;
 }
 
 }  // namespace dmuon::apps::bench

@@ -4,11 +4,16 @@
 // apps test bench_config_keys_match_flags checks that the two lists agree.
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/plan_options.hpp"
 #include "dmuon/engine/engine_options.hpp"
+#include "dmuon/model/topology.hpp"
+#include "dmuon/work/flop_convention.hpp"
+#include "dmuon/work/run_shape.hpp"
+#include "dmuon/work/step_work.hpp"
 
 namespace dmuon::apps::bench {
 
@@ -40,6 +45,18 @@ struct BenchOptions {
   std::string clip_norm_type;  ///< --clip-norm-type text ("" when not given)
   std::string accum;           ///< --accum text ("" when not given)
   bool accum_given = false;
+  /// The step's activation work (docs/STEP-WORK.md): tokens per sample and samples per rank
+  /// (0: the parameters' work only, on --tokens / --global-tokens), checkpointing, compute
+  /// dtype ("" = the device's), and the FLOP convention of the reported MFU.
+  std::int64_t seq_len = 0;
+  std::int64_t micro_batch = 0;
+  std::string ac = "none";
+  std::string compute_dtype;
+  std::string flops = "6n-attn";
+  std::string fusion = "fused";
+  work::AcPolicy ac_resolved = work::AcPolicy::none;
+  work::FlopConvention flops_resolved = work::FlopConvention::six_n_attn;
+  work::Fusion fusion_resolved = work::Fusion::fused;
   engine::EngineOptions engine;
   int repeats = 1;  ///< engine runs per row (each with its warm-up): samples = repeats x steps
   bool json = false;
@@ -54,5 +71,15 @@ void add_bench_options(CLI::App& app, BenchOptions& o);
 /// o.owner_strategies_resolved (canonical names, duplicates dropped), and returns the method
 /// list; InputError on bad values.
 std::vector<engine::Method> resolve_engine_options(BenchOptions& o);
+
+/// The step's work at the run's shape (--seq-len, --micro-batch, --ac) for `topology`, in the
+/// compute type `dtype`: sets o.engine.step.activation and returns the work (nullopt without
+/// --seq-len). A topology without a geometry gets its parameters' work only (the work's note).
+std::optional<work::StepWork> attach_step_work(BenchOptions& o, const model::Topology& topology,
+                                               kernels::Dtype dtype);
+
+/// "# step work: ..." (the run shape and the activation work's totals per rank and micro-batch)
+/// and one "# note: ..." line per thing the work model leaves out; for the tools' headers.
+std::string step_work_lines(const BenchOptions& o, const work::StepWork& w);
 
 }  // namespace dmuon::apps::bench

@@ -25,10 +25,6 @@ void add_project_options(CLI::App& app, ProjectOptions& o) {
                  "or a YAML file (e.g. one written by --calibrate)");
   app.add_option("--world-size", o.world_sizes,
                  "ranks of the modelled world; a comma list sweeps (8,64,512,4096)");
-  app.add_option("--seq-len", o.seq_len,
-                 "tokens per sample; with --micro-batch: tokens per rank = seq-len x micro-batch "
-                 "(the reference's benchmarks), instead of --tokens");
-  app.add_option("--micro-batch", o.micro_batch, "samples per rank (with --seq-len)");
   app.add_option("--symmetry", o.symmetry,
                  "reduced (rank symmetry, the default) or full (every rank's full layout: slow, "
                  "for checking the reduction)")
@@ -54,8 +50,6 @@ const std::vector<config::ConfigKey>& project_config_keys() {
     using config::KeyKind;
     k.push_back({"machine", KeyKind::scalar, "machine model (name or YAML file)"});
     k.push_back({"world_size", KeyKind::list, "modelled world size(s)"});
-    k.push_back({"seq_len", KeyKind::scalar, "tokens per sample"});
-    k.push_back({"micro_batch", KeyKind::scalar, "samples per rank"});
     k.push_back({"symmetry", KeyKind::scalar, "reduced | full"});
     return k;
   }();
@@ -82,16 +76,6 @@ std::vector<engine::Method> resolve_project_options(ProjectOptions& o) {
   }
   if (!o.calibrate && o.worlds.empty())
     throw InputError("--world-size is required (ranks of the modelled world, e.g. 8,64,512)");
-  if ((o.seq_len > 0) != (o.micro_batch > 0))
-    throw InputError("--seq-len and --micro-batch go together (tokens per rank = their product)");
-  if (o.seq_len < 0 || o.micro_batch < 0)
-    throw InputError(fmt::format("--seq-len {} / --micro-batch {} are invalid (must be >= 1)",
-                                 o.seq_len, o.micro_batch));
-  if (o.seq_len > 0) {
-    if (o.bench.engine.step.global_tokens > 0)
-      throw InputError("--seq-len/--micro-batch and --global-tokens both set the batch: give one");
-    o.bench.engine.step.tokens = o.seq_len * o.micro_batch;
-  }
   if (o.calibrate) {
     if (o.output_machine.empty())
       throw InputError("--calibrate needs --output-machine FILE (the machine file to write)");

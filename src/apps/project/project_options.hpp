@@ -18,8 +18,6 @@ struct ProjectOptions {
   bench::BenchOptions bench;
   std::string machine;                   ///< name in configs/machines or a YAML file
   std::vector<std::string> world_sizes;  ///< comma lists allowed
-  std::int64_t seq_len = 0;              ///< tokens per sample (0: --tokens / --global-tokens)
-  std::int64_t micro_batch = 0;          ///< samples per rank
   std::string symmetry = "reduced";      ///< reduced | full (a test aid: no rank symmetry)
   bool calibrate = false;
   std::string output_machine;  ///< --calibrate: where to write the measured machine file

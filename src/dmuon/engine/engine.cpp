@@ -38,7 +38,24 @@ void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const E
       throw InputError(fmt::format("parameter '{}' is {}: the engine runs float32 parameters only",
                                    p.name, model::dtype_name(p.dtype)));
   }
+  validate_compute(o);
   if (o.backend.device == Device::cuda) require_cuda_backend();
+}
+
+void validate_compute(const EngineOptions& o) {
+  const bool cuda = o.backend.device == Device::cuda;
+  if (cuda && o.step.activation)
+    throw InputError(
+        "--seq-len with a model geometry: the step's activation work runs on --device host "
+        "only (the CUDA backend runs the parameters' work); drop --seq-len or run on the host");
+  if (!o.step.compute_dtype) return;
+  const kernels::Dtype want = cuda ? o.step.wire : kernels::Dtype::f32;
+  if (*o.step.compute_dtype != want)
+    throw InputError(fmt::format(
+        "--compute-dtype {} is invalid on --device {} (valid: {}: the {} computes in {})",
+        dtype_flag_name(*o.step.compute_dtype), device_name(o.backend.device),
+        dtype_flag_name(want), cuda ? "CUDA backend" : "host",
+        cuda ? "the wire type (--comm-dtype)" : "fp32"));
 }
 
 void validate_tp_run(const plan::Plan& plan, const EngineOptions& o) {

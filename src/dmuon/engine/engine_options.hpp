@@ -5,11 +5,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "dmuon/engine/activation_work.hpp"
 #include "dmuon/engine/method.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "kernels/dtype.hpp"
@@ -93,6 +95,12 @@ struct StepSpec {
   std::int64_t global_tokens = 0;  ///< global batch in samples; 0 = tokens x G
   /// HSDP: stage 2 of a group is issued this many groups after its stage 1.
   int stage2_lag = 1;
+  /// The step's activation work beyond the parameters' GEMMs (activation_work.hpp): attention,
+  /// norms, activations, loss, routing, recompute; null = parameter work only.
+  std::shared_ptr<const ActivationWork> activation{};
+  /// The type activations and GEMMs compute in (--compute-dtype); unset: the device's
+  /// (fp32 on the host, the wire type on the CUDA backend, bf16 on a projected GPU).
+  std::optional<kernels::Dtype> compute_dtype{};
 
   bool clip() const { return clip_norm > 0; }
   /// Global samples for a world of G shard ranks (R x G with HSDP).

@@ -14,6 +14,7 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
 #include "dmuon/engine/grad_clip.hpp"
+#include "dmuon/engine/host_activation.hpp"
 #include "dmuon/engine/linear_work.hpp"
 #include "dmuon/engine/optimizer_step.hpp"
 #include "kernels/convert.hpp"
@@ -137,6 +138,7 @@ class HostBackend final : public StepBackend {
     if (wire_ != Dtype::f32 || (alt && L_.alt_wire != Dtype::f32))
       scratch_ = F32View("dmuon::grad_fp32", n(max_numel));
     zeros_.assign(static_cast<std::size_t>(L_.shards()), 0.0f);  // padding < G elements
+    if (L_.activation) activation_ = std::make_unique<HostActivation>(*L_.activation);
     const std::int64_t global = o.step.global_samples(L_.me.grid.dp_size());
     std::vector<float> init;
     work_.reserve(L_.params.size());
@@ -355,6 +357,14 @@ class HostBackend final : public StepBackend {
     }
   }
 
+  void activation(const StepOp& op) override {
+    const auto& unit = L_.activation->units.at(static_cast<std::size_t>(op.param));
+    activation_->run(op.op == Op::act_forward     ? unit.forward
+                     : op.op == Op::act_recompute ? unit.recompute
+                                                  : unit.backward,
+                     poll_);
+  }
+
   void end_step(long) override { Kokkos::fence(); }
   PhaseTimer& timer() override { return timer_; }
 
@@ -371,7 +381,7 @@ class HostBackend final : public StepBackend {
     for (const WireBuffer* w : {&grad_arena_, &weight_pool_, &grad_pool_, &gather_pool_,
                                 &alt_weights_, &alt_grads_, &alt_gather_, &tp_send_, &tp_recv_})
       b += w->bytes();
-    return b + opt_.workspace_bytes();
+    return b + opt_.workspace_bytes() + (activation_ ? activation_->bytes() : 0);
   }
 
  private:
@@ -468,6 +478,7 @@ class HostBackend final : public StepBackend {
   WireBuffer grad_arena_, weight_pool_, grad_pool_, gather_pool_, alt_weights_, alt_grads_,
       alt_gather_, tp_send_, tp_recv_;
   std::vector<LinearWork> work_;
+  std::unique_ptr<HostActivation> activation_;  // the step's activation work, when it has one
   std::vector<float> zeros_;
   std::function<void()> poll_;  // MPI progress between the kernels of one op
   HostOptimizer opt_;

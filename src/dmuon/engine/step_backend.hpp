@@ -95,6 +95,12 @@ class StepBackend {
   virtual void tp_split(const StepOp& /*op*/) {
     throw std::logic_error("this backend does not implement the TP exchange (--tp)");
   }
+  /// The activation work of one unit in one phase (act_forward, act_recompute, act_backward;
+  /// activation_work.hpp): its ops run for their cost, their outputs read by nothing.
+  /// Backends without it are refused a run with activation work (validate_run).
+  virtual void activation(const StepOp& /*op*/) {
+    throw std::logic_error("this backend does not run the step's activation work");
+  }
   /// Ends the step: joins the queues, then aborts all ranks (comm::abort_all) naming the
   /// parameter if a kernel saw a non-finite gradient or produced a non-finite weight.
   virtual void end_step(long step) = 0;

@@ -136,6 +136,9 @@ void StepExecutor::compute(const StepOp& op, long step) {
     case Op::tp_stage: backend_.tp_stage(op); break;
     case Op::tp_assemble: backend_.tp_assemble(op); break;
     case Op::tp_split: backend_.tp_split(op); break;
+    case Op::act_forward:
+    case Op::act_recompute:
+    case Op::act_backward: backend_.activation(op); break;
     default:
       throw std::logic_error(std::string("step executor: ") + op_name(op.op) +
                              " is not a compute op");

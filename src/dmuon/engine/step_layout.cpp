@@ -131,6 +131,38 @@ class LayoutBuilder {
     }
   }
 
+  // The activation work's anchor groups (activation_work.hpp): a block's, the last group in
+  // forward order holding one of its parameters; the stem's the first, the head's the last.
+  void place_activation() {
+    if (!o_.activation || L_.groups.empty()) return;
+    L_.activation = o_.activation;
+    const auto& units = o_.activation->units;
+    std::vector<int> unit_of_module(tree_.num_modules(), -1);
+    for (std::size_t u = 0; u < units.size(); ++u)
+      if (units[u].module >= 0)
+        unit_of_module[static_cast<std::size_t>(units[u].module)] = static_cast<int>(u);
+    std::vector<int> anchor(units.size(), -1);
+    for (const auto& p : L_.params)
+      for (int m = tree_.parameter(p.pid).holders.front().module; m >= 0;
+           m = tree_.module(m).parent)
+        if (const int u = unit_of_module[static_cast<std::size_t>(m)]; u >= 0) {
+          anchor[static_cast<std::size_t>(u)] =
+              std::max(anchor[static_cast<std::size_t>(u)], p.group);
+          break;
+        }
+    const int last = static_cast<int>(L_.groups.size()) - 1;
+    int previous = 0;
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      int& a = anchor[u];
+      if (units[u].head)
+        a = last;
+      else if (a < 0)
+        a = previous;  // the stem, or a block without parameters
+      previous = a;
+    }
+    L_.activation_group = std::move(anchor);
+  }
+
   // Pool windows and slots (never more slots than groups), and the live-weight peak.
   void size_pools() {
     const int n = static_cast<int>(L_.groups.size());
@@ -407,6 +439,7 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   b.group_params();
   b.lay_out_buffers();
   b.lay_out_tp();
+  b.place_activation();
   b.size_pools();
   return L;
 }

@@ -39,6 +39,7 @@
 //                   shards the scatter sends).
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -202,6 +203,10 @@ struct StepLayout {
   /// owner of one (then it holds tp_recv and tp_matrix).
   std::int64_t tp_chunk_elems = 0;
   bool tp_root = false;
+  /// The step's activation work (StepSpec::activation; null: none) and, per unit, the group
+  /// it runs at (activation_work.hpp: its anchor).
+  std::shared_ptr<const ActivationWork> activation;
+  std::vector<int> activation_group;
 
   /// Tensor parallelism: T and this rank's index in its TP group (the tree the layout was made
   /// from holds the local shard shapes: plan::tp_local_tree).

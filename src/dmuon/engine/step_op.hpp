@@ -42,8 +42,12 @@ enum class Op {
   tp_assemble,  ///< TP owner: the logical matrix (tp_matrix) from the gathered shards
   tp_split,     ///< TP owner: the Newton–Schulz output cut back into T shards
   tp_scatter,   ///< scatter of the fp32 shards into each rank's Nesterov input: blocking
+  // The activation work of one work unit (param = its index in ActivationWork::units):
+  act_forward,    ///< its forward ops (attention, norms, activations, ...), after g's forward
+  act_recompute,  ///< what its checkpointing policy recomputes, before its backward
+  act_backward,   ///< its backward ops, before g's parameters' backward
 };
-inline constexpr std::size_t kOpCount = 27;
+inline constexpr std::size_t kOpCount = 30;
 
 /// What an op is to an interpreter.
 enum class OpClass : std::uint8_t {
@@ -116,6 +120,9 @@ inline constexpr OpTraits op_traits(Op op) {
     case Op::tp_assemble: return {"tp_assemble", C::compute, B::none, S::weights, false};
     case Op::tp_split: return {"tp_split", C::compute, B::none, S::weights, false};
     case Op::tp_scatter: return {"tp_scatter", C::issue, B::tp, S::weights, true};
+    case Op::act_forward: return {"act_forward", C::compute, B::none, S::weights, false};
+    case Op::act_recompute: return {"act_recompute", C::compute, B::none, S::weights, false};
+    case Op::act_backward: return {"act_backward", C::compute, B::none, S::weights, false};
   }
   return {"?", C::bookkeeping, B::none, S::weights, false};
 }

@@ -94,6 +94,28 @@ class Builder {
   }
   bool last_micro() const { return micro_ == o_.accum - 1; }
 
+  // The activation work anchored at group g (activation_work.hpp): in forward its units'
+  // forward ops in unit order; in backward, unit by unit in reverse, its recompute then its
+  // backward. One op per unit and phase with work.
+  void activation_forward(int g) {
+    if (!L_.activation) return;
+    const auto& units = L_.activation->units;
+    for (std::size_t u = 0; u < units.size(); ++u)
+      if (L_.activation_group[u] == g && !units[u].forward.empty())
+        emit(Op::act_forward, g, Phase::forward_compute, false).param = static_cast<int>(u);
+  }
+  void activation_backward(int g) {
+    if (!L_.activation) return;
+    const auto& units = L_.activation->units;
+    for (std::size_t i = units.size(); i-- > 0;) {
+      if (L_.activation_group[i] != g) continue;
+      if (!units[i].recompute.empty())
+        emit(Op::act_recompute, g, Phase::backward_compute, false).param = static_cast<int>(i);
+      if (!units[i].backward.empty())
+        emit(Op::act_backward, g, Phase::backward_compute, false).param = static_cast<int>(i);
+    }
+  }
+
   // The communicator of an issue op: the world for the clip norm, the TP group for the TP
   // exchange, the replicate group for HSDP stage 2 and the owners' column broadcasts
   // (ddp-dmuon's post-step broadcast: its one group of all ranks), else the shard group.
@@ -151,6 +173,7 @@ class Builder {
       weights_ready(order, k, false);
       if (G.hooked) hook(g, HookPoint::forward_pre, true);
       for (int p : G.members) compute(Op::forward, g, p, Phase::forward_compute);
+      activation_forward(g);
       if (z3_ && G.kind != GroupKind::ddp) untimed(Op::release_weights, g);
       if (G.hooked) hook(g, HookPoint::forward_post, false);
     }
@@ -174,6 +197,7 @@ class Builder {
         if (occupant >= 0 && occupant != g) wait_reduce(occupant);
         occupant = g;
       }
+      activation_backward(g);
       for (auto it = G.members.rbegin(); it != G.members.rend(); ++it)
         compute(Op::backward, g, *it, Phase::backward_compute);
       if (G.kind != GroupKind::ddp) untimed(Op::release_weights, g);

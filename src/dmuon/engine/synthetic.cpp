@@ -71,7 +71,9 @@ std::int64_t param_samples(const model::ModuleTree& tree, int pid, std::int64_t 
   if (!container) return global_tokens;
   const auto experts = static_cast<std::int64_t>(tree.module(*container).children.size());
   if (experts < 1) return global_tokens;
-  const std::int64_t top_k = std::min<std::int64_t>(2, experts);
+  // The model's routing (geometry.hpp: DeepSeek-V3 8 of 256, Mixtral 2 of 8), else top-2.
+  const int routed = tree.module(*container).routed_top_k;
+  const std::int64_t top_k = std::min<std::int64_t>(routed > 0 ? routed : 2, experts);
   return std::max<std::int64_t>(1, global_tokens * top_k / experts);
 }
 

@@ -11,7 +11,8 @@
 // (G/n)·Σ_local (W x_s − t_s) x_sᵀ, so reduce(AVG) over G ranks yields exactly that mean for
 // any split. A routed expert (a parameter under `<path>.experts.<j>`) sees
 // n = global_tokens·k/E samples, at least 1: E = the children of `<path>.experts` in the tree,
-// k = min(2, E) (top-2 routing, the Mixtral/reference setting).
+// k = min(top-k, E) with the model's top-k (ModuleTree::Module::routed_top_k, from its
+// geometry: DeepSeek-V3 8, Mixtral 2), else min(2, E) (top-2 routing, the reference setting).
 // Compute::none skips the GEMMs: gradient = u(seed, step, pid, i) + w_i on every rank.
 //
 // This file is the data only (no compute, no Kokkos): the host computes with LinearWork

@@ -209,6 +209,14 @@ TokenStream ModelGeometry::stream_of(std::string_view path) const {
   return stream;
 }
 
+void mark_routed_experts(const ModelGeometry& g, ModuleTree& tree) {
+  for (std::size_t m = 0; m < tree.num_modules(); ++m) {
+    const int id = static_cast<int>(m);
+    if (const auto k = g.routed_top_k(tree, tree.module(id).path))
+      tree.set_routed_top_k(id, static_cast<int>(*k));
+  }
+}
+
 void validate_geometry(const ModelGeometry& g, const ModuleTree& tree, std::string_view source) {
   const Checker c(tree, source);
   if (g.stacks.empty()) c.fail("no stacks (a geometry needs at least one stack of blocks)");

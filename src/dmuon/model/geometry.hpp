@@ -118,6 +118,10 @@ std::vector<int> stack_blocks(const StackGeometry& s, const ModuleTree& tree);
 /// named module present. Throws InputError "<source>: geometry: ..." (one line).
 void validate_geometry(const ModelGeometry& g, const ModuleTree& tree, std::string_view source);
 
+/// Marks every routed-expert container of `tree` with its geometry's top-k
+/// (Module::routed_top_k), which the engine's synthetic data routes by.
+void mark_routed_experts(const ModelGeometry& g, ModuleTree& tree);
+
 /// Whether `path` equals `prefix` or lies under it ("" is under everything).
 bool path_under(std::string_view path, std::string_view prefix);
 

@@ -252,6 +252,14 @@ void ModuleTree::reshape_parameter(int param, std::vector<std::int64_t> shape) {
   p.shape = std::move(local.shape);
 }
 
+void ModuleTree::set_routed_top_k(int module, int k) {
+  auto& m = modules_.at(static_cast<std::size_t>(module));
+  if (k < 1)
+    throw InputError("module '" + m.path + "': routed top-k " + std::to_string(k) +
+                     " is invalid (must be >= 1)");
+  m.routed_top_k = k;
+}
+
 std::int64_t ModuleTree::total_numel() const {
   std::int64_t n = 0;
   for (const auto& p : params_) n += p.numel();

@@ -65,6 +65,9 @@ struct Module {
   int parent = -1;            ///< -1 for the root
   std::vector<int> children;  ///< in registration order
   std::vector<int> params;    ///< parameter ids held directly, attribute order
+  /// A container of routed experts: the experts each token is routed to (the geometry's
+  /// top-k, geometry.hpp); 0 = not known (the engine then routes min(2, experts)).
+  int routed_top_k = 0;
 };
 
 /// A model's module hierarchy. Build with add_module / add_parameter / tie_parameter, then
@@ -124,6 +127,8 @@ class ModuleTree {
   /// elements (a tensor-parallel rank's local shard, plan/tp_volume.hpp); names, holders and
   /// order stay. Throws InputError otherwise.
   void reshape_parameter(int param, std::vector<std::int64_t> shape);
+  /// Sets module `module`'s Module::routed_top_k (k >= 1; InputError otherwise).
+  void set_routed_top_k(int module, int k);
 
  private:
   void require_finalized() const;

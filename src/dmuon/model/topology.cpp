@@ -634,6 +634,7 @@ Topology build_topology(const std::string& name, const std::string& preset,
   e.build(b, view);
   t.tree.finalize();
   validate_geometry(geometry, t.tree, fmt::format("topology '{}'", name));
+  mark_routed_experts(geometry, t.tree);
   t.geometry = std::move(geometry);
   t.dims = std::move(dims);
   return t;

@@ -149,6 +149,7 @@ class Parser {
     if (auto g = root.find("geometry"); g != root.end()) {
       t.geometry = parse_geometry_json(*g, source_);
       validate_geometry(*t.geometry, t.tree, source_);
+      mark_routed_experts(*t.geometry, t.tree);
     }
     return t;
   }

@@ -12,12 +12,24 @@ using engine::GroupKind;
 using engine::ParamLayout;
 using engine::Storage;
 
+namespace {
+
+// The type GEMMs and activations compute in: the step's --compute-dtype, by default bf16 on a
+// GPU (what bf16 training runs, whatever the gradients' wire type) and fp32 on a CPU.
+kernels::Dtype compute_type(const Machine& machine, const engine::StepSpec& step) {
+  if (machine.device != DeviceKind::gpu) return kernels::Dtype::f32;
+  return step.compute_dtype.value_or(kernels::Dtype::bf16);
+}
+
+}  // namespace
+
 OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options, int world)
     : cost_(machine, compute_share(machine, world)),
       compute_mode_(options.step.compute),
-      gpu_(machine.device == DeviceKind::gpu) {
+      gpu_(machine.device == DeviceKind::gpu),
+      op_time_(machine, compute_type(machine, options.step), compute_share(machine, world)) {
   wire_ = options.step.wire;
-  compute_ = gpu_ ? wire_ : kernels::Dtype::f32;
+  compute_ = compute_type(machine, options.step);
   ns_ = gpu_ ? options.backend.ns_dtype : kernels::Dtype::f32;
   w_ = static_cast<double>(kernels::dtype_bytes(wire_));
   n_ = static_cast<double>(kernels::dtype_bytes(ns_));
@@ -110,6 +122,17 @@ double OpCost::apply(const ParamLayout& p, int column) const {
     return cost_.elementwise(static_cast<double>(len) * (8 + n_));
   }
   return cost_.elementwise(static_cast<double>(p.state_elems) * (24 + wire_bytes(p)));
+}
+
+double OpCost::activation(const engine::StepLayout& L, const engine::StepOp& op) const {
+  if (!L.activation || compute_mode_ == engine::Compute::none) return 0;
+  const auto& unit = L.activation->units.at(static_cast<std::size_t>(op.param));
+  switch (op.op) {
+    case engine::Op::act_forward: return op_time_.seconds(unit.forward);
+    case engine::Op::act_recompute: return op_time_.seconds(unit.recompute);
+    case engine::Op::act_backward: return op_time_.seconds(unit.backward);
+    default: return 0;
+  }
 }
 
 // The engine's clip ops (host_backend.cpp, cuda_backend.cpp) walk the parameters updated here;

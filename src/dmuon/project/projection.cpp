@@ -228,12 +228,17 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
 
   const double step_s = r.phases_ms[static_cast<std::size_t>(Phase::step)] * 1e-3;
   // --tp: the logical model on the global batch of the DP groups (each TP shard does 1/T).
-  p.model_flops_per_step = model_flops_per_step(tree, o, dp_world);
+  const auto tokens = static_cast<double>(o.step.global_samples(dp_world));
+  p.model_flops_per_step = options.model_flops_per_token > 0
+                               ? options.model_flops_per_token * tokens
+                               : model_flops_per_step(tree, o, dp_world);
   if (step_s > 0) {
-    p.tokens_per_s = static_cast<double>(o.step.global_samples(dp_world)) / step_s;
-    const kernels::Dtype compute =
-        machine.device == DeviceKind::gpu ? o.step.wire : kernels::Dtype::f32;
-    p.mfu = p.model_flops_per_step / (step_s * world * machine.compute.peak_flops(compute));
+    p.tokens_per_s = tokens / step_s;
+    const double peak = machine.compute.peak_flops(cost.compute_dtype());
+    p.model_tflops_per_gpu = p.model_flops_per_step / (step_s * world) / 1e12;
+    p.mfu = p.model_flops_per_step / (step_s * world * peak);
+    if (options.hardware_flops_per_token > 0)
+      p.hfu = options.hardware_flops_per_token * tokens / (step_s * world * peak);
   }
   return p;
 }

@@ -30,13 +30,20 @@ struct ProjectionOptions {
   /// least 1.
   engine::EngineOptions engine;
   Symmetry symmetry = Symmetry::reduced;
+  /// Model FLOPs per text token under the run's convention (work/flop_convention.hpp) and the
+  /// hardware FLOPs per token the step runs (recompute counted: HFU); 0 = the parameter rule
+  /// of model_flops_per_step, no HFU.
+  double model_flops_per_token = 0;
+  double hardware_flops_per_token = 0;
 };
 
 struct Projection {
   engine::RunResult result;  ///< steps = 1 measured step; rank arrays filled as on rank 0
   double model_flops_per_step = 0;
   double mfu = 0;
+  double hfu = 0;  ///< 0 without the step work's hardware FLOPs
   double tokens_per_s = 0;
+  double model_tflops_per_gpu = 0;   ///< model FLOP/s per rank / 1e12
   std::int64_t programs = 0;         ///< distinct compiled programs (rank symmetry at work)
   std::int64_t batches = 0;          ///< batches replayed
   double build_s = 0, replay_s = 0;  ///< wall time of the projection itself

@@ -37,6 +37,9 @@ class Durations {
       case Op::pack: return cost_.pack(L, op.group);
       case Op::clip_partial: return cost_.clip_partial(L);
       case Op::clip_scale: return cost_.clip_scale(L);
+      case Op::act_forward:
+      case Op::act_recompute:
+      case Op::act_backward: return cost_.activation(L, op);
       case Op::prepare: return cost_.prepare(L, op.group);
       case Op::forward:
       case Op::backward: {

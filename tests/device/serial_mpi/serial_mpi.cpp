@@ -11,6 +11,11 @@ bool g_initialized = false;
 bool g_finalized = false;
 int g_next_comm = 3;  // after NULL, WORLD, SELF
 
+struct DoubleInt {  // MPI_DOUBLE_INT's memory layout
+  double d;
+  int i;
+};
+
 std::size_t type_size(MPI_Datatype t) {
   switch (t) {
     case MPI_CHAR:
@@ -23,7 +28,7 @@ std::size_t type_size(MPI_Datatype t) {
     case MPI_UINT64_T:
     case MPI_UNSIGNED_LONG_LONG:
     case MPI_LONG: return 8;
-    case MPI_DOUBLE_INT: return sizeof(struct { double d; int i; });
+    case MPI_DOUBLE_INT: return sizeof(DoubleInt);
     default: return 0;
   }
 }

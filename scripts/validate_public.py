@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Projects the public training runs dmuon_project can express and prints projected vs published.
+
+Each row of configs/validation/public-throughput.json (from ../shared/docs/PUBLIC-THROUGHPUT.md)
+names its run as dmuon_project flags; every row runs FSDP + AdamW (`--method fsdp-adamw`, bf16
+parameters on the wire, Z3 resharding: torchtitan's FSDP2 defaults) unless its flags say
+otherwise. Printed per row: projected and published tokens/s per GPU and the error, and the MFU
+under the row's own FLOP convention and peak, projected as published MFU x projected tokens/s
+/ published tokens/s (the source's FLOPs per token and peak are constants of the row), with the
+error in MFU points. The rows validate the projection; no machine parameter is set from them.
+
+  scripts/validate_public.py [--bin DIR] [--rows FILE] [--only ID ...] [--json OUT]
+                             [--tolerance-tokens 0.12] [--tolerance-mfu 0.05] [--strict]
+
+Exit 0 with the table (and --json); with --strict, 3 when a row is outside the tolerances;
+2 on bad input or when dmuon_project fails (its message is shown)."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+DEFAULTS = ["--method", "fsdp-adamw", "--comm-dtype", "bf16", "--reshard", "z3"]
+
+
+def die(msg, code=2):
+    print(f"validate_public.py: error: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def load_rows(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        die(f"cannot read rows file '{path}': {e}")
+    rows = data.get("rows")
+    if not isinstance(rows, list) or not rows:
+        die(f"rows file '{path}' has no 'rows' list")
+    for r in rows:
+        for key in ("id", "args", "tokens_per_s_per_gpu", "mfu"):
+            if key not in r:
+                die(f"rows file '{path}': a row lacks '{key}' ({r.get('id', '?')})")
+        if r["tokens_per_s_per_gpu"] <= 0 or not 0 < r["mfu"] < 1:
+            die(f"row '{r['id']}': tokens/s must be > 0 and mfu in (0, 1)")
+    return data
+
+
+def project(exe, row):
+    args = list(row["args"])
+    cmd = [exe] + [d for i, d in enumerate(DEFAULTS)
+                   if not (i % 2 == 0 and d in args) and not (i % 2 == 1 and DEFAULTS[i - 1] in args)]
+    cmd += args + ["--json"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        die(f"row '{row['id']}': {' '.join(cmd)} exited {p.returncode}\n{p.stderr.strip()}")
+    try:
+        run = json.loads(p.stdout)["runs"][0]
+    except (ValueError, KeyError, IndexError) as e:
+        die(f"row '{row['id']}': unreadable dmuon_project JSON ({e})")
+    world = int(run["world_size"])
+    return {"tokens_per_s_per_gpu": run["tokens_per_s"] / world, "step_ms": run["step_ms"],
+            "phases_ms": run.get("phases_ms", {}), "mfu_own": run.get("mfu"),
+            "flop_convention": run.get("flop_convention"), "command": " ".join(cmd[1:])}
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default=os.path.join(root, "build", "bin"))
+    ap.add_argument("--rows", default=os.path.join(root, "configs", "validation",
+                                                   "public-throughput.json"))
+    ap.add_argument("--only", nargs="+", default=[], help="row ids to run (default: all)")
+    ap.add_argument("--json", default="", help="also write the rows with their projections here")
+    ap.add_argument("--tolerance-tokens", type=float, default=0.12,
+                    help="relative tokens/s error a row may have (default 0.12)")
+    ap.add_argument("--tolerance-mfu", type=float, default=0.05,
+                    help="MFU error in absolute fraction a row may have (default 0.05 = 5 points)")
+    ap.add_argument("--strict", action="store_true", help="exit 3 when a row is outside")
+    a = ap.parse_args()
+    if a.tolerance_tokens <= 0 or a.tolerance_mfu <= 0:
+        die("tolerances must be > 0")
+    exe = os.path.join(a.bin, "dmuon_project")
+    if not os.access(exe, os.X_OK):
+        die(f"'{exe}' not found (build first, or pass --bin)")
+    data = load_rows(a.rows)
+    rows = data["rows"]
+    if a.only:
+        known = {r["id"] for r in rows}
+        for i in a.only:
+            if i not in known:
+                die(f"--only '{i}' is not a row (valid: {', '.join(sorted(known))})")
+        rows = [r for r in rows if r["id"] in a.only]
+
+    print("| row | published tok/s/GPU | projected | error | published MFU | projected MFU | "
+          "error (points) | within |")
+    print("|---|---|---|---|---|---|---|---|")
+    outside = 0
+    results = []
+    for r in rows:
+        p = project(exe, r)
+        pub_t, proj_t = r["tokens_per_s_per_gpu"], p["tokens_per_s_per_gpu"]
+        err_t = proj_t / pub_t - 1
+        proj_mfu = r["mfu"] * proj_t / pub_t  # the row's FLOPs per token and peak
+        err_mfu = proj_mfu - r["mfu"]
+        ok = abs(err_t) <= a.tolerance_tokens and abs(err_mfu) <= a.tolerance_mfu
+        outside += not ok
+        mark = " [D]" if r.get("mfu_derived") else ""
+        print(f"| {r['id']} | {pub_t:,.0f} | {proj_t:,.0f} | {err_t:+.1%} | "
+              f"{r['mfu']:.1%}{mark} | {proj_mfu:.1%} | {100 * err_mfu:+.1f} | "
+              f"{'yes' if ok else 'NO'} |")
+        results.append(dict(r, projected=p, tokens_error=err_t, mfu_projected=proj_mfu,
+                            mfu_error=err_mfu, within=ok))
+    print(f"\n{len(rows) - outside} of {len(rows)} rows within ±{a.tolerance_tokens:.0%} tokens/s "
+          f"and ±{100 * a.tolerance_mfu:.0f} MFU points")
+    for n in data.get("not_expressible", []):
+        print(f"not expressible: {n['rows']}: {n['why']}")
+    if a.json:
+        tmp = a.json + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"rows": results, "defaults": DEFAULTS}, f, indent=1)
+        os.replace(tmp, a.json)
+    if a.strict and outside:
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()

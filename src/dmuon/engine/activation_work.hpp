@@ -1,0 +1,42 @@
+#pragma once
+// The activation work of a step (work/step_work.hpp: attention, norms, activations, RoPE,
+// residuals, embedding, loss, routing, recompute) as the step schedule places it and the
+// backends and the projection run it. The parameters' own GEMMs are not in it: every
+// parameter's synthetic Linear runs them (forward, backward: synthetic.hpp); what remains per
+// work unit (stem, block, head) is its other forward ops, every op its checkpointing policy
+// recomputes before its backward (recomputed linears included), and its other backward ops.
+//
+// Placement (make_layout): a unit's work runs after the forward compute of its anchor group —
+// the last group in forward order holding one of the unit's parameters (the stem: the first
+// group, the head: the last) — and in backward, at the same group before its parameters'
+// backward: its recompute, then its backward.
+
+#include <memory>
+#include <vector>
+
+#include "dmuon/model/module_tree.hpp"
+#include "dmuon/work/op.hpp"
+#include "dmuon/work/step_work.hpp"
+
+namespace dmuon::engine {
+
+struct ActivationUnit {
+  std::vector<work::Op> forward, recompute, backward;
+  int module = -1;  ///< the block's module (work::WorkUnit::module); -1 stem / head
+  bool head = false;
+};
+
+struct ActivationWork {
+  std::vector<ActivationUnit> units;  ///< forward order
+  /// Why the step has no activation work (a model without a geometry), "" otherwise.
+  std::string note;
+};
+
+/// The activation work of `work` (see above).
+std::shared_ptr<const ActivationWork> activation_work(const work::StepWork& work);
+
+/// A GEMM op of the work model that a parameter's synthetic Linear already runs: a linear of
+/// one parameter or a grouped expert GEMM.
+bool is_parameter_gemm(const work::Op& op);
+
+}  // namespace dmuon::engine
