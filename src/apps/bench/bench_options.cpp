@@ -178,7 +178,7 @@ std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
       : o.plan.tp > 1    ? std::vector<std::string>{"dmuon"}
                          : std::vector<std::string>{"dmuon,fsdp-adamw,fsdp-muon"});
   o.owner_strategies_resolved.clear();
-  for (const auto& word : split_comma_lists(o.owner_strategies)) {
+  for (const auto& word : split_comma_lists(o.owner_strategies, "--owner-strategy")) {
     const std::string name = partition::strategy_name(partition::parse_strategy(word));
     auto& r = o.owner_strategies_resolved;
     if (std::find(r.begin(), r.end(), name) == r.end()) r.push_back(name);

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <iostream>
 #include <memory>
 #include <string>
 
@@ -21,6 +22,18 @@ namespace {
 void print_error(const char* app, const char* what) {
   std::fprintf(stderr, "%s: error: %s\n", app, what);
   std::fflush(stderr);
+}
+
+// A tool's output went to a full disk, a closed pipe or /dev/full: the buffered text is
+// flushed here, so the loss is seen and the tool exits 2 instead of 0 having written nothing.
+int checked_stdout(const char* app, int code) {
+  std::cout.flush();
+  const bool failed = !std::cout.good() || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (!failed) return code;
+  print_error(app,
+              "cannot write standard output (disk full, or the pipe or file was closed); "
+              "redirect it to a writable file");
+  return code == kOk ? kBadInput : code;
 }
 
 // Classifies the exception in flight; returns the exit code and prints when `print`.
@@ -109,7 +122,7 @@ bool parse_cli(CLI::App& app, int argc, char** argv, bool print) {
 
 int run_main(const char* app_name, const std::function<int()>& body) {
   try {
-    return body();
+    return checked_stdout(app_name, body());
   } catch (...) {
     bool unexpected = false;
     std::string message;
@@ -140,7 +153,7 @@ int run_mpi_main(const char* app_name, int& argc, char**& argv, const std::funct
     code = classify(app_name, rank == 0, unexpected, message);
     if (unexpected) comm::abort_all(std::string(app_name) + ": " + message, kUnexpected);
   }
-  return code;
+  return checked_stdout(app_name, code);
 }
 
 }  // namespace dmuon::apps

@@ -65,7 +65,7 @@ std::vector<engine::Method> resolve_project_options(ProjectOptions& o) {
   else
     throw InputError(fmt::format("--symmetry '{}' is invalid (valid: reduced, full)", o.symmetry));
   o.worlds.clear();
-  for (const auto& word : split_comma_lists(o.world_sizes)) {
+  for (const auto& word : split_comma_lists(o.world_sizes, "--world-size")) {
     int n = 0;
     const auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), n);
     if (ec != std::errc() || end != word.data() + word.size() || n < 1 || n > (1 << 24))

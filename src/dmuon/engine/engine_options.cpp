@@ -30,7 +30,7 @@ Method parse_method(std::string_view s) {
 
 std::vector<Method> parse_method_list(const std::vector<std::string>& args) {
   std::vector<Method> out;
-  for (const auto& word : split_comma_lists(args)) out.push_back(parse_method(word));
+  for (const auto& word : split_comma_lists(args, "--method")) out.push_back(parse_method(word));
   if (out.empty())
     throw InputError(
         "--method names no method (valid: dmuon, fsdp-adamw, fsdp-muon, ddp-muon, ddp-dmuon)");

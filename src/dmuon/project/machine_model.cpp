@@ -309,4 +309,12 @@ std::string to_yaml(const Machine& m, const std::string& comment) {
   return s;
 }
 
+double peak_flops(const Machine& machine, kernels::Dtype dtype) {
+  const double p = machine.compute.peak_flops(dtype);
+  if (!(p > 0))
+    throw InputError(fmt::format("machine '{}' has no {} peak (compute.peak_tflops)", machine.name,
+                                 kernels::dtype_name(dtype)));
+  return p;
+}
+
 }  // namespace dmuon::project

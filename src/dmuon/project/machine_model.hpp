@@ -122,4 +122,8 @@ Machine load_machine(const std::string& spec, const std::string& machines_dir);
 /// rounding in the last printed digit. `comment` lines are written first, each prefixed '# '.
 std::string to_yaml(const Machine& m, const std::string& comment = "");
 
+/// The machine's dense peak in `dtype`, FLOP/s (what MFU divides by); InputError naming the
+/// machine and the dtype when its file gives none: never a silent fallback.
+double peak_flops(const Machine& machine, kernels::Dtype dtype);
+
 }  // namespace dmuon::project

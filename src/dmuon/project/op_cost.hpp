@@ -25,7 +25,7 @@
 //   clip_scale  every gradient this rank's optimizer consumes (shard or whole) read and written
 //               (2w per element), as when the clip is active (coefficient < 1)
 //   act_*       the activation work of a unit (engine/activation_work.hpp: attention, norms,
-//               activations, loss, routing, recompute), each op by work::OpTime in the compute
+//               activations, loss, routing, recompute), each op by OpTime in the compute
 //               type (GPU: --compute-dtype, bf16 by default; CPU: fp32)
 // --compute none: forward costs nothing and backward draws the synthetic gradient.
 
@@ -38,7 +38,7 @@
 #include "dmuon/engine/step_layout.hpp"
 #include "dmuon/engine/step_schedule.hpp"
 #include "dmuon/project/compute_cost.hpp"
-#include "dmuon/work/op_time.hpp"
+#include "dmuon/project/op_time.hpp"
 
 namespace dmuon::project {
 
@@ -70,8 +70,8 @@ class OpCost {
   engine::Compute compute_mode_;  // the step's (--compute gemm|none)
   bool gpu_;
   kernels::Dtype wire_, compute_, ns_;
-  work::OpTime op_time_;  // the activation work's ops
-  double w_, n_;          // bytes of the wire and Newton–Schulz types
+  OpTime op_time_;  // the activation work's ops
+  double w_, n_;    // bytes of the wire and Newton–Schulz types
   /// Bytes per element parameter p travels in: its --route dtype (alt arenas) or the wire's.
   double wire_bytes(const engine::ParamLayout& p) const {
     return p.alt_wire ? static_cast<double>(kernels::dtype_bytes(p.wire)) : w_;

@@ -234,7 +234,7 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
                                : model_flops_per_step(tree, o, dp_world);
   if (step_s > 0) {
     p.tokens_per_s = tokens / step_s;
-    const double peak = machine.compute.peak_flops(cost.compute_dtype());
+    const double peak = peak_flops(machine, cost.compute_dtype());
     p.model_tflops_per_gpu = p.model_flops_per_step / (step_s * world) / 1e12;
     p.mfu = p.model_flops_per_step / (step_s * world * peak);
     if (options.hardware_flops_per_token > 0)

@@ -1,7 +1,7 @@
 #pragma once
 // One op of a training step's work: its FLOPs (matmul FLOPs, what MFU/HFU count, apart from
 // the other arithmetic), the bytes it reads and writes in device memory, its kernel launches,
-// and enough shape to cost it (work/op_time.hpp). Formulas per op: docs/STEP-WORK.md.
+// and enough shape to cost it (project/op_time.hpp). Formulas per op: docs/STEP-WORK.md.
 
 #include <cstdint>
 #include <vector>

@@ -28,12 +28,4 @@ double hfu(const StepWork& w, double tokens_per_s_per_gpu, double peak) {
   return mfu(hardware_flops_per_token(w), tokens_per_s_per_gpu, peak);
 }
 
-double peak_flops(const project::Machine& machine, kernels::Dtype dtype) {
-  const double p = machine.compute.peak_flops(dtype);
-  if (!(p > 0))
-    throw InputError(fmt::format("machine '{}' has no {} peak (compute.peak_tflops)", machine.name,
-                                 kernels::dtype_name(dtype)));
-  return p;
-}
-
 }  // namespace dmuon::work

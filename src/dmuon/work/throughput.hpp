@@ -4,7 +4,6 @@
 // activation recompute counted, as Korthikanti et al. 2022 and Megatron-LM define it; a
 // kernel's internal recompute, FlashAttention's backward, is not).
 
-#include "dmuon/project/machine_model.hpp"
 #include "dmuon/work/step_work.hpp"
 #include "kernels/dtype.hpp"
 
@@ -21,8 +20,5 @@ double hardware_flops_per_token(const StepWork& w);
 
 /// HFU of a step's work at `tokens_per_s_per_gpu`.
 double hfu(const StepWork& w, double tokens_per_s_per_gpu, double peak_flops);
-
-/// The machine's dense peak in `dtype`, FLOP/s; InputError naming the machine when it has none.
-double peak_flops(const project::Machine& machine, kernels::Dtype dtype);
 
 }  // namespace dmuon::work

@@ -1,4 +1,4 @@
-#include "dmuon/work/op_time.hpp"
+#include "dmuon/project/op_time.hpp"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,11 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/work/attention_ops.hpp"
 
-namespace dmuon::work {
+namespace dmuon::project {
+
+using work::Op;
+using work::OpKind;
+
 namespace {
 
 // The FlashAttention benchmarks' backward FLOPs (2.5x forward) over ours (2x forward).
@@ -55,12 +59,12 @@ double OpTime::attention(const Op& op) const {
   const auto& c = m_.compute;
   if (m_.device == project::DeviceKind::cpu) {
     double s = 0;
-    for (const auto& part : unfused_attention_ops(
+    for (const auto& part : work::unfused_attention_ops(
              op.attention, static_cast<double>(kernels::dtype_bytes(dtype_)), op.phase))
       s += seconds(part);
     return s;
   }
-  const bool forward = op.phase != Phase::backward;
+  const bool forward = op.phase != work::Phase::backward;
   const double eff = forward ? c.attention_forward_efficiency : c.attention_backward_efficiency;
   if (!(eff > 0))
     throw InputError(fmt::format(
@@ -90,4 +94,4 @@ double OpTime::seconds(const std::vector<Op>& ops) const {
   return s;
 }
 
-}  // namespace dmuon::work
+}  // namespace dmuon::project

@@ -12,11 +12,11 @@
 #include "dmuon/model/topology.hpp"
 #include "dmuon/project/compute_cost.hpp"
 #include "dmuon/project/machine_model.hpp"
+#include "dmuon/project/op_time.hpp"
 #include "dmuon/work/attention_ops.hpp"
 #include "dmuon/work/flop_convention.hpp"
 #include "dmuon/work/gemm_ops.hpp"
 #include "dmuon/work/memory_ops.hpp"
-#include "dmuon/work/op_time.hpp"
 #include "dmuon/work/step_work.hpp"
 #include "dmuon/work/throughput.hpp"
 
@@ -24,6 +24,8 @@ namespace {
 
 using namespace dmuon;
 using namespace dmuon::work;
+using dmuon::project::OpTime;
+using dmuon::project::peak_flops;
 using project::parse_machine;
 
 // bf16 peak 100 TFLOP/s, fp32 10; HBM 1000 GB/s; attention at 50 % forward, 40 % backward;

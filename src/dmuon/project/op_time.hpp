@@ -27,28 +27,28 @@
 #include "dmuon/work/op.hpp"
 #include "kernels/dtype.hpp"
 
-namespace dmuon::work {
+namespace dmuon::project {
 
 class OpTime {
  public:
   /// `dtype`: the compute dtype the step's GEMMs and attention run in. A GPU machine without
   /// attention efficiencies is accepted; costing an attention op on it is an InputError naming
   /// the key.
-  OpTime(const project::Machine& machine, kernels::Dtype dtype, double share = 1.0);
+  OpTime(const Machine& machine, kernels::Dtype dtype, double share = 1.0);
 
-  double seconds(const Op& op) const;
-  double seconds(const std::vector<Op>& ops) const;
+  double seconds(const work::Op& op) const;
+  double seconds(const std::vector<work::Op>& ops) const;
 
  private:
-  double gemm(const Op& op) const;
-  double attention(const Op& op) const;
+  double gemm(const work::Op& op) const;
+  double attention(const work::Op& op) const;
   double memory(double bytes, double vector_flops, int kernels) const;
   double launch_floor(double seconds, int kernels) const;
 
-  const project::Machine& m_;
-  project::ComputeCost cost_;
+  const Machine& m_;
+  ComputeCost cost_;
   kernels::Dtype dtype_;
   double share_;
 };
 
-}  // namespace dmuon::work
+}  // namespace dmuon::project
