@@ -104,7 +104,8 @@ RankMemory memory_of(const engine::StepLayout& L) {
     else if (pr.rooted_here)
       m.gradients += pr.numel * wire;
   }
-  std::int64_t largest_ns = 0;
+  std::int64_t largest_ns = 0, tp_chunk = 0;
+  bool tp_root = false;
   for (const auto& p : L.params) {
     if (p.pair < 0 && p.pid >= 0) {
       const std::int64_t b = p.alt_wire ? bytes_of(p.wire) : wire;
@@ -117,6 +118,11 @@ RankMemory memory_of(const engine::StepLayout& L) {
     }
     if (!p.muon || !p.updated_here) continue;
     m.ns_input += 4 * p.state_elems;
+    if (p.tp_sharded()) {  // as make_layout sizes the TP exchange (a reduced layout keeps
+                           // the reference rank's sizes)
+      tp_chunk = std::max(tp_chunk, p.numel);
+      tp_root = tp_root || p.tp_owner == L.tp_rank();
+    }
     // Newton–Schulz runs on the full matrix (sharded: the gathered one), or for a TP-sharded
     // parameter on the logical matrix at its TP owner only.
     if (p.tp_sharded() && p.tp_owner != L.tp_rank()) continue;
@@ -140,7 +146,10 @@ RankMemory memory_of(const engine::StepLayout& L) {
   }
   m.grad_buffers = wire * in_flight;
   m.gather_buffers = wire * L.gather_pool_elems + alt * L.alt_gather_elems;
-  m.tp_buffers = wire * (L.tp_send_elems() + L.tp_recv_elems()) + 4 * L.tp_matrix_elems();
+  // StepLayout::tp_send_elems / tp_recv_elems / tp_matrix_elems of this rank.
+  const std::int64_t T = L.tp();
+  m.tp_buffers =
+      wire * (tp_chunk + (tp_root ? T * tp_chunk : 0)) + 4 * (tp_root ? 2 * T * tp_chunk : 0);
   return m;
 }
 

@@ -16,6 +16,8 @@
 
 #include <string>
 
+#include "../llm_tp_plan.hpp"
+#include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/step_layout.hpp"
 #include "dmuon/model/module_tree.hpp"
@@ -24,6 +26,7 @@
 #include "dmuon/project/machine_model.hpp"
 #include "dmuon/project/memory_model.hpp"
 #include "dmuon/project/projection.hpp"
+#include "dmuon/project/reduced_layout.hpp"
 #include "dmuon/work/step_work.hpp"
 #include "test_machines.hpp"
 
@@ -233,6 +236,59 @@ TEST(MemoryModel, ActivationsFromTheStepWork) {
   EXPECT_GT(full.saved, 0);
   EXPECT_EQ(none.recompute, 0);
   EXPECT_GT(full.recompute, sel.recompute);
+}
+
+// Rank symmetry: a DMuon rank's reduced layout (reduced_layout.hpp: its rooted pairs kept, the
+// other members of a site as one aggregate, pool windows and TP sizes from the reference rank)
+// gives every term its full layout gives, on every rank: HSDP column copies, --accum, --tp.
+TEST(MemoryModel, ReducedLayoutsAgreeWithFullOnes) {
+  struct Case {
+    std::string topology;
+    int world, replicate, tp, accum;
+    plan::Reshard z;
+  };
+  int cases_where_ranks_differ = 0;
+  for (const auto& c : std::vector<Case>{{"moe", 4, 1, 1, 1, Reshard::z3},
+                                         {"moe", 4, 2, 1, 2, Reshard::z2},
+                                         {"vla", 8, 2, 1, 1, Reshard::z3},
+                                         {"llm", 4, 1, 2, 1, Reshard::z3},
+                                         {"llm", 8, 2, 2, 2, Reshard::z2}}) {
+    const std::string name = c.topology + " N=" + std::to_string(c.world) +
+                             " R=" + std::to_string(c.replicate) + " T=" + std::to_string(c.tp);
+    plan::Plan p;
+    model::ModuleTree tree("none");
+    if (c.tp > 1) {
+      auto s = test::llm_tp_plan(c.world, c.replicate, c.tp);
+      p = std::move(s.plan);
+      tree = std::move(s.local);
+    } else {
+      apps::PlanOptions po;
+      po.topology = c.topology;
+      po.replicate = c.replicate;
+      auto topo = apps::load_topology(po);
+      p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, c.world));
+      tree = std::move(topo.tree);
+    }
+    engine::StepSpec s = spec(Method::dmuon, c.z);
+    s.accum = c.accum;
+    const auto ref = engine::make_layout(tree, p, s, 0);
+    const project::LayoutReducer reducer(ref, p);
+    bool differ = false;
+    for (int r = 0; r < c.world; ++r) {
+      const auto full = project::memory_of(engine::make_layout(tree, p, s, r));
+      auto reduced = reducer.reduce(r - r % c.tp);
+      reduced.layout.me.rank = r;
+      const auto red = project::memory_of(reduced.layout);
+      const auto a = full.terms(), b = red.terms();
+      for (std::size_t i = 0; i < a.size(); ++i)
+        EXPECT_EQ(a[i].second, b[i].second) << name << " rank " << r << " " << a[i].first;
+      differ = differ || full.terms() != project::memory_of(ref).terms();
+    }
+    cases_where_ranks_differ += differ;
+  }
+  // Not a weak test: ranks differ (moe R=1: the pooled gradients; vla: masters and state; llm
+  // R=2 T=2: the optimizer state).
+  EXPECT_GE(cases_where_ranks_differ, 3);
 }
 
 TEST(MemoryModel, MachineMemoryKey) {
