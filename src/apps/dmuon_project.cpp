@@ -52,15 +52,17 @@ std::string projection_table(const project::Machine& m, const WorldRows& w,
       m.name, w.world, (w.world + m.ranks_per_node - 1) / m.ranks_per_node, m.ranks_per_node,
       convention);
   s += fmt::format(
-      "# mem GB: peak device memory per rank, max over ranks, GB = 1e9 bytes (docs/MEMORY.md){}; "
+      "# mem GB: peak device memory per rank, max over ranks, GB = 1e9 bytes (docs/MEMORY.md), "
+      "at: its rank and phase{}; "
       "{}\n",
       activations ? "" : ", activations not modelled (no --seq-len)",
       m.memory_gb > 0
           ? fmt::format("over the machine's {:g} GB: oom (+excess), no time", m.memory_gb)
           : std::string("no capacity check (the machine file has no memory_GB)"));
-  s += fmt::format("# {:<40} {:<10} {:>14} {:>8} {:>7} {:>8} {:>12} {:>8} {:>9} {:>10} {:>9}\n",
-                   "boundary", "method", "step ms", "MFU %", "HFU %", "TFLOP/s", "tok/s/GPU",
-                   "mem GB", "programs", "batches", "wall s");
+  s += fmt::format(
+      "# {:<40} {:<10} {:>14} {:>8} {:>7} {:>8} {:>12} {:>8} {:<16} {:>9} {:>10} {:>9}\n",
+      "boundary", "method", "step ms", "MFU %", "HFU %", "TFLOP/s", "tok/s/GPU", "mem GB", "at",
+      "programs", "batches", "wall s");
   for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
     const auto& run = w.list.runs[i];
     if (!run.ok() && !oom(run)) continue;
@@ -68,21 +70,23 @@ std::string projection_table(const project::Machine& m, const WorldRows& w,
     std::string label = run.boundary_label();
     if (label.size() > 40) label = label.substr(0, 37) + "...";
     const double mem_gb = static_cast<double>(p.memory.peak()) / 1e9;
+    const std::string at =
+        fmt::format("r{} {}", p.memory.rank, project::memory_phase_name(p.memory.peak_phase()));
     if (oom(run)) {
       const double excess = static_cast<double>(project::excess_bytes(p.memory, m.memory_gb)) / 1e9;
       s += fmt::format(
-          "  {:<40} {:<10} {:>14} {:>8} {:>7} {:>8} {:>12} {:>8.1f} {:>9} {:>10} {:>9.2f}\n", label,
-          engine::method_name(run.method), fmt::format("oom (+{:.1f} GB)", excess), "-", "-", "-",
-          "-", mem_gb, p.programs, p.batches, p.build_s + p.replay_s);
+          "  {:<40} {:<10} {:>14} {:>8} {:>7} {:>8} {:>12} {:>8.1f} {:<16} {:>9} {:>10} {:>9.2f}\n",
+          label, engine::method_name(run.method), fmt::format("oom (+{:.1f} GB)", excess), "-", "-",
+          "-", "-", mem_gb, at, p.programs, p.batches, p.build_s + p.replay_s);
       continue;
     }
     s += fmt::format(
-        "  {:<40} {:<10} {:>14.2f} {:>8.2f} {:>7} {:>8.1f} {:>12.5g} {:>8.1f} {:>9} {:>10} "
+        "  {:<40} {:<10} {:>14.2f} {:>8.2f} {:>7} {:>8.1f} {:>12.5g} {:>8.1f} {:<16} {:>9} {:>10} "
         "{:>9.2f}\n",
         label, engine::method_name(run.method),
         p.result.phases_ms[static_cast<std::size_t>(engine::Phase::step)], 100 * p.mfu,
         p.hfu > 0 ? fmt::format("{:.2f}", 100 * p.hfu) : std::string("-"), p.model_tflops_per_gpu,
-        p.tokens_per_s / w.world, mem_gb, p.programs, p.batches, p.build_s + p.replay_s);
+        p.tokens_per_s / w.world, mem_gb, at, p.programs, p.batches, p.build_s + p.replay_s);
   }
   int oom_rows = 0;
   for (const auto& run : w.list.runs) oom_rows += oom(run);
