@@ -39,30 +39,78 @@ struct WorldRows {
   std::vector<project::Projection> projections;  // by row (empty for rejected rows)
 };
 
+// A row over the machine's device memory (memory_model.hpp): status "oom", never a time.
+bool oom(const apps::bench::BenchRun& run) {
+  return run.status == "oom";
+}
+
 std::string projection_table(const project::Machine& m, const WorldRows& w,
-                             const std::string& convention) {
+                             const std::string& convention, bool activations) {
   std::string s = fmt::format(
       "# projected on {} (world {} = {} node(s) of {} ranks): throughput ({} FLOP convention) and "
       "how the replay ran\n",
       m.name, w.world, (w.world + m.ranks_per_node - 1) / m.ranks_per_node, m.ranks_per_node,
       convention);
-  s += fmt::format("# {:<40} {:<10} {:>10} {:>8} {:>7} {:>8} {:>12} {:>9} {:>10} {:>9}\n",
-                   "boundary", "method", "step ms", "MFU %", "HFU %", "TFLOP/s", "tok/s/GPU",
-                   "programs", "batches", "wall s");
+  s += fmt::format(
+      "# mem GB: peak device memory per rank, max over ranks, GB = 1e9 bytes (docs/MEMORY.md), "
+      "at: its rank and phase{}; "
+      "{}\n",
+      activations ? "" : ", activations not modelled (no --seq-len)",
+      m.memory_gb > 0
+          ? fmt::format("over the machine's {:g} GB: oom (+excess), no time", m.memory_gb)
+          : std::string("no capacity check (the machine file has no memory_GB)"));
+  s += fmt::format(
+      "# {:<40} {:<10} {:>14} {:>8} {:>7} {:>8} {:>12} {:>8} {:<16} {:>9} {:>10} {:>9}\n",
+      "boundary", "method", "step ms", "MFU %", "HFU %", "TFLOP/s", "tok/s/GPU", "mem GB", "at",
+      "programs", "batches", "wall s");
   for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
     const auto& run = w.list.runs[i];
-    if (!run.ok()) continue;
+    if (!run.ok() && !oom(run)) continue;
     const auto& p = w.projections[i];
     std::string label = run.boundary_label();
     if (label.size() > 40) label = label.substr(0, 37) + "...";
+    const double mem_gb = static_cast<double>(p.memory.peak()) / 1e9;
+    const std::string at =
+        fmt::format("r{} {}", p.memory.rank, project::memory_phase_name(p.memory.peak_phase()));
+    if (oom(run)) {
+      const double excess = static_cast<double>(project::excess_bytes(p.memory, m.memory_gb)) / 1e9;
+      s += fmt::format(
+          "  {:<40} {:<10} {:>14} {:>8} {:>7} {:>8} {:>12} {:>8.1f} {:<16} {:>9} {:>10} {:>9.2f}\n",
+          label, engine::method_name(run.method), fmt::format("oom (+{:.1f} GB)", excess), "-", "-",
+          "-", "-", mem_gb, at, p.programs, p.batches, p.build_s + p.replay_s);
+      continue;
+    }
     s += fmt::format(
-        "  {:<40} {:<10} {:>10.2f} {:>8.2f} {:>7} {:>8.1f} {:>12.5g} {:>9} {:>10} {:>9.2f}\n",
+        "  {:<40} {:<10} {:>14.2f} {:>8.2f} {:>7} {:>8.1f} {:>12.5g} {:>8.1f} {:<16} {:>9} {:>10} "
+        "{:>9.2f}\n",
         label, engine::method_name(run.method),
         p.result.phases_ms[static_cast<std::size_t>(engine::Phase::step)], 100 * p.mfu,
         p.hfu > 0 ? fmt::format("{:.2f}", 100 * p.hfu) : std::string("-"), p.model_tflops_per_gpu,
-        p.tokens_per_s / w.world, p.programs, p.batches, p.build_s + p.replay_s);
+        p.tokens_per_s / w.world, mem_gb, at, p.programs, p.batches, p.build_s + p.replay_s);
   }
+  int oom_rows = 0;
+  for (const auto& run : w.list.runs) oom_rows += oom(run);
+  if (oom_rows > 0)
+    s += fmt::format(
+        "# out of memory: {} row(s) marked oom (projected, not run: no time; not a failure of the "
+        "tool)\n",
+        oom_rows);
   return s;
+}
+
+nlohmann::json memory_json(const project::RankMemory& mem, const project::Machine& m,
+                           bool activations) {
+  nlohmann::json terms = nlohmann::json::object();
+  for (const auto& [name, bytes] : mem.terms()) terms[name] = bytes;
+  return {{"terms_bytes", terms},
+          {"peak_bytes", mem.peak()},
+          {"peak_GB", static_cast<double>(mem.peak()) / 1e9},
+          {"rank", mem.rank},
+          {"phase", project::memory_phase_name(mem.peak_phase())},
+          {"capacity_GB", m.memory_gb},
+          {"excess_bytes", project::excess_bytes(mem, m.memory_gb)},
+          {"oom", project::excess_bytes(mem, m.memory_gb) > 0},
+          {"activations_modelled", activations}};
 }
 
 nlohmann::json machine_json(const project::Machine& m) {
@@ -73,6 +121,7 @@ nlohmann::json machine_json(const project::Machine& m) {
           {"device", project::device_kind_name(m.device)},
           {"ranks_per_node", m.ranks_per_node},
           {"nvlink_domain", m.nvlink_domain},
+          {"memory_GB", m.memory_gb},
           {"peak_tflops",
            {{"fp32", c.peak_tflops[0]}, {"bf16", c.peak_tflops[1]}, {"fp16", c.peak_tflops[2]}}},
           {"gemm_efficiency", c.gemm_efficiency},
@@ -123,6 +172,7 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
     else
       flops_note = fmt::format("--flops {} needs a model geometry: MFU counts 6N", o.bench.flops);
     po.hardware_flops_per_token = work::hardware_flops_per_token(*step_work);
+    po.activations = project::activation_memory(*step_work);
     if (!flops_note.empty()) notes.push_back(flops_note);
   }
   for (auto& w : worlds) {
@@ -134,8 +184,19 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
       w.projections[i] = project::project(
           topo.tree, w.list.plans[static_cast<std::size_t>(run.plan_index)], machine, po);
       run.result = w.projections[i].result;
+      // Over the device memory: no time is reported for it (status oom, not a failure).
+      const auto& mem = w.projections[i].memory;
+      if (const std::int64_t excess = project::excess_bytes(mem, machine.memory_gb); excess > 0) {
+        run.status = "oom";
+        run.error = fmt::format(
+            "oom: peak {:.1f} GB per rank (rank {}, {}) exceeds the machine's {:g} GB by {:.1f} GB",
+            static_cast<double>(mem.peak()) / 1e9, mem.rank,
+            project::memory_phase_name(mem.peak_phase()), machine.memory_gb,
+            static_cast<double>(excess) / 1e9);
+      }
     }
   }
+  const bool activations = po.activations.modelled;
 
   // The bench's options as a projection ran them: one measured step, no device of its own.
   auto bo = o.bench;
@@ -159,7 +220,21 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
         rec.summary_text["machine"] = machine.name;
         rec.summary_text["machine_model"] = machine.text;
         rec.summary_text["symmetry"] = project::symmetry_name(o.symmetry_resolved);
-        if (w.list.runs[i].ok()) {
+        const auto& run = w.list.runs[i];
+        if (run.ok() || oom(run)) {
+          const auto& mem = w.projections[i].memory;
+          for (const auto& [name, bytes] : mem.terms())
+            rec.summary["memory_" + name + "_bytes"] = static_cast<double>(bytes);
+          rec.summary["memory_peak_bytes"] = static_cast<double>(mem.peak());
+          rec.summary["memory_peak_rank"] = mem.rank;
+          rec.summary["memory_capacity_GB"] = machine.memory_gb;
+          rec.summary["memory_excess_bytes"] =
+              static_cast<double>(project::excess_bytes(mem, machine.memory_gb));
+          rec.summary_text["memory_peak_phase"] = project::memory_phase_name(mem.peak_phase());
+          rec.summary_text["memory_activations"] = activations ? "modelled" : "not modelled";
+        }
+        if (oom(run)) rec.status = "oom";
+        if (run.ok()) {
           rec.summary["mfu"] = w.projections[i].mfu;
           rec.summary["hfu"] = w.projections[i].hfu;
           rec.summary["model_tflops_per_gpu"] = w.projections[i].model_tflops_per_gpu;
@@ -183,6 +258,8 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
         auto& x = wj["runs"][i];
         x["world_size"] = w.world;
         x["projected"] = true;
+        if (w.list.runs[i].ok() || oom(w.list.runs[i]))
+          x["memory"] = memory_json(w.projections[i].memory, machine, activations);
         if (w.list.runs[i].ok()) {
           const auto& p = w.projections[i];
           x["mfu"] = p.mfu;
@@ -213,6 +290,10 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
                         {"fusion", o.bench.fusion},
                         {"compute_dtype", engine::dtype_flag_name(compute)}};
     j["notes"] = notes;
+    int oom_rows = 0;
+    for (const auto& w : worlds)
+      for (const auto& run : w.list.runs) oom_rows += oom(run);
+    j["oom"] = oom_rows;  // rows over the device memory: status "oom", not failures
     j["failures"] = failures;
     j["passed"] = failures == 0;
     std::cout << j.dump(2) << std::endl;
@@ -227,7 +308,7 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
       t = fmt::format("# dmuon_project (PROJECTED on machine {}, not measured): {}\n", machine.name,
                       t.substr(std::string("# dmuon_bench ").size(), eol - 14)) +
           t.substr(eol + 1);
-      std::cout << t << projection_table(machine, w, o.bench.flops) << std::flush;
+      std::cout << t << projection_table(machine, w, o.bench.flops, activations) << std::flush;
     }
   }
   return failures == 0 ? apps::kOk : apps::kCheckFailed;

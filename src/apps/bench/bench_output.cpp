@@ -293,7 +293,10 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
     if (run.baseline) continue;
     const std::string head = fmt::format("{} ({})", run.boundary.label(), run.boundary.mode());
     if (!shown.insert(head).second) continue;
-    if (!run.ok()) line(fmt::format("# [{}] rejected at set-up: {}", head, run.error));
+    // dmuon_project marks a row over the device memory "oom" (its error says by how much).
+    if (!run.ok())
+      line(run.status == "rejected" ? fmt::format("# [{}] rejected at set-up: {}", head, run.error)
+                                    : fmt::format("# [{}] {}", head, run.error));
     for (const auto& w : run.warnings) line(fmt::format("# [{}] {}", head, w));
   }
   for (const auto& run : runs) {

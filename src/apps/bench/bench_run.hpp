@@ -16,7 +16,7 @@ struct BenchRun {
   bool baseline = false;
   BoundaryChoice boundary;  ///< the sweep row (unused for baselines)
   engine::Method method = engine::Method::dmuon;
-  std::string status = "ok";          ///< "ok" | "rejected"
+  std::string status = "ok";          ///< "ok" | "rejected" | "oom" (dmuon_project)
   std::string error;                  ///< the set-up error of a rejected row (full text)
   plan::PlanConfig config;            ///< the plan configuration (also for rejected rows)
   int plan_index = -1;                ///< into the invocation's plans; -1 when rejected

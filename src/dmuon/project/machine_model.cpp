@@ -216,9 +216,9 @@ Machine parse_machine(const std::string& text, const std::string& source) {
   }
   if (!root.IsMap())
     throw InputError(fmt::format("machine file {}: not a mapping of machine keys", source));
-  const MapReader top(
-      root, "the machine", m.source,
-      {"name", "description", "device", "ranks_per_node", "nvlink_domain", "compute", "network"});
+  const MapReader top(root, "the machine", m.source,
+                      {"name", "description", "device", "ranks_per_node", "nvlink_domain",
+                       "memory_GB", "compute", "network"});
   m.name = top.text("name");
   if (m.name.empty() ||
       m.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") != std::string::npos)
@@ -235,6 +235,7 @@ Machine parse_machine(const std::string& text, const std::string& source) {
     top.fail(top.get("device"), fmt::format("device '{}' is invalid (valid: gpu, cpu)", device));
   m.ranks_per_node = top.integer("ranks_per_node");
   m.nvlink_domain = top.integer("nvlink_domain");
+  m.memory_gb = top.number_or("memory_GB", 0.0);  // optional: absent = no capacity check
   read_compute(top, m);
   read_network(top, m);
   return m;
@@ -276,6 +277,7 @@ std::string to_yaml(const Machine& m, const std::string& comment) {
   if (!m.description.empty()) s += fmt::format("description: \"{}\"\n", m.description);
   s += fmt::format("device: {}\n", device_kind_name(m.device));
   s += fmt::format("ranks_per_node: {}\nnvlink_domain: {}\n", m.ranks_per_node, m.nvlink_domain);
+  if (m.memory_gb > 0) s += fmt::format("memory_GB: {}\n", num(m.memory_gb));
   s += "compute:\n";
   s += fmt::format("  peak_tflops: {{fp32: {}, bf16: {}, fp16: {}}}\n", num(c.peak_tflops[0]),
                    num(c.peak_tflops[1]), num(c.peak_tflops[2]));

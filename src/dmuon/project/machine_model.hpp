@@ -91,6 +91,9 @@ struct Machine {
   DeviceKind device = DeviceKind::gpu;
   int ranks_per_node = 1;
   int nvlink_domain = 1;  ///< ranks that reach each other over the intra link
+  /// Device memory per rank (GPU HBM), GB = 1e9 bytes (key memory_GB); 0 = not given (CPU
+  /// and calibrated machines): no capacity check (memory_model.hpp, docs/MEMORY.md).
+  double memory_gb = 0;
   ComputeSpec compute;
   LinkSpec intra, inter;
   MeasuredNetwork measured;

@@ -225,6 +225,7 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   r.peak_packed_bytes = programs.peak_packed_bytes;
   r.master_bytes = programs.master_bytes;
   r.momentum_bytes = programs.state_bytes;
+  p.memory = programs.memory.peak(options.activations);
 
   const double step_s = r.phases_ms[static_cast<std::size_t>(Phase::step)] * 1e-3;
   // --tp: the logical model on the global batch of the DP groups (each TP shard does 1/T).

@@ -20,6 +20,7 @@
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/project/machine_model.hpp"
+#include "dmuon/project/memory_model.hpp"
 #include "dmuon/project/world_programs.hpp"
 
 namespace dmuon::project {
@@ -35,6 +36,8 @@ struct ProjectionOptions {
   /// of model_flops_per_step, no HFU.
   double model_flops_per_token = 0;
   double hardware_flops_per_token = 0;
+  /// Activations of one micro-batch per rank (memory_model.hpp); not modelled: none counted.
+  ActivationMemory activations;
 };
 
 struct Projection {
@@ -43,7 +46,9 @@ struct Projection {
   double mfu = 0;
   double hfu = 0;  ///< 0 without the step work's hardware FLOPs
   double tokens_per_s = 0;
-  double model_tflops_per_gpu = 0;   ///< model FLOP/s per rank / 1e12
+  double model_tflops_per_gpu = 0;  ///< model FLOP/s per rank / 1e12
+  /// Device memory of the rank with the largest peak (docs/MEMORY.md).
+  RankMemory memory;
   std::int64_t programs = 0;         ///< distinct compiled programs (rank symmetry at work)
   std::int64_t batches = 0;          ///< batches replayed
   double build_s = 0, replay_s = 0;  ///< wall time of the projection itself

@@ -94,6 +94,7 @@ void account_memory(WorldPrograms& w, const StepLayout& L) {
   w.peak_packed_bytes = std::max(w.peak_packed_bytes, L.live_weight_bytes);
   w.master_bytes = std::max(w.master_bytes, L.master_elems * 4);
   w.state_bytes = std::max(w.state_bytes, (L.state_elems + L.second_state_elems) * 4);
+  w.memory.add(memory_of(L));
 }
 
 // The issue ops of a schedule in order, split by communicator, as batch specs.

@@ -27,6 +27,7 @@
 #include "dmuon/engine/engine_options.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/plan/plan.hpp"
+#include "dmuon/project/memory_model.hpp"
 #include "dmuon/project/op_cost.hpp"
 #include "dmuon/project/rank_program.hpp"
 
@@ -49,6 +50,8 @@ struct WorldPrograms {
   /// Max over ranks, bytes: weight buffers live at once (Z3: prefetch + 1 groups), fp32
   /// masters, optimizer state (as RunResult reports them).
   std::int64_t peak_packed_bytes = 0, master_bytes = 0, state_bytes = 0;
+  /// Device memory per rank (memory_model.hpp) of the ranks the peak can come from.
+  MemoryCandidates memory;
 };
 
 /// Builds every rank's program. `o.method` selects the method; the plan's partition options

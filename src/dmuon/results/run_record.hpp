@@ -139,7 +139,8 @@ struct Collectives {
 
 /// One run: one (topology, boundary, owner strategy, method, engine options) combination.
 struct RunRecord {
-  std::string status = "ok";  ///< "ok" | "rejected" (strict boundary failed at set-up)
+  std::string status = "ok";  ///< "ok" | "rejected" (strict boundary failed at set-up) | "oom"
+                              ///< (dmuon_project: over the device memory)
   std::string error;          ///< the set-up error when rejected
   std::string config_text;    ///< the resolved configuration (YAML/JSON text)
 

@@ -1,0 +1,185 @@
+#include "dmuon/project/memory_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "kernels/dtype.hpp"
+
+namespace dmuon::project {
+
+using engine::Storage;
+
+namespace {
+
+std::int64_t bytes_of(kernels::Dtype t) {
+  return static_cast<std::int64_t>(kernels::dtype_bytes(t));
+}
+
+std::int64_t rounded(double bytes) {
+  return static_cast<std::int64_t>(std::llround(bytes));
+}
+
+}  // namespace
+
+// Counting what each forward op writes counts every tensor once (an op's input is an earlier
+// op's output) and needs no list of saved tensors per op: it is an upper bound (an op whose
+// output backward does not read is counted too; in a transformer block nearly every output is
+// an input of a GEMM, norm, activation or attention backward). Korthikanti et al. 2022's
+// closed form (s·b·h·(34 + 5·a·s/h) bytes per layer) assumes a GeLU MLP of 4h, dropout and
+// unfused attention; the ops carry this model's own widths (GQA, MLA, SwiGLU, MoE top-k) and
+// the --fusion and --ac choices, which is why they are used instead.
+ActivationMemory activation_memory(const work::StepWork& work) {
+  ActivationMemory a;
+  a.modelled = true;
+  double saved = 0, recompute = 0;
+  for (const auto& unit : work.units) {
+    double written = 0, again = 0;
+    for (const auto& op : unit.forward) written += op.bytes_written;
+    for (const auto& op : unit.recompute) again += op.bytes_written;
+    // A recomputing unit keeps its output as the checkpoint the next unit recomputes from (in
+    // a residual stack the block's output has its input's shape).
+    const double checkpoint =
+        unit.recompute.empty() || unit.forward.empty() ? 0.0 : unit.forward.back().bytes_written;
+    saved += std::max(checkpoint, written - again + checkpoint);
+    recompute = std::max(recompute, again);
+  }
+  a.saved = rounded(saved);
+  a.recompute = rounded(recompute);
+  return a;
+}
+
+const char* memory_phase_name(MemoryPhase p) {
+  switch (p) {
+    case MemoryPhase::forward: return "forward";
+    case MemoryPhase::backward: return "backward";
+    case MemoryPhase::optimizer: return "optimizer";
+  }
+  return "?";
+}
+
+std::int64_t RankMemory::phase_bytes(MemoryPhase p) const {
+  switch (p) {
+    case MemoryPhase::forward: return persistent() + weights + activations;
+    case MemoryPhase::backward:
+      return persistent() + weights + activations + recompute + grad_buffers;
+    case MemoryPhase::optimizer: return persistent() + gather_buffers + ns_workspace;
+  }
+  return 0;
+}
+
+MemoryPhase RankMemory::peak_phase() const {
+  MemoryPhase best = MemoryPhase::forward;
+  for (auto p : {MemoryPhase::backward, MemoryPhase::optimizer})
+    if (phase_bytes(p) > phase_bytes(best)) best = p;
+  return best;
+}
+
+std::vector<std::pair<std::string, std::int64_t>> RankMemory::terms() const {
+  return {{"masters", masters},
+          {"optimizer_state", optimizer_state},
+          {"gradients", gradients},
+          {"ns_input", ns_input},
+          {"weights", weights},
+          {"grad_buffers", grad_buffers},
+          {"gather_buffers", gather_buffers},
+          {"ns_workspace", ns_workspace},
+          {"tp_buffers", tp_buffers},
+          {"activations", activations},
+          {"recompute", recompute}};
+}
+
+RankMemory memory_of(const engine::StepLayout& L) {
+  RankMemory m;
+  m.rank = L.me.rank;
+  const std::int64_t wire = bytes_of(L.wire);
+  const std::int64_t alt = bytes_of(L.alt_wire);
+  m.masters = 4 * L.master_elems;
+  m.optimizer_state = 4 * (L.state_elems + L.second_state_elems);
+  // Persistent gradients, from the pairs and parameters (a reduced layout keeps no arena
+  // totals): as make_layout lays them out.
+  for (const auto& pr : L.pairs) {
+    if (pr.alt_wire)
+      m.gradients += pr.numel * bytes_of(pr.wire);  // its own region, rooted or not
+    else if (pr.rooted_here)
+      m.gradients += pr.numel * wire;
+  }
+  std::int64_t largest_ns = 0, tp_chunk = 0;
+  bool tp_root = false;
+  for (const auto& p : L.params) {
+    if (p.pair < 0 && p.pid >= 0) {
+      const std::int64_t b = p.alt_wire ? bytes_of(p.wire) : wire;
+      if (p.sharded()) {
+        const bool deferred = L.groups[static_cast<std::size_t>(p.group)].deferred_reduce;
+        m.gradients += b * (p.chunk + (p.alt_wire || deferred ? p.padded : 0));
+      } else if (p.storage == Storage::replicated) {
+        m.gradients += b * p.numel;
+      }
+    }
+    if (!p.muon || !p.updated_here) continue;
+    m.ns_input += 4 * p.state_elems;
+    if (p.tp_sharded()) {  // as make_layout sizes the TP exchange (a reduced layout keeps
+                           // the reference rank's sizes)
+      tp_chunk = std::max(tp_chunk, p.numel);
+      tp_root = tp_root || p.tp_owner == L.tp_rank();
+    }
+    // Newton–Schulz runs on the full matrix (sharded: the gathered one), or for a TP-sharded
+    // parameter on the logical matrix at its TP owner only.
+    if (p.tp_sharded() && p.tp_owner != L.tp_rank()) continue;
+    const auto& s = p.tp_sharded() ? p.logical : p.shape;
+    const std::int64_t mm = std::min(s.rows, s.cols);
+    largest_ns = std::max(largest_ns, 4 * s.rows * s.cols + 5 * mm * mm);
+  }
+  m.ns_workspace = 4 * largest_ns;
+  m.weights = L.live_weight_bytes;
+  // Pooled gradients of grad_window consecutive groups travel together (backward takes the
+  // groups in reverse forward order; --accum: every group keeps its own); the engine's ring
+  // sizes every slot for the largest group, a real implementation holds what is in flight, as
+  // StepLayout::live_weight_bytes does for weights. Reduced layouts: this rank's grad_elems.
+  const std::size_t n = L.groups.size();
+  const std::size_t window = std::min(n, static_cast<std::size_t>(std::max(1, L.grad_window)));
+  std::int64_t in_flight = 0, sum = 0;  // a sliding sum: O(groups) per rank
+  for (std::size_t i = 0; i < n; ++i) {
+    sum += L.groups[i].grad_elems;
+    if (i >= window) sum -= L.groups[i - window].grad_elems;
+    in_flight = std::max(in_flight, sum);
+  }
+  m.grad_buffers = wire * in_flight;
+  m.gather_buffers = wire * L.gather_pool_elems + alt * L.alt_gather_elems;
+  // StepLayout::tp_send_elems / tp_recv_elems / tp_matrix_elems of this rank.
+  const std::int64_t T = L.tp();
+  m.tp_buffers =
+      wire * (tp_chunk + (tp_root ? T * tp_chunk : 0)) + 4 * (tp_root ? 2 * T * tp_chunk : 0);
+  return m;
+}
+
+RankMemory with_activations(RankMemory m, const ActivationMemory& a) {
+  m.activations = a.saved;
+  m.recompute = a.recompute;
+  return m;
+}
+
+std::int64_t excess_bytes(const RankMemory& m, double memory_gb) {
+  if (memory_gb <= 0) return 0;
+  return std::max<std::int64_t>(0, m.peak() - rounded(memory_gb * 1e9));
+}
+
+void MemoryCandidates::add(const RankMemory& m) {
+  if (!any) {
+    backward = optimizer = m;
+    any = true;
+    return;
+  }
+  if (m.phase_bytes(MemoryPhase::backward) > backward.phase_bytes(MemoryPhase::backward))
+    backward = m;
+  if (m.phase_bytes(MemoryPhase::optimizer) > optimizer.phase_bytes(MemoryPhase::optimizer))
+    optimizer = m;
+}
+
+RankMemory MemoryCandidates::peak(const ActivationMemory& a) const {
+  const RankMemory b = with_activations(backward, a);
+  const RankMemory o = with_activations(optimizer, a);
+  return o.peak() > b.peak() ? o : b;
+}
+
+}  // namespace dmuon::project

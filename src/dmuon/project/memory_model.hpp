@@ -1,0 +1,100 @@
+#pragma once
+// Per-rank device memory of one projected step (docs/MEMORY.md): what a rank holds, term by
+// term, read from its step layout (the engine's own decision of what each rank keeps) and the
+// step work (activations), and the peak over the step's three phases with the phase it occurs
+// in. Bytes throughout; every term is derivable by hand from the parameter shapes:
+//
+//   masters           4 · master elements: fp32 parameters this rank keeps (DMuon: the pairs
+//                     rooted in its column — owned, or HSDP column copies — and its shards of
+//                     the non-dedicated unit; FSDP: its shards; DDP: the full model)
+//   optimizer_state   4 · (state + second state): Muon momentum / AdamW exp_avg of what it
+//                     updates, AdamW exp_avg_sq
+//   gradients         persistent gradients in the wire dtype: rooted pairs (DMuon), gradient
+//                     shards (FSDP; plus the full padded gradient of a deferred-reduce group),
+//                     full gradients (DDP); --route dtype parameters in their own type
+//   ns_input          4 · elements of the Muon parameters it updates: the Nesterov input the
+//                     engine keeps per parameter, which Newton–Schulz overwrites
+//   weights           gathered / packed weights live at once (StepLayout::live_weight_bytes:
+//                     Z3 prefetch + 1 groups, Z2 every group from forward to backward; DDP
+//                     computes on its replicas: 0)
+//   grad_buffers      backward's travelling gradients (pairs rooted elsewhere, FSDP padded full
+//                     gradients) of the grad_window consecutive groups in flight together
+//   gather_buffers    fsdp-muon's all-gathered Nesterov inputs (the gather pool)
+//   ns_workspace      4 · (4·r·c + 5·m²), m = min(r, c), of the largest matrix it runs
+//                     Newton–Schulz on (the host kernel's iterate, successor, input and output
+//                     r×c, five m×m products; one matrix at a time)
+//   tp_buffers        --tp exchange: send and receive (wire), the fp32 logical matrix
+//   activations       saved for backward, one micro-batch (ActivationMemory)
+//   recompute         the largest unit's recomputed activations, live during its backward
+//
+// Phases: forward end = persistent + weights + activations; backward = that + recompute +
+// grad_buffers (its start: every activation still held, the first gradients travelling);
+// optimizer = persistent + gather_buffers + ns_workspace. Persistent = masters + optimizer
+// state + gradients + ns_input + tp_buffers. Peak = the largest phase.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dmuon/engine/step_layout.hpp"
+#include "dmuon/work/step_work.hpp"
+
+namespace dmuon::project {
+
+/// Activation bytes of one micro-batch on one rank (from the step work).
+struct ActivationMemory {
+  /// Saved for backward at the end of forward: per work unit, the bytes its forward ops write,
+  /// less those its checkpointing policy recomputes, plus the unit's output kept as the
+  /// checkpoint when it recomputes anything.
+  std::int64_t saved = 0;
+  /// The largest unit's recomputed bytes (live while that unit runs its backward).
+  std::int64_t recompute = 0;
+  bool modelled = false;  ///< false: no step work (--seq-len not given): activations count 0
+};
+
+/// The activation memory of `work` (see ActivationMemory; the rule and why: docs/MEMORY.md).
+ActivationMemory activation_memory(const work::StepWork& work);
+
+enum class MemoryPhase { forward, backward, optimizer };
+const char* memory_phase_name(MemoryPhase p);
+
+struct RankMemory {
+  int rank = 0;  ///< world rank
+  std::int64_t masters = 0, optimizer_state = 0, gradients = 0, ns_input = 0, weights = 0,
+               grad_buffers = 0, gather_buffers = 0, ns_workspace = 0, tp_buffers = 0,
+               activations = 0, recompute = 0;
+
+  std::int64_t persistent() const {
+    return masters + optimizer_state + gradients + ns_input + tp_buffers;
+  }
+  std::int64_t phase_bytes(MemoryPhase p) const;
+  /// The largest phase (the first of equals in forward, backward, optimizer order).
+  MemoryPhase peak_phase() const;
+  std::int64_t peak() const { return phase_bytes(peak_phase()); }
+  /// (name, bytes) of every term, in the order above: the table, JSON and HDF5 names.
+  std::vector<std::pair<std::string, std::int64_t>> terms() const;
+};
+
+/// The memory of the rank whose layout is `L` (a full layout or a reduced one:
+/// reduced_layout.hpp), without activations (add them with with_activations).
+RankMemory memory_of(const engine::StepLayout& L);
+
+/// `m` with the activation terms of `a`.
+RankMemory with_activations(RankMemory m, const ActivationMemory& a);
+
+/// Bytes the peak exceeds a device of `memory_gb` GB (1e9 bytes) by: > 0 means out of memory;
+/// 0 when it fits or when `memory_gb` is 0 (no capacity given).
+std::int64_t excess_bytes(const RankMemory& m, double memory_gb);
+
+/// The ranks a world's peak can come from, activations aside: activations are the same on
+/// every rank (one micro-batch of the same shape), so the peak rank is the one with the
+/// largest backward phase or the one with the largest optimizer phase.
+struct MemoryCandidates {
+  RankMemory backward, optimizer;
+  bool any = false;
+  void add(const RankMemory& m);
+  /// The peak rank with activations `a` added.
+  RankMemory peak(const ActivationMemory& a) const;
+};
+
+}  // namespace dmuon::project

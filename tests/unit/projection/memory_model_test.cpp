@@ -1,0 +1,317 @@
+// The per-rank memory model (project/memory_model.hpp) against byte counts computed by hand on
+// a small tree, per method and Z mode, on G = 2 ranks with a bf16 wire (2 bytes):
+//
+//   Net ─ a (Block) ─ l0  Linear 4→4: weight [4, 4]  16 elements   (dedicated: ndim=2)
+//       ─ b (Block) ─ l1  Linear 4→8: weight [8, 4]  32 elements   (dedicated)
+//       ─ n  RMSNorm weight [4]                        4 elements   (not dedicated: AdamW)
+//
+// Boundary types:Block: DMuon sites a and b, and the FSDP unit of n first (3 groups in forward
+// order: unit, a, b). No packing; LPT gives the larger l1 to rank 0, then l0 to rank 1.
+// Sharded: chunk = ceil(numel / 2): l0 8, l1 16, n 2 (padded 16, 32, 4). Prefetch 1: Z3 holds
+// 2 consecutive groups' weights, the gradient ring 3 groups (prefetch + 2; here all three).
+// Newton–Schulz workspace of an r×c matrix: 4·(4·r·c + 5·min(r,c)²) bytes:
+//   l1 [8, 4]: 4·(128 + 80) = 832;  l0 [4, 4]: 4·(64 + 80) = 576.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "../llm_tp_plan.hpp"
+#include "common/plan_options.hpp"
+#include "dmuon/base/error.hpp"
+#include "dmuon/engine/step_layout.hpp"
+#include "dmuon/model/module_tree.hpp"
+#include "dmuon/model/topology.hpp"
+#include "dmuon/plan/plan.hpp"
+#include "dmuon/project/machine_model.hpp"
+#include "dmuon/project/memory_model.hpp"
+#include "dmuon/project/projection.hpp"
+#include "dmuon/project/reduced_layout.hpp"
+#include "dmuon/work/step_work.hpp"
+#include "test_machines.hpp"
+
+namespace {
+
+using namespace dmuon;
+using engine::Method;
+using plan::Reshard;
+using project::MemoryPhase;
+using project::RankMemory;
+
+model::ModuleTree small_tree() {
+  model::ModuleTree t("Net");
+  const int a = t.add_module(model::ModuleTree::root, "a", "Block");
+  t.add_linear(a, "l0", 4, 4);
+  const int b = t.add_module(model::ModuleTree::root, "b", "Block");
+  t.add_linear(b, "l1", 4, 8);
+  t.add_norm(model::ModuleTree::root, "n", "RMSNorm", 4);
+  t.finalize();
+  return t;
+}
+
+plan::Plan small_plan(const model::ModuleTree& t, Reshard z) {
+  plan::PlanConfig c;
+  c.dedicate_rule = "ndim=2";
+  c.boundary = "types:Block";
+  c.reshard = z;
+  c.partition.shard = 2;
+  c.partition.pack = false;
+  return plan::make_plan(t, c);
+}
+
+engine::StepSpec spec(Method m, Reshard z) {
+  engine::StepSpec s;
+  s.method = m;
+  s.reshard = z;
+  s.wire = kernels::Dtype::bf16;
+  return s;
+}
+
+RankMemory memory(Method m, Reshard z, int rank) {
+  const auto t = small_tree();
+  const auto p = small_plan(t, z);
+  return project::memory_of(engine::make_layout(t, p, spec(m, z), rank));
+}
+
+struct Expected {
+  std::int64_t masters, optimizer_state, gradients, ns_input, weights, grad_buffers, gather_buffers,
+      ns_workspace;
+};
+
+void expect_terms(const RankMemory& m, const Expected& e, const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(m.masters, e.masters);
+  EXPECT_EQ(m.optimizer_state, e.optimizer_state);
+  EXPECT_EQ(m.gradients, e.gradients);
+  EXPECT_EQ(m.ns_input, e.ns_input);
+  EXPECT_EQ(m.weights, e.weights);
+  EXPECT_EQ(m.grad_buffers, e.grad_buffers);
+  EXPECT_EQ(m.gather_buffers, e.gather_buffers);
+  EXPECT_EQ(m.ns_workspace, e.ns_workspace);
+  EXPECT_EQ(m.tp_buffers, 0);
+  EXPECT_EQ(m.activations, 0);
+  EXPECT_EQ(m.recompute, 0);
+}
+
+// Rank 0 owns l1; rank 1 owns l0; both hold a shard of n (2 elements).
+TEST(MemoryModel, DmuonOwnersHoldWhatTheyOwn) {
+  for (Reshard z : {Reshard::z3, Reshard::z2}) {
+    // Weights (bf16): Z3 the largest 2 consecutive groups, max(unit 4 + a 16, a 16 + b 32) =
+    // 48 → 96 B; Z2 every group, 4 + 16 + 32 = 52 → 104 B. The same on both ranks (every
+    // rank receives every site's packed weights).
+    const std::int64_t weights = z == Reshard::z3 ? 96 : 104;
+    // Rank 0: masters l1 32 + n 2 = 34 fp32 = 136; state: momentum 32 + n's exp_avg 2 and
+    // exp_avg_sq 2 = 36 fp32 = 144; gradients: its pair (l1) 32 + n's shard 2 = 34 bf16 = 68;
+    // NS input l1 32 fp32 = 128; pooled gradients: n padded 4 + l0 16 (rooted elsewhere) +
+    // b 0 (rooted here) = 20 bf16 = 40; NS workspace of l1: 832.
+    expect_terms(memory(Method::dmuon, z, 0), {136, 144, 68, 128, weights, 40, 0, 832},
+                 std::string("dmuon rank 0 ") + plan::reshard_name(z));
+    // Rank 1: masters l0 16 + 2 = 18 → 72; state 16 + 2 + 2 = 20 → 80; gradients 16 + 2 = 18
+    // → 36; NS input 16 → 64; pooled: 4 + 0 + l1 32 = 36 → 72; NS workspace of l0: 576.
+    expect_terms(memory(Method::dmuon, z, 1), {72, 80, 36, 64, weights, 72, 0, 576},
+                 std::string("dmuon rank 1 ") + plan::reshard_name(z));
+  }
+}
+
+TEST(MemoryModel, FsdpShardsEverything) {
+  for (Reshard z : {Reshard::z3, Reshard::z2}) {
+    // Weights: the gathered padded groups n 4, l0 16, l1 32: Z3 16 + 32 = 48 → 96, Z2 52 → 104.
+    const std::int64_t weights = z == Reshard::z3 ? 96 : 104;
+    for (int r : {0, 1}) {
+      // fsdp-adamw: masters 8 + 16 + 2 = 26 fp32 = 104; exp_avg and exp_avg_sq 2·26 fp32 = 208;
+      // gradient shards 26 bf16 = 52; no NS; pooled padded full gradients 4 + 16 + 32 = 52
+      // bf16 = 104.
+      expect_terms(memory(Method::fsdp_adamw, z, r), {104, 208, 52, 0, weights, 104, 0, 0},
+                   "fsdp-adamw rank " + std::to_string(r) + " " + plan::reshard_name(z));
+      // fsdp-muon: momentum of the Muon shards 24 + n's exp_avg 2 and exp_avg_sq 2 = 28 fp32 =
+      // 112; NS input 24 fp32 = 96; the gather pool: 2 slots of the largest gathered matrix
+      // (l1 padded 32) = 64 bf16 = 128; every rank runs NS on l1 and l0: workspace of l1, 832.
+      expect_terms(memory(Method::fsdp_muon, z, r), {104, 112, 52, 96, weights, 104, 128, 832},
+                   "fsdp-muon rank " + std::to_string(r) + " " + plan::reshard_name(z));
+    }
+  }
+}
+
+TEST(MemoryModel, DdpReplicatesEverything) {
+  for (Reshard z : {Reshard::z3, Reshard::z2})
+    for (int r : {0, 1}) {
+      // Masters 16 + 32 + 4 = 52 fp32 = 208; momentum 48 + n's 4 + 4 = 56 fp32 = 224; full
+      // gradients 52 bf16 = 104; NS input 48 fp32 = 192; computes on its replicas: no gathered
+      // weights, no pooled gradients; NS workspace of l1: 832.
+      expect_terms(memory(Method::ddp_muon, z, r), {208, 224, 104, 192, 0, 0, 0, 832},
+                   "ddp-muon rank " + std::to_string(r) + " " + plan::reshard_name(z));
+    }
+}
+
+// The gradient terms are computed from the pairs and parameters (a reduced layout keeps no
+// arena totals): on full layouts they are the engine's persistent gradient arenas.
+TEST(MemoryModel, GradientsAreTheEnginesArenas) {
+  const auto t = small_tree();
+  for (Method m : engine::kAllMethods)
+    for (Reshard z : {Reshard::z3, Reshard::z2}) {
+      const auto p = small_plan(t, z);
+      for (int r : {0, 1}) {
+        const auto L = engine::make_layout(t, p, spec(m, z), r);
+        EXPECT_EQ(project::memory_of(L).gradients, 2 * L.grad_arena_elems + 2 * L.alt_grad_elems)
+            << engine::method_name(m) << " rank " << r;
+      }
+    }
+}
+
+TEST(MemoryModel, PhasesAndPeak) {
+  RankMemory m = memory(Method::dmuon, Reshard::z3, 0);
+  // Persistent: 136 + 144 + 68 + 128 = 476. Forward 476 + 96 = 572; backward + 40 = 612;
+  // optimizer 476 + 832 = 1308: the peak.
+  EXPECT_EQ(m.persistent(), 476);
+  EXPECT_EQ(m.phase_bytes(MemoryPhase::forward), 572);
+  EXPECT_EQ(m.phase_bytes(MemoryPhase::backward), 612);
+  EXPECT_EQ(m.phase_bytes(MemoryPhase::optimizer), 1308);
+  EXPECT_EQ(m.peak_phase(), MemoryPhase::optimizer);
+  // 1000 saved activation bytes and 100 recomputed: backward 612 + 1100 = 1712 is the peak.
+  m = project::with_activations(m, {1000, 100, true});
+  EXPECT_EQ(m.peak_phase(), MemoryPhase::backward);
+  EXPECT_EQ(m.peak(), 1712);
+  // A device of 1e-6 GB = 1000 bytes: 712 over; no capacity: no check.
+  EXPECT_EQ(project::excess_bytes(m, 1e-6), 712);
+  EXPECT_EQ(project::excess_bytes(m, 2e-6), 0);
+  EXPECT_EQ(project::excess_bytes(m, 0), 0);
+}
+
+// The projection's peak is the largest over ranks, with its rank and phase, the same with and
+// without rank symmetry (reduced layouts): rank 0's optimizer phase, 1308 B (rank 1: 252 +
+// 576 = 828).
+TEST(MemoryModel, ProjectionPeakRankAndPhase) {
+  const auto t = small_tree();
+  const auto p = small_plan(t, Reshard::z3);
+  for (auto symmetry : {project::Symmetry::full, project::Symmetry::reduced}) {
+    project::ProjectionOptions po;
+    po.engine.step = spec(Method::dmuon, Reshard::z3);
+    po.symmetry = symmetry;
+    const auto proj =
+        project::project(t, p, project::testing::measured_machine(2, 10, 5, "gpu"), po);
+    EXPECT_EQ(proj.memory.peak(), 1308);
+    EXPECT_EQ(proj.memory.rank, 0);
+    EXPECT_EQ(proj.memory.peak_phase(), MemoryPhase::optimizer);
+    // With activations, every rank's backward grows alike: rank 0's is 612 + 2000 = 2612.
+    po.activations = {2000, 0, true};
+    const auto with =
+        project::project(t, p, project::testing::measured_machine(2, 10, 5, "gpu"), po);
+    EXPECT_EQ(with.memory.peak(), 2612);
+    EXPECT_EQ(with.memory.rank, 0);
+    EXPECT_EQ(with.memory.peak_phase(), MemoryPhase::backward);
+  }
+}
+
+// Activations: per unit what the forward ops write, less what is recomputed, plus the unit's
+// output kept as its checkpoint when it recomputes.
+TEST(MemoryModel, ActivationsFromTheStepWork) {
+  work::StepWork w;
+  auto op = [](double written) {
+    work::Op o;
+    o.bytes_written = written;
+    return o;
+  };
+  w.units.resize(2);
+  w.units[0].forward = {op(10), op(20)};  // no recompute: 30 saved
+  w.units[1].forward = {op(40), op(8)};   // recomputes the 40: 48 - 40 + checkpoint 8 = 16
+  w.units[1].recompute = {op(40)};
+  const auto a = project::activation_memory(w);
+  EXPECT_TRUE(a.modelled);
+  EXPECT_EQ(a.saved, 30 + 16);
+  EXPECT_EQ(a.recompute, 40);
+
+  // On a real geometry: recomputing more saves less (none > selective > full), and full keeps
+  // a checkpoint per block.
+  auto saved = [](work::AcPolicy ac) {
+    work::RunShape s;
+    s.seq_len = 64;
+    s.ac = ac;
+    return project::activation_memory(
+        work::build_step_work(model::build_topology("llm", "tiny"), s));
+  };
+  const auto none = saved(work::AcPolicy::none), sel = saved(work::AcPolicy::selective),
+             full = saved(work::AcPolicy::full);
+  EXPECT_GT(none.saved, sel.saved);
+  EXPECT_GT(sel.saved, full.saved);
+  EXPECT_GT(full.saved, 0);
+  EXPECT_EQ(none.recompute, 0);
+  EXPECT_GT(full.recompute, sel.recompute);
+}
+
+// Rank symmetry: a DMuon rank's reduced layout (reduced_layout.hpp: its rooted pairs kept, the
+// other members of a site as one aggregate, pool windows and TP sizes from the reference rank)
+// gives every term its full layout gives, on every rank: HSDP column copies, --accum, --tp.
+TEST(MemoryModel, ReducedLayoutsAgreeWithFullOnes) {
+  struct Case {
+    std::string topology;
+    int world, replicate, tp, accum;
+    plan::Reshard z;
+  };
+  int cases_where_ranks_differ = 0;
+  for (const auto& c : std::vector<Case>{{"moe", 4, 1, 1, 1, Reshard::z3},
+                                         {"moe", 4, 2, 1, 2, Reshard::z2},
+                                         {"vla", 8, 2, 1, 1, Reshard::z3},
+                                         {"llm", 4, 1, 2, 1, Reshard::z3},
+                                         {"llm", 8, 2, 2, 2, Reshard::z2}}) {
+    const std::string name = c.topology + " N=" + std::to_string(c.world) +
+                             " R=" + std::to_string(c.replicate) + " T=" + std::to_string(c.tp);
+    plan::Plan p;
+    model::ModuleTree tree("none");
+    if (c.tp > 1) {
+      auto s = test::llm_tp_plan(c.world, c.replicate, c.tp);
+      p = std::move(s.plan);
+      tree = std::move(s.local);
+    } else {
+      apps::PlanOptions po;
+      po.topology = c.topology;
+      po.replicate = c.replicate;
+      auto topo = apps::load_topology(po);
+      p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, c.world));
+      tree = std::move(topo.tree);
+    }
+    engine::StepSpec s = spec(Method::dmuon, c.z);
+    s.accum = c.accum;
+    const auto ref = engine::make_layout(tree, p, s, 0);
+    const project::LayoutReducer reducer(ref, p);
+    bool differ = false;
+    for (int r = 0; r < c.world; ++r) {
+      const auto full = project::memory_of(engine::make_layout(tree, p, s, r));
+      auto reduced = reducer.reduce(r - r % c.tp);
+      reduced.layout.me.rank = r;
+      const auto red = project::memory_of(reduced.layout);
+      const auto a = full.terms(), b = red.terms();
+      for (std::size_t i = 0; i < a.size(); ++i)
+        EXPECT_EQ(a[i].second, b[i].second) << name << " rank " << r << " " << a[i].first;
+      differ = differ || full.terms() != project::memory_of(ref).terms();
+    }
+    cases_where_ranks_differ += differ;
+  }
+  // Not a weak test: ranks differ (moe R=1: the pooled gradients; vla: masters and state; llm
+  // R=2 T=2: the optimizer state).
+  EXPECT_GE(cases_where_ranks_differ, 3);
+}
+
+TEST(MemoryModel, MachineMemoryKey) {
+  const auto a100 = project::load_machine("a100-80gb", DMUON_MACHINES_DIR);
+  EXPECT_EQ(a100.memory_gb, 80);
+  EXPECT_EQ(project::load_machine("h200", DMUON_MACHINES_DIR).memory_gb, 141);
+  EXPECT_EQ(project::load_machine("gb200-nvl72", DMUON_MACHINES_DIR).memory_gb, 186);
+  // Optional: a machine without it has no capacity check; to_yaml keeps it.
+  EXPECT_EQ(project::testing::measured_machine(2, 10, 5).memory_gb, 0);
+  EXPECT_EQ(project::parse_machine(project::to_yaml(a100), "again").memory_gb, 80);
+  std::string text = a100.text;
+  const auto at = text.find("memory_GB: 80");
+  ASSERT_NE(at, std::string::npos);
+  for (const char* bad : {"memory_GB: -3", "memory_GB: lots", "memory_GB: 0"}) {
+    std::string t = text;
+    t.replace(at, std::string("memory_GB: 80").size(), bad);
+    try {
+      project::parse_machine(t, "bad.yaml");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("memory_GB"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
