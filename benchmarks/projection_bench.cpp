@@ -14,6 +14,7 @@
 #include "dmuon/model/topology.hpp"
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/project/projection.hpp"
+#include "version_flag.hpp"
 
 namespace {
 
@@ -73,4 +74,11 @@ BENCHMARK(BM_ProjectDeepseek)
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  if (dmuon::benchmarks::print_version_if_asked(argc, argv)) return 0;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -33,7 +33,10 @@ std::vector<BoundaryChoice> invocation_sweep(const BenchOptions& o, const model:
     sweep = resolve_sweep(items, false, topo, true);
   } else {
     if (!config_path.empty()) src = config_path + " / --boundary";
-    sweep = resolve_sweep(o.boundaries, o.lenient, topo, false);
+    int repeated = 0;
+    sweep = resolve_sweep(o.boundaries, o.lenient, topo, false, &repeated);
+    if (repeated > 0)
+      src += fmt::format(" ({} repeated item{} run once)", repeated, repeated == 1 ? "" : "s");
   }
   if (source) *source = src;
   return sweep;

@@ -1,5 +1,6 @@
 #include "bench/sweep.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/plan_options.hpp"
@@ -32,8 +33,10 @@ std::vector<std::string> default_sweep_items(const std::string& topology,
 }
 
 std::vector<BoundaryChoice> resolve_sweep(const std::vector<std::string>& items, bool lenient,
-                                          const model::Topology& t, bool skip_missing) {
+                                          const model::Topology& t, bool skip_missing,
+                                          int* repeated) {
   std::vector<BoundaryChoice> out;
+  if (repeated) *repeated = 0;
   for (const auto& item : items) {
     const auto b = config::parse_boundary_item(item);
     BoundaryChoice c;
@@ -47,6 +50,13 @@ std::vector<BoundaryChoice> resolve_sweep(const std::vector<std::string>& items,
     }
     if (c.word.empty()) throw InputError("--boundary needs a value");
     c.spec = resolve_boundary_alias(c.word, t);
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const BoundaryChoice& o) {
+      return o.word == c.word && o.spec == c.spec && o.strict == c.strict;
+    });
+    if (seen) {
+      if (repeated) ++*repeated;
+      continue;
+    }
     out.push_back(std::move(c));
   }
   if (out.empty()) throw InputError("the boundary sweep is empty");

@@ -30,8 +30,11 @@ std::vector<std::string> default_sweep_items(const std::string& topology,
                                              const std::string& config_dir, std::string* source);
 
 /// Resolves items (config::parse_boundary_item syntax) against `t`. `lenient` is the mode of
-/// items without their own; `skip_missing` drops items the topology lacks (default sweep).
+/// items without their own; `skip_missing` drops items the topology lacks (default sweep). An
+/// item resolving to a boundary and mode already in the sweep runs once (`*repeated` counts
+/// the items dropped).
 std::vector<BoundaryChoice> resolve_sweep(const std::vector<std::string>& items, bool lenient,
-                                          const model::Topology& t, bool skip_missing);
+                                          const model::Topology& t, bool skip_missing,
+                                          int* repeated = nullptr);
 
 }  // namespace dmuon::apps::bench

@@ -17,6 +17,7 @@
 #include <set>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/base/input_file.hpp"
 
 namespace dmuon::config {
 namespace {
@@ -71,13 +72,16 @@ const ConfigEntry* ConfigValues::find(const std::string& key) const {
 }
 
 ConfigValues load_config(const std::string& path, const std::vector<ConfigKey>& valid_keys) {
-  {
-    std::ifstream in(path);
-    if (!in) throw InputError(fmt::format("cannot read config file '{}'", path));
-  }
+  // A regular file of at most 1 MiB, UTF-8 text (a FIFO would block, a UTF-16 file would
+  // parse as garbage keys).
+  const std::string text = read_regular_file(path, "config file", std::int64_t{1} << 20);
+  if (text.find('\0') != std::string::npos)
+    throw InputError(fmt::format(
+        "config file '{}' is not UTF-8 text (it holds NUL bytes: UTF-16?); save it as UTF-8",
+        path));
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", path, e.mark.line + 1,
                                  e.mark.column + 1, e.msg));

@@ -33,6 +33,11 @@ RouteRule parse_route_rule(std::string_view spec) {
         "--route '{}' is not RULE=ROUTE (RULE in the --dedicate syntax, ROUTE one of muon, "
         "adamw, fsdp, sharded_adamw), e.g. --route 'contains:norm=adamw'",
         abbreviate_value(spec)));
+  // "contains:x==muon": parameter names never hold '=', so a rule ending in one is a typo.
+  if (spec[eq - 1] == '=')
+    throw InputError(fmt::format(
+        "--route '{}' has '==' (one '=' separates RULE and ROUTE, e.g. 'contains:norm=adamw')",
+        abbreviate_value(spec)));
   // ROUTE[:DTYPE]: a route name never holds ':', so the dtype suffix cannot be confused with
   // the rule's own '=' or ':' (the rule ends at the last '=').
   std::string_view route_text = spec.substr(eq + 1);

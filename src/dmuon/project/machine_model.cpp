@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/base/input_file.hpp"
 
 namespace dmuon::project {
 
@@ -242,11 +243,9 @@ Machine parse_machine(const std::string& text, const std::string& source) {
 }
 
 Machine read_machine_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("cannot read machine file '{}'", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_machine(ss.str(), path);
+  // A regular file of at most 1 MiB: a FIFO or /dev/zero named as a machine is refused, never
+  // read until memory runs out (base/input_file.hpp).
+  return parse_machine(read_regular_file(path, "machine file", std::int64_t{1} << 20), path);
 }
 
 Machine load_machine(const std::string& spec, const std::string& machines_dir) {
