@@ -91,6 +91,54 @@ std::vector<VsBest> vs_best(const std::vector<BenchRun>& runs, int world) {
   return out;
 }
 
+// The sweep's answer in one line: the fastest dmuon row against the default boundary's (the
+// one-sided Mann-Whitney U test of the table, with what n can show) and against AdamW.
+std::string verdict_line(const std::vector<BenchRun>& runs, const std::vector<VsBest>& best,
+                         int world) {
+  int b = -1, def = -1, adamw = -1;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    if (!r.ok() || r.result.rank_phases_ms.empty()) continue;
+    if (best[i].best) b = static_cast<int>(i);
+    if (!r.baseline && r.method == engine::Method::dmuon && r.boundary.word == "default" && def < 0)
+      def = static_cast<int>(i);
+    if (r.baseline && r.method == engine::Method::fsdp_adamw) adamw = static_cast<int>(i);
+  }
+  if (b < 0) return "";
+  const auto& br = runs[static_cast<std::size_t>(b)];
+  const double step = ph(br.result, Phase::step);
+  std::string s = fmt::format("# verdict: fastest dmuon row: boundary '{}' ({})",
+                              clip(br.boundary.label(), 60), br.mode());
+  if (def >= 0 && def != b) {
+    const auto ref = phase_samples_ms(br.result, Phase::step, world);
+    const auto other =
+        phase_samples_ms(runs[static_cast<std::size_t>(def)].result, Phase::step, world);
+    const double ratio = ph(runs[static_cast<std::size_t>(def)].result, Phase::step) / step;
+    s += fmt::format(", {:.2f}x faster than the default boundary", ratio);
+    if (ref.size() < 2 || other.size() < 2) {
+      s += " (one sample each: no test)";
+    } else {
+      const double floor = results::min_one_sided_p(ref.size(), other.size());
+      const double p = results::mann_whitney_u(ref, other).p_greater;
+      if (floor >= kTableAlpha)
+        s += fmt::format(
+            " (n = {} vs {}: the smallest p is {:.3f} >= {}, no test can be "
+            "significant; run more --steps or --repeats)",
+            ref.size(), other.size(), floor, kTableAlpha);
+      else
+        s += fmt::format(" ({}: one-sided Mann-Whitney p = {:.3g}, n = {} vs {})",
+                         p < kTableAlpha ? "significant" : "not significant", p, ref.size(),
+                         other.size());
+    }
+  } else if (def == b) {
+    s += " = the default boundary";
+  }
+  if (adamw >= 0 && step > 0)
+    s += fmt::format("; step {:.2f}x fsdp-adamw's",
+                     step / ph(runs[static_cast<std::size_t>(adamw)].result, Phase::step));
+  return s + "\n";
+}
+
 std::string spread_text(const Spread& s) {
   if (s.samples == 0) return "-";
   if (s.samples == 1) return fmt::format("{:.2f}", s.median);
@@ -332,6 +380,7 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
                        o.engine.step.accum));
   }
   (void)plans;
+  s += verdict_line(runs, best, world);
   const int failed = failures(runs);
   s += fmt::format("# Failed audits and checks : {} {}\n", failed, failed == 0 ? "OK" : "FAILED");
   return s;
