@@ -32,6 +32,7 @@
 #include "dmuon/results/provenance.hpp"
 #include "dmuon/results/results_writer.hpp"
 #include "dmuon/results/summary.hpp"
+#include "dmuon/work/flop_convention.hpp"
 #include "kernels/blas_info.hpp"
 #include "kernels/cuda/kernels.hpp"
 #include "kernels/scoped_kokkos.hpp"
@@ -151,6 +152,12 @@ bool write_output(const Setup& st, int argc, char** argv, int rank, int size,
   return ok != 0;
 }
 
+// Model FLOPs per token under --flops for a --seq-len run of a model with a geometry, else 0.
+double model_flops_per_token(const Setup& st) {
+  if (!st.step_work || !st.step_work->has_geometry) return 0;
+  return work::model_flops_per_token(*st.topo, st.o.seq_len).of(st.o.flops_resolved);
+}
+
 int bench(int argc, char** argv) {
   int rank = 0, size = 1;
   DMUON_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -219,6 +226,8 @@ int bench(int argc, char** argv) {
       std::cout << (st.step_work ? apps::bench::step_work_lines(o, *st.step_work) : "")
                 << apps::bench::format_table(topo, st.plans, o, size, st.runs, st.sweep_source,
                                              host)
+                << apps::bench::throughput_lines(o, size, st.runs, model_flops_per_token(st),
+                                                 work::flop_convention_name(o.flops_resolved))
                 << std::flush;
   }
   if (!o.output.empty() && !write_output(st, argc, argv, rank, size, hosts, sgemm))

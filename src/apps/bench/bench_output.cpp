@@ -220,6 +220,27 @@ int failures(const std::vector<BenchRun>& runs) {
   return n;
 }
 
+std::string throughput_lines(const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
+                             double model_flops_per_token, const char* convention) {
+  const int dp = world / std::max(1, o.plan.tp);
+  const auto tokens = static_cast<double>(o.engine.step.global_samples(dp));
+  std::string s;
+  for (const auto& run : runs) {
+    if (!run.ok() || run.result.rank_phases_ms.empty()) continue;
+    const double step_s = ph(run.result, Phase::step) * 1e-3;
+    if (!(step_s > 0)) continue;
+    s += fmt::format("# throughput ({}{}): step {:.2f} ms, {:.4g} tokens/s, {:.4g} per rank",
+                     engine::method_name(run.method),
+                     run.baseline ? "" : ", " + clip(run.boundary.label(), 40), step_s * 1e3,
+                     tokens / step_s, tokens / step_s / world);
+    if (model_flops_per_token > 0)
+      s += fmt::format(", {:.4g} model TFLOP/s per rank ({})",
+                       model_flops_per_token * tokens / step_s / world / 1e12, convention);
+    s += "\n";
+  }
+  return s;
+}
+
 std::string format_table(const model::Topology& topo, const std::vector<plan::Plan>& plans,
                          const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
                          const std::string& sweep_source, const HostInfo& host) {

@@ -39,6 +39,12 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
 /// Failed audits plus failed checks over the measured rows (rejected rows are not failures).
 int failures(const std::vector<BenchRun>& runs);
 
+/// "# throughput: ..." one line per measured row: step median, tokens/s (and per rank) and,
+/// when `model_flops_per_token` > 0 (a --seq-len run with a geometry), model TFLOP/s per rank
+/// under `convention`; "" without a measured row.
+std::string throughput_lines(const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
+                             double model_flops_per_token, const char* convention);
+
 /// Wraps `text` (a '#' comment) into lines of at most `width` columns, continuation lines
 /// indented "#   "; returns it unchanged (one line) when width is 0.
 std::string wrap_comment(const std::string& text, std::size_t width);
