@@ -6,8 +6,10 @@
 #include <utility>
 
 #include "common/plan_options.hpp"
+#include "dmuon/engine/activation_work.hpp"
 #include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/engine/synthetic.hpp"
+#include "dmuon/work/step_work.hpp"
 
 namespace dmuon::device_check {
 
@@ -68,6 +70,16 @@ void add_routes(std::vector<Case>& out) {
                           "contains:norm=fsdp:bf16"));
 }
 
+// The step's activation work (attention unfused, norms, loss, the recompute of --ac full) on
+// the GPU's compute stream next to the parameters' work: the check is that of the plain case.
+void add_activation(std::vector<Case>& out) {
+  for (auto m : {Method::dmuon, Method::fsdp_adamw}) {
+    Case c = make_case("llm", m, Dtype::f32, true);
+    c.seq_len = 32;
+    out.push_back(c);
+  }
+}
+
 // Samples enough for full-rank gradients (synthetic.hpp): the 16-bit Newton–Schulz is then
 // compared where rounding is not amplified through near-null directions (docs/KERNELS.md).
 std::int64_t global_tokens(const Loaded& l) {
@@ -89,6 +101,7 @@ std::vector<Case> cases() {
   add_methods(out);
   add_clip_accum(out);
   add_routes(out);
+  add_activation(out);
   return out;
 }
 
@@ -115,6 +128,14 @@ engine::EngineOptions options(const Case& c, const Loaded& l, Dtype ns_dtype, in
   o.step.clip_norm = c.clip;
   o.step.clip_norm_type = c.clip_type;
   o.step.accum = c.accum;
+  if (c.seq_len > 0) {
+    work::RunShape shape;
+    shape.seq_len = c.seq_len;
+    shape.micro_batch = 2;
+    shape.dtype = c.wire;
+    shape.ac = work::AcPolicy::full;
+    o.step.activation = engine::activation_work(work::build_step_work(l.topo, shape));
+  }
   return o;
 }
 
@@ -129,6 +150,7 @@ std::string label(const Case& c) {
   std::string s = engine::method_name(c.method);
   if (!variant(c).empty()) s += " " + variant(c);
   if (!c.route.empty()) s += " route " + c.route;
+  if (c.seq_len > 0) s += fmt::format(" + activation work (seq {}, ac full)", c.seq_len);
   return s;
 }
 
@@ -137,6 +159,7 @@ Case reference_case(const Case& c) {
   r.method = c.method == Method::fsdp_adamw ? c.method : Method::dmuon;
   r.wire = Dtype::f32;
   r.fp32_ns = true;
+  r.seq_len = 0;  // the activation work feeds no gradient
   return r;
 }
 

@@ -3,6 +3,7 @@
 // (gpu_step_emulation_test): each a topology, a method, the run's dtypes and step features at
 // one rank, and the host reference file it is checked against.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct Case {
   engine::ClipNormType clip_type = engine::ClipNormType::two;
   int accum = 1;      ///< --accum
   std::string route;  ///< one --route RULE=ROUTE:DTYPE ("" none)
+  /// --seq-len with --micro-batch 2 and --ac full: the step's activation work runs on the GPU
+  /// too (it feeds no gradient: the reference is the case without it); 0 = none.
+  std::int64_t seq_len = 0;
 };
 
 /// A case with the step features it names (the others off).

@@ -1,5 +1,13 @@
 #include "dmuon/engine/activation_work.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/work/attention_ops.hpp"
+
 namespace dmuon::engine {
 
 bool is_parameter_gemm(const work::Op& op) {
@@ -31,6 +39,30 @@ std::shared_ptr<const ActivationWork> activation_work(const work::StepWork& work
     out->units.push_back(std::move(a));
   }
   return out;
+}
+
+std::vector<work::Op> unfused_ops(const work::Op& op, int elem_bytes) {
+  if (op.kind != work::OpKind::attention) return {op};
+  return work::unfused_attention_ops(op.attention, elem_bytes, op.phase);
+}
+
+double activation_scratch_elems(const ActivationWork& work, int elem_bytes, double max_bytes) {
+  double need = 0;
+  for (const auto& unit : work.units)
+    for (const auto* list : {&unit.forward, &unit.recompute, &unit.backward})
+      for (const auto& op : *list)
+        for (const auto& u : unfused_ops(op, elem_bytes)) {
+          const double n = u.kind == work::OpKind::memory
+                               ? std::ceil(std::max(u.bytes_read, u.bytes_written) / elem_bytes)
+                               : u.gemm.m * u.gemm.k + u.gemm.k * u.gemm.n + u.gemm.m * u.gemm.n;
+          if (n * elem_bytes > max_bytes)
+            throw InputError(fmt::format(
+                "activation op '{}' needs {:.1f} GiB of scratch (at most {:.0f}): lower "
+                "--seq-len or --micro-batch",
+                u.name, n * elem_bytes / (1 << 30), max_bytes / (1 << 30)));
+          need = std::max(need, n);
+        }
+  return need;
 }
 
 }  // namespace dmuon::engine

@@ -39,4 +39,15 @@ std::shared_ptr<const ActivationWork> activation_work(const work::StepWork& work
 /// one parameter or a grouped expert GEMM.
 bool is_parameter_gemm(const work::Op& op);
 
+/// The ops `op` runs as on a backend without a fused attention kernel (the host, the CUDA
+/// backend): an attention core its unfused decomposition (work/attention_ops.hpp: Q·Kᵀ,
+/// softmax, P·V and their backward, s×s scores materialized) in elements of `elem_bytes`,
+/// anything else itself.
+std::vector<work::Op> unfused_ops(const work::Op& op, int elem_bytes);
+
+/// Elements of one scratch buffer that holds every unfused op of `work`: a GEMM's three
+/// operands side by side, a memory op's larger side. InputError naming the op when that is
+/// more than `max_bytes` (a run of that shape would not fit: lower --seq-len/--micro-batch).
+double activation_scratch_elems(const ActivationWork& work, int elem_bytes, double max_bytes);
+
 }  // namespace dmuon::engine

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -28,6 +29,7 @@
 #include "dmuon/comm/first_message.hpp"
 #include "dmuon/comm/nccl_check.hpp"
 #include "dmuon/engine/accumulation.hpp"
+#include "dmuon/engine/activation_work.hpp"
 #include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/engine/optimizer_config.hpp"
 #include "dmuon/engine/synthetic.hpp"
@@ -43,6 +45,10 @@ namespace cu = kernels::cuda;
 using kernels::Dtype;
 
 // Device memory of n elements of `type`, owned.
+// Scratch of the activation work beyond this (bytes per half) is refused: the unfused s×s
+// scores of a long sequence would not leave the step's own buffers room.
+constexpr double kMaxActivationScratch = 8.0 * (1 << 30);
+
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -239,6 +245,14 @@ class CudaBackend final : public StepBackend {
     counters_ = std::make_unique<cu::DeviceCounters>(2 * L_.params.size());
     host_counters_.assign(2 * L_.params.size(), 0);
     nan_ = DeviceBuffer(1, Dtype::f32);
+    if (L_.activation) {
+      // One scratch for every activation op: a GEMM's operands side by side, a memory op's
+      // source and destination halves (kMaxActivationScratch bytes at most per half).
+      act_half_ = static_cast<std::int64_t>(activation_scratch_elems(
+          *L_.activation, static_cast<int>(dtype_bytes(wire_)), kMaxActivationScratch));
+      act_scratch_ = DeviceBuffer(2 * act_half_, wire_);
+      if (act_half_ > 0) DMUON_CHECK_CUDA(cudaMemset(act_scratch_.at(0), 0, act_scratch_.bytes()));
+    }
     const float nan = std::numeric_limits<float>::quiet_NaN();
     DMUON_CHECK_CUDA(cudaMemcpy(nan_.at(0), &nan, sizeof(float), cudaMemcpyHostToDevice));
 
@@ -516,7 +530,36 @@ class CudaBackend final : public StepBackend {
       b += d->bytes();
     for (const auto& a : acts_) b += a.x.bytes() + a.y.bytes();
     for (const auto& w : workspaces_) b += w.second->bytes();
-    return static_cast<std::int64_t>(b);
+    return static_cast<std::int64_t>(b + act_scratch_.bytes());
+  }
+
+  // The activation work of one unit (activation_work.hpp), run for its cost in the wire type
+  // on the compute stream, outputs read by nothing: GEMMs (recomputed linears, the attention
+  // core unfused as on the host: there is no fused attention kernel here) through cu::gemm,
+  // one product per batch member; a memory-bound op as one device copy of max(read, written)
+  // bytes (at least its traffic: the backend has no kernel per elementwise op).
+  void activation(const StepOp& op) override {
+    const auto& unit = L_.activation->units.at(static_cast<std::size_t>(op.param));
+    const auto& ops = op.op == Op::act_forward     ? unit.forward
+                      : op.op == Op::act_recompute ? unit.recompute
+                                                   : unit.backward;
+    const int e = static_cast<int>(dtype_bytes(wire_));
+    for (const auto& o : ops)
+      for (const auto& u : unfused_ops(o, e)) {
+        if (u.kind == work::OpKind::memory) {
+          const auto n =
+              static_cast<std::size_t>(std::ceil(std::max(u.bytes_read, u.bytes_written) / e));
+          cu::convert(*ctx_, act_scratch_.at(0), wire_, act_scratch_.at(act_half_), wire_, n);
+          continue;
+        }
+        const auto m = static_cast<std::size_t>(u.gemm.m), n = static_cast<std::size_t>(u.gemm.n),
+                   k = static_cast<std::size_t>(u.gemm.k);
+        if (m == 0 || n == 0 || k == 0) continue;
+        const auto mk = static_cast<std::int64_t>(m * k), kn = static_cast<std::int64_t>(k * n);
+        for (std::int64_t i = 0; i < u.gemm.batch; ++i)
+          cu::gemm(*ctx_, wire_, false, false, m, n, k, 1.0f, act_scratch_.at(0),
+                   act_scratch_.at(mk), 0.0f, act_scratch_.at(mk + kn));
+      }
   }
 
  private:
@@ -649,6 +692,8 @@ class CudaBackend final : public StepBackend {
   std::unique_ptr<cu::Context> ctx_;
   std::unique_ptr<CudaPhaseTimer> timer_;
   std::unique_ptr<comm::Communicator> shard_, replicate_comm_, world_;
+  DeviceBuffer act_scratch_;   // the activation work's operands (activation())
+  std::int64_t act_half_ = 0;  // elements of one half of act_scratch_
   DeviceBuffer master_, state_, state2_, ns_input_, grad_arena_, weight_pool_, grad_pool_,
       gather_pool_, gather_ns_, alt_weights_, alt_grads_, alt_gather_, alt_gather_ns_, target_, dx_,
       nan_, clip_scalar_, clip_acc_;

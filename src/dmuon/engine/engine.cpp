@@ -44,10 +44,6 @@ void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const E
 
 void validate_compute(const EngineOptions& o) {
   const bool cuda = o.backend.device == Device::cuda;
-  if (cuda && o.step.activation)
-    throw InputError(
-        "--seq-len with a model geometry: the step's activation work runs on --device host "
-        "only (the CUDA backend runs the parameters' work); drop --seq-len or run on the host");
   if (!o.step.compute_dtype) return;
   const kernels::Dtype want = cuda ? o.step.wire : kernels::Dtype::f32;
   if (*o.step.compute_dtype != want)

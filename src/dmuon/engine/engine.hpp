@@ -28,7 +28,7 @@ namespace dmuon::engine {
 void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const EngineOptions& o,
                   int world_size);
 
-/// One line (InputError) for a compute dtype or activation work the device does not run.
+/// One line (InputError) for a compute dtype the device does not run.
 void validate_compute(const EngineOptions& o);
 
 /// One line (InputError) for what the engine does not run under tensor parallelism; nothing

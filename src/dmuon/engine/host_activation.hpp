@@ -33,8 +33,4 @@ class HostActivation {
   std::vector<float> scratch_;
 };
 
-/// The ops `op` expands to on the host: an attention core its unfused decomposition, anything
-/// else itself.
-std::vector<work::Op> host_ops(const work::Op& op);
-
 }  // namespace dmuon::engine
