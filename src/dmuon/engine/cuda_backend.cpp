@@ -44,11 +44,11 @@ namespace {
 namespace cu = kernels::cuda;
 using kernels::Dtype;
 
-// Device memory of n elements of `type`, owned.
 // Scratch of the activation work beyond this (bytes per half) is refused: the unfused s×s
 // scores of a long sequence would not leave the step's own buffers room.
 constexpr double kMaxActivationScratch = 8.0 * (1 << 30);
 
+// Device memory of n elements of `type`, owned.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;

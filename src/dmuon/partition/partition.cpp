@@ -132,12 +132,14 @@ Partition partition_ownership(const model::ModuleTree& tree, const std::vector<i
   if (static_cast<std::int64_t>(options.shard) * options.replicate > kMaxSlots)
     throw InputError(fmt::format("{} x {} owner slots is too many (valid: at most {})",
                                  options.replicate, options.shard, kMaxSlots));
-  if (options.pack_threshold < 1)
-    throw InputError(
-        fmt::format("pack threshold {} is invalid (must be >= 1)", options.pack_threshold));
-  if (options.max_owners_per_group < 0)
-    throw InputError(fmt::format("max owners per group {} is invalid (0 = unlimited, or >= 1)",
-                                 options.max_owners_per_group));
+  // 2^50 elements (4 PiB in fp32) is beyond any model: a larger threshold is a typo or an
+  // overflowed number, never a choice.
+  if (options.pack_threshold < 1 || options.pack_threshold > (std::int64_t{1} << 50))
+    throw InputError(fmt::format("pack threshold {} is invalid (valid: 1 to 2^50 elements)",
+                                 options.pack_threshold));
+  if (options.max_owners_per_group < 0 || options.max_owners_per_group > kMaxSlots)
+    throw InputError(fmt::format("max owners per group {} is invalid (0 = unlimited, or 1 to {})",
+                                 options.max_owners_per_group, kMaxSlots));
   Partition p;
   p.options = options;
   for (int s = 0; s < options.shard; ++s)
