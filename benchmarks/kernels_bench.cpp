@@ -30,9 +30,5 @@ BENCHMARK(BM_Sgemm)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 int main(int argc, char** argv) {
   if (dmuon::benchmarks::print_version_if_asked(argc, argv)) return 0;
   dmuon::kernels::host::ScopedKokkos kokkos;
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return dmuon::benchmarks::run_benchmarks(argc, argv);
 }

@@ -76,9 +76,5 @@ BENCHMARK(BM_ProjectDeepseek)
 
 int main(int argc, char** argv) {
   if (dmuon::benchmarks::print_version_if_asked(argc, argv)) return 0;
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return dmuon::benchmarks::run_benchmarks(argc, argv);
 }

@@ -1,6 +1,9 @@
 #pragma once
 // --version for the Google Benchmark binaries, like every other tool of the suite: the git
-// commit, build type and library versions (dmuon::results::version_text), exit 0.
+// commit, build type and library versions (dmuon::results::version_text), exit 0; and their
+// shared main.
+
+#include <benchmark/benchmark.h>
 
 #include <cstdio>
 #include <cstring>
@@ -21,6 +24,16 @@ inline bool print_version_if_asked(int argc, char** argv) {
       return true;
     }
   return false;
+}
+
+/// The suite's Google Benchmark main after --version: unknown flags are exit 2 (bad input, as
+/// in every tool), else the selected benchmarks run; returns the exit code.
+inline int run_benchmarks(int& argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
 }
 
 }  // namespace dmuon::benchmarks

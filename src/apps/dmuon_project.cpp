@@ -20,6 +20,7 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/config/config_file.hpp"
 #include "dmuon/engine/engine.hpp"
+#include "dmuon/project/op_cost.hpp"
 #include "dmuon/project/projection.hpp"
 #include "dmuon/results/provenance.hpp"
 #include "dmuon/results/results_writer.hpp"
@@ -151,12 +152,9 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
   }
   if (!o.bench.output.empty()) results::check_output_writable(o.bench.output);
 
-  // --seq-len: the model's activation work, in the compute type of the machine (a GPU's
-  // --compute-dtype, bf16 by default; a CPU's fp32), and the FLOPs MFU and HFU count.
-  const kernels::Dtype compute =
-      machine.device == project::DeviceKind::gpu
-          ? o.bench.engine.step.compute_dtype.value_or(kernels::Dtype::bf16)
-          : kernels::Dtype::f32;
+  // --seq-len: the model's activation work, in the machine's compute type, and the FLOPs MFU
+  // and HFU count.
+  const kernels::Dtype compute = project::compute_type(machine, o.bench.engine.step);
   const auto step_work = apps::bench::attach_step_work(o.bench, topo, compute);
   project::ProjectionOptions po;
   po.engine = o.bench.engine;

@@ -12,16 +12,10 @@ using engine::GroupKind;
 using engine::ParamLayout;
 using engine::Storage;
 
-namespace {
-
-// The type GEMMs and activations compute in: the step's --compute-dtype, by default bf16 on a
-// GPU (what bf16 training runs, whatever the gradients' wire type) and fp32 on a CPU.
 kernels::Dtype compute_type(const Machine& machine, const engine::StepSpec& step) {
   if (machine.device != DeviceKind::gpu) return kernels::Dtype::f32;
   return step.compute_dtype.value_or(kernels::Dtype::bf16);
 }
-
-}  // namespace
 
 OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options, int world)
     : cost_(machine, compute_share(machine, world)),

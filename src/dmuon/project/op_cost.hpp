@@ -42,6 +42,11 @@
 
 namespace dmuon::project {
 
+/// The type GEMMs and activations compute in on `machine`: the step's --compute-dtype, by
+/// default bf16 on a GPU (what bf16 training runs, whatever the gradients' wire type) and fp32
+/// on a CPU.
+kernels::Dtype compute_type(const Machine& machine, const engine::StepSpec& step);
+
 class OpCost {
  public:
   /// `world`: ranks of the projected world (how many share a node's cores: compute_share).
