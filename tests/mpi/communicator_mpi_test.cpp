@@ -164,10 +164,11 @@ TEST(MpiCommunicator, GatherAndScatterAtEveryRoot) {
     comm->broadcast(&tag, 1, DType::f32, root);
     comm->group_end().wait();
     EXPECT_EQ(tag, 7.5f);
-    if (me == root)
+    if (me == root) {
       for (int r = 0; r < n; ++r)
         for (std::size_t i = 0; i < kChunk; ++i)
           ASSERT_EQ(all[r * kChunk + i], 100.0f * r + i + 0.25f) << "root " << root;
+    }
     // Scatter back what the root gathered, each rank its own chunk.
     comm->scatter(me == root ? all.data() : nullptr, back.data(), kChunk, DType::f32, root);
     EXPECT_EQ(back, mine) << "root " << root;
@@ -178,12 +179,15 @@ TEST(MpiCommunicator, GatherAndScatterAtEveryRoot) {
   std::vector<float> mine(buf.begin() + me * kChunk, buf.begin() + (me + 1) * kChunk);
   comm->gather(me == 0 ? buf.data() : mine.data(), me == 0 ? buf.data() : nullptr, kChunk,
                DType::f32, 0);
-  if (me == 0)
+  if (me == 0) {
     for (int r = 0; r < n; ++r) EXPECT_EQ(buf[r * kChunk], 10.0f * r);
+  }
   std::vector<float> got(kChunk, -1.0f);
   comm->scatter(me == 0 ? buf.data() : nullptr, me == 0 ? buf.data() : got.data(), kChunk,
                 DType::f32, 0);
-  if (me != 0) EXPECT_EQ(got, mine);
+  if (me != 0) {
+    EXPECT_EQ(got, mine);
+  }
   // bf16 words move unchanged (0xFFFF is a NaN pattern no arithmetic would keep).
   std::vector<std::uint16_t> w16 = {static_cast<std::uint16_t>(0x3F80 + me), 0xFFFF};
   std::vector<std::uint16_t> g16(2 * static_cast<std::size_t>(n), 0);
