@@ -147,6 +147,8 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
 
   Projection p;
   p.programs = static_cast<std::int64_t>(programs.programs.size());
+  p.chunks = static_cast<std::int64_t>(programs.programs.chunk_count());
+  p.chunk_instructions = static_cast<std::int64_t>(programs.programs.instruction_count());
   p.batches = rep.batches;
   p.build_s = std::chrono::duration<double>(t1 - t0).count();
   p.replay_s = std::chrono::duration<double>(t2 - t1).count();

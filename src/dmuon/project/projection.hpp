@@ -49,9 +49,11 @@ struct Projection {
   double model_tflops_per_gpu = 0;  ///< model FLOP/s per rank / 1e12
   /// Device memory of the rank with the largest peak (docs/MEMORY.md).
   RankMemory memory;
-  std::int64_t programs = 0;         ///< distinct compiled programs (rank symmetry at work)
-  std::int64_t batches = 0;          ///< batches replayed
-  double build_s = 0, replay_s = 0;  ///< wall time of the projection itself
+  std::int64_t programs = 0;            ///< distinct compiled programs (rank symmetry at work)
+  std::int64_t chunks = 0;              ///< distinct program chunks (program_store.hpp)
+  std::int64_t chunk_instructions = 0;  ///< the instructions they hold
+  std::int64_t batches = 0;             ///< batches replayed
+  double build_s = 0, replay_s = 0;     ///< wall time of the projection itself
 };
 
 /// Throws InputError for what the machine cannot hold (a world spanning several NVLink

@@ -28,6 +28,17 @@ RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& 
   RankProgram prog;
   using engine::BatchSlot;
   using engine::kBatchSlotCount;
+  // Each issue of the step as (communicator, its sequence number there); waits count back.
+  struct Issued {
+    std::uint8_t comm;
+    int seq;
+  };
+  std::vector<Issued> issued;
+  std::array<int, engine::kCommGroupCount> count{};  // issues so far per communicator
+  auto back_to = [&](int issue) {
+    return count[issued[static_cast<std::size_t>(issue)].comm] -
+           issued[static_cast<std::size_t>(issue)].seq;
+  };
   // Per group (the clip ops' group -1 is slot row 0): the issue index that last filled a slot.
   std::vector<std::array<int, kBatchSlotCount>> filled;
   auto at = [&](int g) -> std::array<int, kBatchSlotCount>& {
@@ -42,9 +53,9 @@ RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& 
   struct PendingReplica {
     std::size_t instruction;
     int group;
+    std::array<int, engine::kCommGroupCount> count;  // issues before it, per communicator
   };
   std::vector<PendingReplica> replica_waits;  // take_replica before this step's publish
-  std::array<int, engine::kCommGroupCount> seq{};
   engine::PhaseSegmenter segments;
   auto& code = prog.code;
   for (const auto& op : schedule) {
@@ -75,7 +86,8 @@ RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& 
         break;
       }
       case engine::OpClass::issue: {
-        const BatchSpec* spec = batch(op, seq[static_cast<std::size_t>(op.comm)]++);
+        const auto c = static_cast<std::size_t>(op.comm);
+        const BatchSpec* spec = batch(op, count[c]);
         if (spec == nullptr || spec->calls.empty())
           throw RuntimeFailure(fmt::format("projection: {} of group {} issues no collective",
                                            engine::op_name(op.op), op.group));
@@ -83,30 +95,41 @@ RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& 
         in.kind = Instruction::issue;
         in.stream = static_cast<std::uint8_t>(t.stream);
         in.comm = static_cast<std::uint8_t>(op.comm);
-        in.ref = static_cast<std::int32_t>(prog.batches.size());
-        if (t.after != BatchSlot::none) in.dep = at(op.group)[static_cast<std::size_t>(t.after)];
-        prog.batches.push_back(spec);
+        in.spec = spec;
+        if (t.after != BatchSlot::none) {
+          const int dep = at(op.group)[static_cast<std::size_t>(t.after)];
+          if (dep >= 0) {
+            in.dep_comm = issued[static_cast<std::size_t>(dep)].comm;
+            in.dep_back = back_to(dep);
+          }
+        }
+        const int index = static_cast<int>(issued.size());
+        issued.push_back({in.comm, count[c]++});
         code.push_back(in);
         if (t.blocking) {
           Instruction wait;
           wait.kind = Instruction::wait;
-          wait.ref = in.ref;
+          wait.comm = in.comm;
+          wait.back = 1;
           code.push_back(wait);
         } else {
-          at(op.group)[static_cast<std::size_t>(t.slot)] = in.ref;
+          at(op.group)[static_cast<std::size_t>(t.slot)] = index;
         }
         break;
       }
       case engine::OpClass::wait: {
         Instruction in;
         in.kind = Instruction::wait;
-        in.ref = at(op.group)[static_cast<std::size_t>(t.slot)];
-        if (in.ref < 0) {
+        const int awaited = at(op.group)[static_cast<std::size_t>(t.slot)];
+        if (awaited >= 0) {
+          in.comm = issued[static_cast<std::size_t>(awaited)].comm;
+          in.back = back_to(awaited);
+        } else {
           if (op.op != Op::take_replica)
             throw RuntimeFailure(fmt::format("projection: {} of group {} waits for nothing issued",
                                              engine::op_name(op.op), op.group));
-          in.previous = true;  // resolved below: the previous step's publish of this group
-          replica_waits.push_back({code.size(), op.group});
+          // Resolved below: the previous step's publish of this group.
+          replica_waits.push_back({code.size(), op.group, count});
         }
         code.push_back(in);
         break;
@@ -114,8 +137,16 @@ RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& 
       case engine::OpClass::bookkeeping: break;  // release_weights
     }
   }
-  for (const auto& w : replica_waits)  // -1: nothing published, nothing to wait for
-    code[w.instruction].ref = at(w.group)[static_cast<std::size_t>(BatchSlot::replica)];
+  // A previous-step wait counts back past this step's start: over the issues before it, then
+  // over the previous step's from its last down to the awaited one. Nothing published: none.
+  for (const auto& w : replica_waits) {
+    const int awaited = at(w.group)[static_cast<std::size_t>(BatchSlot::replica)];
+    if (awaited < 0) continue;
+    const Issued& i = issued[static_cast<std::size_t>(awaited)];
+    Instruction& in = code[w.instruction];
+    in.comm = i.comm;
+    in.back = w.count[i.comm] + count[i.comm] - i.seq;
+  }
   return prog;
 }
 

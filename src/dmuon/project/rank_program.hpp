@@ -42,23 +42,34 @@ struct BatchSpec {
 BatchSpec batch_spec(const engine::StepLayout& layout, const engine::StepOp& op,
                      const engine::StepSpec& options);
 
+/// One step of a compiled program. Position-independent: an issue names its batch spec, a wait
+/// names the issue it waits for by counting back among this rank's issues on that issue's
+/// communicator, so the same run of instructions means the same wherever it sits in a program
+/// and whichever rank runs it; that is what lets ranks share them (program_store.hpp).
 struct Instruction {
   enum Kind : std::uint8_t { compute, switch_phase, issue, wait };
   Kind kind = compute;
-  std::uint8_t phase = 0;   ///< switch_phase: the engine::Phase the timer switches to
-  bool exposed = false;     ///< switch_phase: its time counts as exposed communication
-  std::uint8_t stream = 0;  ///< issue: Stream
-  std::uint8_t comm = 0;    ///< issue: engine::CommGroup
-  bool previous = false;    ///< wait: on an issue of the previous step (take_replica)
-  std::int32_t ref = -1;    ///< issue: its index in the step; wait: the issue waited for
-  std::int32_t dep = -1;    ///< issue (stage 2): the issue whose batch must end first
-  double seconds = 0;       ///< compute
+  std::uint8_t phase = 0;     ///< switch_phase: the engine::Phase the timer switches to
+  bool exposed = false;       ///< switch_phase: its time counts as exposed communication
+  std::uint8_t stream = 0;    ///< issue: Stream
+  std::uint8_t comm = 0;      ///< issue: its engine::CommGroup; wait: the awaited issue's
+  std::uint8_t dep_comm = 0;  ///< issue (stage 2): the communicator of the batch it follows
+  /// wait: the awaited issue, counted back among the rank's issues on `comm` before this
+  /// instruction (1 = the latest; past the step's start for a previous-step wait); 0 = none.
+  std::int32_t back = 0;
+  /// issue (stage 2): the batch that must end first, counted back on `dep_comm`; 0 = none.
+  std::int32_t dep_back = 0;
+  double seconds = 0;               ///< compute
+  const BatchSpec* spec = nullptr;  ///< issue: the batch it joins (shared between ranks)
+  bool operator==(const Instruction& o) const {
+    return kind == o.kind && phase == o.phase && exposed == o.exposed && stream == o.stream &&
+           comm == o.comm && dep_comm == o.dep_comm && back == o.back && dep_back == o.dep_back &&
+           seconds == o.seconds && spec == o.spec;
+  }
 };
 
 struct RankProgram {
   std::vector<Instruction> code;
-  /// Per issue index: the batch it joins (owned elsewhere, shared between ranks).
-  std::vector<const BatchSpec*> batches;
   std::int64_t hook_calls = 0;       ///< hook ops per step (hooks that fire)
   std::int64_t hook_comm_calls = 0;  ///< of those, hooks that communicate
 };

@@ -11,6 +11,7 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/project/collective_cost.hpp"
 #include "dmuon/project/link_network.hpp"
+#include "dmuon/project/program_store.hpp"
 
 namespace dmuon::project {
 namespace {
@@ -50,8 +51,7 @@ struct StreamState {
 };
 
 struct RankState {
-  const RankProgram* prog = nullptr;
-  std::size_t pc = 0;
+  ProgramStore::Cursor pc;
   int step = 0;
   double clock = 0, step_start = 0, seg_start = 0;
   double step_end = 0;  // when its last step ended (it waits at the barrier from there)
@@ -63,8 +63,7 @@ struct RankState {
   int blocking = -1;  // CPU machines: the batch just issued, which the compute stream waits for
   std::array<double, kPhaseCount> phases{};
   std::array<StreamState, kStreamCount> streams;
-  std::vector<int> issued, prev_issued;
-  std::array<int, engine::kCommGroupCount> seq{};
+  std::array<int, engine::kCommGroupCount> seq{};  // issues so far per communicator (all steps)
 };
 
 // Per-channel calls and the volume a non-root rank counts (collective_counters.hpp), and what
@@ -115,10 +114,7 @@ class Replayer {
     ranks_.resize(static_cast<std::size_t>(w.world));
     for (int r = 0; r < w.world; ++r) {
       auto& s = ranks_[static_cast<std::size_t>(r)];
-      s.prog =
-          &w.programs[static_cast<std::size_t>(w.program_of_rank[static_cast<std::size_t>(r)])];
-      s.issued.assign(s.prog->batches.size(), -1);
-      s.prev_issued.assign(s.prog->batches.size(), -1);
+      s.pc = ProgramStore::Cursor(w.programs, w.program_of_rank[static_cast<std::size_t>(r)]);
     }
     // Instances per communicator: rows and columns of each DP group, the world, the TP groups.
     for (CommGroup comm : kAllCommGroups) {
@@ -191,12 +187,24 @@ class Replayer {
     return it->second;
   }
 
-  void issue(int r, RankState& s, const Instruction& in) {
+  // The batch issued `back` issues ago on `comm` by rank r (1 = the latest), or -1 (before its
+  // first step: a previous-step wait of step 1).
+  int batch_back(int r, const RankState& s, std::uint8_t comm, int back) const {
+    const int k = s.seq[comm] - back;
+    if (back <= 0 || k < 0) return -1;
+    const int inst = grid_.instance(r, static_cast<CommGroup>(comm));
+    return instances_[comm][static_cast<std::size_t>(inst)][static_cast<std::size_t>(k)];
+  }
+
+  // Issues the batch; returns its id.
+  int issue(int r, RankState& s, const Instruction& in) {
     const auto comm = static_cast<CommGroup>(in.comm);
     const int inst = grid_.instance(r, comm);
+    // Stage 2: ordered after its stage-1 batch only, not after the compute stream.
+    const int dep = in.dep_back > 0 ? batch_back(r, s, in.dep_comm, in.dep_back) : -1;
     const int k = s.seq[in.comm]++;
     auto& list = instances_[in.comm][static_cast<std::size_t>(inst)];
-    const BatchSpec* spec = s.prog->batches[static_cast<std::size_t>(in.ref)];
+    const BatchSpec* spec = in.spec;
     const bool last_step = s.step == steps_ - 1;
     const int n = grid_.group_size(comm);
     if (k >= static_cast<int>(list.size())) {
@@ -233,17 +241,16 @@ class Replayer {
         result_.bytes[at] += t.uniform[ch];
       }
     }
-    s.issued[static_cast<std::size_t>(in.ref)] = id;
     Pending p{id, s.clock, -1};
-    if (in.dep >= 0) {
-      // Stage 2: ordered after its stage-1 batch only, not after the compute stream.
+    if (in.dep_back > 0) {
       p.ready = 0;
-      p.dep = s.issued[static_cast<std::size_t>(in.dep)];
+      p.dep = dep;
     }
     auto& st = s.streams[in.stream];
     st.queue.push_back(p);
     st.last = id;
     try_arrive(r, in.stream);
+    return id;
   }
 
   void try_arrive(int r, std::uint8_t stream) {
@@ -312,13 +319,11 @@ class Replayer {
     barrier_time_ = 0;
     for (auto& s : ranks_) {
       s.at_barrier = false;
-      s.pc = 0;
+      s.pc.restart();
       s.clock = s.step_start = t;
       s.phases = {};
       s.phases[static_cast<std::size_t>(Phase::step_sync)] = t - s.step_end;
       s.paused = false;
-      s.prev_issued.swap(s.issued);
-      std::fill(s.issued.begin(), s.issued.end(), -1);
     }
     for (int q = 0; q < w_.world; ++q)
       if (q != last) advance(q);
@@ -327,7 +332,6 @@ class Replayer {
   void advance(int r) {
     RankState& s = ranks_[static_cast<std::size_t>(r)];
     if (s.done || s.at_barrier) return;
-    const auto& code = s.prog->code;
     for (;;) {
       if (s.blocking >= 0) {
         const Batch& b = batches_[static_cast<std::size_t>(s.blocking)];
@@ -338,11 +342,11 @@ class Replayer {
         s.clock = std::max(s.clock, b.end);
         s.blocking = -1;
       }
-      if (s.pc == code.size()) {
+      if (s.pc.done()) {
         if (!finish_step(r, s)) return;
         continue;
       }
-      const Instruction& in = code[s.pc];
+      const Instruction& in = *s.pc;
       switch (in.kind) {
         case Instruction::compute: s.clock += in.seconds; break;
         case Instruction::switch_phase:
@@ -351,16 +355,16 @@ class Replayer {
           s.seg_exposed = in.exposed;
           s.seg_start = s.clock;
           break;
-        case Instruction::issue:
-          issue(r, s, in);
+        case Instruction::issue: {
+          const int id = issue(r, s, in);
           // On a CPU the rank's own core moves the bytes (MPI progresses inside its calls):
           // communication does not overlap its compute.
-          if (m_.device == DeviceKind::cpu) s.blocking = s.issued[static_cast<std::size_t>(in.ref)];
+          if (m_.device == DeviceKind::cpu) s.blocking = id;
           break;
+        }
         case Instruction::wait: {
-          if (in.ref < 0) break;
-          const int b = (in.previous ? s.prev_issued : s.issued)[static_cast<std::size_t>(in.ref)];
-          if (b < 0) break;  // the previous step's broadcast of the first step: none
+          const int b = batch_back(r, s, in.comm, in.back);
+          if (b < 0) break;  // nothing to wait for (the previous step's of the first step)
           const Batch& batch = batches_[static_cast<std::size_t>(b)];
           if (batch.end < 0) {
             batches_[static_cast<std::size_t>(b)].compute_waiters.push_back(r);
@@ -370,7 +374,7 @@ class Replayer {
           break;
         }
       }
-      ++s.pc;
+      s.pc.next();
     }
   }
 
@@ -401,6 +405,11 @@ class Replayer {
       if (st.head == st.queue.size()) {
         st.queue.clear();
         st.head = 0;
+      } else if (st.head >= 256 && 2 * st.head >= st.queue.size()) {
+        // A stream that never drains within a step (communication-bound) would otherwise keep
+        // every batch of the step queued: memory O(issues) per rank.
+        st.queue.erase(st.queue.begin(), st.queue.begin() + static_cast<std::ptrdiff_t>(st.head));
+        st.head = 0;
       }
       try_arrive(r, stream);
     }
@@ -413,11 +422,8 @@ class Replayer {
   [[noreturn]] void deadlock(int r) const {
     const RankState& s = ranks_[static_cast<std::size_t>(r)];
     std::string what = "its end of step";
-    if (s.pc < s.prog->code.size()) {
-      const auto& in = s.prog->code[s.pc];
-      const int b =
-          in.ref < 0 ? -1
-                     : (in.previous ? s.prev_issued : s.issued)[static_cast<std::size_t>(in.ref)];
+    if (!s.pc.done() && (*s.pc).kind == Instruction::wait) {
+      const int b = batch_back(r, s, (*s.pc).comm, (*s.pc).back);
       if (b >= 0) {
         const Batch& batch = batches_[static_cast<std::size_t>(b)];
         what =

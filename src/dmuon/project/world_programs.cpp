@@ -152,16 +152,16 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
       const StepLayout L = engine::make_layout(tree, plan, spec, r);
       const engine::Schedule s = engine::make_schedule(L, spec);
       const int cls = samples.class_of(L.me.dp());
-      w.programs.push_back(compile_program(
+      const int id = w.programs.add(compile_program(
           s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
           [&](const engine::StepOp& op, int) {
             w.specs.push_back(batch_spec(L, op, spec));
             return &w.specs.back();
           }));
-      w.program_of_rank[static_cast<std::size_t>(r)] = r;
+      w.program_of_rank[static_cast<std::size_t>(r)] = id;
       account_memory(w, L);
-      w.hook_calls = std::max(w.hook_calls, w.programs.back().hook_calls);
-      w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.back().hook_comm_calls);
+      w.hook_calls = std::max(w.hook_calls, w.programs.hook_calls(id));
+      w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.hook_comm_calls(id));
       w.groups = static_cast<std::int64_t>(L.groups.size());
     }
     return w;
@@ -181,16 +181,16 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
       const StepLayout L = engine::make_layout(tree, plan, spec, r);
       const engine::Schedule s = engine::make_schedule(L, spec);
       const int cls = samples.class_of(r);
-      w.programs.push_back(compile_program(
+      const int id = w.programs.add(compile_program(
           s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
           [&](const engine::StepOp& op, int seq) {
             return take(batches.by_comm[static_cast<std::size_t>(op.comm)], op, seq);
           }));
-      w.program_of_rank[static_cast<std::size_t>(r)] = r;
+      w.program_of_rank[static_cast<std::size_t>(r)] = id;
       account_memory(w, L);
     }
-    w.hook_calls = w.programs.front().hook_calls;
-    w.hook_comm_calls = w.programs.front().hook_comm_calls;
+    w.hook_calls = w.programs.hook_calls(0);
+    w.hook_comm_calls = w.programs.hook_comm_calls(0);
     return w;
   }
 
@@ -220,18 +220,18 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
         StepLayout L = ref;  // durations read me.column() (apply of a last shard)
         L.me.rank = r;
         const int cls = key.first;
-        w.programs.push_back(compile_program(
+        const int id = w.programs.add(compile_program(
             ref_schedule, [&](const engine::StepOp& op) { return durations(L, cls, op); },
             [&](const engine::StepOp& op, int seq) {
               return take(batches.by_comm[static_cast<std::size_t>(op.comm)], op, seq);
             }));
-        it = program_of_key.emplace(std::move(key), static_cast<int>(w.programs.size()) - 1).first;
+        it = program_of_key.emplace(std::move(key), id).first;
       }
       w.program_of_rank[static_cast<std::size_t>(r)] = it->second;
     }
     account_memory(w, ref);
-    w.hook_calls = w.programs.front().hook_calls;
-    w.hook_comm_calls = w.programs.front().hook_comm_calls;
+    w.hook_calls = w.programs.hook_calls(0);
+    w.hook_comm_calls = w.programs.hook_comm_calls(0);
     return w;
   }
 
@@ -240,7 +240,6 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
   durations.set_reference(&ref);
   const LayoutReducer reducer(ref, plan);
   std::map<int, std::vector<const BatchSpec*>> column_batches;
-  w.programs.reserve(static_cast<std::size_t>(world));
   for (int dp = 0; dp < dp_world; ++dp) {
     ReducedLayout R = reducer.reduce(dp * T);
     const int cls = samples.class_of(dp);
@@ -249,7 +248,7 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
       const StepLayout& L = R.layout;
       const engine::Schedule s = engine::make_schedule(L, spec);
       auto& mine = column_batches[L.me.column()];
-      w.programs.push_back(compile_program(
+      const int id = w.programs.add(compile_program(
           s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
           [&](const engine::StepOp& op, int seq) -> const BatchSpec* {
             const auto comm = op.comm;
@@ -274,10 +273,10 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
             return &w.specs.back();
           }));
       const int r = dp * T + t;
-      w.program_of_rank[static_cast<std::size_t>(r)] = static_cast<int>(w.programs.size()) - 1;
+      w.program_of_rank[static_cast<std::size_t>(r)] = id;
       account_memory(w, L);
-      w.hook_calls = std::max(w.hook_calls, w.programs.back().hook_calls);
-      w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.back().hook_comm_calls);
+      w.hook_calls = std::max(w.hook_calls, w.programs.hook_calls(id));
+      w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.hook_comm_calls(id));
     }
   }
   return w;

@@ -10,8 +10,9 @@
 //             get the schedule of their reduced layout (reduced_layout.hpp), O(groups + owned
 //             parameters) per rank, with the row collectives of one full reference layout.
 //
-// Programs are shared between ranks by index, batch specs are owned here and shared by
-// pointer, so the memory is O(distinct programs + batches of one step).
+// Programs are shared between ranks by index and stored as shared chunks (program_store.hpp),
+// batch specs are owned here and shared by pointer, so the memory is O(distinct chunks +
+// chunk lists + batches of one step).
 //
 // --tp T (plan.tp.tp > 1, dmuon only): T DP groups of R × G ranks on the local shard shapes
 // (plan::tp_local_tree), world rank dp · T + t; each rank's schedule holds its TP ops
@@ -29,6 +30,7 @@
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/project/memory_model.hpp"
 #include "dmuon/project/op_cost.hpp"
+#include "dmuon/project/program_store.hpp"
 #include "dmuon/project/rank_program.hpp"
 
 namespace dmuon::project {
@@ -39,7 +41,7 @@ const char* symmetry_name(Symmetry s);
 struct WorldPrograms {
   int world = 1;  ///< every rank: grid.world()
   RankGrid grid;  ///< the method's grid (DDP: one row of every rank; engine::method_grid)
-  std::vector<RankProgram> programs;
+  ProgramStore programs;
   std::vector<int> program_of_rank;
   std::deque<BatchSpec> specs;
   /// Full form: every participant's batch is compared with the others' during the replay.

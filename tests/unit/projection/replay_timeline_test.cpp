@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <utility>
+#include <vector>
+
 #include "dmuon/base/error.hpp"
 #include "dmuon/project/replay.hpp"
 #include "test_machines.hpp"
@@ -47,6 +51,8 @@ struct World {
 
 struct Builder {
   project::RankProgram p;
+  std::vector<std::pair<std::uint8_t, int>> issued;  // (communicator, sequence number there)
+  std::array<int, engine::kCommGroupCount> count{};
   Builder& phase(Phase ph, bool exposed) {
     Instruction i;
     i.kind = Instruction::switch_phase;
@@ -67,15 +73,18 @@ struct Builder {
     i.kind = Instruction::issue;
     i.stream = static_cast<std::uint8_t>(s);
     i.comm = static_cast<std::uint8_t>(spec->comm);
-    i.ref = static_cast<std::int32_t>(p.batches.size());
-    p.batches.push_back(spec);
+    i.spec = spec;
+    issued.emplace_back(i.comm, count[i.comm]++);
     p.code.push_back(i);
     return *this;
   }
+  // Waits for the issue-th issue of the program.
   Builder& wait(int issue) {
     Instruction i;
     i.kind = Instruction::wait;
-    i.ref = issue;
+    const auto [comm, seq] = issued[static_cast<std::size_t>(issue)];
+    i.comm = comm;
+    i.back = count[comm] - seq;
     p.code.push_back(i);
     return *this;
   }
@@ -384,6 +393,72 @@ TEST(ReplayTimeline, MismatchedBatchesAndDeadlocksAreErrors) {
     EXPECT_NE(std::string(e.what()).find("projection deadlock: rank 0"), std::string::npos)
         << e.what();
   }
+}
+
+TEST(ReplayTimeline, APreviousStepWaitWaitsForTheLastStepsBroadcast) {
+  // Each step: wait for the previous step's column broadcast (2 ms, on the replicate stream,
+  // which a step's end does not join), compute 1 ms, issue this step's. Step 1 waits for
+  // nothing and ends at 1 ms; step 2 starts there, waits until 3 ms, computes to 4 ms (3 ms);
+  // step 3 from 4 ms waits until 6 ms, ends at 7 ms (3 ms).
+  const auto m = project::testing::measured_machine(2, 0, 5);
+  World w(2, 1);
+  const auto* pub =
+      w.spec(CommGroup::replicate, engine::Op::publish, CollectiveKind::broadcast, 2'500'000);
+  Builder b;
+  Instruction prev;
+  prev.kind = Instruction::wait;
+  prev.comm = static_cast<std::uint8_t>(CommGroup::replicate);
+  prev.back = 1;  // none before it in this step, the previous step's only (and last) one
+  b.p.code.push_back(prev);
+  b.phase(Phase::optimizer_ns, false).compute(1e-3).issue(pub, Stream::replicate);
+  w.all(b.p);
+  const auto r = project::replay(w.w, m, 3);
+  for (int q = 0; q < 2; ++q) {
+    EXPECT_NEAR(ms(r, q, Phase::step, 0), 1.0, kTol);
+    EXPECT_NEAR(ms(r, q, Phase::step, 1), 3.0, kTol);
+    EXPECT_NEAR(ms(r, q, Phase::step, 2), 3.0, kTol);
+  }
+}
+
+TEST(ProgramStore, ReadsBackEveryProgramAndSharesWhatRanksHaveInCommon) {
+  // 400 issues on distinct groups with compute between them; rank B differs from A in one
+  // compute in the middle, rank C has one more instruction at the start.
+  World w(1, 2);
+  std::vector<const project::BatchSpec*> specs;
+  for (int g = 0; g < 400; ++g) {
+    project::BatchSpec s;
+    s.comm = CommGroup::shard;
+    s.op = engine::Op::issue_weights;
+    s.group = g;
+    s.calls.push_back({CollectiveKind::all_gather, 10, 4, -1});
+    w.w.specs.push_back(s);
+    specs.push_back(&w.w.specs.back());
+  }
+  auto program = [&](double middle, bool extra) {
+    Builder b;
+    if (extra) b.phase(Phase::optimizer_ns, false);
+    for (int g = 0; g < 400; ++g)
+      b.issue(specs[static_cast<std::size_t>(g)], Stream::weights)
+          .compute(g == 200 ? middle : 1e-3)
+          .wait(g);
+    return b.p;
+  };
+  const auto a = program(1e-3, false), b = program(2e-3, false), c = program(1e-3, true);
+  project::ProgramStore store;
+  const int ia = store.add(a), ib = store.add(b), ic = store.add(c), ia2 = store.add(a);
+  EXPECT_EQ(store.size(), 4U);
+  const std::pair<int, const project::RankProgram*> all[] = {
+      {ia, &a}, {ib, &b}, {ic, &c}, {ia2, &a}};
+  for (const auto& [id, p] : all) {
+    std::vector<Instruction> read;
+    for (project::ProgramStore::Cursor it(store, id); !it.done(); it.next()) read.push_back(*it);
+    EXPECT_TRUE(read == p->code) << "program " << id;
+  }
+  // About 25 chunks of 48 instructions: B and C add one or two chunks each, A again nothing.
+  const std::size_t n = a.code.size();
+  EXPECT_GT(store.chunk_count(), 10U);
+  EXPECT_LT(store.instruction_count(), n + n / 4);
+  EXPECT_GT(store.instruction_count(), n);
 }
 
 }  // namespace

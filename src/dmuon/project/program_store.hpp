@@ -1,0 +1,76 @@
+#pragma once
+// The compiled programs of a world, stored once per distinct run of instructions.
+//
+// A DMuon rank's program is the same as every other rank's except around the parameters it
+// owns (their Newton–Schulz, updates and column collectives); at 16,384 ranks of a model with
+// 15,000 hook sites, per-rank copies would take tens of GB. So each program is cut into
+// chunks at content-defined points (after an issue whose batch's group and op hash to 0 mod
+// kChunkIssues: the same points on every rank wherever their code is the same, whatever came
+// before), and each distinct chunk is kept once. Instructions are position-independent
+// (rank_program.hpp), so a shared chunk means the same on every rank that runs it.
+// Memory: one chunk-id list per program (about issues / kChunkIssues entries) plus the
+// distinct chunks.
+
+#include <cstdint>
+#include <initializer_list>
+#include <unordered_map>
+#include <vector>
+
+#include "dmuon/project/rank_program.hpp"
+
+namespace dmuon::project {
+
+class ProgramStore {
+ public:
+  /// Expected issues per chunk: chunk-id lists shrink with it, distinct chunks grow with it.
+  static constexpr std::uint64_t kChunkIssues = 16;
+
+  ProgramStore() = default;
+  ProgramStore(std::initializer_list<RankProgram> programs);
+
+  /// Stores a program; returns its index.
+  int add(const RankProgram& program);
+
+  std::size_t size() const { return programs_.size(); }
+  bool empty() const { return programs_.empty(); }
+  std::int64_t hook_calls(int program) const { return at(program).hook_calls; }
+  std::int64_t hook_comm_calls(int program) const { return at(program).hook_comm_calls; }
+
+  /// Reads one program from its start, chunk after chunk.
+  class Cursor {
+   public:
+    Cursor() = default;
+    Cursor(const ProgramStore& store, int program);
+    bool done() const { return at_ == end_; }
+    const Instruction& operator*() const { return *at_; }
+    void next();
+    void restart();
+
+   private:
+    void enter_chunk();
+    const ProgramStore* store_ = nullptr;
+    const std::vector<std::uint32_t>* chunks_ = nullptr;
+    std::size_t chunk_ = 0;
+    const Instruction* at_ = nullptr;
+    const Instruction* end_ = nullptr;
+  };
+
+  /// Distinct chunks and the instructions they hold (memory accounting).
+  std::size_t chunk_count() const { return chunk_begin_.size() - 1; }
+  std::size_t instruction_count() const { return code_.size(); }
+
+ private:
+  struct Program {
+    std::vector<std::uint32_t> chunks;
+    std::int64_t hook_calls = 0, hook_comm_calls = 0;
+  };
+  const Program& at(int program) const { return programs_[static_cast<std::size_t>(program)]; }
+  std::uint32_t intern(const Instruction* begin, const Instruction* end);
+
+  std::vector<Program> programs_;
+  std::vector<Instruction> code_;            // the distinct chunks, back to back
+  std::vector<std::size_t> chunk_begin_{0};  // chunk c: [begin[c], begin[c + 1])
+  std::unordered_multimap<std::uint64_t, std::uint32_t> by_hash_;
+};
+
+}  // namespace dmuon::project
