@@ -36,9 +36,12 @@ struct Batch {
   std::vector<std::pair<int, std::uint8_t>> dep_waiters;
 };
 
+// A batch issued on a rank's stream, not yet begun there. Its issue time is folded into
+// Batch::ready when issued (the batch starts at the latest of its members' issue times, stream
+// frees and dependencies), so a queue entry is 8 bytes: a communication-bound step keeps a
+// whole step's batches queued on every rank.
 struct Pending {
   int batch;
-  double ready;
   int dep;
 };
 
@@ -109,8 +112,8 @@ class Replayer {
     result_.world = w.world;
     result_.rank_phases_ms.assign(
         static_cast<std::size_t>(steps) * static_cast<std::size_t>(w.world) * kPhaseCount, 0.0);
-    result_.calls.assign(kChannelCount * static_cast<std::size_t>(w.world), 0);
-    result_.bytes.assign(kChannelCount * static_cast<std::size_t>(w.world), 0);
+    rank_calls_.assign(kChannelCount * static_cast<std::size_t>(w.world), 0);
+    rank_bytes_.assign(kChannelCount * static_cast<std::size_t>(w.world), 0);
     ranks_.resize(static_cast<std::size_t>(w.world));
     for (int r = 0; r < w.world; ++r) {
       auto& s = ranks_[static_cast<std::size_t>(r)];
@@ -156,6 +159,15 @@ class Replayer {
     for (int r = 0; r < w_.world; ++r)
       if (!ranks_[static_cast<std::size_t>(r)].done) deadlock(r);
     result_.batches = static_cast<std::int64_t>(batches_.size());
+    // Rank-major while counting (one cache line per issue), channel-major in the result.
+    const auto world = static_cast<std::size_t>(w_.world);
+    result_.calls.assign(kChannelCount * world, 0);
+    result_.bytes.assign(kChannelCount * world, 0);
+    for (std::size_t r = 0; r < world; ++r)
+      for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
+        result_.calls[ch * world + r] = rank_calls_[r * kChannelCount + ch];
+        result_.bytes[ch * world + r] = rank_bytes_[r * kChannelCount + ch];
+      }
     return std::move(result_);
   }
 
@@ -219,8 +231,7 @@ class Replayer {
       if (last_step)
         for (const auto& d : tally_of(spec, n).roots) {
           const int rank = member_rank(batches_.back(), d.root);
-          result_.bytes[d.channel * static_cast<std::size_t>(w_.world) +
-                        static_cast<std::size_t>(rank)] += d.delta;
+          rank_bytes_[static_cast<std::size_t>(rank) * kChannelCount + d.channel] += d.delta;
         }
     }
     const int id = list[static_cast<std::size_t>(k)];
@@ -234,18 +245,17 @@ class Replayer {
           b.spec->group, k));
     if (last_step) {
       const Tally& t = tally_of(spec, n);
+      const std::size_t at = static_cast<std::size_t>(r) * kChannelCount;
       for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
-        const std::size_t at =
-            ch * static_cast<std::size_t>(w_.world) + static_cast<std::size_t>(r);
-        result_.calls[at] += t.calls[ch];
-        result_.bytes[at] += t.uniform[ch];
+        rank_calls_[at + ch] += t.calls[ch];
+        rank_bytes_[at + ch] += t.uniform[ch];
       }
     }
-    Pending p{id, s.clock, -1};
-    if (in.dep_back > 0) {
-      p.ready = 0;
-      p.dep = dep;
-    }
+    Pending p{id, -1};
+    if (in.dep_back > 0)
+      p.dep = dep;  // stage 2: ready when its stage-1 batch ends, whatever the compute stream
+    else
+      b.ready = std::max(b.ready, s.clock);
     auto& st = s.streams[in.stream];
     st.queue.push_back(p);
     st.last = id;
@@ -257,7 +267,7 @@ class Replayer {
     auto& st = ranks_[static_cast<std::size_t>(r)].streams[stream];
     if (st.head >= st.queue.size() || st.head_arrived) return;
     const Pending& h = st.queue[st.head];
-    double t = std::max(h.ready, st.free_at);
+    double t = st.free_at;
     if (h.dep >= 0) {
       Batch& d = batches_[static_cast<std::size_t>(h.dep)];
       if (d.end < 0) {
@@ -451,6 +461,7 @@ class Replayer {
   std::vector<int> flow_batch_;
   std::vector<CallSize> calls_;
   std::unordered_map<const BatchSpec*, Tally> tallies_;
+  std::vector<std::int64_t> rank_calls_, rank_bytes_;  // of the last step: [rank · channels + ch]
   ReplayResult result_;
 };
 
