@@ -6,10 +6,12 @@
 // the machine at hand under mpirun and writes a machine file instead).
 
 #include <fmt/format.h>
+
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <optional>
 
 #include "bench/bench_output.hpp"
 #include "bench/bench_record.hpp"
@@ -173,6 +175,33 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
     po.activations = project::activation_memory(*step_work);
     if (!flops_note.empty()) notes.push_back(flops_note);
   }
+  // --trace: the timeline of one run (a sweep's would not fit one view).
+  std::optional<project::Trace> trace;
+  if (!o.trace.empty()) {
+    std::size_t runs = 0;
+    for (const auto& w : worlds) runs += w.list.runs.size();
+    if (runs != 1)
+      throw InputError(fmt::format(
+          "--trace records one run; this invocation makes {} (choose one --boundary, --method, "
+          "--owner-strategy and --world-size)",
+          runs));
+    const int world = worlds.front().world;
+    std::vector<int> ranks;
+    for (int r : o.trace_rank_list) {
+      if (r >= 0) {
+        ranks.push_back(r);
+        continue;
+      }
+      if (world > 256)
+        throw InputError(fmt::format(
+            "--trace-ranks all: the world has {} ranks (at most 256 traced; name them)", world));
+      for (int q = 0; q < world; ++q) ranks.push_back(q);
+    }
+    if (ranks.size() > 256)
+      throw InputError(fmt::format("--trace-ranks names {} ranks (at most 256)", ranks.size()));
+    trace.emplace(std::move(ranks), world);
+    po.trace = &*trace;
+  }
   for (auto& w : worlds) {
     w.projections.resize(w.list.runs.size());
     for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
@@ -193,6 +222,11 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
             static_cast<double>(excess) / 1e9);
       }
     }
+  }
+  if (trace) {
+    const auto& run = worlds.front().list.runs.front();
+    trace->write(o.trace, fmt::format("{} {}, {} ranks on {}", engine::method_name(run.method),
+                                      run.boundary_label(), worlds.front().world, machine.name));
   }
   const bool activations = po.activations.modelled;
 

@@ -36,6 +36,12 @@ void add_project_options(CLI::App& app, ProjectOptions& o) {
                  "--calibrate: the machine file to write (YAML)");
   app.add_option("--machine-name", o.machine_name,
                  "--calibrate: the name recorded in the machine file (default calibrated-<host>)");
+  app.add_option("--trace", o.trace,
+                 "write the replayed steps of --trace-ranks as Chrome trace-event JSON (Perfetto, "
+                 "chrome://tracing): phases, compute and waits, each stream's collectives with "
+                 "their bytes; one run only (one boundary, method and world size)");
+  app.add_option("--trace-ranks", o.trace_ranks,
+                 "ranks --trace records: a comma list, or all (at most 256 ranks); default 0");
 }
 
 const std::vector<config::ConfigKey>& project_config_keys() {
@@ -51,6 +57,8 @@ const std::vector<config::ConfigKey>& project_config_keys() {
     k.push_back({"machine", KeyKind::scalar, "machine model (name or YAML file)"});
     k.push_back({"world_size", KeyKind::list, "modelled world size(s)"});
     k.push_back({"symmetry", KeyKind::scalar, "reduced | full"});
+    k.push_back({"trace", KeyKind::scalar, "Chrome trace-event JSON of the replay"});
+    k.push_back({"trace_ranks", KeyKind::list, "ranks the trace records (all)"});
     return k;
   }();
   return keys;
@@ -76,6 +84,24 @@ std::vector<engine::Method> resolve_project_options(ProjectOptions& o) {
   }
   if (!o.calibrate && o.worlds.empty())
     throw InputError("--world-size is required (ranks of the modelled world, e.g. 8,64,512)");
+  o.trace_rank_list.clear();
+  if (!o.trace.empty()) {
+    const auto words = split_comma_lists(o.trace_ranks, "--trace-ranks");
+    if (words.empty()) o.trace_rank_list.push_back(0);
+    for (const auto& word : words) {
+      int r = 0;
+      const auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), r);
+      if (word == "all")
+        r = -1;
+      else if (ec != std::errc() || end != word.data() + word.size() || r < 0)
+        throw InputError(fmt::format(
+            "--trace-ranks '{}' is invalid (valid: ranks 0..world-1 as a comma list, or all)",
+            word));
+      o.trace_rank_list.push_back(r);
+    }
+  } else if (!o.trace_ranks.empty()) {
+    throw InputError("--trace-ranks needs --trace FILE (where to write the timeline)");
+  }
   if (o.calibrate) {
     if (o.output_machine.empty())
       throw InputError("--calibrate needs --output-machine FILE (the machine file to write)");

@@ -20,10 +20,13 @@ struct ProjectOptions {
   std::vector<std::string> world_sizes;  ///< comma lists allowed
   std::string symmetry = "reduced";      ///< reduced | full (a test aid: no rank symmetry)
   bool calibrate = false;
-  std::string output_machine;  ///< --calibrate: where to write the measured machine file
-  std::string machine_name;    ///< --calibrate: its name (default: calibrated-<host>)
+  std::string output_machine;            ///< --calibrate: where to write the measured machine file
+  std::string machine_name;              ///< --calibrate: its name (default: calibrated-<host>)
+  std::string trace;                     ///< --trace: Chrome trace-event JSON of the replay
+  std::vector<std::string> trace_ranks;  ///< --trace-ranks: comma lists, "all"; default rank 0
 
-  std::vector<int> worlds;  ///< resolved
+  std::vector<int> worlds;           ///< resolved
+  std::vector<int> trace_rank_list;  ///< resolved (-1: every rank); empty without --trace
   dmuon::project::Symmetry symmetry_resolved = dmuon::project::Symmetry::reduced;
 };
 

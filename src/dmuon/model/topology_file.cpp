@@ -2,14 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "dmuon/base/atomic_file.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/base/input_file.hpp"
 #include "dmuon/model/geometry_json.hpp"
@@ -383,25 +380,7 @@ std::string write_topology_json(const Topology& t) {
 }
 
 void write_topology_file(const Topology& t, const std::string& path) {
-  const std::string text = write_topology_json(t);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw InputError(
-          fmt::format("cannot write topology file '{}': {}", path, std::strerror(errno)));
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw InputError(fmt::format("cannot write topology file '{}': write failed", path));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    throw InputError(fmt::format("cannot write topology file '{}': {}", path, std::strerror(err)));
-  }
+  write_file_atomically(path, write_topology_json(t), "topology file");
 }
 
 }  // namespace dmuon::model

@@ -142,7 +142,7 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   const OpCost cost(machine, o, world);
   const WorldPrograms programs = build_programs(tree, plan, o, cost, options.symmetry);
   const auto t1 = clock::now();
-  const ReplayResult rep = replay(programs, machine, o.run.warmup + 1);
+  const ReplayResult rep = replay(programs, machine, o.run.warmup + 1, options.trace);
   const auto t2 = clock::now();
 
   Projection p;

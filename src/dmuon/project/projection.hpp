@@ -21,6 +21,7 @@
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/project/machine_model.hpp"
 #include "dmuon/project/memory_model.hpp"
+#include "dmuon/project/trace.hpp"
 #include "dmuon/project/world_programs.hpp"
 
 namespace dmuon::project {
@@ -38,6 +39,8 @@ struct ProjectionOptions {
   double hardware_flops_per_token = 0;
   /// Activations of one micro-batch per rank (memory_model.hpp); not modelled: none counted.
   ActivationMemory activations;
+  /// Where the replay records the timeline of the trace's ranks (trace.hpp); none: no trace.
+  Trace* trace = nullptr;
 };
 
 struct Projection {

@@ -12,6 +12,7 @@
 #include "dmuon/project/collective_cost.hpp"
 #include "dmuon/project/link_network.hpp"
 #include "dmuon/project/program_store.hpp"
+#include "dmuon/project/trace.hpp"
 
 namespace dmuon::project {
 namespace {
@@ -31,7 +32,8 @@ struct Batch {
   std::uint8_t stream = 0;
   int arrived = 0;
   double ready = 0;
-  double end = -1;
+  double start = -1, end = -1;
+  int step = 0;  // of its first issuer
   std::vector<int> compute_waiters;
   std::vector<std::pair<int, std::uint8_t>> dep_waiters;
 };
@@ -101,9 +103,10 @@ Tally tally(const BatchSpec& spec, int n) {
 
 class Replayer {
  public:
-  Replayer(const WorldPrograms& w, const Machine& m, int steps)
+  Replayer(const WorldPrograms& w, const Machine& m, int steps, Trace* trace)
       : w_(w),
         m_(m),
+        trace_(trace),
         steps_(steps),
         grid_(w.grid),
         net_(grid_.instances(CommGroup::shard), grid_.instances(CommGroup::replicate),
@@ -185,9 +188,36 @@ class Replayer {
     return "?";
   }
 
-  void close_segment(RankState& s) {
+  bool traced(int r) const { return trace_ != nullptr && trace_->traced(r); }
+
+  void trace_span(int r, const RankState& s, TraceTrack track, std::string name, double start,
+                  double end, bool exposed = false) {
+    TraceSpan span;
+    span.exposed = exposed;
+    span.rank = r;
+    span.step = s.step;
+    span.track = track;
+    span.name = std::move(name);
+    span.start_s = start;
+    span.duration_s = end - start;
+    trace_->add(std::move(span));
+  }
+
+  // The compute stream waited for batch b from the clock until its end.
+  void trace_wait(int r, const RankState& s, const Batch& b) {
+    if (traced(r) && b.end > s.clock)
+      trace_span(r, s, TraceTrack::compute,
+                 fmt::format("wait {} g{}", engine::op_name(b.spec->op), b.spec->group), s.clock,
+                 b.end);
+  }
+
+  void close_segment(int r, RankState& s) {
     if (s.seg_phase < 0) return;
     const double d = s.clock - s.seg_start;
+    if (traced(r)) {
+      trace_span(r, s, TraceTrack::phases, engine::phase_name(static_cast<Phase>(s.seg_phase)),
+                 s.seg_start, s.clock, s.seg_exposed);
+    }
     s.phases[static_cast<std::size_t>(s.seg_phase)] += d;
     if (s.seg_exposed) s.phases[static_cast<std::size_t>(Phase::exposed_comm)] += d;
     s.seg_phase = -1;
@@ -226,6 +256,7 @@ class Replayer {
       b.index = inst;
       b.members = n;
       b.stream = in.stream;
+      b.step = s.step;
       list.push_back(static_cast<int>(batches_.size()));
       batches_.push_back(std::move(b));
       if (last_step)
@@ -286,7 +317,7 @@ class Replayer {
   // Ends the rank's step if its streams have drained; false when it must wait (or is done).
   bool finish_step(int r, RankState& s) {
     if (!s.paused) {
-      close_segment(s);
+      close_segment(r, s);
       s.paused = true;
     }
     double end = s.clock;
@@ -349,6 +380,7 @@ class Replayer {
           batches_[static_cast<std::size_t>(s.blocking)].compute_waiters.push_back(r);
           return;
         }
+        trace_wait(r, s, b);
         s.clock = std::max(s.clock, b.end);
         s.blocking = -1;
       }
@@ -358,9 +390,16 @@ class Replayer {
       }
       const Instruction& in = *s.pc;
       switch (in.kind) {
-        case Instruction::compute: s.clock += in.seconds; break;
+        case Instruction::compute:
+          if (traced(r))
+            trace_span(
+                r, s, TraceTrack::compute,
+                s.seg_phase < 0 ? "compute" : engine::phase_name(static_cast<Phase>(s.seg_phase)),
+                s.clock, s.clock + in.seconds);
+          s.clock += in.seconds;
+          break;
         case Instruction::switch_phase:
-          close_segment(s);
+          close_segment(r, s);
           s.seg_phase = in.phase;
           s.seg_exposed = in.exposed;
           s.seg_start = s.clock;
@@ -380,6 +419,7 @@ class Replayer {
             batches_[static_cast<std::size_t>(b)].compute_waiters.push_back(r);
             return;
           }
+          trace_wait(r, s, batch);
           s.clock = std::max(s.clock, batch.end);
           break;
         }
@@ -389,7 +429,8 @@ class Replayer {
   }
 
   void start_batch(int id, double t) {
-    const Batch& b = batches_[static_cast<std::size_t>(id)];
+    Batch& b = batches_[static_cast<std::size_t>(id)];
+    b.start = t;
     const CommSpan span =
         spans_[static_cast<std::size_t>(b.comm)][static_cast<std::size_t>(b.index)];
     calls_.clear();
@@ -408,6 +449,7 @@ class Replayer {
     const std::uint8_t stream = batches_[static_cast<std::size_t>(id)].stream;
     for (int i = 0; i < members; ++i) {
       const int r = member_rank(batches_[static_cast<std::size_t>(id)], i);
+      if (traced(r)) trace_batch(r, i, batches_[static_cast<std::size_t>(id)]);
       auto& st = ranks_[static_cast<std::size_t>(r)].streams[stream];
       ++st.head;
       st.free_at = t;
@@ -429,6 +471,28 @@ class Replayer {
     for (const auto& [r, s] : deps) try_arrive(r, s);
   }
 
+  // Batch b on member i (rank r)'s stream, with its collectives' bytes as the rank counts them.
+  void trace_batch(int r, int i, const Batch& b) {
+    TraceSpan span;
+    span.rank = r;
+    span.step = b.step;
+    span.track = static_cast<TraceTrack>(static_cast<int>(TraceTrack::weights) + b.stream);
+    span.name = fmt::format("{} g{}", engine::op_name(b.spec->op), b.spec->group);
+    span.start_s = b.start;
+    span.duration_s = b.end - b.start;
+    span.group = b.spec->group;
+    span.comm = comm_word(b.comm);
+    span.calls = static_cast<int>(b.spec->calls.size());
+    span.payload_bytes = span.counted_bytes = 0;
+    for (const auto& c : b.spec->calls) {
+      const auto count = static_cast<std::size_t>(c.count);
+      span.payload_bytes += c.count * c.elem_bytes;
+      span.counted_bytes += static_cast<std::int64_t>(comm::collective_volume(
+          c.kind, comm::collective_payload(c.kind, b.members, c.root == i, count, c.elem_bytes)));
+    }
+    trace_->add(std::move(span));
+  }
+
   [[noreturn]] void deadlock(int r) const {
     const RankState& s = ranks_[static_cast<std::size_t>(r)];
     std::string what = "its end of step";
@@ -447,6 +511,7 @@ class Replayer {
 
   const WorldPrograms& w_;
   const Machine& m_;
+  Trace* trace_;
   int steps_;
   RankGrid grid_;
   LinkNetwork net_;
@@ -467,9 +532,9 @@ class Replayer {
 
 }  // namespace
 
-ReplayResult replay(const WorldPrograms& w, const Machine& machine, int steps) {
+ReplayResult replay(const WorldPrograms& w, const Machine& machine, int steps, Trace* trace) {
   if (steps < 1) throw InputError(fmt::format("replay of {} steps is invalid (>= 1)", steps));
-  return Replayer(w, machine, steps).run();
+  return Replayer(w, machine, steps, trace).run();
 }
 
 }  // namespace dmuon::project

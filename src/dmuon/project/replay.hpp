@@ -33,6 +33,7 @@
 
 #include "dmuon/engine/run_result.hpp"
 #include "dmuon/project/machine_model.hpp"
+#include "dmuon/project/trace.hpp"
 #include "dmuon/project/world_programs.hpp"
 
 namespace dmuon::project {
@@ -53,9 +54,11 @@ struct ReplayResult {
   }
 };
 
-/// Replays `steps` consecutive steps of every rank. Throws RuntimeFailure when the programs
-/// deadlock (a batch some participant never issues) or, with w.check_batches, when the ranks
-/// of a communicator issue different collectives at the same position.
-ReplayResult replay(const WorldPrograms& w, const Machine& machine, int steps);
+/// Replays `steps` consecutive steps of every rank; with a trace, records the timeline of its
+/// ranks there (trace.hpp). Throws RuntimeFailure when the programs deadlock (a batch some
+/// participant never issues) or, with w.check_batches, when the ranks of a communicator issue
+/// different collectives at the same position.
+ReplayResult replay(const WorldPrograms& w, const Machine& machine, int steps,
+                    Trace* trace = nullptr);
 
 }  // namespace dmuon::project

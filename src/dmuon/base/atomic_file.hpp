@@ -1,0 +1,14 @@
+#pragma once
+// Writing a text file so that a reader never sees it half-written: the text goes to
+// "<path>.tmp" and is renamed onto <path> (atomic on POSIX) only once it is all on disk.
+
+#include <string>
+#include <string_view>
+
+namespace dmuon {
+
+/// Writes `text` to `path` atomically. Throws InputError naming `what` (e.g. "trace file"),
+/// the path and the system's reason; the temporary is removed on failure.
+void write_file_atomically(const std::string& path, std::string_view text, std::string_view what);
+
+}  // namespace dmuon

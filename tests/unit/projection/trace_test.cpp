@@ -1,0 +1,131 @@
+// The replay's timeline (--trace) against the engine's own schedules: on small topologies,
+// every issue op of each rank's schedule appears once per replayed step on that rank's stream
+// track, with the payload its collectives_of() calls carry; no span is negative and spans on
+// one track never overlap; the JSON is what Perfetto reads (traceEvents, X spans in µs).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/plan_options.hpp"
+#include "dmuon/base/error.hpp"
+#include "dmuon/comm/dtype.hpp"
+#include "dmuon/engine/step_schedule.hpp"
+#include "dmuon/project/projection.hpp"
+#include "test_machines.hpp"
+
+namespace {
+
+using namespace dmuon;
+using engine::Method;
+
+struct Built {
+  model::Topology topo;
+  plan::Plan plan;
+};
+
+Built build(const std::string& topology, int world, int replicate) {
+  apps::PlanOptions po;
+  po.topology = topology;
+  po.replicate = replicate;
+  Built b{apps::load_topology(po), {}};
+  b.plan = plan::make_plan(b.topo.tree, apps::make_plan_config(po, b.topo, world));
+  return b;
+}
+
+// (name, payload bytes) of every issue op of rank r's schedule, sorted.
+std::vector<std::pair<std::string, std::int64_t>> expected_batches(const Built& b,
+                                                                   const engine::StepSpec& spec,
+                                                                   int r) {
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  const auto layout = engine::make_layout(b.topo.tree, b.plan, spec, r);
+  for (const auto& op : engine::make_schedule(layout, spec)) {
+    if (!engine::is_issue(op.op)) continue;
+    std::int64_t bytes = 0;
+    for (const auto& c : engine::collectives_of(layout, op, spec))
+      bytes += c.count * static_cast<std::int64_t>(comm::dtype_size(c.dtype));
+    out.emplace_back(std::string(engine::op_name(op.op)) + " g" + std::to_string(op.group), bytes);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(ReplayTrace, EveryIssueOncePerStepWithItsBytesAndNoOverlap) {
+  struct Case {
+    const char* topology;
+    int world, replicate;
+    Method method;
+    plan::Reshard reshard;
+  };
+  const Case cases[] = {{"llm", 4, 1, Method::dmuon, plan::Reshard::z3},
+                        {"moe", 8, 2, Method::dmuon, plan::Reshard::z2},
+                        {"vla", 4, 1, Method::fsdp_adamw, plan::Reshard::z3},
+                        {"nested", 4, 1, Method::ddp_dmuon, plan::Reshard::z3}};
+  const auto machine = project::testing::nccl_machine(4, 100, 10);
+  for (const auto& c : cases) {
+    const std::string what = std::string(c.topology) + " " + engine::method_name(c.method);
+    const Built b = build(c.topology, c.world, c.replicate);
+    project::ProjectionOptions po;
+    po.engine.step.method = c.method;
+    po.engine.step.reshard = c.reshard;
+    po.engine.step.tokens = 7;
+    po.engine.run.warmup = 1;  // two replayed steps
+    std::vector<int> ranks;
+    for (int r = 0; r < c.world; ++r) ranks.push_back(r);
+    project::Trace trace(ranks, c.world);
+    po.trace = &trace;
+    (void)project::project(b.topo.tree, b.plan, machine, po);
+    const auto doc = nlohmann::json::parse(trace.json(what));
+    // Per (rank, step): the batches seen on the stream tracks; per (rank, track): the spans.
+    std::map<std::pair<int, int>, std::vector<std::pair<std::string, std::int64_t>>> seen;
+    std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> tracks;
+    int phases = 0;
+    for (const auto& e : doc.at("traceEvents")) {
+      if (e.at("ph") != "X") continue;
+      const int pid = e.at("pid"), tid = e.at("tid");
+      const double ts = e.at("ts"), dur = e.at("dur");
+      EXPECT_GE(dur, 0.0) << what;
+      EXPECT_GE(ts, 0.0) << what;
+      tracks[{pid, tid}].emplace_back(ts, dur);
+      if (tid == static_cast<int>(project::TraceTrack::phases)) ++phases;
+      if (tid >= static_cast<int>(project::TraceTrack::weights)) {
+        const auto& a = e.at("args");
+        EXPECT_GT(a.at("payload_bytes").get<std::int64_t>(), 0) << what;
+        seen[{pid, a.at("step").get<int>()}].emplace_back(
+            e.at("name"), a.at("payload_bytes").get<std::int64_t>());
+      }
+    }
+    EXPECT_GT(phases, 0) << what;
+    for (int r = 0; r < c.world; ++r) {
+      const auto expect = expected_batches(b, po.engine.step, r);
+      EXPECT_FALSE(expect.empty()) << what;
+      for (int step = 1; step <= 2; ++step) {
+        auto got = seen[{r, step}];
+        std::sort(got.begin(), got.end());
+        EXPECT_EQ(got, expect) << what << " rank " << r << " step " << step;
+      }
+    }
+    for (auto& [key, spans] : tracks) {
+      std::sort(spans.begin(), spans.end());
+      for (std::size_t i = 1; i < spans.size(); ++i)
+        EXPECT_GE(spans[i].first, spans[i - 1].first + spans[i - 1].second - 1e-6)
+            << what << " rank " << key.first << " track " << key.second;
+    }
+  }
+}
+
+TEST(ReplayTrace, ARankOutsideTheWorldIsBadInput) {
+  EXPECT_THROW(project::Trace({0, 4}, 4), InputError);
+  EXPECT_THROW(project::Trace({-1}, 4), InputError);
+  const project::Trace t({3, 1, 3}, 4);
+  EXPECT_EQ(t.ranks(), (std::vector<int>{1, 3}));
+  EXPECT_TRUE(t.traced(3));
+  EXPECT_FALSE(t.traced(0));
+}
+
+}  // namespace
