@@ -39,7 +39,8 @@ void add_project_options(CLI::App& app, ProjectOptions& o) {
   app.add_option("--trace", o.trace,
                  "write the replayed steps of --trace-ranks as Chrome trace-event JSON (Perfetto, "
                  "chrome://tracing): phases, compute and waits, each stream's collectives with "
-                 "their bytes; one run only (one boundary, method and world size)");
+                 "their bytes; one run only (one boundary, method and world size)")
+      ->each([&o](const std::string&) { o.trace_given = true; });
   app.add_option("--trace-ranks", o.trace_ranks,
                  "ranks --trace records: a comma list, or all (at most 256 ranks); default 0");
 }
@@ -85,6 +86,8 @@ std::vector<engine::Method> resolve_project_options(ProjectOptions& o) {
   if (!o.calibrate && o.worlds.empty())
     throw InputError("--world-size is required (ranks of the modelled world, e.g. 8,64,512)");
   o.trace_rank_list.clear();
+  if (o.trace_given && o.trace.empty())
+    throw InputError("--trace '' is empty (valid: the path of the JSON file to write)");
   if (!o.trace.empty()) {
     const auto words = split_comma_lists(o.trace_ranks, "--trace-ranks");
     if (words.empty()) o.trace_rank_list.push_back(0);

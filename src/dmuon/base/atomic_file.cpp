@@ -1,6 +1,7 @@
 #include "dmuon/base/atomic_file.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -10,24 +11,44 @@
 #include "dmuon/base/error.hpp"
 
 namespace dmuon {
+namespace {
+
+// Writes and closes; false (errno kept) when any part fails.
+bool write_all(const std::string& path, std::string_view text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return false;
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  return static_cast<bool>(out);
+}
+
+}  // namespace
 
 void write_file_atomically(const std::string& path, std::string_view text, std::string_view what) {
+  const auto fail = [&](const char* reason) {
+    throw InputError(fmt::format("cannot write {} '{}': {}", what, path, reason));
+  };
+  if (path.empty()) fail("the path is empty");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    // A directory is an error; a device or pipe (/dev/stdout, a FIFO) is written in place:
+    // renaming a temporary onto it would replace the node itself.
+    if (S_ISDIR(st.st_mode)) fail("it is a directory");
+    errno = 0;
+    if (!write_all(path, text)) fail(errno != 0 ? std::strerror(errno) : "write failed");
+    return;
+  }
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw InputError(fmt::format("cannot write {} '{}': {}", what, path, std::strerror(errno)));
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw InputError(fmt::format("cannot write {} '{}': write failed", what, path));
-    }
+  errno = 0;
+  if (!write_all(tmp, text)) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    fail(err != 0 ? std::strerror(err) : "write failed");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     std::remove(tmp.c_str());
-    throw InputError(fmt::format("cannot write {} '{}': {}", what, path, std::strerror(err)));
+    fail(std::strerror(err));
   }
 }
 

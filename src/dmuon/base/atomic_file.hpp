@@ -1,6 +1,7 @@
 #pragma once
 // Writing a text file so that a reader never sees it half-written: the text goes to
-// "<path>.tmp" and is renamed onto <path> (atomic on POSIX) only once it is all on disk.
+// "<path>.tmp" and is renamed onto <path> (atomic on POSIX) only once it is all written. An
+// existing device or pipe (/dev/stdout, a FIFO) is written in place instead, never replaced.
 
 #include <string>
 #include <string_view>
