@@ -138,7 +138,7 @@ __device__ __forceinline__ void add_warp_count(unsigned long long* bad, unsigned
   if ((threadIdx.x & 31u) == 0u) atomicAdd(bad, local);
 }
 
-// ---- the synthetic generator (src/dmuon/engine/synthetic.cpp), host and device ----------------
+// ---- the synthetic generator (src/dmuon/engine/step/synthetic.cpp), host and device -------------
 
 __host__ __device__ __forceinline__ std::uint64_t splitmix64(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;

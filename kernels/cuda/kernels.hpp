@@ -119,7 +119,7 @@ void convert_from_f32(Context& ctx, const float* src, void* dst, std::size_t n, 
 void convert_to_f32(Context& ctx, const void* src, float* dst, std::size_t n, Storage storage);
 
 /// Synthetic data rows, bit-identical in fp32 to the host generator (src/dmuon/engine/
-/// synthetic.cpp), then rounded to dst_type: row r (0 <= r < rows) of the row-major rows×cols
+/// step/synthetic.cpp), then rounded to dst_type: row r (0 <= r < rows) of the row-major rows×cols
 /// dst is to_uniform(splitmix64(key + i)), i = 0..cols-1, with
 /// key = row_key(seed, step, first_sample + r, pid, stream). All integer arithmetic wraps.
 void synthetic_rows(Context& ctx, void* dst, Storage dst_type, std::size_t rows, std::size_t cols,
@@ -158,7 +158,7 @@ void adamw_step(Context& ctx, float* weight, const void* grad, Storage grad_type
 /// grad *= 1 / num_contributors (fp32). num_contributors >= 1.
 void average_gradient(Context& ctx, float* grad, std::size_t n, int num_contributors);
 
-// ---- global-norm clipping (--clip-norm; src/dmuon/engine/grad_clip.hpp) ----------------------
+// ---- global-norm clipping (--clip-norm; src/dmuon/engine/step/grad_clip.hpp) --------------------
 
 /// Device accumulators of one rank's part of the norm: the sum of squares in fp64 (as the host
 /// sums) and the max |g| as the bits of a non-negative fp32 (an integer max orders them, and

@@ -6,9 +6,9 @@
 #include <utility>
 
 #include "common/plan_options.hpp"
-#include "dmuon/engine/activation_work.hpp"
-#include "dmuon/engine/grad_clip.hpp"
-#include "dmuon/engine/synthetic.hpp"
+#include "dmuon/engine/step/activation_work.hpp"
+#include "dmuon/engine/step/grad_clip.hpp"
+#include "dmuon/engine/step/synthetic.hpp"
 #include "dmuon/work/step_work.hpp"
 
 namespace dmuon::device_check {

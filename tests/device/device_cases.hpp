@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dmuon/engine/engine_options.hpp"
+#include "dmuon/engine/step/engine_options.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/plan/plan.hpp"
 #include "kernels/dtype.hpp"

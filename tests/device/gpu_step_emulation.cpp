@@ -2,11 +2,11 @@
 
 #include <stdexcept>
 
-#include "dmuon/engine/accumulation.hpp"
-#include "dmuon/engine/grad_clip.hpp"
-#include "dmuon/engine/optimizer_config.hpp"
-#include "dmuon/engine/optimizer_step.hpp"
-#include "dmuon/engine/synthetic.hpp"
+#include "dmuon/engine/exec/optimizer_step.hpp"
+#include "dmuon/engine/step/accumulation.hpp"
+#include "dmuon/engine/step/grad_clip.hpp"
+#include "dmuon/engine/step/optimizer_config.hpp"
+#include "dmuon/engine/step/synthetic.hpp"
 #include "kernels/cuda/ns_numerics.hpp"
 #include "kernels/cuda/standalone/ns_emulation.hpp"
 #include "kernels/linear.hpp"

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "dmuon/engine/engine_options.hpp"
+#include "dmuon/engine/step/engine_options.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/plan/plan.hpp"
 

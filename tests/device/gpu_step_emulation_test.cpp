@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "device_cases.hpp"
-#include "dmuon/engine/optimizer_config.hpp"
-#include "dmuon/engine/reference.hpp"
-#include "dmuon/engine/synthetic.hpp"
+#include "dmuon/engine/step/optimizer_config.hpp"
+#include "dmuon/engine/step/synthetic.hpp"
+#include "dmuon/engine/verify/reference.hpp"
 #include "gpu_step_emulation.hpp"
 #include "kernels/cuda/ns_numerics.hpp"
 #include "kernels/cuda/standalone/ns_emulation.hpp"

@@ -21,9 +21,9 @@
 #include "device_cases.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/engine.hpp"
-#include "dmuon/engine/optimizer_config.hpp"
-#include "dmuon/engine/reference.hpp"
-#include "dmuon/engine/reference_file.hpp"
+#include "dmuon/engine/step/optimizer_config.hpp"
+#include "dmuon/engine/verify/reference.hpp"
+#include "dmuon/engine/verify/reference_file.hpp"
 
 namespace {
 

@@ -16,7 +16,7 @@
 
 #include "common/plan_options.hpp"
 #include "dmuon/engine/engine.hpp"
-#include "dmuon/engine/reference.hpp"
+#include "dmuon/engine/verify/reference.hpp"
 #include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"
 #include "plan_setup.hpp"

@@ -15,8 +15,8 @@
 
 #include "common/plan_options.hpp"
 #include "dmuon/engine/engine.hpp"
-#include "dmuon/engine/reference.hpp"
-#include "dmuon/engine/replica_agreement.hpp"
+#include "dmuon/engine/verify/reference.hpp"
+#include "dmuon/engine/verify/replica_agreement.hpp"
 #include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"
 

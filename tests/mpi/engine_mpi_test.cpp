@@ -13,7 +13,7 @@
 #include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/engine.hpp"
-#include "dmuon/engine/reference.hpp"
+#include "dmuon/engine/verify/reference.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "dmuon/base/error.hpp"
-#include "dmuon/engine/engine_options.hpp"
+#include "dmuon/engine/step/engine_options.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/plan.hpp"

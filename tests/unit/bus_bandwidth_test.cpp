@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "dmuon/comm/bus_bandwidth.hpp"
-#include "dmuon/engine/in_flight_clock.hpp"
+#include "dmuon/engine/exec/in_flight_clock.hpp"
 
 namespace {
 

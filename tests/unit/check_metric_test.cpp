@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dmuon/engine/reference.hpp"
+#include "dmuon/engine/verify/reference.hpp"
 #include "dmuon/model/module_tree.hpp"
 
 namespace {

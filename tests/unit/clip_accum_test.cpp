@@ -15,9 +15,9 @@
 
 #include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
-#include "dmuon/engine/accumulation.hpp"
-#include "dmuon/engine/grad_clip.hpp"
-#include "dmuon/engine/step_schedule.hpp"
+#include "dmuon/engine/step/accumulation.hpp"
+#include "dmuon/engine/step/grad_clip.hpp"
+#include "dmuon/engine/step/step_schedule.hpp"
 #include "llm_tp_plan.hpp"
 
 namespace {

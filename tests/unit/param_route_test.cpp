@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "dmuon/base/error.hpp"
-#include "dmuon/engine/baseline_volume.hpp"
+#include "dmuon/engine/step/baseline_volume.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/ddp_dmuon_volume.hpp"
 #include "dmuon/plan/param_route.hpp"

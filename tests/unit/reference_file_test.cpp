@@ -9,7 +9,7 @@
 #include <string>
 
 #include "dmuon/base/error.hpp"
-#include "dmuon/engine/reference_file.hpp"
+#include "dmuon/engine/verify/reference_file.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/plan/plan.hpp"
 

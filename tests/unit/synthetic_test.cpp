@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "dmuon/engine/synthetic.hpp"
+#include "dmuon/engine/step/synthetic.hpp"
 #include "dmuon/model/topology.hpp"
 
 namespace {

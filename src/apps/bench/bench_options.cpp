@@ -6,8 +6,8 @@
 
 #include "dmuon/base/comma_list.hpp"
 #include "dmuon/base/error.hpp"
-#include "dmuon/engine/accumulation.hpp"
-#include "dmuon/engine/grad_clip.hpp"
+#include "dmuon/engine/step/accumulation.hpp"
+#include "dmuon/engine/step/grad_clip.hpp"
 #include "dmuon/partition/partition.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 

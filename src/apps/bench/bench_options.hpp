@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/plan_options.hpp"
-#include "dmuon/engine/engine_options.hpp"
+#include "dmuon/engine/step/engine_options.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/work/flop_convention.hpp"
 #include "dmuon/work/run_shape.hpp"

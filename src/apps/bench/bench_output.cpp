@@ -8,8 +8,8 @@
 #include <set>
 
 #include "bench/samples.hpp"
-#include "dmuon/engine/grad_clip.hpp"
 #include "dmuon/engine/report.hpp"
+#include "dmuon/engine/step/grad_clip.hpp"
 #include "dmuon/partition/partition.hpp"
 #include "dmuon/results/mann_whitney.hpp"
 
@@ -146,7 +146,7 @@ std::string spread_text(const Spread& s) {
 }
 
 // Per row and collective kind: calls, message bytes and the bandwidth achieved while the kind
-// was busy, in the nccl-tests sense (comm/bus_bandwidth.hpp, engine/in_flight_clock.hpp).
+// was busy, in the nccl-tests sense (comm/bus_bandwidth.hpp, engine/exec/in_flight_clock.hpp).
 // Appended to `s` (comment lines wrapped at `width`); nothing when no row measured it (CUDA
 // runs, projected tables).
 void append_collectives_block(std::string& s, const std::vector<BenchRun>& runs, bool wide,

@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "dmuon/comm/collective_counters.hpp"
-#include "dmuon/engine/grad_clip.hpp"
+#include "dmuon/engine/step/grad_clip.hpp"
 #include "dmuon/partition/cost_model.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/ddp_dmuon_volume.hpp"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "bench/sweep.hpp"
-#include "dmuon/engine/run_result.hpp"
+#include "dmuon/engine/step/run_result.hpp"
 #include "dmuon/plan/plan.hpp"
 
 namespace dmuon::apps::bench {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dmuon/engine/run_result.hpp"
+#include "dmuon/engine/step/run_result.hpp"
 
 namespace dmuon::apps::bench {
 

@@ -16,7 +16,7 @@
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/communicator.hpp"
-#include "dmuon/engine/synthetic.hpp"
+#include "dmuon/engine/step/synthetic.hpp"
 #include "dmuon/project/collective_cost.hpp"
 #include "dmuon/project/latency_fit.hpp"
 #include "dmuon/project/machine_model.hpp"

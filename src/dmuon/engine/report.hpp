@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dmuon/engine/run_result.hpp"
+#include "dmuon/engine/step/run_result.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/plan/plan.hpp"
 

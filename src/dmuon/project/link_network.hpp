@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dmuon/engine/run_result.hpp"
+#include "dmuon/engine/step/run_result.hpp"
 
 namespace dmuon::project {
 

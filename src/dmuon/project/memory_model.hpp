@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "dmuon/engine/step_layout.hpp"
+#include "dmuon/engine/step/step_layout.hpp"
 #include "dmuon/work/step_work.hpp"
 
 namespace dmuon::project {

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "dmuon/engine/grad_clip.hpp"
-#include "dmuon/engine/optimizer_config.hpp"
+#include "dmuon/engine/step/grad_clip.hpp"
+#include "dmuon/engine/step/optimizer_config.hpp"
 #include "dmuon/project/reduced_layout.hpp"
 
 namespace dmuon::project {

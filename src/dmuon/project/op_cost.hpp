@@ -34,9 +34,9 @@
 #include <utility>
 #include <vector>
 
-#include "dmuon/engine/engine_options.hpp"
-#include "dmuon/engine/step_layout.hpp"
-#include "dmuon/engine/step_schedule.hpp"
+#include "dmuon/engine/step/engine_options.hpp"
+#include "dmuon/engine/step/step_layout.hpp"
+#include "dmuon/engine/step/step_schedule.hpp"
 #include "dmuon/project/compute_cost.hpp"
 #include "dmuon/project/op_time.hpp"
 

@@ -8,10 +8,10 @@
 #include <string>
 
 #include "dmuon/base/error.hpp"
-#include "dmuon/engine/accumulation.hpp"
-#include "dmuon/engine/baseline_volume.hpp"
 #include "dmuon/engine/engine.hpp"
-#include "dmuon/engine/synthetic.hpp"
+#include "dmuon/engine/step/accumulation.hpp"
+#include "dmuon/engine/step/baseline_volume.hpp"
+#include "dmuon/engine/step/synthetic.hpp"
 #include "dmuon/plan/ddp_dmuon_volume.hpp"
 #include "dmuon/plan/tp_local_tree.hpp"
 #include "dmuon/plan/tp_volume.hpp"

@@ -15,8 +15,8 @@
 
 #include <cstdint>
 
-#include "dmuon/engine/engine_options.hpp"
-#include "dmuon/engine/run_result.hpp"
+#include "dmuon/engine/step/engine_options.hpp"
+#include "dmuon/engine/step/run_result.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/project/machine_model.hpp"

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "dmuon/comm/collective_counters.hpp"
-#include "dmuon/engine/run_result.hpp"
-#include "dmuon/engine/step_schedule.hpp"
+#include "dmuon/engine/step/run_result.hpp"
+#include "dmuon/engine/step/step_schedule.hpp"
 
 namespace dmuon::project {
 

@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dmuon/engine/step_layout.hpp"
+#include "dmuon/engine/step/step_layout.hpp"
 #include "dmuon/plan/plan.hpp"
 
 namespace dmuon::project {

@@ -31,7 +31,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dmuon/engine/run_result.hpp"
+#include "dmuon/engine/step/run_result.hpp"
 #include "dmuon/project/machine_model.hpp"
 #include "dmuon/project/trace.hpp"
 #include "dmuon/project/world_programs.hpp"

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
-#include "dmuon/engine/accumulation.hpp"
-#include "dmuon/engine/synthetic.hpp"
+#include "dmuon/engine/step/accumulation.hpp"
+#include "dmuon/engine/step/synthetic.hpp"
 
 namespace dmuon::project {
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "dmuon/base/rank_grid.hpp"
-#include "dmuon/engine/engine_options.hpp"
+#include "dmuon/engine/step/engine_options.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/project/memory_model.hpp"

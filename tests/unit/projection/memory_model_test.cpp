@@ -19,7 +19,7 @@
 #include "../llm_tp_plan.hpp"
 #include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
-#include "dmuon/engine/step_layout.hpp"
+#include "dmuon/engine/step/step_layout.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/plan/plan.hpp"

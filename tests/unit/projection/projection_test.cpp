@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/plan_options.hpp"
-#include "dmuon/engine/step_schedule.hpp"
+#include "dmuon/engine/step/step_schedule.hpp"
 #include "dmuon/project/projection.hpp"
 #include "dmuon/project/reduced_layout.hpp"
 #include "test_machines.hpp"

@@ -17,7 +17,7 @@
 
 #include "../llm_tp_plan.hpp"
 #include "common/plan_options.hpp"
-#include "dmuon/engine/optimizer_config.hpp"
+#include "dmuon/engine/step/optimizer_config.hpp"
 #include "dmuon/project/collective_cost.hpp"
 #include "dmuon/project/compute_cost.hpp"
 #include "dmuon/project/projection.hpp"

@@ -15,7 +15,7 @@
 #include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/dtype.hpp"
-#include "dmuon/engine/step_schedule.hpp"
+#include "dmuon/engine/step/step_schedule.hpp"
 #include "dmuon/project/projection.hpp"
 #include "test_machines.hpp"
 

@@ -1,0 +1,721 @@
+// The CUDA machine for the step executor. Host code (the host compiler builds it against
+// cudart and NCCL); the device work is in kernels/cuda behind its void*-stream API.
+//
+// Streams and ordering (the layout/schedule decide what; this file only how):
+//   compute_    every kernel: pack, forward/backward GEMMs, momentum, Newton–Schulz, apply
+//   weights_    broadcasts / all-gathers (and fsdp-muon's optimizer all-gathers)
+//   reduce_     stage-1 gradient reduces (high priority: they gate the optimizer)
+//   replicate_  HSDP stage 2 and the owners' replicate broadcasts
+// A collective's stream waits on an event recorded on compute_ when it is issued (what it
+// reads was produced there); compute_ waits on a batch's event where the schedule waits. The
+// host synchronises once per step (end_step), polling NCCL's asynchronous errors meanwhile.
+#include "dmuon/engine/exec/cuda_backend.hpp"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/comm/abort.hpp"
+#include "dmuon/comm/first_message.hpp"
+#include "dmuon/comm/nccl_check.hpp"
+#include "dmuon/engine/step/accumulation.hpp"
+#include "dmuon/engine/step/activation_work.hpp"
+#include "dmuon/engine/step/grad_clip.hpp"
+#include "dmuon/engine/step/optimizer_config.hpp"
+#include "dmuon/engine/step/synthetic.hpp"
+#include "kernels/cuda/kernels.hpp"
+
+namespace dmuon::engine {
+
+void require_cuda_backend() {}
+
+namespace {
+
+namespace cu = kernels::cuda;
+using kernels::Dtype;
+
+// Scratch of the activation work beyond this (bytes per half) is refused: the unfused s×s
+// scores of a long sequence would not leave the step's own buffers room.
+constexpr double kMaxActivationScratch = 8.0 * (1 << 30);
+
+// Device memory of n elements of `type`, owned.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(std::int64_t n, Dtype type) : type_(type), n_(n) {
+    if (n > 0) DMUON_CHECK_CUDA(cudaMalloc(&ptr_, bytes()));
+  }
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(type_, o.type_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  /// Address of element `offset`.
+  void* at(std::int64_t offset) const {
+    return static_cast<unsigned char*>(ptr_) +
+           static_cast<std::size_t>(offset) * dtype_bytes(type_);
+  }
+  float* f32(std::int64_t offset = 0) const { return static_cast<float*>(at(offset)); }
+  std::size_t bytes() const { return static_cast<std::size_t>(n_) * dtype_bytes(type_); }
+
+ private:
+  void* ptr_ = nullptr;
+  Dtype type_ = Dtype::f32;
+  std::int64_t n_ = 0;
+};
+
+// This process's GPU: the node-local rank modulo the visible devices, agreed by all ranks.
+int select_device(MPI_Comm world) {
+  MPI_Comm node = MPI_COMM_NULL;
+  DMUON_CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int local_rank = 0, local_size = 1;
+  DMUON_CHECK_MPI(MPI_Comm_rank(node, &local_rank));
+  DMUON_CHECK_MPI(MPI_Comm_size(node, &local_size));
+  DMUON_CHECK_MPI(MPI_Comm_free(&node));
+  std::string problem;
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) {
+    problem = fmt::format("no GPU visible (cudaGetDeviceCount: {})", cudaGetErrorString(rc));
+    (void)cudaGetLastError();
+  } else if (count == 0) {
+    problem = "no GPU visible (cudaGetDeviceCount returned 0)";
+  } else if (local_size > count) {
+    problem = fmt::format("{} ranks on one node share {} GPU(s); run one rank per GPU", local_size,
+                          count);
+  }
+  // The same one-line error on every rank (exit 2): the first failing rank's reason.
+  int first = -1;
+  const std::string theirs = comm::agree_first_message(!problem.empty(), problem, world, &first);
+  if (first >= 0) throw InputError(fmt::format("--device cuda: rank {}: {}", first, theirs));
+  return local_rank % count;
+}
+
+// Phase segments as event pairs on the compute stream; read after the step's synchronisation.
+class CudaPhaseTimer final : public PhaseTimer {
+ public:
+  explicit CudaPhaseTimer(cudaStream_t stream) : stream_(stream) {}
+  ~CudaPhaseTimer() override {
+    for (auto e : events_) cudaEventDestroy(e);
+  }
+  CudaPhaseTimer(const CudaPhaseTimer&) = delete;
+  CudaPhaseTimer& operator=(const CudaPhaseTimer&) = delete;
+
+  void start_step() override {
+    used_ = 0;
+    segments_.clear();
+    open_ = false;
+    step_start_ = record();
+  }
+  void switch_to(Phase phase, bool exposed) override {
+    pause();
+    segments_.push_back({phase, exposed, record(), 0});
+    open_ = true;
+  }
+  void pause() override {
+    if (!open_) return;
+    segments_.back().stop = record();
+    open_ = false;
+  }
+  /// The step's last event (after the streams were joined); end_step records it.
+  void stop_step() {
+    pause();
+    step_stop_ = record();
+  }
+  std::array<double, kPhaseCount> finish_step() override {
+    std::array<double, kPhaseCount> ph{};
+    for (const auto& s : segments_) {
+      const double ms = elapsed(s.start, s.stop);
+      ph[static_cast<std::size_t>(s.phase)] += ms;
+      if (s.exposed) ph[static_cast<std::size_t>(Phase::exposed_comm)] += ms;
+    }
+    ph[static_cast<std::size_t>(Phase::step)] = elapsed(step_start_, step_stop_);
+    return ph;
+  }
+
+ private:
+  struct Segment {
+    Phase phase;
+    bool exposed;
+    std::size_t start, stop;
+  };
+  std::size_t record() {
+    if (used_ == events_.size()) {
+      cudaEvent_t e = nullptr;
+      DMUON_CHECK_CUDA(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    DMUON_CHECK_CUDA(cudaEventRecord(events_[used_], stream_));
+    return used_++;
+  }
+  double elapsed(std::size_t a, std::size_t b) const {
+    float ms = 0;
+    DMUON_CHECK_CUDA(cudaEventElapsedTime(&ms, events_[a], events_[b]));
+    return ms;
+  }
+
+  cudaStream_t stream_;
+  std::vector<cudaEvent_t> events_;
+  std::size_t used_ = 0;
+  std::vector<Segment> segments_;
+  std::size_t step_start_ = 0, step_stop_ = 0;
+  bool open_ = false;
+};
+
+class CudaBackend final : public StepBackend {
+ public:
+  CudaBackend(const model::ModuleTree& tree, const StepLayout& layout, const EngineOptions& o,
+              const comm::RankGroups& groups, int device)
+      : L_(layout),
+        step_(o.step),
+        seed_(o.run.seed),
+        wire_(layout.wire),
+        ns_type_(o.backend.ns_dtype),
+        muon_(muon_config(o)),
+        device_(device),
+        rank_(layout.me.dp()),
+        ranks_(layout.me.grid.dp_size()) {
+    if (groups.grid() != L_.me.grid || groups.world_rank() != L_.me.rank)
+      throw std::logic_error("CUDA backend: the rank groups are not the layout's grid");
+    DMUON_CHECK_CUDA(cudaSetDevice(device_));
+    int least = 0, greatest = 0;
+    DMUON_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&compute_, cudaStreamNonBlocking, least));
+    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&weights_, cudaStreamNonBlocking, least));
+    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&reduce_, cudaStreamNonBlocking, greatest));
+    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&replicate_, cudaStreamNonBlocking, least));
+    DMUON_CHECK_CUDA(cudaEventCreateWithFlags(&produced_, cudaEventDisableTiming));
+    DMUON_CHECK_CUDA(cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming));
+    ctx_ = std::make_unique<cu::Context>(compute_);
+    timer_ = std::make_unique<CudaPhaseTimer>(compute_);
+    comm::CommunicatorOptions co;
+    co.cuda_device = device_;
+    shard_ = comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::shard), co);
+    if (L_.hsdp())
+      replicate_comm_ =
+          comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::replicate), co);
+    if (o.step.clip()) {
+      // --clip-norm: the norm's one-scalar all-reduce spans the world.
+      world_ = comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::world), co);
+      clip_scalar_ = DeviceBuffer(1, Dtype::f32);
+      static_assert(sizeof(cu::ClipPartial) <= 4 * sizeof(float));
+      clip_acc_ = DeviceBuffer(4, Dtype::f32);
+    }
+    master_ = DeviceBuffer(L_.master_elems, Dtype::f32);
+    state_ = DeviceBuffer(L_.state_elems, Dtype::f32);
+    state2_ = DeviceBuffer(L_.second_state_elems, Dtype::f32);
+    // AdamW reads its moments at step 1 (Muon overwrites its momentum then): start them at 0.
+    for (const DeviceBuffer* b : {&state_, &state2_})
+      if (b->bytes() > 0) DMUON_CHECK_CUDA(cudaMemset(b->at(0), 0, b->bytes()));
+    ns_input_ = DeviceBuffer(L_.state_elems, ns_type_);
+    grad_arena_ = DeviceBuffer(L_.grad_arena_elems, wire_);
+    weight_pool_ = DeviceBuffer(L_.weight_pool_elems, wire_);
+    grad_pool_ = DeviceBuffer(L_.grad_pool_elems, wire_);
+    gather_pool_ = DeviceBuffer(L_.gather_pool_elems, wire_);
+    if (wire_ != ns_type_) gather_ns_ = DeviceBuffer(L_.gather_pool_elems, ns_type_);
+    // --route dtypes: the parameters travelling in the other type (step_layout.hpp), each in
+    // its own region of three arenas of that type; fsdp-muon's Newton–Schulz image of their
+    // gathers when it is not the NS type.
+    alt_weights_ = DeviceBuffer(L_.alt_weight_elems, L_.alt_wire);
+    alt_grads_ = DeviceBuffer(L_.alt_grad_elems, L_.alt_wire);
+    alt_gather_ = DeviceBuffer(L_.alt_gather_elems, L_.alt_wire);
+    if (L_.alt_wire != ns_type_) alt_gather_ns_ = DeviceBuffer(L_.alt_gather_elems, ns_type_);
+    // Shared compute scratch holds any parameter's type: the wider of the two.
+    const bool alt = L_.alt_weight_elems + L_.alt_grad_elems + L_.alt_gather_elems > 0;
+    const Dtype scratch_type =
+        alt && dtype_bytes(L_.alt_wire) > dtype_bytes(wire_) ? L_.alt_wire : wire_;
+    counters_ = std::make_unique<cu::DeviceCounters>(2 * L_.params.size());
+    host_counters_.assign(2 * L_.params.size(), 0);
+    nan_ = DeviceBuffer(1, Dtype::f32);
+    if (L_.activation) {
+      // One scratch for every activation op: a GEMM's operands side by side, a memory op's
+      // source and destination halves (kMaxActivationScratch bytes at most per half).
+      act_half_ = static_cast<std::int64_t>(activation_scratch_elems(
+          *L_.activation, static_cast<int>(dtype_bytes(wire_)), kMaxActivationScratch));
+      act_scratch_ = DeviceBuffer(2 * act_half_, wire_);
+      if (act_half_ > 0) DMUON_CHECK_CUDA(cudaMemset(act_scratch_.at(0), 0, act_scratch_.bytes()));
+    }
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    DMUON_CHECK_CUDA(cudaMemcpy(nan_.at(0), &nan, sizeof(float), cudaMemcpyHostToDevice));
+
+    // Activations: X and Y of every parameter live from its forward to its backward, as a
+    // network's do; the target and dX are regenerated / discarded per call (shared scratch).
+    const std::int64_t global = o.step.global_samples(L_.me.grid.dp_size());
+    std::int64_t scratch_rows = 0, scratch_cols = 0;
+    std::vector<float> init;
+    for (const auto& p : L_.params) {
+      Activations a;
+      a.range = sample_range(tree, p.pid, global, rank_, ranks_);
+      // --accum: buffers for the largest micro-batch; forward/backward take their micro's range.
+      std::int64_t most = a.range.local();
+      if (step_.accum > 1) {
+        most = 0;
+        for (int j = 0; j < step_.accum; ++j)
+          most = std::max(most, micro_range(a.range.n, j).local());
+      }
+      const std::int64_t b = step_.compute == Compute::gemm ? most : 0;
+      a.x = DeviceBuffer(b * p.shape.cols, dtype_of(p));
+      a.y = DeviceBuffer(b * p.shape.rows, dtype_of(p));
+      scratch_rows = std::max(scratch_rows, b * p.shape.rows);
+      scratch_cols = std::max(scratch_cols, b * p.shape.cols);
+      acts_.push_back(std::move(a));
+      if (p.master_offset < 0) continue;
+      init.assign(static_cast<std::size_t>(p.numel), 0.0f);
+      init_weights(seed_, p.pid, init.data(), p.numel, p.shape.cols);
+      const float* src = init.data();
+      std::int64_t count = p.numel;
+      std::vector<float> shard;
+      if (p.sharded()) {
+        shard.assign(static_cast<std::size_t>(p.chunk), 0.0f);
+        for (std::int64_t j = 0; j < p.shard_len(); ++j)
+          shard[static_cast<std::size_t>(j)] = init[static_cast<std::size_t>(p.shard_begin + j)];
+        src = shard.data();
+        count = p.chunk;
+      }
+      DMUON_CHECK_CUDA(cudaMemcpy(master_.f32(p.master_offset), src,
+                                  static_cast<std::size_t>(count) * sizeof(float),
+                                  cudaMemcpyHostToDevice));
+    }
+    target_ = DeviceBuffer(scratch_rows, scratch_type);
+    dx_ = DeviceBuffer(scratch_cols, scratch_type);
+    // Newton–Schulz workspaces now: creating one synchronises, which a step must not do.
+    for (const auto& p : L_.params)
+      if (p.updated_here && p.muon)
+        (void)workspace(static_cast<std::size_t>(p.shape.rows),
+                        static_cast<std::size_t>(p.shape.cols));
+    DMUON_CHECK_CUDA(cudaDeviceSynchronize());
+  }
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    cudaDeviceSynchronize();
+    ctx_.reset();
+    timer_.reset();
+    for (cudaStream_t s : {compute_, weights_, reduce_, replicate_})
+      if (s) cudaStreamDestroy(s);
+    cudaEventDestroy(produced_);
+    cudaEventDestroy(joined_);
+  }
+
+  comm::Communicator* comm(CommGroup group) override {
+    if (group == CommGroup::world) return world_.get();  // only with --clip-norm
+    if (group == CommGroup::tp) return nullptr;  // no TP buffers yet: validate_tp_run refuses
+    return group == CommGroup::shard ? shard_.get() : replicate_comm_.get();
+  }
+
+  void* buffer(const BufferRef& ref) override { return at(locate(L_, ref)); }
+
+  void before_issue(const StepOp& op) override {
+    cudaStream_t s = stream(op_traits(op.op).stream);
+    // Stage 2 reads only what stage 1 wrote: order_after() made its stream wait for that,
+    // and it must not also wait for the compute queue.
+    if (op.op != Op::issue_stage2) {
+      DMUON_CHECK_CUDA(cudaEventRecord(produced_, compute_));
+      DMUON_CHECK_CUDA(cudaStreamWaitEvent(s, produced_, 0));
+    }
+    comm(op.comm)->set_stream(s);
+  }
+  void wait(comm::Batch& batch) override { batch.wait_on_stream(compute_); }
+  void order_after(comm::Batch& batch, CommGroup) override {
+    batch.wait_on_stream(replicate_, /*consume=*/false);
+  }
+
+  void begin_step(long) override { cu::zero_counters(*ctx_, counters_->data(), counters_->size()); }
+
+  void pack(const StepOp& op) override {
+    // One conversion kernel per copy: per packed buffer (the masters are stored packed per
+    // pair), per FSDP shard, per replica.
+    for (const PackCopy& c : pack_copies(L_, op))
+      cu::convert(*ctx_, master_.at(c.master), Dtype::f32, at(Location{c.to, c.weight}), c.dtype,
+                  static_cast<std::size_t>(c.count));
+  }
+
+  void weights_arrived(const StepOp&) override {}  // compute reads the wire type directly
+
+  void forward(const StepOp& op, long step) override {
+    const auto& p = param(op.param);
+    auto& a = acts_[static_cast<std::size_t>(op.param)];
+    if (step_.accum > 1) a.range = micro_range(a.range.n, op.micro);
+    const std::int64_t b = a.range.local();
+    if (step_.compute == Compute::none || b == 0 || p.shape.cols == 0) return;
+    const Dtype type = dtype_of(p);
+    cu::synthetic_rows(*ctx_, a.x.at(0), type, static_cast<std::size_t>(b),
+                       static_cast<std::size_t>(p.shape.cols), seed_,
+                       static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(a.range.begin),
+                       static_cast<std::uint64_t>(p.pid), synthetic_stream::x);
+    // Y = X·Wᵀ
+    cu::gemm(*ctx_, type, false, true, static_cast<std::size_t>(b),
+             static_cast<std::size_t>(p.shape.rows), static_cast<std::size_t>(p.shape.cols), 1.0f,
+             a.x.at(0), weights_of(op.param, op.weight_base), 0.0f, a.y.at(0));
+  }
+
+  void backward(const StepOp& op, long step) override {
+    const auto& p = param(op.param);
+    auto& a = acts_[static_cast<std::size_t>(op.param)];
+    void* grad = grad_of(op.param, op.grad_base);
+    const void* w = weights_of(op.param, op.weight_base);
+    const Dtype type = dtype_of(p);
+    const auto rows = static_cast<std::size_t>(p.shape.rows),
+               cols = static_cast<std::size_t>(p.shape.cols);
+    if (step_.accum > 1) a.range = micro_range(a.range.n, op.micro);
+    const std::int64_t b = a.range.local();
+    if (step_.compute == Compute::none) {
+      // --accum K: each micro-step adds (u + w)/K (the loss averaged over the whole batch).
+      cu::synthetic_grad_none(*ctx_, w, type, grad, type, static_cast<std::size_t>(p.numel), seed_,
+                              static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(p.pid),
+                              synthetic_stream::none, 1.0f / static_cast<float>(step_.accum),
+                              op.accumulate);
+    } else if (b == 0 || p.numel == 0) {
+      // An empty micro-batch adds nothing to what earlier micro-steps left.
+      if (!op.accumulate)
+        DMUON_CHECK_CUDA(cudaMemsetAsync(grad, 0, bytes_of(type, p.numel), compute_));
+    } else {
+      const auto ub = static_cast<std::size_t>(b);
+      cu::synthetic_rows(*ctx_, target_.at(0), type, ub, rows, seed_,
+                         static_cast<std::uint64_t>(step),
+                         static_cast<std::uint64_t>(a.range.begin),
+                         static_cast<std::uint64_t>(p.pid), synthetic_stream::target);
+      // dY = (Y − T)·G/n (the mean over the global samples, see synthetic.hpp)
+      const float scale = static_cast<float>(ranks_) / static_cast<float>(a.range.n);
+      cu::residual_scale(*ctx_, a.y.at(0), target_.at(0), type, ub * rows, scale);
+      cu::gemm(*ctx_, type, false, false, ub, cols, rows, 1.0f, a.y.at(0), w, 0.0f,
+               dx_.at(0));  // dX = dY·W
+      cu::gemm(*ctx_, type, true, false, rows, cols, ub, 1.0f, a.y.at(0), a.x.at(0),
+               op.accumulate ? 1.0f : 0.0f, grad);  // dW (+)= dYᵀ·X
+    }
+    if (p.padding() > 0) {
+      // The pooled slot held another group's gradient: the padding must reduce as zeros
+      // (sharded_adamw: its persistent full gradient in the grad arena).
+      const auto loc = gradient_location(L_, op.param, op.grad_base);
+      DMUON_CHECK_CUDA(cudaMemsetAsync(at(Location{loc.arena, loc.offset + p.numel}), 0,
+                                       bytes_of(type, p.padding()), compute_));
+    }
+  }
+
+  void poison_gradient(const StepOp& op) override {
+    cu::convert(*ctx_, nan_.at(0), Dtype::f32, grad_of(op.param, op.grad_base),
+                dtype_of(param(op.param)), 1);
+  }
+
+  void release_weights(const StepOp&) override {}  // stream order covers the slot's reuse
+
+  void prepare(const StepOp& op, long step) override {
+    for (int pi : group(op.group).members) {
+      const auto& p = param(pi);
+      if (!p.updated_here || !p.muon) continue;
+      const Dtype type = dtype_of(p);
+      if (p.storage == Storage::sharded) {
+        // The Nesterov input shard goes to its own place in the gather slot (in-place gather).
+        const Location gather = gather_location(pi, op.gather_base);
+        cu::muon_momentum(*ctx_, consumed_gradient(p), type, state_.f32(p.state_offset),
+                          at(Location{gather.arena, gather.offset + p.shard_begin}), type,
+                          static_cast<std::size_t>(p.chunk), step, muon_.momentum, muon_.nesterov,
+                          bad_gradient(pi));
+      } else {
+        cu::muon_momentum(*ctx_, consumed_gradient(p), type, state_.f32(p.state_offset),
+                          ns_input_.at(p.state_offset), ns_type_, static_cast<std::size_t>(p.numel),
+                          step, muon_.momentum, muon_.nesterov, bad_gradient(pi));
+      }
+    }
+  }
+
+  void newton_schulz(const StepOp& op) override {
+    const auto& p = param(op.param);
+    void* x = ns_matrix(op.param, op.gather_base, true);
+    const auto rows = static_cast<std::size_t>(p.shape.rows),
+               cols = static_cast<std::size_t>(p.shape.cols);
+    cu::newton_schulz(*ctx_, x, x, rows, cols, ns_type_, muon_.ns, workspace(rows, cols),
+                      bad_gradient(op.param));
+  }
+
+  void apply(const StepOp& op, long step) override {
+    const auto& p = param(op.param);
+    if (p.muon) {
+      const float scale = kernels::muon_scale(static_cast<std::size_t>(p.shape.rows),
+                                              static_cast<std::size_t>(p.shape.cols));
+      const std::int64_t begin = p.sharded() ? p.shard_begin : 0, len = p.shard_len();
+      const auto* out =
+          static_cast<const unsigned char*>(ns_matrix(op.param, op.gather_base, false)) +
+          static_cast<std::size_t>(begin) * dtype_bytes(ns_type_);
+      cu::muon_apply(*ctx_, master_.f32(p.master_offset), out, ns_type_,
+                     static_cast<std::size_t>(len), muon_.lr, muon_.weight_decay, scale,
+                     bad_weight(op.param));
+      return;
+    }
+    cu::adamw_step(*ctx_, master_.f32(p.master_offset), consumed_gradient(p), dtype_of(p),
+                   state_.f32(p.state_offset), state2_.f32(p.second_state_offset),
+                   static_cast<std::size_t>(p.state_elems), step, adamw_config(),
+                   bad_gradient(op.param));
+  }
+
+  void clip_partial(const StepOp&) override {
+    const bool inf = step_.clip_norm_type == ClipNormType::inf;
+    cu::clip_partial_reset(*ctx_, clip_partial_acc());
+    for (const auto& p : L_.params) {
+      if (!p.updated_here) continue;
+      const ClipSpan span = clip_counted(L_, p);
+      if (span.count == 0) continue;
+      const auto* g = static_cast<const unsigned char*>(consumed_gradient(p)) +
+                      bytes_of(dtype_of(p), span.begin);
+      cu::clip_partial_add(*ctx_, g, dtype_of(p), static_cast<std::size_t>(span.count), inf,
+                           clip_partial_acc());
+    }
+    cu::clip_partial_finish(*ctx_, clip_partial_acc(), inf, clip_scalar_.f32());
+  }
+
+  void clip_scale(const StepOp&) override {
+    // The coefficient is computed by each kernel from the reduced scalar on the device: the
+    // host never waits for the norm.
+    const bool inf = step_.clip_norm_type == ClipNormType::inf;
+    for (const auto& p : L_.params) {
+      if (!p.updated_here) continue;
+      const std::int64_t n = p.own_elems();
+      cu::clip_scale(*ctx_, consumed_gradient(p), dtype_of(p), static_cast<std::size_t>(n),
+                     clip_scalar_.f32(), inf, step_.clip_norm);
+    }
+  }
+
+  void end_step(long step) override {
+    // Join the weight and reduce streams (the replicate broadcasts stay in flight by design:
+    // the next forward waits for them), then one host synchronisation for the whole step.
+    for (cudaStream_t s : {weights_, reduce_}) {
+      DMUON_CHECK_CUDA(cudaEventRecord(joined_, s));
+      DMUON_CHECK_CUDA(cudaStreamWaitEvent(compute_, joined_, 0));
+    }
+    timer_->stop_step();
+    host_wait(compute_);
+    cu::read_counters(*ctx_, counters_->data(), counters_->size(), host_counters_.data());
+    for (std::size_t i = 0; i < L_.params.size(); ++i) {
+      if (host_counters_[2 * i] != 0)
+        comm::abort_all(fmt::format("non-finite gradient in parameter '{}' at step {}",
+                                    L_.params[i].name, step));
+      if (host_counters_[2 * i + 1] != 0)
+        comm::abort_all(
+            fmt::format("non-finite weight in parameter '{}' at step {}", L_.params[i].name, step));
+    }
+  }
+
+  PhaseTimer& timer() override { return *timer_; }
+
+  void read_masters(std::int64_t offset, std::int64_t count, float* host) override {
+    host_wait(compute_);
+    DMUON_CHECK_CUDA(cudaMemcpy(host, master_.f32(offset), static_cast<std::size_t>(count) * 4,
+                                cudaMemcpyDeviceToHost));
+  }
+
+  std::int64_t allocated_bytes() const override {
+    std::size_t b = 0;
+    for (const DeviceBuffer* d :
+         {&master_, &state_, &state2_, &ns_input_, &grad_arena_, &weight_pool_, &grad_pool_,
+          &gather_pool_, &gather_ns_, &alt_weights_, &alt_grads_, &alt_gather_, &alt_gather_ns_,
+          &target_, &dx_, &clip_scalar_, &clip_acc_})
+      b += d->bytes();
+    for (const auto& a : acts_) b += a.x.bytes() + a.y.bytes();
+    for (const auto& w : workspaces_) b += w.second->bytes();
+    return static_cast<std::int64_t>(b + act_scratch_.bytes());
+  }
+
+  // The activation work of one unit (activation_work.hpp), run for its cost in the wire type
+  // on the compute stream, outputs read by nothing: GEMMs (recomputed linears, the attention
+  // core unfused as on the host: there is no fused attention kernel here) through cu::gemm,
+  // one product per batch member; a memory-bound op as one device copy of max(read, written)
+  // bytes (at least its traffic: the backend has no kernel per elementwise op).
+  void activation(const StepOp& op) override {
+    const auto& unit = L_.activation->units.at(static_cast<std::size_t>(op.param));
+    const auto& ops = op.op == Op::act_forward     ? unit.forward
+                      : op.op == Op::act_recompute ? unit.recompute
+                                                   : unit.backward;
+    const int e = static_cast<int>(dtype_bytes(wire_));
+    for (const auto& o : ops)
+      for (const auto& u : unfused_ops(o, e)) {
+        if (u.kind == work::OpKind::memory) {
+          const auto n =
+              static_cast<std::size_t>(std::ceil(std::max(u.bytes_read, u.bytes_written) / e));
+          cu::convert(*ctx_, act_scratch_.at(0), wire_, act_scratch_.at(act_half_), wire_, n);
+          continue;
+        }
+        const auto m = static_cast<std::size_t>(u.gemm.m), n = static_cast<std::size_t>(u.gemm.n),
+                   k = static_cast<std::size_t>(u.gemm.k);
+        if (m == 0 || n == 0 || k == 0) continue;
+        const auto mk = static_cast<std::int64_t>(m * k), kn = static_cast<std::int64_t>(k * n);
+        for (std::int64_t i = 0; i < u.gemm.batch; ++i)
+          cu::gemm(*ctx_, wire_, false, false, m, n, k, 1.0f, act_scratch_.at(0),
+                   act_scratch_.at(mk), 0.0f, act_scratch_.at(mk + kn));
+      }
+  }
+
+ private:
+  struct Activations {
+    SampleRange range;
+    DeviceBuffer x, y;
+  };
+
+  // This rank's samples in micro-step `micro` of --accum (accumulation.hpp).
+  SampleRange micro_range(std::int64_t n, int micro) const {
+    return micro_sample_range(n, micro, step_.accum, rank_, ranks_);
+  }
+  const GroupLayout& group(int g) const { return L_.groups[static_cast<std::size_t>(g)]; }
+  const ParamLayout& param(int p) const { return L_.params[static_cast<std::size_t>(p)]; }
+  static std::size_t bytes_of(Dtype type, std::int64_t n) {
+    return static_cast<std::size_t>(n) * dtype_bytes(type);
+  }
+  // The type a parameter's weights and gradients travel in (its --route dtype or the wire's).
+  Dtype dtype_of(const ParamLayout& p) const { return p.alt_wire ? p.wire : wire_; }
+  unsigned long long* bad_gradient(int p) const {
+    return counters_->at(2 * static_cast<std::size_t>(p));
+  }
+  unsigned long long* bad_weight(int p) const {
+    return counters_->at(2 * static_cast<std::size_t>(p) + 1);
+  }
+
+  void* at(const Location& where) const {
+    switch (where.arena) {
+      case Arena::master: return master_.at(where.offset);
+      case Arena::grad_arena: return grad_arena_.at(where.offset);
+      case Arena::weight_pool: return weight_pool_.at(where.offset);
+      case Arena::grad_pool: return grad_pool_.at(where.offset);
+      case Arena::gather_pool: return gather_pool_.at(where.offset);
+      case Arena::clip_scalar: return clip_scalar_.at(0);
+      case Arena::alt_weights: return alt_weights_.at(where.offset);
+      case Arena::alt_grads: return alt_grads_.at(where.offset);
+      case Arena::alt_gather: return alt_gather_.at(where.offset);
+      default: break;  // the TP exchange's: --tp is refused on this backend (validate_tp_run)
+    }
+    throw std::logic_error("CUDA backend: a buffer in an arena it does not have");
+  }
+  cu::ClipPartial* clip_partial_acc() const {
+    return static_cast<cu::ClipPartial*>(clip_acc_.at(0));
+  }
+  // The gradient the optimizer reads: the owner's reduced one, the shard, the replica.
+  void* consumed_gradient(const ParamLayout& p) const {
+    return at(Location{p.alt_wire ? Arena::alt_grads : Arena::grad_arena,
+                       p.storage == Storage::sharded ? p.grad_shard_offset : p.grad_offset});
+  }
+  void* grad_of(int param, std::int64_t base) const {
+    return at(gradient_location(L_, param, base));
+  }
+  // The weights compute reads (its group's slot, or its own alt region).
+  void* weights_of(int param, std::int64_t weight_base) const {
+    return at(locate(L_, BufferRef{BufferRef::Kind::weights, -1, param, weight_base}));
+  }
+  // fsdp-muon: a Muon parameter's all-gathered Nesterov input.
+  Location gather_location(int param, std::int64_t gather_base) const {
+    return locate(L_, BufferRef{BufferRef::Kind::gather, -1, param, gather_base});
+  }
+
+  // The CUDA stream of the op table's communication stream (step_op.hpp).
+  cudaStream_t stream(Stream s) const {
+    switch (s) {
+      case Stream::reduce: return reduce_;
+      case Stream::replicate: return replicate_;
+      case Stream::weights: return weights_;
+    }
+    return weights_;
+  }
+
+  // The ns-typed matrix Newton–Schulz works on in place: owners' and replicas' inputs, or
+  // fsdp-muon's gathered input (converted from its wire type when `load` and types differ).
+  void* ns_matrix(int pi, std::int64_t gather_base, bool load) {
+    const ParamLayout& p = param(pi);
+    if (p.storage != Storage::sharded) return ns_input_.at(p.state_offset);
+    const Location where = gather_location(pi, gather_base);
+    void* gathered = at(where);
+    const Dtype type = dtype_of(p);
+    if (type == ns_type_) return gathered;
+    void* image = (p.alt_wire ? alt_gather_ns_ : gather_ns_).at(where.offset);
+    if (load)
+      cu::convert(*ctx_, gathered, type, image, ns_type_, static_cast<std::size_t>(p.numel));
+    return image;
+  }
+
+  cu::NsWorkspace& workspace(std::size_t rows, std::size_t cols) {
+    auto& w = workspaces_[{rows, cols}];
+    if (!w) w = std::make_unique<cu::NsWorkspace>(rows, cols, ns_type_);
+    return *w;
+  }
+
+  // Host wait for everything enqueued on `s` so far, polling the communicators' asynchronous
+  // errors (a dead peer leaves NCCL kernels spinning forever) with the NCCL timeout.
+  void host_wait(cudaStream_t s) {
+    DMUON_CHECK_CUDA(cudaEventRecord(joined_, s));
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      const cudaError_t rc = cudaEventQuery(joined_);
+      if (rc == cudaSuccess) return;
+      if (rc != cudaErrorNotReady) DMUON_CHECK_CUDA(rc);
+      for (comm::Communicator* c : {shard_.get(), replicate_comm_.get(), world_.get()})
+        if (c) c->check_async_error();
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (waited > timeout_s())
+        comm::abort_all(
+            fmt::format("the step did not finish on the GPU within {:.0f} s "
+                        "(DMUON_NCCL_TIMEOUT_S): a peer is gone or hung",
+                        timeout_s()));
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  static double timeout_s() {
+    const char* v = std::getenv("DMUON_NCCL_TIMEOUT_S");
+    const double t = v ? std::atof(v) : 0.0;
+    return t > 0 ? t : 600.0;
+  }
+
+  const StepLayout& L_;
+  StepSpec step_;       // what the step computes (its batch, compute mode, clip, accum)
+  std::uint64_t seed_;  // the synthetic data's
+  Dtype wire_, ns_type_;
+  kernels::MuonConfig muon_;
+  int device_;
+  int rank_, ranks_;
+  cudaStream_t compute_ = nullptr, weights_ = nullptr, reduce_ = nullptr, replicate_ = nullptr;
+  cudaEvent_t produced_ = nullptr, joined_ = nullptr;
+  std::unique_ptr<cu::Context> ctx_;
+  std::unique_ptr<CudaPhaseTimer> timer_;
+  std::unique_ptr<comm::Communicator> shard_, replicate_comm_, world_;
+  DeviceBuffer act_scratch_;   // the activation work's operands (activation())
+  std::int64_t act_half_ = 0;  // elements of one half of act_scratch_
+  DeviceBuffer master_, state_, state2_, ns_input_, grad_arena_, weight_pool_, grad_pool_,
+      gather_pool_, gather_ns_, alt_weights_, alt_grads_, alt_gather_, alt_gather_ns_, target_, dx_,
+      nan_, clip_scalar_, clip_acc_;
+  std::vector<Activations> acts_;
+  std::unique_ptr<cu::DeviceCounters> counters_;
+  std::vector<unsigned long long> host_counters_;
+  std::map<std::pair<std::size_t, std::size_t>, std::unique_ptr<cu::NsWorkspace>> workspaces_;
+};
+
+}  // namespace
+
+std::unique_ptr<StepBackend> make_cuda_backend(const model::ModuleTree& tree,
+                                               const StepLayout& layout, const EngineOptions& o,
+                                               const comm::RankGroups& groups) {
+  // The schedule's TP exchange has no CUDA buffers yet: refuse, never skip (validate_tp_run
+  // refuses --tp --device cuda before a run; every rank alike).
+  if (layout.tp() > 1)
+    throw InputError(
+        fmt::format("--tp {} runs on --device host only (the CUDA backend has no TP buffers yet)",
+                    layout.tp()));
+  const int device = select_device(groups.comm(CommGroup::world));
+  return std::make_unique<CudaBackend>(tree, layout, o, groups, device);
+}
+
+}  // namespace dmuon::engine

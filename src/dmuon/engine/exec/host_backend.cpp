@@ -1,0 +1,496 @@
+#include "dmuon/engine/exec/host_backend.hpp"
+
+#include <fmt/format.h>
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/comm/abort.hpp"
+#include "dmuon/engine/exec/host_activation.hpp"
+#include "dmuon/engine/exec/linear_work.hpp"
+#include "dmuon/engine/exec/optimizer_step.hpp"
+#include "dmuon/engine/step/grad_clip.hpp"
+#include "kernels/convert.hpp"
+#include "kernels/tp_blocks.hpp"
+
+namespace dmuon::engine {
+namespace {
+
+using F32View = Kokkos::View<float*, Kokkos::HostSpace>;
+using U16View = Kokkos::View<std::uint16_t*, Kokkos::HostSpace>;
+using kernels::Dtype;
+
+// A buffer of wire elements: fp32, or a 16-bit type held as its bit patterns.
+class WireBuffer {
+ public:
+  WireBuffer() = default;
+  WireBuffer(const std::string& label, std::int64_t n, Dtype type) : type_(type) {
+    const auto size = static_cast<std::size_t>(n);
+    if (type == Dtype::f32)
+      f32_ = F32View(label, size);
+    else
+      u16_ = U16View(label, size);
+  }
+  Dtype type() const { return type_; }
+  void* at(std::int64_t offset) {
+    return type_ == Dtype::f32 ? static_cast<void*>(f32_.data() + offset)
+                               : static_cast<void*>(u16_.data() + offset);
+  }
+  std::int64_t bytes() const {
+    return static_cast<std::int64_t>(f32_.span() * sizeof(float) +
+                                     u16_.span() * sizeof(std::uint16_t));
+  }
+
+ private:
+  Dtype type_ = Dtype::f32;
+  F32View f32_;
+  U16View u16_;
+};
+
+class SteadyTimer final : public PhaseTimer {
+ public:
+  void start_step() override {
+    ph_ = {};
+    open_ = false;
+    step_start_ = Clock::now();
+  }
+  void switch_to(Phase phase, bool exposed) override {
+    pause();
+    phase_ = phase;
+    exposed_ = exposed;
+    open_ = true;
+    start_ = Clock::now();
+  }
+  void pause() override {
+    if (!open_) return;
+    const double ms = ms_since(start_);
+    ph_[static_cast<std::size_t>(phase_)] += ms;
+    if (exposed_) ph_[static_cast<std::size_t>(Phase::exposed_comm)] += ms;
+    open_ = false;
+  }
+  std::array<double, kPhaseCount> finish_step() override {
+    pause();
+    ph_[static_cast<std::size_t>(Phase::step)] = ms_since(step_start_);
+    return ph_;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static double ms_since(Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  }
+  std::array<double, kPhaseCount> ph_{};
+  Clock::time_point step_start_, start_;
+  Phase phase_ = Phase::step;
+  bool exposed_ = false;
+  bool open_ = false;
+};
+
+class HostBackend final : public StepBackend {
+ public:
+  HostBackend(const model::ModuleTree& tree, const StepLayout& layout, const EngineOptions& o,
+              const comm::RankGroups& groups)
+      : L_(layout), step_(o.step), seed_(o.run.seed), wire_(layout.wire), opt_(muon_config(o)) {
+    if (groups.grid() != L_.me.grid || groups.world_rank() != L_.me.rank)
+      throw std::logic_error("host backend: the rank groups are not the layout's grid");
+    const auto make = [&](CommGroup g) {
+      return comm::make_communicator(comm::Backend::mpi, groups.comm(g));
+    };
+    shard_ = make(CommGroup::shard);
+    if (L_.hsdp()) replicate_ = make(CommGroup::replicate);
+    if (o.step.clip_norm > 0) world_ = make(CommGroup::world);
+    if (L_.tp() > 1) tp_ = make(CommGroup::tp);
+    const auto n = [](std::int64_t e) { return static_cast<std::size_t>(e); };
+    master_ = F32View("dmuon::master", n(L_.master_elems));
+    state_ = F32View("dmuon::optimizer_state", n(L_.state_elems));
+    state2_ = F32View("dmuon::adamw_exp_avg_sq", n(L_.second_state_elems));
+    input_ = F32View("dmuon::ns_input", n(L_.state_elems));
+    tp_send_ = WireBuffer("dmuon::tp_send", L_.tp_send_elems(), wire_);
+    tp_recv_ = WireBuffer("dmuon::tp_recv", L_.tp_recv_elems(), wire_);
+    tp_matrix_ = F32View("dmuon::tp_matrix", n(L_.tp_matrix_elems()));
+    grad_arena_ = WireBuffer("dmuon::grad_arena", L_.grad_arena_elems, wire_);
+    weight_pool_ = WireBuffer("dmuon::weight_pool", L_.weight_pool_elems, wire_);
+    grad_pool_ = WireBuffer("dmuon::grad_pool", L_.grad_pool_elems, wire_);
+    gather_pool_ = WireBuffer("dmuon::gather_pool", L_.gather_pool_elems, wire_);
+    // --route dtypes: the parameters travelling in the other type (step_layout.hpp).
+    alt_weights_ = WireBuffer("dmuon::alt_weights", L_.alt_weight_elems, L_.alt_wire);
+    alt_grads_ = WireBuffer("dmuon::alt_grads", L_.alt_grad_elems, L_.alt_wire);
+    alt_gather_ = WireBuffer("dmuon::alt_gather", L_.alt_gather_elems, L_.alt_wire);
+    const bool alt = L_.alt_weight_elems + L_.alt_grad_elems + L_.alt_gather_elems > 0;
+    std::int64_t max_numel = 0;
+    for (const auto& p : L_.params) max_numel = std::max(max_numel, p.full_elems());
+    if (wire_ != Dtype::f32) {
+      // Compute runs in fp32 on the host: it reads an fp32 image of what arrived.
+      compute_pool_ = F32View("dmuon::compute_weights", n(L_.weight_pool_elems));
+      gather_f32_ = F32View("dmuon::gather_fp32", n(L_.gather_pool_elems));
+    }
+    if (alt && L_.alt_wire != Dtype::f32) {
+      alt_compute_ = F32View("dmuon::alt_compute_weights", n(L_.alt_weight_elems));
+      alt_gather_f32_ = F32View("dmuon::alt_gather_fp32", n(L_.alt_gather_elems));
+    }
+    if (wire_ != Dtype::f32 || (alt && L_.alt_wire != Dtype::f32))
+      scratch_ = F32View("dmuon::grad_fp32", n(max_numel));
+    zeros_.assign(static_cast<std::size_t>(L_.shards()), 0.0f);  // padding < G elements
+    if (L_.activation) activation_ = std::make_unique<HostActivation>(*L_.activation);
+    const std::int64_t global = o.step.global_samples(L_.me.grid.dp_size());
+    std::vector<float> init;
+    work_.reserve(L_.params.size());
+    for (const auto& p : L_.params) {
+      const std::uint64_t key =
+          p.tp_sharded() ? tp_shard_key(p.pid, L_.tp_rank()) : static_cast<std::uint64_t>(p.pid);
+      work_.emplace_back(tree, p.pid, global, L_.me.dp(), L_.me.grid.dp_size(), o.step.accum, key);
+      if (p.master_offset < 0) continue;
+      init.assign(n(p.numel), 0.0f);
+      init_weights(o.run.seed, key, init.data(), p.numel, p.shape.cols);
+      float* dst = master_.data() + p.master_offset;
+      if (p.sharded()) {
+        for (std::int64_t j = 0; j < p.chunk; ++j)
+          dst[j] = p.shard_begin + j < p.numel ? init[n(p.shard_begin + j)] : 0.0f;
+      } else {
+        std::copy(init.begin(), init.end(), dst);
+      }
+    }
+  }
+
+  comm::Communicator* comm(CommGroup group) override {
+    switch (group) {
+      case CommGroup::shard: return shard_.get();
+      case CommGroup::replicate: return replicate_.get();
+      case CommGroup::world: return world_.get();
+      case CommGroup::tp: return tp_.get();
+    }
+    return nullptr;
+  }
+
+  void* buffer(const BufferRef& ref) override { return at(locate(L_, ref)); }
+
+  // Kernels may still be running under a parallel Kokkos backend: MPI must see their results.
+  void before_issue(const StepOp&) override { Kokkos::fence(); }
+  void wait(comm::Batch& batch) override { batch.wait(); }
+  void order_after(comm::Batch& batch, CommGroup) override { batch.wait(); }
+  bool wants_progress() const override { return true; }
+  void set_progress(std::function<void()> poll) override { poll_ = std::move(poll); }
+
+  void begin_step(long) override {}
+
+  void pack(const StepOp& op) override {
+    const bool replicas = group(op.group).kind == GroupKind::ddp;
+    for (const PackCopy& c : pack_copies(L_, op)) {
+      // Replicas in fp32: compute reads the master itself (weights_of), nothing to copy.
+      if (replicas && c.dtype == Dtype::f32) continue;
+      void* to = at(Location{c.to, c.weight});
+      to_wire(master_.data() + c.master, to, c.count, c.dtype);
+      // Replicas on a 16-bit wire: compute reads the rounded copy (mixed-precision compute).
+      if (replicas)
+        kernels::host::convert(to, c.dtype, compute_image(c.to) + c.weight, Dtype::f32,
+                               static_cast<std::size_t>(c.count));
+    }
+  }
+
+  void weights_arrived(const StepOp& op) override {
+    const auto& g = group(op.group);
+    if (wire_ != Dtype::f32)
+      kernels::host::convert(weight_pool_.at(op.weight_base), wire_,
+                             compute_pool_.data() + op.weight_base, Dtype::f32,
+                             static_cast<std::size_t>(g.weight_elems));
+    if (g.alt_weight_elems == 0 || L_.alt_wire == Dtype::f32) return;
+    for (int pi : g.members) {  // --route bf16 parameters: their own regions
+      const auto& p = param(pi);
+      if (!p.alt_wire) continue;
+      const std::int64_t len = p.full_elems();
+      kernels::host::convert(alt_weights_.at(p.weight_offset), p.wire,
+                             alt_compute_.data() + p.weight_offset, Dtype::f32,
+                             static_cast<std::size_t>(len));
+    }
+  }
+
+  void forward(const StepOp& op, long step) override {
+    const auto& p = param(op.param);
+    auto& work = work_[static_cast<std::size_t>(op.param)];
+    work.set_micro(op.micro);
+    work.forward(step_.compute, seed_, step, weights_of(p, op.weight_base), poll_);
+  }
+
+  void backward(const StepOp& op, long step) override {
+    const auto& p = param(op.param);
+    void* grad = grad_of(op.param, op.grad_base);
+    const Dtype type = dtype_of(p);
+    float* out = type == Dtype::f32 ? static_cast<float*>(grad) : scratch_.data();
+    // --accum on a 16-bit wire: accumulate in fp32 onto what the earlier micro-steps left.
+    if (op.accumulate && type != Dtype::f32)
+      kernels::host::convert(grad, type, out, Dtype::f32, static_cast<std::size_t>(p.numel));
+    auto& work = work_[static_cast<std::size_t>(op.param)];
+    work.set_micro(op.micro);
+    work.backward(step_.compute, seed_, step, weights_of(p, op.weight_base), out, poll_,
+                  op.accumulate);
+    if (type != Dtype::f32) to_wire(out, grad, p.numel, type);
+    if (p.padding() > 0) {
+      // The pooled slot held another group's gradient: the padding must reduce as zeros
+      // (sharded_adamw: its persistent full gradient in the grad arena).
+      const auto loc = gradient_location(L_, op.param, op.grad_base);
+      to_wire(zeros_.data(), at(Location{loc.arena, loc.offset + p.numel}), p.padding(), type);
+    }
+  }
+
+  void poison_gradient(const StepOp& op) override {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    to_wire(&nan, grad_of(op.param, op.grad_base), 1, dtype_of(param(op.param)));
+  }
+
+  void release_weights(const StepOp&) override {}
+
+  void prepare(const StepOp& op, long step) override {
+    for (int pi : group(op.group).members) {
+      const auto& p = param(pi);
+      if (!p.updated_here || !p.muon) continue;
+      float* momentum = state_.data() + p.state_offset;
+      float* input = input_.data() + p.state_offset;
+      const auto n = static_cast<std::size_t>(p.state_elems);
+      if (p.storage == Storage::sharded) {
+        check_gradient(p,
+                       opt_.prepare(fp32_view(consumed_gradient(p), p.chunk, dtype_of(p)), momentum,
+                                    input, n, step),
+                       step);
+        // Own part of the fsdp-muon gather, which then runs in place.
+        const Location gather = locate(L_, {BufferRef::Kind::gather, -1, pi, op.gather_base});
+        to_wire(input, at(Location{gather.arena, gather.offset + p.shard_begin}), p.chunk,
+                dtype_of(p));
+      } else {
+        check_gradient(p,
+                       opt_.prepare(fp32_view(consumed_gradient(p), p.numel, dtype_of(p)), momentum,
+                                    input, n, step),
+                       step);
+      }
+    }
+  }
+
+  void newton_schulz(const StepOp& op) override {
+    const auto& p = param(op.param);
+    if (p.tp_sharded()) {  // on its TP owner, after tp_assemble: the logical matrix
+      opt_.newton_schulz(tp_matrix_.data(), p.logical.rows, p.logical.cols, p.name);
+      return;
+    }
+    opt_.newton_schulz(ns_matrix(p, op.gather_base, true), p.shape.rows, p.shape.cols, p.name);
+  }
+
+  void tp_stage(const StepOp& op) override {
+    const auto& p = param(op.param);
+    to_wire(input_.data() + p.state_offset, tp_send_.at(0), p.numel, wire_);
+  }
+
+  // The gathered shards widened into the shards region, then assembled into the matrix.
+  void tp_assemble(const StepOp& op) override {
+    const auto& p = param(op.param);
+    float* shards = tp_shards();
+    kernels::host::convert(tp_recv_.at(0), wire_, shards, Dtype::f32,
+                           static_cast<std::size_t>(L_.tp() * p.numel));
+    kernels::host::tp_assemble(shards, tp_matrix_.data(), p.logical.rows, p.logical.cols, p.tp_dim,
+                               L_.tp());
+  }
+
+  void tp_split(const StepOp& op) override {
+    const auto& p = param(op.param);
+    kernels::host::tp_split(tp_matrix_.data(), tp_shards(), p.logical.rows, p.logical.cols,
+                            p.tp_dim, L_.tp());
+  }
+
+  void apply(const StepOp& op, long step) override {
+    const auto& p = param(op.param);
+    float* master = master_.data() + p.master_offset;
+    if (p.muon) {
+      std::size_t bad = 0;
+      if (p.sharded()) {
+        // The shard's part of the full Newton–Schulz output.
+        bad = opt_.apply(master, ns_matrix(p, op.gather_base, false) + p.shard_begin,
+                         static_cast<std::size_t>(p.shard_len()), p.shape.rows, p.shape.cols);
+      } else {
+        // TP-sharded: a shard of the full update, with the logical matrix's Muon scale.
+        bad = opt_.apply(master, input_.data() + p.state_offset, static_cast<std::size_t>(p.numel),
+                         p.logical.rows, p.logical.cols);
+      }
+      if (bad != 0)
+        comm::abort_all(
+            fmt::format("non-finite weight in parameter '{}' at step {}", p.name, step));
+      return;
+    }
+    const float* grad = fp32_view(consumed_gradient(p), p.own_elems(), dtype_of(p));
+    check_gradient(p,
+                   opt_.adamw(master, grad, state_.data() + p.state_offset,
+                              state2_.data() + p.second_state_offset,
+                              static_cast<std::size_t>(p.state_elems), step),
+                   step);
+  }
+
+  void clip_partial(const StepOp&) override {
+    double partial = 0;
+    for (const auto& p : L_.params) {
+      if (!p.updated_here) continue;
+      const ClipSpan span = clip_counted(L_, p);
+      if (span.count == 0) continue;
+      const float* g = fp32_view(consumed_gradient(p), span.begin + span.count, dtype_of(p));
+      clip_accumulate(step_.clip_norm_type, g + span.begin, span.count, partial);
+    }
+    clip_scalar_ = static_cast<float>(partial);
+  }
+
+  void clip_scale(const StepOp&) override {
+    const float coef = clip_coefficient(
+        step_.clip_norm, clip_total_norm(step_.clip_norm_type, static_cast<double>(clip_scalar_)));
+    if (coef == 1.0f) return;  // clip_grad_norm_ multiplies by 1: nothing changes
+    for (const auto& p : L_.params) {
+      if (!p.updated_here) continue;
+      const std::int64_t n = p.own_elems();
+      void* grad = consumed_gradient(p);
+      const Dtype type = dtype_of(p);
+      float* g = type == Dtype::f32 ? static_cast<float*>(grad) : scratch_.data();
+      if (type != Dtype::f32)
+        kernels::host::convert(grad, type, g, Dtype::f32, static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i) g[i] *= coef;
+      if (type != Dtype::f32) to_wire(g, grad, n, type);
+    }
+  }
+
+  void activation(const StepOp& op) override {
+    const auto& unit = L_.activation->units.at(static_cast<std::size_t>(op.param));
+    activation_->run(op.op == Op::act_forward     ? unit.forward
+                     : op.op == Op::act_recompute ? unit.recompute
+                                                  : unit.backward,
+                     poll_);
+  }
+
+  void end_step(long) override { Kokkos::fence(); }
+  PhaseTimer& timer() override { return timer_; }
+
+  void read_masters(std::int64_t offset, std::int64_t count, float* host) override {
+    Kokkos::fence();
+    std::copy(master_.data() + offset, master_.data() + offset + count, host);
+  }
+
+  std::int64_t allocated_bytes() const override {
+    std::int64_t b = 0;
+    for (const F32View* v : {&master_, &state_, &state2_, &input_, &compute_pool_, &gather_f32_,
+                             &alt_compute_, &alt_gather_f32_, &scratch_, &tp_matrix_})
+      b += static_cast<std::int64_t>(v->span() * sizeof(float));
+    for (const WireBuffer* w : {&grad_arena_, &weight_pool_, &grad_pool_, &gather_pool_,
+                                &alt_weights_, &alt_grads_, &alt_gather_, &tp_send_, &tp_recv_})
+      b += w->bytes();
+    return b + opt_.workspace_bytes() + (activation_ ? activation_->bytes() : 0);
+  }
+
+ private:
+  const GroupLayout& group(int g) const { return L_.groups[static_cast<std::size_t>(g)]; }
+  const ParamLayout& param(int p) const { return L_.params[static_cast<std::size_t>(p)]; }
+  int index_of(const ParamLayout& p) const { return static_cast<int>(&p - L_.params.data()); }
+  // The shards region of the TP matrix arena (locate(): BufferRef::Kind::tp_shards).
+  float* tp_shards() { return tp_matrix_.data() + L_.tp_matrix_elems() / 2; }
+
+  void* at(const Location& where) {
+    switch (where.arena) {
+      case Arena::master: return master_.data() + where.offset;
+      case Arena::grad_arena: return grad_arena_.at(where.offset);
+      case Arena::weight_pool: return weight_pool_.at(where.offset);
+      case Arena::grad_pool: return grad_pool_.at(where.offset);
+      case Arena::gather_pool: return gather_pool_.at(where.offset);
+      case Arena::clip_scalar: return &clip_scalar_;
+      case Arena::alt_weights: return alt_weights_.at(where.offset);
+      case Arena::alt_grads: return alt_grads_.at(where.offset);
+      case Arena::alt_gather: return alt_gather_.at(where.offset);
+      case Arena::ns_input: return input_.data() + where.offset;
+      case Arena::tp_send: return tp_send_.at(where.offset);
+      case Arena::tp_recv: return tp_recv_.at(where.offset);
+      case Arena::tp_matrix: return tp_matrix_.data() + where.offset;
+    }
+    return nullptr;
+  }
+  // The type a parameter's weights and gradients travel in (its --route dtype or the wire's).
+  Dtype dtype_of(const ParamLayout& p) const { return p.alt_wire ? p.wire : wire_; }
+  // The fp32 image compute reads of a 16-bit weight arena.
+  float* compute_image(Arena arena) {
+    return arena == Arena::alt_weights ? alt_compute_.data() : compute_pool_.data();
+  }
+  void* grad_of(int param, std::int64_t base) { return at(gradient_location(L_, param, base)); }
+  // The gradient the optimizer reads: the shard (sharded) or the persistent full gradient.
+  void* consumed_gradient(const ParamLayout& p) {
+    WireBuffer& arena = p.alt_wire ? alt_grads_ : grad_arena_;
+    return arena.at(p.storage == Storage::sharded ? p.grad_shard_offset : p.grad_offset);
+  }
+
+  // fp32 weights compute reads: the slot itself (fp32 wire), its fp32 image, or a replica.
+  const float* weights_of(const ParamLayout& p, std::int64_t base) {
+    const Dtype type = dtype_of(p);
+    if (p.storage == Storage::replicated && type == Dtype::f32)
+      return master_.data() + p.master_offset;
+    if (p.alt_wire)  // its own region, no pool base
+      return type == Dtype::f32 ? static_cast<const float*>(alt_weights_.at(p.weight_offset))
+                                : alt_compute_.data() + p.weight_offset;
+    if (type == Dtype::f32)
+      return static_cast<const float*>(weight_pool_.at(base + p.weight_offset));
+    return compute_pool_.data() + base + p.weight_offset;
+  }
+
+  // An fp32 pointer to n elements of `type`: themselves, or their fp32 copy in the scratch
+  // buffer.
+  const float* fp32_view(void* data, std::int64_t n, Dtype type) {
+    if (type == Dtype::f32) return static_cast<const float*>(data);
+    kernels::host::convert(data, type, scratch_.data(), Dtype::f32, static_cast<std::size_t>(n));
+    return scratch_.data();
+  }
+
+  // The fp32 matrix fsdp-muon's Newton–Schulz works on in place: the gathered input (fp32
+  // wire) or its fp32 image (made when `load`); owners and replicas use their input buffer.
+  float* ns_matrix(const ParamLayout& p, std::int64_t gather_base, bool load) {
+    if (p.storage != Storage::sharded) return input_.data() + p.state_offset;
+    const Location where = locate(L_, {BufferRef::Kind::gather, -1, index_of(p), gather_base});
+    void* gathered = at(where);
+    const Dtype type = dtype_of(p);
+    if (type == Dtype::f32) return static_cast<float*>(gathered);
+    float* image = (p.alt_wire ? alt_gather_f32_.data() : gather_f32_.data()) + where.offset;
+    if (load)
+      kernels::host::convert(gathered, type, image, Dtype::f32, static_cast<std::size_t>(p.numel));
+    return image;
+  }
+
+  void to_wire(const float* src, void* dst, std::int64_t n, Dtype type) {
+    kernels::host::convert(src, Dtype::f32, dst, type, static_cast<std::size_t>(n));
+  }
+
+  static void check_gradient(const ParamLayout& p, std::size_t bad, long step) {
+    if (bad != 0)
+      comm::abort_all(
+          fmt::format("non-finite gradient in parameter '{}' at step {}", p.name, step));
+  }
+
+  const StepLayout& L_;
+  StepSpec step_;  // what the step computes (its batch, compute mode, clip)
+  std::uint64_t seed_;
+  Dtype wire_;
+  std::unique_ptr<comm::Communicator> shard_, replicate_, world_, tp_;
+  float clip_scalar_ = 0;  // --clip-norm: this rank's partial, then the world's
+  F32View master_, state_, state2_, input_, compute_pool_, gather_f32_, alt_compute_,
+      alt_gather_f32_, scratch_, tp_matrix_;
+  WireBuffer grad_arena_, weight_pool_, grad_pool_, gather_pool_, alt_weights_, alt_grads_,
+      alt_gather_, tp_send_, tp_recv_;
+  std::vector<LinearWork> work_;
+  std::unique_ptr<HostActivation> activation_;  // the step's activation work, when it has one
+  std::vector<float> zeros_;
+  std::function<void()> poll_;  // MPI progress between the kernels of one op
+  HostOptimizer opt_;
+  SteadyTimer timer_;
+};
+
+}  // namespace
+
+std::unique_ptr<StepBackend> make_host_backend(const model::ModuleTree& tree,
+                                               const StepLayout& layout, const EngineOptions& o,
+                                               const comm::RankGroups& groups) {
+  return std::make_unique<HostBackend>(tree, layout, o, groups);
+}
+
+}  // namespace dmuon::engine

@@ -1,0 +1,207 @@
+#include "dmuon/engine/exec/step_executor.hpp"
+
+#include <algorithm>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/comm/bus_bandwidth.hpp"
+
+namespace dmuon::engine {
+
+namespace {
+
+// Issues one collective of a batch on `c` with the memory the backend resolves.
+void issue_call(comm::Communicator& c, StepBackend& backend, const CollectiveCall& call) {
+  using comm::CollectiveKind;
+  void* buf = backend.buffer(call.buffer);
+  const auto count = static_cast<std::size_t>(call.count);
+  const bool root = c.rank() == call.root;
+  switch (call.kind) {
+    case CollectiveKind::broadcast: c.broadcast(buf, count, call.dtype, call.root); break;
+    case CollectiveKind::reduce:
+      c.reduce_avg(buf, root ? buf : nullptr, count, call.dtype, call.root);
+      break;
+    case CollectiveKind::all_gather: {
+      // In place: this rank's part already sits at rank·count of the full buffer.
+      auto* own = static_cast<unsigned char*>(buf) +
+                  static_cast<std::size_t>(c.rank()) * count * comm::dtype_size(call.dtype);
+      c.all_gather(own, buf, count, call.dtype);
+      break;
+    }
+    case CollectiveKind::reduce_scatter:
+      c.reduce_scatter_avg(buf, backend.buffer(call.recv), count, call.dtype);
+      break;
+    case CollectiveKind::all_reduce:
+      if (call.op == CollectiveCall::Reduce::sum)
+        c.all_reduce_sum(buf, buf, count, call.dtype);
+      else if (call.op == CollectiveCall::Reduce::max)
+        c.all_reduce_max(buf, buf, count, call.dtype);
+      else
+        c.all_reduce_avg(buf, buf, count, call.dtype);
+      break;
+    case CollectiveKind::gather:
+      c.gather(buf, root ? backend.buffer(call.recv) : nullptr, count, call.dtype, call.root);
+      break;
+    case CollectiveKind::scatter:
+      c.scatter(root ? buf : nullptr, backend.buffer(call.recv), count, call.dtype, call.root);
+      break;
+  }
+}
+
+}  // namespace
+
+StepExecutor::StepExecutor(const StepLayout& layout, const Schedule& schedule,
+                           const StepSpec& options, StepBackend& backend, int inject_nan_step)
+    : layout_(layout),
+      schedule_(schedule),
+      backend_(backend),
+      inject_nan_step_(inject_nan_step),
+      poisoner_(layout.me.rank == layout.me.grid.world() - 1) {
+  calls_.reserve(schedule.size());
+  channel_mask_.reserve(schedule.size());
+  for (const auto& op : schedule) {
+    calls_.push_back(collectives_of(layout, op, options));
+    std::uint32_t mask = 0;
+    for (const auto& call : calls_.back()) {
+      const comm::Communicator* c = backend.comm(op.comm);
+      const int n = c != nullptr ? c->size() : 1;
+      const std::size_t ch = channel_index(op.comm, call.kind);
+      mask |= std::uint32_t{1} << ch;
+      message_bytes_[ch] +=
+          comm::message_bytes(call.kind, call.count, comm::dtype_size(call.dtype), n);
+      group_size_[ch] = n;
+    }
+    channel_mask_.push_back(mask);
+  }
+  slots_.resize(layout.groups.size() + 1);
+  polls_ = backend.wants_progress();
+  if (polls_) backend.set_progress([this] { progress(); });
+}
+
+StepExecutor::~StepExecutor() = default;
+
+comm::Batch& StepExecutor::slot(int g, BatchSlot s) {
+  const std::size_t row = g >= 0 ? static_cast<std::size_t>(g) : slots_.size() - 1;
+  return slots_[row][static_cast<std::size_t>(s)];
+}
+
+comm::Batch StepExecutor::issue(std::size_t i) {
+  const StepOp& op = schedule_[i];
+  comm::Communicator* c = backend_.comm(op.comm);
+  if (c == nullptr)
+    throw RuntimeFailure(std::string("step schedule issues ") + op_name(op.op) + " on the " +
+                         comm_group_name(op.comm) + " communicator, which this rank does not have");
+  backend_.before_issue(op);
+  c->group_start();
+  for (const auto& call : calls_[i]) issue_call(*c, backend_, call);
+  return c->group_end();
+}
+
+void StepExecutor::started(comm::Batch& b, std::size_t op_index) {
+  if (!polls_ || !b.pending()) return;
+  in_flight_.push_back(&b);
+  in_flight_clock_.open(&b, channel_mask_[op_index]);
+}
+
+void StepExecutor::complete(comm::Batch& b) {
+  backend_.wait(b);
+  if (!polls_) return;
+  in_flight_clock_.close(&b);
+  in_flight_.erase(std::remove(in_flight_.begin(), in_flight_.end(), &b), in_flight_.end());
+}
+
+void StepExecutor::progress() {
+  in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
+                                  [this](comm::Batch* b) {
+                                    if (!b->ready()) return false;
+                                    in_flight_clock_.close(b);
+                                    return true;
+                                  }),
+                   in_flight_.end());
+}
+
+void StepExecutor::compute(const StepOp& op, long step) {
+  switch (op.op) {
+    case Op::pack: backend_.pack(op); break;
+    case Op::forward: backend_.forward(op, step); break;
+    case Op::backward:
+      backend_.backward(op, step);
+      if (step == inject_nan_step_ && poisoner_ && op.param == layout_.nan_param)
+        backend_.poison_gradient(op);
+      break;
+    case Op::prepare: backend_.prepare(op, step); break;
+    case Op::newton_schulz: backend_.newton_schulz(op); break;
+    case Op::apply: backend_.apply(op, step); break;
+    case Op::clip_partial: backend_.clip_partial(op); break;
+    case Op::clip_scale: backend_.clip_scale(op); break;
+    case Op::tp_stage: backend_.tp_stage(op); break;
+    case Op::tp_assemble: backend_.tp_assemble(op); break;
+    case Op::tp_split: backend_.tp_split(op); break;
+    case Op::act_forward:
+    case Op::act_recompute:
+    case Op::act_backward: backend_.activation(op); break;
+    default:
+      throw std::logic_error(std::string("step executor: ") + op_name(op.op) +
+                             " is not a compute op");
+  }
+  if (polls_) progress();
+}
+
+void StepExecutor::issue_op(std::size_t i) {
+  const StepOp& op = schedule_[i];
+  const OpTraits t = op_traits(op.op);
+  // Ordered after one earlier batch of the group only (HSDP stage 2 after stage 1).
+  if (t.after != BatchSlot::none) backend_.order_after(slot(op.group, t.after), op.comm);
+  comm::Batch& b = slot(op.group, t.slot);
+  b = issue(i);
+  started(b, i);
+  if (t.blocking) complete(b);
+}
+
+StepMeasure StepExecutor::run_step(long step) {
+  StepMeasure m;
+  PhaseTimer& timer = backend_.timer();
+  // Batches still in flight from the previous step (HSDP replicas) stay polled.
+  in_flight_.clear();
+  for (auto& row : slots_)
+    if (row[static_cast<std::size_t>(BatchSlot::replica)].pending())
+      in_flight_.push_back(&row[static_cast<std::size_t>(BatchSlot::replica)]);
+  backend_.begin_step(step);
+  timer.start_step();
+  in_flight_clock_.start_step();
+  PhaseSegmenter segments;
+  for (std::size_t i = 0; i < schedule_.size(); ++i) {
+    const StepOp& op = schedule_[i];
+    if (segments.enter(op)) timer.switch_to(segments.phase(), segments.exposed());
+    const OpTraits t = op_traits(op.op);
+    switch (t.cls) {
+      case OpClass::compute: compute(op, step); break;
+      case OpClass::issue: issue_op(i); break;
+      case OpClass::wait:
+        complete(slot(op.group, t.slot));
+        if (op.op == Op::wait_weights) backend_.weights_arrived(op);
+        break;
+      case OpClass::hook:
+        ++m.hook_calls;
+        m.hook_comm_calls += op.communicates ? 1 : 0;
+        break;
+      case OpClass::bookkeeping: backend_.release_weights(op); break;
+    }
+  }
+  timer.pause();
+  backend_.end_step(step);
+  m.phases_ms = timer.finish_step();
+  m.in_flight_measured = polls_;
+  m.in_flight_ms = in_flight_clock_.finish_step();
+  m.message_bytes = message_bytes_;
+  m.group_size = group_size_;
+  // Everything but the replicas completed inside the step (the schedule waits for it).
+  in_flight_.clear();
+  return m;
+}
+
+void StepExecutor::finish() {
+  for (auto& row : slots_) backend_.wait(row[static_cast<std::size_t>(BatchSlot::replica)]);
+  backend_.end_step(0);
+}
+
+}  // namespace dmuon::engine

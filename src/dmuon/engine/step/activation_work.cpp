@@ -1,0 +1,68 @@
+#include "dmuon/engine/step/activation_work.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/work/attention_ops.hpp"
+
+namespace dmuon::engine {
+
+bool is_parameter_gemm(const work::Op& op) {
+  return op.kind == work::OpKind::gemm && (op.param >= 0 || op.member >= 0);
+}
+
+namespace {
+
+std::vector<work::Op> without_parameter_gemms(const std::vector<work::Op>& ops) {
+  std::vector<work::Op> out;
+  for (const auto& op : ops)
+    if (!is_parameter_gemm(op)) out.push_back(op);
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<const ActivationWork> activation_work(const work::StepWork& work) {
+  auto out = std::make_shared<ActivationWork>();
+  if (!work.has_geometry) out->note = work.note;
+  for (const auto& u : work.units) {
+    ActivationUnit a;
+    a.forward = without_parameter_gemms(u.forward);
+    a.recompute = u.recompute;  // recomputed linears run again: work beyond the parameters'
+    a.backward = without_parameter_gemms(u.backward);
+    a.module = u.module;
+    a.head = u.kind == "head";
+    if (a.forward.empty() && a.recompute.empty() && a.backward.empty()) continue;
+    out->units.push_back(std::move(a));
+  }
+  return out;
+}
+
+std::vector<work::Op> unfused_ops(const work::Op& op, int elem_bytes) {
+  if (op.kind != work::OpKind::attention) return {op};
+  return work::unfused_attention_ops(op.attention, elem_bytes, op.phase);
+}
+
+double activation_scratch_elems(const ActivationWork& work, int elem_bytes, double max_bytes) {
+  double need = 0;
+  for (const auto& unit : work.units)
+    for (const auto* list : {&unit.forward, &unit.recompute, &unit.backward})
+      for (const auto& op : *list)
+        for (const auto& u : unfused_ops(op, elem_bytes)) {
+          const double n = u.kind == work::OpKind::memory
+                               ? std::ceil(std::max(u.bytes_read, u.bytes_written) / elem_bytes)
+                               : u.gemm.m * u.gemm.k + u.gemm.k * u.gemm.n + u.gemm.m * u.gemm.n;
+          if (n * elem_bytes > max_bytes)
+            throw InputError(fmt::format(
+                "activation op '{}' needs {:.1f} GiB of scratch (at most {:.0f}): lower "
+                "--seq-len or --micro-batch",
+                u.name, n * elem_bytes / (1 << 30), max_bytes / (1 << 30)));
+          need = std::max(need, n);
+        }
+  return need;
+}
+
+}  // namespace dmuon::engine

@@ -1,0 +1,161 @@
+#pragma once
+// What one engine run does: method, resharding mode, synthetic compute, batch and step counts.
+// Validated before the first collective so every rank rejects bad input alike (exit 2).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dmuon/engine/step/activation_work.hpp"
+#include "dmuon/engine/step/method.hpp"
+#include "dmuon/plan/comm_volume.hpp"
+#include "kernels/dtype.hpp"
+#include "kernels/ns_coefficients.hpp"
+
+namespace dmuon::engine {
+
+const char* method_name(Method m);
+/// "dmuon" | "fsdp-adamw" | "fsdp-muon" | "ddp-muon" | "ddp-dmuon"; throws InputError otherwise.
+Method parse_method(std::string_view s);
+/// Each entry may be a comma list; empty entries are ignored; duplicates kept in order.
+std::vector<Method> parse_method_list(const std::vector<std::string>& args);
+
+/// Synthetic per-Linear compute (see synthetic.hpp) or none (deterministic synthetic grads).
+enum class Compute { gemm, none };
+const char* compute_name(Compute c);
+Compute parse_compute(std::string_view s);
+
+/// Where the step runs: host (Open MPI + Kokkos) or cuda (NCCL + cuBLAS, one GPU per rank).
+enum class Device { host, cuda };
+const char* device_name(Device d);
+Device parse_device(std::string_view s);
+
+/// How the optimizer walks its groups (the Muon/AdamW math is the same either way).
+enum class OptimizerPipeline {
+  per_group,  ///< the reference: per group in forward order wait, prepare, NS, apply, publish
+  all_then_publish,  ///< every group's NS first, then every update, then every publish
+};
+const char* optimizer_pipeline_name(OptimizerPipeline p);
+OptimizerPipeline parse_optimizer_pipeline(std::string_view s);
+
+/// The norm --clip-norm bounds (grad_clip.hpp): the 2-norm or the max-norm of all gradients.
+enum class ClipNormType { two, inf };
+
+/// "fp32" | "bf16" (the wire types of --comm-dtype) and "fp16" (--ns-dtype).
+kernels::Dtype parse_dtype(std::string_view s, std::string_view flag, bool allow_f16);
+const char* dtype_flag_name(kernels::Dtype t);
+/// "gram" | "direct".
+kernels::NsVariant parse_ns_variant(std::string_view s);
+
+struct AdamwEpsRegime;  // reference.hpp
+
+/// What --check compares with when EngineOptions::check_reference is set: the weights per
+/// parameter in tree.parameter_order() and, when the reference knows them (a reference file
+/// does), its AdamW elements in the eps regime, which fp32 checks excuse (reference.hpp).
+struct ReferenceWeights {
+  ReferenceWeights(std::vector<std::vector<float>> w = {})  // NOLINT: weights alone convert
+      : weights(std::move(w)) {}
+  std::vector<std::vector<float>> weights;
+  std::shared_ptr<const AdamwEpsRegime> eps_regime;
+};
+
+/// Largest --accum accepted.
+inline constexpr int kMaxAccum = 1024;
+
+/// What one step communicates and computes: the method, its resharding and schedule knobs,
+/// the wire type and the batch. The step layout, the step schedule and the volume model
+/// derive from it alone; it is the one home of the wire dtype.
+struct StepSpec {
+  Method method = Method::dmuon;
+  plan::Reshard reshard = plan::Reshard::z3;
+  /// Weight collectives (broadcasts / all-gathers) kept in flight ahead of the group being
+  /// computed: 0 = issue each group's just before its compute; k = also the next k groups
+  /// (the reference prefetches 1).
+  int prefetch = 1;
+  OptimizerPipeline pipeline = OptimizerPipeline::per_group;
+  /// Gradient accumulation (accumulation.hpp): the step's global batch in `accum`
+  /// micro-batches, forward + backward each, gradients reduced after the last one only.
+  int accum = 1;
+  /// Parameters and gradients on the wire (and the weights compute reads); masters, momentum
+  /// and AdamW state stay fp32. bf16 is what the reference's benchmarks run.
+  kernels::Dtype wire = kernels::Dtype::f32;
+  /// dmuon: one reduce per parameter (the reference) or per (site, owner) packed buffer.
+  plan::GradReduce grad_reduce = plan::GradReduce::per_param;
+  /// Global-norm gradient clipping (grad_clip.hpp): 0 = off; else every gradient is scaled by
+  /// min(1, clip_norm / (‖g‖ + 1e-6)) before the optimizer, ‖g‖ over every parameter.
+  double clip_norm = 0;
+  ClipNormType clip_norm_type = ClipNormType::two;
+  Compute compute = Compute::gemm;
+  std::int64_t tokens = 64;        ///< per rank; used when global_tokens == 0
+  std::int64_t global_tokens = 0;  ///< global batch in samples; 0 = tokens x G
+  /// HSDP: stage 2 of a group is issued this many groups after its stage 1.
+  int stage2_lag = 1;
+  /// The step's activation work beyond the parameters' GEMMs (activation_work.hpp): attention,
+  /// norms, activations, loss, routing, recompute; null = parameter work only.
+  std::shared_ptr<const ActivationWork> activation{};
+  /// The type activations and GEMMs compute in (--compute-dtype); unset: the device's
+  /// (fp32 on the host, the wire type on the CUDA backend, bf16 on a projected GPU).
+  std::optional<kernels::Dtype> compute_dtype{};
+
+  bool clip() const { return clip_norm > 0; }
+  /// Global samples for a world of G shard ranks (R x G with HSDP).
+  std::int64_t global_samples(int shard) const {
+    return global_tokens > 0 ? global_tokens : tokens * shard;
+  }
+};
+
+/// What runs a step: the device and its Newton–Schulz numerics.
+struct BackendSpec {
+  Device device = Device::host;
+  /// Newton–Schulz form (gram: Gram iteration with the restart, the reference's default).
+  kernels::NsVariant ns = kernels::NsVariant::gram;
+  /// CUDA only: the type Newton–Schulz reads and writes, fp16 (the reference's), bf16 or fp32;
+  /// the norm is always fp32. What runs per matrix (the form and the types of X̃ and of the
+  /// Gram matrices) is cuda::ns_numerics' rule (docs/KERNELS.md). The host computes in fp32.
+  kernels::Dtype ns_dtype = kernels::Dtype::f16;
+};
+
+/// How a run is driven and checked: step counts, data seed, --check, test and progress hooks.
+struct RunControl {
+  int steps = 5;   ///< measured steps (after warmup)
+  int warmup = 1;  ///< unmeasured steps first
+  std::uint64_t seed = 1;
+  bool check = false;  ///< compare with a one-process recomputation on rank 0
+  /// Gather every final weight to rank 0 (RunResult::final_weights); implied by check. Off by
+  /// default: a full model on one rank is what a large run cannot afford.
+  bool keep_final_weights = false;
+  /// When set, --check compares with what this returns (rank 0: per parameter in
+  /// tree.parameter_order()) instead of recomputing the one-process reference here: a
+  /// reference computed on another machine (reference_file.hpp).
+  std::function<ReferenceWeights()> check_reference;
+  int inject_nan_step = -1;  ///< test aid: poison a gradient on the last rank at this step
+  /// Max Frobenius relative error per parameter accepted by --check; 0 = the default for the
+  /// run's dtypes (EngineOptions::effective_check_tolerance).
+  double check_tolerance = 0;
+  /// Called on every rank after each step (1-based step, total steps incl. warmup); progress
+  /// display. Must not communicate.
+  std::function<void(int, int)> on_step;
+
+  int total_steps() const { return warmup + steps; }
+};
+
+struct EngineOptions {
+  StepSpec step;
+  BackendSpec backend;
+  RunControl run;
+
+  /// run.check_tolerance, or the default that fits the run's dtypes when it is 0;
+  /// `route_wire`: the coarsest --route dtype of the plan (Plan::narrowest_route_wire_bytes),
+  /// if coarser.
+  double effective_check_tolerance(kernels::Dtype route_wire = kernels::Dtype::f32) const;
+};
+
+/// Throws InputError (one line) for values no run can use.
+void validate(const EngineOptions& o, int world_size);
+
+}  // namespace dmuon::engine
