@@ -1,8 +1,8 @@
 #pragma once
 // Seconds the compute stream of one rank spends on each compute op of a step schedule
 // (pack, forward, backward, prepare, newton_schulz, apply), as the sequence of kernels the
-// engine's backend launches for it (engine/cuda_backend.cpp on a GPU machine,
-// engine/host_backend.cpp + engine/linear_work.cpp on a CPU machine), each costed by
+// engine's backend launches for it (engine/exec/cuda_backend.cpp on a GPU machine,
+// engine/exec/host_backend.cpp + engine/exec/linear_work.cpp on a CPU machine), each costed by
 // ComputeCost. Element sizes: w = the wire type (--comm-dtype: what compute reads and
 // gradients are written in on a GPU; the host computes in fp32), n = the Newton–Schulz type
 // (GPU: --ns-dtype; CPU: fp32), masters and optimizer state fp32.
@@ -24,7 +24,7 @@
 //               norm (engine::clip_counted)
 //   clip_scale  every gradient this rank's optimizer consumes (shard or whole) read and written
 //               (2w per element), as when the clip is active (coefficient < 1)
-//   act_*       the activation work of a unit (engine/activation_work.hpp: attention, norms,
+//   act_*       the activation work of a unit (engine/step/activation_work.hpp: attention, norms,
 //               activations, loss, routing, recompute), each op by OpTime in the compute
 //               type (GPU: --compute-dtype, bf16 by default; CPU: fp32)
 // --compute none: forward costs nothing and backward draws the synthetic gradient.

@@ -41,7 +41,7 @@ std::vector<engine::VolumeExpectation> expected_by_rank(const model::ModuleTree&
                                    po.shard, po.replicate, wire, o.step.accum,
                                    o.step.clip_norm > 0);
   };
-  // --accum: dmuon's row broadcasts × K (engine/accumulation.hpp), as expected_volume does.
+  // --accum: dmuon's row broadcasts × K (engine/step/accumulation.hpp), as expected_volume does.
   const plan::CommVolume per_step = o.step.method == engine::Method::dmuon
                                         ? engine::accumulated_volume(predicted, o.step.accum)
                                         : predicted;
@@ -187,7 +187,7 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   expected.reserve(W);
   for (int q = 0; q < world; ++q) expected.push_back(per_dp[static_cast<std::size_t>(q / T)]);
   if (T > 1) expect_tp(expected, tree, plan, o);
-  // Hooks per step with --accum (engine/accumulation.hpp).
+  // Hooks per step with --accum (engine/step/accumulation.hpp).
   const auto predicted = o.step.method == engine::Method::dmuon
                              ? engine::accumulated_volume(raw_predicted, o.step.accum)
                              : raw_predicted;

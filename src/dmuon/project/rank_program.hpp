@@ -1,11 +1,11 @@
 #pragma once
-// One rank's step schedule (engine/step_schedule.hpp) compiled for the replay, read through
-// the op table (engine/step_op.hpp) as the executor reads it: compute ops become durations on
+// One rank's step schedule (engine/step/step_schedule.hpp) compiled for the replay, read through
+// the op table (engine/step/step_op.hpp) as the executor reads it: compute ops become durations on
 // the compute stream (consecutive ones merged), issue ops become batches on the stream the
 // table gives them (the CUDA backend's: weights, reduce, replicate), waits name the issue
-// whose batch they wait for (counting back on its communicator), a blocking issue (the TP exchange) is followed at once by its
-// wait, and the phase timer's switches are kept where the executor makes them (one
-// engine::PhaseSegmenter). Nothing about the order is decided here: the program is the
+// whose batch they wait for (counting back on its communicator), a blocking issue (the TP exchange)
+// is followed at once by its wait, and the phase timer's switches are kept where the executor makes
+// them (one engine::PhaseSegmenter). Nothing about the order is decided here: the program is the
 // schedule, op for op.
 
 #include <cstdint>

@@ -1,10 +1,10 @@
 #pragma once
-// Which ranks train on how many samples of which parameter (engine/synthetic.hpp:
+// Which ranks train on how many samples of which parameter (engine/step/synthetic.hpp:
 // sample_range), grouped: a parameter's global sample count n depends only on the global batch
 // and, for a routed expert, its layer's expert count, so a model has a handful of distinct n;
 // rank r takes n·(r+1)/N − n·r/N of each, and ranks with the same counts for every distinct n
 // form one sample class. Forward and backward costs are equal within a class.
-// With --accum K the counts are per micro-step (engine/accumulation.hpp: micro_sample_range):
+// With --accum K the counts are per micro-step (engine/step/accumulation.hpp: micro_sample_range):
 // a class is then the same counts for every distinct n in every micro-step.
 
 #include <cstdint>

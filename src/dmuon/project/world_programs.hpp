@@ -16,7 +16,7 @@
 //
 // --tp T (plan.tp.tp > 1, dmuon only): T DP groups of R × G ranks on the local shard shapes
 // (plan::tp_local_tree), world rank dp · T + t; each rank's schedule holds its TP ops
-// (engine/step_schedule.hpp). Both forms handle it: the full form builds every (dp, t) layout,
+// (engine/step/step_schedule.hpp). Both forms handle it: the full form builds every (dp, t) layout,
 // the reduced form reduces each DP rank once and schedules it for each t (the TP owners'
 // Newton–Schulz is what differs); TP batches come from each rank's own layout.
 

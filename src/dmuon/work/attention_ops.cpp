@@ -3,8 +3,6 @@
 namespace dmuon::work {
 namespace {
 
-constexpr double f = 4;  // fp32 bytes
-
 // Element counts of one attention's tensors.
 struct Sizes {
   double tokens, q, k, v, o, rows;  // rows: per-head rows of the fp32 side tensors (LSE, D)
@@ -74,13 +72,14 @@ OpPair fused_attention_ops(const AttentionShape& a, double e) {
   const double S = a.scores(), dims = static_cast<double>(a.qk_dim + a.v_dim);
   OpPair p;
   p.forward.push_back(attention_op("attention", Phase::forward, a, 2 * S * dims,
-                                   (z.q + z.k + z.v) * e, z.o * e + z.rows * f, 5 * S, 1));
+                                   (z.q + z.k + z.v) * e, z.o * e + z.rows * kF32Bytes, 5 * S, 1));
   // dK, dV are written per query head under GQA (then reduced), per key head otherwise.
   const double dkv = grouped(a) ? z.tokens * static_cast<double>(a.heads) * dims : z.k + z.v;
-  const double read = 2 * z.o * e                                     // rowsum(dO∘O)
-                      + (z.q + z.k + z.v + z.o) * e + 2 * z.rows * f  // main: Q K V dO, LSE, D
-                      + z.q * f;                                      // dQ accumulator
-  const double written = z.rows * f + z.q * f + dkv * e + z.q * e;
+  const double read = 2 * z.o * e  // rowsum(dO∘O)
+                      + (z.q + z.k + z.v + z.o) * e +
+                      2 * z.rows * kF32Bytes  // main: Q K V dO, LSE, D
+                      + z.q * kF32Bytes;      // dQ accumulator
+  const double written = z.rows * kF32Bytes + z.q * kF32Bytes + dkv * e + z.q * e;
   p.backward.push_back(
       attention_op("attention.bwd", Phase::backward, a, 4 * S * dims, read, written, 7 * S, 3));
   if (grouped(a)) p.backward.push_back(gqa_reduce(a, e));

@@ -3,7 +3,6 @@
 namespace dmuon::work {
 namespace {
 
-constexpr double f = 4;    // fp32 bytes
 constexpr double idx = 8;  // int64 index bytes
 
 Op bwd(Op op) {
@@ -22,8 +21,9 @@ OpPair pair(Op forward, Op backward) {
 // weight, writes y and the fp32 rstd; backward reads x, dy, weight and rstd, writes dx and dw.
 OpPair rms_fused(double R, double W, double e) {
   const double N = R * W;
-  return pair(memory_op("rms_norm", N * e + W * e, N * e + R * f, 4 * N + 3 * R, 1),
-              memory_op("rms_norm.bwd", 2 * N * e + W * e + R * f, N * e + W * e, 9 * N, 2));
+  return pair(
+      memory_op("rms_norm", N * e + W * e, N * e + R * kF32Bytes, 4 * N + 3 * R, 1),
+      memory_op("rms_norm.bwd", 2 * N * e + W * e + R * kF32Bytes, N * e + W * e, 9 * N, 2));
 }
 
 // torchtitan's RMSNorm in eager PyTorch: (x.float() * rsqrt(x.float().pow(2).mean(-1) + eps))
@@ -31,10 +31,10 @@ OpPair rms_fused(double R, double W, double e) {
 // of their autograd backward (docs/STEP-WORK.md lists them pass by pass).
 OpPair rms_eager(double R, double W, double e) {
   const double N = R * W;
-  return pair(memory_op("rms_norm", 2 * N * e + 4 * N * f + 3 * R * f + W * e,
-                        3 * N * f + 2 * N * e + 3 * R * f, 4 * N + 3 * R, 8),
-              memory_op("rms_norm.bwd", 5 * N * e + W * e + 9 * N * f + 4 * R * f,
-                        3 * N * e + W * e + 6 * N * f + 2 * R * f, 9 * N, 12));
+  return pair(memory_op("rms_norm", 2 * N * e + 4 * N * kF32Bytes + 3 * R * kF32Bytes + W * e,
+                        3 * N * kF32Bytes + 2 * N * e + 3 * R * kF32Bytes, 4 * N + 3 * R, 8),
+              memory_op("rms_norm.bwd", 5 * N * e + W * e + 9 * N * kF32Bytes + 4 * R * kF32Bytes,
+                        3 * N * e + W * e + 6 * N * kF32Bytes + 2 * R * kF32Bytes, 9 * N, 12));
 }
 
 // LayerNorm (PyTorch's native kernel in eager and compiled code alike): forward one kernel,
@@ -42,8 +42,9 @@ OpPair rms_eager(double R, double W, double e) {
 OpPair layer_norm(double R, double W, double e) {
   const double N = R * W;
   return pair(
-      memory_op("layer_norm", N * e + 2 * W * e, N * e + 2 * R * f, 7 * N + 4 * R, 1),
-      memory_op("layer_norm.bwd", 4 * N * e + W * e + 2 * R * f, N * e + 2 * W * e, 11 * N, 2));
+      memory_op("layer_norm", N * e + 2 * W * e, N * e + 2 * R * kF32Bytes, 7 * N + 4 * R, 1),
+      memory_op("layer_norm.bwd", 4 * N * e + W * e + 2 * R * kF32Bytes, N * e + 2 * W * e, 11 * N,
+                2));
 }
 
 }  // namespace
@@ -72,11 +73,12 @@ OpPair activation_ops(model::Activation act, double rows, double width, double e
 OpPair rope_ops(double rotated, double table, double e, Fusion fusion) {
   const double X = rotated;
   if (fusion == Fusion::fused)
-    return pair(memory_op("rope", X * e + table * f, X * e, 3 * X, 1),
-                memory_op("rope.bwd", X * e + table * f, X * e, 3 * X, 1));
+    return pair(memory_op("rope", X * e + table * kF32Bytes, X * e, 3 * X, 1),
+                memory_op("rope.bwd", X * e + table * kF32Bytes, X * e, 3 * X, 1));
   // torchtitan's complex RoPE per tensor (q, k): .float(), complex multiply by freqs_cis,
   // .type_as(); the backward the same three with the conjugate.
-  const double read = X * e + 2 * X * f + 2 * table * f, write = 2 * X * f + X * e;
+  const double read = X * e + 2 * X * kF32Bytes + 2 * table * kF32Bytes,
+               write = 2 * X * kF32Bytes + X * e;
   return pair(memory_op("rope", read, write, 3 * X, 6),
               memory_op("rope.bwd", read, write, 3 * X, 6));
 }
@@ -105,14 +107,15 @@ OpPair embedding_ops(double rows, double width, double vocab, double e) {
 OpPair cross_entropy_ops(double rows, double vocab, double e, Fusion fusion) {
   const double L = rows * vocab;
   if (fusion == Fusion::fused)
-    return pair(memory_op("cross_entropy", L * e + rows * idx, 2 * rows * f, 4 * L, 1),
-                memory_op("cross_entropy.bwd", L * e + rows * idx + rows * f, L * e, 3 * L, 1));
+    return pair(
+        memory_op("cross_entropy", L * e + rows * idx, 2 * rows * kF32Bytes, 4 * L, 1),
+        memory_op("cross_entropy.bwd", L * e + rows * idx + rows * kF32Bytes, L * e, 3 * L, 1));
   // torchtitan: F.cross_entropy(logits.float(), labels) = cast, log_softmax, nll_loss; backward
   // nll (fill + scatter), log_softmax's backward, the cast back.
-  return pair(
-      memory_op("cross_entropy", L * e + L * f + rows * idx + rows * f, 2 * L * f, 4 * L + rows, 3),
-      memory_op("cross_entropy.bwd", 3 * L * f + rows * idx, 2 * L * f + L * e + rows * f, 3 * L,
-                4));
+  return pair(memory_op("cross_entropy", L * e + L * kF32Bytes + rows * idx + rows * kF32Bytes,
+                        2 * L * kF32Bytes, 4 * L + rows, 3),
+              memory_op("cross_entropy.bwd", 3 * L * kF32Bytes + rows * idx,
+                        2 * L * kF32Bytes + L * e + rows * kF32Bytes, 3 * L, 4));
 }
 
 OpPair router_ops(model::RouterScoring scoring, double rows, double experts, double top_k,
@@ -120,13 +123,15 @@ OpPair router_ops(model::RouterScoring scoring, double rows, double experts, dou
   const double RE = rows * experts, Rk = rows * top_k;
   const bool softmax = scoring == model::RouterScoring::softmax;
   OpPair p;
-  p.forward.push_back(memory_op("router_scores", RE * e, RE * f, (softmax ? 5 : 4) * RE, 1));
-  p.forward.push_back(memory_op("router_topk", RE * f, Rk * (f + idx), RE, 1));
+  p.forward.push_back(
+      memory_op("router_scores", RE * e, RE * kF32Bytes, (softmax ? 5 : 4) * RE, 1));
+  p.forward.push_back(memory_op("router_topk", RE * kF32Bytes, Rk * (kF32Bytes + idx), RE, 1));
   // Backward in reverse: the top-k values' gradient scattered into the R×E scores, then the
   // scores' backward.
-  p.backward.push_back(bwd(memory_op("router_topk.bwd", Rk * (f + idx), RE * f, 0, 2)));
   p.backward.push_back(
-      bwd(memory_op("router_scores.bwd", 2 * RE * f, RE * e, (softmax ? 3 : 2) * RE, 1)));
+      bwd(memory_op("router_topk.bwd", Rk * (kF32Bytes + idx), RE * kF32Bytes, 0, 2)));
+  p.backward.push_back(
+      bwd(memory_op("router_scores.bwd", 2 * RE * kF32Bytes, RE * e, (softmax ? 3 : 2) * RE, 1)));
   return p;
 }
 
@@ -139,10 +144,11 @@ OpPair dispatch_ops(double rows, double top_k, double width, double e) {
 
 OpPair combine_ops(double rows, double top_k, double width, double e) {
   const double Rk = rows * top_k;
-  return pair(memory_op("moe_combine", Rk * width * e + Rk * (f + idx), rows * width * e,
-                        2 * Rk * width, 1),
-              memory_op("moe_combine.bwd", rows * width * e + Rk * width * e + Rk * (f + idx),
-                        Rk * width * e + Rk * f, 3 * Rk * width, 1));
+  return pair(
+      memory_op("moe_combine", Rk * width * e + Rk * (kF32Bytes + idx), rows * width * e,
+                2 * Rk * width, 1),
+      memory_op("moe_combine.bwd", rows * width * e + Rk * width * e + Rk * (kF32Bytes + idx),
+                Rk * width * e + Rk * kF32Bytes, 3 * Rk * width, 1));
 }
 
 OpPair mla_assemble_ops(double rows, double heads, double nope, double rope, double e) {

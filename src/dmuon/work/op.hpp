@@ -8,6 +8,9 @@
 
 namespace dmuon::work {
 
+/// Bytes of one fp32 element: the side tensors kernels keep in fp32 whatever the compute dtype.
+inline constexpr double kF32Bytes = 4;
+
 enum class Phase { forward, backward, recompute };
 const char* phase_name(Phase p);
 
