@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <climits>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -24,8 +25,10 @@
 #include "common/config_dir.hpp"
 #include "common/run_main.hpp"
 #include "common/setup_agreement.hpp"
+#include "dmuon/base/atomic_file.hpp"
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
+#include "dmuon/base/trace.hpp"
 #include "dmuon/boundary/degradation.hpp"
 #include "dmuon/config/config_file.hpp"
 #include "dmuon/engine/engine.hpp"
@@ -96,6 +99,7 @@ void set_up(int argc, char** argv, int rank, int size, Setup& st) {
   }
 
   st.methods = apps::bench::resolve_engine_options(o);
+  o.engine.run.trace = !o.trace.empty();
   engine::validate(o.engine, size);
   st.topo = apps::load_topology(o.plan);
   const auto& topo = *st.topo;
@@ -117,8 +121,14 @@ void set_up(int argc, char** argv, int rank, int size, Setup& st) {
       eo.step.method = run.method;
       engine::validate_run(topo.tree, plans[static_cast<std::size_t>(run.plan_index)], eo, size);
     }
+  if (!o.trace.empty() && runs.size() != 1)
+    throw InputError(fmt::format(
+        "--trace records one run; this invocation makes {} (choose one --boundary, --method "
+        "and --owner-strategy)",
+        runs.size()));
   // Rank 0 writes the file; the set-up agreement carries its verdict to every rank.
   if (!o.output.empty() && rank == 0) results::check_output_writable(o.output);
+  if (!o.trace.empty() && rank == 0) check_writable(o.trace, "trace file");
 }
 
 // Rank 0 writes the results file after the table is out; every rank learns whether it worked,
@@ -144,6 +154,56 @@ bool write_output(const Setup& st, int argc, char** argv, int rank, int size,
                    "dmuon_bench: error: cannot write results file '%s': %s (the table above is "
                    "complete; nothing was written)\n",
                    o.output.c_str(), e.what());
+      std::fflush(stderr);
+      ok = 0;
+    }
+  }
+  DMUON_CHECK_MPI(MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  return ok != 0;
+}
+
+// Every rank's string on `root` (empty elsewhere).
+std::vector<std::string> gather_strings(const std::string& mine, int root, int rank, int size) {
+  const auto n = static_cast<long long>(mine.size());
+  if (n > INT_MAX) throw RuntimeFailure("--trace: a rank's timeline exceeds 2 GB");
+  int len = static_cast<int>(n);
+  std::vector<int> lens(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size));
+  DMUON_CHECK_MPI(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, MPI_COMM_WORLD));
+  long long total = 0;
+  for (int r = 0; r < size; ++r) {
+    if (total > INT_MAX) throw RuntimeFailure("--trace: the timelines exceed 2 GB");
+    offsets[static_cast<std::size_t>(r)] = static_cast<int>(total);
+    total += lens[static_cast<std::size_t>(r)];
+  }
+  std::string buf(rank == root ? static_cast<std::size_t>(total) : 0, '\0');
+  DMUON_CHECK_MPI(MPI_Gatherv(mine.data(), len, MPI_CHAR, buf.data(), lens.data(), offsets.data(),
+                              MPI_CHAR, root, MPI_COMM_WORLD));
+  std::vector<std::string> out;
+  if (rank == root)
+    for (int r = 0; r < size; ++r)
+      out.push_back(buf.substr(static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]),
+                               static_cast<std::size_t>(lens[static_cast<std::size_t>(r)])));
+  return out;
+}
+
+// --trace: every rank's spans gathered to rank 0, which writes the file; every rank learns
+// whether it worked.
+bool write_trace(const Setup& st, const std::string& spans, int rank, int size) {
+  const std::vector<std::string> all = gather_strings(spans, 0, rank, size);
+  int ok = 1;
+  if (rank == 0) {
+    try {
+      std::vector<int> ranks(static_cast<std::size_t>(size));
+      for (int r = 0; r < size; ++r) ranks[static_cast<std::size_t>(r)] = r;
+      Trace trace(ranks, size, "measured");
+      for (const auto& s : all)
+        if (!s.empty()) trace.add_spans_json(s);
+      const auto& run = st.runs.front();
+      trace.write(st.o.trace, fmt::format("{} {}, {} ranks on {}", engine::method_name(run.method),
+                                          run.boundary_label(), size,
+                                          engine::device_name(st.o.engine.backend.device)));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dmuon_bench: error: %s (the table above is complete)\n", e.what());
       std::fflush(stderr);
       ok = 0;
     }
@@ -212,6 +272,10 @@ int bench(int argc, char** argv) {
       repeats[i].push_back(engine::run_engine(
           topo.tree, st.plans[static_cast<std::size_t>(run.plan_index)], eo, MPI_COMM_WORLD));
     }
+  // --trace: the first repeat's timeline of every rank.
+  std::string trace_spans;
+  if (!o.trace.empty() && !repeats.empty() && !repeats[0].empty())
+    trace_spans = std::move(repeats[0][0].trace_spans);
   for (std::size_t i = 0; i < st.runs.size(); ++i)
     if (st.runs[i].ok())
       st.runs[i].result = apps::bench::merge_repeats(std::move(repeats[i]), size);
@@ -232,6 +296,7 @@ int bench(int argc, char** argv) {
   }
   if (!o.output.empty() && !write_output(st, argc, argv, rank, size, hosts, sgemm))
     return apps::kUnexpected;
+  if (!o.trace.empty() && !write_trace(st, trace_spans, rank, size)) return apps::kUnexpected;
   return apps::bench::failures(st.runs) == 0 ? apps::kOk : apps::kCheckFailed;
 }
 

@@ -176,8 +176,8 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
     if (!flops_note.empty()) notes.push_back(flops_note);
   }
   // --trace: the timeline of one run (a sweep's would not fit one view).
-  std::optional<project::Trace> trace;
-  if (!o.trace.empty()) {
+  std::optional<Trace> trace;
+  if (!o.bench.trace.empty()) {
     std::size_t runs = 0;
     for (const auto& w : worlds) runs += w.list.runs.size();
     if (runs != 1)
@@ -199,7 +199,7 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
     }
     if (ranks.size() > 256)
       throw InputError(fmt::format("--trace-ranks names {} ranks (at most 256)", ranks.size()));
-    trace.emplace(std::move(ranks), world);
+    trace.emplace(std::move(ranks), world, "projected");
     po.trace = &*trace;
   }
   for (auto& w : worlds) {
@@ -225,8 +225,9 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
   }
   if (trace) {
     const auto& run = worlds.front().list.runs.front();
-    trace->write(o.trace, fmt::format("{} {}, {} ranks on {}", engine::method_name(run.method),
-                                      run.boundary_label(), worlds.front().world, machine.name));
+    trace->write(o.bench.trace,
+                 fmt::format("{} {}, {} ranks on {}", engine::method_name(run.method),
+                             run.boundary_label(), worlds.front().world, machine.name));
   }
   const bool activations = po.activations.modelled;
 

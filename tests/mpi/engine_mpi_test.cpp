@@ -6,13 +6,21 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
+#include "dmuon/base/trace.hpp"
+#include "dmuon/comm/dtype.hpp"
+#include "dmuon/comm/rank_groups.hpp"
 #include "dmuon/engine/engine.hpp"
+#include "dmuon/engine/step/step_schedule.hpp"
 #include "dmuon/engine/verify/reference.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "kokkos_environment.hpp"
@@ -321,6 +329,70 @@ TEST(EngineMpi, DeviceCudaWithoutAGpuIsBadInputOnEveryRank) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--device cuda"), std::string::npos) << e.what();
   }
+}
+
+// --trace (dmuon_bench): this rank's timeline against its own schedule, which the test builds
+// independently with make_layout/make_schedule: per step every compute op once on the compute
+// track, every issue op once on a stream track with the payload its collectives_of() calls
+// carry; no negative span and no overlap on one (track, lane).
+TEST(EngineMpi, TraceHoldsEveryOpOncePerStepWithItsBytes) {
+  for (const char* topology : {"moe", "llm"})
+    for (auto m : {engine::Method::dmuon, engine::Method::fsdp_adamw}) {
+      const std::string what = std::string(topology) + " " + engine::method_name(m);
+      const auto s = make_setup(topology);
+      auto o = small_options(m);
+      o.run.warmup = 1;
+      o.run.trace = true;
+      const auto r = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
+      Trace trace({test::world_rank()}, test::world_size(), "measured");
+      trace.add_spans_json(r.trace_spans);
+      const comm::RankGroups groups(MPI_COMM_WORLD, engine::method_grid(s.plan, m));
+      const auto layout = engine::make_layout(s.topo.tree, s.plan, o.step, groups.world_rank());
+      std::vector<std::string> compute;
+      std::vector<std::pair<std::string, std::int64_t>> batches;
+      for (const auto& op : engine::make_schedule(layout, o.step)) {
+        const std::string name =
+            std::string(engine::op_name(op.op)) + " g" + std::to_string(op.group);
+        const auto cls = engine::op_traits(op.op).cls;
+        if (cls == engine::OpClass::compute) compute.push_back(name);
+        if (cls != engine::OpClass::issue) continue;
+        std::int64_t bytes = 0;
+        for (const auto& c : engine::collectives_of(layout, op, o.step))
+          bytes += c.count * static_cast<std::int64_t>(comm::dtype_size(c.dtype));
+        batches.emplace_back(name, bytes);
+      }
+      std::sort(compute.begin(), compute.end());
+      std::sort(batches.begin(), batches.end());
+      ASSERT_FALSE(compute.empty()) << what;
+      ASSERT_FALSE(batches.empty()) << what;
+      std::map<int, std::vector<std::string>> got_compute;
+      std::map<int, std::vector<std::pair<std::string, std::int64_t>>> got_batches;
+      std::map<int, std::vector<std::pair<double, double>>> lanes;
+      for (const auto& sp : trace.spans()) {
+        EXPECT_EQ(sp.rank, test::world_rank()) << what;
+        EXPECT_GE(sp.duration_s, 0.0) << what;
+        lanes[static_cast<int>(sp.track) + kTraceTrackCount * sp.lane].emplace_back(sp.start_s,
+                                                                                    sp.duration_s);
+        if (sp.track == TraceTrack::compute && sp.name.rfind("wait ", 0) != 0)
+          got_compute[sp.step].push_back(sp.name);
+        if (sp.track >= TraceTrack::weights)
+          got_batches[sp.step].emplace_back(sp.name, sp.payload_bytes);
+      }
+      for (int step = 0; step < o.run.total_steps(); ++step) {
+        auto c = got_compute[step];
+        auto b = got_batches[step];
+        std::sort(c.begin(), c.end());
+        std::sort(b.begin(), b.end());
+        EXPECT_EQ(c, compute) << what << " step " << step;
+        EXPECT_EQ(b, batches) << what << " step " << step;
+      }
+      for (auto& [tid, spans] : lanes) {
+        std::sort(spans.begin(), spans.end());
+        for (std::size_t i = 1; i < spans.size(); ++i)
+          EXPECT_GE(spans[i].first, spans[i - 1].first + spans[i - 1].second - 1e-9)
+              << what << " track " << tid;
+      }
+    }
 }
 
 }  // namespace

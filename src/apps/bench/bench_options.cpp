@@ -137,6 +137,12 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                "columns");
   app.add_option("--output", o.output,
                  "results file (HDF5, written atomically by rank 0; default: none)");
+  app.add_option("--trace", o.trace,
+                 "write the run's timeline as Chrome trace-event JSON (Perfetto, "
+                 "chrome://tracing): per rank the phases, compute ops and waits, each stream's "
+                 "collectives with their bytes; one run only (one boundary, method, owner "
+                 "strategy)")
+      ->each([&o](const std::string&) { o.trace_given = true; });
   app.add_option("--inject-nan-step", eo.run.inject_nan_step,
                  "test aid: poison one gradient on the last rank at this step (1-based); the run "
                  "must abort on all ranks naming the parameter");
@@ -173,6 +179,8 @@ void resolve_step_shape(BenchOptions& o) {
 std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
   if (o.repeats < 1 || o.repeats > 1000)
     throw InputError(fmt::format("--repeats {} is invalid (valid: 1 to 1000)", o.repeats));
+  if (o.trace_given && o.trace.empty())
+    throw InputError("--trace '' is empty (valid: the path of the JSON file to write)");
   const auto methods = engine::parse_method_list(
       !o.methods.empty() ? o.methods
       : o.plan.tp > 1    ? std::vector<std::string>{"dmuon"}

@@ -62,6 +62,8 @@ struct BenchOptions {
   bool json = false;
   bool wide = false;   ///< table: full boundary specs and errors instead of fitting 160 columns
   std::string output;  ///< "" = no results file
+  std::string trace;   ///< --trace: Chrome trace-event JSON of the run's timeline
+  bool trace_given = false;  ///< --trace was given (even as '', which is bad input)
 };
 
 /// Registers every dmuon_bench flag on `app`.

@@ -36,11 +36,6 @@ void add_project_options(CLI::App& app, ProjectOptions& o) {
                  "--calibrate: the machine file to write (YAML)");
   app.add_option("--machine-name", o.machine_name,
                  "--calibrate: the name recorded in the machine file (default calibrated-<host>)");
-  app.add_option("--trace", o.trace,
-                 "write the replayed steps of --trace-ranks as Chrome trace-event JSON (Perfetto, "
-                 "chrome://tracing): phases, compute and waits, each stream's collectives with "
-                 "their bytes; one run only (one boundary, method and world size)")
-      ->each([&o](const std::string&) { o.trace_given = true; });
   app.add_option("--trace-ranks", o.trace_ranks,
                  "ranks --trace records: a comma list, or all (at most 256 ranks); default 0");
 }
@@ -58,7 +53,6 @@ const std::vector<config::ConfigKey>& project_config_keys() {
     k.push_back({"machine", KeyKind::scalar, "machine model (name or YAML file)"});
     k.push_back({"world_size", KeyKind::list, "modelled world size(s)"});
     k.push_back({"symmetry", KeyKind::scalar, "reduced | full"});
-    k.push_back({"trace", KeyKind::scalar, "Chrome trace-event JSON of the replay"});
     k.push_back({"trace_ranks", KeyKind::list, "ranks the trace records (all)"});
     return k;
   }();
@@ -86,9 +80,7 @@ std::vector<engine::Method> resolve_project_options(ProjectOptions& o) {
   if (!o.calibrate && o.worlds.empty())
     throw InputError("--world-size is required (ranks of the modelled world, e.g. 8,64,512)");
   o.trace_rank_list.clear();
-  if (o.trace_given && o.trace.empty())
-    throw InputError("--trace '' is empty (valid: the path of the JSON file to write)");
-  if (!o.trace.empty()) {
+  if (!o.bench.trace.empty()) {
     const auto words = split_comma_lists(o.trace_ranks, "--trace-ranks");
     if (words.empty()) o.trace_rank_list.push_back(0);
     for (const auto& word : words) {

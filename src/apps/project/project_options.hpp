@@ -22,8 +22,6 @@ struct ProjectOptions {
   bool calibrate = false;
   std::string output_machine;            ///< --calibrate: where to write the measured machine file
   std::string machine_name;              ///< --calibrate: its name (default: calibrated-<host>)
-  std::string trace;                     ///< --trace: Chrome trace-event JSON of the replay
-  bool trace_given = false;              ///< --trace was on the command line (even as '')
   std::vector<std::string> trace_ranks;  ///< --trace-ranks: comma lists, "all"; default rank 0
 
   std::vector<int> worlds;           ///< resolved

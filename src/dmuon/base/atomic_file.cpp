@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "dmuon/base/error.hpp"
@@ -50,6 +52,27 @@ void write_file_atomically(const std::string& path, std::string_view text, std::
     std::remove(tmp.c_str());
     fail(std::strerror(err));
   }
+}
+
+void check_writable(const std::string& path, std::string_view what) {
+  namespace fs = std::filesystem;
+  auto fail = [&](const std::string& reason) {
+    throw InputError(fmt::format("cannot write {} '{}': {}", what, path, reason));
+  };
+  if (path.empty()) fail("empty path");
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_directory(p, ec)) fail("it is a directory");
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::exists(dir, ec)) fail(fmt::format("directory '{}' does not exist", dir.string()));
+  if (!fs::is_directory(dir, ec)) fail(fmt::format("'{}' is not a directory", dir.string()));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return;  // a device or pipe
+  const std::string probe = fmt::format("{}.probe.{}", path, static_cast<long>(::getpid()));
+  std::FILE* fp = std::fopen(probe.c_str(), "wb");
+  if (fp == nullptr) fail(std::strerror(errno));
+  std::fclose(fp);
+  std::remove(probe.c_str());
 }
 
 }  // namespace dmuon

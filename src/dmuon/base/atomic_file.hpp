@@ -12,4 +12,8 @@ namespace dmuon {
 /// the path and the system's reason; the temporary is removed on failure.
 void write_file_atomically(const std::string& path, std::string_view text, std::string_view what);
 
+/// Before a run: throws InputError("cannot write <what> '<path>': <reason>") unless a file can
+/// be created at `path` (its directory exists and is writable, it is not a directory).
+void check_writable(const std::string& path, std::string_view what);
+
 }  // namespace dmuon

@@ -18,6 +18,16 @@ const char* comm_group_name(CommGroup g) {
   return "?";
 }
 
+const char* comm_group_word(CommGroup g) {
+  switch (g) {
+    case CommGroup::shard: return "row";
+    case CommGroup::replicate: return "column";
+    case CommGroup::world: return "world";
+    case CommGroup::tp: return "TP group";
+  }
+  return "?";
+}
+
 RankGrid RankGrid::of(int replicate, int shard, int tp) {
   if (replicate < 1 || shard < 1 || tp < 1)
     throw InputError(fmt::format("rank grid R={} x G={} x T={} is invalid (each must be >= 1)",

@@ -20,6 +20,8 @@ inline constexpr std::array<CommGroup, kCommGroupCount> kAllCommGroups = {
     CommGroup::shard, CommGroup::replicate, CommGroup::world, CommGroup::tp};
 /// "shard", "replicate", "world", "tp".
 const char* comm_group_name(CommGroup g);
+/// As messages and traces say it: "row", "column", "world", "TP group".
+const char* comm_group_word(CommGroup g);
 
 struct RankGrid {
   int replicate = 1;  ///< R

@@ -65,6 +65,7 @@ const std::vector<ConfigKey>& bench_config_keys() {
       {"wide", KeyKind::flag, "table: long specs and errors in full (not fitted to 160 columns)"},
       {"inject_nan_step", KeyKind::scalar, "test aid: poison a gradient at this step"},
       {"output", KeyKind::scalar, "results file (HDF5); none when absent"},
+      {"trace", KeyKind::scalar, "timeline as Chrome trace-event JSON; none when absent"},
   };
   return keys;
 }

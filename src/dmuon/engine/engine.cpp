@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+#include <vector>
+
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
@@ -89,6 +92,11 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
                            ? make_cuda_backend(local, layout, o, groups)
                            : make_host_backend(local, layout, o, groups);
   StepExecutor executor(layout, schedule, o.step, *backend, o.run.inject_nan_step);
+  std::optional<Trace> trace;
+  if (o.run.trace) {
+    trace.emplace(std::vector<int>{groups.world_rank()}, size, "measured");
+    executor.record_into(&*trace);
+  }
   ResultCollector results(tree, plan, layout, o, world);
   for (long s = 1; s <= o.run.total_steps(); ++s) {
     const ChannelCounters before = channel_counters(*backend);
@@ -101,7 +109,9 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
     if (o.run.on_step) o.run.on_step(static_cast<int>(s), o.run.total_steps());
   }
   executor.finish();
-  return results.finish(*backend);
+  RunResult r = results.finish(*backend);
+  if (trace) r.trace_spans = trace->spans_json();
+  return r;
 }
 
 }  // namespace dmuon::engine

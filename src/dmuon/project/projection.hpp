@@ -21,7 +21,7 @@
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/project/machine_model.hpp"
 #include "dmuon/project/memory_model.hpp"
-#include "dmuon/project/trace.hpp"
+#include "dmuon/base/trace.hpp"
 #include "dmuon/project/world_programs.hpp"
 
 namespace dmuon::project {

@@ -9,10 +9,10 @@
 #include <unordered_map>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/base/trace.hpp"
 #include "dmuon/project/collective_cost.hpp"
 #include "dmuon/project/link_network.hpp"
 #include "dmuon/project/program_store.hpp"
-#include "dmuon/project/trace.hpp"
 
 namespace dmuon::project {
 namespace {
@@ -178,15 +178,6 @@ class Replayer {
   int member_rank(const Batch& b, int member) const {
     return grid_.rank_of(b.comm, b.index, member);
   }
-  static const char* comm_word(CommGroup c) {
-    switch (c) {
-      case CommGroup::shard: return "row";
-      case CommGroup::replicate: return "column";
-      case CommGroup::world: return "world";
-      case CommGroup::tp: return "TP group";
-    }
-    return "?";
-  }
 
   bool traced(int r) const { return trace_ != nullptr && trace_->traced(r); }
 
@@ -272,8 +263,8 @@ class Replayer {
       throw RuntimeFailure(fmt::format(
           "projection: rank {} issues {} of group {} where the other ranks of its {} issue {} of "
           "group {} (batch {} on the communicator)",
-          r, engine::op_name(spec->op), spec->group, comm_word(comm), engine::op_name(b.spec->op),
-          b.spec->group, k));
+          r, engine::op_name(spec->op), spec->group, comm_group_word(comm),
+          engine::op_name(b.spec->op), b.spec->group, k));
     if (last_step) {
       const Tally& t = tally_of(spec, n);
       const std::size_t at = static_cast<std::size_t>(r) * kChannelCount;
@@ -481,7 +472,7 @@ class Replayer {
     span.start_s = b.start;
     span.duration_s = b.end - b.start;
     span.group = b.spec->group;
-    span.comm = comm_word(b.comm);
+    span.comm = comm_group_word(b.comm);
     span.calls = static_cast<int>(b.spec->calls.size());
     span.payload_bytes = span.counted_bytes = 0;
     for (const auto& c : b.spec->calls) {

@@ -33,7 +33,7 @@
 
 #include "dmuon/engine/step/run_result.hpp"
 #include "dmuon/project/machine_model.hpp"
-#include "dmuon/project/trace.hpp"
+#include "dmuon/base/trace.hpp"
 #include "dmuon/project/world_programs.hpp"
 
 namespace dmuon::project {

@@ -1,6 +1,7 @@
 #include "dmuon/results/results_writer.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "dmuon/base/atomic_file.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/bus_bandwidth.hpp"
 #include "dmuon/results/h5.hpp"
@@ -283,22 +285,13 @@ void write_results(const std::string& path, const ResultsFile& file) {
 }
 
 void check_output_writable(const std::string& path) {
-  namespace fs = std::filesystem;
-  auto fail = [&](const std::string& reason) {
-    throw InputError(fmt::format("cannot write results to '{}': {}", path, reason));
-  };
-  if (path.empty()) fail("empty path");
-  std::error_code ec;
-  const fs::path p(path);
-  if (fs::is_directory(p, ec)) fail("it is a directory");
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (!fs::exists(dir, ec)) fail(fmt::format("directory '{}' does not exist", dir.string()));
-  if (!fs::is_directory(dir, ec)) fail(fmt::format("'{}' is not a directory", dir.string()));
-  const std::string probe = fmt::format("{}.probe.{}", path, static_cast<long>(::getpid()));
-  std::FILE* fp = std::fopen(probe.c_str(), "wb");
-  if (fp == nullptr) fail(std::strerror(errno));
-  std::fclose(fp);
-  std::remove(probe.c_str());
+  // HDF5 needs a file it can seek in, and the rename of a temporary onto a device or pipe
+  // would replace the node itself.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    throw InputError(
+        fmt::format("cannot write results to '{}': not a regular file (HDF5 needs one)", path));
+  check_writable(path, "results to");
 }
 
 }  // namespace dmuon::results

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 MEASURED_ONLY = {"device", "steps", "warmup", "seed", "check", "check_tolerance", "inject_nan_step"}
-OWN = {"machine", "world_size", "seq_len", "micro_batch", "symmetry", "trace", "trace_ranks"}
+OWN = {"machine", "world_size", "seq_len", "micro_batch", "symmetry", "trace_ranks"}
 NOT_KEYS = {"--help", "--version", "--config", "--calibrate", "--output-machine", "--machine-name"}
 
 ap = argparse.ArgumentParser()

@@ -77,7 +77,7 @@ TEST(ReplayTrace, EveryIssueOncePerStepWithItsBytesAndNoOverlap) {
     po.engine.run.warmup = 1;  // two replayed steps
     std::vector<int> ranks;
     for (int r = 0; r < c.world; ++r) ranks.push_back(r);
-    project::Trace trace(ranks, c.world);
+    Trace trace(ranks, c.world, "projected");
     po.trace = &trace;
     (void)project::project(b.topo.tree, b.plan, machine, po);
     const auto doc = nlohmann::json::parse(trace.json(what));
@@ -92,8 +92,8 @@ TEST(ReplayTrace, EveryIssueOncePerStepWithItsBytesAndNoOverlap) {
       EXPECT_GE(dur, 0.0) << what;
       EXPECT_GE(ts, 0.0) << what;
       tracks[{pid, tid}].emplace_back(ts, dur);
-      if (tid == static_cast<int>(project::TraceTrack::phases)) ++phases;
-      if (tid >= static_cast<int>(project::TraceTrack::weights)) {
+      if (tid == static_cast<int>(TraceTrack::phases)) ++phases;
+      if (tid >= static_cast<int>(TraceTrack::weights)) {
         const auto& a = e.at("args");
         EXPECT_GT(a.at("payload_bytes").get<std::int64_t>(), 0) << what;
         seen[{pid, a.at("step").get<int>()}].emplace_back(
@@ -120,9 +120,9 @@ TEST(ReplayTrace, EveryIssueOncePerStepWithItsBytesAndNoOverlap) {
 }
 
 TEST(ReplayTrace, ARankOutsideTheWorldIsBadInput) {
-  EXPECT_THROW(project::Trace({0, 4}, 4), InputError);
-  EXPECT_THROW(project::Trace({-1}, 4), InputError);
-  const project::Trace t({3, 1, 3}, 4);
+  EXPECT_THROW(Trace({0, 4}, 4, "projected"), InputError);
+  EXPECT_THROW(Trace({-1}, 4, "projected"), InputError);
+  const Trace t({3, 1, 3}, 4, "projected");
   EXPECT_EQ(t.ranks(), (std::vector<int>{1, 3}));
   EXPECT_TRUE(t.traced(3));
   EXPECT_FALSE(t.traced(0));

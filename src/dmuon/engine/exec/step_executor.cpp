@@ -1,9 +1,12 @@
 #include "dmuon/engine/exec/step_executor.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/bus_bandwidth.hpp"
+#include "dmuon/comm/collective_counters.hpp"
 
 namespace dmuon::engine {
 
@@ -104,6 +107,7 @@ void StepExecutor::started(comm::Batch& b, std::size_t op_index) {
 
 void StepExecutor::complete(comm::Batch& b) {
   backend_.wait(b);
+  if (trace_ != nullptr) trace_completed(&b);
   if (!polls_) return;
   in_flight_clock_.close(&b);
   in_flight_.erase(std::remove(in_flight_.begin(), in_flight_.end(), &b), in_flight_.end());
@@ -114,6 +118,7 @@ void StepExecutor::progress() {
                                   [this](comm::Batch* b) {
                                     if (!b->ready()) return false;
                                     in_flight_clock_.close(b);
+                                    if (trace_ != nullptr) trace_completed(b);
                                     return true;
                                   }),
                    in_flight_.end());
@@ -152,7 +157,9 @@ void StepExecutor::issue_op(std::size_t i) {
   // Ordered after one earlier batch of the group only (HSDP stage 2 after stage 1).
   if (t.after != BatchSlot::none) backend_.order_after(slot(op.group, t.after), op.comm);
   comm::Batch& b = slot(op.group, t.slot);
+  if (trace_ != nullptr) trace_completed(&b);  // a slot's earlier batch, if still open
   b = issue(i);
+  if (trace_ != nullptr) trace_issued(b, i);
   started(b, i);
   if (t.blocking) complete(b);
 }
@@ -168,17 +175,46 @@ StepMeasure StepExecutor::run_step(long step) {
   backend_.begin_step(step);
   timer.start_step();
   in_flight_clock_.start_step();
+  step_ = step;
+  if (trace_ != nullptr && !origin_set_) {
+    origin_ = std::chrono::steady_clock::now();
+    origin_set_ = true;
+  }
   PhaseSegmenter segments;
+  bool seg_open = false;  // --trace: the phase segment being timed, from seg_start
+  double seg_start = 0;
+  auto close_segment = [&] {
+    if (trace_ == nullptr || !seg_open) return;
+    trace_span(TraceTrack::phases, phase_name(segments.phase()), seg_start, now(),
+               segments.exposed());
+  };
   for (std::size_t i = 0; i < schedule_.size(); ++i) {
     const StepOp& op = schedule_[i];
-    if (segments.enter(op)) timer.switch_to(segments.phase(), segments.exposed());
+    const Phase before = segments.phase();
+    const bool before_exposed = segments.exposed();
+    if (segments.enter(op)) {
+      if (trace_ != nullptr && seg_open)
+        trace_span(TraceTrack::phases, phase_name(before), seg_start, now(), before_exposed);
+      seg_open = true;
+      seg_start = trace_ != nullptr ? now() : 0;
+      timer.switch_to(segments.phase(), segments.exposed());
+    }
     const OpTraits t = op_traits(op.op);
+    const double t0 = trace_ != nullptr ? now() : 0;
     switch (t.cls) {
-      case OpClass::compute: compute(op, step); break;
+      case OpClass::compute:
+        compute(op, step);
+        if (trace_ != nullptr)
+          trace_span(TraceTrack::compute, fmt::format("{} g{}", op_name(op.op), op.group), t0,
+                     now());
+        break;
       case OpClass::issue: issue_op(i); break;
       case OpClass::wait:
         complete(slot(op.group, t.slot));
         if (op.op == Op::wait_weights) backend_.weights_arrived(op);
+        if (trace_ != nullptr)
+          trace_span(TraceTrack::compute, fmt::format("wait {} g{}", op_name(op.op), op.group), t0,
+                     now());
         break;
       case OpClass::hook:
         ++m.hook_calls;
@@ -187,6 +223,7 @@ StepMeasure StepExecutor::run_step(long step) {
       case OpClass::bookkeeping: backend_.release_weights(op); break;
     }
   }
+  close_segment();
   timer.pause();
   backend_.end_step(step);
   m.phases_ms = timer.finish_step();
@@ -197,6 +234,66 @@ StepMeasure StepExecutor::run_step(long step) {
   // Everything but the replicas completed inside the step (the schedule waits for it).
   in_flight_.clear();
   return m;
+}
+
+double StepExecutor::now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count();
+}
+
+void StepExecutor::trace_span(TraceTrack track, std::string name, double start, double end,
+                              bool exposed) {
+  TraceSpan span;
+  span.rank = layout_.me.rank;
+  span.step = static_cast<int>(step_ - 1);
+  span.track = track;
+  span.name = std::move(name);
+  span.start_s = start;
+  span.duration_s = end - start;
+  span.exposed = exposed;
+  trace_->add(std::move(span));
+}
+
+void StepExecutor::trace_issued(comm::Batch& b, std::size_t op_index) {
+  const auto stream = static_cast<std::size_t>(op_traits(schedule_[op_index].op).stream);
+  auto& busy = lane_busy_[stream];
+  std::size_t lane = 0;
+  while (lane < busy.size() && busy[lane]) ++lane;  // the first lane with nothing open
+  if (lane == busy.size()) busy.push_back(false);
+  busy[lane] = true;
+  open_[&b] = {now(), op_index, step_, static_cast<int>(lane)};
+  if (!b.pending()) trace_completed(&b);
+}
+
+void StepExecutor::trace_completed(const comm::Batch* b) {
+  const auto it = open_.find(b);
+  if (it == open_.end()) return;
+  const OpenBatch o = it->second;
+  open_.erase(it);
+  const StepOp& op = schedule_[o.op];
+  const OpTraits t = op_traits(op.op);
+  lane_busy_[static_cast<std::size_t>(t.stream)][static_cast<std::size_t>(o.lane)] = false;
+  const comm::Communicator* c = backend_.comm(op.comm);
+  TraceSpan span;
+  span.rank = layout_.me.rank;
+  span.step = static_cast<int>(o.step - 1);
+  span.track =
+      static_cast<TraceTrack>(static_cast<int>(TraceTrack::weights) + static_cast<int>(t.stream));
+  span.lane = o.lane;
+  span.name = fmt::format("{} g{}", op_name(op.op), op.group);
+  span.start_s = o.start;
+  span.duration_s = now() - o.start;
+  span.group = op.group;
+  span.comm = comm_group_word(op.comm);
+  span.calls = static_cast<int>(calls_[o.op].size());
+  span.payload_bytes = span.counted_bytes = 0;
+  for (const auto& call : calls_[o.op]) {
+    const std::size_t elem = comm::dtype_size(call.dtype);
+    span.payload_bytes += call.count * static_cast<std::int64_t>(elem);
+    span.counted_bytes += static_cast<std::int64_t>(comm::collective_volume(
+        call.kind, comm::collective_payload(call.kind, c->size(), c->rank() == call.root,
+                                            static_cast<std::size_t>(call.count), elem)));
+  }
+  trace_->add(std::move(span));
 }
 
 void StepExecutor::finish() {

@@ -5,8 +5,13 @@
 // phases. Host and CUDA runs differ only in the StepBackend they pass.
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <string>
+#include <unordered_map>
 #include <vector>
+
+#include "dmuon/base/trace.hpp"
 
 #include "dmuon/engine/exec/in_flight_clock.hpp"
 #include "dmuon/engine/exec/step_backend.hpp"
@@ -38,6 +43,10 @@ class StepExecutor {
   StepExecutor& operator=(const StepExecutor&) = delete;
 
   StepMeasure run_step(long step);
+  /// Records this rank's timeline into `trace` from the next step on (dmuon_bench --trace):
+  /// phase segments, each compute op and blocked wait, each batch from its issue to the moment
+  /// this rank sees it complete. Wall times: meaningful where compute is synchronous (host).
+  void record_into(Trace* trace) { trace_ = trace; }
   /// Completes what a step leaves in flight on purpose (HSDP replicate broadcasts, waited at
   /// the next forward): call before reading the masters after the last step.
   void finish();
@@ -53,6 +62,12 @@ class StepExecutor {
   comm::Batch& slot(int g, BatchSlot slot);
   void compute(const StepOp& op, long step);
   void issue_op(std::size_t op_index);
+  // --trace: seconds since the first recorded step, spans, batches open on their lanes.
+  double now() const;
+  void trace_span(TraceTrack track, std::string name, double start, double end,
+                  bool exposed = false);
+  void trace_issued(comm::Batch& b, std::size_t op_index);
+  void trace_completed(const comm::Batch* b);
 
   const StepLayout& layout_;
   const Schedule& schedule_;
@@ -68,6 +83,18 @@ class StepExecutor {
   std::array<double, kChannelCount> message_bytes_{};
   std::array<int, kChannelCount> group_size_{};
   InFlightClock in_flight_clock_;
+  Trace* trace_ = nullptr;
+  long step_ = 0;
+  std::chrono::steady_clock::time_point origin_{};
+  bool origin_set_ = false;
+  struct OpenBatch {
+    double start;
+    std::size_t op;
+    long step;
+    int lane;
+  };
+  std::unordered_map<const comm::Batch*, OpenBatch> open_;
+  std::array<std::vector<bool>, kStreamCount> lane_busy_;
 };
 
 }  // namespace dmuon::engine

@@ -70,6 +70,8 @@ struct RunResult {
   std::array<KindResult, kChannelCount> kinds{};  ///< by channel_index()
   bool audit_ok = true;
   std::string audit_message;  ///< first mismatch (rank, step, kind) if any
+  /// RunControl::trace: this rank's timeline (Trace::spans_json), every step incl. warm-up.
+  std::string trace_spans;
   std::array<double, kPhaseCount>
       phases_ms{};  ///< median over measured steps of the max over ranks
   // Peak bytes per rank (max over ranks). Packed/gathered buffers are counted as a real

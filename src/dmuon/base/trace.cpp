@@ -1,14 +1,16 @@
-#include "dmuon/project/trace.hpp"
+#include "dmuon/base/trace.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
 
 #include "dmuon/base/atomic_file.hpp"
 #include "dmuon/base/error.hpp"
 
-namespace dmuon::project {
+namespace dmuon {
 
 const char* trace_track_name(TraceTrack t) {
   switch (t) {
@@ -21,7 +23,8 @@ const char* trace_track_name(TraceTrack t) {
   return "?";
 }
 
-Trace::Trace(std::vector<int> ranks, int world) : is_traced_(static_cast<std::size_t>(world)) {
+Trace::Trace(std::vector<int> ranks, int world, std::string source)
+    : is_traced_(static_cast<std::size_t>(std::max(world, 0))), source_(std::move(source)) {
   for (int r : ranks) {
     if (r < 0 || r >= world)
       throw InputError(fmt::format(
@@ -34,25 +37,63 @@ Trace::Trace(std::vector<int> ranks, int world) : is_traced_(static_cast<std::si
 }
 
 bool Trace::traced(int rank) const {
-  return is_traced_[static_cast<std::size_t>(rank)];
+  return rank >= 0 && static_cast<std::size_t>(rank) < is_traced_.size() &&
+         is_traced_[static_cast<std::size_t>(rank)];
+}
+
+std::string Trace::spans_json() const {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& s : spans_)
+    a.push_back({s.rank, s.step, static_cast<int>(s.track), s.lane, s.name, s.start_s, s.duration_s,
+                 s.group, s.calls, s.payload_bytes, s.counted_bytes, s.comm, s.exposed});
+  return a.dump();
+}
+
+void Trace::add_spans_json(const std::string& text) {
+  for (const auto& e : nlohmann::json::parse(text)) {
+    TraceSpan s;
+    s.rank = e.at(0);
+    s.step = e.at(1);
+    s.track = static_cast<TraceTrack>(e.at(2).get<int>());
+    s.lane = e.at(3);
+    s.name = e.at(4);
+    s.start_s = e.at(5);
+    s.duration_s = e.at(6);
+    s.group = e.at(7);
+    s.calls = e.at(8);
+    s.payload_bytes = e.at(9);
+    s.counted_bytes = e.at(10);
+    s.comm = e.at(11);
+    s.exposed = e.at(12);
+    spans_.push_back(std::move(s));
+  }
 }
 
 std::string Trace::json(const std::string& title) const {
   using nlohmann::json;
   json events = json::array();
+  std::set<std::pair<int, int>> threads;  // (rank, tid) with spans, plus the base tracks
   for (int r : ranks_) {
     events.push_back({{"ph", "M"},
                       {"pid", r},
                       {"name", "process_name"},
-                      {"args", {{"name", fmt::format("projected rank {} ({})", r, title)}}}});
+                      {"args", {{"name", fmt::format("{} rank {} ({})", source_, r, title)}}}});
     events.push_back(
         {{"ph", "M"}, {"pid", r}, {"name", "process_sort_index"}, {"args", {{"sort_index", r}}}});
-    for (int t = 0; t < kTraceTrackCount; ++t)
-      events.push_back({{"ph", "M"},
-                        {"pid", r},
-                        {"tid", t},
-                        {"name", "thread_name"},
-                        {"args", {{"name", trace_track_name(static_cast<TraceTrack>(t))}}}});
+    for (int t = 0; t < kTraceTrackCount; ++t) threads.insert({r, t});
+  }
+  for (const auto& s : spans_)
+    threads.insert({s.rank, static_cast<int>(s.track) + kTraceTrackCount * s.lane});
+  for (const auto& [r, tid] : threads) {
+    const char* track = trace_track_name(static_cast<TraceTrack>(tid % kTraceTrackCount));
+    const int lane = tid / kTraceTrackCount;
+    events.push_back(
+        {{"ph", "M"},
+         {"pid", r},
+         {"tid", tid},
+         {"name", "thread_name"},
+         {"args",
+          {{"name", lane == 0 ? std::string(track) : fmt::format("{} #{}", track, lane + 1)}}}});
   }
   for (const auto& s : spans_) {
     json args = {{"step", s.step + 1}};
@@ -66,7 +107,7 @@ std::string Trace::json(const std::string& title) const {
     }
     events.push_back({{"ph", "X"},
                       {"pid", s.rank},
-                      {"tid", static_cast<int>(s.track)},
+                      {"tid", static_cast<int>(s.track) + kTraceTrackCount * s.lane},
                       {"name", s.name},
                       {"ts", s.start_s * 1e6},
                       {"dur", s.duration_s * 1e6},
@@ -79,4 +120,4 @@ void Trace::write(const std::string& path, const std::string& title) const {
   write_file_atomically(path, json(title), "trace file");
 }
 
-}  // namespace dmuon::project
+}  // namespace dmuon
