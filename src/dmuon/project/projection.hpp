@@ -15,13 +15,13 @@
 
 #include <cstdint>
 
+#include "dmuon/base/trace.hpp"
 #include "dmuon/engine/step/engine_options.hpp"
 #include "dmuon/engine/step/run_result.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/project/machine_model.hpp"
 #include "dmuon/project/memory_model.hpp"
-#include "dmuon/base/trace.hpp"
 #include "dmuon/project/world_programs.hpp"
 
 namespace dmuon::project {

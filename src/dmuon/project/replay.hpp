@@ -31,9 +31,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "dmuon/base/trace.hpp"
 #include "dmuon/engine/step/run_result.hpp"
 #include "dmuon/project/machine_model.hpp"
-#include "dmuon/base/trace.hpp"
 #include "dmuon/project/world_programs.hpp"
 
 namespace dmuon::project {
