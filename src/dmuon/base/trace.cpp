@@ -41,6 +41,19 @@ bool Trace::traced(int rank) const {
          is_traced_[static_cast<std::size_t>(rank)];
 }
 
+void Trace::add(int rank, int step, TraceTrack track, std::string name, double start_s,
+                double end_s, bool exposed) {
+  TraceSpan s;
+  s.rank = rank;
+  s.step = step;
+  s.track = track;
+  s.name = std::move(name);
+  s.start_s = start_s;
+  s.duration_s = end_s - start_s;
+  s.exposed = exposed;
+  spans_.push_back(std::move(s));
+}
+
 std::string Trace::spans_json() const {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& s : spans_)

@@ -46,6 +46,9 @@ class Trace {
   bool traced(int rank) const;
   const std::vector<int>& ranks() const { return ranks_; }
   void add(TraceSpan span) { spans_.push_back(std::move(span)); }
+  /// A span without batch fields (phases, compute, waits) from `start_s` to `end_s`.
+  void add(int rank, int step, TraceTrack track, std::string name, double start_s, double end_s,
+           bool exposed = false);
   const std::vector<TraceSpan>& spans() const { return spans_; }
   /// The spans alone as JSON (to move them between ranks) and back.
   std::string spans_json() const;

@@ -82,6 +82,13 @@ KindCounters collective_payload(CollectiveKind kind, int group_size, bool is_roo
 /// otherwise.
 std::uint64_t collective_volume(CollectiveKind kind, const KindCounters& c);
 
+/// The bytes one call counts on a rank (its collective_payload's collective_volume).
+inline std::int64_t counted_bytes(CollectiveKind kind, int group_size, bool is_root,
+                                  std::size_t count, std::size_t elem_bytes) {
+  return static_cast<std::int64_t>(
+      collective_volume(kind, collective_payload(kind, group_size, is_root, count, elem_bytes)));
+}
+
 /// Counters of all kinds on one rank. Plain value type: copy it to snapshot, subtract two
 /// snapshots to get one step's traffic, reset() at the start of a step.
 class CollectiveCounters {

@@ -88,13 +88,11 @@ Tally tally(const BatchSpec& spec, int n) {
   for (const auto& c : spec.calls) {
     const std::size_t ch = engine::channel_index(spec.comm, c.kind);
     const auto count = static_cast<std::size_t>(c.count);
-    const auto other = static_cast<std::int64_t>(comm::collective_volume(
-        c.kind, comm::collective_payload(c.kind, n, false, count, c.elem_bytes)));
+    const std::int64_t other = comm::counted_bytes(c.kind, n, false, count, c.elem_bytes);
     ++t.calls[ch];
     t.uniform[ch] += other;
     if (c.root >= 0) {
-      const auto root = static_cast<std::int64_t>(comm::collective_volume(
-          c.kind, comm::collective_payload(c.kind, n, true, count, c.elem_bytes)));
+      const std::int64_t root = comm::counted_bytes(c.kind, n, true, count, c.elem_bytes);
       if (root != other) t.roots.push_back({c.root, ch, root - other});
     }
   }
@@ -183,15 +181,7 @@ class Replayer {
 
   void trace_span(int r, const RankState& s, TraceTrack track, std::string name, double start,
                   double end, bool exposed = false) {
-    TraceSpan span;
-    span.exposed = exposed;
-    span.rank = r;
-    span.step = s.step;
-    span.track = track;
-    span.name = std::move(name);
-    span.start_s = start;
-    span.duration_s = end - start;
-    trace_->add(std::move(span));
+    trace_->add(r, s.step, track, std::move(name), start, end, exposed);
   }
 
   // The compute stream waited for batch b from the clock until its end.
@@ -478,8 +468,8 @@ class Replayer {
     for (const auto& c : b.spec->calls) {
       const auto count = static_cast<std::size_t>(c.count);
       span.payload_bytes += c.count * c.elem_bytes;
-      span.counted_bytes += static_cast<std::int64_t>(comm::collective_volume(
-          c.kind, comm::collective_payload(c.kind, b.members, c.root == i, count, c.elem_bytes)));
+      span.counted_bytes +=
+          comm::counted_bytes(c.kind, b.members, c.root == i, count, c.elem_bytes);
     }
     trace_->add(std::move(span));
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/bus_bandwidth.hpp"
@@ -181,21 +182,19 @@ StepMeasure StepExecutor::run_step(long step) {
     origin_set_ = true;
   }
   PhaseSegmenter segments;
-  bool seg_open = false;  // --trace: the phase segment being timed, from seg_start
+  // --trace: the segment open since seg_start (a copy: enter() moves the segmenter on).
+  std::optional<PhaseSegmenter> open_segment;
   double seg_start = 0;
   auto close_segment = [&] {
-    if (trace_ == nullptr || !seg_open) return;
-    trace_span(TraceTrack::phases, phase_name(segments.phase()), seg_start, now(),
-               segments.exposed());
+    if (trace_ != nullptr && open_segment)
+      trace_span(TraceTrack::phases, phase_name(open_segment->phase()), seg_start, now(),
+                 open_segment->exposed());
   };
   for (std::size_t i = 0; i < schedule_.size(); ++i) {
     const StepOp& op = schedule_[i];
-    const Phase before = segments.phase();
-    const bool before_exposed = segments.exposed();
     if (segments.enter(op)) {
-      if (trace_ != nullptr && seg_open)
-        trace_span(TraceTrack::phases, phase_name(before), seg_start, now(), before_exposed);
-      seg_open = true;
+      close_segment();
+      open_segment = segments;
       seg_start = trace_ != nullptr ? now() : 0;
       timer.switch_to(segments.phase(), segments.exposed());
     }
@@ -242,15 +241,8 @@ double StepExecutor::now() const {
 
 void StepExecutor::trace_span(TraceTrack track, std::string name, double start, double end,
                               bool exposed) {
-  TraceSpan span;
-  span.rank = layout_.me.rank;
-  span.step = static_cast<int>(step_ - 1);
-  span.track = track;
-  span.name = std::move(name);
-  span.start_s = start;
-  span.duration_s = end - start;
-  span.exposed = exposed;
-  trace_->add(std::move(span));
+  trace_->add(layout_.me.rank, static_cast<int>(step_ - 1), track, std::move(name), start, end,
+              exposed);
 }
 
 void StepExecutor::trace_issued(comm::Batch& b, std::size_t op_index) {
@@ -289,9 +281,8 @@ void StepExecutor::trace_completed(const comm::Batch* b) {
   for (const auto& call : calls_[o.op]) {
     const std::size_t elem = comm::dtype_size(call.dtype);
     span.payload_bytes += call.count * static_cast<std::int64_t>(elem);
-    span.counted_bytes += static_cast<std::int64_t>(comm::collective_volume(
-        call.kind, comm::collective_payload(call.kind, c->size(), c->rank() == call.root,
-                                            static_cast<std::size_t>(call.count), elem)));
+    span.counted_bytes += comm::counted_bytes(call.kind, c->size(), c->rank() == call.root,
+                                              static_cast<std::size_t>(call.count), elem);
   }
   trace_->add(std::move(span));
 }
