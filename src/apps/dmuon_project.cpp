@@ -22,14 +22,12 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/config/config_file.hpp"
 #include "dmuon/engine/engine.hpp"
-#include "dmuon/project/op_cost.hpp"
 #include "dmuon/project/projection.hpp"
 #include "dmuon/results/provenance.hpp"
 #include "dmuon/results/results_writer.hpp"
-#include "dmuon/work/flop_convention.hpp"
-#include "dmuon/work/throughput.hpp"
 #include "project/calibrate.hpp"
 #include "project/project_options.hpp"
+#include "project/projection_setup.hpp"
 
 namespace {
 
@@ -154,27 +152,11 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
   }
   if (!o.bench.output.empty()) results::check_output_writable(o.bench.output);
 
-  // --seq-len: the model's activation work, in the machine's compute type, and the FLOPs MFU
-  // and HFU count.
-  const kernels::Dtype compute = project::compute_type(machine, o.bench.engine.step);
-  const auto step_work = apps::bench::attach_step_work(o.bench, topo, compute);
-  project::ProjectionOptions po;
-  po.engine = o.bench.engine;
-  po.symmetry = o.symmetry_resolved;
-  std::vector<std::string> notes;
-  std::string flops_note;
-  if (step_work) {
-    if (!step_work->note.empty()) notes.push_back(step_work->note);
-    for (const auto& n : step_work->not_modelled) notes.push_back("not modelled: " + n);
-    const auto flops = work::model_flops_per_token(topo, o.bench.seq_len);
-    if (flops.has_geometry || o.bench.flops_resolved == work::FlopConvention::six_n)
-      po.model_flops_per_token = flops.of(o.bench.flops_resolved);
-    else
-      flops_note = fmt::format("--flops {} needs a model geometry: MFU counts 6N", o.bench.flops);
-    po.hardware_flops_per_token = work::hardware_flops_per_token(*step_work);
-    po.activations = project::activation_memory(*step_work);
-    if (!flops_note.empty()) notes.push_back(flops_note);
-  }
+  auto setup = apps::project::make_projection_setup(o.bench, topo, machine, o.symmetry_resolved);
+  auto& po = setup.options;
+  const auto& step_work = setup.step_work;
+  const auto& notes = setup.notes;
+  const auto& flops_note = setup.flops_note;
   // --trace: the timeline of one run (a sweep's would not fit one view).
   std::optional<Trace> trace;
   if (!o.bench.trace.empty()) {
@@ -321,7 +303,7 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
                         {"micro_batch", o.bench.micro_batch},
                         {"ac", o.bench.ac},
                         {"fusion", o.bench.fusion},
-                        {"compute_dtype", engine::dtype_flag_name(compute)}};
+                        {"compute_dtype", engine::dtype_flag_name(step_work->shape.dtype)}};
     j["notes"] = notes;
     int oom_rows = 0;
     for (const auto& w : worlds)

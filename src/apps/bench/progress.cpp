@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -48,6 +49,13 @@ void Progress::done() {
 void Progress::begin_run(const std::string& what) {
   ++run_;
   what_ = what;
+}
+
+void Progress::show(const std::string& text) {
+  run_ = std::max(run_, 1);
+  if (!on_) return;
+  std::fputs(("\r\033[K" + text).c_str(), stderr);
+  std::fflush(stderr);
 }
 
 void Progress::step(int s, int steps) {

@@ -16,6 +16,8 @@ class Progress {
   ~Progress();
   void begin_run(const std::string& what);
   void step(int s, int steps);
+  /// Shows `text` as the line instead (a tool whose work is not runs of steps).
+  void show(const std::string& text);
   /// Erases the line (call before printing results; the destructor does it too).
   void done();
 

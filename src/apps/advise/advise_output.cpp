@@ -1,0 +1,245 @@
+#include "advise/advise_output.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "dmuon/base/abbreviate.hpp"
+
+namespace dmuon::apps::advise {
+namespace {
+
+int count_status(const SearchResult& r, Status s) {
+  int n = 0;
+  for (const auto& e : r.evaluated) n += e.outcome.status == s;
+  return n;
+}
+
+int count_dominated(const SearchResult& r) {
+  int n = 0;
+  for (const auto& e : r.evaluated) n += e.dominated;
+  return n;
+}
+
+// DMuon's step over fsdp-adamw's at the same knobs ("-" when the baseline was not projected or
+// does not fit).
+std::string versus_adamw(const Evaluated& e) {
+  if (!e.baseline || e.baseline->status != Status::ok || e.outcome.status != Status::ok) return "-";
+  return fmt::format("{:.3f}", e.outcome.step_ms / e.baseline->step_ms);
+}
+
+std::string step_text(const Outcome& o) {
+  if (o.status == Status::ok) return fmt::format("{:.1f}", o.step_ms);
+  if (o.status == Status::oom)
+    return fmt::format("oom (+{:.1f} GB)", static_cast<double>(o.excess_bytes) / 1e9);
+  return "rejected";
+}
+
+std::string row(const std::string& rank, const Evaluated& e, const Candidate& start, int world) {
+  const auto& o = e.outcome;
+  const bool ok = o.status == Status::ok;
+  return fmt::format(
+      "  {:<6} {:>16} {:>7} {:>10} {:>8.1f} {:>6} {:<24} {:>7} {:>6}  {}\n", rank, step_text(o),
+      ok ? fmt::format("{:.1f}", 100 * o.mfu) : "-",
+      ok ? fmt::format("{:.5g}", o.tokens_per_s / world) : "-",
+      static_cast<double>(o.peak_bytes) / 1e9, versus_adamw(e),
+      o.dominant_phase.empty() ? std::string("-")
+                               : fmt::format("{} {:.1f} ms", o.dominant_phase, o.dominant_ms),
+      o.sites, o.idle_ranks, abbreviate_value(describe_changes(e.candidate, start), 90));
+}
+
+nlohmann::json outcome_json(const Outcome& o) {
+  nlohmann::json j = {{"status", status_name(o.status)},
+                      {"sites", o.sites},
+                      {"idle_ranks", o.idle_ranks},
+                      {"projection_wall_s", o.wall_s}};
+  if (o.status == Status::rejected) {
+    j["error"] = o.error;
+    return j;
+  }
+  j["peak_bytes"] = o.peak_bytes;
+  j["peak_GB"] = static_cast<double>(o.peak_bytes) / 1e9;
+  j["peak_rank"] = o.peak_rank;
+  j["peak_phase"] = o.peak_phase;
+  j["excess_bytes"] = o.excess_bytes;
+  if (o.status == Status::oom) {
+    j["error"] = o.error;
+    return j;
+  }
+  j["step_ms"] = o.step_ms;
+  j["mfu"] = o.mfu;
+  j["tokens_per_s"] = o.tokens_per_s;
+  j["dominant_phase"] = o.dominant_phase;
+  j["dominant_ms"] = o.dominant_ms;
+  return j;
+}
+
+nlohmann::json candidate_json(const Candidate& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int k = 0; k < kKnobCount; ++k)
+    j[knob_name(static_cast<Knob>(k))] = c.value(static_cast<Knob>(k));
+  return j;
+}
+
+nlohmann::json evaluated_json(const Evaluated& e, const SearchResult& r) {
+  nlohmann::json j = {{"knobs", candidate_json(e.candidate)},
+                      {"changes", describe_changes(e.candidate, r.start)},
+                      {"boundary_origin", r.space.boundary_origin.count(e.candidate.boundary)
+                                              ? r.space.boundary_origin.at(e.candidate.boundary)
+                                              : std::string()},
+                      {"outcome", outcome_json(e.outcome)},
+                      {"dominated", e.dominated}};
+  if (e.baseline) {
+    j["fsdp_adamw"] = outcome_json(*e.baseline);
+    if (e.baseline->status == Status::ok && e.outcome.status == Status::ok)
+      j["dmuon_vs_adamw"] = e.outcome.step_ms / e.baseline->step_ms;
+  }
+  return j;
+}
+
+// A YAML double-quoted scalar (JSON string escapes are valid YAML).
+std::string quoted(const std::string& s) {
+  return nlohmann::json(s).dump();
+}
+
+// "1.41x faster"; "0.4 % faster" under 10 %, with the projection's resolution under 2 %.
+std::string speedup_text(double ratio) {
+  if (ratio >= 1.1) return fmt::format("{:.2f}x faster", ratio);
+  std::string s = fmt::format("{:.1f} % faster", 100 * (ratio - 1));
+  if (ratio < 1.02) s += "; under 2 %: below what the projection resolves, the start is as good";
+  return s;
+}
+
+}  // namespace
+
+std::string advise_table(const AdviseContext& ctx, const SearchResult& r, int top) {
+  const auto& start = r.of(r.start);
+  const auto& best = r.of(r.best);
+  std::string s = fmt::format(
+      "# dmuon_advise (PROJECTED on machine {}, not measured): {}, world {}, dmuon; memory cap "
+      "{}\n",
+      ctx.machine->name, ctx.model, ctx.world,
+      ctx.capacity_gb > 0
+          ? fmt::format("{:g} GB per rank ({})", ctx.capacity_gb, ctx.capacity_source)
+          : std::string("none (the machine file has no memory_GB)"));
+  s += fmt::format(
+      "# searched {} candidates by coordinate descent ({} pass(es), {:.0f} s): {} out of memory, "
+      "{} rejected, {} dominated (another fits, is no slower and needs no more memory){}\n",
+      r.evaluated.size(), r.passes, r.wall_s, count_status(r, Status::oom),
+      count_status(r, Status::rejected), count_dominated(r),
+      r.time_limit_hit
+          ? fmt::format("; TIME LIMIT (--time-limit): {} candidate(s) and {} fsdp-adamw row(s) "
+                        "skipped, not searched",
+                        r.skipped, r.skipped_baselines)
+          : std::string());
+  s += "# D/A: DMuon step / fsdp-adamw step at the same knobs; dominant: the largest part of "
+       "the step\n";
+  s += fmt::format("# {:<6} {:>16} {:>7} {:>10} {:>8} {:>6} {:<24} {:>7} {:>6}  {}\n", "rank",
+                   "step ms", "MFU %", "tok/s/GPU", "mem GB", "D/A", "dominant", "sites", "idle",
+                   "changed against the start");
+  int i = 0;
+  for (const auto* e : ranked(r, top)) s += row(std::to_string(++i), *e, r.start, ctx.world);
+  s += row("start", start, r.start, ctx.world);
+  if (best.outcome.status != Status::ok) {
+    s += fmt::format("# no candidate fits: the closest is {} ({})\n",
+                     describe_changes(r.best, r.start), best.outcome.error);
+    return s;
+  }
+  s += fmt::format("# winner: {}", describe_changes(r.best, r.start));
+  if (start.outcome.status == Status::ok)
+    s += fmt::format(": {:.1f} ms against the start's {:.1f} ms ({})", best.outcome.step_ms,
+                     start.outcome.step_ms,
+                     speedup_text(start.outcome.step_ms / best.outcome.step_ms));
+  else
+    s += fmt::format(" (the start does not run: {})", start.outcome.error);
+  s += "\n";
+  return s;
+}
+
+nlohmann::json advise_json(const AdviseContext& ctx, const SearchResult& r, int top) {
+  nlohmann::json ranked_rows = nlohmann::json::array();
+  for (const auto* e : ranked(r, top)) ranked_rows.push_back(evaluated_json(*e, r));
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& e : r.evaluated) all.push_back(evaluated_json(e, r));
+  return {{"projected", true},
+          {"model", ctx.model},
+          {"machine", ctx.machine->name},
+          {"world_size", ctx.world},
+          {"method", "dmuon"},
+          {"memory_cap_GB", ctx.capacity_gb},
+          {"memory_cap_source", ctx.capacity_source},
+          {"passes", r.passes},
+          {"time_limit_hit", r.time_limit_hit},
+          {"skipped", r.skipped},
+          {"skipped_baselines", r.skipped_baselines},
+          {"wall_s", r.wall_s},
+          {"start", evaluated_json(r.of(r.start), r)},
+          {"winner", evaluated_json(r.of(r.best), r)},
+          {"winner_flags", candidate_flags(r.best)},
+          {"ranked", ranked_rows},
+          {"evaluated", all},
+          {"oom", count_status(r, Status::oom)},
+          {"rejected", count_status(r, Status::rejected)},
+          {"dominated", count_dominated(r)}};
+}
+
+std::string winner_config(const AdviseContext& ctx, const SearchResult& r) {
+  const auto& b = ctx.base->bench;
+  const auto& w = r.best;
+  const auto& o = r.of(w).outcome;
+  std::string s = fmt::format(
+      "# dmuon_advise winner for {} on {}, world {}: {}\n"
+      "# projected step {} ms, peak {:.3g} GB per rank; changed against the start: {}\n"
+      "# Project it: dmuon_project --config THIS --machine {} --world-size {}\n"
+      "# Run it:     mpirun -n N dmuon_bench --config THIS (replicate must divide N)\n",
+      ctx.model, ctx.machine->name, ctx.world, "dmuon",
+      o.status == Status::ok ? fmt::format("{:.1f}", o.step_ms) : std::string("-"),
+      static_cast<double>(o.peak_bytes) / 1e9, describe_changes(w, r.start), ctx.machine->name,
+      ctx.world);
+  if (!b.plan.topology_file.empty()) {
+    // Absolute: a config's paths are read from wherever the tool runs, not from the config.
+    s += fmt::format("topology_file: {}\n",
+                     quoted(std::filesystem::absolute(b.plan.topology_file).string()));
+  } else {
+    s += fmt::format("topology: {}\n", quoted(b.plan.topology));
+    if (!b.plan.preset.empty()) s += fmt::format("preset: {}\n", quoted(b.plan.preset));
+  }
+  const auto list = [&](const char* key, const std::vector<std::string>& items) {
+    if (items.empty()) return;
+    s += fmt::format("{}:\n", key);
+    for (const auto& item : items) s += fmt::format("  - {}\n", quoted(item));
+  };
+  list("set", b.plan.sets);
+  if (!b.plan.dedicate.empty()) s += fmt::format("dedicate: {}\n", quoted(b.plan.dedicate));
+  list("route", b.plan.routes);
+  s += fmt::format("boundary:\n  - {{spec: {}, strict: true}}\n", quoted(w.boundary));
+  s += fmt::format("method: [dmuon]\nowner_strategy: {}\ncost_model: {}\nreplicate: {}\n",
+                   quoted(w.owner_strategy), quoted(w.cost_model), w.replicate);
+  if (w.pack_threshold == 0)
+    s += "no_pack: true\n";
+  else
+    s += fmt::format("pack_threshold: {}\n", w.pack_threshold);
+  if (b.plan.max_owners_per_group > 0)
+    s += fmt::format("max_owners_per_group: {}\n", b.plan.max_owners_per_group);
+  if (b.plan.no_column_balance) s += "no_column_balance: true\n";
+  s += fmt::format("reshard: {}\nprefetch: {}\ncomm_dtype: {}\n", quoted(w.reshard), w.prefetch,
+                   quoted(w.comm_dtype));
+  s += fmt::format("grad_reduce: {}\nns: {}\nns_dtype: {}\noptimizer_pipeline: {}\n",
+                   quoted(b.grad_reduce), quoted(b.ns), quoted(b.ns_dtype),
+                   quoted(b.optimizer_pipeline));
+  if (b.clip_norm_given) s += fmt::format("clip_norm: {}\n", quoted(b.clip_norm));
+  if (!b.clip_norm_type.empty()) s += fmt::format("clip_norm_type: {}\n", quoted(b.clip_norm_type));
+  if (b.accum_given) s += fmt::format("accum: {}\n", quoted(b.accum));
+  if (b.seq_len > 0) {
+    s += fmt::format("seq_len: {}\nmicro_batch: {}\nac: {}\nflops: {}\nfusion: {}\n", b.seq_len,
+                     b.micro_batch, quoted(w.ac), quoted(b.flops), quoted(b.fusion));
+    if (!b.compute_dtype.empty()) s += fmt::format("compute_dtype: {}\n", quoted(b.compute_dtype));
+  } else if (b.engine.step.global_tokens > 0) {
+    s += fmt::format("global_tokens: {}\n", b.engine.step.global_tokens);
+  } else {
+    s += fmt::format("tokens: {}\n", b.engine.step.tokens);
+  }
+  return s;
+}
+
+}  // namespace dmuon::apps::advise

@@ -1,0 +1,137 @@
+#include "advise/evaluator.hpp"
+
+#include <fmt/format.h>
+
+#include "common/plan_options.hpp"
+#include "dmuon/base/error.hpp"
+#include "dmuon/engine/step/phase.hpp"
+#include "dmuon/plan/plan.hpp"
+#include "dmuon/project/projection.hpp"
+#include "project/projection_setup.hpp"
+
+namespace dmuon::apps::advise {
+namespace {
+
+// The parts of a step that do not overlap one another: the largest names what to fix.
+constexpr engine::Phase kStepParts[] = {
+    engine::Phase::forward_compute, engine::Phase::backward_compute, engine::Phase::optimizer_ns,
+    engine::Phase::optimizer_other, engine::Phase::exposed_comm,     engine::Phase::step_sync};
+
+// The invocation's bench options with the candidate's knobs, as the flags would set them.
+bench::BenchOptions options_for(const project::ProjectOptions& base, const Candidate& c,
+                                engine::Method method) {
+  auto b = base.bench;
+  b.boundaries = {"strict:" + c.boundary};
+  b.owner_strategies = {c.owner_strategy};
+  b.methods = {engine::method_name(method)};
+  b.plan.cost_model = c.cost_model;
+  b.plan.replicate = c.replicate;
+  b.reshard = c.reshard;
+  b.engine.step.prefetch = c.prefetch;
+  b.comm_dtype = c.comm_dtype;
+  b.plan.no_pack = c.pack_threshold == 0;
+  if (c.pack_threshold > 0) b.plan.pack_threshold = c.pack_threshold;
+  b.ac = c.ac;
+  return b;
+}
+
+// The plan options of the candidate's dmuon row (a strict boundary).
+PlanOptions plan_options_for(const bench::BenchOptions& b, const Candidate& c) {
+  auto po = b.plan;
+  po.boundary = c.boundary;
+  po.lenient = false;
+  po.owner_strategy = c.owner_strategy;
+  po.reshard = plan::parse_reshard(c.reshard);
+  return po;
+}
+
+}  // namespace
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::ok: return "ok";
+    case Status::oom: return "oom";
+    case Status::rejected: return "rejected";
+  }
+  return "?";
+}
+
+Evaluator::Evaluator(const project::ProjectOptions& base, const model::Topology& topo,
+                     const dmuon::project::Machine& machine, int world, double capacity_gb)
+    : base_(base), topo_(topo), machine_(machine), world_(world), capacity_gb_(capacity_gb) {}
+
+bool Evaluator::known(const Candidate& c, engine::Method method) const {
+  return cache_.count(c.key() + engine::method_name(method)) > 0;
+}
+
+const Outcome& Evaluator::evaluate(const Candidate& c, engine::Method method) {
+  const std::string key = c.key() + engine::method_name(method);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) it = cache_.emplace(key, project_candidate(c, method)).first;
+  return it->second;
+}
+
+int Evaluator::plan_sites(const Candidate& c) {
+  // Sites depend on the boundary and the reshard mode only (owners do not move them): one plan
+  // per pair, with the start's other knobs.
+  const std::string key = c.boundary + ";" + c.reshard;
+  if (auto it = sites_.find(key); it != sites_.end()) return it->second;
+  const auto b = options_for(base_, c, engine::Method::dmuon);
+  int sites = 0;
+  try {
+    sites = static_cast<int>(
+        plan::make_plan(topo_.tree, make_plan_config(plan_options_for(b, c), topo_, world_))
+            .hooks.sites.size());
+  } catch (const InputError&) {
+    sites = 0;  // cannot be planned: its evaluation is quick
+  }
+  sites_[key] = sites;
+  return sites;
+}
+
+Outcome Evaluator::project_candidate(const Candidate& c, engine::Method method) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Outcome out;
+  auto b = options_for(base_, c, method);
+  try {
+    bench::resolve_engine_options(b);
+    engine::validate(b.engine, world_);
+    const auto config = make_plan_config(plan_options_for(b, c), topo_, world_);
+    const auto plan = plan::make_plan(topo_.tree, config);
+    out.sites = static_cast<int>(plan.hooks.sites.size());
+    sites_[c.boundary + ";" + c.reshard] = out.sites;
+    out.idle_ranks = plan.partition.empty_slots;
+    out.suggested_boundary = plan.report.suggested_boundary;
+    auto setup = project::make_projection_setup(b, topo_, machine_, base_.symmetry_resolved);
+    setup.options.engine.step.method = method;
+    ++projections_;
+    const auto p = dmuon::project::project(topo_.tree, plan, machine_, setup.options);
+    const auto& ms = p.result.phases_ms;
+    out.step_ms = ms[static_cast<std::size_t>(engine::Phase::step)];
+    out.mfu = p.mfu;
+    out.tokens_per_s = p.tokens_per_s;
+    out.peak_bytes = p.memory.peak();
+    out.peak_rank = p.memory.rank;
+    out.peak_phase = dmuon::project::memory_phase_name(p.memory.peak_phase());
+    out.excess_bytes = dmuon::project::excess_bytes(p.memory, capacity_gb_);
+    for (const auto phase : kStepParts) {
+      if (ms[static_cast<std::size_t>(phase)] <= out.dominant_ms) continue;
+      out.dominant_ms = ms[static_cast<std::size_t>(phase)];
+      out.dominant_phase = engine::phase_name(phase);
+    }
+    out.status = out.excess_bytes > 0 ? Status::oom : Status::ok;
+    if (out.status == Status::oom)
+      out.error = fmt::format("peak {:.1f} GB per rank (rank {}, {}) over the cap by {:.1f} GB",
+                              static_cast<double>(out.peak_bytes) / 1e9, out.peak_rank,
+                              out.peak_phase, static_cast<double>(out.excess_bytes) / 1e9);
+  } catch (const InputError& e) {
+    // A choice this model or world cannot run (a strict boundary missing parameters, a
+    // replicate size the TP group does not divide): not a candidate, and said why.
+    out.status = Status::rejected;
+    out.error = e.what();
+  }
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace dmuon::apps::advise

@@ -1,0 +1,272 @@
+#include "advise/search.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "common/plan_options.hpp"
+#include "dmuon/boundary/degradation.hpp"
+
+namespace dmuon::apps::advise {
+namespace {
+
+// Status order: fitting runs first, then out-of-memory ones, then those that cannot run.
+int status_rank(Status s) {
+  return s == Status::ok ? 0 : s == Status::oom ? 1 : 2;
+}
+
+// Divisors R of the world that leave a whole TP group per replica (world = R x G x T). A
+// world with very many divisors keeps the powers of two and the start's R.
+std::vector<std::string> replicate_values(int world, int tp, int start) {
+  std::vector<int> all;
+  for (int r = 1; r <= world; ++r)
+    if (world % r == 0 && (world / r) % tp == 0) all.push_back(r);
+  std::vector<std::string> out;
+  for (int r : all)
+    if (all.size() <= 16 || (r & (r - 1)) == 0 || r == start) out.push_back(std::to_string(r));
+  return out;
+}
+
+// Module types that repeat and hold parameters below them: the per-layer, per-block and
+// per-expert units a `types:` boundary can name (containers and leaves excluded), most
+// frequent first, at most 8.
+std::vector<std::string> repeated_unit_types(const model::ModuleTree& tree) {
+  std::map<std::string, int> count;
+  for (const auto& m : tree.modules())
+    if (!m.path.empty() && !m.children.empty() && !boundary::is_container_type(m.type))
+      ++count[m.type];
+  std::vector<std::pair<int, std::string>> types;
+  for (const auto& [type, n] : count)
+    if (n >= 2) types.emplace_back(-n, type);
+  std::sort(types.begin(), types.end());
+  std::vector<std::string> out;
+  for (const auto& t : types)
+    if (out.size() < 8) out.push_back(t.second);
+  return out;
+}
+
+int changed_knobs(const Candidate& c, const Candidate& start) {
+  int n = 0;
+  for (int k = 0; k < kKnobCount; ++k)
+    n += c.value(static_cast<Knob>(k)) != start.value(static_cast<Knob>(k));
+  return n;
+}
+
+void add_value(std::vector<std::string>& list, const std::string& v) {
+  if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
+}
+
+}  // namespace
+
+void SearchSpace::add_boundary(const std::string& spec, const std::string& origin) {
+  if (spec.empty() || boundary_origin.count(spec)) return;
+  boundary_origin[spec] = origin;
+  values[static_cast<int>(Knob::boundary)].push_back(spec);
+}
+
+SearchSpace make_search_space(const model::Topology& topo, const Candidate& start, int world,
+                              int tp, bool activations) {
+  SearchSpace s;
+  s.add_boundary(start.boundary, "start");
+  s.add_boundary("default", "default");
+  if (!topo.recommended_boundary.empty()) s.add_boundary(topo.recommended_boundary, "recommended");
+  for (const auto& type : repeated_unit_types(topo.tree))
+    s.add_boundary("types:" + type, "type " + type);
+  auto& v = s.values;
+  v[static_cast<int>(Knob::replicate)] = replicate_values(world, tp, start.replicate);
+  v[static_cast<int>(Knob::reshard)] = {"z3", "z2"};
+  v[static_cast<int>(Knob::prefetch)] = {"0", "1", "2", "4"};
+  v[static_cast<int>(Knob::comm_dtype)] = {"fp32", "bf16"};
+  v[static_cast<int>(Knob::owner_strategy)] = {"lpt", "lpt_refine", "round_robin"};
+  v[static_cast<int>(Knob::cost_model)] = {"optimizer", "numel"};
+  v[static_cast<int>(Knob::pack_threshold)] = {"no-pack", "1000000", "5000000", "20000000"};
+  if (activations) v[static_cast<int>(Knob::ac)] = {"none", "selective", "full"};
+  // The start's own values are always in (a value of the user's outside these lists; --ac
+  // without --seq-len: only the start's "none").
+  for (int k = 0; k < kKnobCount; ++k)
+    if (static_cast<Knob>(k) != Knob::boundary) add_value(v[k], start.value(static_cast<Knob>(k)));
+  return s;
+}
+
+bool better(const Outcome& a, const Outcome& b) {
+  if (status_rank(a.status) != status_rank(b.status))
+    return status_rank(a.status) < status_rank(b.status);
+  if (a.status == Status::ok) return a.step_ms < b.step_ms;
+  if (a.status == Status::oom) return a.excess_bytes < b.excess_bytes;
+  return false;
+}
+
+const Evaluated& SearchResult::of(const Candidate& c) const {
+  for (const auto& e : evaluated)
+    if (e.candidate.key() == c.key()) return e;
+  throw std::logic_error("advise: candidate not evaluated: " + c.key());
+}
+
+Evaluated& SearchResult::of(const Candidate& c) {
+  return const_cast<Evaluated&>(static_cast<const SearchResult&>(*this).of(c));
+}
+
+namespace {
+
+class Descent {
+ public:
+  Descent(Evaluator& ev, const SearchOptions& o, SearchResult& r)
+      : ev_(ev), o_(o), r_(r), t0_(std::chrono::steady_clock::now()) {}
+
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+  // Whether a projection like `c` would still end within the limit. Its cost is estimated as
+  // a + b * sites: a, the quickest projection so far (the fixed cost at this world), b, the
+  // most any projection took per site beyond it (projection time grows with world x sites).
+  // Before a fine boundary has run, b is 0: the first one may overrun the limit once.
+  bool affordable(const Candidate& c) {
+    if (fixed_s_ < 0) return true;
+    const int sites = std::max(1, ev_.plan_sites(c));
+    return elapsed() + fixed_s_ + per_site_s_ * sites <= o_.time_limit_s;
+  }
+
+  void learn_cost(const Outcome& out) {
+    if (out.status == Status::rejected) return;
+    fixed_s_ = fixed_s_ < 0 ? out.wall_s : std::min(fixed_s_, out.wall_s);
+    for (const auto& e : r_.evaluated)
+      if (e.outcome.status != Status::rejected)
+        per_site_s_ = std::max(
+            per_site_s_, std::max(0.0, e.outcome.wall_s - fixed_s_) / std::max(1, e.outcome.sites));
+  }
+
+  // Projects `c` (once); false when it would overrun the time limit (skipped, counted).
+  bool visit(const Candidate& c) {
+    if (ev_.known(c)) return true;
+    if (!affordable(c)) {
+      r_.time_limit_hit = true;
+      ++r_.skipped;
+      return false;
+    }
+    const Outcome& out = ev_.evaluate(c);
+    r_.evaluated.push_back({c, out, std::nullopt, false});
+    learn_cost(out);
+    if (!out.suggested_boundary.empty()) r_.space.add_boundary(out.suggested_boundary, "suggested");
+    if (o_.progress) {
+      const auto& best = ev_.evaluate(r_.best);
+      o_.progress(fmt::format("advise: {} projected, best {} ({}), {:.0f} s of {:g} s",
+                              r_.evaluated.size(),
+                              best.status == Status::ok ? fmt::format("{:.1f} ms", best.step_ms)
+                                                        : std::string(status_name(best.status)),
+                              describe_changes(r_.best, r_.start), elapsed(), o_.time_limit_s));
+    }
+    return true;
+  }
+
+  // Better, or as good with fewer knobs changed against the start (the simpler advice).
+  bool preferred(const Candidate& a, const Candidate& b) {
+    const Outcome& oa = ev_.evaluate(a);
+    const Outcome& ob = ev_.evaluate(b);
+    if (better(oa, ob)) return true;
+    if (better(ob, oa) || oa.status != ob.status) return false;
+    return oa.peak_bytes <= ob.peak_bytes &&
+           changed_knobs(a, r_.start) < changed_knobs(b, r_.start);
+  }
+
+  // One knob with the others at the best so far; true when the best changed.
+  bool sweep_knob(Knob k) {
+    const Candidate base = r_.best;
+    bool changed = false;
+    // The list can grow while it is swept (boundary suggestions): index, not iterators.
+    for (std::size_t i = 0; i < r_.space.of(k).size(); ++i) {
+      const Candidate c = base.with(k, r_.space.of(k)[i]);
+      if (!visit(c)) continue;
+      if (preferred(c, r_.best)) {
+        r_.best = c;
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
+  void run() {
+    r_.best = r_.start;
+    if (!visit(r_.start)) return;
+    for (r_.passes = 1; r_.passes <= o_.max_passes; ++r_.passes) {
+      bool changed = false;
+      for (int k = 0; k < kKnobCount; ++k) changed = sweep_knob(static_cast<Knob>(k)) || changed;
+      if (!changed) break;
+    }
+    r_.passes = std::min(r_.passes, o_.max_passes);
+  }
+
+  // fsdp-adamw at the knobs of the start and of the best rows (DMuon against AdamW).
+  void baselines() {
+    std::vector<Evaluated*> rows = {&r_.of(r_.start)};
+    for (const auto* e : ranked(r_, o_.baselines)) rows.push_back(&r_.of(e->candidate));
+    for (auto* e : rows) {
+      if (e->baseline || e->outcome.status == Status::rejected) continue;
+      if (!affordable(e->candidate)) {
+        r_.time_limit_hit = true;
+        ++r_.skipped_baselines;
+        continue;
+      }
+      e->baseline = ev_.evaluate(e->candidate, engine::Method::fsdp_adamw);
+    }
+  }
+
+ private:
+  Evaluator& ev_;
+  const SearchOptions& o_;
+  SearchResult& r_;
+  std::chrono::steady_clock::time_point t0_;
+  double fixed_s_ = -1;  // < 0: nothing projected yet
+  double per_site_s_ = 0;
+};
+
+// Dominated: another fitting candidate is no slower and needs no more memory, and is strictly
+// better in one of the two, or equal in both with fewer knobs changed (ties show once).
+void mark_dominated(SearchResult& r) {
+  for (auto& a : r.evaluated) {
+    if (a.outcome.status != Status::ok) continue;
+    for (const auto& b : r.evaluated) {
+      if (&a == &b || b.outcome.status != Status::ok) continue;
+      const bool no_worse =
+          b.outcome.step_ms <= a.outcome.step_ms && b.outcome.peak_bytes <= a.outcome.peak_bytes;
+      const bool strictly =
+          b.outcome.step_ms < a.outcome.step_ms || b.outcome.peak_bytes < a.outcome.peak_bytes;
+      const int ca = changed_knobs(a.candidate, r.start), cb = changed_knobs(b.candidate, r.start);
+      const bool simpler_tie = cb < ca || (cb == ca && &b < &a);
+      if (no_worse && (strictly || simpler_tie)) {
+        a.dominated = true;
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+SearchResult search(Evaluator& evaluator, const Candidate& start, SearchSpace space,
+                    const SearchOptions& options) {
+  SearchResult r;
+  r.start = start;
+  r.space = std::move(space);
+  Descent d(evaluator, options, r);
+  d.run();
+  mark_dominated(r);
+  d.baselines();
+  r.wall_s = d.elapsed();
+  return r;
+}
+
+std::vector<const Evaluated*> ranked(const SearchResult& r, int top) {
+  std::vector<const Evaluated*> out;
+  for (const auto& e : r.evaluated)
+    if (e.outcome.status == Status::ok && !e.dominated) out.push_back(&e);
+  std::stable_sort(out.begin(), out.end(), [](const Evaluated* a, const Evaluated* b) {
+    return a->outcome.step_ms < b->outcome.step_ms;
+  });
+  if (static_cast<int>(out.size()) > top) out.resize(static_cast<std::size_t>(top));
+  return out;
+}
+
+}  // namespace dmuon::apps::advise

@@ -1,0 +1,82 @@
+#pragma once
+// The advisor's search: coordinate descent over the knobs of candidate.hpp from the
+// invocation's own choices. Each pass visits the knobs in order and, with the others fixed at
+// the best so far, projects every value of one knob and keeps the best; passes repeat until
+// one changes nothing. Best = fits the memory cap, then the shortest projected step; while
+// nothing fits, the smallest excess. The knobs interact (a finer boundary balances owners,
+// which changes what R and Z2 cost), hence the repeated passes; a full grid would be the
+// product of every list (millions of projections for a large world).
+//
+// Boundaries searched: the start's, the default heuristic, the topology's recommended one,
+// `types:T` for every repeated non-container module type (per-layer, per-block, per-expert
+// predicates: coarser and finer), and every suggestion the degradation detector makes for a
+// plan the search builds. A time limit skips every projection that would overrun it (its
+// cost estimated from the plan's sites); the result counts them.
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "advise/candidate.hpp"
+#include "advise/evaluator.hpp"
+#include "dmuon/model/topology.hpp"
+
+namespace dmuon::apps::advise {
+
+/// The values each knob may take.
+struct SearchSpace {
+  std::vector<std::string> values[kKnobCount];
+  /// Boundary spec -> where it came from ("default", "recommended", "suggested", "type X").
+  std::map<std::string, std::string> boundary_origin;
+  const std::vector<std::string>& of(Knob k) const { return values[static_cast<int>(k)]; }
+  /// Adds a boundary spec (once); `origin` says where it came from.
+  void add_boundary(const std::string& spec, const std::string& origin);
+};
+
+/// The space around `start` for `topo` on `world` ranks with TP group `tp`; `activations`:
+/// the run has a step work (--seq-len), so --ac is a knob.
+SearchSpace make_search_space(const model::Topology& topo, const Candidate& start, int world,
+                              int tp, bool activations);
+
+struct Evaluated {
+  Candidate candidate;
+  Outcome outcome;
+  std::optional<Outcome> baseline;  ///< fsdp-adamw at the same knobs, when projected
+  bool dominated = false;  ///< another fitting candidate is no slower and needs no more memory
+};
+
+struct SearchResult {
+  Candidate start;
+  Candidate best;
+  std::vector<Evaluated> evaluated;  ///< every distinct candidate, in the order projected
+  int passes = 0;
+  bool time_limit_hit = false;
+  int skipped = 0;            ///< candidates not projected: they would overrun the time limit
+  int skipped_baselines = 0;  ///< fsdp-adamw rows not projected for the same reason
+  double wall_s = 0;
+  SearchSpace space;
+  /// The evaluated entry of `c` (std::logic_error when it was not projected).
+  const Evaluated& of(const Candidate& c) const;
+  Evaluated& of(const Candidate& c);
+};
+
+struct SearchOptions {
+  int max_passes = 3;
+  double time_limit_s = 180;
+  int baselines = 5;  ///< fsdp-adamw projected for the best this many rows (and the start)
+  /// Called after every projection with a one-line state ("12 projected, best ...").
+  std::function<void(const std::string&)> progress;
+};
+
+/// True when `a` is a better outcome than `b` (fits, then faster; else less excess).
+bool better(const Outcome& a, const Outcome& b);
+
+SearchResult search(Evaluator& evaluator, const Candidate& start, SearchSpace space,
+                    const SearchOptions& options);
+
+/// The fitting, non-dominated candidates, fastest first (at most `top`), for the table.
+std::vector<const Evaluated*> ranked(const SearchResult& r, int top);
+
+}  // namespace dmuon::apps::advise

@@ -1,0 +1,36 @@
+#include "project/projection_setup.hpp"
+
+#include <fmt/format.h>
+
+#include "dmuon/project/op_cost.hpp"
+#include "dmuon/work/flop_convention.hpp"
+#include "dmuon/work/throughput.hpp"
+
+namespace dmuon::apps::project {
+
+ProjectionSetup make_projection_setup(bench::BenchOptions& b, const model::Topology& topo,
+                                      const dmuon::project::Machine& machine,
+                                      dmuon::project::Symmetry symmetry) {
+  ProjectionSetup s;
+  // --seq-len: the model's activation work, in the machine's compute type, and the FLOPs MFU
+  // and HFU count.
+  const kernels::Dtype compute = dmuon::project::compute_type(machine, b.engine.step);
+  s.step_work = bench::attach_step_work(b, topo, compute);
+  auto& po = s.options;
+  po.engine = b.engine;
+  po.symmetry = symmetry;
+  if (!s.step_work) return s;
+  if (!s.step_work->note.empty()) s.notes.push_back(s.step_work->note);
+  for (const auto& n : s.step_work->not_modelled) s.notes.push_back("not modelled: " + n);
+  const auto flops = work::model_flops_per_token(topo, b.seq_len);
+  if (flops.has_geometry || b.flops_resolved == work::FlopConvention::six_n)
+    po.model_flops_per_token = flops.of(b.flops_resolved);
+  else
+    s.flops_note = fmt::format("--flops {} needs a model geometry: MFU counts 6N", b.flops);
+  po.hardware_flops_per_token = work::hardware_flops_per_token(*s.step_work);
+  po.activations = dmuon::project::activation_memory(*s.step_work);
+  if (!s.flops_note.empty()) s.notes.push_back(s.flops_note);
+  return s;
+}
+
+}  // namespace dmuon::apps::project

@@ -1,0 +1,32 @@
+#pragma once
+// What a projection needs besides the plan, from the bench options of one invocation: the
+// engine options, the step's activation work at the machine's compute type (--seq-len), the
+// FLOPs MFU and HFU count under --flops, and the notes the output shows. Shared by
+// dmuon_project and dmuon_advise, so the advisor's figures are the projection's.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/bench_options.hpp"
+#include "dmuon/model/topology.hpp"
+#include "dmuon/project/machine_model.hpp"
+#include "dmuon/project/projection.hpp"
+#include "dmuon/work/step_work.hpp"
+
+namespace dmuon::apps::project {
+
+struct ProjectionSetup {
+  dmuon::project::ProjectionOptions options;
+  std::optional<work::StepWork> step_work;  ///< nullopt without --seq-len
+  std::vector<std::string> notes;           ///< "# note:" lines (what the work leaves out)
+  std::string flops_note;                   ///< --flops asked for a geometry the model lacks
+};
+
+/// For resolved bench options `b` (resolve_engine_options has run); sets the step's activation
+/// work in b.engine as attach_step_work does.
+ProjectionSetup make_projection_setup(bench::BenchOptions& b, const model::Topology& topo,
+                                      const dmuon::project::Machine& machine,
+                                      dmuon::project::Symmetry symmetry);
+
+}  // namespace dmuon::apps::project

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""dmuon_advise on models where the best choice is known without the advisor.
+
+  idle      a model whose default layout leaves 7 of 8 owners idle (every matrix packed into one
+            unit on rank 0: no layers.N / blocks.N key): the winner uses every owner and is
+            faster than the start.
+  hsdp      llama3-8b on 32 nodes of h100-ndr (NVLink inside a node, NDR between): flat FSDP
+            all-gathers over the slow fabric every layer; the winner keeps the all-gathers on
+            NVLink (HSDP, R > 1 with G dividing a node's 8 ranks).
+  memcap    the uncapped winner runs Z2 (gathered weights kept from forward to backward: faster,
+            more memory); with a cap between its peak and the Z3 peak, the winner is Z3 and
+            fits the cap, and no over-cap candidate is ranked.
+  config    the winner's config file reproduces the winner's projected step in dmuon_project
+            and is accepted by dmuon_bench.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+
+def run(cmd, expect_rc=0):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if p.returncode != expect_rc:
+        sys.exit(f"FAILED: {' '.join(cmd)} exited {p.returncode} (expected {expect_rc})\n"
+                 f"{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+    return p
+
+
+def advise(args, extra):
+    p = run([args.advise, "--json"] + extra)
+    return json.loads(p.stdout)
+
+
+def check(cond, msg):
+    if not cond:
+        sys.exit("FAILED: " + msg)
+
+
+def case_idle(args):
+    topo = os.path.join(args.data, "unnamed_blocks.json")
+    j = advise(args, ["--topology-file", topo, "--machine", "h100-ndr", "--world-size", "8"])
+    start, win = j["start"]["outcome"], j["winner"]["outcome"]
+    check(start["idle_ranks"] == 7, f"start should leave 7 ranks idle, got {start['idle_ranks']}")
+    check(win["status"] == "ok" and win["idle_ranks"] == 0,
+          f"winner should use every owner, got {win}")
+    check(win["step_ms"] < start["step_ms"],
+          f"winner {win['step_ms']} ms not faster than start {start['step_ms']} ms")
+    steps = [r["outcome"]["step_ms"] for r in j["ranked"]]
+    check(steps == sorted(steps), f"ranked rows not fastest first: {steps}")
+    check(j["ranked"][0]["knobs"] == j["winner"]["knobs"], "first ranked row is not the winner")
+    print(f"idle: start {start['step_ms']:.2f} ms (7 idle) -> {win['step_ms']:.2f} ms "
+          f"({j['winner']['changes']})")
+
+
+def case_hsdp(args):
+    j = advise(args, ["--topology", "llm", "--preset", "llama3-8b", "--machine", "h100-ndr",
+                      "--world-size", "256", "--comm-dtype", "bf16"])
+    knobs = j["winner"]["knobs"]
+    r = int(knobs["replicate"])
+    g = 256 // r
+    check(r > 1, f"flat FSDP (R=1) won on 32 nodes: {j['winner']['changes']}")
+    check(8 % g == 0, f"winner's shard group G={g} spans nodes of 8 ranks")
+    print(f"hsdp: winner R={r} x G={g} ({j['winner']['changes']}), "
+          f"{j['winner']['outcome']['step_ms']:.1f} ms vs start {j['start']['outcome']['step_ms']:.1f}")
+
+
+def case_memcap(args):
+    base = ["--topology", "llm", "--preset", "llama3-8b", "--machine", "h100-ndr",
+            "--world-size", "64", "--seq-len", "8192", "--micro-batch", "1", "--comm-dtype",
+            "bf16"]
+    free = advise(args, base)
+    check(free["winner"]["knobs"]["reshard"] == "z2",
+          f"uncapped winner should run z2: {free['winner']['changes']}")
+    z2_peak = free["winner"]["outcome"]["peak_GB"]
+    z3 = [e for e in free["evaluated"]
+          if e["outcome"]["status"] == "ok" and e["knobs"]["reshard"] == "z3"]
+    z3_peak = min(e["outcome"]["peak_GB"] for e in z3)
+    check(z3_peak < z2_peak, f"z3 peak {z3_peak} not below z2's {z2_peak}")
+    cap = (z3_peak + z2_peak) / 2
+    capped = advise(args, base + [f"--memory-cap={cap}"])
+    win = capped["winner"]
+    check(win["outcome"]["status"] == "ok" and win["outcome"]["peak_GB"] <= cap,
+          f"capped winner does not fit {cap} GB: {win['outcome']}")
+    check(capped["memory_cap_GB"] == cap and capped["memory_cap_source"] == "--memory-cap",
+          "cap not applied")
+    for row in capped["ranked"]:
+        check(row["outcome"]["peak_GB"] <= cap, f"ranked row over the cap: {row['outcome']}")
+    check(capped["oom"] > 0, "no candidate was pruned as out of memory under the cap")
+    check(win["knobs"]["reshard"] == "z3" or win["outcome"]["peak_GB"] <= cap,
+          "capped winner is neither z3 nor within the cap")
+    print(f"memcap: uncapped z2 {z2_peak:.1f} GB; cap {cap:.1f} GB -> winner "
+          f"{win['knobs']['reshard']} {win['outcome']['peak_GB']:.1f} GB "
+          f"({capped['oom']} pruned oom)")
+
+
+def case_config(args):
+    os.makedirs(args.workdir, exist_ok=True)
+    cfg = os.path.join(args.workdir, "winner.yaml")
+    if os.path.exists(cfg):
+        os.remove(cfg)
+    topo = os.path.join(args.data, "unnamed_blocks.json")
+    common = ["--machine", "h100-ndr", "--world-size", "8"]
+    j = advise(args, ["--topology-file", topo, "--write-config", cfg] + common)
+    check(os.path.exists(cfg), "no config written")
+    p = run([args.project, "--config", cfg, "--json"] + common)
+    proj = json.loads(p.stdout)
+    check(len(proj["runs"]) == 1, f"the config projects {len(proj['runs'])} rows, expected 1")
+    want = j["winner"]["outcome"]["step_ms"]
+    got = proj["runs"][0]["step_ms"]
+    check(abs(got - want) <= 1e-9 * max(1.0, want),
+          f"dmuon_project --config gives {got} ms, the advisor {want} ms")
+    # dmuon_bench accepts every key (one rank; R forced to 1, no compute).
+    run([args.mpiexec, args.npflag, "1", args.bench, "--config", cfg, "--replicate", "1",
+         "--steps", "1", "--warmup", "0", "--compute", "none", "--tokens", "2"])
+    print(f"config: dmuon_project reproduces {want:.4f} ms; dmuon_bench accepts the file")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=["idle", "hsdp", "memcap", "config"])
+    ap.add_argument("--advise", required=True)
+    ap.add_argument("--project")
+    ap.add_argument("--bench")
+    ap.add_argument("--mpiexec", default="mpiexec")
+    ap.add_argument("--npflag", default="-n")
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--workdir", default="advise_work")
+    args = ap.parse_args()
+    globals()["case_" + args.case](args)
+    print(f"OK: advise {args.case}")
+
+
+if __name__ == "__main__":
+    main()
