@@ -1,6 +1,8 @@
 # install() rules: the tools (bin/), the scripts and the shipped configs (share/dmuon/), the
-# libraries with their headers, and an exported package so another CMake project can
+# libraries with their headers (all under include/dmuon/), and an exported package so another
+# CMake project (C++ only is enough) can
 #   find_package(dmuon REQUIRED)   target_link_libraries(app PRIVATE dmuon::dmuon)
+#   #include "dmuon/plan/plan.hpp"   #include "dmuon/kernels/newton_schulz.hpp"
 # The tools find the configs relative to themselves (<bin>/../share/dmuon/configs), so the
 # installed tree works wherever it is put. `cmake --install build --prefix DIR`.
 include(CMakePackageConfigHelpers)
@@ -35,18 +37,32 @@ set(_export dmuon dmuon_kernels dmuon_warnings dmuon_kokkoskernels)
 if(TARGET dmuon_nccl)
   list(APPEND _export dmuon_nccl)
 endif()
+# The exported targets' include directory is include/ alone (their INSTALL_INTERFACE), under
+# which every public header sits in dmuon/: the library's areas and the kernels' API
+# (include/dmuon/kernels/, whose "kernels/..." includes the staging spells "dmuon/kernels/...").
 install(TARGETS ${_export} EXPORT dmuonTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
-        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(DIRECTORY src/dmuon DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev
-        FILES_MATCHING PATTERN "*.hpp")
-install(FILES ${PROJECT_BINARY_DIR}/generated/dmuon/base/build_info.hpp
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dmuon/base COMPONENT dev)
-install(DIRECTORY kernels/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kernels COMPONENT dev
-        FILES_MATCHING PATTERN "*.hpp" PATTERN "host" EXCLUDE PATTERN "standalone" EXCLUDE)
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
+set(_stage ${PROJECT_BINARY_DIR}/install_headers)
+install(CODE "include(\"${PROJECT_SOURCE_DIR}/cmake/DmuonStageHeaders.cmake\")
+dmuon_stage_headers(\"${PROJECT_SOURCE_DIR}\" \"${PROJECT_BINARY_DIR}/generated\" \"${_stage}\")"
+        COMPONENT dev)
+install(DIRECTORY ${_stage}/dmuon DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
 install(EXPORT dmuonTargets NAMESPACE dmuon:: DESTINATION ${DMUON_INSTALL_CMAKEDIR}
         COMPONENT dev)
+# A C++-only consumer cannot run FindHDF5 for the C library (it test-compiles a .c file): the
+# package config then defines HDF5::HDF5 as this configure found it.
+set(DMUON_HDF5_TARGET OFF)
+if(TARGET HDF5::HDF5)
+  set(DMUON_HDF5_TARGET ON)
+  foreach(_p INCLUDE_DIRECTORIES LINK_LIBRARIES COMPILE_DEFINITIONS)
+    get_target_property(_v HDF5::HDF5 INTERFACE_${_p})
+    if(NOT _v)
+      set(_v "")
+    endif()
+    set(DMUON_HDF5_${_p} "${_v}")
+  endforeach()
+endif()
 configure_package_config_file(cmake/dmuonConfig.cmake.in
   ${PROJECT_BINARY_DIR}/dmuonConfig.cmake INSTALL_DESTINATION ${DMUON_INSTALL_CMAKEDIR})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/dmuonConfigVersion.cmake

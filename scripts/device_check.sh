@@ -49,7 +49,7 @@ travel_bytes() {
 
 prepare() {
   local build="${DMUON_BUILD_DIR:-$root/build}"
-  local tool="$build/bin/dmuon_device_engine_check"
+  local tool="$build/tests/bin/dmuon_device_engine_check"  # a test helper: tests/bin, not bin/
   if [[ ! -x "$tool" ]]; then
     echo "device_check --prepare: $tool is missing: run ./scripts/setup.sh first" >&2
     return 2

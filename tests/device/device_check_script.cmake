@@ -3,7 +3,8 @@
 # configures and builds tests/device (the build device_standalone_build made, so nothing is
 # recompiled), finds no GPU, exits 77, and leaves its logs and one-screen summary in $OUT with
 # stage limits that sum to at most 480 s.
-# -DSCRIPT= -DMAIN_BUILD= -DSTANDALONE_BUILD= -DDEPS= -DNCCL= -DWORK=
+# -DSCRIPT= -DMAIN_BUILD= -DENGINE_CHECK=<the main build's dmuon_device_engine_check>
+# -DSTANDALONE_BUILD= -DDEPS= -DNCCL= -DWORK=
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK}/out)
 
@@ -23,7 +24,7 @@ endif()
 # The standalone build's own deps directory (its include/ links to the system headers), with
 # the references the check reads.
 file(MAKE_DIRECTORY ${DEPS}/references)
-execute_process(COMMAND ${MAIN_BUILD}/bin/dmuon_device_engine_check --write-references
+execute_process(COMMAND ${ENGINE_CHECK} --write-references
                         ${DEPS}/references RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "--write-references exited ${rc}: ${err}")

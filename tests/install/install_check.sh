@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # The installed tree works on its own: `cmake --install` into a fresh prefix, then
-#  * a separate CMake project finds the package (find_package(dmuon)) and links dmuon::dmuon;
+#  * every header is under include/dmuon/ (nothing else at the top of include/), and each of
+#    their #include "..." names a file of the installed tree;
+#  * a separate, C++-only CMake project finds the package (find_package(dmuon)), links
+#    dmuon::dmuon and includes "dmuon/..." headers, the kernels' among them; the same project
+#    with C enabled configures too (the package config's other branch);
 #  * the installed dmuon_bench finds its configs relative to itself (share/dmuon/configs),
 #    not in the source tree, and --help/--version work;
 #  * the installed scripts run from another directory.
@@ -11,8 +15,19 @@ fail() { echo "FAILED: $*"; exit 1; }
 rm -rf "$work" && mkdir -p "$work" || exit 1
 prefix="$work/prefix"
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "install"; }
+# One include root: include/dmuon/ (a top-level include/kernels/ would clash in a shared prefix).
+top=$(ls -A "$prefix/include" | tr '\n' ' ')
+[[ "$top" == "dmuon " ]] || fail "include/ holds '$top', not only dmuon/"
+unresolved=$(cd "$prefix/include" && find dmuon -name '*.hpp' -exec grep -HoE '^#include "[^"]+"' {} + |
+  sed -E 's/:#include "(.*)"$/ \1/' | while read -r file inc; do
+    [[ -f "$inc" || -f "$(dirname "$file")/$inc" ]] || echo "$file: $inc"
+  done)
+[[ -z "$unresolved" ]] || fail "installed headers include what include/ lacks: $unresolved"
 cmake -S "$src/tests/install/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_BUILD_TYPE=Release >"$work/consumer.log" 2>&1 || { cat "$work/consumer.log"; fail "consumer configure"; }
+cmake -S "$src/tests/install/consumer" -B "$work/consumer_c" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCONSUMER_ENABLE_C=ON >"$work/consumer_c.log" 2>&1 ||
+  { cat "$work/consumer_c.log"; fail "consumer configure with C enabled"; }
 cmake --build "$work/consumer" -j2 >>"$work/consumer.log" 2>&1 || { cat "$work/consumer.log"; fail "consumer build"; }
 "$work/consumer/consumer" || fail "the consumer's plan is wrong"
 cd "$work" || exit 1  # not the source tree
