@@ -11,7 +11,7 @@ set(DMUON_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/dmuon)
 set(DMUON_INSTALL_DATADIR ${CMAKE_INSTALL_DATADIR}/dmuon)
 
 # Tools.
-set(_tools dmuon_inspect dmuon_bench dmuon_compare dmuon_project)
+set(_tools dmuon_inspect dmuon_bench dmuon_compare dmuon_project dmuon_advise)
 foreach(t dmuon_microbench dmuon_planbench dmuon_projectbench)
   if(TARGET ${t})
     list(APPEND _tools ${t})
