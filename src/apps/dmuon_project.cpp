@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <optional>
+#include <set>
 
 #include "bench/bench_output.hpp"
 #include "bench/bench_record.hpp"
@@ -22,6 +23,7 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/config/config_file.hpp"
 #include "dmuon/engine/engine.hpp"
+#include "dmuon/partition/partition.hpp"
 #include "dmuon/project/projection.hpp"
 #include "dmuon/results/provenance.hpp"
 #include "dmuon/results/results_writer.hpp"
@@ -99,6 +101,58 @@ std::string projection_table(const project::Machine& m, const WorldRows& w,
   return s;
 }
 
+// The answer first: per world and method, the fastest fitting row (dmuon: over the boundary
+// sweep and owner strategies), its step, MFU, tokens/s and memory; the details follow.
+std::string summary_table(const project::Machine& m, const std::vector<WorldRows>& worlds,
+                          const std::string& convention) {
+  std::string s = fmt::format(
+      "# dmuon_project summary (PROJECTED on machine {}, not measured; {} FLOP convention): per "
+      "world and method the fastest row that fits; details per world below\n",
+      m.name, convention);
+  s += fmt::format("# {:>6} {:<10} {:<34} {:>14} {:>7} {:>10} {:>8} {:>8}\n", "world", "method",
+                   "boundary (owners)", "step ms", "MFU %", "tok/s/GPU", "mem GB", "vs adamw");
+  for (const auto& w : worlds) {
+    std::vector<engine::Method> methods;
+    for (const auto& run : w.list.runs)
+      if (std::find(methods.begin(), methods.end(), run.method) == methods.end())
+        methods.push_back(run.method);
+    double adamw = 0;
+    for (std::size_t i = 0; i < w.list.runs.size(); ++i)
+      if (w.list.runs[i].ok() && w.list.runs[i].method == engine::Method::fsdp_adamw)
+        adamw = w.projections[i].result.phases_ms[static_cast<std::size_t>(engine::Phase::step)];
+    for (const auto method : methods) {
+      int best = -1, oom_rows = 0;
+      double best_ms = 0;
+      for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
+        const auto& run = w.list.runs[i];
+        if (run.method != method) continue;
+        oom_rows += oom(run);
+        if (!run.ok()) continue;
+        const double ms =
+            w.projections[i].result.phases_ms[static_cast<std::size_t>(engine::Phase::step)];
+        if (best < 0 || ms < best_ms) best = static_cast<int>(i), best_ms = ms;
+      }
+      if (best < 0) {
+        s += fmt::format("  {:>6} {:<10} {}\n", w.world, engine::method_name(method),
+                         oom_rows > 0 ? "every row out of memory (oom)" : "no row ran");
+        continue;
+      }
+      const auto& run = w.list.runs[static_cast<std::size_t>(best)];
+      const auto& p = w.projections[static_cast<std::size_t>(best)];
+      std::string label =
+          run.baseline ? std::string("-")
+                       : fmt::format("{} ({})", run.boundary.label(),
+                                     partition::strategy_name(run.config.partition.strategy));
+      if (label.size() > 34) label = label.substr(0, 31) + "...";
+      s += fmt::format("  {:>6} {:<10} {:<34} {:>14.2f} {:>7.2f} {:>10.5g} {:>8.1f} {:>8}\n",
+                       w.world, engine::method_name(method), label, best_ms, 100 * p.mfu,
+                       p.tokens_per_s / w.world, static_cast<double>(p.memory.peak()) / 1e9,
+                       adamw > 0 ? fmt::format("{:.3f}", best_ms / adamw) : std::string("-"));
+    }
+  }
+  return s;
+}
+
 nlohmann::json memory_json(const project::RankMemory& mem, const project::Machine& m,
                            bool activations) {
   nlohmann::json terms = nlohmann::json::object();
@@ -139,8 +193,21 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
       o.machine, apps::config_dir().empty() ? std::string() : apps::config_dir() + "/machines");
   const auto topo = apps::load_topology(o.bench.plan);
   std::string sweep_source;
-  const auto sweep =
+  auto sweep =
       apps::bench::invocation_sweep(o.bench, topo, apps::config_dir(), config_path, &sweep_source);
+  // The default sweep's "incomplete" rows demonstrate the strict/lenient set-up errors of a
+  // measured run; a projection answers for boundaries one would run: only when asked.
+  std::string demo_note;
+  if (o.bench.boundaries.empty()) {
+    const auto demo = [](const apps::bench::BoundaryChoice& c) { return c.word == "incomplete"; };
+    const auto n = std::count_if(sweep.begin(), sweep.end(), demo);
+    sweep.erase(std::remove_if(sweep.begin(), sweep.end(), demo), sweep.end());
+    if (n > 0)
+      demo_note = fmt::format(
+          "{} demonstration row(s) of the default sweep (incomplete boundaries) not projected: "
+          "ask with --boundary incomplete",
+          n);
+  }
   // Everything is validated before the first projection: a bad world in the list fails at once.
   std::vector<WorldRows> worlds;
   for (int world : o.worlds) {
@@ -315,16 +382,19 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
   } else {
     if (step_work) std::cout << apps::bench::step_work_lines(o.bench, *step_work);
     if (!flops_note.empty()) std::cout << "# note: " << flops_note << "\n";
-    for (const auto& w : worlds) {
-      std::string t =
-          apps::bench::format_table(topo, w.list.plans, bo, w.world, w.list.runs, sweep_source, {});
-      // The bench's table, marked: the first line names the tool and the machine.
-      const auto eol = t.find('\n');
-      t = fmt::format("# dmuon_project (PROJECTED on machine {}, not measured): {}\n", machine.name,
-                      t.substr(std::string("# dmuon_bench ").size(), eol - 14)) +
-          t.substr(eol + 1);
-      std::cout << t << projection_table(machine, w, o.bench.flops, activations) << std::flush;
-    }
+    std::cout << summary_table(machine, worlds, o.bench.flops);
+    if (!demo_note.empty()) std::cout << "# note: " << demo_note << "\n";
+    apps::bench::TableStyle style;
+    style.title =
+        fmt::format("dmuon_project (PROJECTED on machine {}, not measured):", machine.name);
+    style.projected = true;
+    std::set<std::string> shown;  // legends and warnings once for the whole sweep
+    style.shown = &shown;
+    for (const auto& w : worlds)
+      std::cout << "\n"
+                << apps::bench::format_table(topo, w.list.plans, bo, w.world, w.list.runs,
+                                             sweep_source, {}, style)
+                << projection_table(machine, w, o.bench.flops, activations) << std::flush;
   }
   return failures == 0 ? apps::kOk : apps::kCheckFailed;
 }

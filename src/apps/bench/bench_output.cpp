@@ -57,7 +57,7 @@ struct VsBest {
   bool best = false;
 };
 
-std::vector<VsBest> vs_best(const std::vector<BenchRun>& runs, int world) {
+std::vector<VsBest> vs_best(const std::vector<BenchRun>& runs, int world, bool projected) {
   std::vector<VsBest> out(runs.size());
   int best = -1;
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -81,6 +81,10 @@ std::vector<VsBest> vs_best(const std::vector<BenchRun>& runs, int world) {
     }
     const auto mine = phase_samples_ms(r.result, Phase::step, world);
     v.ratio = ref_median > 0 ? ph(r.result, Phase::step) / ref_median : 0;
+    if (projected) {  // deterministic: the ratio is the answer, there is no noise to test
+      v.text = fmt::format("{:.2f}", v.ratio);
+      continue;
+    }
     if (!ref.empty() && !mine.empty() &&
         results::min_one_sided_p(ref.size(), mine.size()) < kTableAlpha) {
       v.p = results::mann_whitney_u(ref, mine).p_greater;
@@ -94,7 +98,7 @@ std::vector<VsBest> vs_best(const std::vector<BenchRun>& runs, int world) {
 // The sweep's answer in one line: the fastest dmuon row against the default boundary's (the
 // one-sided Mann-Whitney U test of the table, with what n can show) and against AdamW.
 std::string verdict_line(const std::vector<BenchRun>& runs, const std::vector<VsBest>& best,
-                         int world) {
+                         int world, bool projected) {
   int b = -1, def = -1, adamw = -1;
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
@@ -115,7 +119,9 @@ std::string verdict_line(const std::vector<BenchRun>& runs, const std::vector<Vs
         phase_samples_ms(runs[static_cast<std::size_t>(def)].result, Phase::step, world);
     const double ratio = ph(runs[static_cast<std::size_t>(def)].result, Phase::step) / step;
     s += fmt::format(", {:.2f}x faster than the default boundary", ratio);
-    if (ref.size() < 2 || other.size() < 2) {
+    if (projected) {
+      s += " (projected)";
+    } else if (ref.size() < 2 || other.size() < 2) {
       s += " (one sample each: no test)";
     } else {
       const double floor = results::min_one_sided_p(ref.size(), other.size());
@@ -170,8 +176,8 @@ void append_collectives_block(std::string& s, const std::vector<BenchRun>& runs,
   const std::string fmt_row =
       "  {:<" + lw + "} {:<10} {:<22} {:>3} {:>6} {:>10} {:>9} {:>10} {:>10}\n";
   s += fmt::format("# {:<" + lw + "} {:<10} {:<22} {:>3} {:>6} {:>10} {:>9} {:>10} {:>10}\n",
-                   "boundary", "method", "collective", "n", "calls", "S MB", "busy ms",
-                   "algbw GB/s", "busbw GB/s");
+                   "boundary", "method", "collective", "n", "calls", "S MB", "busy ms", "algbw",
+                   "busbw");
   for (const auto& run : runs) {
     if (!run.ok()) continue;
     const auto& r = run.result;
@@ -179,12 +185,11 @@ void append_collectives_block(std::string& s, const std::vector<BenchRun>& runs,
       const auto& k = r.kinds[ch];
       if (k.calls_per_step == 0) continue;
       const bool m = measured(k);
-      s += fmt::format(fmt_row, row_label(run, wide), engine::method_name(run.method),
-                       engine::channel_name(ch), k.group_size, k.calls_per_step,
-                       fmt::format("{:.3f}", k.message_bytes / 1e6),
-                       m ? fmt::format("{:.2f}", k.in_flight_ms) : "-",
-                       m ? fmt::format("{:.3g}", k.algbw_gbps()) : "-",
-                       m ? fmt::format("{:.3g}", k.busbw_gbps(engine::channel_kind(ch))) : "-");
+      s += fmt::format(
+          fmt_row, row_label(run, wide), engine::method_name(run.method), engine::channel_name(ch),
+          k.group_size, k.calls_per_step, fmt::format("{:.3f}", k.message_bytes / 1e6),
+          m ? fmt::format("{:.2f}", k.in_flight_ms) : "-", m ? rate_text(k.algbw_gbps()) : "-",
+          m ? rate_text(k.busbw_gbps(engine::channel_kind(ch))) : "-");
     }
   }
 }
@@ -241,16 +246,18 @@ std::string throughput_lines(const BenchOptions& o, int world, const std::vector
   return s;
 }
 
-std::string format_table(const model::Topology& topo, const std::vector<plan::Plan>& plans,
-                         const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
-                         const std::string& sweep_source, const HostInfo& host) {
+namespace {
+
+// The table's header lines: what ran (or was projected), where, and how to read the columns.
+std::string table_header(const model::Topology& topo, const BenchOptions& o, int world,
+                         const std::string& sweep_source, const HostInfo& host,
+                         const TableStyle& style, const char* bytes_unit, std::size_t width) {
   const auto& e = o.engine;
-  const std::size_t width = o.wide ? 0 : kWidth;
   std::string s;
   const auto line = [&](const std::string& text) { s += wrap_comment(text, width); };
   const int replicate = o.plan.replicate, tp = o.plan.tp;
-  line(fmt::format("# dmuon_bench  topology {} (preset {})  world {} = R {} x G {}{}{}", topo.name,
-                   topo.preset.empty() ? "file" : topo.preset, world, replicate,
+  line(fmt::format("# {}  topology {} (preset {})  world {} = R {} x G {}{}{}", style.title,
+                   topo.name, topo.preset.empty() ? "file" : topo.preset, world, replicate,
                    world / replicate / tp, tp > 1 ? fmt::format(" x T {}", tp) : "",
                    replicate > 1 ? " (HSDP)" : ""));
   line(fmt::format(
@@ -266,12 +273,14 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
                        ? fmt::format(" in {}", engine::dtype_flag_name(e.backend.ns_dtype))
                        : std::string(" in fp32"),
                    engine::optimizer_pipeline_name(e.step.pipeline)));
-  line(fmt::format(
-      "# global batch {} samples ({} per {})  steps {} (+{} warmup) x {} repeat{}  "
-      "seed {}",
-      e.step.global_samples(world / tp), e.step.global_samples(world / tp) / (world / tp),
-      tp > 1 ? "DP rank; its TP group shares them" : "rank", e.run.steps, e.run.warmup, o.repeats,
-      o.repeats == 1 ? "" : "s", e.run.seed));
+  const auto dp = world / tp;
+  const std::string batch = fmt::format("# global batch {} samples ({} per {})",
+                                        e.step.global_samples(dp), e.step.global_samples(dp) / dp,
+                                        tp > 1 ? "DP rank; its TP group shares them" : "rank");
+  line(style.projected
+           ? batch
+           : fmt::format("{}  steps {} (+{} warmup) x {} repeat{}  seed {}", batch, e.run.steps,
+                         e.run.warmup, o.repeats, o.repeats == 1 ? "" : "s", e.run.seed));
   if (e.step.clip_norm > 0 || e.step.accum > 1)
     line(fmt::format("# gradient clipping {}  accumulation {} micro-step{} per step",
                      e.step.clip_norm > 0
@@ -298,28 +307,51 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
                                : host.transport_settings));
   }
   if (!host.warning.empty()) line("# WARNING: " + host.warning);
-  line(fmt::format(
-      "# times in ms, per sample (a measured step of a repeat: {} per row) the slowest "
-      "rank; step: median (min-max); optim, exposed, sync: medians (sync: the wait at the "
-      "step-start barrier for the slowest rank, outside step). vs best: step median / the "
-      "fastest dmuon row's, ~ = not significantly slower (one-sided Mann-Whitney U, p >= {}). "
-      "MB = 1e6 bytes per rank per step (max over ranks), measured; the audit compares it with "
-      "the formula per rank and kind. bcast = broadcast + all_gather calls, red = reduce + "
-      "reduce_scatter + all_reduce (HSDP: row and column groups together). Baselines "
-      "(boundary '-') run once",
-      e.run.steps * o.repeats, kTableAlpha));
+  const std::string columns = fmt::format(
+      "{} = bytes per rank per step (max over ranks), {}; the audit compares it with the formula "
+      "per rank and kind. bcast = broadcast + all_gather calls, red = reduce + reduce_scatter + "
+      "all_reduce (HSDP: row and column groups together). Baselines (boundary '-') run once",
+      bytes_unit, style.projected ? "counted from the replayed batches" : "measured");
+  if (style.projected)
+    line(fmt::format(
+        "# times in ms of the projected step, the slowest rank (the replay is deterministic: one "
+        "step per row); optim, exposed, sync (the wait at the step-start barrier for the slowest "
+        "rank, outside step). vs best: step / the fastest dmuon row's. {}",
+        columns));
+  else
+    line(fmt::format(
+        "# times in ms, per sample (a measured step of a repeat: {} per row) the slowest "
+        "rank; step: median (min-max); optim, exposed, sync: medians (sync: the wait at the "
+        "step-start barrier for the slowest rank, outside step). vs best: step median / the "
+        "fastest dmuon row's, ~ = not significantly slower (one-sided Mann-Whitney U, p >= {}). {}",
+        e.run.steps * o.repeats, kTableAlpha, columns));
+  return s;
+}
+
+// The unit of the bytes column: the largest decimal unit under which every row stays < 10^4.
+std::pair<const char*, double> bytes_unit(const std::vector<BenchRun>& runs) {
+  double most = 0;
+  for (const auto& run : runs)
+    if (run.ok()) most = std::max(most, static_cast<double>(run.result.bytes_measured_total()));
+  if (most < 1e10) return {"MB", 1e6};
+  if (most < 1e13) return {"GB", 1e9};
+  return {"TB", 1e12};
+}
+
+std::string table_rows(const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
+                       const std::vector<VsBest>& best, std::pair<const char*, double> unit) {
+  std::string s;
   const std::string lw = std::to_string(o.wide ? 40 : kLabelWidth);
   const std::string hdr = "# {:<" + lw +
-                          "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>7} {:>5} {:>18} "
+                          "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>9} {:>5} {:>18} "
                           "{:>7} {:>7} {:>7} {:>6} {:>6} {:>5}\n";
   s += fmt::format(hdr, "boundary", "mode", "method", "owners", "status", "sites", "hooks", "bcast",
-                   "red", "MB", "audit", "step ms", "vs best", "optim", "exposed", "sync", "/adamw",
-                   "check");
+                   "red", unit.first, "audit", "step ms", "vs best", "optim", "exposed", "sync",
+                   "/adamw", "check");
   const std::string row = "  {:<" + lw +
-                          "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>7.3f} {:>5} "
+                          "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>9.3f} {:>5} "
                           "{:>18} {:>7} {:>7.2f} {:>7.2f} {:>6.2f} {:>6} {:>5}\n";
   const double adamw = adamw_step_ms(runs);
-  const auto best = vs_best(runs, world);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& run = runs[i];
     const std::string label = row_label(run, o.wide);
@@ -335,39 +367,54 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
     }
     const auto& r = run.result;
     const double step = ph(r, Phase::step);
-    s += fmt::format(
-        row, label, run.mode(), engine::method_name(run.method), owners(run), run.status,
-        r.hook_sites, r.hook_calls_per_step, engine::weight_calls_per_step(r),
-        engine::reduce_calls_per_step(r), static_cast<double>(r.bytes_measured_total()) / 1e6,
-        r.audit_ok ? "OK" : "FAIL", spread_text(phase_spread(r, Phase::step, world)), best[i].text,
-        ph(r, Phase::optimizer_ns) + ph(r, Phase::optimizer_other), ph(r, Phase::exposed_comm),
-        ph(r, Phase::step_sync), adamw > 0 ? fmt::format("{:.2f}", step / adamw) : std::string("-"),
-        !r.checked ? "-" : (r.check_passed ? "OK" : "FAIL"));
+    s += fmt::format(row, label, run.mode(), engine::method_name(run.method), owners(run),
+                     run.status, r.hook_sites, r.hook_calls_per_step,
+                     engine::weight_calls_per_step(r), engine::reduce_calls_per_step(r),
+                     static_cast<double>(r.bytes_measured_total()) / unit.second,
+                     r.audit_ok ? "OK" : "FAIL", spread_text(phase_spread(r, Phase::step, world)),
+                     best[i].text, ph(r, Phase::optimizer_ns) + ph(r, Phase::optimizer_other),
+                     ph(r, Phase::exposed_comm), ph(r, Phase::step_sync),
+                     adamw > 0 ? fmt::format("{:.2f}", step / adamw) : std::string("-"),
+                     !r.checked ? "-" : (r.check_passed ? "OK" : "FAIL"));
   }
-  append_collectives_block(s, runs, o.wide, width);
-  // Boundary legend: the spec behind every alias or abbreviated label, once.
-  std::set<std::string> legend;
+  return s;
+}
+
+// Boundary legends and degradation warnings, each once (per table, or per `style.shown`).
+std::string boundary_notes(const BenchOptions& o, const std::vector<BenchRun>& runs,
+                           const TableStyle& style, std::size_t width) {
+  std::set<std::string> local;
+  std::set<std::string>& shown = style.shown ? *style.shown : local;
+  std::string s;
+  const auto note = [&](const std::string& text) {
+    if (shown.insert(text).second) s += wrap_comment(text, width);
+  };
+  // The spec behind every alias or abbreviated label.
   for (const auto& run : runs) {
     if (run.baseline) continue;
-    const auto& b = run.boundary;
     const std::string label = row_label(run, o.wide);
-    if (o.wide || (label == b.spec)) continue;
-    if (legend.insert(label + b.spec).second)
-      line(fmt::format("# boundary {} = {}", label, b.spec));
+    if (!o.wide && label != run.boundary.spec)
+      note(fmt::format("# boundary {} = {}", label, run.boundary.spec));
   }
-  // Warnings, one line each, grouped per boundary row (once per boundary when several owner
-  // strategies ran it: the findings are the boundary's).
-  std::set<std::string> shown;
+  // Warnings grouped per boundary row (the findings are the boundary's, not the strategy's).
   for (const auto& run : runs) {
     if (run.baseline) continue;
     const std::string head = fmt::format("{} ({})", run.boundary.label(), run.boundary.mode());
-    if (!shown.insert(head).second) continue;
-    // dmuon_project marks a row over the device memory "oom" (its error says by how much).
-    if (!run.ok())
-      line(run.status == "rejected" ? fmt::format("# [{}] rejected at set-up: {}", head, run.error)
-                                    : fmt::format("# [{}] {}", head, run.error));
-    for (const auto& w : run.warnings) line(fmt::format("# [{}] {}", head, w));
+    // dmuon_project marks a row over the device memory "oom" (its error says by how much):
+    // that one is the world's own, always shown.
+    if (run.status == "oom")
+      s += wrap_comment(fmt::format("# [{}] {}", head, run.error), width);
+    else if (!run.ok())
+      note(fmt::format("# [{}] rejected at set-up: {}", head, run.error));
+    for (const auto& w : run.warnings) note(fmt::format("# [{}] {}", head, w));
   }
+  return s;
+}
+
+// Per row: failed audits, --check verdicts, the TP exchange, --accum's micro-step.
+std::string run_notes(const BenchOptions& o, const std::vector<BenchRun>& runs, std::size_t width) {
+  std::string s;
+  const auto line = [&](const std::string& text) { s += wrap_comment(text, width); };
   for (const auto& run : runs) {
     if (!run.ok()) continue;
     const auto& r = run.result;
@@ -400,8 +447,38 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
                        ph(r, Phase::step) / o.engine.step.accum, ph(r, Phase::step),
                        o.engine.step.accum));
   }
-  (void)plans;
-  s += verdict_line(runs, best, world);
+  return s;
+}
+
+}  // namespace
+
+std::string bytes_text(double bytes) {
+  static const char* const kUnits[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (u < 5 && std::fabs(bytes) >= 1000) {
+    bytes /= 1000;
+    ++u;
+  }
+  return fmt::format("{:.3g} {}", bytes, kUnits[u]);
+}
+
+std::string rate_text(double gbps) {
+  return bytes_text(gbps * 1e9) + "/s";
+}
+
+std::string format_table(const model::Topology& topo, const std::vector<plan::Plan>& /*plans*/,
+                         const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
+                         const std::string& sweep_source, const HostInfo& host,
+                         const TableStyle& style) {
+  const std::size_t width = o.wide ? 0 : kWidth;
+  const auto unit = bytes_unit(runs);
+  const auto best = vs_best(runs, world, style.projected);
+  std::string s = table_header(topo, o, world, sweep_source, host, style, unit.first, width);
+  s += table_rows(o, world, runs, best, unit);
+  append_collectives_block(s, runs, o.wide, width);
+  s += boundary_notes(o, runs, style, width);
+  s += run_notes(o, runs, width);
+  s += verdict_line(runs, best, world, style.projected);
   const int failed = failures(runs);
   s += fmt::format("# Failed audits and checks : {} {}\n", failed, failed == 0 ? "OK" : "FAILED");
   return s;
@@ -447,7 +524,7 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
                {"transport_settings", host.transport_settings}};
   j["runs"] = nlohmann::json::array();
   const double adamw = adamw_step_ms(runs);
-  const auto best = vs_best(runs, world);
+  const auto best = vs_best(runs, world, false);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& run = runs[i];
     nlohmann::json x = nlohmann::json::object();

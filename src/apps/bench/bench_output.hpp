@@ -5,6 +5,7 @@
 // or the results file.
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,9 +29,27 @@ struct HostInfo {
 /// Significance level of the marks in the table (a row's step time against the fastest row's).
 inline constexpr double kTableAlpha = 0.05;
 
+/// Who prints the table and how its rows were obtained.
+struct TableStyle {
+  std::string title = "dmuon_bench";  ///< the first line's head
+  /// One deterministic projected step per row (dmuon_project): no sample statistics, no
+  /// measured-run prose.
+  bool projected = false;
+  /// Notes already printed (boundary legends, warnings); a sweep over several worlds passes one
+  /// set so that each note shows once. nullptr: every table prints its own.
+  std::set<std::string>* shown = nullptr;
+};
+
 std::string format_table(const model::Topology& topo, const std::vector<plan::Plan>& plans,
                          const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
-                         const std::string& sweep_source, const HostInfo& host);
+                         const std::string& sweep_source, const HostInfo& host,
+                         const TableStyle& style = {});
+
+/// "12.3 GB" / "456 MB" / "7.89 kB": `bytes` in the largest decimal unit that keeps it >= 1.
+std::string bytes_text(double bytes);
+
+/// "12.3 GB/s" / "185 kB/s": a rate given in GB/s, unit scaled the same way.
+std::string rate_text(double gbps);
 
 nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan>& plans,
                        const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
