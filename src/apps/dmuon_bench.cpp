@@ -23,6 +23,7 @@
 #include "bench/samples.hpp"
 #include "bench/sweep.hpp"
 #include "common/config_dir.hpp"
+#include "common/run_agreement.hpp"
 #include "common/run_main.hpp"
 #include "common/setup_agreement.hpp"
 #include "dmuon/base/atomic_file.hpp"
@@ -32,6 +33,8 @@
 #include "dmuon/boundary/degradation.hpp"
 #include "dmuon/config/config_file.hpp"
 #include "dmuon/engine/engine.hpp"
+#include "dmuon/partition/partition.hpp"
+#include "dmuon/plan/plan.hpp"
 #include "dmuon/results/provenance.hpp"
 #include "dmuon/results/results_writer.hpp"
 #include "dmuon/results/summary.hpp"
@@ -129,6 +132,27 @@ void set_up(int argc, char** argv, int rank, int size, Setup& st) {
   // Rank 0 writes the file; the set-up agreement carries its verdict to every rank.
   if (!o.output.empty() && rank == 0) results::check_output_writable(o.output);
   if (!o.trace.empty() && rank == 0) check_writable(o.trace, "trace file");
+}
+
+// What every rank must have resolved alike: the options, the model, the rows and their plans.
+apps::RunDescription describe_run(const Setup& st) {
+  apps::RunDescription d;
+  apps::bench::describe_options(st.o, st.methods, d);
+  apps::describe_topology(*st.topo, d);
+  d.add("rows", st.runs.size());
+  for (std::size_t i = 0; i < st.runs.size(); ++i) {
+    const auto& run = st.runs[i];
+    const std::string row = fmt::format("row {}", i + 1);
+    d.add(row, fmt::format("{} {} {} owners {}: {}", engine::method_name(run.method),
+                           run.boundary_label(), run.mode(),
+                           partition::strategy_name(run.config.partition.strategy), run.status));
+    if (run.ok())
+      d.add(row + " plan hash",
+            fmt::format("{:016x}",
+                        plan::plan_hash(st.topo->tree,
+                                        st.plans[static_cast<std::size_t>(run.plan_index)])));
+  }
+  return d;
 }
 
 // Rank 0 writes the results file after the table is out; every rank learns whether it worked,
@@ -231,6 +255,9 @@ int bench(int argc, char** argv) {
   int go = st.exit_now ? 0 : 1, all_go = 0;
   DMUON_CHECK_MPI(MPI_Allreduce(&go, &all_go, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
   if (!all_go) return apps::kOk;
+  // Ranks started with different flags or files (an MPMD launch, a node with another version
+  // of a config) would run different collectives: every rank leaves with the first difference.
+  apps::agree_on_run(MPI_COMM_WORLD, describe_run(st));
   const auto& o = st.o;
   const auto& topo = *st.topo;
 

@@ -18,7 +18,9 @@
 #include "bench/bench_record.hpp"
 #include "bench/run_list.hpp"
 #include "common/config_dir.hpp"
+#include "common/run_agreement.hpp"
 #include "common/run_main.hpp"
+#include "common/setup_agreement.hpp"
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/config/config_file.hpp"
@@ -400,30 +402,49 @@ int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::M
 }
 
 int project_main(int argc, char** argv) {
-  int rank = 0;
+  int rank = 0, size = 1;
   DMUON_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  config::ExpandedArgs args(argc, argv, apps::project::project_config_keys());
-  CLI::App app{
-      "dmuon_project: dmuon_bench's rows replayed on a modelled cluster (NCCL cost model, "
-      "machine files in configs/machines), or --calibrate the machine at hand under mpirun"};
-  apps::project::ProjectOptions o;
-  app.add_option("--config", "YAML config file (keys = these flags; flags given here win)");
-  apps::project::add_project_options(app, o);
-  if (!apps::parse_cli(app, args.argc(), args.argv(), rank == 0)) return apps::kOk;
-  if (o.bench.plan.list) {
-    if (rank == 0) fmt::print("{}", apps::list_topologies_text());
-    return apps::kOk;
-  }
-  const auto methods = apps::project::resolve_project_options(o);
-  if (o.calibrate) return apps::project::calibrate(o, MPI_COMM_WORLD);
-  int size = 1;
   DMUON_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  // Under mpirun (--calibrate) a rank whose input fails, or that resolved another mode, must
+  // take the others out instead of leaving them in the calibration's first collective.
+  bool exit_now = false;
+  apps::project::ProjectOptions o;
+  std::vector<engine::Method> methods;
+  std::string config_path;
+  apps::run_setup(MPI_COMM_WORLD, [&] {
+    config::ExpandedArgs args(argc, argv, apps::project::project_config_keys());
+    config_path = args.config_path();
+    CLI::App app{
+        "dmuon_project: dmuon_bench's rows replayed on a modelled cluster (NCCL cost model, "
+        "machine files in configs/machines), or --calibrate the machine at hand under mpirun"};
+    app.add_option("--config", "YAML config file (keys = these flags; flags given here win)");
+    apps::project::add_project_options(app, o);
+    if (!apps::parse_cli(app, args.argc(), args.argv(), rank == 0)) {
+      exit_now = true;
+      return;
+    }
+    if (o.bench.plan.list) {
+      if (rank == 0) fmt::print("{}", apps::list_topologies_text());
+      exit_now = true;
+      return;
+    }
+    methods = apps::project::resolve_project_options(o);
+  });
+  int go = exit_now ? 0 : 1, all_go = 0;
+  DMUON_CHECK_MPI(MPI_Allreduce(&go, &all_go, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (!all_go) return apps::kOk;
+  // The calibration depends on no option but the mode: the machine file's path and name are
+  // rank 0's alone.
+  apps::RunDescription run;
+  run.add("mode", o.calibrate ? "calibrate" : "projection");
+  apps::agree_on_run(MPI_COMM_WORLD, run);
+  if (o.calibrate) return apps::project::calibrate(o, MPI_COMM_WORLD);
   if (size != 1)
     throw InputError(fmt::format(
         "a projection runs in one process (started with {} ranks); only --calibrate runs under "
         "mpirun -n N",
         size));
-  return run_projection(o, methods, argc, argv, args.config_path());
+  return run_projection(o, methods, argc, argv, config_path);
 }
 
 }  // namespace

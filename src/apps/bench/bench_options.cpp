@@ -218,6 +218,64 @@ std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
   return methods;
 }
 
+void describe_options(const BenchOptions& o, const std::vector<engine::Method>& methods,
+                      RunDescription& d) {
+  // New flags belong here too unless only rank 0 reads them (a rank that differs would
+  // otherwise run a different step and leave the others waiting in a collective).
+  const auto& p = o.plan;
+  const auto& s = o.engine.step;
+  const auto& b = o.engine.backend;
+  const auto& r = o.engine.run;
+  const auto or_default = [](const std::string& v) { return v.empty() ? "(default)" : v; };
+  std::vector<std::string> method_names;
+  for (auto m : methods) method_names.emplace_back(engine::method_name(m));
+  d.add("method", fmt::format("{}", fmt::join(method_names, ",")));
+  d.add("owner_strategy", fmt::format("{}", fmt::join(o.owner_strategies_resolved, ",")));
+  d.add("dedicate", p.dedicate.empty() ? "(the topology's)" : p.dedicate);
+  d.add("route", p.routes.empty() ? "(none)" : fmt::format("{}", fmt::join(p.routes, " ")));
+  d.add("cost_model", p.cost_model);
+  d.add("pack_threshold", p.no_pack ? "off (no_pack)" : std::to_string(p.pack_threshold));
+  d.add("max_owners_per_group", p.max_owners_per_group);
+  d.add("column_balance", p.no_column_balance ? "off" : "on");
+  d.add("replicate", p.replicate);
+  d.add("tp", p.tp);
+  d.add("tp_shard", or_default(p.tp_shard));
+  d.add("tp_row", or_default(p.tp_row));
+  d.add("reshard", plan::reshard_name(s.reshard));
+  d.add("grad_reduce", plan::grad_reduce_name(s.grad_reduce));
+  d.add("prefetch", s.prefetch);
+  d.add("optimizer_pipeline", engine::optimizer_pipeline_name(s.pipeline));
+  d.add("accum", s.accum);
+  d.add("comm_dtype", engine::dtype_flag_name(s.wire));
+  d.add("clip_norm", s.clip() ? fmt::format("{}", s.clip_norm) : std::string("off"));
+  d.add("clip_norm_type", engine::clip_norm_type_name(s.clip_norm_type));
+  d.add("compute", engine::compute_name(s.compute));
+  d.add("tokens", s.tokens);
+  d.add("global_tokens", s.global_tokens);
+  d.add("seq_len", o.seq_len);
+  d.add("micro_batch", o.micro_batch);
+  d.add("ac", work::ac_policy_name(o.ac_resolved));
+  d.add("compute_dtype",
+        s.compute_dtype ? engine::dtype_flag_name(*s.compute_dtype) : "(the device's)");
+  d.add("fusion", work::fusion_name(o.fusion_resolved));
+  d.add("stage2_lag", s.stage2_lag);
+  d.add("device", engine::device_name(b.device));
+  d.add("ns", kernels::to_string(b.ns));
+  d.add("ns_dtype", b.device == engine::Device::cuda ? engine::dtype_flag_name(b.ns_dtype)
+                                                     : "(unused on the host)");
+  d.add("steps", r.steps);
+  d.add("warmup", r.warmup);
+  d.add("repeats", o.repeats);
+  d.add("seed", r.seed);
+  d.add("check", r.check ? "on" : "off");
+  d.add("check_tolerance",
+        r.check_tolerance > 0 ? fmt::format("{}", r.check_tolerance) : "(default)");
+  d.add("keep_final_weights", r.keep_final_weights ? "on" : "off");
+  d.add("inject_nan_step", r.inject_nan_step);
+  d.add("output", o.output.empty() ? "none" : "a file");
+  d.add("trace", o.trace.empty() ? "none" : "a file");
+}
+
 std::optional<work::StepWork> attach_step_work(BenchOptions& o, const model::Topology& topology,
                                                kernels::Dtype dtype) {
   if (o.seq_len <= 0) return std::nullopt;

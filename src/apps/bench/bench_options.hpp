@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/plan_options.hpp"
+#include "common/run_agreement.hpp"
 #include "dmuon/engine/step/engine_options.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/work/flop_convention.hpp"
@@ -73,6 +74,15 @@ void add_bench_options(CLI::App& app, BenchOptions& o);
 /// o.owner_strategies_resolved (canonical names, duplicates dropped), and returns the method
 /// list; InputError on bad values.
 std::vector<engine::Method> resolve_engine_options(BenchOptions& o);
+
+/// Adds the resolved options every rank must share to `d` (run_agreement.hpp), after
+/// resolve_engine_options() and attach_step_work(); `methods` as resolved. What only rank 0
+/// uses is left out: the output and trace paths (whether there is one counts: every rank takes
+/// part in writing it), --json, --wide, --flops; the topology and the boundaries are compared
+/// as resolved (describe_topology, the rows). tests/apps/run_agreement_keys_check.py holds
+/// every config key to a line here or a reason.
+void describe_options(const BenchOptions& o, const std::vector<engine::Method>& methods,
+                      RunDescription& d);
 
 /// The step's work at the run's shape (--seq-len, --micro-batch, --ac) for `topology`, in the
 /// compute type `dtype`: sets o.engine.step.activation and returns the work (nullopt without
