@@ -2,7 +2,8 @@
 // deterministic quantities exactly, timings by a one-sided Mann–Whitney U test over the
 // per-step samples with a minimum effect size (and between invocations when a side has
 // several) — and exits 3 on any mismatch or regression, so it can gate boundary choices in CI.
-// No MPI launch.
+// Timing verdicts while the sides' sgemm probes disagree (the machine's state changed) are
+// UNRELIABLE, exit 0 like UNTESTED: reported, not a failure. No MPI launch.
 
 #include <fmt/format.h>
 
@@ -34,6 +35,14 @@ std::string spread(double med, double lo, double hi) {
 
 std::string pct(double change) {
   return std::isnan(change) ? "-" : fmt::format("{:+.1f}", 100.0 * change);
+}
+
+// The minimum detectable effect in %, or "n<k" when the samples cannot reach alpha at all.
+std::string mde(const results::TimingTest& t) {
+  const auto& d = t.detectable;
+  if (t.n_a == 0 || t.n_b == 0 || d.samples_needed == 0) return "-";
+  if (!d.reachable) return fmt::format("n<{}", d.samples_needed);
+  return std::isnan(d.relative) ? "-" : fmt::format("{:.1f}", 100.0 * d.relative);
 }
 
 // The p-value of the direction that moved, with a mark: '*' significant at alpha.
@@ -153,6 +162,13 @@ void print_table(const std::vector<std::string>& pas, const std::vector<results:
                 "more than the tolerance {:.1f} %; deterministic quantities must match exactly",
                 o.alpha, 100.0 * o.tolerance),
             wide);
+  if (!o.deterministic_only)
+    comment(fmt::format("# mde %: the smallest slowdown the U test could flag with these samples "
+                        "(B's samples moved onto A's median, then shifted until p < {}; the "
+                        "gate also needs the tolerance); n<k: too few samples to reach "
+                        "significance at all, k per side needed",
+                        o.alpha),
+            wide);
   if (!o.deterministic_only && (pas.size() > 1 || pbs.size() > 1))
     comment(fmt::format("# {} vs {} invocations: a regression must also put B's median invocation "
                         "above A's slowest invocation by more than the tolerance",
@@ -170,12 +186,13 @@ void print_table(const std::vector<std::string>& pas, const std::vector<results:
   if (!common.empty()) comment("# key of every run: " + common, wide);
   fmt::print("# ms: median (min-max) over samples; p: one-sided U test, * = significant\n#\n");
   const std::string row =
-      "  {:>3} {:>3}  {:<9} {:>22} {:>22} {:>7} {:>8} {:>9} {:>9} {:>7} {:>8}  {}\n";
-  const std::size_t fixed = 2 + 4 + 4 + 11 + 23 + 23 + 8 + 9 + 10 + 10 + 8 + 9 + 1;
+      "  {:>3} {:>3}  {:<10} {:>22} {:>22} {:>7} {:>8} {:>5} {:>8} {:>8} {:>7} {:>8} {:>5}  {}\n";
+  const std::size_t fixed = 2 + 4 + 4 + 12 + 23 + 23 + 8 + 9 + 6 + 9 + 9 + 8 + 9 + 6 + 1;
   const std::size_t label_width = kTableWidth > fixed ? kTableWidth - fixed : 20;
-  fmt::print("# {:>3} {:>3}  {:<9} {:>22} {:>22} {:>7} {:>8} {:>9} {:>9} {:>7} {:>8}  {}\n", "A",
-             "B", "check", "A step ms", "B step ms", "chg %", "p", "A opt ms", "B opt ms", "chg %",
-             "p", "run");
+  fmt::print(
+      "# {:>3} {:>3}  {:<10} {:>22} {:>22} {:>7} {:>8} {:>5} {:>8} {:>8} {:>7} {:>8} {:>5}  {}\n",
+      "A", "B", "check", "A step ms", "B step ms", "chg %", "p", "mde %", "A opt ms", "B opt ms",
+      "chg %", "p", "mde %", "run");
   std::size_t k = 0;
   for (const auto& r : c.runs) {
     const auto* st = find_test(r, "step_ms");
@@ -184,22 +201,23 @@ void print_table(const std::vector<std::string>& pas, const std::vector<results:
     fmt::print(row, r.a, r.b, r.check(),
                st ? spread(st->a_median, st->a_min, st->a_max) : (measured ? ms(r.a_step_ms) : "-"),
                st ? spread(st->b_median, st->b_min, st->b_max) : (measured ? ms(r.b_step_ms) : "-"),
-               st ? pct(st->change) : "-", st ? pval(*st, o.alpha) : "-",
+               st ? pct(st->change) : "-", st ? pval(*st, o.alpha) : "-", st ? mde(*st) : "-",
                ot ? ms(ot->a_median) : (measured ? ms(r.a_opt_ms) : "-"),
                ot ? ms(ot->b_median) : (measured ? ms(r.b_opt_ms) : "-"),
-               ot ? pct(ot->change) : "-", ot ? pval(*ot, o.alpha) : "-",
+               ot ? pct(ot->change) : "-", ot ? pval(*ot, o.alpha) : "-", ot ? mde(*ot) : "-",
                clip((r.status == "ok" ? "" : r.status + " ") + keys.per_run[k], label_width, wide));
     ++k;
     for (const auto& m : r.mismatches) comment("#     mismatch: " + m, wide);
     for (const auto& m : r.regressions) comment("#     regression: " + m, wide);
     for (const auto& m : r.improvements) comment("#     improvement: " + m, wide);
+    for (const auto& m : r.unreliable) comment("#     unreliable: " + m, wide);
     for (const auto& m : r.notes) comment("#     note: " + m, wide);
   }
   for (auto i : c.only_a)
-    fmt::print(row, i, "-", "MISSING", "-", "-", "-", "-", "-", "-", "-", "-",
+    fmt::print(row, i, "-", "MISSING", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
                clip(keys.per_run[k++], label_width, wide));
   for (auto j : c.only_b)
-    fmt::print(row, "-", j, "NEW", "-", "-", "-", "-", "-", "-", "-", "-",
+    fmt::print(row, "-", j, "NEW", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
                clip(keys.per_run[k++], label_width, wide));
   for (const auto& e : c.extra_runs) comment("# mismatch: " + e, wide);
   fmt::print("#\n# matched runs: {}   only in A: {}   only in B: {}\n", c.runs.size(),
@@ -216,6 +234,10 @@ void print_table(const std::vector<std::string>& pas, const std::vector<results:
           "# untested timings: {} runs (too few samples for p < {}: raise --steps or "
           "--repeats)\n",
           c.untested(), o.alpha);
+    if (c.unreliable() > 0)
+      comment(fmt::format("# unreliable timings: {} runs (not failures): {}", c.unreliable(),
+                          results::describe(c.probe)),
+              wide);
   }
   fmt::print("# {}\n", c.ok() ? "OK" : "FAILED");
 }
@@ -237,7 +259,11 @@ nlohmann::json timing_json(const results::TimingTest& t) {
           {"p_slower", num(t.p_slower)},
           {"p_faster", num(t.p_faster)},
           {"testable", t.testable},
-          {"verdict", t.verdict}};
+          {"mde", t.detectable.reachable ? num(t.detectable.relative) : nlohmann::json()},
+          {"mde_shift_ms", t.detectable.reachable ? num(t.detectable.shift) : nlohmann::json()},
+          {"samples_needed_per_side", t.detectable.samples_needed},
+          {"verdict", t.verdict},
+          {"unreliable_verdict", t.unreliable_verdict}};
 }
 
 void print_json(const std::vector<std::string>& pas, const std::vector<std::string>& pbs,
@@ -269,6 +295,7 @@ void print_json(const std::vector<std::string>& pas, const std::vector<std::stri
                          {"mismatches", r.mismatches},
                          {"regressions", r.regressions},
                          {"improvements", r.improvements},
+                         {"unreliable", r.unreliable},
                          {"notes", r.notes}});
   }
   j["only_a"] = c.only_a_keys;
@@ -277,6 +304,13 @@ void print_json(const std::vector<std::string>& pas, const std::vector<std::stri
   j["mismatches"] = c.mismatches();
   j["regressions"] = c.regressions();
   j["untested"] = c.untested();
+  j["unreliable"] = c.unreliable();
+  const auto& p = c.probe;
+  j["machine_probe"] = {{"a_sgemm_gflops", p.measured() ? nlohmann::json(p.a_gflops) : nullptr},
+                        {"b_sgemm_gflops", p.measured() ? nlohmann::json(p.b_gflops) : nullptr},
+                        {"ratio", num(p.ratio())},
+                        {"threshold", p.threshold},
+                        {"disagree", p.disagree()}};
   j["ok"] = c.ok();
   fmt::print("{}\n", j.dump(2));
 }
@@ -286,7 +320,13 @@ int compare(int argc, char** argv) {
       "dmuon_compare: compare dmuon results files (A against B, or several invocations per side): "
       "deterministic quantities (hooks, sites, "
       "owners, loads, calls, bytes, audit, check) exactly, timings by a one-sided Mann-Whitney U "
-      "test over the per-step samples with a minimum effect size; exit 0 OK, 2 bad input, 3 a "
+      "test over the per-step samples with a minimum effect size. Each timing test prints its "
+      "minimum detectable effect (mde %): B's samples moved onto A's median and shifted until "
+      "the test gives p < alpha, that shift over A's median (n<k: too few samples to reach "
+      "alpha at all). When the sides' machine probes (the sgemm rate dmuon_bench measures at "
+      "start) differ by more than max(tolerance, 10 %), the timing verdicts are UNRELIABLE "
+      "(not SLOWER/FASTER/OK); mismatches still fail. Exit 0 OK (also with UNTESTED or "
+      "UNRELIABLE timings: reported, not failures; --json counts them), 2 bad input, 3 a "
       "mismatch or regression"};
   std::vector<std::string> pair, pas, pbs;
   results::CompareOptions o;
@@ -303,7 +343,8 @@ int compare(int argc, char** argv) {
       ->expected(1, 1 << 20);
   app.add_option("--time-tolerance", o.tolerance,
                  "minimum effect: B's median step/optimizer time must exceed A's by more than "
-                 "this fraction (0.1 = 10 %) to count as a regression")
+                 "this fraction (0.1 = 10 %) to count as a regression; also the machine "
+                 "probes' threshold (at least 10 %)")
       ->capture_default_str();
   app.add_option("--alpha", o.alpha,
                  "significance level of the one-sided Mann-Whitney U test on the samples")

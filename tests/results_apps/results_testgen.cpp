@@ -5,11 +5,13 @@
 //       rejected at set-up) and incomplete (lenient) boundaries with REAL plans (sites, owners,
 //       partition, predicted collectives) and SYNTHETIC timings derived deterministically from
 //       the plan (summary attribute timings_source = "synthetic-example").
-//   results_testgen mutate IN.h5 OUT.h5 collective|owner|slower=F|nan
+//   results_testgen mutate IN.h5 OUT.h5 collective|owner|slower=F|nan|sgemm=F|samples=N
 //       a copy of IN with one deterministic quantity changed (run 0's first broadcast count on
 //       rank 0 +1, or the owner of run 0's first dedicated parameter moved), every ok run's
-//       timings (per-sample phases, step times and timing summaries) multiplied by F, or one
-//       NaN step time in the first ok run.
+//       timings (per-sample phases, step times and timing summaries) multiplied by F, one
+//       NaN step time in the first ok run, the machine probe (provenance sgemm_gflops)
+//       multiplied by F (a busier or calmer machine at start), or every ok run's timings cut
+//       to their first N samples.
 
 #include <fmt/format.h>
 
@@ -187,6 +189,20 @@ int mutate(const std::string& in, const std::string& out, const std::string& wha
       for (auto& s : r.timings.step_seconds) s *= factor;
       for (const auto& [k, v] : timing_medians(r.timings)) r.summary[k] = v;
     }
+  } else if (what.rfind("sgemm=", 0) == 0) {
+    f.provenance.sgemm_gflops *= std::stod(what.substr(6));
+  } else if (what.rfind("samples=", 0) == 0) {
+    const auto n = std::stoll(what.substr(8));
+    for (auto& r : f.runs) {
+      auto& t = r.timings;
+      if (r.status != "ok" || n <= 0 || n > t.steps) continue;
+      const auto per_step = static_cast<std::size_t>(t.ranks);
+      t.steps = n;
+      t.repeats = 1;
+      t.seconds.resize(static_cast<std::size_t>(n) * per_step * t.phases.size());
+      if (!t.step_seconds.empty()) t.step_seconds.resize(static_cast<std::size_t>(n) * per_step);
+      for (const auto& [k, v] : timing_medians(t)) r.summary[k] = v;
+    }
   } else if (what == "nan") {
     for (auto& r : f.runs) {
       if (r.status != "ok" || r.timings.step_seconds.empty()) continue;
@@ -195,7 +211,9 @@ int mutate(const std::string& in, const std::string& out, const std::string& wha
     }
   } else {
     throw InputError(
-        fmt::format("unknown mutation '{}' (valid: collective, owner, slower=F, nan)", what));
+        fmt::format("unknown mutation '{}' (valid: collective, owner, slower=F, nan, sgemm=F, "
+                    "samples=N)",
+                    what));
   }
   write_results(out, f);
   return 0;
@@ -214,7 +232,7 @@ int main(int argc, char** argv) {
     if (a.size() == 4 && a[0] == "mutate") return mutate(a[1], a[2], a[3]);
     fmt::print(stderr,
                "usage: results_testgen reference OUT.h5 [--world N] | mutate IN OUT "
-               "collective|owner|slower=F|nan\n");
+               "collective|owner|slower=F|nan|sgemm=F|samples=N\n");
     return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "results_testgen: error: {}\n", e.what());

@@ -183,7 +183,7 @@ std::vector<double> invocation_medians(const std::vector<std::vector<double>>& i
 // One timing metric over the invocations of each side (the samples of one results file each).
 TimingTest test_timing(const char* metric, const std::vector<std::vector<double>>& a_runs,
                        const std::vector<std::vector<double>>& b_runs, const CompareOptions& o,
-                       RunComparison& rc) {
+                       const ProbeAgreement& probe, RunComparison& rc) {
   const auto a = pooled(a_runs), b = pooled(b_runs);
   TimingTest t;
   t.metric = metric;
@@ -209,6 +209,7 @@ TimingTest test_timing(const char* metric, const std::vector<std::vector<double>
   const double up = a_slowest > 0 ? b_typical / a_slowest - 1 : std::nan("");
   const double down = a_fastest > 0 ? b_typical / a_fastest - 1 : std::nan("");
   t.invocation_change = t.change >= 0 ? up : down;
+  t.detectable = minimum_detectable_effect(a, b, o.alpha);
   const double min_p = min_one_sided_p(a.size(), b.size());
   if (!(min_p < o.alpha)) return t;  // untested: compare_timings says so once per run
   t.testable = true;
@@ -228,14 +229,26 @@ TimingTest test_timing(const char* metric, const std::vector<std::vector<double>
         100.0 * t.invocation_change, t.change >= 0 ? "slowest" : "fastest");
   const bool slower = t.p_slower < o.alpha && t.change > o.tolerance;
   const bool faster = t.p_faster < o.alpha && t.change < -o.tolerance;
-  if (slower && up > o.tolerance) {
+  const std::string said =
+      slower && up > o.tolerance ? "slower" : (faster && down < -o.tolerance ? "faster" : "same");
+  if (verdict_given_probes(said, probe) == "unreliable") {
+    t.verdict = "unreliable";
+    t.unreliable_verdict = said;
+    const double p = t.change >= 0 ? t.p_slower : t.p_faster;
+    rc.unreliable.push_back(fmt::format(
+        "{}: the samples say {} ({:+.1f} %, p = {:.2g}{}) but the machine probes disagree (B/A "
+        "{:.2f}): not read as the code's",
+        metric, said, 100.0 * t.change, p,
+        several ? fmt::format(", {:+.1f} % between invocations", 100.0 * t.invocation_change) : "",
+        probe.ratio()));
+  } else if (said == "slower") {
     t.verdict = "slower";
     rc.regressions.push_back(
         fmt::format("{}: {}; U test p = {:.2g} < {} and the change exceeds "
                     "the tolerance {:.1f} %{}",
                     metric, stats, t.p_slower, o.alpha, 100.0 * o.tolerance,
                     several ? " between invocations too" : ""));
-  } else if (faster && down < -o.tolerance) {
+  } else if (said == "faster") {
     t.verdict = "faster";
     rc.improvements.push_back(fmt::format("{}: {}; U test p = {:.2g}", metric, stats, t.p_faster));
   } else {
@@ -253,7 +266,7 @@ TimingTest test_timing(const char* metric, const std::vector<std::vector<double>
 // The timings of one matched run, over every invocation of each side.
 void compare_timings(const std::vector<const RunRecord*>& ra,
                      const std::vector<const RunRecord*>& rb, const CompareOptions& o,
-                     RunComparison& rc) {
+                     const ProbeAgreement& probe, RunComparison& rc) {
   bool finite = true;
   for (const auto& [which, side] :
        {std::pair<const char*, const std::vector<const RunRecord*>*>{"A", &ra}, {"B", &rb}})
@@ -281,15 +294,17 @@ void compare_timings(const std::vector<const RunRecord*>& ra,
     step_b.push_back(to_ms(step_samples(r->timings)));
     opt_b.push_back(to_ms(phase_samples(r->timings, "optimizer")));
   }
-  rc.timings.push_back(test_timing("step_ms", step_a, step_b, o, rc));
+  rc.timings.push_back(test_timing("step_ms", step_a, step_b, o, probe, rc));
   if (!pooled(opt_a).empty() || !pooled(opt_b).empty())
-    rc.timings.push_back(test_timing("optimizer_ms", opt_a, opt_b, o, rc));
+    rc.timings.push_back(test_timing("optimizer_ms", opt_a, opt_b, o, probe, rc));
   const auto& st = rc.timings.front();
   if (st.n_a > 0 && st.n_b > 0 && !st.testable)
     rc.notes.push_back(fmt::format(
         "timings untested: {} vs {} samples cannot reach p < {} (smallest p {:.3g}; step median "
-        "{:+.1f} %); run dmuon_bench with more --steps or --repeats",
-        st.n_a, st.n_b, o.alpha, min_one_sided_p(st.n_a, st.n_b), 100.0 * st.change));
+        "{:+.1f} %): n too small to reach significance (need {} samples per side); run "
+        "dmuon_bench with more --steps or --repeats",
+        st.n_a, st.n_b, o.alpha, min_one_sided_p(st.n_a, st.n_b), 100.0 * st.change,
+        st.detectable.samples_needed));
 }
 
 void compare_partition(const RunRecord& a, const RunRecord& b, Diffs& d) {
@@ -374,6 +389,7 @@ std::string run_key(const RunRecord& r) {
 std::string RunComparison::check() const {
   if (!mismatches.empty()) return "MISMATCH";
   if (!regressions.empty()) return "SLOWER";
+  if (!unreliable.empty()) return "UNRELIABLE";
   if (!improvements.empty()) return "FASTER";
   if (untested()) return "UNTESTED";
   return "OK";
@@ -403,22 +419,18 @@ int Comparison::untested() const {
   return n;
 }
 
+int Comparison::unreliable() const {
+  int n = 0;
+  for (const auto& r : runs) n += r.unreliable.empty() ? 0 : 1;
+  return n;
+}
+
 namespace {
 
 // Remarks on the two invocations: timings from different machines or BLAS kernels are not
 // comparable, and the gate should say so next to its verdict.
+// (The sgemm at start is the machine probe: compare_results weighs it, machine_probe.hpp.)
 void compare_provenance(const Provenance& a, const Provenance& b, std::vector<std::string>& out) {
-  // The sgemm at start is only noted: on a shared machine it varies as much as the timings
-  // (measured: 20 vs 9 GFLOP/s per rank for two back-to-back 8-rank runs), too noisy to
-  // calibrate them with.
-  if (a.sgemm_gflops > 0 && b.sgemm_gflops > 0) {
-    const double r = b.sgemm_gflops / a.sgemm_gflops;
-    if (r < 0.8 || r > 1.25)
-      out.push_back(
-          fmt::format("sgemm measured at the start: A {:.1f}, B {:.1f} GFLOP/s per rank "
-                      "({:+.0f} %): the machine was busier in one of the runs",
-                      a.sgemm_gflops, b.sgemm_gflops, 100.0 * (r - 1)));
-  }
   const auto join = [](const std::vector<std::string>& v) {
     return fmt::format("{}", fmt::join(v, ","));
   };
@@ -506,6 +518,16 @@ Comparison compare_results(const std::vector<const ResultsFile*>& as,
                       why));
       c.timings_skipped = true;
       run_options.deterministic_only = true;
+    } else if (why.empty()) {
+      // The probe of each file (one per invocation), weighed per side. (Between different
+      // machines, compared with --any-machine, it would weigh the hardware: not done.)
+      std::vector<double> pa, pb;
+      for (const auto* f : as) pa.push_back(f->provenance.sgemm_gflops);
+      for (const auto* f : bs) pb.push_back(f->provenance.sgemm_gflops);
+      c.probe = probe_agreement(pa, pb, o.tolerance);
+      if (c.probe.disagree())
+        c.notes.push_back(describe(c.probe) +
+                          "; the timing verdicts are UNRELIABLE (not failures)");
     }
   }
   // Runs already matched, per file of each side (the first files' matching decides the pairs).
@@ -553,7 +575,7 @@ Comparison compare_results(const std::vector<const ResultsFile*>& as,
         if (r->status == "ok") runs->push_back(r);
       }
     if (ra.status == "ok" && rb.status == "ok" && !run_options.deterministic_only)
-      compare_timings(side_a, side_b, run_options, rc);
+      compare_timings(side_a, side_b, run_options, c.probe, rc);
     c.runs.push_back(std::move(rc));
   }
   for (std::size_t j = 0; j < b.runs.size(); ++j)

@@ -13,9 +13,12 @@
 //    Mann–Whitney U test says B's samples are larger (p < alpha) AND B's median exceeds A's by
 //    more than the tolerance (the minimum effect size): noise alone rarely does both. Faster
 //    by the same rule is an improvement, not a failure. Samples too few for the test to reach
-//    alpha leave the timing untested (reported, not a failure). A non-finite or negative
-//    timing in either file is a regression. Files from different kinds of machine (CPU or
-//    GPU model, BLAS kernels) have their timings skipped unless any_machine is set.
+//    alpha leave the timing untested (reported, not a failure). Every test carries its minimum
+//    detectable effect (detectable_effect.hpp). A non-finite or negative timing in either file
+//    is a regression. Files from different kinds of machine (CPU or GPU model, BLAS kernels)
+//    have their timings skipped unless any_machine is set. When the sides' machine probes
+//    (the sgemm at start) disagree, every timing verdict is "unreliable" (machine_probe.hpp):
+//    reported, neither a regression nor an improvement.
 //  * several invocations per side (the same commands run again, one results file each): the
 //    samples of one invocation share the machine's state of that moment, and on a shared
 //    machine whole invocations shift by tens of percent; the U test over pooled samples cannot
@@ -31,6 +34,8 @@
 #include <utility>
 #include <vector>
 
+#include "dmuon/results/detectable_effect.hpp"
+#include "dmuon/results/machine_probe.hpp"
 #include "dmuon/results/run_record.hpp"
 
 namespace dmuon::results {
@@ -63,8 +68,12 @@ struct TimingTest {
   double invocation_change = 0;
   double p_slower = 1, p_faster = 1;
   bool testable = false;  ///< both sides have samples and min_p < alpha
-  /// "same", "slower", "faster", "untested", "non-finite".
+  /// The smallest slowdown the U test could flag with these samples (when both sides have some).
+  DetectableEffect detectable;
+  /// "same", "slower", "faster", "unreliable", "untested", "non-finite".
   std::string verdict = "untested";
+  /// With verdict "unreliable": the verdict the samples gave ("slower", "faster", "same").
+  std::string unreliable_verdict;
 };
 
 struct RunComparison {
@@ -76,9 +85,12 @@ struct RunComparison {
   std::vector<std::string> mismatches;    ///< deterministic differences, one line each
   std::vector<std::string> regressions;   ///< significant slowdowns beyond the tolerance
   std::vector<std::string> improvements;  ///< significant speed-ups beyond the tolerance
-  std::vector<std::string> notes;         ///< untested timings and similar, one line each
-  /// "OK", "FASTER", "SLOWER", "MISMATCH" (mismatch wins over slower), "UNTESTED" (timings
-  /// could not be tested, nothing else wrong).
+  /// Timing verdicts the machine probes make unreliable, one line each (what the samples said).
+  std::vector<std::string> unreliable;
+  std::vector<std::string> notes;  ///< untested timings and similar, one line each
+  /// "OK", "FASTER", "SLOWER", "MISMATCH" (mismatch wins over slower), "UNRELIABLE" (timings
+  /// tested while the machine probes disagree, nothing else wrong), "UNTESTED" (timings could
+  /// not be tested, nothing else wrong).
   std::string check() const;
   bool untested() const;
 };
@@ -93,10 +105,15 @@ struct Comparison {
   std::vector<std::string> extra_runs;
   std::vector<std::string> notes;  ///< file-level remarks (different hosts, BLAS kernels, ...)
   bool timings_skipped = false;    ///< different machines: timings were not compared
+  /// The sides' machine probes (measured() false when a side has none or timings were not
+  /// compared).
+  ProbeAgreement probe;
   /// Matched runs with a deterministic difference + runs only in A + extra_runs.
   int mismatches() const;
   int regressions() const;  ///< matched runs with a timing regression
   int untested() const;     ///< matched ok runs whose timings could not be tested
+  int unreliable() const;   ///< matched runs with a timing verdict the probes made unreliable
+  /// Unreliable timings are not a failure: like untested ones they are reported.
   bool ok() const { return mismatches() == 0 && regressions() == 0; }
 };
 

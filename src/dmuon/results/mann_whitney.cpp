@@ -35,11 +35,47 @@ std::vector<double> u_distribution(std::size_t n_a, std::size_t n_b) {
 }  // namespace
 
 double min_one_sided_p(std::size_t n_a, std::size_t n_b) {
-  // 1 / C(n_a + n_b, n_a) computed in logs (no overflow for large samples).
+  // Exactly while C(n_a + n_b, k) stays an integer a double holds (each partial product
+  // C(n - k + i, i) is one), so that 3 vs 3 gives exactly 1/20 and does not pass "p < 0.05"
+  // by a rounding of the logs; in logs beyond (no overflow for large samples).
+  const std::size_t k = std::min(n_a, n_b), n = n_a + n_b;
+  double c = 1;
+  std::size_t i = 1;
+  for (; i <= k && c * static_cast<double>(n - k + i) < 0x1p53; ++i)
+    c = c * static_cast<double>(n - k + i) / static_cast<double>(i);
+  if (i > k) return 1 / c;
   const double lg = std::lgamma(static_cast<double>(n_a + n_b) + 1) -
                     std::lgamma(static_cast<double>(n_a) + 1) -
                     std::lgamma(static_cast<double>(n_b) + 1);
   return std::exp(-lg);
+}
+
+std::size_t critical_u(std::size_t n_a, std::size_t n_b, double alpha) {
+  if (n_a == 0 || n_b == 0) throw RuntimeFailure("critical_u needs two non-empty samples");
+  const std::size_t top = n_a * n_b;
+  if (n_a <= kExactMax && n_b <= kExactMax) {
+    // Accumulate the upper tail from U = n_a·n_b down while it stays below alpha.
+    const auto c = u_distribution(n_a, n_b);
+    double tail = 0;
+    std::size_t u = top + 1;
+    while (u > 0 && tail + c[u - 1] < alpha) tail += c[--u];
+    return u;
+  }
+  // Normal approximation: P(U >= u) = Q((u - mean - 1/2) / sd) falls with u; bisect for the
+  // first u below alpha.
+  const double na = static_cast<double>(n_a), nb = static_cast<double>(n_b);
+  const double mean = na * nb / 2, sd = std::sqrt(na * nb * (na + nb + 1) / 12);
+  const auto p = [&](std::size_t u) {
+    return 0.5 * std::erfc((static_cast<double>(u) - mean - 0.5) / sd / std::sqrt(2.0));
+  };
+  if (!(p(top) < alpha)) return top + 1;
+  std::size_t lo = 0, hi = top;  // p(hi) < alpha; invariant: the answer is in (lo, hi]
+  if (p(lo) < alpha) return lo;
+  while (hi - lo > 1) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    (p(mid) < alpha ? hi : lo) = mid;
+  }
+  return hi;
 }
 
 UTest mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b) {

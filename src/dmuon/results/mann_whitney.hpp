@@ -34,4 +34,10 @@ UTest mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b)
 /// 1 / C(n_a + n_b, n_a): the p-value of complete separation.
 double min_one_sided_p(std::size_t n_a, std::size_t n_b);
 
+/// The critical value of the one-sided test: the smallest u with P(U_B >= u) < alpha when A and
+/// B come from one distribution (exact up to kExactMax a side, else the normal approximation
+/// with the continuity correction, as mann_whitney_u computes p without ties); n_a·n_b + 1 when
+/// no u reaches alpha (min_one_sided_p >= alpha). Both sizes must be positive.
+std::size_t critical_u(std::size_t n_a, std::size_t n_b, double alpha);
+
 }  // namespace dmuon::results

@@ -222,19 +222,97 @@ TEST(Compare, TimingsOfDifferentMachinesAreNotCompared) {
   EXPECT_FALSE(compare_results(a, b, 0.2).ok());
 }
 
-TEST(Compare, AMachineRunningAtAnotherSpeedIsNoted) {
-  // The sgemm measured at the start of both runs 30 % apart: noted (the machine was busier),
-  // not used to excuse or blame timings (it is as noisy as they are on a shared machine).
+TEST(Compare, TimingsAreUnreliableWhenTheMachineProbesDisagree) {
+  // The sgemm measured at the start of both runs 30 % apart (beyond the tolerance 20 %): B's
+  // 2x would be a regression, but the machine's state changed, so it is UNRELIABLE, not a
+  // failure, with what the samples said.
   auto a = with_samples(base_samples());
   auto b = with_samples(base_samples(2.0));
   a.provenance.sgemm_gflops = 100;
   b.provenance.sgemm_gflops = 70;
   const auto c = compare_results(a, b, 0.2);
   EXPECT_FALSE(c.timings_skipped);
-  EXPECT_EQ(c.regressions(), 1);
+  EXPECT_TRUE(c.probe.disagree());
+  EXPECT_TRUE(c.ok());
+  EXPECT_EQ(c.regressions(), 0);
+  EXPECT_EQ(c.unreliable(), 1);
+  EXPECT_EQ(c.runs[0].check(), "UNRELIABLE");
+  ASSERT_EQ(c.runs[0].timings.size(), 2u);
+  for (const auto& t : c.runs[0].timings) {
+    EXPECT_EQ(t.verdict, "unreliable");
+    EXPECT_EQ(t.unreliable_verdict, "slower");
+  }
+  ASSERT_EQ(c.runs[0].unreliable.size(), 2u);
+  EXPECT_NE(c.runs[0].unreliable[0].find("step_ms: the samples say slower (+100.0 %"),
+            std::string::npos)
+      << c.runs[0].unreliable[0];
   ASSERT_FALSE(c.notes.empty());
-  EXPECT_NE(c.notes.front().find("A 100.0, B 70.0 GFLOP/s per rank (-30 %)"), std::string::npos)
+  EXPECT_NE(c.notes.front().find("A 100.0, B 70.0 GFLOP/s per rank, B/A 0.70 outside"),
+            std::string::npos)
       << c.notes.front();
+  // A's machine the busier: B's speed-up is no more the code's than a slowdown would be.
+  const auto d = compare_results(b, a, 0.2);
+  EXPECT_EQ(d.runs[0].check(), "UNRELIABLE");
+  EXPECT_EQ(d.runs[0].timings[0].unreliable_verdict, "faster");
+  // A run that equals A's: "same" is no more known than "slower".
+  auto e = with_samples(base_samples());
+  e.provenance.sgemm_gflops = 70;
+  EXPECT_EQ(compare_results(a, e, 0.2).runs[0].timings[0].unreliable_verdict, "same");
+}
+
+TEST(Compare, ProbesThatAgreeLeaveARegressionFailing) {
+  // 100 vs 85 GFLOP/s is within [1/1.2, 1.2]: the 2x slowdown is the code's.
+  auto a = with_samples(base_samples());
+  auto b = with_samples(base_samples(2.0));
+  a.provenance.sgemm_gflops = 100;
+  b.provenance.sgemm_gflops = 85;
+  const auto c = compare_results(a, b, 0.2);
+  EXPECT_FALSE(c.probe.disagree());
+  EXPECT_FALSE(c.ok());
+  EXPECT_EQ(c.regressions(), 1);
+  EXPECT_EQ(c.unreliable(), 0);
+  EXPECT_EQ(c.runs[0].check(), "SLOWER");
+  // The threshold follows the tolerance: at 10 % the same probes disagree.
+  EXPECT_TRUE(compare_results(a, b, 0.1).probe.disagree());
+}
+
+TEST(Compare, CountedDifferencesFailWhateverTheProbes) {
+  auto a = with_samples(base_samples());
+  auto b = with_samples(base_samples(2.0));
+  a.provenance.sgemm_gflops = 100;
+  b.provenance.sgemm_gflops = 40;
+  b.runs[0].collectives.calls_per_step[0] += 1;
+  const auto c = compare_results(a, b, 0.2);
+  EXPECT_TRUE(c.probe.disagree());
+  EXPECT_FALSE(c.ok());
+  EXPECT_EQ(c.mismatches(), 1);
+  EXPECT_EQ(c.runs[0].check(), "MISMATCH");
+  // A NaN timing is a broken measurement, not a busy machine: still a regression.
+  auto n = with_samples(base_samples());
+  n.provenance.sgemm_gflops = 40;
+  n.runs[0].timings.step_seconds[3] = std::numeric_limits<double>::quiet_NaN();
+  const auto d = compare_results(a, n, 0.2);
+  EXPECT_FALSE(d.ok());
+  EXPECT_EQ(d.regressions(), 1);
+}
+
+TEST(Compare, EveryTimingTestCarriesItsMinimumDetectableEffect) {
+  // 4 samples a side, A = B = {100, 110, 120, 130} ms (median 115): the 15th smallest of the
+  // 16 differences is 20 ms (detectable_effect_test), so the MDE is 20/115 = 17.4 %.
+  const auto a = with_samples({100, 110, 120, 130});
+  const auto c = compare_results(a, a, 0.1);
+  const auto& t = c.runs[0].timings[0];
+  ASSERT_TRUE(t.detectable.reachable);
+  EXPECT_NEAR(t.detectable.relative, 20.0 / 115, 1e-12);
+  // 3 vs 3 cannot reach p < 0.05 at all: untested, and the note says how many samples would.
+  const auto u = compare_results(with_samples({100, 101, 102}), with_samples({200, 201, 202}), 0.1);
+  EXPECT_FALSE(u.runs[0].timings[0].detectable.reachable);
+  EXPECT_EQ(u.runs[0].check(), "UNTESTED");
+  bool said = false;
+  for (const auto& n : u.runs[0].notes)
+    said |=
+        n.find("n too small to reach significance (need 4 samples per side)") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 TEST(Compare, BadOptionsAreInputErrors) {
@@ -369,6 +447,30 @@ TEST(CompareInvocations, SlowerThanEveryBaselineInvocationIsARegression) {
   EXPECT_TRUE(d.ok());
   EXPECT_EQ(d.runs[0].check(), "FASTER");
   EXPECT_NEAR(d.runs[0].timings[0].invocation_change, 1.05 / 1.9 - 1, 1e-12);
+}
+
+TEST(CompareInvocations, EachSidesProbeIsTheMedianOfItsInvocations) {
+  // One busy invocation per side (probe 40 and 30) does not make a side busy: the medians
+  // (100 vs 97) agree, and B, slower than every A invocation, fails.
+  std::vector<ResultsFile> a{with_samples(base_samples(1.0)), with_samples(base_samples(1.1)),
+                             with_samples(base_samples(1.05))};
+  std::vector<ResultsFile> b{with_samples(base_samples(2.0)), with_samples(base_samples(2.1)),
+                             with_samples(base_samples(1.9))};
+  const double pa[] = {100, 40, 102}, pb[] = {97, 98, 30};
+  for (std::size_t k = 0; k < 3; ++k) {
+    a[k].provenance.sgemm_gflops = pa[k];
+    b[k].provenance.sgemm_gflops = pb[k];
+  }
+  auto c = compare_sides(a, b, 0.2);
+  EXPECT_FALSE(c.probe.disagree());
+  EXPECT_EQ(c.regressions(), 1);
+  // Two of B's three invocations busy: B's median probe 30 is far below A's 100.
+  b[1].provenance.sgemm_gflops = 30;
+  c = compare_sides(a, b, 0.2);
+  EXPECT_TRUE(c.probe.disagree());
+  EXPECT_EQ(c.regressions(), 0);
+  EXPECT_EQ(c.unreliable(), 1);
+  EXPECT_TRUE(c.ok());
 }
 
 TEST(CompareInvocations, EveryFurtherInvocationMustMatchDeterministically) {
