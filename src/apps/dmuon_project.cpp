@@ -189,216 +189,261 @@ nlohmann::json machine_json(const project::Machine& m) {
           {"model", m.text}};
 }
 
-int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::Method>& methods,
-                   int argc, char** argv, const std::string& config_path) {
-  const auto machine = project::load_machine(
-      o.machine, apps::config_dir().empty() ? std::string() : apps::config_dir() + "/machines");
-  const auto topo = apps::load_topology(o.bench.plan);
+// One invocation: the machine, the model, the rows of every world and their projections.
+struct Invocation {
+  explicit Invocation(apps::project::ProjectOptions& options)
+      : o(options),
+        machine(project::load_machine(o.machine, apps::config_dir().empty()
+                                                     ? std::string()
+                                                     : apps::config_dir() + "/machines")),
+        topo(apps::load_topology(o.bench.plan)) {}
+
+  apps::project::ProjectOptions& o;
+  project::Machine machine;
+  model::Topology topo;
   std::string sweep_source;
-  auto sweep =
-      apps::bench::invocation_sweep(o.bench, topo, apps::config_dir(), config_path, &sweep_source);
+  std::string demo_note;  ///< the default sweep's demonstration rows left out
+  std::vector<WorldRows> worlds;
+  apps::project::ProjectionSetup setup;
+  std::optional<Trace> trace;
+  /// The bench's options as a projection ran them: one measured step, no device of its own.
+  apps::bench::BenchOptions ran;
+
+  bool activations() const { return setup.options.activations.modelled; }
+  int failures() const {
+    int n = 0;
+    for (const auto& w : worlds) n += apps::bench::failures(w.list.runs);
+    return n;
+  }
+  int oom_rows() const {
+    int n = 0;
+    for (const auto& w : worlds)
+      for (const auto& run : w.list.runs) n += oom(run);
+    return n;
+  }
+};
+
+// The rows of every world, validated before the first projection (a bad world fails at once).
+void plan_worlds(Invocation& v, const std::vector<engine::Method>& methods,
+                 const std::string& config_path) {
+  auto& o = v.o;
+  auto sweep = apps::bench::invocation_sweep(o.bench, v.topo, apps::config_dir(), config_path,
+                                             &v.sweep_source);
   // The default sweep's "incomplete" rows demonstrate the strict/lenient set-up errors of a
   // measured run; a projection answers for boundaries one would run: only when asked.
-  std::string demo_note;
   if (o.bench.boundaries.empty()) {
     const auto demo = [](const apps::bench::BoundaryChoice& c) { return c.word == "incomplete"; };
     const auto n = std::count_if(sweep.begin(), sweep.end(), demo);
     sweep.erase(std::remove_if(sweep.begin(), sweep.end(), demo), sweep.end());
     if (n > 0)
-      demo_note = fmt::format(
+      v.demo_note = fmt::format(
           "{} demonstration row(s) of the default sweep (incomplete boundaries) not projected: "
           "ask with --boundary incomplete",
           n);
   }
-  // Everything is validated before the first projection: a bad world in the list fails at once.
-  std::vector<WorldRows> worlds;
   for (int world : o.worlds) {
     engine::validate(o.bench.engine, world);
     WorldRows w;
     w.world = world;
-    w.list = apps::bench::make_run_list(o.bench, topo, sweep, methods, world);
-    worlds.push_back(std::move(w));
+    w.list = apps::bench::make_run_list(o.bench, v.topo, sweep, methods, world);
+    v.worlds.push_back(std::move(w));
   }
-  if (!o.bench.output.empty()) results::check_output_writable(o.bench.output);
+}
 
-  auto setup = apps::project::make_projection_setup(o.bench, topo, machine, o.symmetry_resolved);
-  auto& po = setup.options;
-  const auto& step_work = setup.step_work;
-  const auto& notes = setup.notes;
-  const auto& flops_note = setup.flops_note;
-  // --trace: the timeline of one run (a sweep's would not fit one view).
-  std::optional<Trace> trace;
-  if (!o.bench.trace.empty()) {
-    std::size_t runs = 0;
-    for (const auto& w : worlds) runs += w.list.runs.size();
-    if (runs != 1)
-      throw InputError(fmt::format(
-          "--trace records one run; this invocation makes {} (choose one --boundary, --method, "
-          "--owner-strategy and --world-size)",
-          runs));
-    const int world = worlds.front().world;
-    std::vector<int> ranks;
-    for (int r : o.trace_rank_list) {
-      if (r >= 0) {
-        ranks.push_back(r);
-        continue;
-      }
-      if (world > 256)
-        throw InputError(fmt::format(
-            "--trace-ranks all: the world has {} ranks (at most 256 traced; name them)", world));
-      for (int q = 0; q < world; ++q) ranks.push_back(q);
+// --trace: the timeline of one run (a sweep's would not fit one view).
+void prepare_trace(Invocation& v) {
+  const auto& o = v.o;
+  std::size_t runs = 0;
+  for (const auto& w : v.worlds) runs += w.list.runs.size();
+  if (runs != 1)
+    throw InputError(fmt::format(
+        "--trace records one run; this invocation makes {} (choose one --boundary, --method, "
+        "--owner-strategy and --world-size)",
+        runs));
+  const int world = v.worlds.front().world;
+  std::vector<int> ranks;
+  for (int r : o.trace_rank_list) {
+    if (r >= 0) {
+      ranks.push_back(r);
+      continue;
     }
-    if (ranks.size() > 256)
-      throw InputError(fmt::format("--trace-ranks names {} ranks (at most 256)", ranks.size()));
-    trace.emplace(std::move(ranks), world, "projected");
-    po.trace = &*trace;
+    if (world > 256)
+      throw InputError(fmt::format(
+          "--trace-ranks all: the world has {} ranks (at most 256 traced; name them)", world));
+    for (int q = 0; q < world; ++q) ranks.push_back(q);
   }
-  for (auto& w : worlds) {
+  if (ranks.size() > 256)
+    throw InputError(fmt::format("--trace-ranks names {} ranks (at most 256)", ranks.size()));
+  v.trace.emplace(std::move(ranks), world, "projected");
+  v.setup.options.trace = &*v.trace;
+}
+
+// Projects every row that planned; a row over the device memory gets status oom (no time).
+void project_rows(Invocation& v) {
+  auto& po = v.setup.options;
+  for (auto& w : v.worlds) {
     w.projections.resize(w.list.runs.size());
     for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
       auto& run = w.list.runs[i];
       if (!run.ok()) continue;
       po.engine.step.method = run.method;
       w.projections[i] = project::project(
-          topo.tree, w.list.plans[static_cast<std::size_t>(run.plan_index)], machine, po);
+          v.topo.tree, w.list.plans[static_cast<std::size_t>(run.plan_index)], v.machine, po);
       run.result = w.projections[i].result;
-      // Over the device memory: no time is reported for it (status oom, not a failure).
       const auto& mem = w.projections[i].memory;
-      if (const std::int64_t excess = project::excess_bytes(mem, machine.memory_gb); excess > 0) {
+      if (const std::int64_t excess = project::excess_bytes(mem, v.machine.memory_gb); excess > 0) {
         run.status = "oom";
         run.error = fmt::format(
             "oom: peak {:.1f} GB per rank (rank {}, {}) exceeds the machine's {:g} GB by {:.1f} GB",
             static_cast<double>(mem.peak()) / 1e9, mem.rank,
-            project::memory_phase_name(mem.peak_phase()), machine.memory_gb,
+            project::memory_phase_name(mem.peak_phase()), v.machine.memory_gb,
             static_cast<double>(excess) / 1e9);
       }
     }
   }
-  if (trace) {
-    const auto& run = worlds.front().list.runs.front();
-    trace->write(o.bench.trace,
-                 fmt::format("{} {}, {} ranks on {}", engine::method_name(run.method),
-                             run.boundary_label(), worlds.front().world, machine.name));
+  if (v.trace) {
+    const auto& run = v.worlds.front().list.runs.front();
+    v.trace->write(v.o.bench.trace,
+                   fmt::format("{} {}, {} ranks on {}", engine::method_name(run.method),
+                               run.boundary_label(), v.worlds.front().world, v.machine.name));
   }
-  const bool activations = po.activations.modelled;
+}
 
-  // The bench's options as a projection ran them: one measured step, no device of its own.
-  auto bo = o.bench;
-  bo.engine.run.steps = 1;
-  bo.engine.run.warmup = 0;
-  bo.engine.backend.device =
-      machine.device == project::DeviceKind::gpu ? engine::Device::cuda : engine::Device::host;
-  int failures = 0;
-  for (const auto& w : worlds) failures += apps::bench::failures(w.list.runs);
+// A row's projection figures in its results record (memory, throughput, what made them).
+void add_projection_fields(results::RunRecord& rec, const Invocation& v,
+                           const apps::bench::BenchRun& run, const project::Projection& p) {
+  rec.summary_text["timings_source"] = "projected";
+  rec.summary_text["machine"] = v.machine.name;
+  rec.summary_text["machine_model"] = v.machine.text;
+  rec.summary_text["symmetry"] = project::symmetry_name(v.o.symmetry_resolved);
+  if (run.ok() || oom(run)) {
+    const auto& mem = p.memory;
+    for (const auto& [name, bytes] : mem.terms())
+      rec.summary["memory_" + name + "_bytes"] = static_cast<double>(bytes);
+    rec.summary["memory_peak_bytes"] = static_cast<double>(mem.peak());
+    rec.summary["memory_peak_rank"] = mem.rank;
+    rec.summary["memory_capacity_GB"] = v.machine.memory_gb;
+    rec.summary["memory_excess_bytes"] =
+        static_cast<double>(project::excess_bytes(mem, v.machine.memory_gb));
+    rec.summary_text["memory_peak_phase"] = project::memory_phase_name(mem.peak_phase());
+    rec.summary_text["memory_activations"] = v.activations() ? "modelled" : "not modelled";
+  }
+  if (oom(run)) rec.status = "oom";
+  if (run.ok()) {
+    rec.summary["mfu"] = p.mfu;
+    rec.summary["hfu"] = p.hfu;
+    rec.summary["model_tflops_per_gpu"] = p.model_tflops_per_gpu;
+    rec.summary["tokens_per_s"] = p.tokens_per_s;
+    rec.summary["model_flops_per_step"] = p.model_flops_per_step;
+  }
+}
 
-  if (!o.bench.output.empty()) {
-    results::ResultsFile f;
-    int largest = 0;
-    for (const auto& w : worlds) largest = std::max(largest, w.world);
-    f.provenance = results::collect_provenance(argc, argv, largest, o.bench.plan.replicate);
-    for (auto& w : worlds) {
-      auto records = apps::bench::make_records(topo, w.list.plans, bo, w.list.runs);
-      for (std::size_t i = 0; i < records.size(); ++i) {
-        auto& rec = records[i];
-        rec.summary_text["timings_source"] = "projected";
-        rec.summary_text["machine"] = machine.name;
-        rec.summary_text["machine_model"] = machine.text;
-        rec.summary_text["symmetry"] = project::symmetry_name(o.symmetry_resolved);
-        const auto& run = w.list.runs[i];
-        if (run.ok() || oom(run)) {
-          const auto& mem = w.projections[i].memory;
-          for (const auto& [name, bytes] : mem.terms())
-            rec.summary["memory_" + name + "_bytes"] = static_cast<double>(bytes);
-          rec.summary["memory_peak_bytes"] = static_cast<double>(mem.peak());
-          rec.summary["memory_peak_rank"] = mem.rank;
-          rec.summary["memory_capacity_GB"] = machine.memory_gb;
-          rec.summary["memory_excess_bytes"] =
-              static_cast<double>(project::excess_bytes(mem, machine.memory_gb));
-          rec.summary_text["memory_peak_phase"] = project::memory_phase_name(mem.peak_phase());
-          rec.summary_text["memory_activations"] = activations ? "modelled" : "not modelled";
-        }
-        if (oom(run)) rec.status = "oom";
-        if (run.ok()) {
-          rec.summary["mfu"] = w.projections[i].mfu;
-          rec.summary["hfu"] = w.projections[i].hfu;
-          rec.summary["model_tflops_per_gpu"] = w.projections[i].model_tflops_per_gpu;
-          rec.summary["tokens_per_s"] = w.projections[i].tokens_per_s;
-          rec.summary["model_flops_per_step"] = w.projections[i].model_flops_per_step;
-        }
-        f.runs.push_back(std::move(rec));
-      }
+void write_results_file(const Invocation& v, int argc, char** argv) {
+  results::ResultsFile f;
+  int largest = 0;
+  for (const auto& w : v.worlds) largest = std::max(largest, w.world);
+  f.provenance = results::collect_provenance(argc, argv, largest, v.o.bench.plan.replicate);
+  for (const auto& w : v.worlds) {
+    auto records = apps::bench::make_records(v.topo, w.list.plans, v.ran, w.list.runs);
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      add_projection_fields(records[i], v, w.list.runs[i], w.projections[i]);
+      f.runs.push_back(std::move(records[i]));
     }
-    results::write_results(o.bench.output, f);
   }
+  results::write_results(v.o.bench.output, f);
+}
 
-  if (o.bench.json) {
-    nlohmann::json j;
-    nlohmann::json runs = nlohmann::json::array();
-    for (const auto& w : worlds) {
-      // Nothing ran on this host: no host description (and no sgemm rate) goes with it.
-      auto wj = apps::bench::to_json(topo, w.list.plans, bo, w.world, w.list.runs, {});
-      wj.erase("host");
-      for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
-        auto& x = wj["runs"][i];
-        x["world_size"] = w.world;
-        x["projected"] = true;
-        if (w.list.runs[i].ok() || oom(w.list.runs[i]))
-          x["memory"] = memory_json(w.projections[i].memory, machine, activations);
-        if (w.list.runs[i].ok()) {
-          const auto& p = w.projections[i];
-          x["mfu"] = p.mfu;
-          x["hfu"] = p.hfu;
-          x["model_tflops_per_gpu"] = p.model_tflops_per_gpu;
-          x["flop_convention"] = o.bench.flops;
-          x["tokens_per_s"] = p.tokens_per_s;
-          x["model_flops_per_step"] = p.model_flops_per_step;
-          x["projection"] = {{"programs", p.programs},
-                             {"batches", p.batches},
-                             {"build_s", p.build_s},
-                             {"replay_s", p.replay_s}};
-        }
-        runs.push_back(x);
-      }
-      if (j.is_null()) j = wj;
+// The bench's JSON row with the projection's own figures.
+void add_projection_json(nlohmann::json& x, const Invocation& v, const apps::bench::BenchRun& run,
+                         const project::Projection& p, int world) {
+  x["world_size"] = world;
+  x["projected"] = true;
+  if (run.ok() || oom(run)) x["memory"] = memory_json(p.memory, v.machine, v.activations());
+  if (!run.ok()) return;
+  x["mfu"] = p.mfu;
+  x["hfu"] = p.hfu;
+  x["model_tflops_per_gpu"] = p.model_tflops_per_gpu;
+  x["flop_convention"] = v.o.bench.flops;
+  x["tokens_per_s"] = p.tokens_per_s;
+  x["model_flops_per_step"] = p.model_flops_per_step;
+  x["projection"] = {{"programs", p.programs},
+                     {"batches", p.batches},
+                     {"build_s", p.build_s},
+                     {"replay_s", p.replay_s}};
+}
+
+nlohmann::json invocation_json(const Invocation& v) {
+  const auto& o = v.o;
+  nlohmann::json j;
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& w : v.worlds) {
+    // Nothing ran on this host: no host description (and no sgemm rate) goes with it.
+    auto wj = apps::bench::to_json(v.topo, w.list.plans, v.ran, w.world, w.list.runs, {});
+    wj.erase("host");
+    for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
+      auto& x = wj["runs"][i];
+      add_projection_json(x, v, w.list.runs[i], w.projections[i], w.world);
+      runs.push_back(x);
     }
-    j.erase("world_size");
-    j["world_sizes"] = o.worlds;
-    j["projected"] = true;
-    j["symmetry"] = project::symmetry_name(o.symmetry_resolved);
-    j["machine"] = machine_json(machine);
-    j["runs"] = runs;
-    if (step_work)
-      j["step_work"] = {{"seq_len", o.bench.seq_len},
-                        {"micro_batch", o.bench.micro_batch},
-                        {"ac", o.bench.ac},
-                        {"fusion", o.bench.fusion},
-                        {"compute_dtype", engine::dtype_flag_name(step_work->shape.dtype)}};
-    j["notes"] = notes;
-    int oom_rows = 0;
-    for (const auto& w : worlds)
-      for (const auto& run : w.list.runs) oom_rows += oom(run);
-    j["oom"] = oom_rows;  // rows over the device memory: status "oom", not failures
-    j["failures"] = failures;
-    j["passed"] = failures == 0;
-    std::cout << j.dump(2) << std::endl;
-  } else {
-    if (step_work) std::cout << apps::bench::step_work_lines(o.bench, *step_work);
-    if (!flops_note.empty()) std::cout << "# note: " << flops_note << "\n";
-    std::cout << summary_table(machine, worlds, o.bench.flops);
-    if (!demo_note.empty()) std::cout << "# note: " << demo_note << "\n";
-    apps::bench::TableStyle style;
-    style.title =
-        fmt::format("dmuon_project (PROJECTED on machine {}, not measured):", machine.name);
-    style.projected = true;
-    std::set<std::string> shown;  // legends and warnings once for the whole sweep
-    style.shown = &shown;
-    for (const auto& w : worlds)
-      std::cout << "\n"
-                << apps::bench::format_table(topo, w.list.plans, bo, w.world, w.list.runs,
-                                             sweep_source, {}, style)
-                << projection_table(machine, w, o.bench.flops, activations) << std::flush;
+    if (j.is_null()) j = wj;
   }
-  return failures == 0 ? apps::kOk : apps::kCheckFailed;
+  j.erase("world_size");
+  j["world_sizes"] = o.worlds;
+  j["projected"] = true;
+  j["symmetry"] = project::symmetry_name(o.symmetry_resolved);
+  j["machine"] = machine_json(v.machine);
+  j["runs"] = runs;
+  if (const auto& work = v.setup.step_work)
+    j["step_work"] = {{"seq_len", o.bench.seq_len},
+                      {"micro_batch", o.bench.micro_batch},
+                      {"ac", o.bench.ac},
+                      {"fusion", o.bench.fusion},
+                      {"compute_dtype", engine::dtype_flag_name(work->shape.dtype)}};
+  j["notes"] = v.setup.notes;
+  j["oom"] = v.oom_rows();  // rows over the device memory: status "oom", not failures
+  j["failures"] = v.failures();
+  j["passed"] = v.failures() == 0;
+  return j;
+}
+
+void print_tables(const Invocation& v) {
+  const auto& o = v.o;
+  if (v.setup.step_work) std::cout << apps::bench::step_work_lines(o.bench, *v.setup.step_work);
+  if (!v.setup.flops_note.empty()) std::cout << "# note: " << v.setup.flops_note << "\n";
+  std::cout << summary_table(v.machine, v.worlds, o.bench.flops);
+  if (!v.demo_note.empty()) std::cout << "# note: " << v.demo_note << "\n";
+  apps::bench::TableStyle style;
+  style.title =
+      fmt::format("dmuon_project (PROJECTED on machine {}, not measured):", v.machine.name);
+  style.projected = true;
+  std::set<std::string> shown;  // legends and warnings once for the whole sweep
+  style.shown = &shown;
+  for (const auto& w : v.worlds)
+    std::cout << "\n"
+              << apps::bench::format_table(v.topo, w.list.plans, v.ran, w.world, w.list.runs,
+                                           v.sweep_source, {}, style)
+              << projection_table(v.machine, w, o.bench.flops, v.activations()) << std::flush;
+}
+
+int run_projection(apps::project::ProjectOptions& o, const std::vector<engine::Method>& methods,
+                   int argc, char** argv, const std::string& config_path) {
+  Invocation v(o);
+  plan_worlds(v, methods, config_path);
+  if (!o.bench.output.empty()) results::check_output_writable(o.bench.output);
+  v.setup = apps::project::make_projection_setup(o.bench, v.topo, v.machine, o.symmetry_resolved);
+  if (!o.bench.trace.empty()) prepare_trace(v);
+  project_rows(v);
+  v.ran = o.bench;
+  v.ran.engine.run.steps = 1;
+  v.ran.engine.run.warmup = 0;
+  v.ran.engine.backend.device =
+      v.machine.device == project::DeviceKind::gpu ? engine::Device::cuda : engine::Device::host;
+  if (!o.bench.output.empty()) write_results_file(v, argc, argv);
+  if (o.bench.json)
+    std::cout << invocation_json(v).dump(2) << std::endl;
+  else
+    print_tables(v);
+  return v.failures() == 0 ? apps::kOk : apps::kCheckFailed;
 }
 
 int project_main(int argc, char** argv) {
