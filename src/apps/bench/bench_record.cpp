@@ -101,6 +101,18 @@ void fill_measured(results::RunRecord& rec, const model::Topology& topo, const B
   rec.memory["master_bytes_max"] = r.master_bytes;
   rec.memory["optimizer_state_bytes_max"] = r.momentum_bytes;
   auto& s = rec.summary;
+  // The backend's own peak, named as dmuon_project's modelled memory_* fields with "measured".
+  if (const auto& m = r.memory_measured; m.measured) {
+    for (std::size_t t = 0; t < engine::kMemoryTermCount; ++t)
+      s[fmt::format("memory_measured_{}_bytes",
+                    engine::memory_term_name(static_cast<engine::MemoryTerm>(t)))] =
+          static_cast<double>(m.terms_at_peak[t]);
+    s["memory_measured_peak_bytes"] = static_cast<double>(m.peak_bytes);
+    s["memory_measured_peak_rank"] = m.rank;
+    s["memory_measured_reserved_bytes"] = static_cast<double>(m.reserved_bytes);
+    s["memory_measured_uncounted_bytes"] = static_cast<double>(m.uncounted_bytes);
+    rec.summary_text["memory_measured_peak_phase"] = m.phase;
+  }
   for (std::size_t p = 0; p < engine::kPhaseCount; ++p)
     if (static_cast<Phase>(p) != Phase::step)
       s[std::string(engine::phase_name(static_cast<Phase>(p))) + "_ms"] = r.phases_ms[p];

@@ -35,6 +35,21 @@ bool reported(const RunResult& r, std::size_t ch) {
   return spec_kind && (g == CommGroup::shard || (g == CommGroup::replicate && r.replicate > 1));
 }
 
+// The backend's own peak (docs/MEMORY.md "Measured"); null where it keeps no account (CUDA).
+nlohmann::json measured_memory_json(const MeasuredMemory& m) {
+  if (!m.measured) return nullptr;
+  nlohmann::json terms = nlohmann::json::object();
+  for (std::size_t t = 0; t < kMemoryTermCount; ++t)
+    terms[memory_term_name(static_cast<MemoryTerm>(t))] = m.terms_at_peak[t];
+  return {{"peak_bytes", m.peak_bytes},
+          {"peak_MB", static_cast<double>(m.peak_bytes) / 1e6},
+          {"rank", m.rank},
+          {"phase", m.phase},
+          {"terms_bytes", terms},
+          {"reserved_bytes", m.reserved_bytes},
+          {"uncounted_bytes", m.uncounted_bytes}};
+}
+
 }  // namespace
 
 std::int64_t weight_calls_per_step(const RunResult& r) {
@@ -125,6 +140,7 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
     x["memory_bytes"] = {{"peak_packed_or_gathered", r.peak_packed_bytes},
                          {"master", r.master_bytes},
                          {"optimizer_state", r.momentum_bytes}};
+    x["memory_measured"] = measured_memory_json(r.memory_measured);
     if (r.checked)
       x["check"] = {{"passed", r.check_passed},
                     {"max_rel_error", r.max_rel_error},

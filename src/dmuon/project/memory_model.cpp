@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "kernels/dtype.hpp"
 
@@ -18,6 +19,49 @@ std::int64_t bytes_of(kernels::Dtype t) {
 
 std::int64_t rounded(double bytes) {
   return static_cast<std::int64_t>(std::llround(bytes));
+}
+
+// The gradients travelling when backward's pooled buffers (gathered weights and travelling
+// gradients together) peak, as the schedule holds them (step_schedule.hpp): backward takes the
+// groups in reverse forward order; at position k the weights of order[k..k+prefetch] are live
+// (Z3; Z2: every group whose backward has not run, each freed after its backward), and the
+// gradient ring of grad_window slots keeps each slot's last occupant until the group that
+// reuses the slot (position k, slot k mod grad_window, when it has pooled gradients) waits
+// for its reduce just before writing. `weights` is the forward's live weights; the result is
+// the joint peak less them (never negative: the position where the largest weight window is
+// live holds at least those weights). Taking the two maxima apart would add a weight window
+// and a gradient window that are never live together. O(groups) per rank.
+std::int64_t travelling_gradients(const engine::StepLayout& L, std::int64_t weights) {
+  const std::int64_t wire = bytes_of(L.wire);
+  const std::int64_t alt = bytes_of(L.alt_wire);
+  const auto n = static_cast<std::int64_t>(L.groups.size());
+  const bool all_kept = L.reshard == plan::Reshard::z2;
+  const std::int64_t ahead = std::max(0, L.weight_window - 1);
+  const auto slots = static_cast<std::size_t>(std::max(1, L.grad_window));
+  // The group at backward position k.
+  const auto at = [&](std::int64_t k) -> const engine::GroupLayout& {
+    return L.groups[static_cast<std::size_t>(n - 1 - k)];
+  };
+  const auto weight_bytes = [&](std::int64_t k) {
+    const auto& g = at(k);
+    return is_ddp(L.method) ? 0 : g.weight_elems * wire + g.alt_weight_elems * alt;
+  };
+  std::int64_t live_w = 0;  // Z3: positions [k, k + ahead]; Z2: [k, n)
+  for (std::int64_t k = 0; k < (all_kept ? n : std::min(n, ahead)); ++k) live_w += weight_bytes(k);
+  std::vector<std::int64_t> ring(slots, 0);  // each slot's occupant's pooled gradient bytes
+  std::int64_t in_ring = 0, joint = 0;
+  for (std::int64_t k = 0; k < n; ++k) {
+    if (!all_kept && k + ahead < n) live_w += weight_bytes(k + ahead);
+    joint = std::max(joint, live_w + in_ring);  // before the oldest reduce is waited
+    if (const std::int64_t g = wire * at(k).grad_elems; g > 0) {
+      auto& slot = ring[static_cast<std::size_t>(k) % slots];
+      in_ring += g - slot;
+      slot = g;
+    }
+    joint = std::max(joint, live_w + in_ring);  // k's gradients written
+    live_w -= weight_bytes(k);
+  }
+  return std::max<std::int64_t>(0, joint - weights);
 }
 
 }  // namespace
@@ -132,19 +176,7 @@ RankMemory memory_of(const engine::StepLayout& L) {
   }
   m.ns_workspace = 4 * largest_ns;
   m.weights = L.live_weight_bytes;
-  // Pooled gradients of grad_window consecutive groups travel together (backward takes the
-  // groups in reverse forward order; --accum: every group keeps its own); the engine's ring
-  // sizes every slot for the largest group, a real implementation holds what is in flight, as
-  // StepLayout::live_weight_bytes does for weights. Reduced layouts: this rank's grad_elems.
-  const std::size_t n = L.groups.size();
-  const std::size_t window = std::min(n, static_cast<std::size_t>(std::max(1, L.grad_window)));
-  std::int64_t in_flight = 0, sum = 0;  // a sliding sum: O(groups) per rank
-  for (std::size_t i = 0; i < n; ++i) {
-    sum += L.groups[i].grad_elems;
-    if (i >= window) sum -= L.groups[i - window].grad_elems;
-    in_flight = std::max(in_flight, sum);
-  }
-  m.grad_buffers = wire * in_flight;
+  m.grad_buffers = travelling_gradients(L, m.weights);
   m.gather_buffers = wire * L.gather_pool_elems + alt * L.alt_gather_elems;
   // StepLayout::tp_send_elems / tp_recv_elems / tp_matrix_elems of this rank.
   const std::int64_t T = L.tp();

@@ -18,7 +18,8 @@
 //                     Z3 prefetch + 1 groups, Z2 every group from forward to backward; DDP
 //                     computes on its replicas: 0)
 //   grad_buffers      backward's travelling gradients (pairs rooted elsewhere, FSDP padded full
-//                     gradients) of the grad_window consecutive groups in flight together
+//                     gradients) in the grad_window-slot ring, where weights and travelling
+//                     gradients together peak as the schedule holds them, less `weights`
 //   gather_buffers    fsdp-muon's all-gathered Nesterov inputs (the gather pool)
 //   ns_workspace      4 · (4·r·c + 5·m²), m = min(r, c), of the largest matrix it runs
 //                     Newton–Schulz on (the host kernel's iterate, successor, input and output

@@ -15,6 +15,7 @@
 #include "dmuon/comm/abort.hpp"
 #include "dmuon/engine/exec/host_activation.hpp"
 #include "dmuon/engine/exec/linear_work.hpp"
+#include "dmuon/engine/exec/memory_tracker.hpp"
 #include "dmuon/engine/exec/optimizer_step.hpp"
 #include "dmuon/engine/step/grad_clip.hpp"
 #include "kernels/convert.hpp"
@@ -139,6 +140,7 @@ class HostBackend final : public StepBackend {
       scratch_ = F32View("dmuon::grad_fp32", n(max_numel));
     zeros_.assign(static_cast<std::size_t>(L_.shards()), 0.0f);  // padding < G elements
     if (L_.activation) activation_ = std::make_unique<HostActivation>(*L_.activation);
+    hold_persistent();
     const std::int64_t global = o.step.global_samples(L_.me.grid.dp_size());
     std::vector<float> init;
     work_.reserve(L_.params.size());
@@ -373,6 +375,66 @@ class HostBackend final : public StepBackend {
     std::copy(master_.data() + offset, master_.data() + offset + count, host);
   }
 
+  // The memory model's account of this rank's pooled buffers (docs/MEMORY.md "Measured"): a
+  // group's region is held from the op that fills it to the op after which nothing reads it.
+  void op_done(const StepOp& op) override {
+    mem_.enter(op.phase);
+    if (op.group < 0) return;
+    const auto& g = group(op.group);
+    const std::int64_t key = op.group;
+    const auto wire = static_cast<std::int64_t>(kernels::dtype_bytes(wire_));
+    switch (op.op) {
+      case Op::pack: {
+        // Replicas: fp32 compute reads the masters, a 16-bit one a rounded copy in the pool.
+        const bool fills = g.kind == GroupKind::ddp ? wire_ != Dtype::f32 : g.has_weight_comm();
+        if (fills) mem_.hold(MemoryTerm::weights, key, wire * g.weight_elems);
+        break;
+      }
+      case Op::release_weights: mem_.drop(MemoryTerm::weights, key); break;
+      case Op::backward:
+        if (g.grad_elems > 0) mem_.hold(MemoryTerm::grad_buffers, key, wire * g.grad_elems);
+        break;
+      case Op::wait_reduce: mem_.drop(MemoryTerm::grad_buffers, key); break;
+      case Op::prepare:  // writes this rank's shard of the gather in place
+        if (g.gather_elems > 0) mem_.hold(MemoryTerm::gather_buffers, key, wire * g.gather_elems);
+        break;
+      case Op::apply:
+        if (op.param == last_update_[static_cast<std::size_t>(op.group)])
+          mem_.drop(MemoryTerm::gather_buffers, key);
+        break;
+      case Op::newton_schulz: {
+        // One workspace in use at a time (the host caches one per shape: reserved).
+        const auto& p = param(op.param);
+        const MatrixShape s = p.tp_sharded() ? p.logical : p.shape;
+        mem_.hold(MemoryTerm::ns_workspace, 0, opt_.workspace_bytes(s.rows, s.cols));
+        mem_.drop(MemoryTerm::ns_workspace, 0);
+        break;
+      }
+      default: break;
+    }
+  }
+
+  MeasuredMemory measured_memory() const override {
+    MemoryTracker m = mem_;
+    std::int64_t counted = opt_.workspace_bytes(), uncounted = 0;
+    for (const F32View* v : {&master_, &state_, &state2_, &input_, &tp_matrix_, &compute_pool_,
+                             &gather_f32_, &alt_compute_, &alt_gather_f32_, &scratch_}) {
+      const bool image = v == &compute_pool_ || v == &gather_f32_ || v == &alt_compute_ ||
+                         v == &alt_gather_f32_ || v == &scratch_;
+      (image ? uncounted : counted) += static_cast<std::int64_t>(v->span() * sizeof(float));
+    }
+    for (const WireBuffer* w : {&grad_arena_, &weight_pool_, &grad_pool_, &gather_pool_,
+                                &alt_weights_, &alt_grads_, &alt_gather_, &tp_send_, &tp_recv_})
+      counted += w->bytes();
+    // The synthetic compute's inputs, outputs and padding zeros, the activation work's scratch.
+    for (const auto& w : work_) uncounted += w.bytes();
+    uncounted += static_cast<std::int64_t>(zeros_.size() * sizeof(float)) +
+                 (activation_ ? activation_->bytes() : 0);
+    m.add_reserved(counted);
+    m.add_uncounted(uncounted);
+    return m.result(L_.me.rank);
+  }
+
   std::int64_t allocated_bytes() const override {
     std::int64_t b = 0;
     for (const F32View* v : {&master_, &state_, &state2_, &input_, &compute_pool_, &gather_f32_,
@@ -390,6 +452,31 @@ class HostBackend final : public StepBackend {
   int index_of(const ParamLayout& p) const { return static_cast<int>(&p - L_.params.data()); }
   // The shards region of the TP matrix arena (locate(): BufferRef::Kind::tp_shards).
   float* tp_shards() { return tp_matrix_.data() + L_.tp_matrix_elems() / 2; }
+
+  // The arenas held for the whole run, under the model's terms; the alt (--route dtype)
+  // weights and gathers are persistent regions here (the model counts the weights as live
+  // only while in flight).
+  void hold_persistent() {
+    const auto f32 = [](const F32View& v) { return static_cast<std::int64_t>(v.span() * 4); };
+    mem_.hold(MemoryTerm::masters, -1, f32(master_));
+    mem_.hold(MemoryTerm::optimizer_state, -1, f32(state_) + f32(state2_));
+    mem_.hold(MemoryTerm::gradients, -1, grad_arena_.bytes() + alt_grads_.bytes());
+    // The Nesterov input arena spans the whole state arena (it is indexed by state offsets);
+    // only the Muon parameters' part is ever written: the AdamW rest is reserved, not live.
+    std::int64_t muon_inputs = 0;
+    for (const auto& p : L_.params)
+      if (p.muon && p.updated_here) muon_inputs += 4 * p.state_elems;
+    mem_.hold(MemoryTerm::ns_input, -1, muon_inputs);
+    mem_.hold(MemoryTerm::tp_buffers, -1, tp_send_.bytes() + tp_recv_.bytes() + f32(tp_matrix_));
+    mem_.hold(MemoryTerm::weights, -1, alt_weights_.bytes());
+    mem_.hold(MemoryTerm::gather_buffers, -1, alt_gather_.bytes());
+    // The last parameter of each group whose optimizer runs here: its apply ends the group's
+    // use of the gather.
+    last_update_.assign(L_.groups.size(), -1);
+    for (std::size_t g = 0; g < L_.groups.size(); ++g)
+      for (int pi : L_.groups[g].members)
+        if (param(pi).updated_here) last_update_[g] = pi;
+  }
 
   void* at(const Location& where) {
     switch (where.arena) {
@@ -483,6 +570,8 @@ class HostBackend final : public StepBackend {
   std::function<void()> poll_;  // MPI progress between the kernels of one op
   HostOptimizer opt_;
   SteadyTimer timer_;
+  MemoryTracker mem_;
+  std::vector<int> last_update_;  // per group: its last parameter updated here (-1: none)
 };
 
 }  // namespace

@@ -40,4 +40,9 @@ std::int64_t HostOptimizer::workspace_bytes() const {
   return b;
 }
 
+std::int64_t HostOptimizer::workspace_bytes(std::int64_t rows, std::int64_t cols) const {
+  const auto it = workspaces_.find({rows, cols});
+  return it == workspaces_.end() ? 0 : static_cast<std::int64_t>(it->second->bytes());
+}
+
 }  // namespace dmuon::engine

@@ -39,6 +39,8 @@ class HostOptimizer {
                     std::size_t n, long step) const;
   /// Newton–Schulz scratch allocated so far (one workspace per matrix shape).
   std::int64_t workspace_bytes() const;
+  /// The workspace of one rows×cols matrix (0 before its first Newton–Schulz).
+  std::int64_t workspace_bytes(std::int64_t rows, std::int64_t cols) const;
 
  private:
   kernels::MuonConfig muon_;

@@ -111,6 +111,12 @@ class StepBackend {
   virtual void read_masters(std::int64_t offset, std::int64_t count, float* host) = 0;
   /// Bytes the backend allocated, by kind, for the results' memory figures.
   virtual std::int64_t allocated_bytes() const = 0;
+  /// After every op the executor runs (kernel, issue, wait or bookkeeping): where a backend
+  /// accounts the buffers the op filled or last read (memory_tracker.hpp).
+  virtual void op_done(const StepOp& /*op*/) {}
+  /// This rank's peak of the buffers the memory model counts; `measured` false where the
+  /// backend keeps no account (CUDA).
+  virtual MeasuredMemory measured_memory() const { return {}; }
 };
 
 }  // namespace dmuon::engine

@@ -221,6 +221,7 @@ StepMeasure StepExecutor::run_step(long step) {
         break;
       case OpClass::bookkeeping: backend_.release_weights(op); break;
     }
+    backend_.op_done(op);
   }
   close_segment();
   timer.pause();

@@ -7,6 +7,21 @@
 
 namespace dmuon::engine {
 
+const char* memory_term_name(MemoryTerm t) {
+  switch (t) {
+    case MemoryTerm::masters: return "masters";
+    case MemoryTerm::optimizer_state: return "optimizer_state";
+    case MemoryTerm::gradients: return "gradients";
+    case MemoryTerm::ns_input: return "ns_input";
+    case MemoryTerm::weights: return "weights";
+    case MemoryTerm::grad_buffers: return "grad_buffers";
+    case MemoryTerm::gather_buffers: return "gather_buffers";
+    case MemoryTerm::ns_workspace: return "ns_workspace";
+    case MemoryTerm::tp_buffers: return "tp_buffers";
+  }
+  return "?";
+}
+
 std::string channel_name(std::size_t channel) {
   const std::string kind = comm::collective_kind_name(channel_kind(channel));
   const CommGroup g = channel_group(channel);

@@ -57,6 +57,40 @@ struct KindResult {
   double busbw_gbps(comm::CollectiveKind kind) const;
 };
 
+/// The memory terms a backend measures, in the order and with the names of the projection's
+/// model (project/memory_model.hpp; activations aside: the host runs the activation work for
+/// its cost and keeps nothing for backward).
+enum class MemoryTerm {
+  masters,
+  optimizer_state,
+  gradients,
+  ns_input,
+  weights,
+  grad_buffers,
+  gather_buffers,
+  ns_workspace,
+  tp_buffers,
+};
+inline constexpr std::size_t kMemoryTermCount = 9;
+const char* memory_term_name(MemoryTerm t);
+
+/// A backend's own peak of the buffers the memory model counts (exec/memory_tracker.hpp),
+/// max over ranks; docs/MEMORY.md "Measured". `measured` is false where the backend keeps no
+/// account (CUDA).
+struct MeasuredMemory {
+  bool measured = false;
+  std::int64_t peak_bytes = 0;  ///< the largest live total over every step, max over ranks
+  int rank = 0;                 ///< the rank it occurs on (the lowest of equals)
+  std::string phase;            ///< forward, backward or optimizer
+  std::array<std::int64_t, kMemoryTermCount> terms_at_peak{};  ///< that rank, that moment
+  /// Not in the peak, max over ranks: what the backend allocated for the counted terms (its
+  /// pools sized by the largest slot, one Newton–Schulz workspace per shape) and what it
+  /// allocates that the model leaves out (fp32 images of a 16-bit wire, conversion scratch,
+  /// the synthetic compute's inputs and outputs, the activation work's scratch).
+  std::int64_t reserved_bytes = 0;
+  std::int64_t uncounted_bytes = 0;
+};
+
 struct RunResult {
   Method method = Method::dmuon;
   std::string reshard;
@@ -79,6 +113,7 @@ struct RunResult {
   std::int64_t peak_packed_bytes = 0;
   std::int64_t master_bytes = 0;
   std::int64_t momentum_bytes = 0;
+  MeasuredMemory memory_measured;
   bool checked = false;
   bool check_passed = true;
   double max_rel_error = 0;

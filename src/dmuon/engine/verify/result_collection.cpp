@@ -52,6 +52,35 @@ RankFigures max_over_ranks(const RankFigures& mine, MPI_Comm comm) {
   return out;
 }
 
+// The measured peak (docs/MEMORY.md "Measured"): the largest over the ranks (the lowest rank
+// of equals) with that rank's terms and phase; reserved and uncounted bytes, max over ranks.
+MeasuredMemory max_over_ranks(const MeasuredMemory& mine, int rank, MPI_Comm comm) {
+  if (!mine.measured) return mine;  // the same backend on every rank
+  struct {
+    double bytes;
+    int rank;
+  } in{static_cast<double>(mine.peak_bytes), rank}, top{0, 0};
+  DMUON_CHECK_MPI(MPI_Allreduce(&in, &top, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm));
+  struct Packed {
+    std::int64_t peak;
+    std::array<std::int64_t, kMemoryTermCount> terms;
+    char phase[16];
+  } p{mine.peak_bytes, mine.terms_at_peak, {}};
+  mine.phase.copy(p.phase, sizeof(p.phase) - 1);
+  DMUON_CHECK_MPI(MPI_Bcast(&p, sizeof(Packed), MPI_BYTE, top.rank, comm));
+  std::array<std::int64_t, 2> sizes{mine.reserved_bytes, mine.uncounted_bytes};
+  DMUON_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, sizes.data(), 2, MPI_INT64_T, MPI_MAX, comm));
+  MeasuredMemory out;
+  out.measured = true;
+  out.peak_bytes = p.peak;
+  out.rank = top.rank;
+  out.phase = p.phase;
+  out.terms_at_peak = p.terms;
+  out.reserved_bytes = sizes[0];
+  out.uncounted_bytes = sizes[1];
+  return out;
+}
+
 // The expected calls and bytes of world rank `rank` (baseline_volume.hpp; --tp: the DP
 // collectives on the local shards, plus the TP exchange of plan/tp_volume.hpp).
 VolumeExpectation expectation(const model::ModuleTree& tree, const plan::Plan& plan,
@@ -276,6 +305,7 @@ RunResult ResultCollector::finish(StepBackend& backend) {
   reduce_phases(r);
   reduce_channels(r);
   reduce_counts(r);
+  r.memory_measured = max_over_ranks(backend.measured_memory(), rank_, world_);
   const bool reference_hooks = traits(o_.step.method).reference_hooks;
   r.hook_sites = reference_hooks ? static_cast<std::int64_t>(plan_.hooks.sites.size())
                                  : static_cast<std::int64_t>(layout_.groups.size());
