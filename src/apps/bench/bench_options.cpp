@@ -144,8 +144,8 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "strategy)")
       ->each([&o](const std::string&) { o.trace_given = true; });
   app.add_option("--inject-nan-step", eo.run.inject_nan_step,
-                 "test aid: poison one gradient on the last rank at this step (1-based); the run "
-                 "must abort on all ranks naming the parameter");
+                 "test aid: poison one gradient on the last rank at this step (1-based); every "
+                 "rank must end after that step with exit 3 naming the parameter");
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
+#include "dmuon/comm/first_message.hpp"
 #include "dmuon/comm/rank_groups.hpp"
 #include "dmuon/comm/timed_barrier.hpp"
 #include "dmuon/engine/exec/channel_counters.hpp"
@@ -104,6 +105,15 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
     // exposed communication (comm/timed_barrier.hpp).
     const double sync_ms = comm::timed_barrier_ms(world);
     StepMeasure m = executor.run_step(s);
+    // A non-finite gradient or weight ends the run on every rank alike (exit 3 with the first
+    // rank's message), after the step whose collectives every rank still completed.
+    int bad_rank = -1;
+    const std::string bad = backend->take_nonfinite();
+    const std::string first = comm::agree_first_message(!bad.empty(), bad, world, &bad_rank);
+    if (!first.empty()) {
+      executor.finish();  // the replica batches still in flight complete before buffers go
+      throw CheckFailure(fmt::format("rank {}: {}", bad_rank, first));
+    }
     m.phases_ms[static_cast<std::size_t>(Phase::step_sync)] = sync_ms;
     results.record(s, m, channel_counters(*backend) - before);
     if (o.run.on_step) o.run.on_step(static_cast<int>(s), o.run.total_steps());

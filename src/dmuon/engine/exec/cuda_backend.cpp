@@ -503,15 +503,17 @@ class CudaBackend final : public StepBackend {
     timer_->stop_step();
     host_wait(compute_);
     cu::read_counters(*ctx_, counters_->data(), counters_->size(), host_counters_.data());
-    for (std::size_t i = 0; i < L_.params.size(); ++i) {
+    for (std::size_t i = 0; i < L_.params.size() && nonfinite_.empty(); ++i) {
       if (host_counters_[2 * i] != 0)
-        comm::abort_all(fmt::format("non-finite gradient in parameter '{}' at step {}",
-                                    L_.params[i].name, step));
-      if (host_counters_[2 * i + 1] != 0)
-        comm::abort_all(
-            fmt::format("non-finite weight in parameter '{}' at step {}", L_.params[i].name, step));
+        nonfinite_ = fmt::format("non-finite gradient in parameter '{}' at step {}",
+                                 L_.params[i].name, step);
+      else if (host_counters_[2 * i + 1] != 0)
+        nonfinite_ =
+            fmt::format("non-finite weight in parameter '{}' at step {}", L_.params[i].name, step);
     }
   }
+
+  std::string take_nonfinite() override { return std::exchange(nonfinite_, std::string()); }
 
   PhaseTimer& timer() override { return *timer_; }
 
@@ -700,6 +702,7 @@ class CudaBackend final : public StepBackend {
   std::vector<Activations> acts_;
   std::unique_ptr<cu::DeviceCounters> counters_;
   std::vector<unsigned long long> host_counters_;
+  std::string nonfinite_;  // the step's first non-finite gradient or weight (end_step)
   std::map<std::pair<std::size_t, std::size_t>, std::unique_ptr<cu::NsWorkspace>> workspaces_;
 };
 

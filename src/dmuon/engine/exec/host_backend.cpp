@@ -9,6 +9,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dmuon/base/error.hpp"
@@ -19,6 +20,7 @@
 #include "dmuon/engine/exec/optimizer_step.hpp"
 #include "dmuon/engine/step/grad_clip.hpp"
 #include "kernels/convert.hpp"
+#include "kernels/newton_schulz.hpp"
 #include "kernels/tp_blocks.hpp"
 
 namespace dmuon::engine {
@@ -249,6 +251,7 @@ class HostBackend final : public StepBackend {
   void release_weights(const StepOp&) override {}
 
   void prepare(const StepOp& op, long step) override {
+    step_now_ = step;
     for (int pi : group(op.group).members) {
       const auto& p = param(pi);
       if (!p.updated_here || !p.muon) continue;
@@ -275,11 +278,18 @@ class HostBackend final : public StepBackend {
 
   void newton_schulz(const StepOp& op) override {
     const auto& p = param(op.param);
-    if (p.tp_sharded()) {  // on its TP owner, after tp_assemble: the logical matrix
-      opt_.newton_schulz(tp_matrix_.data(), p.logical.rows, p.logical.cols, p.name);
+    const bool tp = p.tp_sharded();  // on its TP owner, after tp_assemble: the logical matrix
+    float* x = tp ? tp_matrix_.data() : ns_matrix(p, op.gather_base, true);
+    const std::int64_t rows = tp ? p.logical.rows : p.shape.rows;
+    const std::int64_t cols = tp ? p.logical.cols : p.shape.cols;
+    // A non-finite input (a gradient poisoned here or on another rank) ends the run after this
+    // step on every rank; the iteration is skipped rather than thrown out of mid-step.
+    if (kernels::host::count_non_finite(x, static_cast<std::size_t>(rows * cols)) != 0) {
+      note_nonfinite(fmt::format("non-finite Newton-Schulz input in parameter '{}' at step {}",
+                                 p.name, step_now_));
       return;
     }
-    opt_.newton_schulz(ns_matrix(p, op.gather_base, true), p.shape.rows, p.shape.cols, p.name);
+    opt_.newton_schulz(x, rows, cols, p.name);
   }
 
   void tp_stage(const StepOp& op) override {
@@ -318,8 +328,7 @@ class HostBackend final : public StepBackend {
                          p.logical.rows, p.logical.cols);
       }
       if (bad != 0)
-        comm::abort_all(
-            fmt::format("non-finite weight in parameter '{}' at step {}", p.name, step));
+        note_nonfinite(fmt::format("non-finite weight in parameter '{}' at step {}", p.name, step));
       return;
     }
     const float* grad = fp32_view(consumed_gradient(p), p.own_elems(), dtype_of(p));
@@ -368,6 +377,7 @@ class HostBackend final : public StepBackend {
   }
 
   void end_step(long) override { Kokkos::fence(); }
+  std::string take_nonfinite() override { return std::exchange(nonfinite_, std::string()); }
   PhaseTimer& timer() override { return timer_; }
 
   void read_masters(std::int64_t offset, std::int64_t count, float* host) override {
@@ -548,10 +558,13 @@ class HostBackend final : public StepBackend {
     kernels::host::convert(src, Dtype::f32, dst, type, static_cast<std::size_t>(n));
   }
 
-  static void check_gradient(const ParamLayout& p, std::size_t bad, long step) {
+  // The step goes on (its collectives must still meet); the engine ends the run after it.
+  void check_gradient(const ParamLayout& p, std::size_t bad, long step) {
     if (bad != 0)
-      comm::abort_all(
-          fmt::format("non-finite gradient in parameter '{}' at step {}", p.name, step));
+      note_nonfinite(fmt::format("non-finite gradient in parameter '{}' at step {}", p.name, step));
+  }
+  void note_nonfinite(std::string message) {
+    if (nonfinite_.empty()) nonfinite_ = std::move(message);
   }
 
   const StepLayout& L_;
@@ -568,6 +581,8 @@ class HostBackend final : public StepBackend {
   std::unique_ptr<HostActivation> activation_;  // the step's activation work, when it has one
   std::vector<float> zeros_;
   std::function<void()> poll_;  // MPI progress between the kernels of one op
+  std::string nonfinite_;       // the step's first non-finite value (note_nonfinite)
+  long step_now_ = 0;           // the step prepare() last ran for (messages)
   HostOptimizer opt_;
   SteadyTimer timer_;
   MemoryTracker mem_;

@@ -101,9 +101,12 @@ class StepBackend {
   virtual void activation(const StepOp& /*op*/) {
     throw std::logic_error("this backend does not run the step's activation work");
   }
-  /// Ends the step: joins the queues, then aborts all ranks (comm::abort_all) naming the
-  /// parameter if a kernel saw a non-finite gradient or produced a non-finite weight.
+  /// Ends the step: joins the queues. A non-finite gradient or weight a kernel saw during the
+  /// step is kept for take_nonfinite() (the engine ends the run on every rank with it).
   virtual void end_step(long step) = 0;
+  /// The first "non-finite gradient/weight in parameter 'p' at step s" seen since the last
+  /// call ("" when none), and forgets it.
+  virtual std::string take_nonfinite() { return {}; }
   virtual PhaseTimer& timer() = 0;
 
   /// Copies `count` fp32 elements of the master arena from `offset` to host memory (results
