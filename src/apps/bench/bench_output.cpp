@@ -241,6 +241,11 @@ std::string throughput_lines(const BenchOptions& o, int world, const std::vector
     if (model_flops_per_token > 0)
       s += fmt::format(", {:.4g} model TFLOP/s per rank ({})",
                        model_flops_per_token * tokens / step_s / world / 1e12, convention);
+    // MFU needs a peak FLOP/s, which only a machine model has (dmuon_project); a host has none.
+    const auto& mem = run.result.memory_measured;
+    if (mem.measured)
+      s += fmt::format(", peak memory {} per rank (rank {}, {})",
+                       bytes_text(static_cast<double>(mem.peak_bytes)), mem.rank, mem.phase);
     s += "\n";
   }
   return s;

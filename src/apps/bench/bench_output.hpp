@@ -60,7 +60,8 @@ int failures(const std::vector<BenchRun>& runs);
 
 /// "# throughput: ..." one line per measured row: step median, tokens/s (and per rank) and,
 /// when `model_flops_per_token` > 0 (a --seq-len run with a geometry), model TFLOP/s per rank
-/// under `convention`; "" without a measured row.
+/// under `convention`, and the measured peak memory per rank (the host backend measures it:
+/// engine/exec/memory_tracker.hpp); "" without a measured row.
 std::string throughput_lines(const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
                              double model_flops_per_token, const char* convention);
 
