@@ -21,6 +21,7 @@
 #include "common/run_main.hpp"
 #include "dmuon/base/atomic_file.hpp"
 #include "dmuon/base/check.hpp"
+#include "dmuon/base/comma_list.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/config/config_file.hpp"
 #include "project/project_options.hpp"
@@ -31,9 +32,9 @@ using namespace dmuon;
 using apps::advise::Candidate;
 
 // dmuon_project flags the advisor sets itself or has no use for.
-const char* const kNotAdvised[] = {
-    "--method", "--calibrate", "--output-machine", "--machine-name", "--trace",  "--trace-ranks",
-    "--output", "--symmetry",  "--wide",           "--repeats",      "--lenient"};
+const char* const kNotAdvised[] = {"--calibrate",   "--output-machine", "--machine-name", "--trace",
+                                   "--trace-ranks", "--output",         "--symmetry",     "--wide",
+                                   "--repeats",     "--lenient"};
 
 struct AdviseFlags {
   double memory_cap_gb = 0;  ///< 0: the machine's memory_GB
@@ -155,6 +156,13 @@ int advise_main(int argc, char** argv) {
   }
   if (size != 1)
     throw InputError(fmt::format("dmuon_advise runs in one process (started with {} ranks)", size));
+  // --method is accepted so that a winner's config (method: [dmuon]) can start a new search.
+  for (const auto& m : split_comma_lists(o.bench.methods, "--method"))
+    if (m != "dmuon")
+      throw InputError(fmt::format(
+          "--method {}: dmuon_advise searches layouts for dmuon (valid: dmuon; fsdp-adamw is "
+          "projected beside every ranked row)",
+          m));
   o.bench.methods = {"dmuon"};
   apps::project::resolve_project_options(o);
   validate_flags(a, o);

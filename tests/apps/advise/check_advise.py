@@ -114,6 +114,10 @@ def case_config(args):
     # dmuon_bench accepts every key (one rank; R forced to 1, no compute).
     run([args.mpiexec, args.npflag, "1", args.bench, "--config", cfg, "--replicate", "1",
          "--steps", "1", "--warmup", "0", "--compute", "none", "--tokens", "2"])
+    # ... and starts a new search (its method: [dmuon] key is accepted), from the winner.
+    again = advise(args, ["--config", cfg] + common)
+    check(again["start"]["knobs"] == j["winner"]["knobs"],
+          f"a search from the winner's config starts elsewhere: {again['start']['knobs']}")
     print(f"config: dmuon_project reproduces {want:.4f} ms; dmuon_bench accepts the file")
 
 
