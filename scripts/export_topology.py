@@ -220,6 +220,33 @@ def count_dedicated(doc):
     return sum(1 for p in doc["parameters"] if rule_selects(terms, p["name"], len(p["shape"])))
 
 
+# Name parts of embedding and output-head parameters. Muon is meant for the hidden matrices;
+# the Muon authors and the reference's examples leave embeddings and the output head to AdamW.
+EMBEDDING_WORDS = ("embed", "wte", "wpe", "lm_head", "tok_embeddings")
+
+
+def dedicated_embeddings(doc):
+    """(descriptions, excludes words) of the dedicated parameters that are embeddings or output
+    heads by name or by a tied name; the words, as excludes: terms, deselect exactly them (a
+    word from the canonical name, else the canonical name). Empty when the rule has a regex."""
+    terms = parse_rule(doc.get("dedicate", ""))
+    if any(op == "regex" for op, _ in terms):
+        return [], []
+    found, words = [], []
+    for p in doc["parameters"]:
+        name, tied = p["name"], list(p.get("tied", []))
+        if not rule_selects(terms, name, len(p["shape"])):
+            continue
+        if not any(w in n for w in EMBEDDING_WORDS for n in [name] + tied) and \
+                "output.weight" not in [name] + tied:
+            continue
+        found.append(name + (f" (tied: {', '.join(tied)})" if tied else ""))
+        word = next((w for w in EMBEDDING_WORDS if w in name), name)
+        if word not in words:
+            words.append(word)
+    return found, words
+
+
 def _q(value):
     return json.dumps(value, ensure_ascii=False)
 
@@ -446,6 +473,12 @@ def run(argv):
     selected = "?" if dedicated is None else dedicated
     print(f"wrote {_show(args.output)}: {len(doc['modules']) + 1} modules, "
           f"{len(doc['parameters'])} parameters, {selected} dedicated by '{args.dedicate}'")
+    found, words = dedicated_embeddings(doc)
+    if found:
+        rule = "&".join([args.dedicate] + [f"excludes:{w}" for w in words])
+        print(f"note: the rule dedicates {len(found)} embedding/output parameter(s) to Muon "
+              f"({', '.join(found)}); Muon is meant for hidden matrices: "
+              f"--dedicate '{rule}' leaves them to AdamW")
     return 0
 
 

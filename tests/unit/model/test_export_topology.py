@@ -306,7 +306,10 @@ class CliTest(unittest.TestCase):
                                 "--no-meta"], self.dir)
         self.assertEqual((rc, err), (0, ""))
         self.assertEqual(out, f"wrote '{self.out}': 8 modules, 4 parameters, "
-                              "3 dedicated by 'ndim>=2'\n")
+                              "3 dedicated by 'ndim>=2'\n"
+                              "note: the rule dedicates 1 embedding/output parameter(s) to Muon "
+                              "(embed.weight (tied: head.weight)); Muon is meant for hidden "
+                              "matrices: --dedicate 'ndim>=2&excludes:embed' leaves them to AdamW\n")
         with open(self.out, encoding="utf-8") as f, open(GOLDEN, encoding="utf-8") as g:
             self.assertEqual(f.read(), g.read())
         self.assertEqual(os.listdir(os.path.dirname(self.out)), ["model.json"])  # no .tmp
@@ -318,6 +321,7 @@ class CliTest(unittest.TestCase):
                                 "--dedicate", "ndim=2&excludes:embed"], self.dir)
         self.assertEqual((rc, err), (0, ""))
         self.assertIn("2 dedicated by 'ndim=2&excludes:embed'", out)
+        self.assertNotIn("note:", out)  # the suggested rule leaves nothing to note
         with open(self.out, encoding="utf-8") as f:
             self.assertEqual(json.load(f)["dedicate"], "ndim=2&excludes:embed")
 
@@ -562,7 +566,12 @@ def torch_tests():
                                           {"PYTHONPATH": DATA})
                 self.assertEqual((rc, err), (0, ""))
                 self.assertEqual(stdout, f"wrote '{out}': 20 modules, 15 parameters, "
-                                         "8 dedicated by 'ndim>=2'\n")
+                                         "8 dedicated by 'ndim>=2'\n"
+                                         "note: the rule dedicates 1 embedding/output "
+                                         "parameter(s) to Muon (embed.weight (tied: "
+                                         "head.weight)); Muon is meant for hidden matrices: "
+                                         "--dedicate 'ndim>=2&excludes:embed' leaves them to "
+                                         "AdamW\n")
                 with open(out, encoding="utf-8") as f:
                     doc = json.load(f)
                 self.assertEqual(list(doc), ["format", "version", "name", "root_type",
