@@ -31,6 +31,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -90,6 +91,19 @@ def _check_text(kind, text, dotted=False):
         raise ExportError(f"{kind} {_show(text)} has an empty name segment")
 
 
+# A module type the C++ reader accepts (docs/TOPOLOGY-FILE.md): identifier-like ASCII with
+# '.', ':' and '<>' for qualified and templated names, at most 256 characters.
+_TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:<>]{0,255}")
+
+
+def _check_type(kind, text):
+    _check_text(kind, text)
+    if not _TYPE_NAME.fullmatch(text):
+        raise ExportError(f"{kind} {ascii(text)} is not a type name (valid: a letter or '_', "
+                          "then letters, digits, '_', '.', ':', '<', '>'; at most 256 "
+                          "characters); rename the class")
+
+
 def _dtype_name(param, name):
     raw = str(getattr(param, "dtype", "float32"))
     key = raw[len("torch."):] if raw.startswith("torch.") else raw
@@ -130,11 +144,11 @@ def export(model, name=None, dedicate=DEFAULT_DEDICATE, recommended_boundary=Non
             if path != "":
                 raise ExportError(f"named_modules() must yield the root first, got {_show(path)}")
             root_type = type(mod).__name__
-            _check_text("root module type", root_type)
+            _check_type("root module type", root_type)
             first = False
         else:
             _check_text("module path", path, dotted=True)
-            _check_text(f"type of module {_show(path)}", type(mod).__name__)
+            _check_type(f"type of module {_show(path)}", type(mod).__name__)
             modules.append({"path": path, "type": type(mod).__name__})
         for attr, p in getattr(mod, "_parameters", {}).items():
             if p is None:  # e.g. Linear(bias=False) registers bias as None

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/run_main.hpp"
 #include "dmuon/base/comma_list.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/accumulation.hpp"
@@ -89,8 +90,10 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--seq-len", o.seq_len,
                  "tokens per sample: with --micro-batch, tokens per rank = seq-len x "
                  "micro-batch (instead of --tokens), and the step runs the model's activation "
-                 "work (attention, norms, activations, loss, routing: docs/STEP-WORK.md)");
-  app.add_option("--micro-batch", o.micro_batch, "samples per rank (with --seq-len)");
+                 "work (attention, norms, activations, loss, routing: docs/STEP-WORK.md)")
+      ->transform(integer_text<std::int64_t>());
+  app.add_option("--micro-batch", o.micro_batch, "samples per rank (with --seq-len)")
+      ->transform(integer_text<std::int64_t>());
   app.add_option("--ac", o.ac,
                  "activation checkpointing: none, selective (torchtitan's op policy), "
                  "selective-layer, full (recompute each block's forward) or core-attn")
@@ -111,10 +114,12 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
   eo.run.warmup = kDefaultWarmup;
   eo.step.tokens = kDefaultTokens;
   app.add_option("--tokens", eo.step.tokens, "samples per rank (global batch = tokens x ranks)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(integer_text<std::int64_t>());
   app.add_option("--global-tokens", eo.step.global_tokens,
                  "global batch in samples, split over ranks (overrides --tokens; keeps --check "
-                 "comparable across rank counts)");
+                 "comparable across rank counts)")
+      ->transform(integer_text<std::int64_t>());
   app.add_option("--steps", eo.run.steps, "measured steps")->capture_default_str();
   app.add_option("--warmup", eo.run.warmup, "unmeasured steps first (in every repeat)")
       ->capture_default_str();
@@ -123,8 +128,10 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "results file keep every measured step of every repeat as one sample, for "
                  "spreads and dmuon_compare's significance test")
       ->capture_default_str();
-  app.add_option("--seed", eo.run.seed, "seed of the synthetic weights and data")
-      ->capture_default_str();
+  app.add_option("--seed", eo.run.seed,
+                 "seed of the synthetic weights and data (an integer 0..2^64-1)")
+      ->capture_default_str()
+      ->transform(integer_text<std::uint64_t>());
   app.add_flag("--check", eo.run.check,
                "compare final weights with a one-process recomputation on rank 0");
   app.add_option("--check-tolerance", eo.run.check_tolerance,

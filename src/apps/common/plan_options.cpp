@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/run_main.hpp"
 #include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/tp_shard.hpp"
@@ -60,6 +61,7 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
   app.add_flag("--no-pack", o.no_pack, "every parameter its own partition unit");
   app.add_option("--pack-threshold", o.pack_threshold, "numel below which parameters are packed")
       ->capture_default_str()
+      ->transform(integer_text<std::int64_t>())
       ->check(nonempty);
   app.add_option("--max-owners-per-group", o.max_owners_per_group,
                  "limit the owners of one layer key (0 = unlimited)")

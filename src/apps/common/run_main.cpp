@@ -5,12 +5,14 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <iostream>
 #include <memory>
 #include <string>
 
+#include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
 #include "dmuon/comm/mpi_environment.hpp"
@@ -94,7 +96,49 @@ void reject_empty_values(int argc, char** argv) {
   }
 }
 
+// Every integer flag without its own integer_text (an int, or an unsigned) gets one.
+void check_integer_flags(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string type = opt->get_type_name();
+    if (type != "INT" && type != "UINT") continue;
+    try {
+      (void)opt->get_validator(kIntegerTextValidator);
+      continue;  // the flag names its own type
+    } catch (const CLI::OptionNotFound&) {
+    }
+    opt->transform(type == "INT" ? integer_text<int>() : integer_text<unsigned>());
+  }
+}
+
 }  // namespace
+
+CLI::Validator integer_text_validator(bool is_signed, std::uint64_t max) {
+  const std::string hi = std::to_string(max);
+  // The magnitude of the lowest value: max + 1 for a two's-complement signed type.
+  const std::string lo_magnitude = is_signed ? std::to_string(max + 1) : "0";
+  const std::string valid =
+      fmt::format("valid: an integer {}{}..{}", is_signed ? "-" : "", lo_magnitude, hi);
+  return CLI::Validator(
+      [=](std::string& value) -> std::string {
+        if (value.empty()) return std::string();  // the empty-value checks name it
+        const bool negative = value[0] == '-';
+        std::string digits = value.substr(negative ? 1 : 0);
+        const auto invalid = [&] {
+          return fmt::format("'{}' is invalid ({})", abbreviate_value(value, 40), valid);
+        };
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+            (negative && !is_signed))
+          return invalid();
+        digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
+        const std::string& limit = negative ? lo_magnitude : hi;
+        // Same length: decimal strings compare as numbers.
+        if (digits.size() > limit.size() || (digits.size() == limit.size() && digits > limit))
+          return invalid();
+        value = negative && digits != "0" ? "-" + digits : digits;
+        return std::string();
+      },
+      "", kIntegerTextValidator);
+}
 
 bool parse_cli(CLI::App& app, int argc, char** argv, bool print) {
   const std::string tool = tool_name(argc, argv);
@@ -102,6 +146,7 @@ bool parse_cli(CLI::App& app, int argc, char** argv, bool print) {
       "--version", [tool] { return results::version_text(tool); },
       "print the git commit, build type and the CUDA, NCCL, Kokkos, HDF5, MPI and BLAS versions, "
       "then exit");
+  check_integer_flags(app);
   try {
     reject_empty_values(argc, argv);
     app.parse(argc, argv);
@@ -115,7 +160,9 @@ bool parse_cli(CLI::App& app, int argc, char** argv, bool print) {
     if (print) std::printf("%s", e.what());
     return false;
   } catch (const CLI::ParseError& e) {
-    throw InputError(e.what());
+    // CLI11 quotes the whole argument ("Could not convert: --steps = 999...9"): one readable
+    // line, however long the argument.
+    throw InputError(abbreviate_value(e.what(), 300));
   }
   return true;
 }

@@ -1,10 +1,12 @@
 #include "dmuon/engine/engine.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <optional>
 #include <vector>
 
+#include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
@@ -41,6 +43,14 @@ void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const E
     if (p.dtype != model::DType::f32)
       throw InputError(fmt::format("parameter '{}' is {}: the engine runs float32 parameters only",
                                    p.name, model::dtype_name(p.dtype)));
+    // PyTorch allows an empty parameter, and planning keeps it; the engine's Newton-Schulz
+    // needs a matrix with elements. Refused here, before any collective, on every rank alike.
+    if (p.numel() == 0 && traits(o.step.method).muon && plan.muon(pid))
+      throw InputError(fmt::format(
+          "parameter '{}' has shape [{}] (no elements): --method {} cannot run Newton-Schulz on "
+          "an empty matrix (valid: Muon parameters with >= 1 element; --method fsdp-adamw runs "
+          "it, dmuon_inspect and dmuon_project plan it)",
+          abbreviate_value(p.name), fmt::join(p.shape, ", "), method_name(o.step.method)));
   }
   validate_compute(o);
   if (o.backend.device == Device::cuda) require_cuda_backend();

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/model/builtin_geometry.hpp"
 
@@ -539,7 +540,8 @@ const Entry& entry(const std::string& name) {
     if (e.info.name == name) return e;
     names.push_back(e.info.name);
   }
-  throw InputError(fmt::format("unknown topology '{}' (valid: {})", name, join(names)));
+  throw InputError(
+      fmt::format("unknown topology '{}' (valid: {})", abbreviate_value(name), join(names)));
 }
 
 std::int64_t parse_value(const Entry& e, const DimKey& key, const std::string& text) {

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/atomic_file.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/base/input_file.hpp"
@@ -44,6 +46,31 @@ std::string parse_message(const std::string& what) {
   return m;
 }
 
+// A JSON value as quoted in a message: one line, cut to a readable length.
+std::string shown(const Json& v) {
+  return abbreviate_value(v.dump(-1, ' ', false, Json::error_handler_t::replace));
+}
+
+// Module types are class names (`type(m).__name__`, `--boundary types:A,B` matches them):
+// identifier-like ASCII, with '.', ':' and '<>' for qualified and templated names. Anything
+// else (a NUL, a line break, a ',' that would split a types: list) is not a type name.
+void check_type_name(const std::string& type, const std::string& what,
+                     const std::function<void(const std::string&)>& fail) {
+  const auto ident_start = [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+  };
+  bool ok = !type.empty() && type.size() <= kMaxTypeNameLength && ident_start(type[0]);
+  for (std::size_t k = 1; ok && k < type.size(); ++k) {
+    const char c = type[k];
+    ok = ident_start(c) || (c >= '0' && c <= '9') || c == '.' || c == ':' || c == '<' || c == '>';
+  }
+  if (!ok)
+    fail(fmt::format(
+        "{} \"{}\" is not a type name (valid: a letter or '_', then letters, digits, '_', '.', "
+        "':', '<', '>'; at most {} characters)",
+        what, abbreviate_value(type), kMaxTypeNameLength));
+}
+
 class Parser {
  public:
   Parser(std::string_view source) : source_(source) {}
@@ -61,7 +88,7 @@ class Parser {
       return empty;
     }
     if (!it->is_string())
-      fail(where, fmt::format("\"{}\" must be a string, got {}", key, it->dump()));
+      fail(where, fmt::format("\"{}\" must be a string, got {}", key, shown(*it)));
     return it->get_ref<const std::string&>();
   }
 
@@ -85,12 +112,12 @@ class Parser {
     if (v.is_number_unsigned()) {
       const auto u = v.get<std::uint64_t>();
       if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-        fail(where, fmt::format("{} is {} (too large)", what, v.dump()));
+        fail(where, fmt::format("{} is {} (too large)", what, shown(v)));
       x = static_cast<std::int64_t>(u);
     } else if (v.is_number_integer()) {
       x = v.get<std::int64_t>();
     } else {
-      fail(where, fmt::format("{} is {} (must be an integer >= {})", what, v.dump(), min));
+      fail(where, fmt::format("{} is {} (must be an integer >= {})", what, shown(v), min));
     }
     if (x < min) fail(where, fmt::format("{} is {} (must be an integer >= {})", what, x, min));
     return x;
@@ -109,7 +136,7 @@ class Parser {
     auto ver = root.find("version");
     if (ver == root.end()) fail("", "missing \"version\"");
     if (!ver->is_number_integer() || ver->get<std::int64_t>() != kVersion)
-      fail("", fmt::format("unsupported \"version\" {} (valid: {})", ver->dump(), kVersion));
+      fail("", fmt::format("unsupported \"version\" {} (valid: {})", shown(*ver), kVersion));
 
     Topology t;
     t.name = string_field(root, "name", "", false);
@@ -117,6 +144,7 @@ class Parser {
     t.preset = string_field(root, "preset", "", false);
     const auto& root_type = string_field(root, "root_type", "", true);
     if (root_type.empty()) fail("", "\"root_type\" must not be empty");
+    check_type_name(root_type, "\"root_type\"", [&](const std::string& m) { fail("", m); });
     t.tree = ModuleTree(root_type);
     t.dedicate_rule = string_field(root, "dedicate", "", false);
     t.recommended_boundary = string_field(root, "recommended_boundary", "", false);
@@ -160,11 +188,12 @@ class Parser {
       std::string where = fmt::format("modules[{}]", k);
       if (!m.is_object()) fail(where, "must be an object {\"path\": ..., \"type\": ...}");
       const auto& path = string_field(m, "path", where, true);
-      where += fmt::format(" '{}'", path);
+      where += fmt::format(" '{}'", abbreviate_value(path));
       check_keys(m, {"path", "type"}, where);
       const auto& type = string_field(m, "type", where, true);
       if (path.empty()) fail(where, "empty path (the root is given by \"root_type\")");
       if (type.empty()) fail(where, "empty \"type\"");
+      check_type_name(type, "\"type\"", [&](const std::string& m) { fail(where, m); });
       if (path.front() == '.' || path.back() == '.' || path.find("..") != std::string::npos)
         fail(where, "empty path segment");
       const auto dot = path.rfind('.');
@@ -213,7 +242,7 @@ class Parser {
       if (!p.is_object())
         fail(where, "must be an object {\"name\": ..., \"shape\": [...], \"dtype\": ...}");
       const auto& name = string_field(p, "name", where, true);
-      where += fmt::format(" '{}'", name);
+      where += fmt::format(" '{}'", abbreviate_value(name));
       check_keys(p, {"name", "shape", "dtype", "tied"}, where);
       auto [module, attr] = holder(name, where, "name");
       claim(name, k, where, "name");
@@ -221,14 +250,14 @@ class Parser {
       auto sh = p.find("shape");
       if (sh == p.end()) fail(where, "missing \"shape\"");
       if (!sh->is_array())
-        fail(where, fmt::format("\"shape\" must be an array, got {}", sh->dump()));
+        fail(where, fmt::format("\"shape\" must be an array, got {}", shown(*sh)));
       std::vector<std::int64_t> shape;
       shape.reserve(sh->size());
       std::int64_t numel = 1;
       for (std::size_t j = 0; j < sh->size(); ++j) {
         const auto d = integer((*sh)[j], where, fmt::format("shape[{}]", j), 0);
         if (__builtin_mul_overflow(numel, d, &numel))
-          fail(where, fmt::format("shape {} has more than 2^63 elements", sh->dump()));
+          fail(where, fmt::format("shape {} has more than 2^63 elements", shown(*sh)));
         shape.push_back(d);
       }
       DType dtype = DType::f32;
@@ -249,11 +278,11 @@ class Parser {
 
       if (auto ti = p.find("tied"); ti != p.end()) {
         if (!ti->is_array())
-          fail(where, fmt::format("\"tied\" must be an array of names, got {}", ti->dump()));
+          fail(where, fmt::format("\"tied\" must be an array of names, got {}", shown(*ti)));
         for (std::size_t j = 0; j < ti->size(); ++j) {
           const std::string what = fmt::format("tied[{}]", j);
           if (!(*ti)[j].is_string())
-            fail(where, fmt::format("{} is {} (must be a parameter name)", what, (*ti)[j].dump()));
+            fail(where, fmt::format("{} is {} (must be a parameter name)", what, shown((*ti)[j])));
           const auto& alias = (*ti)[j].get_ref<const std::string&>();
           auto [m, a] = holder(alias, where, what);
           claim(alias, k, where, what);
@@ -316,8 +345,29 @@ Topology parse_topology_json(std::string_view text, std::string_view source_name
     const std::size_t pos = e.byte > 0 ? e.byte - 1 : 0;
     throw InputError(
         fmt::format("{}: {}", location(text, source_name, pos), parse_message(e.what())));
+  } catch (const Json::out_of_range& e) {
+    // A number past a double's range ("1e400"): nlohmann names the literal, not its place.
+    const std::string m = parse_message(e.what());
+    const auto q = m.find('\'');
+    const std::string literal =
+        q == std::string::npos ? std::string() : m.substr(q + 1, m.find('\'', q + 1) - q - 1);
+    const auto at = literal.empty() ? std::string_view::npos : text.find(literal);
+    throw InputError(fmt::format(
+        "{}: number {} is out of range (valid: JSON numbers within a 64-bit float's range; "
+        "sizes and dims are integers within 64 bits)",
+        at == std::string_view::npos ? std::string(source_name) : location(text, source_name, at),
+        abbreviate_value(literal)));
+  } catch (const Json::exception& e) {
+    throw InputError(fmt::format("{}: {} (valid: a JSON topology file, docs/TOPOLOGY-FILE.md)",
+                                 source_name, abbreviate_value(parse_message(e.what()), 200)));
   }
-  return Parser(source_name).parse(root);
+  try {
+    return Parser(source_name).parse(root);
+  } catch (const Json::exception& e) {
+    // A type mismatch the checks above did not foresee: still one line naming the file.
+    throw InputError(fmt::format("{}: {} (valid: docs/TOPOLOGY-FILE.md)", source_name,
+                                 abbreviate_value(parse_message(e.what()), 200)));
+  }
 }
 
 Topology read_topology_file(const std::string& path) {

@@ -19,7 +19,9 @@
 //
 // Limits (bad input, not crashes): the file must be a regular file (a FIFO or directory is
 // refused before reading) of at most kMaxTopologyFileBytes; JSON nesting deeper than
-// kMaxTopologyJsonDepth is refused before the document is built.
+// kMaxTopologyJsonDepth is refused before the document is built; a type name ("root_type",
+// a module's "type") is identifier-like (letters, digits, '_', '.', ':', '<', '>'; at most
+// kMaxTypeNameLength characters).
 
 #include <cstdint>
 #include <string>
@@ -33,6 +35,8 @@ namespace dmuon::model {
 inline constexpr std::int64_t kMaxTopologyFileBytes = std::int64_t{1} << 30;
 /// Deepest JSON nesting accepted (a valid topology file nests 4 levels).
 inline constexpr int kMaxTopologyJsonDepth = 64;
+/// Longest module type name accepted (a class name, possibly qualified or templated).
+inline constexpr std::size_t kMaxTypeNameLength = 256;
 
 /// Parses a topology document. `source_name` prefixes every error message. Throws InputError:
 /// JSON syntax errors as "<source>:<line>:<col>: ...", semantic ones naming the entry, e.g.

@@ -31,12 +31,18 @@ std::int64_t KindVolume::max_bytes() const {
                                 : *std::max_element(bytes_per_rank.begin(), bytes_per_rank.end());
 }
 
+std::string CommVolume::overflow_message(const char* what, int rank) const {
+  return fmt::format(
+      "predicted {}{}volume of rank {} per step overflows 64 bits (limit: 2^63-1 bytes per rank "
+      "per step; the largest dedicated parameter is '{}', {} bytes on the wire)",
+      what, *what ? " " : "", rank, abbreviate_value(largest_name), largest_bytes);
+}
+
 std::int64_t CommVolume::total_bytes(int rank) const {
   std::int64_t t = 0;
   for (const KindVolume* k : {&broadcast, &reduce, &reduce_stage2, &replicate_broadcast})
-    t = checked_add(t, k->bytes_per_rank.at(static_cast<std::size_t>(rank)), [&] {
-      return fmt::format("predicted volume of rank {} per step overflows 64 bits", rank);
-    });
+    t = checked_add(t, k->bytes_per_rank.at(static_cast<std::size_t>(rank)),
+                    [&] { return overflow_message("", rank); });
   return t;
 }
 
@@ -89,6 +95,7 @@ CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::H
           dedicated_wire_bytes(route_wire_bytes, pid, wire_bytes, model::dtype_size(prm.dtype)),
           numel, overflow);
       const std::int64_t master = checked_mul(4, numel, overflow);
+      v.note_param(prm.name, bytes);
       const auto& owner = part.slots[part.owner_slot[pid]];
       owners[{part.owner_slot[pid], packed_type_key(route_wire_bytes, pid, wire_bytes)}] = 1;
       ++params;
@@ -112,10 +119,8 @@ CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::H
     // Forward (and Z3 pre-backward) broadcasts inside each row, rooted in the owner's column.
     v.broadcast.calls_per_rank[rank] = fwd_broadcasts * pairs;
     v.broadcast.bytes_per_rank[rank] =
-        checked_mul(fwd_broadcasts, v.dedicated_bytes - col_bytes[s], [&] {
-          return fmt::format("predicted broadcast volume of rank {} per step overflows 64 bits",
-                             rank);
-        });
+        checked_mul(fwd_broadcasts, v.dedicated_bytes - col_bytes[s],
+                    [&] { return v.overflow_message("broadcast", rank); });
     // Stage 1 (the only stage in 1-D): reduce inside the row to the owner's column.
     v.reduce.calls_per_rank[rank] = packed ? pairs : params;
     v.reduce.bytes_per_rank[rank] = v.dedicated_bytes - col_bytes[s];

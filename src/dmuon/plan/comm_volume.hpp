@@ -9,6 +9,7 @@
 // which is SPEC §6's 3(N−1)/N·P_M for balanced owners.
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -52,6 +53,18 @@ struct CommVolume {
   KindVolume replicate_broadcast;         ///< HSDP only: updated fp32 master inside the column
   std::int64_t dedicated_bytes = 0;       ///< P_M in bytes
   std::vector<std::int64_t> owned_bytes;  ///< per rank
+  /// The largest dedicated parameter (name, wire bytes): what an overflow message names.
+  std::string largest_name;
+  std::int64_t largest_bytes = 0;
+  /// Notes a dedicated parameter's wire bytes for largest_name/largest_bytes.
+  void note_param(const std::string& name, std::int64_t bytes) {
+    if (bytes <= largest_bytes && !largest_name.empty()) return;
+    largest_name = name;
+    largest_bytes = bytes;
+  }
+  /// "... overflows 64 bits ..." for `what` (a kind, or "" for the total) of `rank`, naming the
+  /// largest dedicated parameter and the limit.
+  std::string overflow_message(const char* what, int rank) const;
   std::int64_t max_bytes_per_rank() const;
   /// Sum over the kinds for one rank (fits: predict_dmuon_volume checks every rank's total).
   std::int64_t total_bytes(int rank) const;

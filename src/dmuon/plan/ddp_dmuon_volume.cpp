@@ -34,6 +34,7 @@ CommVolume predict_ddp_dmuon_volume(const model::ModuleTree& tree, const boundar
           dedicated_wire_bytes(route_wire_bytes, pid, wire_bytes, model::dtype_size(prm.dtype)),
           prm.numel(), overflow);
       const std::int64_t master = checked_mul(4, prm.numel(), overflow);
+      v.note_param(prm.name, bytes);
       const auto owner = static_cast<std::size_t>(part.owner_rank(pid));
       owners.insert({part.owner_rank(pid), packed_type_key(route_wire_bytes, pid, wire_bytes)});
       ++params;

@@ -86,7 +86,9 @@ void LinkNetwork::advance(double t, std::vector<int>& finished) {
       load(f, +1);
       changed = true;
     }
-    if (f.transferring && f.remaining <= kEps) {
+    // A remainder the clock cannot resolve (now_ + it == now_, once simulated time is large)
+    // is done: waiting for it would make no progress and spin forever.
+    if (f.transferring && (f.remaining <= kEps || now_ + f.remaining / f.rate <= now_)) {
       load(f, -1);
       finished.push_back(id);
       changed = true;

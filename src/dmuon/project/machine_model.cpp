@@ -21,6 +21,7 @@
 #include <sstream>
 #include <vector>
 
+#include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/base/input_file.hpp"
 
@@ -31,6 +32,29 @@ const char* device_kind_name(DeviceKind d) {
 }
 
 namespace {
+
+// The physical range of a machine-file number (as the message states it), and whether 0 (off)
+// is allowed besides.
+struct Range {
+  double lo, hi;
+  const char* text;
+  bool zero_ok = false;
+};
+
+// A node's text as quoted in a message, cut to a readable length.
+std::string shown(const YAML::Node& v) {
+  if (v.IsSequence()) return "a sequence";
+  if (v.IsMap()) return "a mapping";
+  return abbreviate_value(v.Scalar());
+}
+
+constexpr Range kPeak{1e-6, 1e6, "1e-6..1e6 TFLOP/s"};
+constexpr Range kEfficiency{1e-3, 1, "0.001..1"};
+// Up to 1e12 GB/s: a model may make a term free (the projection tests do); the lower bound
+// keeps the replay's times within its clock's resolution.
+constexpr Range kBandwidth{1e-3, 1e12, "1e-3..1e12 GB/s"};
+constexpr Range kMicroseconds{0, 1e6, "0..1e6 us"};
+constexpr int kMaxRanksPerNode = 1 << 20;
 
 // Reads one mapping, rejecting keys outside `valid` with the list of valid ones.
 class MapReader {
@@ -65,33 +89,27 @@ class MapReader {
     return v.Scalar();
   }
 
-  // A finite number > 0 (or >= 0 with allow_zero), optionally <= `max`.
-  double number(const std::string& key, bool allow_zero = false, double max = 0) const {
+  // A finite number in [range.lo, range.hi] (or exactly 0 where range.zero_ok): values outside
+  // a physical range make the replay's times nonsense or too coarse to advance (1e308 us).
+  double number(const std::string& key, const Range& range) const {
     const YAML::Node v = get(key);
     double x = 0;
-    if (!v.IsScalar() || !YAML::convert<double>::decode(v, x) || !std::isfinite(x))
-      fail(v, fmt::format("{}.{} must be a number", where_, key));
-    if (allow_zero ? x < 0 : x <= 0)
-      fail(v, fmt::format("{}.{} is {} (must be {} 0)", where_, key, v.Scalar(),
-                          allow_zero ? ">=" : ">"));
-    if (max > 0 && x > max)
-      fail(v, fmt::format("{}.{} is {} (must be <= {})", where_, key, v.Scalar(), max));
+    const bool parsed = v.IsScalar() && YAML::convert<double>::decode(v, x) && std::isfinite(x);
+    const bool in_range = (range.zero_ok && x == 0) || (x >= range.lo && x <= range.hi);
+    if (!parsed || !in_range)
+      fail(v, fmt::format("{}.{} is {} (valid: {}{})", where_, key, shown(v),
+                          range.zero_ok ? "0 or " : "", range.text));
     return x;
   }
-  double number_or(const std::string& key, double fallback, bool allow_zero = false,
-                   double max = 0) const {
-    return has(key) ? number(key, allow_zero, max) : fallback;
+  double number_or(const std::string& key, double fallback, const Range& range) const {
+    return has(key) ? number(key, range) : fallback;
   }
 
-  int integer(const std::string& key, bool allow_zero = false) const {
+  int integer(const std::string& key, int lo, int hi) const {
     const YAML::Node v = get(key);
     long long x = 0;
-    if (!v.IsScalar() || !YAML::convert<long long>::decode(v, x))
-      fail(v, fmt::format("{}.{} must be an integer", where_, key));
-    if (allow_zero ? x < 0 : x <= 0)
-      fail(v, fmt::format("{}.{} is {} (must be {} 0)", where_, key, v.Scalar(),
-                          allow_zero ? ">=" : ">"));
-    if (x > (1 << 30)) fail(v, fmt::format("{}.{} is {} (too large)", where_, key, v.Scalar()));
+    if (!v.IsScalar() || !YAML::convert<long long>::decode(v, x) || x < lo || x > hi)
+      fail(v, fmt::format("{}.{} is {} (valid: an integer {}..{})", where_, key, shown(v), lo, hi));
     return static_cast<int>(x);
   }
 
@@ -114,12 +132,12 @@ void read_step_work_keys(const MapReader& c, Machine& m) {
   if (c.has("attention_efficiency")) {
     const MapReader a(c.get("attention_efficiency"), "compute.attention_efficiency", m.source,
                       {"forward", "backward"});
-    s.attention_forward_efficiency = a.number("forward", false, 1.0);
-    s.attention_backward_efficiency = a.number("backward", false, 1.0);
+    s.attention_forward_efficiency = a.number("forward", kEfficiency);
+    s.attention_backward_efficiency = a.number("backward", kEfficiency);
   }
   s.memory_bound_efficiency =
-      c.number_or("memory_bound_efficiency", s.memory_efficiency, false, 1.0);
-  s.launch_us = c.number_or("launch_us", 0.0, true);
+      c.number_or("memory_bound_efficiency", s.memory_efficiency, kEfficiency);
+  s.launch_us = c.number_or("launch_us", 0.0, kMicroseconds);
 }
 
 void read_compute(const MapReader& top, Machine& m) {
@@ -131,15 +149,15 @@ void read_compute(const MapReader& top, Machine& m) {
   const MapReader peak(c.get("peak_tflops"), "compute.peak_tflops", m.source,
                        {"fp32", "bf16", "fp16"});
   auto& s = m.compute;
-  s.peak_tflops[static_cast<std::size_t>(kernels::Dtype::f32)] = peak.number("fp32");
+  s.peak_tflops[static_cast<std::size_t>(kernels::Dtype::f32)] = peak.number("fp32", kPeak);
   // The host computes in fp32 only; a GPU needs every type the engine can run.
   const bool gpu = m.device == DeviceKind::gpu;
   for (auto [key, t] : {std::pair{"bf16", kernels::Dtype::bf16}, {"fp16", kernels::Dtype::f16}})
     s.peak_tflops[static_cast<std::size_t>(t)] =
-        gpu ? peak.number(key) : peak.number_or(key, peak.number("fp32"));
-  s.gemm_efficiency = c.number("gemm_efficiency", false, 1.0);
-  s.gemm_half_dim = c.number_or("gemm_half_dim", 0.0, true);
-  s.sm_count = c.has("sm_count") ? c.integer("sm_count", true) : 0;
+        gpu ? peak.number(key, kPeak) : peak.number_or(key, peak.number("fp32", kPeak), kPeak);
+  s.gemm_efficiency = c.number("gemm_efficiency", kEfficiency);
+  s.gemm_half_dim = c.number_or("gemm_half_dim", 0.0, {0, 1e6, "0..1e6 elements"});
+  s.sm_count = c.has("sm_count") ? c.integer("sm_count", 0, 1 << 20) : 0;
   if (c.has("gemm_tile")) {
     const YAML::Node t = c.get("gemm_tile");
     long long a = 0, b = 0;
@@ -149,34 +167,35 @@ void read_compute(const MapReader& top, Machine& m) {
     s.tile_m = static_cast<int>(a);
     s.tile_n = static_cast<int>(b);
   }
-  s.memory_bandwidth_gbps = c.number("memory_bandwidth_GBps");
-  s.memory_efficiency = c.number_or("memory_efficiency", 1.0, false, 1.0);
-  s.kernel_overhead_us = c.number_or("kernel_overhead_us", 0.0, true);
-  s.synthetic_elements_per_s = c.number_or("synthetic_elements_per_s", 0.0, true);
-  s.cores = c.has("cores") ? c.integer("cores") : 0;
+  s.memory_bandwidth_gbps = c.number("memory_bandwidth_GBps", kBandwidth);
+  s.memory_efficiency = c.number_or("memory_efficiency", 1.0, kEfficiency);
+  s.kernel_overhead_us = c.number_or("kernel_overhead_us", 0.0, kMicroseconds);
+  s.synthetic_elements_per_s =
+      c.number_or("synthetic_elements_per_s", 0.0, {1, 1e15, "1..1e15 elements/s", true});
+  s.cores = c.has("cores") ? c.integer("cores", 1, kMaxRanksPerNode) : 0;
   read_step_work_keys(c, m);
 }
 
 void read_network(const MapReader& top, Machine& m) {
   const MapReader n(top.get("network"), "network", m.source, {"intra", "inter", "measured"});
   const MapReader intra(n.get("intra"), "network.intra", m.source, {"busbw_GBps"});
-  m.intra.busbw_gbps = intra.number("busbw_GBps");
+  m.intra.busbw_gbps = intra.number("busbw_GBps", kBandwidth);
   if (n.has("inter")) {
     const MapReader inter(n.get("inter"), "network.inter", m.source, {"busbw_GBps"});
-    m.inter.busbw_gbps = inter.number("busbw_GBps");
+    m.inter.busbw_gbps = inter.number("busbw_GBps", kBandwidth);
   }
   if (!n.has("measured")) return;
   std::vector<std::string> keys = {"ranks"};
   for (const char* k : kKindKeys) keys.emplace_back(k);
   const MapReader meas(n.get("measured"), "network.measured", m.source, keys);
-  m.measured.ranks = meas.integer("ranks");
+  m.measured.ranks = meas.integer("ranks", 1, 1 << 30);
   for (std::size_t i = 0; i < comm::kCollectiveKindCount; ++i) {
     const std::string kind = comm::collective_kind_name(comm::kAllCollectiveKinds[i]);
     if (!meas.has(kind)) continue;
     const MapReader k(meas.get(kind), "network.measured." + kind, m.source,
                       {"latency_us", "busbw_GBps"});
-    m.measured.kinds[static_cast<std::size_t>(comm::kAllCollectiveKinds[i])] =
-        MeasuredCollective{k.number("latency_us", true), k.number("busbw_GBps")};
+    m.measured.kinds[static_cast<std::size_t>(comm::kAllCollectiveKinds[i])] = MeasuredCollective{
+        k.number("latency_us", kMicroseconds), k.number("busbw_GBps", kBandwidth)};
   }
 }
 
@@ -234,9 +253,10 @@ Machine parse_machine(const std::string& text, const std::string& source) {
     m.device = DeviceKind::cpu;
   else
     top.fail(top.get("device"), fmt::format("device '{}' is invalid (valid: gpu, cpu)", device));
-  m.ranks_per_node = top.integer("ranks_per_node");
-  m.nvlink_domain = top.integer("nvlink_domain");
-  m.memory_gb = top.number_or("memory_GB", 0.0);  // optional: absent = no capacity check
+  m.ranks_per_node = top.integer("ranks_per_node", 1, kMaxRanksPerNode);
+  m.nvlink_domain = top.integer("nvlink_domain", 1, kMaxRanksPerNode);
+  m.memory_gb = top.number_or("memory_GB", 0.0,
+                              {1e-3, 1e6, "1e-3..1e6 GB"});  // optional: absent = no capacity check
   read_compute(top, m);
   read_network(top, m);
   return m;

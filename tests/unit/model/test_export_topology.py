@@ -188,6 +188,13 @@ class ExportTest(unittest.TestCase):
         with self.assertRaisesRegex(et.ExportError, r"--name 'x\\ud800' cannot be encoded"):
             et.export(tiny_lm(), "x\ud800")
 
+    def test_type_names(self):
+        root = TinyLM()
+        root.add("odd", type("Odd\nType", (Linear,), {})(weight=FakeParam(2, 2)))
+        with self.assertRaisesRegex(et.ExportError,
+                                    r"type of module 'odd' 'Odd\\nType' is not a type name"):
+            et.export(root)
+
     def test_empty_segment(self):
         root = TinyLM()
         root.add("", Linear(weight=FakeParam(2, 2)))

@@ -303,6 +303,43 @@ TEST(TopologyFile, SizesAreChecked) {
                   {"t.json: ", "at parameter 'a.b.w'"});
 }
 
+// Hostile documents (issue 24): one line naming the file, the place and what is valid; never
+// nlohmann's own text.
+TEST(TopologyFile, HostileValuesAreOneLineErrors) {
+  const std::string mods = R"([{"path": "a", "type": "A"}])";
+  const std::string v400 =
+      parse_error("{\"format\": \"dmuon-topology\",\n  \"version\": 1e400, \"root_type\": \"R\"}");
+  expect_contains(v400, {"t.json:2:14: number 1e400 is out of range (valid: "});
+  EXPECT_EQ(v400.find("json.exception"), std::string::npos) << v400;
+  expect_contains(parse_error(doc(mods, R"([{"name": "a.w", "shape": [1e400]}])")),
+                  {"t.json:", "number 1e400 is out of range"});
+  // Type names: identifier-like, control characters escaped in the message.
+  const std::string nul = parse_error(
+      R"({"format": "dmuon-topology", "version": 1, "root_type": "R\u0000X", "modules": [],
+          "parameters": []})");
+  expect_contains(nul, {"t.json: \"root_type\" \"R\\x00X\" is not a type name (valid: a letter"});
+  EXPECT_EQ(nul.find('\0'), std::string::npos);
+  expect_contains(parse_error(doc(R"([{"path": "a", "type": "A\nB"}])", "[]")),
+                  {"modules[0] 'a': \"type\" \"A\\nB\" is not a type name"});
+  expect_contains(parse_error(doc(R"([{"path": "a", "type": "A,B"}])", "[]")),
+                  {"\"A,B\" is not a type name"});
+  expect_contains(parse_error(doc(R"([{"path": "a", "type": "9A"}])", "[]")),
+                  {"\"9A\" is not a type name"});
+  expect_contains(
+      parse_error(doc(R"([{"path": "a", "type": ")" + std::string(300, 'A') + R"("}])", "[]")),
+      {"(300 characters)\" is not a type name", "at most 256 characters"});
+  // Qualified and templated class names are type names; so is a control character in a path
+  // (any UTF-8 is a path), escaped when a message quotes it.
+  EXPECT_NO_THROW((void)parse_topology_json(
+      doc(R"([{"path": "a", "type": "torch.nn.Linear"}, {"path": "b", "type": "Wrap<Block>"},
+              {"path": "c", "type": "ns::Mlp_2"}])",
+          "[]"),
+      "t.json"));
+  expect_contains(
+      parse_error(doc(R"([{"path": "a\tb", "type": "A"}, {"path": "a\tb", "type": "A"}])", "[]")),
+      {"modules[1] 'a\\tb'", "duplicate"});
+}
+
 // An attribute alias (the same object twice under one module) round-trips as "tied" and is
 // not tied: one parent.
 TEST(TopologyFile, AliasInOneModule) {
@@ -324,8 +361,8 @@ TEST(TopologyFile, NestingDepthIsBounded) {
                   {"t.json:1:70: "});  // col 1 + 6 + 63
   // Brackets inside strings (escaped quotes included) are not nesting.
   const auto t = parse_topology_json(
-      doc(R"([{"path": "a", "type": ")" + std::string(100, '[') + R"(\"[[["}])", "[]"), "t.json");
-  EXPECT_EQ(t.tree.module(1).type, std::string(100, '[') + "\"[[[");
+      doc(R"([{"type": "A", "path": ")" + std::string(100, '[') + R"(\"[[["}])", "[]"), "t.json");
+  EXPECT_EQ(t.tree.module(1).path, std::string(100, '[') + "\"[[[");
 }
 
 TEST(TopologyFile, OnlyRegularFilesAreRead) {

@@ -84,12 +84,12 @@ TEST(MachineStepKeys, ParsedValidatedWrittenBack) {
   };
   const Case cases[] = {
       {replace(kHand, "forward: 0.5", "forward: 1.5"),
-       "m.yaml:10: compute.attention_efficiency.forward is 1.5 \\(must be <= 1\\)"},
+       "m.yaml:10: compute.attention_efficiency.forward is 1.5 \\(valid: 0.001..1\\)"},
       {replace(kHand, ", backward: 0.4", ""), "compute.attention_efficiency has no 'backward'"},
       {replace(kHand, "backward: 0.4", "bwd: 0.4"),
        "unknown key 'bwd' in compute.attention_efficiency \\(valid keys: forward, backward\\)"},
       {replace(kHand, "memory_bound_efficiency: 0.8", "memory_bound_efficiency: 0"),
-       "compute.memory_bound_efficiency is 0 \\(must be > 0\\)"},
+       "compute.memory_bound_efficiency is 0 \\(valid: 0.001..1\\)"},
       {replace(kHand, "launch_us: 5", "launch_us: -1"), "compute.launch_us is -1"},
   };
   for (const auto& c : cases) {
