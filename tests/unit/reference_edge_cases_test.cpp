@@ -145,6 +145,27 @@ TEST(RoundRobin, HonoursMaxOwnersPerGroup) {
             (std::vector<int>{0, 0, 0, 0, 0, 0}));
 }
 
+// A key whose slots wrap around: the restricted candidates are the key's slots in slot order
+// (the reference indexes sorted(used_slots)), not in the order the key first used them.
+TEST(RoundRobin, CappedKeyCyclesItsSlotsInSlotOrder) {
+  model::ModuleTree tree("M");
+  const int list = tree.add_module(0, "layers", "ModuleList");
+  const int l0 = tree.add_module(list, "0", "L");
+  const int l1 = tree.add_module(list, "1", "L");
+  for (const char* n : {"a", "b"}) tree.add_linear(l0, n, 8, 8);
+  for (const char* n : {"a", "b", "c"}) tree.add_linear(l1, n, 8, 8);
+  tree.finalize();
+  PartitionOptions o;
+  o.shard = 3;
+  o.pack = false;
+  o.strategy = Strategy::round_robin;
+  o.max_owners_per_group = 2;
+  // layers.0: u0 -> 0, u1 -> 1. layers.1: u2 -> 2 mod 3 = 2, u3 -> 3 mod 3 = 0, so it uses
+  // {0, 2}; u4 is restricted: sorted [0, 2][4 mod 2] = 0 (first-use order [2, 0] would give 2).
+  EXPECT_EQ(partition::partition_ownership(tree, {0, 1, 2, 3, 4}, o).unit_slot,
+            (std::vector<int>{0, 1, 2, 0, 0}));
+}
+
 // ---- a top-level module literally named `_root` ----------------------------------------
 // _root.layers.0.fc.weight and layers.0.fc.weight: both layer keys are the string
 // "_root.layers.0", but the modules are _root.layers.0 and layers.0.
@@ -253,6 +274,49 @@ TEST(Z2Tied, TakesTheBoundaryRuleNotTheLowestCommonAncestor) {
   EXPECT_EQ(v3.broadcast.bytes_per_rank, (std::vector<std::int64_t>{0, 256}));
   EXPECT_EQ(v3.hooks_fired, 8);
   EXPECT_EQ(v3.hooks_communicating, 6);
+}
+
+// ---- strict mode: a parameter tied across modules, first named at the root -------------
+// Z3 takes the tied rule before any predicate (SPEC §3 rule 1): the site is the lowest common
+// ancestor of the holders, here the root, and strict mode raises nothing even though no
+// ancestor matches the predicate. Z2 applies the predicate to the canonical holder, which
+// matches nowhere: strict raises, as the reference does.
+TEST(StrictTied, RootHeldTiedParameterTakesTheRootInZ3AndFailsInZ2) {
+  // The root holds `emb` [8, 8], tied into layers.0.fc.weight; boundary types:ModuleList.
+  model::ModuleTree a("M");
+  const int fc =
+      a.add_module(a.add_module(a.add_module(0, "layers", "ModuleList"), "0", "L"), "fc", "Linear");
+  a.tie_parameter(fc, "weight", a.add_parameter(model::ModuleTree::root, "emb", {8, 8}));
+  a.finalize();
+  ASSERT_TRUE(a.parameter(0).tied());
+  EXPECT_EQ(a.parameter(0).name, "emb");
+  auto c = config("types:ModuleList", 2);
+  const auto p3 = plan::make_plan(a, c);
+  ASSERT_EQ(p3.hooks.sites.size(), 1u);
+  EXPECT_EQ(p3.hooks.sites[0].path, "");
+  EXPECT_EQ(p3.hooks.reason[0], boundary::SiteReason::tied);
+  c.reshard = plan::Reshard::z2;
+  EXPECT_NE(message_of([&] { plan::make_plan(a, c); }).find("no ancestor matched"),
+            std::string::npos);
+
+  // model.embed_tokens.weight [16, 8] tied to the root-level lm_head, and a block weight;
+  // boundary types:Block. Z3: the tied weight's site is the root (holders model.embed_tokens
+  // and lm_head share no prefix), the block's is model.layers.0.
+  model::ModuleTree b("M");
+  const int inner = b.add_module(0, "model", "Inner");
+  const int emb = b.add_module(inner, "embed_tokens", "Embedding");
+  const int w = b.add_parameter(emb, "weight", {16, 8});
+  b.add_linear(b.add_module(b.add_module(inner, "layers", "ModuleList"), "0", "Block"), "fc", 8, 8);
+  b.tie_parameter(b.add_module(0, "lm_head", "Linear"), "weight", w);
+  b.finalize();
+  auto cb = config("types:Block", 2);
+  const auto pb = plan::make_plan(b, cb);
+  ASSERT_EQ(pb.hooks.sites.size(), 2u);
+  EXPECT_EQ(pb.hooks.sites[0].path, "");
+  EXPECT_EQ(pb.hooks.sites[1].path, "model.layers.0");
+  cb.reshard = plan::Reshard::z2;
+  EXPECT_NE(message_of([&] { plan::make_plan(b, cb); }).find("'model.embed_tokens.weight'"),
+            std::string::npos);
 }
 
 // ---- checked 64-bit arithmetic -------------------------------------------------------------

@@ -101,11 +101,11 @@ std::vector<int> parameter_visit_order(const Partition& p) {
 namespace {
 
 // Round robin over the slots in model order; a key at its owner limit cycles over its own
-// slots (first-use order) with the same counter.
+// slots in slot order (the reference's sorted(used_slots)) with the same counter.
 void assign_round_robin(Partition& p) {
   const int S = static_cast<int>(p.slots.size());
   const int k = p.options.max_owners_per_group;
-  std::unordered_map<std::string, std::vector<int>> used;  // key -> slots, first-use order
+  std::unordered_map<std::string, std::vector<int>> used;  // key -> slots, ascending
   p.unit_slot.resize(p.units.size());
   for (std::size_t u = 0; u < p.units.size(); ++u) {
     auto& key_slots = used[p.units[u].key ? "k" + *p.units[u].key : std::string("n")];
@@ -113,8 +113,8 @@ void assign_round_robin(Partition& p) {
     int slot = static_cast<int>(counter % S);
     if (k > 0 && static_cast<int>(key_slots.size()) >= k)
       slot = key_slots[static_cast<std::size_t>(counter % static_cast<std::int64_t>(k))];
-    if (std::find(key_slots.begin(), key_slots.end(), slot) == key_slots.end())
-      key_slots.push_back(slot);
+    const auto at = std::lower_bound(key_slots.begin(), key_slots.end(), slot);
+    if (at == key_slots.end() || *at != slot) key_slots.insert(at, slot);
     p.unit_slot[u] = slot;
   }
 }
