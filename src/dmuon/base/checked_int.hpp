@@ -10,11 +10,19 @@
 
 namespace dmuon {
 
+namespace detail {
+/// The caller's message, with the limit named unless it already is.
+inline std::string with_int64_limit(std::string message) {
+  if (message.find("limit") == std::string::npos) message += " (limit: 2^63-1)";
+  return message;
+}
+}  // namespace detail
+
 /// a + b, or throws InputError(what()) when the sum does not fit in int64.
 template <class What>
 std::int64_t checked_add(std::int64_t a, std::int64_t b, What&& what) {
   std::int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r)) throw InputError(what());
+  if (__builtin_add_overflow(a, b, &r)) throw InputError(detail::with_int64_limit(what()));
   return r;
 }
 
@@ -22,7 +30,7 @@ std::int64_t checked_add(std::int64_t a, std::int64_t b, What&& what) {
 template <class What>
 std::int64_t checked_mul(std::int64_t a, std::int64_t b, What&& what) {
   std::int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) throw InputError(what());
+  if (__builtin_mul_overflow(a, b, &r)) throw InputError(detail::with_int64_limit(what()));
   return r;
 }
 

@@ -28,8 +28,9 @@ std::int64_t shape_numel(std::string_view name, const std::vector<std::int64_t>&
   std::int64_t n = 1;
   for (auto d : shape)
     if (__builtin_mul_overflow(n, d, &n))
-      throw InputError(fmt::format("parameter '{}' shape [{}]: element count overflows 64 bits",
-                                   name, fmt::join(shape, ", ")));
+      throw InputError(
+          fmt::format("parameter '{}' shape [{}]: element count overflows 64 bits (limit: 2^63-1)",
+                      name, fmt::join(shape, ", ")));
   return n;
 }
 
@@ -51,10 +52,11 @@ std::int64_t optimizer_cost(std::string_view name, const std::vector<std::int64_
   if (cheap) return std::max<std::int64_t>(1, numel / 1'000'000);
 
   const auto too_large = [&] {
-    return InputError(fmt::format(
-        "parameter '{}' shape [{}]: its optimizer cost overflows 64 bits (the shape is too "
-        "large; --cost-model numel does not overflow)",
-        name, fmt::join(shape, ", ")));
+    return InputError(
+        fmt::format("parameter '{}' shape [{}]: its optimizer cost overflows 64 bits (limit: "
+                    "2^63-1; the shape is too "
+                    "large; --cost-model numel does not overflow)",
+                    name, fmt::join(shape, ", ")));
   };
   // rows * cols = numel fits in int64, so every term below fits in 128 bits; with rows == 0
   // the product of the other dimensions is not bounded by numel and is checked.
