@@ -6,7 +6,10 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <memory>
@@ -110,6 +113,33 @@ void check_integer_flags(CLI::App& app) {
   }
 }
 
+// Every floating-point flag: CLI11's own message ("Could not convert: --memory-cap = abc")
+// says neither what is wrong nor what is valid. The option's range, when it has one, is in its
+// type text ("FLOAT:FLOAT in [0 - 1e+06]").
+void check_number_flags(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_type_name().rfind("FLOAT", 0) != 0) continue;
+    const std::string type = opt->get_type_name();
+    const auto in = type.find(" in ");
+    const std::string range = in == std::string::npos ? "" : " " + type.substr(in + 1);
+    opt->transform(CLI::Validator(
+        [range](std::string& value) -> std::string {
+          if (value.empty()) return std::string();  // the empty-value checks name it
+          char* end = nullptr;
+          errno = 0;
+          const double v = std::strtod(value.c_str(), &end);
+          // Decimal text only: strtod would also take leading blanks and hexadecimal.
+          const bool decimal = value.find_first_of("xXpP \t") == std::string::npos;
+          if (!decimal || end == value.c_str() || *end != '\0' || !std::isfinite(v) ||
+              errno == ERANGE)
+            return fmt::format("'{}' is invalid (valid: a finite number{}, e.g. 60 or 1.5e3)",
+                               abbreviate_value(value, 40), range);
+          return std::string();
+        },
+        ""));
+  }
+}
+
 }  // namespace
 
 CLI::Validator integer_text_validator(bool is_signed, std::uint64_t max) {
@@ -147,6 +177,7 @@ bool parse_cli(CLI::App& app, int argc, char** argv, bool print) {
       "print the git commit, build type and the CUDA, NCCL, Kokkos, HDF5, MPI and BLAS versions, "
       "then exit");
   check_integer_flags(app);
+  check_number_flags(app);
   try {
     reject_empty_values(argc, argv);
     app.parse(argc, argv);
