@@ -19,6 +19,7 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
 #include "dmuon/comm/mpi_environment.hpp"
+#include "dmuon/config/config_file.hpp"
 #include "dmuon/results/provenance.hpp"
 
 namespace dmuon::apps {
@@ -27,6 +28,11 @@ namespace {
 void print_error(const char* app, const char* what) {
   std::fprintf(stderr, "%s: error: %s\n", app, what);
   std::fflush(stderr);
+}
+
+// Bad input, and where in the --config file it came from when it names a flag of the file.
+void print_bad_input(const char* app, const std::string& what) {
+  print_error(app, (what + config::config_origin_note(what)).c_str());
 }
 
 // A tool's output went to a full disk, a closed pipe or /dev/full: the buffered text is
@@ -56,10 +62,10 @@ int classify(const char* app, bool print, bool& unexpected, std::string& message
     if (print) std::printf("%s\n", e.what());
     return kOk;
   } catch (const CLI::ParseError& e) {
-    if (print) print_error(app, e.what());
+    if (print) print_bad_input(app, e.what());
     return kBadInput;
   } catch (const InputError& e) {
-    if (print) print_error(app, e.what());
+    if (print) print_bad_input(app, e.what());
     return kBadInput;
   } catch (const CheckFailure& e) {
     if (print) print_error(app, e.what());

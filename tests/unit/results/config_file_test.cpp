@@ -126,6 +126,26 @@ TEST(ConfigFile, CommandLineOverridesTheFile) {
   EXPECT_THROW(expand({"app", "--config", p, "--config", p}), InputError);
 }
 
+// An error about a value from the file says where in the file it is: by the flag it names, or
+// by the quoted value; never for a flag the command line gave instead.
+TEST(ConfigFile, ErrorsAboutItsValuesNameFileAndLine) {
+  TempDir d("cfg_origin");
+  const auto p = write(d, "o.yaml", "topology: moe\nsteps: abc\nowner_strategy: zzz\n");
+  expand({"app", "--config", p});
+  EXPECT_EQ(config_origin_note("--steps: 'abc' is invalid"), " (config " + p + ":2, key 'steps')");
+  EXPECT_EQ(config_origin_note("unknown owner strategy 'zzz' (valid: lpt)"),
+            " (config " + p + ":3, key 'owner_strategy')");
+  EXPECT_EQ(config_origin_note("--steps-other is bad"), "");  // a longer flag is another flag
+  EXPECT_EQ(config_origin_note("unrelated"), "");
+  EXPECT_EQ(config_origin_note(p + ":2: something"), "");  // already names the file
+  // The command line replaced steps: its errors are not the file's.
+  expand({"app", "--config", p, "--steps", "x"});
+  EXPECT_EQ(config_origin_note("--steps: 'x' is invalid"), "");
+  // Without --config, nothing is noted.
+  expand({"app", "--steps", "x"});
+  EXPECT_EQ(config_origin_note("unknown owner strategy 'zzz'"), "");
+}
+
 TEST(ConfigFile, BoundaryItems) {
   auto b = parse_boundary_item("strict:types:A,B");
   EXPECT_EQ(b.spec, "types:A,B");
