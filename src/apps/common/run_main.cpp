@@ -19,7 +19,7 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/abort.hpp"
 #include "dmuon/comm/mpi_environment.hpp"
-#include "dmuon/config/config_file.hpp"
+#include "dmuon/config/config_origin.hpp"
 #include "dmuon/results/provenance.hpp"
 
 namespace dmuon::apps {

@@ -1,4 +1,5 @@
 #include "dmuon/config/config_file.hpp"
+#include "dmuon/config/config_origin.hpp"
 
 #include <fmt/format.h>
 // yaml-cpp's node headers trip GCC 12's -Wdangling-pointer (a false positive in its
@@ -13,9 +14,7 @@
 #endif
 
 #include <algorithm>
-#include <cctype>
 #include <fstream>
-#include <map>
 #include <set>
 
 #include "dmuon/base/error.hpp"
@@ -140,41 +139,6 @@ ConfigValues load_config(const std::string& path, const std::vector<ConfigKey>& 
   return out;
 }
 
-namespace {
-
-// The flags the last expanded config contributed -> where they came from.
-struct ConfigOrigins {
-  std::string path;
-  std::map<std::string, std::string> where;                 // "--steps" -> "FILE:LINE, key 'steps'"
-  std::vector<std::pair<std::string, std::string>> values;  // "'zzz'" -> where it came from
-};
-
-ConfigOrigins& config_origins() {
-  static ConfigOrigins origins;
-  return origins;
-}
-
-}  // namespace
-
-std::string config_origin_note(const std::string& message) {
-  const auto& origins = config_origins();
-  if (origins.where.empty() || message.find(origins.path) != std::string::npos) return "";
-  for (std::size_t at = message.find("--"); at != std::string::npos;
-       at = message.find("--", at + 2)) {
-    std::size_t end = at + 2;
-    while (end < message.size() && (std::isalnum(static_cast<unsigned char>(message[end])) ||
-                                    message[end] == '-' || message[end] == '_'))
-      ++end;
-    const auto it = origins.where.find(message.substr(at, end - at));
-    if (it != origins.where.end()) return " (config " + it->second + ")";
-  }
-  // A message that quotes the bad value without naming the flag ("unknown owner strategy
-  // 'zzz'").
-  for (const auto& [quoted, where] : origins.values)
-    if (message.find(quoted) != std::string::npos) return " (config " + where + ")";
-  return "";
-}
-
 std::vector<std::string> config_to_args(const ConfigValues& config,
                                         const std::vector<ConfigKey>& valid_keys,
                                         const std::vector<std::string>& skip_flags) {
@@ -200,24 +164,19 @@ namespace {
 // Remembers, for config_origin_note, where each flag the config contributes comes from.
 void record_origins(const ConfigValues& config, const std::vector<ConfigKey>& valid_keys,
                     const std::vector<std::string>& skip_flags) {
-  auto& origins = config_origins();
-  origins.path = config.path;
   for (const auto& e : config.entries) {
     const ConfigKey* key = find_key(valid_keys, e.key);
     if (key == nullptr) continue;
     const std::string flag = key->flag();
     if (std::find(skip_flags.begin(), skip_flags.end(), flag) != skip_flags.end()) continue;
-    const auto where = fmt::format("{}:{}, key '{}'", config.path, e.line, e.key);
-    origins.where[flag] = where;
-    for (const auto& v : e.values)
-      if (!v.empty()) origins.values.emplace_back("'" + v + "'", where);
+    note_config_origin(config.path, flag, e.line, e.key, e.values);
   }
 }
 
 }  // namespace
 
 ExpandedArgs::ExpandedArgs(int argc, char** argv, const std::vector<ConfigKey>& valid_keys) {
-  config_origins() = ConfigOrigins{};
+  forget_config_origins();
   std::vector<std::string> rest;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -62,12 +62,6 @@ class ExpandedArgs {
   std::string config_path_;
 };
 
-/// For an error message that names a flag the expanded config contributed (the first "--flag"
-/// token in it that came from the file and not from the command line): " (config FILE:LINE,
-/// key 'k')", so a bad value is found in the file; "" otherwise, or when the message already
-/// names the file. Reads what the last ExpandedArgs of this process recorded.
-std::string config_origin_note(const std::string& message);
-
 /// A boundary item as passed by a config: "strict:S" / "lenient:S" carry their own strictness,
 /// anything else (S) uses the default.
 struct BoundaryItem {

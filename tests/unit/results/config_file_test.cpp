@@ -9,6 +9,7 @@
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/config/config_file.hpp"
+#include "dmuon/config/config_origin.hpp"
 #include "dmuon/model/topology.hpp"
 #include "sample_record.hpp"
 
