@@ -15,7 +15,9 @@
 // arena that holds them. Each is checked at the engine's tolerance for its dtypes against its
 // own host reference; gpu_step_emulation_test emulates every case on the host in CI. Prints one
 // row per case (step time, phases, audit, check) and exits 0 when every case's audit and check
-// passed, 3 when one failed, 2 on bad input, 77 when there is no GPU.
+// passed, 3 when one failed, 2 on bad input, 77 when there is no GPU. Last, one case runs with
+// --trace (CUDA events in stream order, engine/exec/step_trace.hpp) and its timeline is checked:
+// every step present, spans non-negative and never overlapping on one track, batches with bytes.
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -23,12 +25,15 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/run_main.hpp"
 #include "device_cases.hpp"
 #include "dmuon/base/error.hpp"
+#include "dmuon/base/trace.hpp"
 #include "dmuon/engine/engine.hpp"
 #include "dmuon/engine/step/grad_clip.hpp"
 #include "dmuon/engine/step/synthetic.hpp"
@@ -64,6 +69,45 @@ int write_references(const std::string& dir, int steps) {
     written.push_back(path);
   }
   return apps::kOk;
+}
+
+// What a CUDA --trace must hold (see the header); "" when it does.
+std::string trace_problem(const std::string& spans_json, int steps) {
+  Trace trace({0}, 1, "measured");
+  trace.add_spans_json(spans_json);
+  std::map<std::tuple<int, int, int>, std::vector<std::pair<double, double>>> on_track;
+  std::vector<int> compute_per_step(static_cast<std::size_t>(steps), 0);
+  std::vector<int> batches_per_step(static_cast<std::size_t>(steps), 0);
+  for (const auto& s : trace.spans()) {
+    if (s.step < 0 || s.step >= steps) return fmt::format("span '{}' in step {}", s.name, s.step);
+    if (!(s.start_s >= 0) || !(s.duration_s >= 0))
+      return fmt::format("span '{}' starts at {} s and lasts {} s", s.name, s.start_s,
+                         s.duration_s);
+    if (s.track == TraceTrack::compute) ++compute_per_step[static_cast<std::size_t>(s.step)];
+    if (s.track >= TraceTrack::weights) {
+      ++batches_per_step[static_cast<std::size_t>(s.step)];
+      if (s.payload_bytes <= 0 || s.calls < 1)
+        return fmt::format("batch '{}' carries {} bytes in {} calls", s.name, s.payload_bytes,
+                           s.calls);
+    }
+    on_track[{s.step, static_cast<int>(s.track), s.lane}].emplace_back(s.start_s,
+                                                                       s.start_s + s.duration_s);
+  }
+  for (int st = 0; st < steps; ++st) {
+    const auto i = static_cast<std::size_t>(st);
+    if (compute_per_step[i] == 0 || batches_per_step[i] != batches_per_step[0])
+      return fmt::format("step {}: {} compute spans, {} batches (step 0: {})", st,
+                         compute_per_step[i], batches_per_step[i], batches_per_step[0]);
+  }
+  for (auto& [key, spans] : on_track) {
+    std::sort(spans.begin(), spans.end());
+    for (std::size_t k = 1; k < spans.size(); ++k)
+      if (spans[k].first < spans[k - 1].second - 1e-9)
+        return fmt::format("track {} lane {} of step {}: spans overlap at {} s",
+                           trace_track_name(static_cast<TraceTrack>(std::get<1>(key))),
+                           std::get<2>(key), std::get<0>(key), spans[k].first);
+  }
+  return "";
 }
 
 int check_on_device(const std::string& dir, const std::string& ns_name, int steps) {
@@ -119,6 +163,22 @@ int check_on_device(const std::string& dir, const std::string& ns_name, int step
   }
   fmt::print("# {} of {} cases passed: {}\n", cases().size() - static_cast<std::size_t>(failed),
              cases().size(), failed == 0 ? "OK" : "FAILED");
+  {
+    const Case& c = cases().front();
+    const Loaded l = load(c);
+    auto o = options(c, l, ns_dtype, steps);
+    o.run.trace = true;
+    std::string problem;
+    try {
+      const auto r = engine::run_engine(l.topo.tree, l.plan, o, MPI_COMM_WORLD);
+      problem = trace_problem(r.trace_spans, static_cast<int>(o.run.total_steps()));
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+    fmt::print("# --trace on the GPU ({} {}): {}\n", c.topology, label(c),
+               problem.empty() ? "OK" : "FAILED: " + problem);
+    failed += problem.empty() ? 0 : 1;
+  }
   return failed == 0 ? apps::kOk : apps::kCheckFailed;
 }
 

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -28,6 +29,7 @@
 #include "dmuon/comm/abort.hpp"
 #include "dmuon/comm/first_message.hpp"
 #include "dmuon/comm/nccl_check.hpp"
+#include "dmuon/engine/exec/step_trace.hpp"
 #include "dmuon/engine/step/accumulation.hpp"
 #include "dmuon/engine/step/activation_work.hpp"
 #include "dmuon/engine/step/grad_clip.hpp"
@@ -178,6 +180,59 @@ class CudaPhaseTimer final : public PhaseTimer {
   std::vector<Segment> segments_;
   std::size_t step_start_ = 0, step_stop_ = 0;
   bool open_ = false;
+};
+
+// --trace stamps (step_trace.hpp): timing events recorded in stream order; mark 0, the first,
+// is the origin. Slots of read marks are reused; events live as long as the backend.
+class CudaTraceClock final : public TraceClock {
+ public:
+  CudaTraceClock(cudaStream_t compute, std::array<cudaStream_t, kStreamCount> streams)
+      : compute_(compute), streams_(streams) {}
+  ~CudaTraceClock() override {
+    for (auto e : events_) cudaEventDestroy(e);
+  }
+  CudaTraceClock(const CudaTraceClock&) = delete;
+  CudaTraceClock& operator=(const CudaTraceClock&) = delete;
+
+  std::size_t mark_compute() override { return record(compute_); }
+  std::size_t mark(Stream s) override { return record(streams_[static_cast<std::size_t>(s)]); }
+  bool readable(std::size_t m) override {
+    for (std::size_t e : {std::size_t{0}, m}) {
+      const cudaError_t rc = cudaEventQuery(events_.at(e));
+      if (rc == cudaErrorNotReady) return false;
+      DMUON_CHECK_CUDA(rc);
+    }
+    return true;
+  }
+  double seconds(std::size_t m) override {
+    float ms = 0;
+    DMUON_CHECK_CUDA(cudaEventElapsedTime(&ms, events_.at(0), events_.at(m)));
+    return ms * 1e-3;
+  }
+  void release(std::size_t m) override {
+    if (m != 0) free_.push_back(m);  // the origin stays
+  }
+  bool stream_ordered() const override { return true; }
+
+ private:
+  std::size_t record(cudaStream_t s) {
+    std::size_t m = events_.size();
+    if (!free_.empty()) {
+      m = free_.back();
+      free_.pop_back();
+    } else {
+      cudaEvent_t e = nullptr;
+      DMUON_CHECK_CUDA(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    DMUON_CHECK_CUDA(cudaEventRecord(events_[m], s));
+    return m;
+  }
+
+  cudaStream_t compute_;
+  std::array<cudaStream_t, kStreamCount> streams_;
+  std::vector<cudaEvent_t> events_;
+  std::vector<std::size_t> free_;
 };
 
 class CudaBackend final : public StepBackend {
@@ -516,6 +571,15 @@ class CudaBackend final : public StepBackend {
   std::string take_nonfinite() override { return std::exchange(nonfinite_, std::string()); }
 
   PhaseTimer& timer() override { return *timer_; }
+  TraceClock* trace_clock() override {
+    if (!trace_clock_) {
+      std::array<cudaStream_t, kStreamCount> streams{};
+      for (int i = 0; i < kStreamCount; ++i)
+        streams[static_cast<std::size_t>(i)] = stream(static_cast<Stream>(i));
+      trace_clock_ = std::make_unique<CudaTraceClock>(compute_, streams);
+    }
+    return trace_clock_.get();
+  }
 
   void read_masters(std::int64_t offset, std::int64_t count, float* host) override {
     host_wait(compute_);
@@ -693,6 +757,7 @@ class CudaBackend final : public StepBackend {
   cudaEvent_t produced_ = nullptr, joined_ = nullptr;
   std::unique_ptr<cu::Context> ctx_;
   std::unique_ptr<CudaPhaseTimer> timer_;
+  std::unique_ptr<CudaTraceClock> trace_clock_;  // --trace only
   std::unique_ptr<comm::Communicator> shard_, replicate_comm_, world_;
   DeviceBuffer act_scratch_;   // the activation work's operands (activation())
   std::int64_t act_half_ = 0;  // elements of one half of act_scratch_

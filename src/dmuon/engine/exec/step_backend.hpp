@@ -25,6 +25,8 @@
 
 namespace dmuon::engine {
 
+class TraceClock;
+
 /// Per-phase step time. Time is attributed by segments: switch_to() starts a segment that
 /// lasts until the next switch_to()/pause(). Host: a steady clock; CUDA: events on the compute
 /// stream (a comm segment there is the time the compute stream stalled on communication).
@@ -108,6 +110,9 @@ class StepBackend {
   /// call ("" when none), and forgets it.
   virtual std::string take_nonfinite() { return {}; }
   virtual PhaseTimer& timer() = 0;
+  /// --trace's clock (step_trace.hpp) where the backend's work runs asynchronously (CUDA:
+  /// events in stream order); null: the executor stamps wall time (host, synchronous).
+  virtual TraceClock* trace_clock() { return nullptr; }
 
   /// Copies `count` fp32 elements of the master arena from `offset` to host memory (results
   /// and --check; outside the timed steps).

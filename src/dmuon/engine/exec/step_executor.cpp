@@ -95,6 +95,7 @@ comm::Batch StepExecutor::issue(std::size_t i) {
     throw RuntimeFailure(std::string("step schedule issues ") + op_name(op.op) + " on the " +
                          comm_group_name(op.comm) + " communicator, which this rank does not have");
   backend_.before_issue(op);
+  if (trace_) issue_mark_ = trace_->mark(op_traits(op.op).stream);
   c->group_start();
   for (const auto& call : calls_[i]) issue_call(*c, backend_, call);
   return c->group_end();
@@ -108,7 +109,7 @@ void StepExecutor::started(comm::Batch& b, std::size_t op_index) {
 
 void StepExecutor::complete(comm::Batch& b) {
   backend_.wait(b);
-  if (trace_ != nullptr) trace_completed(&b);
+  if (trace_) trace_->completed(&b);
   if (!polls_) return;
   in_flight_clock_.close(&b);
   in_flight_.erase(std::remove(in_flight_.begin(), in_flight_.end(), &b), in_flight_.end());
@@ -119,7 +120,7 @@ void StepExecutor::progress() {
                                   [this](comm::Batch* b) {
                                     if (!b->ready()) return false;
                                     in_flight_clock_.close(b);
-                                    if (trace_ != nullptr) trace_completed(b);
+                                    if (trace_) trace_->completed(b);
                                     return true;
                                   }),
                    in_flight_.end());
@@ -158,9 +159,9 @@ void StepExecutor::issue_op(std::size_t i) {
   // Ordered after one earlier batch of the group only (HSDP stage 2 after stage 1).
   if (t.after != BatchSlot::none) backend_.order_after(slot(op.group, t.after), op.comm);
   comm::Batch& b = slot(op.group, t.slot);
-  if (trace_ != nullptr) trace_completed(&b);  // a slot's earlier batch, if still open
+  if (trace_) trace_->completed(&b);  // a slot's earlier batch, if still open
   b = issue(i);
-  if (trace_ != nullptr) trace_issued(b, i);
+  if (trace_) trace_->issued(&b, issue_mark_, t.stream, batch_fields(i), b.pending());
   started(b, i);
   if (t.blocking) complete(b);
 }
@@ -176,44 +177,33 @@ StepMeasure StepExecutor::run_step(long step) {
   backend_.begin_step(step);
   timer.start_step();
   in_flight_clock_.start_step();
-  step_ = step;
-  if (trace_ != nullptr && !origin_set_) {
-    origin_ = std::chrono::steady_clock::now();
-    origin_set_ = true;
-  }
+  if (trace_) trace_->begin_step(step);
   PhaseSegmenter segments;
   // --trace: the segment open since seg_start (a copy: enter() moves the segmenter on).
   std::optional<PhaseSegmenter> open_segment;
-  double seg_start = 0;
+  std::size_t seg_start = 0;
   auto close_segment = [&] {
-    if (trace_ != nullptr && open_segment)
-      trace_span(TraceTrack::phases, phase_name(open_segment->phase()), seg_start, now(),
-                 open_segment->exposed());
+    if (trace_ && open_segment)
+      trace_->close(TraceTrack::phases, phase_name(open_segment->phase()), seg_start,
+                    open_segment->exposed());
   };
   for (std::size_t i = 0; i < schedule_.size(); ++i) {
     const StepOp& op = schedule_[i];
     if (segments.enter(op)) {
       close_segment();
       open_segment = segments;
-      seg_start = trace_ != nullptr ? now() : 0;
+      seg_start = trace_ ? trace_->mark_compute() : 0;
       timer.switch_to(segments.phase(), segments.exposed());
     }
     const OpTraits t = op_traits(op.op);
-    const double t0 = trace_ != nullptr ? now() : 0;
+    const bool spanned = trace_ && (t.cls == OpClass::compute || t.cls == OpClass::wait);
+    const std::size_t t0 = spanned ? trace_->mark_compute() : 0;
     switch (t.cls) {
-      case OpClass::compute:
-        compute(op, step);
-        if (trace_ != nullptr)
-          trace_span(TraceTrack::compute, fmt::format("{} g{}", op_name(op.op), op.group), t0,
-                     now());
-        break;
+      case OpClass::compute: compute(op, step); break;
       case OpClass::issue: issue_op(i); break;
       case OpClass::wait:
         complete(slot(op.group, t.slot));
         if (op.op == Op::wait_weights) backend_.weights_arrived(op);
-        if (trace_ != nullptr)
-          trace_span(TraceTrack::compute, fmt::format("wait {} g{}", op_name(op.op), op.group), t0,
-                     now());
         break;
       case OpClass::hook:
         ++m.hook_calls;
@@ -221,11 +211,17 @@ StepMeasure StepExecutor::run_step(long step) {
         break;
       case OpClass::bookkeeping: backend_.release_weights(op); break;
     }
+    if (spanned)
+      trace_->close(
+          TraceTrack::compute,
+          fmt::format("{}{} g{}", t.cls == OpClass::wait ? "wait " : "", op_name(op.op), op.group),
+          t0);
     backend_.op_done(op);
   }
   close_segment();
   timer.pause();
   backend_.end_step(step);
+  if (trace_) trace_->flush(/*all=*/false);
   m.phases_ms = timer.finish_step();
   m.in_flight_measured = polls_;
   m.in_flight_ms = in_flight_clock_.finish_step();
@@ -236,61 +232,45 @@ StepMeasure StepExecutor::run_step(long step) {
   return m;
 }
 
-double StepExecutor::now() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count();
+void StepExecutor::record_into(Trace* trace) {
+  if (trace == nullptr) {
+    trace_.reset();
+    return;
+  }
+  TraceClock* clock = backend_.trace_clock();
+  if (clock == nullptr) {
+    wall_clock_ = std::make_unique<WallTraceClock>();
+    clock = wall_clock_.get();
+  }
+  trace_ = std::make_unique<StepTrace>(*trace, *clock, layout_.me.rank);
 }
 
-void StepExecutor::trace_span(TraceTrack track, std::string name, double start, double end,
-                              bool exposed) {
-  trace_->add(layout_.me.rank, static_cast<int>(step_ - 1), track, std::move(name), start, end,
-              exposed);
-}
-
-void StepExecutor::trace_issued(comm::Batch& b, std::size_t op_index) {
-  const auto stream = static_cast<std::size_t>(op_traits(schedule_[op_index].op).stream);
-  auto& busy = lane_busy_[stream];
-  std::size_t lane = 0;
-  while (lane < busy.size() && busy[lane]) ++lane;  // the first lane with nothing open
-  if (lane == busy.size()) busy.push_back(false);
-  busy[lane] = true;
-  open_[&b] = {now(), op_index, step_, static_cast<int>(lane)};
-  if (!b.pending()) trace_completed(&b);
-}
-
-void StepExecutor::trace_completed(const comm::Batch* b) {
-  const auto it = open_.find(b);
-  if (it == open_.end()) return;
-  const OpenBatch o = it->second;
-  open_.erase(it);
-  const StepOp& op = schedule_[o.op];
-  const OpTraits t = op_traits(op.op);
-  lane_busy_[static_cast<std::size_t>(t.stream)][static_cast<std::size_t>(o.lane)] = false;
+TraceSpan StepExecutor::batch_fields(std::size_t op_index) const {
+  const StepOp& op = schedule_[op_index];
   const comm::Communicator* c = backend_.comm(op.comm);
   TraceSpan span;
-  span.rank = layout_.me.rank;
-  span.step = static_cast<int>(o.step - 1);
-  span.track =
-      static_cast<TraceTrack>(static_cast<int>(TraceTrack::weights) + static_cast<int>(t.stream));
-  span.lane = o.lane;
   span.name = fmt::format("{} g{}", op_name(op.op), op.group);
-  span.start_s = o.start;
-  span.duration_s = now() - o.start;
   span.group = op.group;
   span.comm = comm_group_word(op.comm);
-  span.calls = static_cast<int>(calls_[o.op].size());
+  span.calls = static_cast<int>(calls_[op_index].size());
   span.payload_bytes = span.counted_bytes = 0;
-  for (const auto& call : calls_[o.op]) {
+  for (const auto& call : calls_[op_index]) {
     const std::size_t elem = comm::dtype_size(call.dtype);
     span.payload_bytes += call.count * static_cast<std::int64_t>(elem);
     span.counted_bytes += comm::counted_bytes(call.kind, c->size(), c->rank() == call.root,
                                               static_cast<std::size_t>(call.count), elem);
   }
-  trace_->add(std::move(span));
+  return span;
 }
 
 void StepExecutor::finish() {
-  for (auto& row : slots_) backend_.wait(row[static_cast<std::size_t>(BatchSlot::replica)]);
+  for (auto& row : slots_) {
+    auto& replica = row[static_cast<std::size_t>(BatchSlot::replica)];
+    backend_.wait(replica);
+    if (trace_) trace_->completed(&replica);
+  }
   backend_.end_step(0);
+  if (trace_) trace_->flush(/*all=*/true);
 }
 
 }  // namespace dmuon::engine

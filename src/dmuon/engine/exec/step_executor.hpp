@@ -5,16 +5,16 @@
 // phases. Host and CUDA runs differ only in the StepBackend they pass.
 
 #include <array>
-#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "dmuon/base/trace.hpp"
 
 #include "dmuon/engine/exec/in_flight_clock.hpp"
 #include "dmuon/engine/exec/step_backend.hpp"
+#include "dmuon/engine/exec/step_trace.hpp"
 
 namespace dmuon::engine {
 
@@ -44,9 +44,9 @@ class StepExecutor {
 
   StepMeasure run_step(long step);
   /// Records this rank's timeline into `trace` from the next step on (dmuon_bench --trace):
-  /// phase segments, each compute op and blocked wait, each batch from its issue to the moment
-  /// this rank sees it complete. Wall times: meaningful where compute is synchronous (host).
-  void record_into(Trace* trace) { trace_ = trace; }
+  /// phase segments, each compute op and blocked wait, each batch, on the backend's trace
+  /// clock (step_trace.hpp: host wall time, CUDA events in stream order).
+  void record_into(Trace* trace);
   /// Completes what a step leaves in flight on purpose (HSDP replicate broadcasts, waited at
   /// the next forward): call before reading the masters after the last step.
   void finish();
@@ -62,12 +62,8 @@ class StepExecutor {
   comm::Batch& slot(int g, BatchSlot slot);
   void compute(const StepOp& op, long step);
   void issue_op(std::size_t op_index);
-  // --trace: seconds since the first recorded step, spans, batches open on their lanes.
-  double now() const;
-  void trace_span(TraceTrack track, std::string name, double start, double end,
-                  bool exposed = false);
-  void trace_issued(comm::Batch& b, std::size_t op_index);
-  void trace_completed(const comm::Batch* b);
+  /// --trace: the batch fields of schedule op `op_index` (name, group, bytes).
+  TraceSpan batch_fields(std::size_t op_index) const;
 
   const StepLayout& layout_;
   const Schedule& schedule_;
@@ -83,18 +79,9 @@ class StepExecutor {
   std::array<double, kChannelCount> message_bytes_{};
   std::array<int, kChannelCount> group_size_{};
   InFlightClock in_flight_clock_;
-  Trace* trace_ = nullptr;
-  long step_ = 0;
-  std::chrono::steady_clock::time_point origin_{};
-  bool origin_set_ = false;
-  struct OpenBatch {
-    double start;
-    std::size_t op;
-    long step;
-    int lane;
-  };
-  std::unordered_map<const comm::Batch*, OpenBatch> open_;
-  std::array<std::vector<bool>, kStreamCount> lane_busy_;
+  std::unique_ptr<WallTraceClock> wall_clock_;  // --trace on a backend without its own clock
+  std::unique_ptr<StepTrace> trace_;
+  std::size_t issue_mark_ = 0;  // --trace: the stamp before the batch being issued
 };
 
 }  // namespace dmuon::engine

@@ -121,10 +121,6 @@ void validate(const EngineOptions& o, int world_size) {
   const StepSpec& st = o.step;
   const RunControl& run = o.run;
   if (world_size < 1) throw InputError(fmt::format("world size {} is invalid", world_size));
-  if (run.trace && o.backend.device == Device::cuda)
-    throw InputError(
-        "--trace records the host backend's timeline (its compute is synchronous); --device "
-        "cuda has no per-op timeline yet (valid: --device host)");
   if (run.steps < 1)
     throw InputError(fmt::format("--steps {} is invalid (must be >= 1)", run.steps));
   if (run.warmup < 0)

@@ -140,7 +140,7 @@ struct RunControl {
   /// Called on every rank after each step (1-based step, total steps incl. warmup); progress
   /// display. Must not communicate.
   std::function<void(int, int)> on_step;
-  /// Record this rank's timeline (RunResult::trace_spans; dmuon_bench --trace). Host only.
+  /// Record this rank's timeline (RunResult::trace_spans; dmuon_bench --trace).
   bool trace = false;
 
   int total_steps() const { return warmup + steps; }
