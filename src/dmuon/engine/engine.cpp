@@ -16,6 +16,7 @@
 #include "dmuon/engine/exec/channel_counters.hpp"
 #include "dmuon/engine/exec/cuda_backend.hpp"
 #include "dmuon/engine/exec/host_backend.hpp"
+#include "dmuon/engine/exec/host_memory.hpp"
 #include "dmuon/engine/exec/step_executor.hpp"
 #include "dmuon/engine/step/step_layout.hpp"
 #include "dmuon/engine/step/step_schedule.hpp"
@@ -99,6 +100,7 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
   const comm::RankGroups groups(world, method_grid(plan, o.step.method));
   const StepLayout layout = make_layout(local, plan, o.step, groups.world_rank());
   const Schedule schedule = make_schedule(layout, o.step);
+  if (o.backend.device == Device::host) check_host_memory(layout, world);
   const auto backend = o.backend.device == Device::cuda
                            ? make_cuda_backend(local, layout, o, groups)
                            : make_host_backend(local, layout, o, groups);
