@@ -158,18 +158,18 @@ apps::RunDescription describe_run(const Setup& st) {
 // Rank 0 writes the results file after the table is out; every rank learns whether it worked,
 // so all exit alike. A failed write names its cause and leaves no temporary behind.
 bool write_output(const Setup& st, int argc, char** argv, int rank, int size,
-                  const std::vector<std::string>& hosts, double sgemm) {
+                  const apps::bench::HostInfo& host) {
   const auto& o = st.o;
   int ok = 1;
   if (rank == 0) {
     try {
       results::ResultsFile f;
       f.provenance = results::collect_provenance(argc, argv, size, o.plan.replicate);
-      f.provenance.hostnames = hosts;
+      f.provenance.hostnames = host.hostnames;
       f.provenance.device = engine::device_name(o.engine.backend.device);
       if (o.engine.backend.device == engine::Device::cuda)
         f.provenance.device_model = kernels::cuda::device_name(0);
-      f.provenance.sgemm_gflops = sgemm;
+      f.provenance.sgemm_gflops = host.sgemm_gflops;
       f.provenance.sgemm_size = static_cast<std::int64_t>(kSgemmSize);
       f.runs = apps::bench::make_records(*st.topo, st.plans, o, st.runs);
       results::write_results(o.output, f);
@@ -242,6 +242,75 @@ double model_flops_per_token(const Setup& st) {
   return work::model_flops_per_token(*st.topo, st.o.seq_len).of(st.o.flops_resolved);
 }
 
+// The host's BLAS, measured sgemm rate and names, as the table and the record report them;
+// rank 0 warns of a generic (slow) BLAS on the host backend.
+apps::bench::HostInfo host_info(const Setup& st, int rank, int size) {
+  apps::bench::HostInfo host;
+  host.hostnames = gather_hostnames(rank, size);
+  host.sgemm_gflops = measured_sgemm_gflops(rank, size);
+  host.blas = kernels::host::blas_info();
+  host.sgemm_size = kSgemmSize;
+  host.transport_settings = results::transport_settings();
+  if (st.o.engine.backend.device == engine::Device::host)
+    host.warning = kernels::host::generic_kernel_warning(host.blas);
+  if (rank == 0 && !host.warning.empty()) {
+    std::fprintf(stderr, "dmuon_bench: warning: %s\n", host.warning.c_str());
+    std::fflush(stderr);
+  }
+  return host;
+}
+
+// Runs every row o.repeats times and merges each row's repeats into its result. Repeats are
+// interleaved (all rows, then all rows again, ...): a drift of the machine's load during the
+// invocation then touches every row alike, and the rows stay comparable. Returns the first
+// repeat's timeline of the first row (--trace).
+std::string run_rows(Setup& st, int rank, int size) {
+  const auto& o = st.o;
+  int measured = 0;
+  for (const auto& run : st.runs) measured += run.ok();
+  apps::bench::Progress progress(
+      rank, measured * o.repeats,
+      static_cast<long>(measured) * o.repeats * o.engine.run.total_steps());
+  std::vector<std::vector<engine::RunResult>> repeats(st.runs.size());
+  for (int k = 0; k < o.repeats; ++k)
+    for (std::size_t i = 0; i < st.runs.size(); ++i) {
+      const auto& run = st.runs[i];
+      if (!run.ok()) continue;
+      auto eo = o.engine;
+      eo.step.method = run.method;
+      eo.run.on_step = [&progress](int s, int total) { progress.step(s, total); };
+      progress.begin_run(fmt::format(
+          "{} {}{}", engine::method_name(run.method),
+          run.baseline ? "(baseline)" : run.boundary.label(),
+          o.repeats > 1 ? fmt::format(" (repeat {}/{})", k + 1, o.repeats) : std::string()));
+      repeats[i].push_back(engine::run_engine(
+          st.topo->tree, st.plans[static_cast<std::size_t>(run.plan_index)], eo, MPI_COMM_WORLD));
+    }
+  std::string trace_spans;
+  if (!o.trace.empty() && !repeats.empty() && !repeats[0].empty())
+    trace_spans = std::move(repeats[0][0].trace_spans);
+  for (std::size_t i = 0; i < st.runs.size(); ++i)
+    if (st.runs[i].ok())
+      st.runs[i].result = apps::bench::merge_repeats(std::move(repeats[i]), size);
+  progress.done();
+  return trace_spans;
+}
+
+// Rank 0: the JSON object, or the table with the step work and throughput lines.
+void print_results(const Setup& st, int size, const apps::bench::HostInfo& host) {
+  const auto& o = st.o;
+  const auto& topo = *st.topo;
+  if (o.json) {
+    std::cout << apps::bench::to_json(topo, st.plans, o, size, st.runs, host).dump(2) << std::endl;
+    return;
+  }
+  std::cout << (st.step_work ? apps::bench::step_work_lines(o, *st.step_work) : "")
+            << apps::bench::format_table(topo, st.plans, o, size, st.runs, st.sweep_source, host)
+            << apps::bench::throughput_lines(o, size, st.runs, model_flops_per_token(st),
+                                             work::flop_convention_name(o.flops_resolved))
+            << std::flush;
+}
+
 int bench(int argc, char** argv) {
   int rank = 0, size = 1;
   DMUON_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -258,72 +327,15 @@ int bench(int argc, char** argv) {
   // Ranks started with different flags or files (an MPMD launch, a node with another version
   // of a config) would run different collectives: every rank leaves with the first difference.
   apps::agree_on_run(MPI_COMM_WORLD, describe_run(st));
-  const auto& o = st.o;
-  const auto& topo = *st.topo;
 
   kernels::host::ScopedKokkos kokkos;
-  const auto hosts = gather_hostnames(rank, size);
-  const double sgemm = measured_sgemm_gflops(rank, size);
-  apps::bench::HostInfo host;
-  host.blas = kernels::host::blas_info();
-  host.sgemm_gflops = sgemm;
-  host.sgemm_size = kSgemmSize;
-  host.hostnames = hosts;
-  host.transport_settings = results::transport_settings();
-  if (o.engine.backend.device == engine::Device::host)
-    host.warning = kernels::host::generic_kernel_warning(host.blas);
-  if (rank == 0 && !host.warning.empty()) {
-    std::fprintf(stderr, "dmuon_bench: warning: %s\n", host.warning.c_str());
-    std::fflush(stderr);
-  }
-
-  int measured = 0;
-  for (const auto& run : st.runs) measured += run.ok();
-  apps::bench::Progress progress(
-      rank, measured * o.repeats,
-      static_cast<long>(measured) * o.repeats * o.engine.run.total_steps());
-  // Repeats interleaved (all rows, then all rows again, ...): a drift of the machine's load
-  // during the invocation then touches every row alike, and the rows stay comparable.
-  std::vector<std::vector<engine::RunResult>> repeats(st.runs.size());
-  for (int k = 0; k < o.repeats; ++k)
-    for (std::size_t i = 0; i < st.runs.size(); ++i) {
-      const auto& run = st.runs[i];
-      if (!run.ok()) continue;
-      auto eo = o.engine;
-      eo.step.method = run.method;
-      eo.run.on_step = [&progress](int s, int total) { progress.step(s, total); };
-      progress.begin_run(fmt::format(
-          "{} {}{}", engine::method_name(run.method),
-          run.baseline ? "(baseline)" : run.boundary.label(),
-          o.repeats > 1 ? fmt::format(" (repeat {}/{})", k + 1, o.repeats) : std::string()));
-      repeats[i].push_back(engine::run_engine(
-          topo.tree, st.plans[static_cast<std::size_t>(run.plan_index)], eo, MPI_COMM_WORLD));
-    }
-  // --trace: the first repeat's timeline of every rank.
-  std::string trace_spans;
-  if (!o.trace.empty() && !repeats.empty() && !repeats[0].empty())
-    trace_spans = std::move(repeats[0][0].trace_spans);
-  for (std::size_t i = 0; i < st.runs.size(); ++i)
-    if (st.runs[i].ok())
-      st.runs[i].result = apps::bench::merge_repeats(std::move(repeats[i]), size);
-  progress.done();
-
+  const apps::bench::HostInfo host = host_info(st, rank, size);
+  const std::string trace_spans = run_rows(st, rank, size);
   // The table first: a failed write must not lose the run.
-  if (rank == 0) {
-    if (o.json)
-      std::cout << apps::bench::to_json(topo, st.plans, o, size, st.runs, host).dump(2)
-                << std::endl;
-    else
-      std::cout << (st.step_work ? apps::bench::step_work_lines(o, *st.step_work) : "")
-                << apps::bench::format_table(topo, st.plans, o, size, st.runs, st.sweep_source,
-                                             host)
-                << apps::bench::throughput_lines(o, size, st.runs, model_flops_per_token(st),
-                                                 work::flop_convention_name(o.flops_resolved))
-                << std::flush;
-  }
-  if (!o.output.empty() && !write_output(st, argc, argv, rank, size, hosts, sgemm))
+  if (rank == 0) print_results(st, size, host);
+  if (!st.o.output.empty() && !write_output(st, argc, argv, rank, size, host))
     return apps::kUnexpected;
-  if (!o.trace.empty() && !write_trace(st, trace_spans, rank, size)) return apps::kUnexpected;
+  if (!st.o.trace.empty() && !write_trace(st, trace_spans, rank, size)) return apps::kUnexpected;
   return apps::bench::failures(st.runs) == 0 ? apps::kOk : apps::kCheckFailed;
 }
 

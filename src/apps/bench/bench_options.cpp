@@ -14,9 +14,11 @@
 
 namespace dmuon::apps::bench {
 
-void add_bench_options(CLI::App& app, BenchOptions& o) {
-  add_plan_options(app, o.plan);
-  // The bench sweeps boundaries: replace the shared single-valued --boundary/--lenient.
+namespace {
+
+// What a bench sweeps: boundaries, owner strategies, methods. It replaces the shared
+// single-valued --boundary/--lenient/--owner-strategy of the plan options.
+void add_sweep_options(CLI::App& app, BenchOptions& o) {
   app.remove_option(app.get_option("--boundary"));
   app.remove_option(app.get_option("--lenient"));
   app.remove_option(app.get_option("--owner-strategy"));
@@ -35,6 +37,11 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "dmuon|fsdp-adamw|fsdp-muon|ddp-muon|ddp-dmuon (repeatable or comma list; "
                  "default dmuon,fsdp-adamw,fsdp-muon; with --tp > 1 dmuon, the baselines have no "
                  "TP step); baselines run once, dmuon and ddp-dmuon once per boundary");
+}
+
+// How a step communicates and updates: resharding, gradient reduction, prefetch, device, wire
+// type, Newton–Schulz, optimizer pipeline, compute, clipping, accumulation.
+void add_schedule_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--reshard", o.reshard, "z3 (re-broadcast before backward) or z2")
       ->capture_default_str();
   app.add_option("--grad-reduce", o.grad_reduce,
@@ -87,6 +94,10 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
       "gradient accumulation: split each step's global batch into this many micro-batches "
       "(forward + backward each, weights re-gathered each time; gradients reduced after the "
       "last one only); --tokens/--global-tokens stay per step (default 1)");
+}
+
+// The activation work of a real step (--seq-len) and how it is counted and run.
+void add_workload_options(CLI::App& app, BenchOptions& o) {
   app.add_option("--seq-len", o.seq_len,
                  "tokens per sample: with --micro-batch, tokens per rank = seq-len x "
                  "micro-batch (instead of --tokens), and the step runs the model's activation "
@@ -109,6 +120,10 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "how the activation work's elementwise ops run: fused (torch.compile, fused "
                  "kernels) or eager (PyTorch eager: one kernel per op, docs/STEP-WORK.md)")
       ->capture_default_str();
+}
+
+// Batch size, steps, repeats, seed and --check.
+void add_run_options(CLI::App& app, BenchOptions& o) {
   auto& eo = o.engine;
   eo.run.steps = kDefaultSteps;
   eo.run.warmup = kDefaultWarmup;
@@ -138,6 +153,9 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "max relative error for --check (default: 1e-4 when everything is fp32, 8 unit "
                  "roundoffs of the coarsest 16-bit type on the wire or in the device's "
                  "Newton-Schulz)");
+}
+
+void add_output_options(CLI::App& app, BenchOptions& o) {
   app.add_flag("--json", o.json, "print one JSON object on rank 0 instead of the table");
   app.add_flag("--wide", o.wide,
                "table: show long boundary specs and errors in full instead of fitting 160 "
@@ -150,9 +168,25 @@ void add_bench_options(CLI::App& app, BenchOptions& o) {
                  "collectives with their bytes; one run only (one boundary, method, owner "
                  "strategy)")
       ->each([&o](const std::string&) { o.trace_given = true; });
-  app.add_option("--inject-nan-step", eo.run.inject_nan_step,
+}
+
+void add_test_aids(CLI::App& app, BenchOptions& o) {
+  app.add_option("--inject-nan-step", o.engine.run.inject_nan_step,
                  "test aid: poison one gradient on the last rank at this step (1-based); every "
                  "rank must end after that step with exit 3 naming the parameter");
+}
+
+}  // namespace
+
+// The groups in the order --help lists their flags.
+void add_bench_options(CLI::App& app, BenchOptions& o) {
+  add_plan_options(app, o.plan);
+  add_sweep_options(app, o);
+  add_schedule_options(app, o);
+  add_workload_options(app, o);
+  add_run_options(app, o);
+  add_output_options(app, o);
+  add_test_aids(app, o);
 }
 
 namespace {

@@ -9,8 +9,8 @@
 //   kernel        one host kernel on one element -> kernel_overhead_us
 //   synthetic     the engine's counter-based draw (engine::synthetic_fill_row) -> elements/s
 //   collectives   per kind, through the engine's own MPI communicator (nonblocking batch +
-//                 wait): the time at two sizes -> latency (intercept) and bus bandwidth (slope,
-//                 nccl-tests factors) -> network.measured
+//                 wait): the time at seven sizes -> latency (intercept) and bus bandwidth
+//                 (slope, nccl-tests factors; relative least squares) -> network.measured
 // Times are the median over repetitions of the slowest rank. Rank 0 writes the file.
 
 #include <mpi.h>

@@ -74,6 +74,11 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+// Appends `value` unless it is there already: first-seen order, no repeats.
+void push_unique(std::vector<std::string>& list, const std::string& value) {
+  if (std::find(list.begin(), list.end(), value) == list.end()) list.push_back(value);
+}
+
 bool is_fallback(SiteReason r) {
   return r == SiteReason::per_linear || r == SiteReason::lenient_fallback;
 }
@@ -85,9 +90,7 @@ std::vector<std::pair<std::string, std::string>> unknown_boundary_types(
   std::vector<std::pair<std::string, std::string>> out;
   if (policy.kind() != PolicyKind::types) return out;
   std::vector<std::string> model_types;
-  for (const auto& m : tree.modules())
-    if (std::find(model_types.begin(), model_types.end(), m.type) == model_types.end())
-      model_types.push_back(m.type);
+  for (const auto& m : tree.modules()) push_unique(model_types, m.type);
   for (const auto& t : policy.types()) {
     if (std::find(model_types.begin(), model_types.end(), t) != model_types.end()) continue;
     std::string best;
@@ -106,219 +109,270 @@ std::vector<std::pair<std::string, std::string>> unknown_boundary_types(
   return out;
 }
 
-DegradationReport analyse_degradations(const ModuleTree& tree, const HookPlan& plan,
-                                       const BoundaryPolicy& policy) {
-  DegradationReport rep;
-  const bool explicit_choice = policy.kind() != PolicyKind::heuristic;
+namespace {
+
+// One pass over a resolved plan: each kind of degradation is a stage that adds its findings,
+// the types a better boundary would use and the sites found degraded; the last stage turns
+// those types into a verified suggestion.
+class DegradationAnalysis {
+ public:
+  DegradationAnalysis(const ModuleTree& tree, const HookPlan& plan, const BoundaryPolicy& policy)
+      : tree_(tree), plan_(plan), policy_(policy) {
+    count_subtrees();
+  }
+
+  DegradationReport run() {
+    report_per_linear_fallbacks();
+    report_lenient_fallbacks();
+    for (std::size_t si = 0; si < plan_.sites.size(); ++si)
+      report_swallowed_repeats(static_cast<int>(si));
+    report_root_collapse();
+    report_unmatched_predicates();
+    suggest_boundary();
+    return std::move(rep_);
+  }
+
+ private:
+  SiteReason reason_of(const Site& s) const { return plan_.reason[s.params.front()]; }
 
   // Per-module subtree counts of dedicated parameters, and of those that fell back.
-  std::vector<int> subtree_dedicated(tree.num_modules(), 0),
-      subtree_fallback(tree.num_modules(), 0);
-  for (int pid : plan.dedicated) {
-    const bool fb = is_fallback(plan.reason[pid]);
-    for (int m = tree.parameter(pid).holders.front().module; m >= 0; m = tree.module(m).parent) {
-      ++subtree_dedicated[m];
-      if (fb) ++subtree_fallback[m];
+  void count_subtrees() {
+    subtree_dedicated_.assign(tree_.num_modules(), 0);
+    subtree_fallback_.assign(tree_.num_modules(), 0);
+    for (int pid : plan_.dedicated) {
+      const bool fb = is_fallback(plan_.reason[pid]);
+      for (int m = tree_.parameter(pid).holders.front().module; m >= 0;
+           m = tree_.module(m).parent) {
+        ++subtree_dedicated_[m];
+        if (fb) ++subtree_fallback_[m];
+      }
     }
   }
 
   // Types a better boundary would use, in first-seen order.
-  std::vector<std::string> suggestion;
-  auto suggest = [&](const std::string& t) {
-    if (t == tree.module(ModuleTree::root).type || is_container_type(t)) return;
-    if (std::find(suggestion.begin(), suggestion.end(), t) == suggestion.end())
-      suggestion.push_back(t);
-  };
+  void suggest(const std::string& t) {
+    if (t == tree_.module(ModuleTree::root).type || is_container_type(t)) return;
+    push_unique(suggestion_, t);
+  }
+
+  // The lowest coarser unit above fallback site `s` that holds only fallbacks (and at least
+  // two dedicated parameters), or -1.
+  int fallback_unit(const Site& s) const {
+    for (int m = tree_.module(s.module).parent; m > ModuleTree::root; m = tree_.module(m).parent) {
+      if (subtree_fallback_[m] != subtree_dedicated_[m]) return -1;  // would merge with real sites
+      if (!is_container_type(tree_.module(m).type) && subtree_dedicated_[m] >= 2) return m;
+    }
+    return -1;
+  }
+
+  // A lenient fallback is best caught by its nearest logical ancestor: with lowest-match
+  // semantics that type only picks up what nothing lower claimed.
+  void suggest_logical_ancestor(const Site& s) {
+    int m = tree_.module(s.module).parent;
+    while (m > ModuleTree::root && is_container_type(tree_.module(m).type))
+      m = tree_.module(m).parent;
+    suggest(m > ModuleTree::root ? tree_.module(m).type : s.type);
+  }
 
   // 1. Fallback sites grouped under the lowest coarser unit that holds only fallbacks.
-  std::map<int, std::vector<int>> fallback_groups;  // coarser unit -> sites (ordered by unit id)
-  std::vector<int> fallback_order;
-  for (std::size_t si = 0; si < plan.sites.size(); ++si) {
-    const auto& s = plan.sites[si];
-    if (!is_fallback(plan.reason[s.params.front()])) continue;
-    int unit = -1;
-    for (int m = tree.module(s.module).parent; m > ModuleTree::root; m = tree.module(m).parent) {
-      if (subtree_fallback[m] != subtree_dedicated[m]) break;  // would merge with real sites
-      if (!is_container_type(tree.module(m).type) && subtree_dedicated[m] >= 2) {
-        unit = m;
-        break;
+  void report_per_linear_fallbacks() {
+    std::map<int, std::vector<int>> groups;  // coarser unit -> sites (ordered by unit id)
+    std::vector<int> order;
+    for (std::size_t si = 0; si < plan_.sites.size(); ++si) {
+      const auto& s = plan_.sites[si];
+      if (!is_fallback(reason_of(s))) continue;
+      const int unit = fallback_unit(s);
+      if (unit < 0) {
+        if (reason_of(s) == SiteReason::lenient_fallback) suggest_logical_ancestor(s);
+        continue;
       }
+      if (!groups.count(unit)) order.push_back(unit);
+      groups[unit].push_back(static_cast<int>(si));
     }
-    if (unit < 0) {
-      // A lenient fallback is best caught by its nearest logical ancestor: with lowest-match
-      // semantics that type only picks up what nothing lower claimed.
-      if (plan.reason[s.params.front()] == SiteReason::lenient_fallback) {
-        int m = tree.module(s.module).parent;
-        while (m > ModuleTree::root && is_container_type(tree.module(m).type))
-          m = tree.module(m).parent;
-        suggest(m > ModuleTree::root ? tree.module(m).type : s.type);
+    for (int unit : order) {
+      const auto& group = groups[unit];
+      Finding f;
+      f.kind = FindingKind::per_linear_fallback;
+      f.severity = Severity::warning;
+      f.site = tree_.module(unit).path;
+      for (int si : group) {
+        f.paths.push_back(plan_.sites[si].path);
+        degraded_sites_.insert(si);
       }
-      continue;
+      f.message = fmt::format(
+          "per-Linear fallback: {} sites ({}) where one logical unit '{}' ({}) holds all {} of "
+          "its dedicated parameters: one packed broadcast per owner would do",
+          group.size(), abbreviate(f.paths), display(f.site), tree_.module(unit).type,
+          subtree_dedicated_[unit]);
+      rep_.findings.push_back(std::move(f));
+      suggest(tree_.module(unit).type);
     }
-    if (!fallback_groups.count(unit)) fallback_order.push_back(unit);
-    fallback_groups[unit].push_back(static_cast<int>(si));
-  }
-  std::set<int> degraded_sites;
-  for (int unit : fallback_order) {
-    const auto& group = fallback_groups[unit];
-    Finding f;
-    f.kind = FindingKind::per_linear_fallback;
-    f.severity = Severity::warning;
-    f.site = tree.module(unit).path;
-    for (int si : group) {
-      f.paths.push_back(plan.sites[si].path);
-      degraded_sites.insert(si);
-    }
-    f.message = fmt::format(
-        "per-Linear fallback: {} sites ({}) where one logical unit '{}' ({}) holds all {} of "
-        "its dedicated parameters: one packed broadcast per owner would do",
-        group.size(), abbreviate(f.paths), display(f.site), tree.module(unit).type,
-        subtree_dedicated[unit]);
-    rep.findings.push_back(std::move(f));
-    suggest(tree.module(unit).type);
   }
 
   // 2. Lenient fallbacks: every parameter strict mode would have rejected.
-  {
+  void report_lenient_fallbacks() {
     std::vector<std::string> params;
-    for (int pid : plan.dedicated)
-      if (plan.reason[pid] == SiteReason::lenient_fallback)
-        params.push_back(tree.parameter(pid).name);
-    if (!params.empty()) {
-      Finding f;
-      f.kind = FindingKind::lenient_fallback;
-      f.paths = params;
-      f.message = fmt::format(
-          "lenient fallback: {} dedicated parameters matched no boundary and fell back to their "
-          "direct parent ({}); strict mode rejects this",
-          params.size(), abbreviate(params));
-      rep.findings.push_back(std::move(f));
-    }
+    for (int pid : plan_.dedicated)
+      if (plan_.reason[pid] == SiteReason::lenient_fallback)
+        params.push_back(tree_.parameter(pid).name);
+    if (params.empty()) return;
+    Finding f;
+    f.kind = FindingKind::lenient_fallback;
+    f.paths = params;
+    f.message = fmt::format(
+        "lenient fallback: {} dedicated parameters matched no boundary and fell back to their "
+        "direct parent ({}); strict mode rejects this",
+        params.size(), abbreviate(params));
+    rep_.findings.push_back(std::move(f));
   }
 
-  // 3. Sites that swallow repeated container entries.
-  for (std::size_t si = 0; si < plan.sites.size(); ++si) {
-    const auto& s = plan.sites[si];
-    // container -> its entries inside this site, in first-seen (model) order
-    std::map<int, std::vector<int>> entries;
-    std::vector<int> container_order;
-    bool has_loose_params = false;
+  // The entries of containers a site holds parameters of, per container in first-seen (model)
+  // order; `loose` is set when the site also holds parameters outside any container entry.
+  struct ContainerEntries {
+    std::map<int, std::vector<int>> entries;  // container -> its entries inside the site
+    std::vector<int> order;                   // containers, first seen first
+    bool loose = false;
+  };
+
+  ContainerEntries container_entries(const Site& s) const {
+    ContainerEntries out;
     for (int pid : s.params) {
       int outer = -1;
-      for (int m = tree.parameter(pid).holders.front().module; m >= 0 && m != s.module;
-           m = tree.module(m).parent) {
-        const int parent = tree.module(m).parent;
-        if (parent >= 0 && is_container_type(tree.module(parent).type)) outer = m;
+      for (int m = tree_.parameter(pid).holders.front().module; m >= 0 && m != s.module;
+           m = tree_.module(m).parent) {
+        const int parent = tree_.module(m).parent;
+        if (parent >= 0 && is_container_type(tree_.module(parent).type)) outer = m;
       }
       if (outer < 0) {
-        has_loose_params = true;
+        out.loose = true;
         continue;
       }
-      const int container = tree.module(outer).parent;
-      auto& list = entries[container];
-      if (list.empty()) container_order.push_back(container);
+      const int container = tree_.module(outer).parent;
+      auto& list = out.entries[container];
+      if (list.empty()) out.order.push_back(container);
       if (std::find(list.begin(), list.end(), outer) == list.end()) list.push_back(outer);
     }
+    return out;
+  }
+
+  // 3. A site that swallows repeated container entries (one finding per container).
+  void report_swallowed_repeats(int si) {
+    const auto& s = plan_.sites[static_cast<std::size_t>(si)];
+    ContainerEntries found = container_entries(s);
     bool swallowed = false;
-    for (int c : container_order) {
-      const auto& list = entries[c];
-      if (list.size() < 2 || !repeats_one_block(tree, c)) {
-        has_loose_params = true;
+    for (int c : found.order) {
+      const auto& list = found.entries[c];
+      if (list.size() < 2 || !repeats_one_block(tree_, c)) {
+        found.loose = true;
         continue;
       }
       swallowed = true;
-      std::vector<std::string> types;
-      for (int e : list)
-        if (std::find(types.begin(), types.end(), tree.module(e).type) == types.end())
-          types.push_back(tree.module(e).type);
-      Finding f;
-      f.kind = FindingKind::swallowed_repeats;
-      f.severity = explicit_choice && plan.reason[s.params.front()] == SiteReason::predicate
-                       ? Severity::note
-                       : Severity::warning;
-      f.site = s.path;
-      for (int e : list) f.paths.push_back(tree.module(e).path);
-      f.message = fmt::format(
-          "site '{}' ({}) swallows {} x {} under '{}' ({}): their broadcasts and reduces cannot "
-          "pipeline with each other",
-          display(s.path), s.type, list.size(), fmt::join(types, "/"), tree.module(c).path,
-          abbreviate(f.paths));
-      rep.findings.push_back(std::move(f));
-      // Never suggest a leaf type (Linear): hooks per leaf are the per-Linear degradation itself.
-      for (int e : list)
-        if (!tree.module(e).children.empty()) suggest(tree.module(e).type);
+      report_swallowed_container(s, c, list);
     }
     if (swallowed) {
-      degraded_sites.insert(static_cast<int>(si));
-      if (has_loose_params) suggest(s.type);
+      degraded_sites_.insert(si);
+      if (found.loose) suggest(s.type);
     }
   }
 
+  void report_swallowed_container(const Site& s, int container, const std::vector<int>& list) {
+    const bool explicit_choice = policy_.kind() != PolicyKind::heuristic;
+    std::vector<std::string> types;
+    for (int e : list) push_unique(types, tree_.module(e).type);
+    Finding f;
+    f.kind = FindingKind::swallowed_repeats;
+    f.severity = explicit_choice && reason_of(s) == SiteReason::predicate ? Severity::note
+                                                                          : Severity::warning;
+    f.site = s.path;
+    for (int e : list) f.paths.push_back(tree_.module(e).path);
+    f.message = fmt::format(
+        "site '{}' ({}) swallows {} x {} under '{}' ({}): their broadcasts and reduces cannot "
+        "pipeline with each other",
+        display(s.path), s.type, list.size(), fmt::join(types, "/"), tree_.module(container).path,
+        abbreviate(f.paths));
+    rep_.findings.push_back(std::move(f));
+    // Never suggest a leaf type (Linear): hooks per leaf are the per-Linear degradation itself.
+    for (int e : list)
+      if (!tree_.module(e).children.empty()) suggest(tree_.module(e).type);
+  }
+
   // 4. Root collapse.
-  if (plan.sites.size() == 1 && plan.sites.front().module == ModuleTree::root &&
-      plan.dedicated.size() >= 2) {
+  void report_root_collapse() {
+    if (plan_.sites.size() != 1 || plan_.sites.front().module != ModuleTree::root ||
+        plan_.dedicated.size() < 2)
+      return;
     Finding f;
     f.kind = FindingKind::root_collapse;
     f.site = "";
     f.message = fmt::format(
         "all {} dedicated parameters share one hook site at the root: no layer-level pipelining "
         "of broadcasts and reduces",
-        plan.dedicated.size());
-    rep.findings.push_back(std::move(f));
+        plan_.dedicated.size());
+    rep_.findings.push_back(std::move(f));
   }
 
   // 5. Predicate names that match nothing in the model.
-  if (policy.kind() == PolicyKind::types) {
-    for (const auto& [type, message] : unknown_boundary_types(tree, policy)) {
-      Finding f;
-      f.kind = FindingKind::unknown_type;
-      f.paths = {type};
-      f.message = message;
-      rep.findings.push_back(std::move(f));
-    }
-  } else if (policy.kind() == PolicyKind::paths) {
-    bool any = false;
-    for (const auto& m : tree.modules())
-      if (policy.path_regex().full_match(m.path)) {
-        any = true;
-        break;
+  void report_unmatched_predicates() {
+    if (policy_.kind() == PolicyKind::types) {
+      for (const auto& [type, message] : unknown_boundary_types(tree_, policy_)) {
+        Finding f;
+        f.kind = FindingKind::unknown_type;
+        f.paths = {type};
+        f.message = message;
+        rep_.findings.push_back(std::move(f));
       }
-    if (!any) {
-      Finding f;
-      f.kind = FindingKind::unmatched_paths;
-      f.paths = {policy.spec()};
-      f.message =
-          fmt::format("boundary '{}' matches no module path", abbreviate_value(policy.spec()));
-      rep.findings.push_back(std::move(f));
+      return;
     }
+    if (policy_.kind() != PolicyKind::paths) return;
+    for (const auto& m : tree_.modules())
+      if (policy_.path_regex().full_match(m.path)) return;
+    Finding f;
+    f.kind = FindingKind::unmatched_paths;
+    f.paths = {policy_.spec()};
+    f.message =
+        fmt::format("boundary '{}' matches no module path", abbreviate_value(policy_.spec()));
+    rep_.findings.push_back(std::move(f));
   }
 
-  // Suggest a verified types: boundary when something degraded.
-  if (rep.warnings() > 0 && !suggestion.empty()) {
-    // Healthy sites keep their type so the suggestion covers them too.
+  // A verified types: boundary when something degraded. Healthy sites keep their type so the
+  // suggestion covers them too.
+  void suggest_boundary() {
+    if (rep_.warnings() == 0 || suggestion_.empty()) return;
     std::vector<std::string> all;
-    for (std::size_t si = 0; si < plan.sites.size(); ++si) {
-      if (degraded_sites.count(static_cast<int>(si))) continue;
-      const auto& s = plan.sites[si];
-      if (!is_fallback(plan.reason[s.params.front()]) && s.module != ModuleTree::root &&
-          !is_container_type(s.type) && std::find(all.begin(), all.end(), s.type) == all.end())
-        all.push_back(s.type);
+    for (std::size_t si = 0; si < plan_.sites.size(); ++si) {
+      if (degraded_sites_.count(static_cast<int>(si))) continue;
+      const auto& s = plan_.sites[si];
+      if (!is_fallback(reason_of(s)) && s.module != ModuleTree::root && !is_container_type(s.type))
+        push_unique(all, s.type);
     }
-    for (const auto& t : suggestion)
-      if (std::find(all.begin(), all.end(), t) == all.end()) all.push_back(t);
+    for (const auto& t : suggestion_) push_unique(all, t);
     const std::string spec = fmt::format("types:{}", fmt::join(all, ","));
     try {
       auto candidate = BoundaryPolicy::parse(spec, true);
       HookPlanOptions options;
-      options.reshard_after_forward = plan.reshard_after_forward;
-      auto resolved = resolve_hook_plan(tree, plan.dedicated, candidate, options);
-      rep.suggested_boundary = spec;
-      rep.suggested_sites = static_cast<int>(resolved.sites.size());
+      options.reshard_after_forward = plan_.reshard_after_forward;
+      auto resolved = resolve_hook_plan(tree_, plan_.dedicated, candidate, options);
+      rep_.suggested_boundary = spec;
+      rep_.suggested_sites = static_cast<int>(resolved.sites.size());
     } catch (const std::exception&) {
       // An unverifiable suggestion is worse than none.
     }
   }
-  return rep;
+
+  const ModuleTree& tree_;
+  const HookPlan& plan_;
+  const BoundaryPolicy& policy_;
+  DegradationReport rep_;
+  std::vector<int> subtree_dedicated_, subtree_fallback_;
+  std::vector<std::string> suggestion_;
+  std::set<int> degraded_sites_;
+};
+
+}  // namespace
+
+DegradationReport analyse_degradations(const ModuleTree& tree, const HookPlan& plan,
+                                       const BoundaryPolicy& policy) {
+  return DegradationAnalysis(tree, plan, policy).run();
 }
 
 }  // namespace dmuon::boundary

@@ -331,206 +331,228 @@ Entry make(std::string name, std::string description, std::string root_type,
   return e;
 }
 
+// The built-in topologies: one function per family builds its entry (keys, presets, rules),
+// registry() lists them in the order --list shows.
+
+// An llm preset, its values in key order.
+Preset llm_preset(const char* name, std::int64_t h, std::int64_t i, std::int64_t kv, std::int64_t L,
+                  std::int64_t V, std::int64_t tie, std::int64_t bias, std::int64_t head_dim) {
+  return Preset{name,
+                {{"h", h},
+                 {"i", i},
+                 {"kv", kv},
+                 {"L", L},
+                 {"V", V},
+                 {"tie_embeddings", tie},
+                 {"qkv_bias", bias},
+                 {"head_dim", head_dim}}};
+}
+
+// A moe-llm preset, its values in key order.
+Preset moe_llm_preset(const char* name, std::int64_t h, std::int64_t kv, std::int64_t L,
+                      std::int64_t V, std::int64_t E, std::int64_t i, std::int64_t shared,
+                      std::int64_t i_shared, std::int64_t first_dense, std::int64_t i_dense,
+                      std::int64_t mla, std::int64_t q_lora, std::int64_t kv_lora,
+                      std::int64_t heads, std::int64_t qk_nope, std::int64_t qk_rope,
+                      std::int64_t v_head, std::int64_t head_dim, std::int64_t top_k,
+                      std::int64_t router_sigmoid) {
+  return Preset{name,
+                {{"h", h},
+                 {"kv", kv},
+                 {"L", L},
+                 {"V", V},
+                 {"E", E},
+                 {"i", i},
+                 {"shared", shared},
+                 {"i_shared", i_shared},
+                 {"first_dense", first_dense},
+                 {"i_dense", i_dense},
+                 {"mla", mla},
+                 {"q_lora", q_lora},
+                 {"kv_lora", kv_lora},
+                 {"heads", heads},
+                 {"qk_nope", qk_nope},
+                 {"qk_rope", qk_rope},
+                 {"v_head", v_head},
+                 {"head_dim", head_dim},
+                 {"top_k", top_k},
+                 {"router_sigmoid", router_sigmoid}}};
+}
+
+Entry sequential_entry() {
+  return make(
+      "sequential", "flat nn.Sequential(Linear d->4d, GELU, Linear 4d->d)", "Sequential",
+      {size("d", "model width")}, "", {{"paper", {{"d", 1024}}}, {"tiny", {{"d", 256}}}}, "ndim=2",
+      "default", "", build_sequential, [](const DimView&) { return 4.0; },
+      builtin::sequential_geometry);
+}
+
+Entry vla_entry() {
+  return make(
+      "vla", "ToyVLA: ViT blocks (blocks.N) + decoder layers (layers.N) + action head", "ToyVLA",
+      {size("d", "model width"), count("n_vit", "vision blocks"), count("n_dec", "decoder layers")},
+      "n_dec",
+      {{"paper", {{"d", 1024}, {"n_vit", 24}, {"n_dec", 28}}},
+       {"tiny", {{"d", 128}, {"n_vit", 4}, {"n_dec", 4}}}},
+      "ndim=2", "types:VisionTower,DecoderLayer,ActionHead", "types:VisionTower,DecoderLayer",
+      build_vla,
+      [](const DimView& x) { return 7.0 + 9.0 * double(x["n_vit"]) + 6.0 * double(x["n_dec"]); },
+      builtin::vla_geometry);
+}
+
+Entry moe_entry() {
+  return make(
+      "moe", "MoEModel: layers.N of (router, experts.K, o_proj)", "MoEModel",
+      {size("d", "model width"), size("d_ff", "expert hidden width"),
+       count("E", "experts per layer"), count("L", "MoE layers")},
+      "L",
+      {{"paper", {{"d", 1024}, {"d_ff", 4096}, {"E", 8}, {"L", 16}}},
+       {"tiny", {{"d", 128}, {"d_ff", 256}, {"E", 8}, {"L", 4}}}},
+      "ndim=2&excludes:router", "types:Expert,MoELayer", "types:Expert", build_moe,
+      [](const DimView& x) { return 2.0 + double(x["L"]) * (4.0 + 3.0 * double(x["E"])); },
+      builtin::moe_geometry);
+}
+
+Entry nested_entry() {
+  return make(
+      "nested",
+      "VlaPolicy: layers.0 = Qwen2-VL backbone (model.layers.N, visual.blocks.N), layers.1 = "
+      "action expert",
+      "VlaPolicy",
+      {size("h", "text hidden size"), size("i", "text MLP width"),
+       size("kv", "k/v projection width"), count("Ll", "text decoder layers"),
+       size("V", "vocabulary"), size("e", "vision width"), count("Lv", "vision blocks"),
+       size("a", "action expert width"), count("La", "action expert layers"),
+       size("head_dim", "text and action-expert attention head width"),
+       size("vit_head_dim", "vision attention head width"),
+       size("vision_tokens", "vision tokens per sample (image patches)"),
+       size("action_tokens", "action tokens per sample (the action chunk)")},
+      "Ll",
+      {{"paper",
+        {{"h", 3584},
+         {"i", 18944},
+         {"kv", 512},
+         {"Ll", 28},
+         {"V", 152064},
+         {"e", 1280},
+         {"Lv", 32},
+         {"a", 1024},
+         {"La", 6},
+         // Qwen2-VL-7B: head_dim 3584 / 28 heads = 128; vision tower 1280 / 16 heads = 80
+         // (config.json vision_config); one 224x224 image at patch 14 = 256 patches; an action
+         // chunk of 50 steps (pi0's H = 50).
+         {"head_dim", 128},
+         {"vit_head_dim", 80},
+         {"vision_tokens", 256},
+         {"action_tokens", 50}}},
+       {"tiny",
+        {{"h", 128},
+         {"i", 256},
+         {"kv", 32},
+         {"Ll", 4},
+         {"V", 1000},
+         {"e", 64},
+         {"Lv", 4},
+         {"a", 64},
+         {"La", 2},
+         {"head_dim", 32},
+         {"vit_head_dim", 16},
+         {"vision_tokens", 16},
+         {"action_tokens", 4}}}},
+      "ndim=2&excludes:embed&excludes:lm_head",
+      "types:Qwen2VLDecoderLayer,Qwen2VLVisionBlock,ExpertLayer",
+      "types:Qwen2VLDecoderLayer,Qwen2VLVisionBlock", build_nested,
+      [](const DimView& x) {
+        return 12.0 + 12.0 * double(x["Ll"]) + 9.0 * double(x["Lv"]) + 7.0 * double(x["La"]);
+      },
+      builtin::nested_geometry);
+}
+
+Entry llm_entry() {
+  return make(
+      "llm", "LlamaForCausalLM: model.layers.N (self_attn, mlp), optional tied lm_head",
+      "LlamaForCausalLM",
+      {size("h", "hidden size"), size("i", "MLP width"), size("kv", "k/v projection width"),
+       count("L", "decoder layers"), size("V", "vocabulary"),
+       flag("tie_embeddings", "1: lm_head.weight is model.embed_tokens.weight"),
+       flag("qkv_bias", "1: q/k/v projections have biases (Qwen2)"),
+       size("head_dim",
+            "attention head width (heads = h / head_dim, kv heads = kv / "
+            "head_dim)")},
+      "L",
+      // HF config.json values (hidden_size, intermediate_size, num_key_value_heads x
+      // head_dim, num_hidden_layers, vocab_size, tie_word_embeddings; head_dim =
+      // hidden_size / num_attention_heads = 128 for all of them):
+      //   the reference's published benchmark models: Qwen2.5-1.5B (12 heads, 2 kv),
+      //   Llama-3.2-3B (24, 8), Qwen2.5-7B (28, 4), Llama-3.1-8B = llama3-8b (32, 8),
+      //   Qwen2.5-14B (40, 8);
+      //   the models of the public runs (PUBLIC-THROUGHPUT.md): Llama-3-70B (64, 8),
+      //   Llama-3.1-405B (128, 8), Llama-2-13B (40, 40: MHA), Llama-2-70B (64, 8).
+      {llm_preset("tiny", 128, 256, 32, 4, 1000, 0, 0, 32),
+       llm_preset("mini", 1024, 8192, 256, 4, 32000, 0, 0, 128),
+       llm_preset("llama3-8b", 4096, 14336, 1024, 32, 128256, 0, 0, 128),
+       llm_preset("qwen2.5-1.5b", 1536, 8960, 256, 28, 151936, 1, 1, 128),
+       llm_preset("llama3.2-3b", 3072, 8192, 1024, 28, 128256, 1, 0, 128),
+       llm_preset("qwen2.5-7b", 3584, 18944, 512, 28, 152064, 0, 1, 128),
+       llm_preset("qwen2.5-14b", 5120, 13824, 1024, 48, 152064, 0, 1, 128),
+       llm_preset("llama3-70b", 8192, 28672, 1024, 80, 128256, 0, 0, 128),
+       llm_preset("llama3.1-405b", 16384, 53248, 1024, 126, 128256, 0, 0, 128),
+       llm_preset("llama2-13b", 5120, 13824, 5120, 40, 32000, 0, 0, 128),
+       llm_preset("llama2-70b", 8192, 28672, 1024, 80, 32000, 0, 0, 128)},
+      "contains:proj", "types:LlamaDecoderLayer", "types:LlamaAttention", build_llm,
+      [](const DimView& x) { return 6.0 + 12.0 * double(x["L"]); }, builtin::llm_geometry);
+}
+
+Entry moe_llm_entry() {
+  return make(
+      "moe-llm",
+      "HF-style MoE LLM (Mixtral, DeepSeek-V3): model.layers.N.mlp.experts.K, router "
+      "mlp.gate, optional shared expert and leading dense layers",
+      "MoeForCausalLM",
+      {size("h", "hidden size"),
+       size("kv", "k/v projection width (mla=0)"),
+       count("L", "decoder layers"),
+       size("V", "vocabulary"),
+       count("E", "routed experts per MoE layer"),
+       size("i", "routed expert width"),
+       flag("shared", "1: one shared expert per MoE layer"),
+       size("i_shared", "shared expert width"),
+       count0("first_dense", "leading dense (non-MoE) layers"),
+       size("i_dense", "dense MLP width"),
+       flag("mla", "1: DeepSeek-V3 multi-head latent attention"),
+       size("q_lora", "MLA q low rank"),
+       size("kv_lora", "MLA kv low rank"),
+       size("heads", "MLA heads"),
+       size("qk_nope", "MLA per-head q/k width without rope"),
+       size("qk_rope", "MLA per-head rope width"),
+       size("v_head", "MLA per-head v width"),
+       size("head_dim", "attention head width (mla=0: heads = h / head_dim)"),
+       count("top_k", "routed experts per token (capped at E)"),
+       flag("router_sigmoid", "1: sigmoid router scores (DeepSeek-V3); 0: softmax")},
+      "L",
+      // HF config.json values. Mixtral-8x7B: hidden 4096, 32 heads / 8 kv heads of 128,
+      // 32 layers, vocab 32000, num_local_experts 8, intermediate 14336,
+      // num_experts_per_tok 2, softmax router. DeepSeek-V3: hidden 7168, 61 layers,
+      // first_k_dense_replace 3 (intermediate 18432), n_routed_experts 256 of
+      // moe_intermediate_size 2048, n_shared_experts 1, num_experts_per_tok 8,
+      // scoring_func sigmoid, MLA: 128 heads, q_lora_rank 1536, kv_lora_rank 512,
+      // qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128, vocab 129280.
+      {moe_llm_preset("tiny", 128, 32, 4, 1000, 8, 64, 1, 64, 1, 256, 0, 64, 32, 4, 16, 8, 16, 32,
+                      2, 0),
+       moe_llm_preset("tiny-mla", 128, 32, 4, 1000, 8, 64, 1, 64, 1, 256, 1, 64, 32, 4, 16, 8, 16,
+                      32, 2, 0),
+       moe_llm_preset("mixtral-8x7b", 4096, 1024, 32, 32000, 8, 14336, 0, 14336, 0, 14336, 0, 1536,
+                      512, 32, 128, 64, 128, 128, 2, 0),
+       moe_llm_preset("deepseek-v3", 7168, 1024, 61, 129280, 256, 2048, 1, 2048, 3, 18432, 1, 1536,
+                      512, 128, 128, 64, 128, 128, 8, 1)},
+      "contains:proj", "types:MoeExpert,MoeDecoderLayer", "types:MoeExpert", build_moe_llm,
+      [](const DimView& x) { return 6.0 + double(x["L"]) * (24.0 + 4.0 * double(x["E"])); },
+      builtin::moe_llm_geometry);
+}
+
 const std::vector<Entry>& registry() {
-  static const std::vector<Entry> entries = [] {
-    std::vector<Entry> v;
-    v.push_back(make(
-        "sequential", "flat nn.Sequential(Linear d->4d, GELU, Linear 4d->d)", "Sequential",
-        {size("d", "model width")}, "", {{"paper", {{"d", 1024}}}, {"tiny", {{"d", 256}}}},
-        "ndim=2", "default", "", build_sequential, [](const DimView&) { return 4.0; },
-        builtin::sequential_geometry));
-    v.push_back(make(
-        "vla", "ToyVLA: ViT blocks (blocks.N) + decoder layers (layers.N) + action head", "ToyVLA",
-        {size("d", "model width"), count("n_vit", "vision blocks"),
-         count("n_dec", "decoder layers")},
-        "n_dec",
-        {{"paper", {{"d", 1024}, {"n_vit", 24}, {"n_dec", 28}}},
-         {"tiny", {{"d", 128}, {"n_vit", 4}, {"n_dec", 4}}}},
-        "ndim=2", "types:VisionTower,DecoderLayer,ActionHead", "types:VisionTower,DecoderLayer",
-        build_vla,
-        [](const DimView& x) { return 7.0 + 9.0 * double(x["n_vit"]) + 6.0 * double(x["n_dec"]); },
-        builtin::vla_geometry));
-    v.push_back(make(
-        "moe", "MoEModel: layers.N of (router, experts.K, o_proj)", "MoEModel",
-        {size("d", "model width"), size("d_ff", "expert hidden width"),
-         count("E", "experts per layer"), count("L", "MoE layers")},
-        "L",
-        {{"paper", {{"d", 1024}, {"d_ff", 4096}, {"E", 8}, {"L", 16}}},
-         {"tiny", {{"d", 128}, {"d_ff", 256}, {"E", 8}, {"L", 4}}}},
-        "ndim=2&excludes:router", "types:Expert,MoELayer", "types:Expert", build_moe,
-        [](const DimView& x) { return 2.0 + double(x["L"]) * (4.0 + 3.0 * double(x["E"])); },
-        builtin::moe_geometry));
-    v.push_back(make(
-        "nested",
-        "VlaPolicy: layers.0 = Qwen2-VL backbone (model.layers.N, visual.blocks.N), layers.1 = "
-        "action expert",
-        "VlaPolicy",
-        {size("h", "text hidden size"), size("i", "text MLP width"),
-         size("kv", "k/v projection width"), count("Ll", "text decoder layers"),
-         size("V", "vocabulary"), size("e", "vision width"), count("Lv", "vision blocks"),
-         size("a", "action expert width"), count("La", "action expert layers"),
-         size("head_dim", "text and action-expert attention head width"),
-         size("vit_head_dim", "vision attention head width"),
-         size("vision_tokens", "vision tokens per sample (image patches)"),
-         size("action_tokens", "action tokens per sample (the action chunk)")},
-        "Ll",
-        {{"paper",
-          {{"h", 3584},
-           {"i", 18944},
-           {"kv", 512},
-           {"Ll", 28},
-           {"V", 152064},
-           {"e", 1280},
-           {"Lv", 32},
-           {"a", 1024},
-           {"La", 6},
-           // Qwen2-VL-7B: head_dim 3584 / 28 heads = 128; vision tower 1280 / 16 heads = 80
-           // (config.json vision_config); one 224x224 image at patch 14 = 256 patches; an action
-           // chunk of 50 steps (pi0's H = 50).
-           {"head_dim", 128},
-           {"vit_head_dim", 80},
-           {"vision_tokens", 256},
-           {"action_tokens", 50}}},
-         {"tiny",
-          {{"h", 128},
-           {"i", 256},
-           {"kv", 32},
-           {"Ll", 4},
-           {"V", 1000},
-           {"e", 64},
-           {"Lv", 4},
-           {"a", 64},
-           {"La", 2},
-           {"head_dim", 32},
-           {"vit_head_dim", 16},
-           {"vision_tokens", 16},
-           {"action_tokens", 4}}}},
-        "ndim=2&excludes:embed&excludes:lm_head",
-        "types:Qwen2VLDecoderLayer,Qwen2VLVisionBlock,ExpertLayer",
-        "types:Qwen2VLDecoderLayer,Qwen2VLVisionBlock", build_nested,
-        [](const DimView& x) {
-          return 12.0 + 12.0 * double(x["Ll"]) + 9.0 * double(x["Lv"]) + 7.0 * double(x["La"]);
-        },
-        builtin::nested_geometry));
-    const auto llm_preset = [](const char* name, std::int64_t h, std::int64_t i, std::int64_t kv,
-                               std::int64_t L, std::int64_t V, std::int64_t tie, std::int64_t bias,
-                               std::int64_t head_dim) {
-      return Preset{name,
-                    {{"h", h},
-                     {"i", i},
-                     {"kv", kv},
-                     {"L", L},
-                     {"V", V},
-                     {"tie_embeddings", tie},
-                     {"qkv_bias", bias},
-                     {"head_dim", head_dim}}};
-    };
-    v.push_back(make(
-        "llm", "LlamaForCausalLM: model.layers.N (self_attn, mlp), optional tied lm_head",
-        "LlamaForCausalLM",
-        {size("h", "hidden size"), size("i", "MLP width"), size("kv", "k/v projection width"),
-         count("L", "decoder layers"), size("V", "vocabulary"),
-         flag("tie_embeddings", "1: lm_head.weight is model.embed_tokens.weight"),
-         flag("qkv_bias", "1: q/k/v projections have biases (Qwen2)"),
-         size("head_dim",
-              "attention head width (heads = h / head_dim, kv heads = kv / "
-              "head_dim)")},
-        "L",
-        // HF config.json values (hidden_size, intermediate_size, num_key_value_heads x
-        // head_dim, num_hidden_layers, vocab_size, tie_word_embeddings; head_dim =
-        // hidden_size / num_attention_heads = 128 for all of them):
-        //   the reference's published benchmark models: Qwen2.5-1.5B (12 heads, 2 kv),
-        //   Llama-3.2-3B (24, 8), Qwen2.5-7B (28, 4), Llama-3.1-8B = llama3-8b (32, 8),
-        //   Qwen2.5-14B (40, 8);
-        //   the models of the public runs (PUBLIC-THROUGHPUT.md): Llama-3-70B (64, 8),
-        //   Llama-3.1-405B (128, 8), Llama-2-13B (40, 40: MHA), Llama-2-70B (64, 8).
-        {llm_preset("tiny", 128, 256, 32, 4, 1000, 0, 0, 32),
-         llm_preset("mini", 1024, 8192, 256, 4, 32000, 0, 0, 128),
-         llm_preset("llama3-8b", 4096, 14336, 1024, 32, 128256, 0, 0, 128),
-         llm_preset("qwen2.5-1.5b", 1536, 8960, 256, 28, 151936, 1, 1, 128),
-         llm_preset("llama3.2-3b", 3072, 8192, 1024, 28, 128256, 1, 0, 128),
-         llm_preset("qwen2.5-7b", 3584, 18944, 512, 28, 152064, 0, 1, 128),
-         llm_preset("qwen2.5-14b", 5120, 13824, 1024, 48, 152064, 0, 1, 128),
-         llm_preset("llama3-70b", 8192, 28672, 1024, 80, 128256, 0, 0, 128),
-         llm_preset("llama3.1-405b", 16384, 53248, 1024, 126, 128256, 0, 0, 128),
-         llm_preset("llama2-13b", 5120, 13824, 5120, 40, 32000, 0, 0, 128),
-         llm_preset("llama2-70b", 8192, 28672, 1024, 80, 32000, 0, 0, 128)},
-        "contains:proj", "types:LlamaDecoderLayer", "types:LlamaAttention", build_llm,
-        [](const DimView& x) { return 6.0 + 12.0 * double(x["L"]); }, builtin::llm_geometry));
-    const auto moe_llm = [](const char* name, std::int64_t h, std::int64_t kv, std::int64_t L,
-                            std::int64_t V, std::int64_t E, std::int64_t i, std::int64_t shared,
-                            std::int64_t i_shared, std::int64_t first_dense, std::int64_t i_dense,
-                            std::int64_t mla, std::int64_t q_lora, std::int64_t kv_lora,
-                            std::int64_t heads, std::int64_t qk_nope, std::int64_t qk_rope,
-                            std::int64_t v_head, std::int64_t head_dim, std::int64_t top_k,
-                            std::int64_t router_sigmoid) {
-      return Preset{name,
-                    {{"h", h},
-                     {"kv", kv},
-                     {"L", L},
-                     {"V", V},
-                     {"E", E},
-                     {"i", i},
-                     {"shared", shared},
-                     {"i_shared", i_shared},
-                     {"first_dense", first_dense},
-                     {"i_dense", i_dense},
-                     {"mla", mla},
-                     {"q_lora", q_lora},
-                     {"kv_lora", kv_lora},
-                     {"heads", heads},
-                     {"qk_nope", qk_nope},
-                     {"qk_rope", qk_rope},
-                     {"v_head", v_head},
-                     {"head_dim", head_dim},
-                     {"top_k", top_k},
-                     {"router_sigmoid", router_sigmoid}}};
-    };
-    v.push_back(make(
-        "moe-llm",
-        "HF-style MoE LLM (Mixtral, DeepSeek-V3): model.layers.N.mlp.experts.K, router "
-        "mlp.gate, optional shared expert and leading dense layers",
-        "MoeForCausalLM",
-        {size("h", "hidden size"),
-         size("kv", "k/v projection width (mla=0)"),
-         count("L", "decoder layers"),
-         size("V", "vocabulary"),
-         count("E", "routed experts per MoE layer"),
-         size("i", "routed expert width"),
-         flag("shared", "1: one shared expert per MoE layer"),
-         size("i_shared", "shared expert width"),
-         count0("first_dense", "leading dense (non-MoE) layers"),
-         size("i_dense", "dense MLP width"),
-         flag("mla", "1: DeepSeek-V3 multi-head latent attention"),
-         size("q_lora", "MLA q low rank"),
-         size("kv_lora", "MLA kv low rank"),
-         size("heads", "MLA heads"),
-         size("qk_nope", "MLA per-head q/k width without rope"),
-         size("qk_rope", "MLA per-head rope width"),
-         size("v_head", "MLA per-head v width"),
-         size("head_dim", "attention head width (mla=0: heads = h / head_dim)"),
-         count("top_k", "routed experts per token (capped at E)"),
-         flag("router_sigmoid", "1: sigmoid router scores (DeepSeek-V3); 0: softmax")},
-        "L",
-        // HF config.json values. Mixtral-8x7B: hidden 4096, 32 heads / 8 kv heads of 128,
-        // 32 layers, vocab 32000, num_local_experts 8, intermediate 14336,
-        // num_experts_per_tok 2, softmax router. DeepSeek-V3: hidden 7168, 61 layers,
-        // first_k_dense_replace 3 (intermediate 18432), n_routed_experts 256 of
-        // moe_intermediate_size 2048, n_shared_experts 1, num_experts_per_tok 8,
-        // scoring_func sigmoid, MLA: 128 heads, q_lora_rank 1536, kv_lora_rank 512,
-        // qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128, vocab 129280.
-        {moe_llm("tiny", 128, 32, 4, 1000, 8, 64, 1, 64, 1, 256, 0, 64, 32, 4, 16, 8, 16, 32, 2, 0),
-         moe_llm("tiny-mla", 128, 32, 4, 1000, 8, 64, 1, 64, 1, 256, 1, 64, 32, 4, 16, 8, 16, 32, 2,
-                 0),
-         moe_llm("mixtral-8x7b", 4096, 1024, 32, 32000, 8, 14336, 0, 14336, 0, 14336, 0, 1536, 512,
-                 32, 128, 64, 128, 128, 2, 0),
-         moe_llm("deepseek-v3", 7168, 1024, 61, 129280, 256, 2048, 1, 2048, 3, 18432, 1, 1536, 512,
-                 128, 128, 64, 128, 128, 8, 1)},
-        "contains:proj", "types:MoeExpert,MoeDecoderLayer", "types:MoeExpert", build_moe_llm,
-        [](const DimView& x) { return 6.0 + double(x["L"]) * (24.0 + 4.0 * double(x["E"])); },
-        builtin::moe_llm_geometry));
-    return v;
-  }();
+  static const std::vector<Entry> entries = {sequential_entry(), vla_entry(), moe_entry(),
+                                             nested_entry(),     llm_entry(), moe_llm_entry()};
   return entries;
 }
 

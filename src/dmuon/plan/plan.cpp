@@ -15,55 +15,57 @@
 
 namespace dmuon::plan {
 
-Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
-  Plan p{config,
-         boundary::DedicationRule::parse(config.dedicate_rule),
-         boundary::BoundaryPolicy::parse(config.boundary, config.strict),
-         {},
-         {},
-         {},
-         {},
-         {},
-         {},
-         {}};
-  std::vector<RouteRule> route_rules;
-  for (const auto& spec : config.routes) route_rules.push_back(parse_route_rule(spec));
-  p.route = resolve_routes(tree, p.rule, route_rules);
-  p.route_wire_bytes = resolve_route_wire_bytes(tree, route_rules);
+namespace {
+
+// The owner-based parameters: the dedication rule's, or with --route those on an owner-based
+// route (muon or adamw).
+std::vector<int> dedicated_params(const model::ModuleTree& tree, const Plan& p,
+                                  const std::vector<RouteRule>& route_rules) {
+  const PlanConfig& config = p.config;
+  if (route_rules.empty())
+    return boundary::select_dedicated(tree, p.rule, config.allow_empty_dedication);
   std::vector<int> dedicated;
-  if (route_rules.empty()) {
-    dedicated = boundary::select_dedicated(tree, p.rule, config.allow_empty_dedication);
-  } else {
-    for (int pid : tree.parameter_order())
-      if (owner_based(p.route[static_cast<std::size_t>(pid)])) dedicated.push_back(pid);
-    if (dedicated.empty() && !config.allow_empty_dedication)
-      throw InputError(fmt::format(
-          "dedication rule '{}' and --route '{}' leave none of the model's {} parameters on an "
-          "owner-based route (muon or adamw)",
-          abbreviate_value(p.rule.spec()), abbreviate_value(routes_text(config.routes)),
-          tree.parameter_order().size()));
-  }
-  // Ownership does not depend on the sites; it comes first because its visiting order decides
-  // which uncovered parameter a strict failure names.
-  // TP-sharded parameters are chosen first: they are never packed. The rules are parsed only
-  // with TP (the default ones use a regex, which a build without RE2 refuses).
-  std::vector<int> shard_dim(tree.num_parameters(), -1);
-  if (config.tp != 1)
-    shard_dim = boundary::select_tp_sharded(
-        tree, dedicated,
-        boundary::DedicationRule::parse(config.tp_shard_rule.empty() ? boundary::kDefaultTpShardRule
-                                                                     : config.tp_shard_rule),
-        boundary::DedicationRule::parse(config.tp_row_rule.empty() ? boundary::kDefaultTpRowRule
-                                                                   : config.tp_row_rule),
-        config.tp);
-  auto partition_options = config.partition;
+  for (int pid : tree.parameter_order())
+    if (owner_based(p.route[static_cast<std::size_t>(pid)])) dedicated.push_back(pid);
+  if (dedicated.empty() && !config.allow_empty_dedication)
+    throw InputError(fmt::format(
+        "dedication rule '{}' and --route '{}' leave none of the model's {} parameters on an "
+        "owner-based route (muon or adamw)",
+        abbreviate_value(p.rule.spec()), abbreviate_value(routes_text(config.routes)),
+        tree.parameter_order().size()));
+  return dedicated;
+}
+
+std::string tp_shard_rule(const PlanConfig& config) {
+  return config.tp_shard_rule.empty() ? boundary::kDefaultTpShardRule : config.tp_shard_rule;
+}
+
+// Per parameter, its TP shard dimension (-1: not TP-sharded). The rules are parsed only with
+// TP (the default ones use a regex, which a build without RE2 refuses).
+std::vector<int> tp_shard_dims(const model::ModuleTree& tree, const std::vector<int>& dedicated,
+                               const PlanConfig& config) {
+  if (config.tp == 1) return std::vector<int>(tree.num_parameters(), -1);
+  return boundary::select_tp_sharded(
+      tree, dedicated, boundary::DedicationRule::parse(tp_shard_rule(config)),
+      boundary::DedicationRule::parse(config.tp_row_rule.empty() ? boundary::kDefaultTpRowRule
+                                                                 : config.tp_row_rule),
+      config.tp);
+}
+
+// The DP owners, then the TP owners (tp_owners.hpp). TP-sharded parameters are never packed.
+void assign_owners(const model::ModuleTree& tree, const std::vector<int>& dedicated, Plan& p) {
+  const std::vector<int> shard_dim = tp_shard_dims(tree, dedicated, p.config);
+  auto partition_options = p.config.partition;
   for (std::size_t pid = 0; pid < shard_dim.size(); ++pid)
     if (shard_dim[pid] >= 0) partition_options.never_pack.push_back(static_cast<int>(pid));
   p.partition = partition::partition_ownership(tree, dedicated, partition_options);
-  // The TP owner pass runs after the DP owners (tp_owners.hpp).
-  p.tp = partition::assign_tp_owners(tree, p.partition, shard_dim, config.tp);
+  p.tp = partition::assign_tp_owners(tree, p.partition, shard_dim, p.config.tp);
+}
+
+// The hook sites of the owner-based parameters, and of the sharded_adamw ones.
+void resolve_sites(const model::ModuleTree& tree, const std::vector<int>& dedicated, Plan& p) {
   boundary::HookPlanOptions hook_options;
-  hook_options.reshard_after_forward = config.reshard == Reshard::z3;
+  hook_options.reshard_after_forward = p.config.reshard == Reshard::z3;
   hook_options.visit_order = partition::parameter_visit_order(p.partition);
   try {
     p.hooks = boundary::resolve_hook_plan(tree, dedicated, p.policy, hook_options);
@@ -79,9 +81,12 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
     if (p.route[static_cast<std::size_t>(pid)] == ParamRoute::sharded_adamw)
       sharded_adamw.push_back(pid);
   if (!sharded_adamw.empty())
-    p.sharded_hooks = resolve_sharded_sites(tree, sharded_adamw, config.boundary,
+    p.sharded_hooks = resolve_sharded_sites(tree, sharded_adamw, p.config.boundary,
                                             hook_options.reshard_after_forward);
-  p.report = boundary::analyse_degradations(tree, p.hooks, p.policy);
+}
+
+// The plan's own findings, after the boundary's: idle ranks and an unsharded --tp.
+void add_plan_findings(Plan& p) {
   // A partition that leaves ranks without any matrix idles their Newton-Schulz capacity; its
   // ratio can still read 1.0000 (the busiest rank sits at the lower bound), so say it.
   const auto& part = p.partition;
@@ -96,17 +101,42 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
         part.empty_slots, part.slots.size(), part.units.size(), part.slots.size(), part.ratio);
     p.report.findings.push_back(std::move(f));
   }
-  if (config.tp > 1 && p.tp.sharded.empty()) {
+  if (p.config.tp > 1 && p.tp.sharded.empty()) {
     boundary::Finding f;
     f.kind = boundary::FindingKind::tp_unsharded;
     f.severity = boundary::Severity::warning;
     f.message = fmt::format(
         "--tp {} but no dedicated parameter matches the TP rule '{}': every TP rank holds full "
         "copies and the TP gather/scatter moves nothing (see --tp-shard)",
-        config.tp,
-        config.tp_shard_rule.empty() ? boundary::kDefaultTpShardRule : config.tp_shard_rule);
+        p.config.tp, tp_shard_rule(p.config));
     p.report.findings.push_back(std::move(f));
   }
+}
+
+}  // namespace
+
+Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
+  Plan p{config,
+         boundary::DedicationRule::parse(config.dedicate_rule),
+         boundary::BoundaryPolicy::parse(config.boundary, config.strict),
+         {},
+         {},
+         {},
+         {},
+         {},
+         {},
+         {}};
+  std::vector<RouteRule> route_rules;
+  for (const auto& spec : config.routes) route_rules.push_back(parse_route_rule(spec));
+  p.route = resolve_routes(tree, p.rule, route_rules);
+  p.route_wire_bytes = resolve_route_wire_bytes(tree, route_rules);
+  const std::vector<int> dedicated = dedicated_params(tree, p, route_rules);
+  // Ownership does not depend on the sites; it comes first because its visiting order decides
+  // which uncovered parameter a strict failure names.
+  assign_owners(tree, dedicated, p);
+  resolve_sites(tree, dedicated, p);
+  p.report = boundary::analyse_degradations(tree, p.hooks, p.policy);
+  add_plan_findings(p);
   return p;
 }
 

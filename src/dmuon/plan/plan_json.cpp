@@ -4,8 +4,9 @@ namespace dmuon::plan {
 
 using nlohmann::json;
 
-json plan_to_json(const model::ModuleTree& tree, const Plan& plan) {
-  const auto& part = plan.partition;
+namespace {
+
+json sites_json(const model::ModuleTree& tree, const Plan& plan) {
   json sites = json::array();
   for (const auto& s : plan.hooks.sites) {
     json params = json::array();
@@ -15,9 +16,15 @@ json plan_to_json(const model::ModuleTree& tree, const Plan& plan) {
                      {"params", params},
                      {"numel", s.numel},
                      {"bytes", s.bytes},
-                     {"owners", site_owner_ranks(s, part)},
+                     {"owners", site_owner_ranks(s, plan.partition)},
                      {"reason", boundary::site_reason_name(plan.hooks.reason[s.params.front()])}});
   }
+  return sites;
+}
+
+// The owner-based (dedicated) parameters.
+json params_json(const model::ModuleTree& tree, const Plan& plan) {
+  const auto& part = plan.partition;
   json params = json::array();
   for (int pid : plan.hooks.dedicated) {
     const auto& p = tree.parameter(pid);
@@ -29,21 +36,62 @@ json plan_to_json(const model::ModuleTree& tree, const Plan& plan) {
                       {"cost", part.param_cost[pid]},
                       {"route", route_name(plan.route.at(static_cast<std::size_t>(pid)))}});
   }
-  // --route: every parameter's route (the owner-based ones are `params` above).
+  return params;
+}
+
+// --route: every parameter's route (the owner-based ones are also in `params`).
+json routes_json(const model::ModuleTree& tree, const Plan& plan) {
   json routes = json::object();
   for (int pid : tree.parameter_order())
     routes[tree.parameter(pid).name] = route_name(plan.route.at(static_cast<std::size_t>(pid)));
+  return routes;
+}
+
+json partition_json(const partition::Partition& part) {
   json slots = json::array();
   for (const auto& s : part.slots)
     slots.push_back({{"shard", s.shard}, {"replicate", s.replicate}, {"rank", s.rank}});
+  return {{"strategy", partition::strategy_name(part.options.strategy)},
+          {"cost_model", partition::cost_model_name(part.options.cost_model)},
+          {"pack", part.options.pack},
+          {"pack_threshold", part.options.pack_threshold},
+          {"max_owners_per_group", part.options.max_owners_per_group},
+          {"shard", part.options.shard},
+          {"replicate", part.options.replicate},
+          {"column_balance", part.options.column_balance},
+          {"slots", slots},
+          {"units", part.units.size()},
+          {"packed_units", part.packed_units},
+          {"numel_loads", part.numel_loads},
+          {"cost_loads", part.cost_loads},
+          {"total_cost", part.total_cost},
+          {"largest_unit_cost", part.largest_unit_cost},
+          {"makespan", part.makespan},
+          {"lower_bound", part.lower_bound},
+          {"ratio", part.ratio},
+          {"tight_lower_bound", part.tight_lower_bound},
+          {"tight_ratio", part.tight_ratio},
+          {"imbalance_all", part.imbalance_all},
+          {"imbalance_nonempty", part.imbalance_nonempty},
+          {"empty_slots", part.empty_slots},
+          {"idle_slots", part.empty_slots},
+          {"key_collisions", part.key_collisions}};
+}
+
+json finding_json(const boundary::Finding& f) {
+  return {{"kind", boundary::finding_kind_name(f.kind)},
+          {"severity", f.severity == boundary::Severity::warning ? "warning" : "note"},
+          {"site", f.site},
+          {"paths", f.paths},
+          {"message", f.message}};
+}
+
+}  // namespace
+
+json plan_to_json(const model::ModuleTree& tree, const Plan& plan) {
   json findings = json::array(), warnings = json::array();
   for (const auto& f : plan.report.findings) {
-    findings.push_back(
-        {{"kind", boundary::finding_kind_name(f.kind)},
-         {"severity", f.severity == boundary::Severity::warning ? "warning" : "note"},
-         {"site", f.site},
-         {"paths", f.paths},
-         {"message", f.message}});
+    findings.push_back(finding_json(f));
     if (f.severity == boundary::Severity::warning) warnings.push_back(f.message);
   }
   return {{"dedicate", plan.rule.spec()},
@@ -51,37 +99,12 @@ json plan_to_json(const model::ModuleTree& tree, const Plan& plan) {
           {"strict", plan.policy.strict()},
           {"reshard", reshard_name(plan.config.reshard)},
           {"hook_sites", plan.hooks.sites.size()},
-          {"sites", sites},
+          {"sites", sites_json(tree, plan)},
           {"dedicated_params", plan.hooks.dedicated.size()},
           {"route_rules", plan.config.routes},
-          {"routes", routes},
-          {"params", params},
-          {"partition",
-           {{"strategy", partition::strategy_name(part.options.strategy)},
-            {"cost_model", partition::cost_model_name(part.options.cost_model)},
-            {"pack", part.options.pack},
-            {"pack_threshold", part.options.pack_threshold},
-            {"max_owners_per_group", part.options.max_owners_per_group},
-            {"shard", part.options.shard},
-            {"replicate", part.options.replicate},
-            {"column_balance", part.options.column_balance},
-            {"slots", slots},
-            {"units", part.units.size()},
-            {"packed_units", part.packed_units},
-            {"numel_loads", part.numel_loads},
-            {"cost_loads", part.cost_loads},
-            {"total_cost", part.total_cost},
-            {"largest_unit_cost", part.largest_unit_cost},
-            {"makespan", part.makespan},
-            {"lower_bound", part.lower_bound},
-            {"ratio", part.ratio},
-            {"tight_lower_bound", part.tight_lower_bound},
-            {"tight_ratio", part.tight_ratio},
-            {"imbalance_all", part.imbalance_all},
-            {"imbalance_nonempty", part.imbalance_nonempty},
-            {"empty_slots", part.empty_slots},
-            {"idle_slots", part.empty_slots},
-            {"key_collisions", part.key_collisions}}},
+          {"routes", routes_json(tree, plan)},
+          {"params", params_json(tree, plan)},
+          {"partition", partition_json(plan.partition)},
           {"findings", findings},
           {"warnings", warnings},
           {"suggested_boundary", plan.report.suggested_boundary},

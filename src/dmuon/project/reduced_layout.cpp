@@ -49,100 +49,145 @@ LayoutReducer::LayoutReducer(const engine::StepLayout& reference, const plan::Pl
   // Pairs are created group by group (make_layout), so each list is in group order already.
 }
 
-ReducedLayout LayoutReducer::reduce(int world_rank) const {
-  const auto& ref = ref_;
-  ReducedLayout out;
-  auto& L = out.layout;
-  L = shell_;  // kept parameters keep their TP fields (tp_dim, tp_owner, logical)
-  L.me.rank = world_rank;
-  const int rank = L.me.dp();  // owners are DP ranks
-  out.aggregate.assign(ref.groups.size(), -1);
+// One rank's reduction, group by group: the FSDP unit kept whole; a DMuon site reduced to the
+// pairs rooted in this rank's column with their members, plus one aggregate standing for the
+// site's other members. Everything else is the reference's (the shells are its copies).
+class LayoutReducer::Reduction {
+ public:
+  Reduction(const LayoutReducer& reducer, int world_rank) : r_(reducer), L_(out_.layout) {
+    L_ = r_.shell_;  // kept parameters keep their TP fields (tp_dim, tp_owner, logical)
+    L_.me.rank = world_rank;
+    rank_ = L_.me.dp();  // owners are DP ranks
+    out_.aggregate.assign(r_.ref_.groups.size(), -1);
+    mine_ = &r_.pairs_of_column_[static_cast<std::size_t>(L_.me.column())];
+  }
 
-  const auto& mine = pairs_of_column_[static_cast<std::size_t>(L.me.column())];
-  std::size_t cursor = 0;  // into `mine`, which is in group order
-  std::vector<int> kept;
-  for (std::size_t g = 0; g < ref.groups.size(); ++g) {
-    const auto& src = ref.groups[g];
-    engine::GroupLayout grp = group_shells_[g];
-    const int gi = static_cast<int>(g);
-    if (src.kind != GroupKind::dmuon_site) {
-      // The FSDP unit of the non-dedicated parameters: kept whole (every rank updates a shard
-      // of each).
-      grp.grad_elems = src.grad_elems;
-      for (int pi : src.members) {
-        grp.members.push_back(static_cast<int>(L.params.size()));
-        out.reference.push_back(pi);
-        L.params.push_back(nameless_[static_cast<std::size_t>(pi)]);
-        const auto& p = L.params.back();
-        if (p.sharded()) {
-          L.master_elems += p.chunk;
-          L.state_elems += p.chunk;
-          if (!p.muon) L.second_state_elems += p.chunk;
-        }
-      }
-      L.groups.push_back(std::move(grp));
-      continue;
+  ReducedLayout run() {
+    for (std::size_t g = 0; g < r_.ref_.groups.size(); ++g) {
+      if (r_.ref_.groups[g].kind != GroupKind::dmuon_site)
+        keep_whole(g);
+      else
+        reduce_site(g);
     }
-    // Pairs rooted in this rank's column: kept with their members.
-    kept.clear();
+    return std::move(out_);
+  }
+
+ private:
+  // The FSDP unit of the non-dedicated parameters: kept whole (every rank updates a shard of
+  // each).
+  void keep_whole(std::size_t g) {
+    const auto& src = r_.ref_.groups[g];
+    engine::GroupLayout grp = r_.group_shells_[g];
+    grp.grad_elems = src.grad_elems;
+    for (int pi : src.members) {
+      grp.members.push_back(static_cast<int>(L_.params.size()));
+      out_.reference.push_back(pi);
+      L_.params.push_back(r_.nameless_[static_cast<std::size_t>(pi)]);
+      const auto& p = L_.params.back();
+      if (p.sharded()) {
+        L_.master_elems += p.chunk;
+        L_.state_elems += p.chunk;
+        if (!p.muon) L_.second_state_elems += p.chunk;
+      }
+    }
+    L_.groups.push_back(std::move(grp));
+  }
+
+  void reduce_site(std::size_t g) {
+    const int gi = static_cast<int>(g);
+    engine::GroupLayout grp = r_.group_shells_[g];
     std::int64_t rooted_numel = 0;
+    const std::vector<int> pair_index = keep_rooted_pairs(gi, rooted_numel);
+    grp.grad_elems = r_.group_pair_numel_[g] - rooted_numel;  // the pairs rooted elsewhere
+    std::sort(kept_.begin(), kept_.end(), [&](int a, int b) {
+      return r_.position_[static_cast<std::size_t>(a)] < r_.position_[static_cast<std::size_t>(b)];
+    });
+    if (kept_.size() < r_.ref_.groups[g].members.size()) add_aggregate(gi, grp);
+    const int first_kept = add_kept_members(grp);
+    remap_pairs(pair_index, first_kept, gi);
+    grp.pairs = pair_index;
+    L_.groups.push_back(std::move(grp));
+  }
+
+  // The pairs of group `gi` rooted in this rank's column, copied into the layout; their
+  // members (reference indices) into kept_. Returns the pairs' indices in the layout.
+  std::vector<int> keep_rooted_pairs(int gi, std::int64_t& rooted_numel) {
+    kept_.clear();
     std::vector<int> pair_index;
-    for (; cursor < mine.size() && ref.pairs[static_cast<std::size_t>(mine[cursor])].group == gi;
-         ++cursor) {
-      const auto& src_pair = ref.pairs[static_cast<std::size_t>(mine[cursor])];
+    const std::vector<int>& mine = *mine_;
+    for (; cursor_ < mine.size() &&
+           r_.ref_.pairs[static_cast<std::size_t>(mine[cursor_])].group == gi;
+         ++cursor_) {
+      const auto& src_pair = r_.ref_.pairs[static_cast<std::size_t>(mine[cursor_])];
       engine::PairLayout pr = src_pair;
       pr.rooted_here = true;
-      pr.owned = pr.owner == rank;
+      pr.owned = pr.owner == rank_;
       pr.grad_persistent = true;
       if (!pr.alt_wire) rooted_numel += pr.numel;
-      L.master_elems += pr.numel;
-      if (pr.owned) L.state_elems += pr.numel;
-      pair_index.push_back(static_cast<int>(L.pairs.size()));
-      L.pairs.push_back(std::move(pr));
-      kept.insert(kept.end(), src_pair.members.begin(), src_pair.members.end());
+      L_.master_elems += pr.numel;
+      if (pr.owned) L_.state_elems += pr.numel;
+      pair_index.push_back(static_cast<int>(L_.pairs.size()));
+      L_.pairs.push_back(std::move(pr));
+      kept_.insert(kept_.end(), src_pair.members.begin(), src_pair.members.end());
     }
-    grp.grad_elems = group_pair_numel_[g] - rooted_numel;  // the pairs rooted elsewhere
-    std::sort(kept.begin(), kept.end(), [&](int a, int b) {
-      return position_[static_cast<std::size_t>(a)] < position_[static_cast<std::size_t>(b)];
-    });
-    if (kept.size() < src.members.size()) {
-      ParamLayout agg;
-      agg.pid = -1;
-      agg.storage = Storage::remote;
-      agg.muon = true;
-      agg.updated_here = false;
-      agg.group = gi;
-      out.aggregate[g] = static_cast<int>(L.params.size());
-      grp.members.push_back(static_cast<int>(L.params.size()));
-      out.reference.push_back(-1);
-      L.params.push_back(std::move(agg));
-    }
-    // Remap the kept members and their pairs to the reduced indices.
-    const int first_kept = static_cast<int>(L.params.size());
-    for (int pi : kept) {
-      grp.members.push_back(static_cast<int>(L.params.size()));
-      out.reference.push_back(pi);
-      ParamLayout p = nameless_[static_cast<std::size_t>(pi)];
-      const bool owned = p.owner == rank;
+    return pair_index;
+  }
+
+  // One parameter standing for the members of group `gi` that are not kept.
+  void add_aggregate(int gi, engine::GroupLayout& grp) {
+    ParamLayout agg;
+    agg.pid = -1;
+    agg.storage = Storage::remote;
+    agg.muon = true;
+    agg.updated_here = false;
+    agg.group = gi;
+    out_.aggregate[static_cast<std::size_t>(gi)] = static_cast<int>(L_.params.size());
+    grp.members.push_back(static_cast<int>(L_.params.size()));
+    out_.reference.push_back(-1);
+    L_.params.push_back(std::move(agg));
+  }
+
+  // The kept members, in group order, as this rank holds them. Returns the first one's index.
+  int add_kept_members(engine::GroupLayout& grp) {
+    const int first_kept = static_cast<int>(L_.params.size());
+    for (int pi : kept_) {
+      grp.members.push_back(static_cast<int>(L_.params.size()));
+      out_.reference.push_back(pi);
+      ParamLayout p = r_.nameless_[static_cast<std::size_t>(pi)];
+      const bool owned = p.owner == rank_;
       p.storage = owned ? Storage::owned : Storage::column;
       p.updated_here = owned;
       p.grad_persistent = true;
       p.state_elems = owned ? p.numel : 0;
-      L.params.push_back(std::move(p));
+      L_.params.push_back(std::move(p));
     }
+    return first_kept;
+  }
+
+  // The kept pairs' members from reference indices to the reduced ones.
+  void remap_pairs(const std::vector<int>& pair_index, int first_kept, int gi) {
     for (int pr : pair_index) {
-      auto& pair = L.pairs[static_cast<std::size_t>(pr)];
+      auto& pair = L_.pairs[static_cast<std::size_t>(pr)];
       for (int& member : pair.members) {
-        const auto it = std::find(kept.begin(), kept.end(), member);
-        member = first_kept + static_cast<int>(it - kept.begin());
-        L.params[static_cast<std::size_t>(member)].pair = pr;
+        const auto it = std::find(kept_.begin(), kept_.end(), member);
+        member = first_kept + static_cast<int>(it - kept_.begin());
+        L_.params[static_cast<std::size_t>(member)].pair = pr;
       }
     }
-    for (int pr : pair_index) L.pairs[static_cast<std::size_t>(pr)].group = gi;
-    grp.pairs = pair_index;
-    L.groups.push_back(std::move(grp));
+    for (int pr : pair_index) L_.pairs[static_cast<std::size_t>(pr)].group = gi;
   }
-  return out;
+
+  const LayoutReducer& r_;
+  ReducedLayout out_;
+  engine::StepLayout& L_;
+  int rank_ = 0;
+  const std::vector<int>* mine_ = nullptr;  // pairs rooted in this rank's column, group order
+  std::size_t cursor_ = 0;                  // into *mine_
+  std::vector<int> kept_;                   // reference indices of the current site's kept members
+};
+
+ReducedLayout LayoutReducer::reduce(int world_rank) const {
+  return Reduction(*this, world_rank).run();
 }
 
 }  // namespace dmuon::project

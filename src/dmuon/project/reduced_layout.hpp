@@ -50,6 +50,8 @@ class LayoutReducer {
   const engine::StepLayout& reference() const { return ref_; }
 
  private:
+  class Reduction;  // one reduce() call's state and stages (reduced_layout.cpp)
+
   const engine::StepLayout& ref_;
   engine::StepLayout shell_;  // the reference without parameters, pairs, groups and arenas
   std::vector<engine::GroupLayout> group_shells_;  // its groups without members and pairs

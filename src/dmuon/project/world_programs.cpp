@@ -97,9 +97,21 @@ void account_memory(WorldPrograms& w, const StepLayout& L) {
   w.memory.add(memory_of(L));
 }
 
-// The issue ops of a schedule in order, split by communicator, as batch specs.
+// The issue ops of the reference rank's schedule in order, split by communicator, as batch
+// specs: every other rank's issue on a shared communicator must be the same collective.
 struct ReferenceBatches {
   std::vector<const BatchSpec*> by_comm[engine::kCommGroupCount];
+
+  const BatchSpec* take(const engine::StepOp& op, int seq) const {
+    const auto& list = by_comm[static_cast<std::size_t>(op.comm)];
+    if (seq >= static_cast<int>(list.size()) || list[static_cast<std::size_t>(seq)]->op != op.op ||
+        list[static_cast<std::size_t>(seq)]->group != op.group)
+      throw RuntimeFailure(fmt::format(
+          "projection: rank symmetry broken: issue {} of group {} is not the reference rank's "
+          "collective {} on its communicator",
+          engine::op_name(op.op), op.group, seq));
+    return list[static_cast<std::size_t>(seq)];
+  }
 };
 
 ReferenceBatches reference_batches(WorldPrograms& w, const StepLayout& L, const engine::Schedule& s,
@@ -114,16 +126,177 @@ ReferenceBatches reference_batches(WorldPrograms& w, const StepLayout& L, const 
   return r;
 }
 
-const BatchSpec* take(const std::vector<const BatchSpec*>& list, const engine::StepOp& op,
-                      int seq) {
-  if (seq >= static_cast<int>(list.size()) || list[static_cast<std::size_t>(seq)]->op != op.op ||
-      list[static_cast<std::size_t>(seq)]->group != op.group)
-    throw RuntimeFailure(fmt::format(
-        "projection: rank symmetry broken: issue {} of group {} is not the reference rank's "
-        "collective {} on its communicator",
-        engine::op_name(op.op), op.group, seq));
-  return list[static_cast<std::size_t>(seq)];
+// fsdp-muon: per shard column, the parameters (index in `ref`, length) whose shard there is
+// shorter than a chunk. Ranks differ in durations only by these (apply of a last shard).
+std::vector<std::vector<std::pair<int, std::int64_t>>> short_shards_by_column(
+    const StepLayout& ref, int columns, engine::Method method) {
+  std::vector<std::vector<std::pair<int, std::int64_t>>> out(static_cast<std::size_t>(columns));
+  if (method != engine::Method::fsdp_muon) return out;
+  for (std::size_t i = 0; i < ref.params.size(); ++i) {
+    const auto& p = ref.params[i];
+    if (!p.sharded() || !p.muon || p.chunk <= 0) continue;
+    for (std::int64_t c = std::max<std::int64_t>(0, (p.numel - p.chunk) / p.chunk); c < columns;
+         ++c) {
+      const std::int64_t len = p.shard_len_at(static_cast<int>(c));
+      if (len < p.chunk) out[static_cast<std::size_t>(c)].emplace_back(static_cast<int>(i), len);
+    }
+  }
+  return out;
 }
+
+// Fills one WorldPrograms: one member function per form (full, and the reduced forms of
+// ddp-dmuon, the one-schedule methods and DMuon), sharing how a rank's program is compiled
+// and recorded.
+class ProgramBuilder {
+ public:
+  ProgramBuilder(const model::ModuleTree& tree, const plan::Plan& plan,
+                 const engine::StepSpec& spec, const OpCost& cost, const SampleClasses& samples,
+                 WorldPrograms& w)
+      : tree_(tree),
+        plan_(plan),
+        spec_(spec),
+        samples_(samples),
+        durations_(cost, samples),
+        w_(w) {}
+
+  // make_layout + make_schedule for every rank; every batch is its own (and checked).
+  void full() {
+    w_.check_batches = true;
+    for (int r = 0; r < w_.world; ++r) {
+      const StepLayout L = engine::make_layout(tree_, plan_, spec_, r);
+      const int id = add_program(engine::make_schedule(L, spec_), L, samples_.class_of(L.me.dp()),
+                                 [&](const engine::StepOp& op, int) { return own_batch(L, op); });
+      assign(r, id, L);
+      track_hooks(id);
+      w_.groups = static_cast<std::int64_t>(L.groups.size());
+    }
+  }
+
+  // Rank symmetry: the collectives of one reference rank's schedule, shared.
+  void reduced() {
+    const int T = plan_.tp.tp;
+    if (T > 1 && !engine::traits(spec_.method).tensor_parallel)
+      throw std::logic_error("build_programs: --tp runs dmuon only (validate_tp_run)");
+    const StepLayout ref = engine::make_layout(tree_, plan_, spec_, 0);
+    const engine::Schedule ref_schedule = engine::make_schedule(ref, spec_);
+    const ReferenceBatches batches = reference_batches(w_, ref, ref_schedule, spec_);
+    w_.groups = static_cast<std::int64_t>(ref.groups.size());
+    if (spec_.method == engine::Method::ddp_dmuon) return ddp_dmuon(batches);
+    if (spec_.method != engine::Method::dmuon) return one_schedule(ref, ref_schedule, batches);
+    dmuon(ref, batches);
+  }
+
+ private:
+  int add_program(const engine::Schedule& s, const StepLayout& L, int cls, const BatchFn& batch) {
+    return w_.programs.add(compile_program(
+        s, [&](const engine::StepOp& op) { return durations_(L, cls, op); }, batch));
+  }
+
+  void assign(int rank, int id, const StepLayout& L) {
+    w_.program_of_rank[static_cast<std::size_t>(rank)] = id;
+    account_memory(w_, L);
+  }
+
+  void track_hooks(int id) {
+    w_.hook_calls = std::max(w_.hook_calls, w_.programs.hook_calls(id));
+    w_.hook_comm_calls = std::max(w_.hook_comm_calls, w_.programs.hook_comm_calls(id));
+  }
+
+  const BatchSpec* own_batch(const StepLayout& L, const engine::StepOp& op) {
+    w_.specs.push_back(batch_spec(L, op, spec_));
+    return &w_.specs.back();
+  }
+
+  // ddp-dmuon: who runs Newton–Schulz differs by rank (the owners): a layout and schedule per
+  // rank. Every rank issues the reference rank's collectives on the one group of all ranks.
+  void ddp_dmuon(const ReferenceBatches& batches) {
+    for (int r = 0; r < w_.world; ++r) {
+      const StepLayout L = engine::make_layout(tree_, plan_, spec_, r);
+      const int id =
+          add_program(engine::make_schedule(L, spec_), L, samples_.class_of(r),
+                      [&](const engine::StepOp& op, int seq) { return batches.take(op, seq); });
+      assign(r, id, L);
+    }
+    w_.hook_calls = w_.programs.hook_calls(0);
+    w_.hook_comm_calls = w_.programs.hook_comm_calls(0);
+  }
+
+  // FSDP and DDP: one schedule for all; a program per (sample class, short last shards).
+  void one_schedule(const StepLayout& ref, const engine::Schedule& ref_schedule,
+                    const ReferenceBatches& batches) {
+    const auto short_of_column = short_shards_by_column(ref, w_.grid.shard, spec_.method);
+    std::map<std::pair<int, std::vector<std::pair<int, std::int64_t>>>, int> program_of_key;
+    for (int r = 0; r < w_.world; ++r) {
+      const int column = w_.grid.column(r);
+      auto key =
+          std::make_pair(samples_.class_of(r), short_of_column[static_cast<std::size_t>(column)]);
+      auto it = program_of_key.find(key);
+      if (it == program_of_key.end()) {
+        StepLayout L = ref;  // durations read me.column() (apply of a last shard)
+        L.me.rank = r;
+        const int id =
+            add_program(ref_schedule, L, key.first,
+                        [&](const engine::StepOp& op, int seq) { return batches.take(op, seq); });
+        it = program_of_key.emplace(std::move(key), id).first;
+      }
+      w_.program_of_rank[static_cast<std::size_t>(r)] = it->second;
+    }
+    account_memory(w_, ref);
+    w_.hook_calls = w_.programs.hook_calls(0);
+    w_.hook_comm_calls = w_.programs.hook_comm_calls(0);
+  }
+
+  // DMuon: a reduced layout and schedule per rank (per DP rank, then per TP index: only the
+  // TP owners' Newton–Schulz differ between the ranks of a TP group).
+  void dmuon(const StepLayout& ref, const ReferenceBatches& batches) {
+    const int T = plan_.tp.tp;
+    durations_.set_reference(&ref);
+    const LayoutReducer reducer(ref, plan_);
+    std::map<int, std::vector<const BatchSpec*>> column_batches;
+    for (int dp = 0; dp < w_.grid.dp_size(); ++dp) {
+      ReducedLayout R = reducer.reduce(dp * T);
+      const int cls = samples_.class_of(dp);
+      for (int t = 0; t < T; ++t) {
+        R.layout.me.rank = dp * T + t;  // the TP owners' Newton–Schulz differs by t
+        const StepLayout& L = R.layout;
+        auto& mine = column_batches[L.me.column()];
+        const int id = add_program(engine::make_schedule(L, spec_), L, cls,
+                                   [&](const engine::StepOp& op, int seq) {
+                                     return dmuon_batch(L, mine, batches, op, seq);
+                                   });
+        assign(dp * T + t, id, L);
+        track_hooks(id);
+      }
+    }
+  }
+
+  // A DMuon rank's batch: TP exchanges are its own, shard-group collectives the reference
+  // rank's, and column (replicate) collectives the first of its column's ranks to issue them
+  // (the others must agree with it).
+  const BatchSpec* dmuon_batch(const StepLayout& L, std::vector<const BatchSpec*>& column,
+                               const ReferenceBatches& batches, const engine::StepOp& op, int seq) {
+    if (op.comm == engine::CommGroup::tp) return own_batch(L, op);  // owned: kept whole
+    if (op.comm != engine::CommGroup::replicate) return batches.take(op, seq);
+    BatchSpec batch = batch_spec(L, op, spec_);
+    if (seq < static_cast<int>(column.size())) {
+      const BatchSpec* known = column[static_cast<std::size_t>(seq)];
+      if (known->op != batch.op || known->group != batch.group || !(known->calls == batch.calls))
+        throw RuntimeFailure(fmt::format(
+            "projection: ranks of column {} disagree on their collective {}", L.me.column(), seq));
+      return known;
+    }
+    w_.specs.push_back(std::move(batch));
+    column.push_back(&w_.specs.back());
+    return &w_.specs.back();
+  }
+
+  const model::ModuleTree& tree_;
+  const plan::Plan& plan_;
+  const engine::StepSpec& spec_;
+  const SampleClasses& samples_;
+  Durations durations_;
+  WorldPrograms& w_;
+};
 
 }  // namespace
 
@@ -132,153 +305,20 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
                              Symmetry symmetry) {
   // --tp T: every DP group (the ranks of one TP index t) runs the step on the local shard
   // shapes; world rank = dp · T + t (base/rank_grid.hpp).
-  const int T = plan.tp.tp;
   std::optional<model::ModuleTree> local_tree;
-  if (T > 1) local_tree.emplace(plan::tp_local_tree(logical_tree, plan));
+  if (plan.tp.tp > 1) local_tree.emplace(plan::tp_local_tree(logical_tree, plan));
   const model::ModuleTree& tree = local_tree ? *local_tree : logical_tree;
   WorldPrograms w;
   w.grid = engine::method_grid(plan, o.step.method);
   const int dp_world = w.grid.dp_size();
-  const int world = w.grid.world();
-  w.world = world;
-  w.program_of_rank.assign(static_cast<std::size_t>(world), 0);
-  const engine::StepSpec& spec = o.step;
+  w.world = w.grid.world();
+  w.program_of_rank.assign(static_cast<std::size_t>(w.world), 0);
   const SampleClasses samples(tree, o.step.global_samples(dp_world), dp_world, o.step.accum);
-  Durations durations(cost, samples);
-
-  if (symmetry == Symmetry::full) {
-    w.check_batches = true;
-    for (int r = 0; r < world; ++r) {
-      const StepLayout L = engine::make_layout(tree, plan, spec, r);
-      const engine::Schedule s = engine::make_schedule(L, spec);
-      const int cls = samples.class_of(L.me.dp());
-      const int id = w.programs.add(compile_program(
-          s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
-          [&](const engine::StepOp& op, int) {
-            w.specs.push_back(batch_spec(L, op, spec));
-            return &w.specs.back();
-          }));
-      w.program_of_rank[static_cast<std::size_t>(r)] = id;
-      account_memory(w, L);
-      w.hook_calls = std::max(w.hook_calls, w.programs.hook_calls(id));
-      w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.hook_comm_calls(id));
-      w.groups = static_cast<std::int64_t>(L.groups.size());
-    }
-    return w;
-  }
-
-  if (T > 1 && !engine::traits(o.step.method).tensor_parallel)
-    throw std::logic_error("build_programs: --tp runs dmuon only (validate_tp_run)");
-  const StepLayout ref = engine::make_layout(tree, plan, spec, 0);
-  const engine::Schedule ref_schedule = engine::make_schedule(ref, spec);
-  const ReferenceBatches batches = reference_batches(w, ref, ref_schedule, spec);
-  w.groups = static_cast<std::int64_t>(ref.groups.size());
-
-  if (o.step.method == engine::Method::ddp_dmuon) {
-    // Who runs Newton–Schulz differs by rank (the owners): a layout and schedule per rank. Every
-    // rank issues the reference rank's collectives on the one group of all ranks.
-    for (int r = 0; r < world; ++r) {
-      const StepLayout L = engine::make_layout(tree, plan, spec, r);
-      const engine::Schedule s = engine::make_schedule(L, spec);
-      const int cls = samples.class_of(r);
-      const int id = w.programs.add(compile_program(
-          s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
-          [&](const engine::StepOp& op, int seq) {
-            return take(batches.by_comm[static_cast<std::size_t>(op.comm)], op, seq);
-          }));
-      w.program_of_rank[static_cast<std::size_t>(r)] = id;
-      account_memory(w, L);
-    }
-    w.hook_calls = w.programs.hook_calls(0);
-    w.hook_comm_calls = w.programs.hook_comm_calls(0);
-    return w;
-  }
-
-  if (o.step.method != engine::Method::dmuon) {
-    // One schedule for all; a program per (sample class, short last shards).
-    const int columns = w.grid.shard;
-    std::vector<std::vector<std::pair<int, std::int64_t>>> short_of_column(
-        static_cast<std::size_t>(columns));
-    if (o.step.method == engine::Method::fsdp_muon)
-      for (std::size_t i = 0; i < ref.params.size(); ++i) {
-        const auto& p = ref.params[i];
-        if (!p.sharded() || !p.muon || p.chunk <= 0) continue;
-        for (std::int64_t c = std::max<std::int64_t>(0, (p.numel - p.chunk) / p.chunk); c < columns;
-             ++c) {
-          const std::int64_t len = p.shard_len_at(static_cast<int>(c));
-          if (len < p.chunk)
-            short_of_column[static_cast<std::size_t>(c)].emplace_back(static_cast<int>(i), len);
-        }
-      }
-    std::map<std::pair<int, std::vector<std::pair<int, std::int64_t>>>, int> program_of_key;
-    for (int r = 0; r < world; ++r) {
-      const int column = w.grid.column(r);
-      auto key =
-          std::make_pair(samples.class_of(r), short_of_column[static_cast<std::size_t>(column)]);
-      auto it = program_of_key.find(key);
-      if (it == program_of_key.end()) {
-        StepLayout L = ref;  // durations read me.column() (apply of a last shard)
-        L.me.rank = r;
-        const int cls = key.first;
-        const int id = w.programs.add(compile_program(
-            ref_schedule, [&](const engine::StepOp& op) { return durations(L, cls, op); },
-            [&](const engine::StepOp& op, int seq) {
-              return take(batches.by_comm[static_cast<std::size_t>(op.comm)], op, seq);
-            }));
-        it = program_of_key.emplace(std::move(key), id).first;
-      }
-      w.program_of_rank[static_cast<std::size_t>(r)] = it->second;
-    }
-    account_memory(w, ref);
-    w.hook_calls = w.programs.hook_calls(0);
-    w.hook_comm_calls = w.programs.hook_comm_calls(0);
-    return w;
-  }
-
-  // DMuon: a reduced layout and schedule per rank (per DP rank, then per TP index: only the
-  // TP owners' Newton–Schulz differ between the ranks of a TP group).
-  durations.set_reference(&ref);
-  const LayoutReducer reducer(ref, plan);
-  std::map<int, std::vector<const BatchSpec*>> column_batches;
-  for (int dp = 0; dp < dp_world; ++dp) {
-    ReducedLayout R = reducer.reduce(dp * T);
-    const int cls = samples.class_of(dp);
-    for (int t = 0; t < T; ++t) {
-      R.layout.me.rank = dp * T + t;  // the TP owners' Newton–Schulz differs by t
-      const StepLayout& L = R.layout;
-      const engine::Schedule s = engine::make_schedule(L, spec);
-      auto& mine = column_batches[L.me.column()];
-      const int id = w.programs.add(compile_program(
-          s, [&](const engine::StepOp& op) { return durations(L, cls, op); },
-          [&](const engine::StepOp& op, int seq) -> const BatchSpec* {
-            const auto comm = op.comm;
-            if (comm == engine::CommGroup::tp) {  // the owned parameters are kept whole
-              w.specs.push_back(batch_spec(L, op, spec));
-              return &w.specs.back();
-            }
-            if (comm != engine::CommGroup::replicate)
-              return take(batches.by_comm[static_cast<std::size_t>(comm)], op, seq);
-            BatchSpec batch = batch_spec(L, op, spec);
-            if (seq < static_cast<int>(mine.size())) {
-              const BatchSpec* known = mine[static_cast<std::size_t>(seq)];
-              if (known->op != batch.op || known->group != batch.group ||
-                  !(known->calls == batch.calls))
-                throw RuntimeFailure(
-                    fmt::format("projection: ranks of column {} disagree on their collective {}",
-                                L.me.column(), seq));
-              return known;
-            }
-            w.specs.push_back(std::move(batch));
-            mine.push_back(&w.specs.back());
-            return &w.specs.back();
-          }));
-      const int r = dp * T + t;
-      w.program_of_rank[static_cast<std::size_t>(r)] = id;
-      account_memory(w, L);
-      w.hook_calls = std::max(w.hook_calls, w.programs.hook_calls(id));
-      w.hook_comm_calls = std::max(w.hook_comm_calls, w.programs.hook_comm_calls(id));
-    }
-  }
+  ProgramBuilder builder(tree, plan, o.step, cost, samples, w);
+  if (symmetry == Symmetry::full)
+    builder.full();
+  else
+    builder.reduced();
   return w;
 }
 

@@ -497,124 +497,146 @@ std::vector<CollectiveCall> tp_collectives(const StepLayout& L, const StepOp& op
   return {call};
 }
 
-}  // namespace
+// --clip-norm: the world all-reduce of the squared (or max) gradient norm, one fp32.
+CollectiveCall clip_call(const StepSpec& o) {
+  CollectiveCall call;
+  call.kind = comm::CollectiveKind::all_reduce;
+  call.count = 1;
+  call.dtype = comm::DType::f32;
+  call.buffer = BufferRef{BufferRef::Kind::clip_norm, -1, -1, 0};
+  call.op = o.clip_norm_type == ClipNormType::inf ? CollectiveCall::Reduce::max
+                                                  : CollectiveCall::Reduce::sum;
+  return call;
+}
 
-std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op,
-                                           const StepSpec& o) {
-  using comm::CollectiveKind;
-  using Kind = BufferRef::Kind;
-  std::vector<CollectiveCall> calls;
-  if (op.op == Op::issue_clip) {
-    CollectiveCall call;
-    call.kind = CollectiveKind::all_reduce;
-    call.count = 1;
-    call.dtype = comm::DType::f32;
-    call.buffer = BufferRef{Kind::clip_norm, -1, -1, 0};
-    call.op = o.clip_norm_type == ClipNormType::inf ? CollectiveCall::Reduce::max
-                                                    : CollectiveCall::Reduce::sum;
-    calls.push_back(call);
-    return calls;
+// The collectives of one group's issue op, by op and group kind; one instance per call.
+class GroupCalls {
+ public:
+  GroupCalls(const StepLayout& layout, const StepOp& op, const StepSpec& options)
+      : L_(layout),
+        op_(op),
+        g_(layout.groups[static_cast<std::size_t>(op.group)]),
+        packed_(options.grad_reduce == plan::GradReduce::packed) {}
+
+  std::vector<CollectiveCall> build() {
+    switch (op_.op) {
+      case Op::issue_weights: weights(); break;
+      case Op::issue_reduce: reduce(); break;
+      case Op::issue_stage2: stage2(); break;
+      case Op::issue_gather: gather(); break;
+      case Op::publish: publish(); break;
+      default: break;
+    }
+    return std::move(calls_);
   }
-  if (op.op == Op::tp_gather || op.op == Op::tp_scatter) return tp_collectives(L, op);
-  if (op.group < 0) return calls;
-  const auto& g = L.groups[static_cast<std::size_t>(op.group)];
-  const bool packed = o.grad_reduce == plan::GradReduce::packed;
-  auto add = [&](CollectiveKind kind, std::int64_t count, comm::DType dtype, int root,
-                 BufferRef buf) -> CollectiveCall& {
+
+ private:
+  using Kind = BufferRef::Kind;
+  using CollectiveKind = comm::CollectiveKind;
+
+  CollectiveCall& add(CollectiveKind kind, std::int64_t count, comm::DType dtype, int root,
+                      BufferRef buf) {
     CollectiveCall call;
     call.kind = kind;
     call.count = count;
     call.dtype = dtype;
     call.root = root;
     call.buffer = buf;
-    calls.push_back(call);
-    return calls.back();
-  };
-  auto pair_ref = [](Kind k, int pr, std::int64_t base) { return BufferRef{k, pr, -1, base}; };
-  auto param_ref = [](Kind k, int p, std::int64_t base) { return BufferRef{k, -1, p, base}; };
+    calls_.push_back(call);
+    return calls_.back();
+  }
+  static BufferRef pair_ref(Kind k, int pr, std::int64_t base) { return {k, pr, -1, base}; }
+  static BufferRef param_ref(Kind k, int p, std::int64_t base) { return {k, -1, p, base}; }
+  const PairLayout& pair(int pr) const { return L_.pairs[static_cast<std::size_t>(pr)]; }
+  const ParamLayout& param(int p) const { return L_.params[static_cast<std::size_t>(p)]; }
+
   // DMuon gradients of one pair to `root`: per parameter or the packed buffer.
-  auto reduce_pair = [&](int pr, int root, std::int64_t base) {
-    const auto& pair = L.pairs[static_cast<std::size_t>(pr)];
-    if (packed) {
-      add(CollectiveKind::reduce, pair.numel, pair_wire(pair), root,
+  void reduce_pair(int pr, int root, std::int64_t base) {
+    if (packed_) {
+      add(CollectiveKind::reduce, pair(pr).numel, pair_wire(pair(pr)), root,
           pair_ref(Kind::grads, pr, base));
       return;
     }
-    for (int p : pair.members) {
-      const auto& prm = L.params[static_cast<std::size_t>(p)];
-      add(CollectiveKind::reduce, prm.numel, param_wire(prm), root,
+    for (int p : pair(pr).members)
+      add(CollectiveKind::reduce, param(p).numel, param_wire(param(p)), root,
           param_ref(Kind::grads, p, base));
-    }
-  };
-  switch (op.op) {
-    case Op::issue_weights:
-      if (g.kind == GroupKind::dmuon_site) {
-        for (int pr : g.pairs) {
-          const auto& pair = L.pairs[static_cast<std::size_t>(pr)];
-          add(CollectiveKind::broadcast, pair.numel, pair_wire(pair), pair.owner_column,
-              pair_ref(Kind::weights, pr, op.weight_base));
-        }
-      } else if (g.kind == GroupKind::fsdp) {
-        for (int p : g.members) {
-          const auto& prm = L.params[static_cast<std::size_t>(p)];
-          add(CollectiveKind::all_gather, prm.chunk, param_wire(prm), -1,
-              param_ref(Kind::weights, p, op.weight_base));
-        }
-      }
-      break;
-    case Op::issue_reduce:
-      if (g.kind == GroupKind::dmuon_site || !g.pairs.empty()) {
-        // ddp-dmuon's pairs: persistent gradients (the grad base is unused), root = the owner.
-        for (int pr : g.pairs)
-          reduce_pair(pr, L.pairs[static_cast<std::size_t>(pr)].owner_column, op.grad_base);
-      } else {
-        for (int p : g.members) {
-          const auto& prm = L.params[static_cast<std::size_t>(p)];
-          if (g.kind == GroupKind::fsdp)
-            add(CollectiveKind::reduce_scatter, prm.chunk, param_wire(prm), -1,
-                param_ref(Kind::grads, p, op.grad_base))
-                .recv = param_ref(Kind::grad_shard, p, 0);
-          else
-            add(CollectiveKind::all_reduce, prm.numel, param_wire(prm), -1,
-                param_ref(Kind::grads, p, 0));
-        }
-      }
-      break;
-    case Op::issue_stage2:
-      if (g.kind == GroupKind::dmuon_site) {
-        for (int pr : g.pairs)
-          if (L.pairs[static_cast<std::size_t>(pr)].rooted_here)
-            reduce_pair(pr, L.pairs[static_cast<std::size_t>(pr)].owner_row, 0);
-      } else if (g.kind == GroupKind::fsdp) {
-        for (int p : g.members) {
-          const auto& prm = L.params[static_cast<std::size_t>(p)];
-          add(CollectiveKind::all_reduce, prm.chunk, param_wire(prm), -1,
-              param_ref(Kind::grad_shard, p, 0));
-        }
-      }
-      break;
-    case Op::issue_gather:
-      for (int p : g.members) {
-        const auto& prm = L.params[static_cast<std::size_t>(p)];
-        if (prm.gather_offset >= 0)
-          add(CollectiveKind::all_gather, prm.chunk, param_wire(prm), -1,
-              param_ref(Kind::gather, p, op.gather_base));
-      }
-      break;
-    case Op::publish:
-      for (int pr : g.pairs) {
-        const auto& pair = L.pairs[static_cast<std::size_t>(pr)];
-        if (publishes_replicas(L, g))  // ddp-dmuon: the owner's fp32 master to every replica
-          add(CollectiveKind::broadcast, pair.numel, comm::DType::f32, pair.owner_column,
-              pair_ref(Kind::master, pr, 0));
-        else if (pair.rooted_here)
-          add(CollectiveKind::broadcast, pair.numel, comm::DType::f32, pair.owner_row,
-              pair_ref(Kind::master, pr, 0));
-      }
-      break;
-    default: break;
   }
-  return calls;
+
+  // DMuon: each pair's packed weights from its owner column; FSDP: each member's all-gather.
+  void weights() {
+    if (g_.kind == GroupKind::dmuon_site) {
+      for (int pr : g_.pairs)
+        add(CollectiveKind::broadcast, pair(pr).numel, pair_wire(pair(pr)), pair(pr).owner_column,
+            pair_ref(Kind::weights, pr, op_.weight_base));
+    } else if (g_.kind == GroupKind::fsdp) {
+      for (int p : g_.members)
+        add(CollectiveKind::all_gather, param(p).chunk, param_wire(param(p)), -1,
+            param_ref(Kind::weights, p, op_.weight_base));
+    }
+  }
+
+  void reduce() {
+    if (g_.kind == GroupKind::dmuon_site || !g_.pairs.empty()) {
+      // ddp-dmuon's pairs: persistent gradients (the grad base is unused), root = the owner.
+      for (int pr : g_.pairs) reduce_pair(pr, pair(pr).owner_column, op_.grad_base);
+      return;
+    }
+    for (int p : g_.members) {
+      if (g_.kind == GroupKind::fsdp)
+        add(CollectiveKind::reduce_scatter, param(p).chunk, param_wire(param(p)), -1,
+            param_ref(Kind::grads, p, op_.grad_base))
+            .recv = param_ref(Kind::grad_shard, p, 0);
+      else
+        add(CollectiveKind::all_reduce, param(p).numel, param_wire(param(p)), -1,
+            param_ref(Kind::grads, p, 0));
+    }
+  }
+
+  // HSDP's second stage, across replicas: DMuon pairs rooted here, FSDP shards.
+  void stage2() {
+    if (g_.kind == GroupKind::dmuon_site) {
+      for (int pr : g_.pairs)
+        if (pair(pr).rooted_here) reduce_pair(pr, pair(pr).owner_row, 0);
+    } else if (g_.kind == GroupKind::fsdp) {
+      for (int p : g_.members)
+        add(CollectiveKind::all_reduce, param(p).chunk, param_wire(param(p)), -1,
+            param_ref(Kind::grad_shard, p, 0));
+    }
+  }
+
+  void gather() {
+    for (int p : g_.members)
+      if (param(p).gather_offset >= 0)
+        add(CollectiveKind::all_gather, param(p).chunk, param_wire(param(p)), -1,
+            param_ref(Kind::gather, p, op_.gather_base));
+  }
+
+  void publish() {
+    for (int pr : g_.pairs) {
+      if (publishes_replicas(L_, g_))  // ddp-dmuon: the owner's fp32 master to every replica
+        add(CollectiveKind::broadcast, pair(pr).numel, comm::DType::f32, pair(pr).owner_column,
+            pair_ref(Kind::master, pr, 0));
+      else if (pair(pr).rooted_here)
+        add(CollectiveKind::broadcast, pair(pr).numel, comm::DType::f32, pair(pr).owner_row,
+            pair_ref(Kind::master, pr, 0));
+    }
+  }
+
+  const StepLayout& L_;
+  const StepOp& op_;
+  const GroupLayout& g_;
+  const bool packed_;
+  std::vector<CollectiveCall> calls_;
+};
+
+}  // namespace
+
+std::vector<CollectiveCall> collectives_of(const StepLayout& L, const StepOp& op,
+                                           const StepSpec& o) {
+  if (op.op == Op::issue_clip) return {clip_call(o)};
+  if (op.op == Op::tp_gather || op.op == Op::tp_scatter) return tp_collectives(L, op);
+  if (op.group < 0) return {};
+  return GroupCalls(L, op, o).build();
 }
 
 }  // namespace dmuon::engine
