@@ -141,6 +141,21 @@ def collect(bin_dir, quick):
     return out
 
 
+# Compared as if absent: the projection's own wall time, and where the machine file lies (the
+# two builds being compared sit in different checkouts).
+NOT_COMPARED = {"build_s", "replay_s"}
+
+
+def comparable(value, key=""):
+    if isinstance(value, dict):
+        return {k: comparable(v, k) for k, v in value.items() if k not in NOT_COMPARED}
+    if isinstance(value, list):
+        return [comparable(v) for v in value]
+    if key == "source" and isinstance(value, str) and os.sep in value:
+        return os.path.basename(value)
+    return value
+
+
 def differences(a, b, path=""):
     if type(a) is not type(b):
         yield f"{path}: {a!r} != {b!r}"
@@ -173,7 +188,7 @@ def main():
         except (OSError, json.JSONDecodeError) as e:
             print(f"fixed_runs.py: error: {e}", file=sys.stderr)
             return 2
-        diffs = list(differences(x, y))
+        diffs = list(differences(comparable(x), comparable(y)))
         for d in diffs[:40]:
             print(d)
         print(f"{len(diffs)} difference(s)" if diffs else "identical")
