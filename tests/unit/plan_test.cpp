@@ -188,4 +188,77 @@ TEST(PlanFindings, IdleRanksAreAFindingNotARatioOfOne) {
   EXPECT_EQ(idle_findings(plan::make_plan(t.tree, c), &msg), 0);
 }
 
+// nanoGPT-style names (transformer.h.N): no layers.N / blocks.N key anywhere. Each Block holds
+// attn [64, 64] (4,096) and mlp [256, 64] (16,384), both below the packing threshold.
+model::ModuleTree keyless_tree() {
+  model::ModuleTree tree("GPT");
+  const int h =
+      tree.add_module(tree.add_module(0, "transformer", "Transformer"), "h", "ModuleList");
+  for (const char* i : {"0", "1", "2", "3"}) {
+    const int b = tree.add_module(h, i, "Block");
+    tree.add_linear(b, "attn", 64, 64);
+    tree.add_linear(b, "mlp", 64, 256);
+  }
+  tree.finalize();
+  return tree;
+}
+
+TEST(GroupKey, SiteKeysFollowTheBoundaryWhereNamesCarryNoLayerKey) {
+  const auto tree = keyless_tree();
+  plan::PlanConfig c;
+  c.dedicate_rule = "ndim>=2";
+  c.boundary = "types:Block";
+  c.partition.shard = 4;
+  // layer (the reference's): all 8 matrices in the "none" bucket, packed into 1 unit on slot
+  // 0; the idle-ranks finding names the way out.
+  auto layer = plan::make_plan(tree, c);
+  ASSERT_EQ(layer.partition.units.size(), 1u);
+  EXPECT_FALSE(layer.partition.units[0].key.has_value());
+  EXPECT_EQ(layer.partition.numel_loads, (std::vector<std::int64_t>{81920, 0, 0, 0}));
+  std::string msg;
+  ASSERT_EQ(idle_findings(layer, &msg), 1);
+  EXPECT_NE(msg.find("--group-key site"), std::string::npos) << msg;
+  // site: one bucket per Block site, each packed (attn + mlp = 20,480) into one unit; LPT
+  // spreads the four equal units over the four slots.
+  c.partition.group_key = partition::GroupKey::site;
+  auto site = plan::make_plan(tree, c);
+  ASSERT_EQ(site.partition.units.size(), 4u);
+  EXPECT_EQ(*site.partition.units[2].key, "transformer.h.2");
+  EXPECT_EQ(site.partition.numel_loads, (std::vector<std::int64_t>{20480, 20480, 20480, 20480}));
+  EXPECT_EQ(idle_findings(site, &msg), 0);
+  // Under the default boundary each Linear is its own site: 8 units of one matrix each.
+  c.boundary = "default";
+  EXPECT_EQ(plan::make_plan(tree, c).partition.units.size(), 8u);
+  EXPECT_EQ(partition::parse_group_key("site"), partition::GroupKey::site);
+  EXPECT_THROW(partition::parse_group_key("layers"), InputError);
+}
+
+TEST(GroupKey, SiteKeysNameTheFirstUncoveredParameterInModelOrder) {
+  // With site keys the sites are resolved before owners exist: a strict failure names the
+  // first uncovered parameter in model order (transformer.h.0.attn.weight), where LPT's order
+  // would name a larger mlp weight first.
+  const auto tree = keyless_tree();
+  plan::PlanConfig c;
+  c.dedicate_rule = "ndim>=2";
+  c.boundary = "types:Nothing";
+  c.partition.shard = 2;
+  c.partition.pack = false;
+  c.partition.group_key = partition::GroupKey::site;
+  try {
+    plan::make_plan(tree, c);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'transformer.h.0.attn.weight'"), std::string::npos)
+        << e.what();
+  }
+  c.partition.group_key = partition::GroupKey::layer;
+  try {
+    plan::make_plan(tree, c);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'transformer.h.0.mlp.weight'"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace

@@ -222,6 +222,7 @@ std::string winner_config(const AdviseContext& ctx, const SearchResult& r) {
   if (b.plan.max_owners_per_group > 0)
     s += fmt::format("max_owners_per_group: {}\n", b.plan.max_owners_per_group);
   if (b.plan.no_column_balance) s += "no_column_balance: true\n";
+  if (b.plan.group_key != "layer") s += fmt::format("group_key: {}\n", quoted(b.plan.group_key));
   s += fmt::format("reshard: {}\nprefetch: {}\ncomm_dtype: {}\n", quoted(w.reshard), w.prefetch,
                    quoted(w.comm_dtype));
   s += fmt::format("grad_reduce: {}\nns: {}\nns_dtype: {}\noptimizer_pipeline: {}\n",

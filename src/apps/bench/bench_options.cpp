@@ -277,6 +277,7 @@ void describe_options(const BenchOptions& o, const std::vector<engine::Method>& 
   d.add("cost_model", p.cost_model);
   d.add("pack_threshold", p.no_pack ? "off (no_pack)" : std::to_string(p.pack_threshold));
   d.add("max_owners_per_group", p.max_owners_per_group);
+  d.add("group_key", p.group_key);
   d.add("column_balance", p.no_column_balance ? "off" : "on");
   d.add("replicate", p.replicate);
   d.add("tp", p.tp);

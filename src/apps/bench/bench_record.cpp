@@ -154,8 +154,10 @@ std::string plan_options_text(const PlanOptions& p) {
   std::string s = fmt::format("pack={} max_owners_per_group={} column_balance={}",
                               p.no_pack ? std::string("off") : fmt::format("<{}", p.pack_threshold),
                               p.max_owners_per_group, p.no_column_balance ? "off" : "on");
-  // Routes change what a run communicates: part of the run key (dmuon_compare).
+  // Routes change what a run communicates: part of the run key (dmuon_compare); so do site
+  // group keys (named only when chosen: keys of files written before stay as they were).
   if (!p.routes.empty()) s += " routes=" + plan::routes_text(p.routes);
+  if (p.group_key != "layer") s += " group_key=" + p.group_key;
   return s;
 }
 
@@ -189,6 +191,7 @@ std::string config_text(const BenchOptions& o, const BenchRun& run) {
   if (p.no_pack) kv("no_pack", "true");
   kv("pack_threshold", std::to_string(p.pack_threshold));
   kv("max_owners_per_group", std::to_string(p.max_owners_per_group));
+  if (p.group_key != "layer") kv("group_key", p.group_key);
   kv("replicate", std::to_string(p.replicate));
   kv("method", fmt::format("[{}]", engine::method_name(run.method)));
   kv("reshard", plan::reshard_name(e.step.reshard));

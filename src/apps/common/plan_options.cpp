@@ -67,6 +67,12 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
                  "limit the owners of one layer key (0 = unlimited)")
       ->capture_default_str()
       ->check(nonempty);
+  app.add_option("--group-key", o.group_key,
+                 "what buckets the partition's units (packing, same-key spreading, "
+                 "--max-owners-per-group): layer (layers.N/blocks.N of the name, the reference's) "
+                 "| site (the hook site: follows --boundary also where names carry no layer key)")
+      ->capture_default_str()
+      ->check(nonempty);
   app.add_flag("--no-column-balance", o.no_column_balance, "HSDP: do not balance per-column loads");
   app.add_option("--replicate", o.replicate, "replicate-group size R (HSDP when > 1)")
       ->capture_default_str();
@@ -167,6 +173,7 @@ plan::PlanConfig make_plan_config(const PlanOptions& o, const model::Topology& t
   c.partition.pack = !o.no_pack;
   c.partition.pack_threshold = o.pack_threshold;
   c.partition.max_owners_per_group = o.max_owners_per_group;
+  c.partition.group_key = partition::parse_group_key(o.group_key);
   c.partition.replicate = o.replicate;
   c.partition.shard = world_size / o.replicate / o.tp;
   c.tp = o.tp;

@@ -27,6 +27,7 @@ struct PlanOptions {
   bool no_pack = false;
   std::int64_t pack_threshold = 5'000'000;
   int max_owners_per_group = 0;
+  std::string group_key = "layer";  ///< partition::GroupKey: layer (the reference's) | site
   bool no_column_balance = false;
   int replicate = 1;
   int tp = 1;            ///< T, tensor-parallel group size (world = R x G x T)

@@ -28,6 +28,7 @@ const std::vector<ConfigKey>& bench_config_keys() {
       {"no_pack", KeyKind::flag, "every parameter its own partition unit"},
       {"pack_threshold", KeyKind::scalar, "numel below which parameters are packed"},
       {"max_owners_per_group", KeyKind::scalar, "owners of one layer key (0 = unlimited)"},
+      {"group_key", KeyKind::scalar, "layer | site: what buckets the partition's units"},
       {"no_column_balance", KeyKind::flag, "HSDP: no per-column balance"},
       {"replicate", KeyKind::scalar, "replicate-group size R"},
       {"tp", KeyKind::scalar, "tensor-parallel group size T (dmuon_inspect; bench: 1)"},

@@ -33,6 +33,16 @@ Strategy parse_strategy(std::string_view s) {
       fmt::format("unknown owner strategy '{}' (valid: lpt, round_robin, rank0, lpt_refine)", s));
 }
 
+const char* group_key_name(GroupKey k) {
+  return k == GroupKey::site ? "site" : "layer";
+}
+
+GroupKey parse_group_key(std::string_view s) {
+  if (s == "layer") return GroupKey::layer;
+  if (s == "site") return GroupKey::site;
+  throw InputError(fmt::format("unknown group key '{}' (valid: layer, site)", s));
+}
+
 void compute_metrics(Partition& p) {
   const std::size_t S = p.slots.size();
   p.numel_loads.assign(S, 0);

@@ -17,13 +17,24 @@ enum class Strategy {
   lpt,          ///< the reference longest-processing-time greedy, reproduced exactly
   round_robin,  ///< units in model order, slot = counter mod #slots (counter = unit index);
                 ///< with max_owners_per_group k, a unit whose key already uses k slots goes
-                ///< to the key's slots (first-use order) at index counter mod k
+                ///< to the key's slots (slot order) at index counter mod k
   rank0,        ///< everything on slot (0, 0)
   lpt_refine,   ///< ours: reference LPT, then deterministic move/swap local search
 };
 const char* strategy_name(Strategy s);
 /// "lpt" | "round_robin" (or "round-robin") | "rank0" | "lpt_refine" (or "lpt-refine").
 Strategy parse_strategy(std::string_view s);
+
+/// What buckets the units (SPEC §5 "group key"; the reference's assignment_group_key_fn).
+enum class GroupKey {
+  layer,  ///< layer_key(name), the reference's default: names without layers.N/blocks.N all
+          ///< fall in one "none" bucket
+  site,   ///< the parameter's hook site (its module path): packing and same-key spreading
+          ///< follow the chosen boundary, also where the names carry no layer key
+};
+const char* group_key_name(GroupKey k);
+/// "layer" | "site"; InputError otherwise.
+GroupKey parse_group_key(std::string_view s);
 
 /// Most slots (G × R) a partition accepts: checked before anything is sized by it.
 inline constexpr std::int64_t kMaxSlots = std::int64_t{1} << 20;
@@ -39,6 +50,9 @@ struct PartitionOptions {
   bool column_balance = true;               ///< HSDP: balance per-column loads first
   /// Parameter ids never packed, ascending (TP-sharded parameters: tp_owners.hpp).
   std::vector<int> never_pack;
+  GroupKey group_key = GroupKey::layer;
+  /// GroupKey::site: per parameter id, the key (its hook site's path; plan.cpp fills it).
+  std::vector<std::string> site_keys;
 };
 
 /// One owner position. Slots are ordered shard-major: index = shard * R + replicate.
@@ -50,7 +64,7 @@ struct Slot {
 
 /// What the partitioner assigns: one parameter, or a bucket's small parameters packed.
 struct Unit {
-  std::optional<std::string> key;  ///< group key (layer key); nullopt is the "none" bucket
+  std::optional<std::string> key;  ///< group key (GroupKey); nullopt is the "none" bucket
   std::vector<int> members;        ///< parameter ids, model order
   std::int64_t numel = 0;
   std::int64_t cost = 0;

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "dmuon/base/checked_int.hpp"
@@ -18,8 +19,13 @@ std::vector<Unit> build_units(const model::ModuleTree& tree, const std::vector<i
   };
   std::vector<Bucket> buckets;
   std::unordered_map<std::string, std::size_t> index;  // "\x01" marks the none bucket
+  const bool by_site = options.group_key == GroupKey::site;
+  if (by_site && options.site_keys.size() != tree.num_parameters())
+    throw std::logic_error("build_units: --group-key site needs every parameter's site key");
   for (int pid : dedicated) {
-    auto key = model::layer_key(tree.parameter(pid).name);
+    std::optional<std::string> key =
+        by_site ? std::optional<std::string>(options.site_keys[static_cast<std::size_t>(pid)])
+                : model::layer_key(tree.parameter(pid).name);
     const std::string lookup = key ? *key : std::string("\x01");
     auto it = index.find(lookup);
     if (it == index.end()) {

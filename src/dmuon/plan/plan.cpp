@@ -53,20 +53,33 @@ std::vector<int> tp_shard_dims(const model::ModuleTree& tree, const std::vector<
 }
 
 // The DP owners, then the TP owners (tp_owners.hpp). TP-sharded parameters are never packed.
+// --group-key site: the units are bucketed by the sites, resolved before.
 void assign_owners(const model::ModuleTree& tree, const std::vector<int>& dedicated, Plan& p) {
   const std::vector<int> shard_dim = tp_shard_dims(tree, dedicated, p.config);
   auto partition_options = p.config.partition;
+  if (partition_options.group_key == partition::GroupKey::site) {
+    partition_options.site_keys.assign(tree.num_parameters(), std::string());
+    for (int pid : dedicated)
+      partition_options.site_keys[static_cast<std::size_t>(pid)] =
+          p.hooks
+              .sites[static_cast<std::size_t>(p.hooks.site_of_param[static_cast<std::size_t>(pid)])]
+              .path;
+  }
   for (std::size_t pid = 0; pid < shard_dim.size(); ++pid)
     if (shard_dim[pid] >= 0) partition_options.never_pack.push_back(static_cast<int>(pid));
   p.partition = partition::partition_ownership(tree, dedicated, partition_options);
   p.tp = partition::assign_tp_owners(tree, p.partition, shard_dim, p.config.tp);
 }
 
-// The hook sites of the owner-based parameters, and of the sharded_adamw ones.
+// The hook sites of the owner-based parameters, and of the sharded_adamw ones. A strict failure
+// names the first uncovered parameter in the partition's visiting order; with --group-key site
+// the sites come first (their keys bucket the units), and it is model order.
 void resolve_sites(const model::ModuleTree& tree, const std::vector<int>& dedicated, Plan& p) {
   boundary::HookPlanOptions hook_options;
   hook_options.reshard_after_forward = p.config.reshard == Reshard::z3;
-  hook_options.visit_order = partition::parameter_visit_order(p.partition);
+  hook_options.visit_order = p.config.partition.group_key == partition::GroupKey::site
+                                 ? dedicated
+                                 : partition::parameter_visit_order(p.partition);
   try {
     p.hooks = boundary::resolve_hook_plan(tree, dedicated, p.policy, hook_options);
   } catch (const InputError& e) {
@@ -85,6 +98,14 @@ void resolve_sites(const model::ModuleTree& tree, const std::vector<int>& dedica
                                             hook_options.reshard_after_forward);
 }
 
+// Every unit is in the "none" bucket and some unit is packed: layer keys left nothing to
+// bucket by.
+bool keyless_packing(const partition::Partition& part) {
+  if (part.options.group_key != partition::GroupKey::layer || part.packed_units == 0) return false;
+  return std::all_of(part.units.begin(), part.units.end(),
+                     [](const partition::Unit& u) { return !u.key; });
+}
+
 // The plan's own findings, after the boundary's: idle ranks and an unsharded --tp.
 void add_plan_findings(Plan& p) {
   // A partition that leaves ranks without any matrix idles their Newton-Schulz capacity; its
@@ -97,8 +118,11 @@ void add_plan_findings(Plan& p) {
     f.message = fmt::format(
         "{} of {} ranks own no matrix (the partition has {} units for {} slots): their "
         "Newton-Schulz capacity idles, although the ratio reads {:.4f}; more units (a lower "
-        "--pack-threshold, --no-pack, a finer boundary) or fewer ranks would use them",
-        part.empty_slots, part.slots.size(), part.units.size(), part.slots.size(), part.ratio);
+        "--pack-threshold, --no-pack, a finer boundary{}) or fewer ranks would use them",
+        part.empty_slots, part.slots.size(), part.units.size(), part.slots.size(), part.ratio,
+        keyless_packing(part) ? ", or --group-key site: no parameter name carries a layers.N / "
+                                "blocks.N key, so every small matrix packs into one unit"
+                              : "");
     p.report.findings.push_back(std::move(f));
   }
   if (p.config.tp > 1 && p.tp.sharded.empty()) {
@@ -131,10 +155,15 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
   p.route = resolve_routes(tree, p.rule, route_rules);
   p.route_wire_bytes = resolve_route_wire_bytes(tree, route_rules);
   const std::vector<int> dedicated = dedicated_params(tree, p, route_rules);
-  // Ownership does not depend on the sites; it comes first because its visiting order decides
-  // which uncovered parameter a strict failure names.
-  assign_owners(tree, dedicated, p);
-  resolve_sites(tree, dedicated, p);
+  // With the reference's layer keys, ownership does not depend on the sites; it comes first
+  // because its visiting order decides which uncovered parameter a strict failure names.
+  if (config.partition.group_key == partition::GroupKey::site) {
+    resolve_sites(tree, dedicated, p);
+    assign_owners(tree, dedicated, p);
+  } else {
+    assign_owners(tree, dedicated, p);
+    resolve_sites(tree, dedicated, p);
+  }
   p.report = boundary::analyse_degradations(tree, p.hooks, p.policy);
   add_plan_findings(p);
   return p;

@@ -56,6 +56,7 @@ json partition_json(const partition::Partition& part) {
           {"pack", part.options.pack},
           {"pack_threshold", part.options.pack_threshold},
           {"max_owners_per_group", part.options.max_owners_per_group},
+          {"group_key", partition::group_key_name(part.options.group_key)},
           {"shard", part.options.shard},
           {"replicate", part.options.replicate},
           {"column_balance", part.options.column_balance},
