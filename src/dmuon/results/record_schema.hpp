@@ -3,8 +3,8 @@
 // (attribute name, sub-group), where it lives in the record (an accessor), what a file that
 // predates it means, and whether (and how) it is part of the run's match key. The HDF5 writer
 // and reader (schema_h5.hpp) and dmuon_compare's key (compare.hpp) all walk these tables, so a
-// new scalar field is one row here plus its member in run_record.hpp. The on-disk layout is
-// results/README.md.
+// new scalar field is its member in run_record.hpp and one row in record_schema.cpp. The on-disk
+// layout is results/README.md.
 
 #include <cstdint>
 #include <string>
