@@ -121,12 +121,10 @@ void comment(const std::string& text, bool wide) {
   if (!cur.empty()) fmt::print("{}\n", cur);
 }
 
-void print_table(const std::vector<std::string>& pas, const std::vector<results::ResultsFile>& fa,
+// One "# A: file (...)" line per input file.
+void print_files(const std::vector<std::string>& pas, const std::vector<results::ResultsFile>& fa,
                  const std::vector<std::string>& pbs, const std::vector<results::ResultsFile>& fb,
-                 const results::Comparison& c, bool wide) {
-  const auto& o = c.options;
-  const auto& a = fa.front();
-  const auto& b = fb.front();
+                 bool wide) {
   auto head = [wide](const std::string& tag, const std::string& p, const results::ResultsFile& f) {
     const auto& v = f.provenance;
     comment(fmt::format("# {}: {}  ({} runs; suite {}, commit {:.12}, {}, world {}, {}{})", tag, p,
@@ -138,11 +136,16 @@ void print_table(const std::vector<std::string>& pas, const std::vector<results:
                                           v.blas_core.empty() ? "?" : v.blas_core, v.sgemm_gflops)),
             wide);
   };
-  fmt::print("# dmuon_compare\n");
   for (std::size_t k = 0; k < pas.size(); ++k)
     head(k == 0 ? "A" : fmt::format("A{}", k + 1), pas[k], fa[k]);
   for (std::size_t k = 0; k < pbs.size(); ++k)
     head(k == 0 ? "B" : fmt::format("B{}", k + 1), pbs[k], fb[k]);
+}
+
+// What the comparison tested and how, and its file-level notes.
+void print_rules(const results::ResultsFile& a, const results::ResultsFile& b, std::size_t a_files,
+                 std::size_t b_files, const results::Comparison& c, bool wide) {
+  const auto& o = c.options;
   const std::string& ta = a.provenance.transport_settings;
   const std::string& tb = b.provenance.transport_settings;
   if (!o.deterministic_only && ta != tb)
@@ -169,13 +172,18 @@ void print_table(const std::vector<std::string>& pas, const std::vector<results:
                         "significance at all, k per side needed",
                         o.alpha),
             wide);
-  if (!o.deterministic_only && (pas.size() > 1 || pbs.size() > 1))
+  if (!o.deterministic_only && (a_files > 1 || b_files > 1))
     comment(fmt::format("# {} vs {} invocations: a regression must also put B's median invocation "
                         "above A's slowest invocation by more than the tolerance",
-                        pas.size(), pbs.size()),
+                        a_files, b_files),
             wide);
   for (const auto& n : c.notes) comment("# note: " + n, wide);
+}
 
+// The run table: a row per matched run (with its '#' lines), then the missing and new runs.
+void print_rows(const results::ResultsFile& a, const results::ResultsFile& b,
+                const results::Comparison& c, bool wide) {
+  const auto& o = c.options;
   std::vector<const results::RunRecord*> keyed;
   for (const auto& r : c.runs) keyed.push_back(&a.runs[r.a]);
   for (auto i : c.only_a) keyed.push_back(&a.runs[i]);
@@ -220,6 +228,11 @@ void print_table(const std::vector<std::string>& pas, const std::vector<results:
     fmt::print(row, "-", j, "NEW", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
                clip(keys.per_run[k++], label_width, wide));
   for (const auto& e : c.extra_runs) comment("# mismatch: " + e, wide);
+}
+
+// The counts and the verdict.
+void print_totals(const results::Comparison& c, bool wide) {
+  const auto& o = c.options;
   fmt::print("#\n# matched runs: {}   only in A: {}   only in B: {}\n", c.runs.size(),
              c.only_a.size(), c.only_b.size());
   fmt::print("# deterministic mismatches: {}\n", c.mismatches());
@@ -240,6 +253,16 @@ void print_table(const std::vector<std::string>& pas, const std::vector<results:
               wide);
   }
   fmt::print("# {}\n", c.ok() ? "OK" : "FAILED");
+}
+
+void print_table(const std::vector<std::string>& pas, const std::vector<results::ResultsFile>& fa,
+                 const std::vector<std::string>& pbs, const std::vector<results::ResultsFile>& fb,
+                 const results::Comparison& c, bool wide) {
+  fmt::print("# dmuon_compare\n");
+  print_files(pas, fa, pbs, fb, wide);
+  print_rules(fa.front(), fb.front(), pas.size(), pbs.size(), c, wide);
+  print_rows(fa.front(), fb.front(), c, wide);
+  print_totals(c, wide);
 }
 
 nlohmann::json timing_json(const results::TimingTest& t) {

@@ -14,11 +14,13 @@
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/ddp_dmuon_volume.hpp"
 #include "dmuon/results/plan_record.hpp"
+#include "dmuon/results/summary_fields.hpp"
 
 namespace dmuon::apps::bench {
 namespace {
 
 using engine::Phase;
+namespace key = results::summary_key;
 
 // Phases stored in `timings`: the disjoint ones, whose sum is the step (up to loop overhead);
 // exposed_comm overlaps them and the step is their total, so both go to the summary only.
@@ -118,33 +120,34 @@ void fill_measured(results::RunRecord& rec, const model::Topology& topo, const B
       s[std::string(engine::phase_name(static_cast<Phase>(p))) + "_ms"] = r.phases_ms[p];
   const double step_ms = phase_ms(r, Phase::step);
   const double ns_ms = phase_ms(r, Phase::optimizer_ns);
-  s["step_ms"] = step_ms;
-  s["optimizer_ms"] = ns_ms + phase_ms(r, Phase::optimizer_other);
-  s["exposed_comm_ms"] = phase_ms(r, Phase::exposed_comm);
+  s[key::step_ms.name] = step_ms;
+  s[key::optimizer_ms.name] = ns_ms + phase_ms(r, Phase::optimizer_other);
+  s[key::exposed_comm_ms.name] = phase_ms(r, Phase::exposed_comm);
   if (step_ms > 0) {
-    s["tokens_per_s"] =
+    s[key::tokens_per_s.name] =
         static_cast<double>(o.engine.step.global_samples(r.world_size / r.tp)) / (step_ms * 1e-3);
-    s["updated_params_per_s"] = static_cast<double>(topo.tree.total_numel()) / (step_ms * 1e-3);
+    s[key::updated_params_per_s.name] =
+        static_cast<double>(topo.tree.total_numel()) / (step_ms * 1e-3);
   }
   // NS runs on the owners only for dmuon, so Σ over owned matrices is the work the optimizer_ns
   // phase (max over ranks) covers; for the baselines every rank repeats it: not reported.
   if ((r.method == engine::Method::dmuon || r.method == engine::Method::ddp_dmuon) && ns_ms > 0)
-    s["ns_tflops"] = ns_flops(rec, plan) / (ns_ms * 1e-3) / 1e12;
-  s["hook_sites"] = static_cast<double>(r.hook_sites);
-  s["hook_calls_per_step"] = static_cast<double>(r.hook_calls_per_step);
-  s["hook_calls_formula"] = static_cast<double>(r.hook_calls_formula);
-  s["hooks_communicating_per_step"] = static_cast<double>(r.hook_comm_calls_per_step);
-  s["bytes_per_rank_max"] = static_cast<double>(r.bytes_measured_total());
-  s["formula_bytes_per_rank_max"] = static_cast<double>(r.bytes_formula_total());
-  s["audit_ok"] = r.audit_ok ? 1 : 0;
-  rec.summary_text["timings_source"] = "measured";
-  rec.summary_text["audit"] = r.audit_ok ? "ok" : r.audit_message;
+    s[key::ns_tflops.name] = ns_flops(rec, plan) / (ns_ms * 1e-3) / 1e12;
+  s[key::hook_sites.name] = static_cast<double>(r.hook_sites);
+  s[key::hook_calls_per_step.name] = static_cast<double>(r.hook_calls_per_step);
+  s[key::hook_calls_formula.name] = static_cast<double>(r.hook_calls_formula);
+  s[key::hooks_communicating_per_step.name] = static_cast<double>(r.hook_comm_calls_per_step);
+  s[key::bytes_per_rank_max.name] = static_cast<double>(r.bytes_measured_total());
+  s[key::formula_bytes_per_rank_max.name] = static_cast<double>(r.bytes_formula_total());
+  s[key::audit_ok.name] = r.audit_ok ? 1 : 0;
+  rec.summary_text[key::timings_source.name] = "measured";
+  rec.summary_text[key::audit.name] = r.audit_ok ? "ok" : r.audit_message;
   if (r.checked) {
-    s["check_passed"] = r.check_passed ? 1 : 0;
-    s["max_rel_error"] = r.max_rel_error;
-    rec.summary_text["check"] = r.check_passed ? "passed" : "failed";
+    s[key::check_passed.name] = r.check_passed ? 1 : 0;
+    s[key::max_rel_error.name] = r.max_rel_error;
+    rec.summary_text[key::check.name] = r.check_passed ? "passed" : "failed";
   } else {
-    rec.summary_text["check"] = "not run";
+    rec.summary_text[key::check.name] = "not run";
   }
 }
 

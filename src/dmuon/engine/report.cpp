@@ -66,8 +66,11 @@ bool all_passed(const std::vector<RunResult>& runs) {
   return true;
 }
 
-nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, const EngineOptions& o,
-                       const std::vector<RunResult>& runs) {
+namespace {
+
+// What every run of the invocation shares: the model, the plan and the options.
+nlohmann::json options_json(const model::Topology& topo, const plan::Plan& plan,
+                            const EngineOptions& o) {
   nlohmann::json j;
   j["topology"] = topo.name;
   j["preset"] = topo.preset;
@@ -86,69 +89,92 @@ nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, cons
   j["steps"] = o.run.steps;
   j["warmup"] = o.run.warmup;
   j["seed"] = o.run.seed;
-  j["runs"] = nlohmann::json::array();
-  for (const auto& r : runs) {
-    nlohmann::json x;
-    x["method"] = method_name(r.method);
-    x["reshard"] = r.reshard;
-    x["world_size"] = r.world_size;
-    x["replicate"] = r.replicate;
-    x["global_tokens"] = o.step.global_samples(r.world_size / r.tp);
-    if (r.tp > 1) {
-      const auto& g = r.kinds[channel_index(CommGroup::tp, comm::CollectiveKind::gather)];
-      const auto& s = r.kinds[channel_index(CommGroup::tp, comm::CollectiveKind::scatter)];
-      x["tp"] = {{"tp", r.tp},
-                 {"gather_bytes_per_rank_per_step", g.bytes_measured},
-                 {"gather_formula_bytes_per_rank_per_step", g.bytes_formula},
-                 {"scatter_bytes_per_rank_per_step", s.bytes_measured},
-                 {"scatter_formula_bytes_per_rank_per_step", s.bytes_formula}};
-    }
-    x["hook_sites"] = r.hook_sites;
-    x["hook_calls_per_step"] = r.hook_calls_per_step;
-    x["hook_calls_formula"] = r.hook_calls_formula;
-    x["hooks_communicating_per_step"] = r.hook_comm_calls_per_step;
-    x["hooks_communicating_formula"] = r.hook_comm_calls_formula;
-    nlohmann::json c = nlohmann::json::object();
-    for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
-      if (!reported(r, ch)) continue;
-      const auto& kr = r.kinds[ch];
-      // Bandwidths in the nccl-tests sense; null where not measured (CUDA) or idle.
-      auto finite_or_null = [](double v) {
-        return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-      };
-      c[channel_name(ch)] = {{"calls_per_step", kr.calls_per_step},
-                             {"bytes_per_rank_per_step", kr.bytes_measured},
-                             {"formula_bytes_per_rank_per_step", kr.bytes_formula},
-                             {"message_bytes_per_step", kr.message_bytes},
-                             {"group_size", kr.group_size},
-                             {"in_flight_ms", finite_or_null(kr.in_flight_ms)},
-                             {"algbw_GBps", finite_or_null(kr.algbw_gbps())},
-                             {"busbw_GBps", finite_or_null(kr.busbw_gbps(channel_kind(ch)))}};
-    }
-    x["collectives"] = c;
-    x["bytes_per_rank_per_step"] = r.bytes_measured_total();
-    x["formula_bytes_per_rank_per_step"] = r.bytes_formula_total();
-    x["audit_ok"] = r.audit_ok;
-    if (!r.audit_ok) x["audit_message"] = r.audit_message;
-    nlohmann::json ph = nlohmann::json::object();
-    for (std::size_t p = 0; p < kPhaseCount; ++p)
-      ph[phase_name(static_cast<Phase>(p))] = r.phases_ms[p];
-    x["phases_ms"] = ph;
-    x["step_ms"] = r.phases_ms[static_cast<std::size_t>(Phase::step)];
-    x["optimizer_ms"] = r.phases_ms[static_cast<std::size_t>(Phase::optimizer_ns)] +
-                        r.phases_ms[static_cast<std::size_t>(Phase::optimizer_other)];
-    x["memory_bytes"] = {{"peak_packed_or_gathered", r.peak_packed_bytes},
-                         {"master", r.master_bytes},
-                         {"optimizer_state", r.momentum_bytes}};
-    x["memory_measured"] = measured_memory_json(r.memory_measured);
-    if (r.checked)
-      x["check"] = {{"passed", r.check_passed},
-                    {"max_rel_error", r.max_rel_error},
-                    {"tolerance", r.check_tolerance},
-                    {"worst_parameter", r.worst_param},
-                    {"note", r.check_note}};
-    j["runs"].push_back(x);
+  return j;
+}
+
+// The TP exchange's gather and scatter bytes, measured and formula (runs with T > 1).
+nlohmann::json tp_json(const RunResult& r) {
+  const auto& g = r.kinds[channel_index(CommGroup::tp, comm::CollectiveKind::gather)];
+  const auto& s = r.kinds[channel_index(CommGroup::tp, comm::CollectiveKind::scatter)];
+  return {{"tp", r.tp},
+          {"gather_bytes_per_rank_per_step", g.bytes_measured},
+          {"gather_formula_bytes_per_rank_per_step", g.bytes_formula},
+          {"scatter_bytes_per_rank_per_step", s.bytes_measured},
+          {"scatter_formula_bytes_per_rank_per_step", s.bytes_formula}};
+}
+
+// {channel: {calls, bytes, formula bytes, bandwidths}} for the channels the run reports.
+nlohmann::json collectives_json(const RunResult& r) {
+  // Bandwidths in the nccl-tests sense; null where not measured (CUDA) or idle.
+  const auto finite_or_null = [](double v) {
+    return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+  };
+  nlohmann::json c = nlohmann::json::object();
+  for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
+    if (!reported(r, ch)) continue;
+    const auto& kr = r.kinds[ch];
+    c[channel_name(ch)] = {{"calls_per_step", kr.calls_per_step},
+                           {"bytes_per_rank_per_step", kr.bytes_measured},
+                           {"formula_bytes_per_rank_per_step", kr.bytes_formula},
+                           {"message_bytes_per_step", kr.message_bytes},
+                           {"group_size", kr.group_size},
+                           {"in_flight_ms", finite_or_null(kr.in_flight_ms)},
+                           {"algbw_GBps", finite_or_null(kr.algbw_gbps())},
+                           {"busbw_GBps", finite_or_null(kr.busbw_gbps(channel_kind(ch)))}};
   }
+  return c;
+}
+
+// The phases, the step and optimizer times and the memory figures of a run.
+void add_times_and_memory(nlohmann::json& x, const RunResult& r) {
+  nlohmann::json ph = nlohmann::json::object();
+  for (std::size_t p = 0; p < kPhaseCount; ++p)
+    ph[phase_name(static_cast<Phase>(p))] = r.phases_ms[p];
+  x["phases_ms"] = ph;
+  x["step_ms"] = r.phases_ms[static_cast<std::size_t>(Phase::step)];
+  x["optimizer_ms"] = r.phases_ms[static_cast<std::size_t>(Phase::optimizer_ns)] +
+                      r.phases_ms[static_cast<std::size_t>(Phase::optimizer_other)];
+  x["memory_bytes"] = {{"peak_packed_or_gathered", r.peak_packed_bytes},
+                       {"master", r.master_bytes},
+                       {"optimizer_state", r.momentum_bytes}};
+  x["memory_measured"] = measured_memory_json(r.memory_measured);
+}
+
+nlohmann::json run_json(const EngineOptions& o, const RunResult& r) {
+  nlohmann::json x;
+  x["method"] = method_name(r.method);
+  x["reshard"] = r.reshard;
+  x["world_size"] = r.world_size;
+  x["replicate"] = r.replicate;
+  x["global_tokens"] = o.step.global_samples(r.world_size / r.tp);
+  if (r.tp > 1) x["tp"] = tp_json(r);
+  x["hook_sites"] = r.hook_sites;
+  x["hook_calls_per_step"] = r.hook_calls_per_step;
+  x["hook_calls_formula"] = r.hook_calls_formula;
+  x["hooks_communicating_per_step"] = r.hook_comm_calls_per_step;
+  x["hooks_communicating_formula"] = r.hook_comm_calls_formula;
+  x["collectives"] = collectives_json(r);
+  x["bytes_per_rank_per_step"] = r.bytes_measured_total();
+  x["formula_bytes_per_rank_per_step"] = r.bytes_formula_total();
+  x["audit_ok"] = r.audit_ok;
+  if (!r.audit_ok) x["audit_message"] = r.audit_message;
+  add_times_and_memory(x, r);
+  if (r.checked)
+    x["check"] = {{"passed", r.check_passed},
+                  {"max_rel_error", r.max_rel_error},
+                  {"tolerance", r.check_tolerance},
+                  {"worst_parameter", r.worst_param},
+                  {"note", r.check_note}};
+  return x;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const model::Topology& topo, const plan::Plan& plan, const EngineOptions& o,
+                       const std::vector<RunResult>& runs) {
+  nlohmann::json j = options_json(topo, plan, o);
+  j["runs"] = nlohmann::json::array();
+  for (const auto& r : runs) j["runs"].push_back(run_json(o, r));
   j["warnings"] = nlohmann::json::array();
   for (const auto& f : plan.report.findings)
     if (f.severity == boundary::Severity::warning) j["warnings"].push_back(f.message);

@@ -10,6 +10,7 @@
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/results/mann_whitney.hpp"
+#include "dmuon/results/record_schema.hpp"
 #include "dmuon/results/summary.hpp"
 
 namespace dmuon::results {
@@ -45,17 +46,8 @@ void compare_partition(const RunRecord& a, const RunRecord& b, Diffs& d);
 void compare_verdicts(const RunRecord& a, const RunRecord& b, Diffs& d,
                       std::vector<std::string>& notes);
 
-void compare_deterministic(const RunRecord& a, const RunRecord& b, std::vector<std::string>& out,
-                           std::vector<std::string>& notes) {
-  Diffs d(out);
-  if (a.status != b.status) {
-    d.add("status", fmt::format("status: A {} vs B {}{}", a.status, b.status,
-                                b.error.empty() ? "" : " (" + b.error + ")"));
-    return;
-  }
-  if (a.status != "ok") return;  // rejected in both: nothing ran
-
-  // Hook sites.
+// Hook sites: their number, paths and owner lists, and the hook counts of the summary.
+void compare_sites(const RunRecord& a, const RunRecord& b, Diffs& d) {
   if (a.sites.path.size() != b.sites.path.size())
     d.add("hook sites",
           fmt::format("hook sites: A {} vs B {}", a.sites.path.size(), b.sites.path.size()));
@@ -69,13 +61,15 @@ void compare_deterministic(const RunRecord& a, const RunRecord& b, std::vector<s
             fmt::format("site {} ({}) owners: A [{}] vs B [{}]", i, site_name(a.sites.path[i]),
                         fmt::join(a.sites.owners[i], ","), fmt::join(b.sites.owners[i], ",")));
   }
-  for (const char* key : {"hook_calls_per_step", "hook_sites"}) {
+  for (const char* key : {summary_key::hook_calls_per_step.name, summary_key::hook_sites.name}) {
     const auto ia = a.summary.find(key), ib = b.summary.find(key);
     if (ia != a.summary.end() && ib != b.summary.end() && ia->second != ib->second)
       d.add(key, fmt::format("{}: A {} vs B {}", key, ia->second, ib->second));
   }
+}
 
-  // Owners per parameter, by name.
+// The owner of every dedicated parameter, by name.
+void compare_owners(const RunRecord& a, const RunRecord& b, Diffs& d) {
   std::map<std::string, std::int64_t> owner_b;
   for (std::size_t i = 0; i < b.params.name.size(); ++i)
     if (b.params.dedicated[i]) owner_b[b.params.name[i]] = b.params.owner_rank[i];
@@ -92,10 +86,31 @@ void compare_deterministic(const RunRecord& a, const RunRecord& b, std::vector<s
   }
   if (owner_b.size() > ded_a)
     d.add("owners", fmt::format("dedicated parameters: A {} vs B {}", ded_a, owner_b.size()));
+}
 
-  // Collectives, aligned by kind name.
-  const auto& ca = a.collectives;
-  const auto& cb = b.collectives;
+// Calls, measured and formula bytes per rank of channel ka of A and kb of B.
+void compare_channel(const Collectives& ca, std::size_t ka, const Collectives& cb, std::size_t kb,
+                     Diffs& d) {
+  struct Col {
+    const char* what;
+    const std::vector<std::int64_t>& va;
+    const std::vector<std::int64_t>& vb;
+  };
+  for (const Col& c : {Col{"calls/step", ca.calls_per_step, cb.calls_per_step},
+                       Col{"bytes/step", ca.bytes_per_rank_per_step, cb.bytes_per_rank_per_step},
+                       Col{"formula bytes/step", ca.formula_bytes_per_rank_per_step,
+                           cb.formula_bytes_per_rank_per_step}})
+    for (std::int64_t r = 0; r < ca.ranks; ++r) {
+      const auto x = c.va[ka * static_cast<std::size_t>(ca.ranks) + static_cast<std::size_t>(r)];
+      const auto y = c.vb[kb * static_cast<std::size_t>(cb.ranks) + static_cast<std::size_t>(r)];
+      if (x != y)
+        d.add(std::string("collective ") + c.what,
+              fmt::format("{} {} rank {}: A {} vs B {}", ca.kinds[ka], c.what, r, x, y));
+    }
+}
+
+// Collectives, aligned by channel name.
+void compare_collectives(const Collectives& ca, const Collectives& cb, Diffs& d) {
   if (ca.ranks != cb.ranks)
     d.add("collectives", fmt::format("collective ranks: A {} vs B {}", ca.ranks, cb.ranks));
   for (std::size_t ka = 0; ka < ca.kinds.size(); ++ka) {
@@ -105,27 +120,25 @@ void compare_deterministic(const RunRecord& a, const RunRecord& b, std::vector<s
       d.add("collectives", fmt::format("collective {}: only in A", ca.kinds[ka]));
       continue;
     }
-    if (ca.ranks != cb.ranks) continue;
-    struct Col {
-      const char* what;
-      const std::vector<std::int64_t>& va;
-      const std::vector<std::int64_t>& vb;
-    };
-    for (const Col& c : {Col{"calls/step", ca.calls_per_step, cb.calls_per_step},
-                         Col{"bytes/step", ca.bytes_per_rank_per_step, cb.bytes_per_rank_per_step},
-                         Col{"formula bytes/step", ca.formula_bytes_per_rank_per_step,
-                             cb.formula_bytes_per_rank_per_step}})
-      for (std::int64_t r = 0; r < ca.ranks; ++r) {
-        const auto x = c.va[ka * static_cast<std::size_t>(ca.ranks) + static_cast<std::size_t>(r)];
-        const auto y = c.vb[kb * static_cast<std::size_t>(cb.ranks) + static_cast<std::size_t>(r)];
-        if (x != y)
-          d.add(std::string("collective ") + c.what,
-                fmt::format("{} {} rank {}: A {} vs B {}", ca.kinds[ka], c.what, r, x, y));
-      }
+    if (ca.ranks == cb.ranks) compare_channel(ca, ka, cb, kb, d);
   }
   for (const auto& k : cb.kinds)
     if (std::find(ca.kinds.begin(), ca.kinds.end(), k) == ca.kinds.end())
       d.add("collectives", fmt::format("collective {}: only in B", k));
+}
+
+void compare_deterministic(const RunRecord& a, const RunRecord& b, std::vector<std::string>& out,
+                           std::vector<std::string>& notes) {
+  Diffs d(out);
+  if (a.status != b.status) {
+    d.add("status", fmt::format("status: A {} vs B {}{}", a.status, b.status,
+                                b.error.empty() ? "" : " (" + b.error + ")"));
+    return;
+  }
+  if (a.status != "ok") return;  // rejected in both: nothing ran
+  compare_sites(a, b, d);
+  compare_owners(a, b, d);
+  compare_collectives(a.collectives, b.collectives, d);
   compare_partition(a, b, d);
   compare_verdicts(a, b, d, notes);
 }
@@ -149,7 +162,7 @@ std::string bad_timing(const char* which, const RunRecord& r) {
       return fmt::format("non-finite timing in {}: sample {} rank {} step = {} s", which, i / ranks,
                          i % ranks, t.step_seconds[i]);
     }
-  for (const char* k : {"step_ms", "optimizer_ms"}) {
+  for (const char* k : {summary_key::step_ms.name, summary_key::optimizer_ms.name}) {
     const auto it = r.summary.find(k);
     if (it != r.summary.end() && bad(it->second))
       return fmt::format("non-finite timing in {}: summary {} = {}", which, k, it->second);
@@ -180,10 +193,9 @@ std::vector<double> invocation_medians(const std::vector<std::vector<double>>& i
   return m;
 }
 
-// One timing metric over the invocations of each side (the samples of one results file each).
-TimingTest test_timing(const char* metric, const std::vector<std::vector<double>>& a_runs,
-                       const std::vector<std::vector<double>>& b_runs, const CompareOptions& o,
-                       const ProbeAgreement& probe, RunComparison& rc) {
+// Medians, ranges and change of each side's pooled samples, and each invocation's median.
+TimingTest describe_samples(const char* metric, const std::vector<std::vector<double>>& a_runs,
+                            const std::vector<std::vector<double>>& b_runs) {
   const auto a = pooled(a_runs), b = pooled(b_runs);
   TimingTest t;
   t.metric = metric;
@@ -198,6 +210,67 @@ TimingTest test_timing(const char* metric, const std::vector<std::vector<double>
   t.change = t.a_median > 0 ? (t.b_median - t.a_median) / t.a_median : std::nan("");
   t.a_invocations = invocation_medians(a_runs);
   t.b_invocations = invocation_medians(b_runs);
+  return t;
+}
+
+// The samples as the verdict lines quote them.
+std::string sample_stats(const TimingTest& t, bool several) {
+  std::string stats = fmt::format(
+      "A median {:.4f} ms [{:.4f}, {:.4f}], B median {:.4f} ms [{:.4f}, {:.4f}], {:+.1f} %, "
+      "{} vs {} samples",
+      t.a_median, t.a_min, t.a_max, t.b_median, t.b_min, t.b_max, 100.0 * t.change, t.n_a, t.n_b);
+  if (several)
+    stats += fmt::format(
+        "; invocation medians A [{:.4f}], B [{:.4f}] ms: B's median invocation {:+.1f} % from A's "
+        "{} one",
+        fmt::join(t.a_invocations, ", "), fmt::join(t.b_invocations, ", "),
+        100.0 * t.invocation_change, t.change >= 0 ? "slowest" : "fastest");
+  return stats;
+}
+
+// Files what the samples `said` ("slower", "faster", "same") as the test's verdict and one line
+// of `rc`, unless the machine probes make it unreliable. `slower`/`faster`: the samples alone
+// (U test and tolerance) before the invocations were weighed.
+void record_verdict(TimingTest& t, const std::string& said, bool slower, bool faster, bool several,
+                    const CompareOptions& o, const ProbeAgreement& probe, RunComparison& rc) {
+  const std::string& metric = t.metric;
+  if (verdict_given_probes(said, probe) == "unreliable") {
+    t.verdict = "unreliable";
+    t.unreliable_verdict = said;
+    const double p = t.change >= 0 ? t.p_slower : t.p_faster;
+    rc.unreliable.push_back(fmt::format(
+        "{}: the samples say {} ({:+.1f} %, p = {:.2g}{}) but the machine probes disagree (B/A "
+        "{:.2f}): not read as the code's",
+        metric, said, 100.0 * t.change, p,
+        several ? fmt::format(", {:+.1f} % between invocations", 100.0 * t.invocation_change) : "",
+        probe.ratio()));
+  } else if (said == "slower") {
+    t.verdict = "slower";
+    rc.regressions.push_back(fmt::format(
+        "{}: {}; U test p = {:.2g} < {} and the change exceeds the tolerance {:.1f} %{}", metric,
+        sample_stats(t, several), t.p_slower, o.alpha, 100.0 * o.tolerance,
+        several ? " between invocations too" : ""));
+  } else if (said == "faster") {
+    t.verdict = "faster";
+    rc.improvements.push_back(
+        fmt::format("{}: {}; U test p = {:.2g}", metric, sample_stats(t, several), t.p_faster));
+  } else {
+    t.verdict = "same";
+    if (slower || faster)
+      rc.notes.push_back(fmt::format(
+          "{}: {} {:+.1f} % over the samples (p = {:.2g}) but {:+.1f} % between invocations, "
+          "within the tolerance {:.1f} % of A's own spread: the machine, not the code",
+          metric, slower ? "slower" : "faster", 100.0 * t.change, slower ? t.p_slower : t.p_faster,
+          100.0 * t.invocation_change, 100.0 * o.tolerance));
+  }
+}
+
+// One timing metric over the invocations of each side (the samples of one results file each).
+TimingTest test_timing(const char* metric, const std::vector<std::vector<double>>& a_runs,
+                       const std::vector<std::vector<double>>& b_runs, const CompareOptions& o,
+                       const ProbeAgreement& probe, RunComparison& rc) {
+  TimingTest t = describe_samples(metric, a_runs, b_runs);
+  const auto a = pooled(a_runs), b = pooled(b_runs);
   if (a.empty() || b.empty()) {
     rc.notes.push_back(fmt::format("{}: no samples in {} (not tested)", metric,
                                    a.empty() ? (b.empty() ? "A and B" : "A") : "B"));
@@ -216,50 +289,11 @@ TimingTest test_timing(const char* metric, const std::vector<std::vector<double>
   const auto u = mann_whitney_u(a, b);
   t.p_slower = u.p_greater;
   t.p_faster = u.p_less;
-  std::string stats = fmt::format(
-      "A median {:.4f} ms [{:.4f}, {:.4f}], B median {:.4f} ms [{:.4f}, {:.4f}], {:+.1f} %, "
-      "{} vs {} samples",
-      t.a_median, t.a_min, t.a_max, t.b_median, t.b_min, t.b_max, 100.0 * t.change, t.n_a, t.n_b);
-  const bool several = a_runs.size() > 1 || b_runs.size() > 1;
-  if (several)
-    stats += fmt::format(
-        "; invocation medians A [{:.4f}], B [{:.4f}] ms: B's median invocation {:+.1f} % from A's "
-        "{} one",
-        fmt::join(t.a_invocations, ", "), fmt::join(t.b_invocations, ", "),
-        100.0 * t.invocation_change, t.change >= 0 ? "slowest" : "fastest");
   const bool slower = t.p_slower < o.alpha && t.change > o.tolerance;
   const bool faster = t.p_faster < o.alpha && t.change < -o.tolerance;
   const std::string said =
       slower && up > o.tolerance ? "slower" : (faster && down < -o.tolerance ? "faster" : "same");
-  if (verdict_given_probes(said, probe) == "unreliable") {
-    t.verdict = "unreliable";
-    t.unreliable_verdict = said;
-    const double p = t.change >= 0 ? t.p_slower : t.p_faster;
-    rc.unreliable.push_back(fmt::format(
-        "{}: the samples say {} ({:+.1f} %, p = {:.2g}{}) but the machine probes disagree (B/A "
-        "{:.2f}): not read as the code's",
-        metric, said, 100.0 * t.change, p,
-        several ? fmt::format(", {:+.1f} % between invocations", 100.0 * t.invocation_change) : "",
-        probe.ratio()));
-  } else if (said == "slower") {
-    t.verdict = "slower";
-    rc.regressions.push_back(
-        fmt::format("{}: {}; U test p = {:.2g} < {} and the change exceeds "
-                    "the tolerance {:.1f} %{}",
-                    metric, stats, t.p_slower, o.alpha, 100.0 * o.tolerance,
-                    several ? " between invocations too" : ""));
-  } else if (said == "faster") {
-    t.verdict = "faster";
-    rc.improvements.push_back(fmt::format("{}: {}; U test p = {:.2g}", metric, stats, t.p_faster));
-  } else {
-    t.verdict = "same";
-    if (slower || faster)
-      rc.notes.push_back(fmt::format(
-          "{}: {} {:+.1f} % over the samples (p = {:.2g}) but {:+.1f} % between invocations, "
-          "within the tolerance {:.1f} % of A's own spread: the machine, not the code",
-          metric, slower ? "slower" : "faster", 100.0 * t.change, slower ? t.p_slower : t.p_faster,
-          100.0 * t.invocation_change, 100.0 * o.tolerance));
-  }
+  record_verdict(t, said, slower, faster, a_runs.size() > 1 || b_runs.size() > 1, o, probe, rc);
   return t;
 }
 
@@ -330,11 +364,13 @@ void compare_verdicts(const RunRecord& a, const RunRecord& b, Diffs& d,
     const auto it = r.summary.find(k);
     return it == r.summary.end() ? std::nan("") : it->second;
   };
-  const double audit_a = num(a, "audit_ok"), audit_b = num(b, "audit_ok");
+  const double audit_a = num(a, summary_key::audit_ok.name),
+               audit_b = num(b, summary_key::audit_ok.name);
   if (!std::isnan(audit_a) && !std::isnan(audit_b) && audit_a != audit_b)
-    d.add("audit", fmt::format("byte audit: A {} vs B {}", audit_a != 0 ? "ok" : text(a, "audit"),
-                               audit_b != 0 ? "ok" : text(b, "audit")));
-  const std::string ca = text(a, "check"), cb = text(b, "check");
+    d.add("audit", fmt::format("byte audit: A {} vs B {}",
+                               audit_a != 0 ? "ok" : text(a, summary_key::audit.name),
+                               audit_b != 0 ? "ok" : text(b, summary_key::audit.name)));
+  const std::string ca = text(a, summary_key::check.name), cb = text(b, summary_key::check.name);
   const bool ran_a = ca == "passed" || ca == "failed", ran_b = cb == "passed" || cb == "failed";
   if (ran_a && ran_b && ca != cb)
     d.add("check", fmt::format("--check: A {} vs B {}", ca, cb));
@@ -346,38 +382,10 @@ void compare_verdicts(const RunRecord& a, const RunRecord& b, Diffs& d,
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> run_key_fields(const RunRecord& r) {
-  const auto dash = [](const std::string& v) { return v.empty() ? std::string("-") : v; };
-  const auto num = [](std::int64_t v, std::int64_t unknown) {
-    return v == unknown ? std::string("?") : std::to_string(v);
-  };
-  return {{"topology", r.topology},
-          {"preset", dash(r.preset)},
-          {"set", dash(r.sets)},
-          {"dedicate", dash(r.dedicate_rule)},
-          {"boundary", r.boundary_spec.empty() ? "-"
-                                               : fmt::format("{} ({})", r.boundary_spec,
-                                                             r.strict ? "strict" : "lenient")},
-          {"method", r.method},
-          {"owners", dash(r.partition.strategy)},
-          {"cost", dash(r.partition.cost_model)},
-          {"plan", dash(r.plan_options)},
-          {"reshard", r.reshard},
-          {"grad_reduce", r.grad_reduce},
-          {"prefetch", std::to_string(r.prefetch)},
-          {"device", r.device},
-          {"comm", r.comm_dtype},
-          {"ns", r.ns + "/" + r.ns_dtype},
-          {"pipeline", r.optimizer_pipeline},
-          {"clip", r.clip_norm},
-          {"accum", std::to_string(r.accum)},
-          {"compute", r.compute},
-          {"batch", num(r.global_samples, 0)},
-          {"steps", num(r.steps, 0)},
-          {"warmup", num(r.warmup, -1)},
-          {"seed", num(r.seed, -1)},
-          {"world", std::to_string(r.world_size)},
-          {"R", std::to_string(r.replicate)},
-          {"T", std::to_string(r.tp)}};
+  std::vector<std::pair<std::string, std::string>> key;
+  for (const auto& f : run_fields())
+    if (f.key) key.emplace_back(f.key, key_text(f, r));
+  return key;
 }
 
 std::string run_key(const RunRecord& r) {
@@ -483,8 +491,13 @@ const RunRecord* take_run(const ResultsFile& f, const std::string& key, std::vec
 
 }  // namespace
 
-Comparison compare_results(const std::vector<const ResultsFile*>& as,
-                           const std::vector<const ResultsFile*>& bs, const CompareOptions& o) {
+namespace {
+
+using Files = std::vector<const ResultsFile*>;
+// Per file of a side, which of its runs are matched already.
+using Used = std::vector<std::vector<bool>>;
+
+void check_options(const CompareOptions& o, const Files& as, const Files& bs) {
   if (!(o.tolerance >= 0) || std::isinf(o.tolerance))
     throw InputError(fmt::format("time tolerance {} is invalid (valid: a fraction >= 0, e.g. 0.1)",
                                  o.tolerance));
@@ -493,91 +506,89 @@ Comparison compare_results(const std::vector<const ResultsFile*>& as,
         "alpha {} is invalid (valid: a significance level in (0, 1), e.g. 0.05)", o.alpha));
   if (as.empty() || bs.empty())
     throw InputError("dmuon_compare needs at least one results file on each side");
-  const ResultsFile& a = *as.front();
-  const ResultsFile& b = *bs.front();
-  Comparison c;
-  c.options = o;
-  CompareOptions run_options = o;
-  if (!o.deterministic_only) {
-    compare_provenance(a.provenance, b.provenance, c.notes);
-    // Every file against A's first: one pair of different machines skips all timings.
-    std::string why;
-    for (const auto& [side, files] :
-         {std::pair<char, const std::vector<const ResultsFile*>*>{'A', &as}, {'B', &bs}})
-      for (std::size_t k = 0; k < files->size() && why.empty(); ++k)
-        if (side == 'B' || k > 0) {
-          why = different_machines(a.provenance, (*files)[k]->provenance, o.tolerance);
-          if (!why.empty() && (side != 'B' || k > 0))
-            why = fmt::format("{} ({} vs A)", why, file_tag(side, k));
-        }
-    if (!why.empty() && !o.any_machine) {
-      c.notes.push_back(
-          fmt::format("timings not compared: {} (timings of different machines or "
-                      "machine states say nothing about the code; --any-machine "
-                      "compares them anyway)",
-                      why));
-      c.timings_skipped = true;
-      run_options.deterministic_only = true;
-    } else if (why.empty()) {
-      // The probe of each file (one per invocation), weighed per side. (Between different
-      // machines, compared with --any-machine, it would weigh the hardware: not done.)
-      std::vector<double> pa, pb;
-      for (const auto* f : as) pa.push_back(f->provenance.sgemm_gflops);
-      for (const auto* f : bs) pb.push_back(f->provenance.sgemm_gflops);
-      c.probe = probe_agreement(pa, pb, o.tolerance);
-      if (c.probe.disagree())
-        c.notes.push_back(describe(c.probe) +
-                          "; the timing verdicts are UNRELIABLE (not failures)");
-    }
+}
+
+// Whether the timings may be compared: every file against A's first (one pair of different
+// machines skips all timings), then the sides' machine probes. Notes go to `c`.
+bool weigh_machines(const Files& as, const Files& bs, const CompareOptions& o, Comparison& c) {
+  const Provenance& a = as.front()->provenance;
+  compare_provenance(a, bs.front()->provenance, c.notes);
+  std::string why;
+  for (const auto& [side, files] : {std::pair<char, const Files*>{'A', &as}, {'B', &bs}})
+    for (std::size_t k = 0; k < files->size() && why.empty(); ++k)
+      if (side == 'B' || k > 0) {
+        why = different_machines(a, (*files)[k]->provenance, o.tolerance);
+        if (!why.empty() && (side != 'B' || k > 0))
+          why = fmt::format("{} ({} vs A)", why, file_tag(side, k));
+      }
+  if (!why.empty() && !o.any_machine) {
+    c.notes.push_back(
+        fmt::format("timings not compared: {} (timings of different machines or "
+                    "machine states say nothing about the code; --any-machine "
+                    "compares them anyway)",
+                    why));
+    c.timings_skipped = true;
+    return false;
   }
-  // Runs already matched, per file of each side (the first files' matching decides the pairs).
-  std::vector<std::vector<bool>> used_a, used_b;
-  for (const auto* f : as) used_a.emplace_back(f->runs.size(), false);
-  for (const auto* f : bs) used_b.emplace_back(f->runs.size(), false);
-  for (std::size_t i = 0; i < a.runs.size(); ++i) {
-    const std::string key = run_key(a.runs[i]);
-    used_a[0][i] = true;
-    const RunRecord* first_b = take_run(b, key, used_b[0]);
-    if (!first_b) {
-      c.only_a.push_back(i);
-      c.only_a_keys.push_back(key);
-      for (std::size_t k = 1; k < as.size(); ++k) take_run(*as[k], key, used_a[k]);  // same run
+  if (why.empty()) {
+    // The probe of each file (one per invocation), weighed per side. (Between different
+    // machines, compared with --any-machine, it would weigh the hardware: not done.)
+    std::vector<double> pa, pb;
+    for (const auto* f : as) pa.push_back(f->provenance.sgemm_gflops);
+    for (const auto* f : bs) pb.push_back(f->provenance.sgemm_gflops);
+    c.probe = probe_agreement(pa, pb, o.tolerance);
+    if (c.probe.disagree())
+      c.notes.push_back(describe(c.probe) + "; the timing verdicts are UNRELIABLE (not failures)");
+  }
+  return true;
+}
+
+// The same run in a side's further invocations: each must equal A's deterministically; the ok
+// ones join that side's timing samples.
+void match_further(char side, const Files& files, Used& used, const std::string& key,
+                   const RunRecord& ra, RunComparison& rc, std::vector<const RunRecord*>& runs) {
+  for (std::size_t k = 1; k < files.size(); ++k) {
+    const RunRecord* r = take_run(*files[k], key, used[k]);
+    const std::string tag = file_tag(side, k);
+    if (!r) {
+      rc.mismatches.push_back(fmt::format("{}: this run is missing", tag));
       continue;
     }
-    RunComparison rc;
-    rc.a = i;
-    rc.b = static_cast<std::size_t>(first_b - b.runs.data());
-    rc.key = key;
-    const auto& ra = a.runs[i];
-    const auto& rb = *first_b;
-    rc.status = ra.status;
-    rc.a_step_ms = run_step_ms(ra);
-    rc.b_step_ms = run_step_ms(rb);
-    rc.a_opt_ms = run_optimizer_ms(ra);
-    rc.b_opt_ms = run_optimizer_ms(rb);
-    compare_deterministic(ra, rb, rc.mismatches, rc.notes);
-    // The further invocations of each side: the same run again, deterministically equal to A's.
-    std::vector<const RunRecord*> side_a{&ra}, side_b{&rb};
-    for (const auto& [side, files, used, runs] :
-         {std::tuple<char, const std::vector<const ResultsFile*>*, std::vector<std::vector<bool>>*,
-                     std::vector<const RunRecord*>*>{'A', &as, &used_a, &side_a},
-          {'B', &bs, &used_b, &side_b}})
-      for (std::size_t k = 1; k < files->size(); ++k) {
-        const RunRecord* r = take_run(*(*files)[k], key, (*used)[k]);
-        const std::string tag = file_tag(side, k);
-        if (!r) {
-          rc.mismatches.push_back(fmt::format("{}: this run is missing", tag));
-          continue;
-        }
-        std::vector<std::string> diffs;
-        compare_deterministic(ra, *r, diffs, rc.notes);
-        for (auto& d : diffs) rc.mismatches.push_back(fmt::format("{} vs A: {}", tag, d));
-        if (r->status == "ok") runs->push_back(r);
-      }
-    if (ra.status == "ok" && rb.status == "ok" && !run_options.deterministic_only)
-      compare_timings(side_a, side_b, run_options, c.probe, rc);
-    c.runs.push_back(std::move(rc));
+    std::vector<std::string> diffs;
+    compare_deterministic(ra, *r, diffs, rc.notes);
+    for (auto& d : diffs) rc.mismatches.push_back(fmt::format("{} vs A: {}", tag, d));
+    if (r->status == "ok") runs.push_back(r);
   }
+}
+
+// Run i of A's first file against its partner `rb` in B's, and both sides' further files.
+RunComparison compare_run(const Files& as, const Files& bs, Used& used_a, Used& used_b,
+                          std::size_t i, const RunRecord& rb, const CompareOptions& o,
+                          const ProbeAgreement& probe) {
+  const auto& ra = as.front()->runs[i];
+  RunComparison rc;
+  rc.a = i;
+  rc.b = static_cast<std::size_t>(&rb - bs.front()->runs.data());
+  rc.key = run_key(ra);
+  rc.status = ra.status;
+  rc.a_step_ms = run_step_ms(ra);
+  rc.b_step_ms = run_step_ms(rb);
+  rc.a_opt_ms = run_optimizer_ms(ra);
+  rc.b_opt_ms = run_optimizer_ms(rb);
+  compare_deterministic(ra, rb, rc.mismatches, rc.notes);
+  std::vector<const RunRecord*> side_a{&ra}, side_b{&rb};
+  match_further('A', as, used_a, rc.key, ra, rc, side_a);
+  match_further('B', bs, used_b, rc.key, ra, rc, side_b);
+  if (ra.status == "ok" && rb.status == "ok" && !o.deterministic_only)
+    compare_timings(side_a, side_b, o, probe, rc);
+  return rc;
+}
+
+// B's runs without a partner (new), and runs of a further file that its side's first file lacks
+// (the invocations were not of the same commands).
+void collect_unmatched(const Files& as, const Files& bs, Used& used_a, Used& used_b,
+                       Comparison& c) {
+  const ResultsFile& b = *bs.front();
   for (std::size_t j = 0; j < b.runs.size(); ++j)
     if (!used_b[0][j]) {
       c.only_b.push_back(j);
@@ -585,17 +596,44 @@ Comparison compare_results(const std::vector<const ResultsFile*>& as,
       // The same new run in B's further invocations is that run again, not an extra one.
       for (std::size_t k = 1; k < bs.size(); ++k) take_run(*bs[k], c.only_b_keys.back(), used_b[k]);
     }
-  // Runs of a further file that its side's first file lacks: the invocations differ.
   for (const auto& [side, files, used] :
-       {std::tuple<char, const std::vector<const ResultsFile*>*, std::vector<std::vector<bool>>*>{
-            'A', &as, &used_a},
-        {'B', &bs, &used_b}})
+       {std::tuple<char, const Files*, Used*>{'A', &as, &used_a}, {'B', &bs, &used_b}})
     for (std::size_t k = 1; k < files->size(); ++k)
       for (std::size_t j = 0; j < (*files)[k]->runs.size(); ++j)
         if (!(*used)[k][j])
           c.extra_runs.push_back(fmt::format("{} run {} has no partner in {}: {}",
                                              file_tag(side, k), j, std::string(1, side),
                                              run_key((*files)[k]->runs[j])));
+}
+
+}  // namespace
+
+Comparison compare_results(const std::vector<const ResultsFile*>& as,
+                           const std::vector<const ResultsFile*>& bs, const CompareOptions& o) {
+  check_options(o, as, bs);
+  const ResultsFile& a = *as.front();
+  const ResultsFile& b = *bs.front();
+  Comparison c;
+  c.options = o;
+  CompareOptions run_options = o;
+  if (!o.deterministic_only && !weigh_machines(as, bs, o, c)) run_options.deterministic_only = true;
+  // The first files' matching decides the pairs; duplicates pair up in file order.
+  Used used_a, used_b;
+  for (const auto* f : as) used_a.emplace_back(f->runs.size(), false);
+  for (const auto* f : bs) used_b.emplace_back(f->runs.size(), false);
+  for (std::size_t i = 0; i < a.runs.size(); ++i) {
+    const std::string key = run_key(a.runs[i]);
+    used_a[0][i] = true;
+    const RunRecord* first_b = take_run(b, key, used_b[0]);
+    if (first_b) {
+      c.runs.push_back(compare_run(as, bs, used_a, used_b, i, *first_b, run_options, c.probe));
+      continue;
+    }
+    c.only_a.push_back(i);
+    c.only_a_keys.push_back(key);
+    for (std::size_t k = 1; k < as.size(); ++k) take_run(*as[k], key, used_a[k]);  // same run
+  }
+  collect_unmatched(as, bs, used_a, used_b, c);
   return c;
 }
 

@@ -4,6 +4,7 @@
 
 #include "dmuon/boundary/degradation.hpp"
 #include "dmuon/partition/cost_model.hpp"
+#include "dmuon/results/summary_fields.hpp"
 
 namespace dmuon::results {
 namespace {
@@ -113,11 +114,13 @@ RunRecord make_plan_record(const model::Topology& topo, const plan::Plan& plan,
     add_kind(c, "replicate_broadcast", volume.replicate_broadcast);
   }
 
-  r.summary["hook_sites"] = static_cast<double>(hooks.sites.size());
-  r.summary["hook_calls_per_step"] = static_cast<double>(volume.hooks_fired);
-  r.summary["hooks_communicating_per_step"] = static_cast<double>(volume.hooks_communicating);
-  r.summary["dedicated_bytes"] = static_cast<double>(volume.dedicated_bytes);
-  r.summary["formula_bytes_per_rank_max"] = static_cast<double>(volume.max_bytes_per_rank());
+  r.summary[summary_key::hook_sites.name] = static_cast<double>(hooks.sites.size());
+  r.summary[summary_key::hook_calls_per_step.name] = static_cast<double>(volume.hooks_fired);
+  r.summary[summary_key::hooks_communicating_per_step.name] =
+      static_cast<double>(volume.hooks_communicating);
+  r.summary[summary_key::dedicated_bytes.name] = static_cast<double>(volume.dedicated_bytes);
+  r.summary[summary_key::formula_bytes_per_rank_max.name] =
+      static_cast<double>(volume.max_bytes_per_rank());
   (void)tree;
   return r;
 }

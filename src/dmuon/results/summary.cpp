@@ -66,7 +66,7 @@ std::vector<double> phase_samples(const Timings& t, const std::string& prefix) {
 std::map<std::string, double> timing_medians(const Timings& t) {
   std::map<std::string, double> out;
   if (t.steps <= 0 || t.ranks <= 0) return out;
-  out["step_ms"] = 1e3 * median(step_samples(t));
+  out[summary_key::step_ms.name] = 1e3 * median(step_samples(t));
   for (const auto& p : t.phases) {
     std::vector<double> v = max_over_ranks(t, [&](std::int64_t s, std::int64_t r) {
       const auto i = static_cast<std::size_t>(std::find(t.phases.begin(), t.phases.end(), p) -
@@ -76,16 +76,6 @@ std::map<std::string, double> timing_medians(const Timings& t) {
     out[p + "_ms"] = 1e3 * median(v);
   }
   return out;
-}
-
-bool is_count_summary(const std::string& name) {
-  static const char* const kCounts[] = {
-      "hook_sites",   "hook_calls_per_step", "hook_calls_formula", "audit_ok",
-      "check_passed", "dedicated_bytes",     "bytes_per_rank_max", "formula_bytes_per_rank_max",
-      "idle_slots"};
-  for (const char* c : kCounts)
-    if (name == c) return true;
-  return false;
 }
 
 namespace {
@@ -99,10 +89,10 @@ double lookup(const RunRecord& r, const std::string& key) {
 }  // namespace
 
 double run_step_ms(const RunRecord& r) {
-  return lookup(r, "step_ms");
+  return lookup(r, summary_key::step_ms.name);
 }
 double run_optimizer_ms(const RunRecord& r) {
-  return lookup(r, "optimizer_ms");
+  return lookup(r, summary_key::optimizer_ms.name);
 }
 
 }  // namespace dmuon::results

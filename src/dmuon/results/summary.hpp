@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dmuon/results/run_record.hpp"
+#include "dmuon/results/summary_fields.hpp"
 
 namespace dmuon::results {
 
@@ -26,10 +27,6 @@ std::vector<double> phase_samples(const Timings& t, const std::string& prefix);
 
 /// {"step_ms": ..., "<phase>_ms": ...} for every phase; empty when there are no steps.
 std::map<std::string, double> timing_medians(const Timings& t);
-
-/// True for summary names that hold counts, bytes or 0/1 verdicts (stored as int64):
-/// hook_sites, hook_calls_*, *_bytes*, audit_ok, check_passed, ...
-bool is_count_summary(const std::string& name);
 
 /// The run's median step time in ms: summary "step_ms" when present, else from its timings;
 /// NaN when neither exists.
