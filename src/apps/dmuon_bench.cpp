@@ -304,10 +304,12 @@ void print_results(const Setup& st, int size, const apps::bench::HostInfo& host)
     std::cout << apps::bench::to_json(topo, st.plans, o, size, st.runs, host).dump(2) << std::endl;
     return;
   }
+  apps::bench::TableStyle style;
+  style.before_verdict = apps::bench::throughput_lines(
+      o, size, st.runs, model_flops_per_token(st), work::flop_convention_name(o.flops_resolved));
   std::cout << (st.step_work ? apps::bench::step_work_lines(o, *st.step_work) : "")
-            << apps::bench::format_table(topo, st.plans, o, size, st.runs, st.sweep_source, host)
-            << apps::bench::throughput_lines(o, size, st.runs, model_flops_per_token(st),
-                                             work::flop_convention_name(o.flops_resolved))
+            << apps::bench::format_table(topo, st.plans, o, size, st.runs, st.sweep_source, host,
+                                         style)
             << std::flush;
 }
 

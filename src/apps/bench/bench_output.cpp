@@ -483,6 +483,7 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
   append_collectives_block(s, runs, o.wide, width);
   s += boundary_notes(o, runs, style, width);
   s += run_notes(o, runs, width);
+  s += style.before_verdict;
   s += verdict_line(runs, best, world, style.projected);
   const int failed = failures(runs);
   s += fmt::format("# Failed audits and checks : {} {}\n", failed, failed == 0 ? "OK" : "FAILED");

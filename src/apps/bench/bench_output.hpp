@@ -38,6 +38,9 @@ struct TableStyle {
   /// Notes already printed (boundary legends, warnings); a sweep over several worlds passes one
   /// set so that each note shows once. nullptr: every table prints its own.
   std::set<std::string>* shown = nullptr;
+  /// Lines placed after the notes and before the closing verdict and failure count (the
+  /// measured throughput): the table ends with its verdict.
+  std::string before_verdict;
 };
 
 std::string format_table(const model::Topology& topo, const std::vector<plan::Plan>& plans,
