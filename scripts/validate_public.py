@@ -7,10 +7,13 @@ parameters on the wire, Z3 resharding: torchtitan's FSDP2 defaults) unless its f
 otherwise. Printed per row: projected and published tokens/s per GPU and the error, and the MFU
 under the row's own FLOP convention and peak, projected as published MFU x projected tokens/s
 / published tokens/s (the source's FLOPs per token and peak are constants of the row), with the
-error in MFU points. The rows validate the projection; no machine parameter is set from them.
+error in MFU points, and the projected peak memory per rank against the machine's. The rows validate the projection; no machine parameter is set from them.
 
   scripts/validate_public.py [--bin DIR] [--rows FILE] [--only ID ...] [--json OUT]
                              [--tolerance-tokens 0.12] [--tolerance-mfu 0.05] [--strict]
+
+A row the projection marks out of memory (status oom: its peak per rank exceeds the machine's
+memory) prints as oom with its peak and the capacity and counts as outside the tolerances.
 
 Exit 0 with the table (and --json); with --strict, 3 when a row is outside the tolerances;
 2 on bad input or when dmuon_project fails (its message is shown)."""
@@ -59,9 +62,26 @@ def project(exe, row):
     except (ValueError, KeyError, IndexError) as e:
         die(f"row '{row['id']}': unreadable dmuon_project JSON ({e})")
     world = int(run["world_size"])
-    return {"tokens_per_s_per_gpu": run["tokens_per_s"] / world, "step_ms": run["step_ms"],
-            "phases_ms": run.get("phases_ms", {}), "mfu_own": run.get("mfu"),
-            "flop_convention": run.get("flop_convention"), "command": " ".join(cmd[1:])}
+    mem = run.get("memory") or {}
+    out = {"command": " ".join(cmd[1:]), "peak_GB": mem.get("peak_GB"),
+           "capacity_GB": mem.get("capacity_GB"), "memory_phase": mem.get("phase")}
+    if run.get("status") == "oom":
+        # The projection says this run does not fit: no time, counted as a miss.
+        return dict(out, oom=True, error=run.get("error", "oom"))
+    if "tokens_per_s" not in run:
+        die(f"row '{row['id']}': dmuon_project reported no tokens/s (status "
+            f"'{run.get('status', '?')}': {run.get('error', 'no reason given')})")
+    return dict(out, oom=False, tokens_per_s_per_gpu=run["tokens_per_s"] / world,
+                step_ms=run["step_ms"], phases_ms=run.get("phases_ms", {}),
+                mfu_own=run.get("mfu"), flop_convention=run.get("flop_convention"))
+
+
+def memory_cell(p):
+    """'peak / capacity' in GB (1e9 B) as the projection reports them; '-' when not reported."""
+    if p.get("peak_GB") is None:
+        return "-"
+    cap = p.get("capacity_GB")
+    return f"{p['peak_GB']:.1f} / {cap:g}" if cap else f"{p['peak_GB']:.1f}"
 
 
 def main():
@@ -93,13 +113,20 @@ def main():
         rows = [r for r in rows if r["id"] in a.only]
 
     print("| row | published tok/s/GPU | projected | error | published MFU | projected MFU | "
-          "error (points) | within |")
-    print("|---|---|---|---|---|---|---|---|")
+          "error (points) | peak GB / capacity | within |")
+    print("|---|---|---|---|---|---|---|---|---|")
     outside = 0
     results = []
     for r in rows:
         p = project(exe, r)
-        pub_t, proj_t = r["tokens_per_s_per_gpu"], p["tokens_per_s_per_gpu"]
+        pub_t = r["tokens_per_s_per_gpu"]
+        if p["oom"]:
+            outside += 1
+            print(f"| {r['id']} | {pub_t:,.0f} | oom | - | {r['mfu']:.1%} | - | - | "
+                  f"{memory_cell(p)} | NO (oom) |")
+            results.append(dict(r, projected=p, within=False))
+            continue
+        proj_t = p["tokens_per_s_per_gpu"]
         err_t = proj_t / pub_t - 1
         proj_mfu = r["mfu"] * proj_t / pub_t  # the row's FLOPs per token and peak
         err_mfu = proj_mfu - r["mfu"]
@@ -108,7 +135,7 @@ def main():
         mark = " [D]" if r.get("mfu_derived") else ""
         print(f"| {r['id']} | {pub_t:,.0f} | {proj_t:,.0f} | {err_t:+.1%} | "
               f"{r['mfu']:.1%}{mark} | {proj_mfu:.1%} | {100 * err_mfu:+.1f} | "
-              f"{'yes' if ok else 'NO'} |")
+              f"{memory_cell(p)} | {'yes' if ok else 'NO'} |")
         results.append(dict(r, projected=p, tokens_error=err_t, mfu_projected=proj_mfu,
                             mfu_error=err_mfu, within=ok))
     print(f"\n{len(rows) - outside} of {len(rows)} rows within ±{a.tolerance_tokens:.0%} tokens/s "

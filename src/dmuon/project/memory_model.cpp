@@ -66,33 +66,6 @@ std::int64_t travelling_gradients(const engine::StepLayout& L, std::int64_t weig
 
 }  // namespace
 
-// Counting what each forward op writes counts every tensor once (an op's input is an earlier
-// op's output) and needs no list of saved tensors per op: it is an upper bound (an op whose
-// output backward does not read is counted too; in a transformer block nearly every output is
-// an input of a GEMM, norm, activation or attention backward). Korthikanti et al. 2022's
-// closed form (s·b·h·(34 + 5·a·s/h) bytes per layer) assumes a GeLU MLP of 4h, dropout and
-// unfused attention; the ops carry this model's own widths (GQA, MLA, SwiGLU, MoE top-k) and
-// the --fusion and --ac choices, which is why they are used instead.
-ActivationMemory activation_memory(const work::StepWork& work) {
-  ActivationMemory a;
-  a.modelled = true;
-  double saved = 0, recompute = 0;
-  for (const auto& unit : work.units) {
-    double written = 0, again = 0;
-    for (const auto& op : unit.forward) written += op.bytes_written;
-    for (const auto& op : unit.recompute) again += op.bytes_written;
-    // A recomputing unit keeps its output as the checkpoint the next unit recomputes from (in
-    // a residual stack the block's output has its input's shape).
-    const double checkpoint =
-        unit.recompute.empty() || unit.forward.empty() ? 0.0 : unit.forward.back().bytes_written;
-    saved += std::max(checkpoint, written - again + checkpoint);
-    recompute = std::max(recompute, again);
-  }
-  a.saved = rounded(saved);
-  a.recompute = rounded(recompute);
-  return a;
-}
-
 const char* memory_phase_name(MemoryPhase p) {
   switch (p) {
     case MemoryPhase::forward: return "forward";
@@ -187,7 +160,7 @@ RankMemory memory_of(const engine::StepLayout& L) {
 
 RankMemory with_activations(RankMemory m, const ActivationMemory& a) {
   m.activations = a.saved;
-  m.recompute = a.recompute;
+  m.recompute = a.backward_extra(m.grad_buffers);
   return m;
 }
 

@@ -25,8 +25,10 @@
 //                     Newton–Schulz on (the host kernel's iterate, successor, input and output
 //                     r×c, five m×m products; one matrix at a time)
 //   tp_buffers        --tp exchange: send and receive (wire), the fp32 logical matrix
-//   activations       saved for backward, one micro-batch (ActivationMemory)
-//   recompute         the largest unit's recomputed activations, live during its backward
+//   activations       what autograd keeps for backward, one micro-batch (activation_memory.hpp)
+//   recompute         what backward holds beyond activations and grad_buffers at its peak: a
+//                     unit's recomputed tensors and the largest gradient one of its backward
+//                     ops writes (ActivationMemory::backward_extra)
 //
 // Phases: forward end = persistent + weights + activations; backward = that + recompute +
 // grad_buffers (its start: every activation still held, the first gradients travelling);
@@ -38,23 +40,9 @@
 #include <vector>
 
 #include "dmuon/engine/step/step_layout.hpp"
-#include "dmuon/work/step_work.hpp"
+#include "dmuon/project/activation_memory.hpp"
 
 namespace dmuon::project {
-
-/// Activation bytes of one micro-batch on one rank (from the step work).
-struct ActivationMemory {
-  /// Saved for backward at the end of forward: per work unit, the bytes its forward ops write,
-  /// less those its checkpointing policy recomputes, plus the unit's output kept as the
-  /// checkpoint when it recomputes anything.
-  std::int64_t saved = 0;
-  /// The largest unit's recomputed bytes (live while that unit runs its backward).
-  std::int64_t recompute = 0;
-  bool modelled = false;  ///< false: no step work (--seq-len not given): activations count 0
-};
-
-/// The activation memory of `work` (see ActivationMemory; the rule and why: docs/MEMORY.md).
-ActivationMemory activation_memory(const work::StepWork& work);
 
 enum class MemoryPhase { forward, backward, optimizer };
 const char* memory_phase_name(MemoryPhase p);

@@ -38,6 +38,25 @@ double OpCost::forward(const ParamLayout& p, std::int64_t local) const {
   return s + cost_.gemm(b, rows, cols, compute_);
 }
 
+// FSDP2 (the FSDP the baselines stand for: torchtitan's) interleaves a group's shards in one
+// all-gather buffer and copies each parameter out of it on the compute stream after the gather
+// (foreach_all_gather_copy_out: split_with_sizes_copy), and before a reduce-scatter copies the
+// group's gradients into one buffer (foreach_reduce_scatter_copy_in: _chunk_cat), which the
+// compute stream waits for. Each reads and writes every element once: HBM bytes at the
+// memory-bound rate (memory_bound_efficiency: STREAM-type copy benchmarks). The engine's own
+// CUDA backend gathers in place and does not copy (docs/PROJECTION.md).
+double OpCost::fsdp2_copy_out(const ParamLayout& p) const {
+  if (!gpu_ || !p.sharded()) return 0;
+  const double e = wire_bytes(p), n = static_cast<double>(p.numel);
+  return op_time_.seconds(work::memory_op("fsdp2_copy_out", n * e, n * e, 0, 0));
+}
+
+double OpCost::fsdp2_copy_in(const ParamLayout& p) const {
+  if (!gpu_ || !p.sharded()) return 0;
+  const double e = wire_bytes(p), n = static_cast<double>(p.numel);
+  return op_time_.seconds(work::memory_op("fsdp2_copy_in", n * e, n * e, 0, 0));
+}
+
 double OpCost::backward(const ParamLayout& p, std::int64_t local) const {
   const std::int64_t rows = p.shape.rows, cols = p.shape.cols, b = local;
   double s = 0;
@@ -53,7 +72,7 @@ double OpCost::backward(const ParamLayout& p, std::int64_t local) const {
     s += cost_.gemm(rows, cols, b, compute_);  // dW = dYᵀ·X
   }
   if (p.padding() > 0) s += cost_.elementwise(static_cast<double>(p.padding()) * wire_bytes(p));
-  return s;
+  return s + fsdp2_copy_in(p);
 }
 
 double OpCost::pack(const engine::StepLayout& L, int group) const {
@@ -67,9 +86,12 @@ double OpCost::pack(const engine::StepLayout& L, int group) const {
       }
       break;
     case GroupKind::fsdp:
+      // Each gather (forward; Z3 also backward) packs the shard and copies the gathered
+      // parameter out (placed here, before the gather: the compute stream's total is the same).
       for (int pi : g.members) {
         const auto& p = L.params[static_cast<std::size_t>(pi)];
-        s += cost_.elementwise(static_cast<double>(p.chunk) * (4 + wire_bytes(p)));
+        s += cost_.elementwise(static_cast<double>(p.chunk) * (4 + wire_bytes(p))) +
+             fsdp2_copy_out(p);
       }
       break;
     case GroupKind::ddp:

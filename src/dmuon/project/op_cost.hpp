@@ -8,12 +8,14 @@
 // (GPU: --ns-dtype; CPU: fp32), masters and optimizer state fp32.
 //
 //   pack        one conversion per packed pair rooted here / per FSDP shard / DDP replica:
-//               (4 + w) bytes per element
+//               (4 + w) bytes per element; GPU FSDP groups also FSDP2's copy-out of every
+//               gathered parameter (2w bytes per element, at the memory-bound rate)
 //   forward     b local samples of a rows×cols weight: draw X (b·cols) [+ T on the host],
 //               Y = X·Wᵀ (GEMM b×rows, k = cols)
 //   backward    [draw T (b·rows) on a GPU], dY = (Y − T)·G/n (3 passes of b·rows),
 //               dX = dY·W (GEMM b×cols, k = rows), dW = dYᵀ·X (GEMM rows×cols, k = b);
-//               b = 0: a memset of the gradient; sharded padding zeroed
+//               b = 0: a memset of the gradient; sharded padding zeroed; GPU FSDP
+//               parameters also FSDP2's reduce-scatter copy-in (2w bytes per element)
 //   prepare     Muon momentum per updated parameter: grad (w) + momentum (8) + input (n or w)
 //   newton_schulz  ComputeCost::newton_schulz (+ a conversion of fsdp-muon's gathered input
 //               when the wire and Newton–Schulz types differ); --tp: of the logical matrix
@@ -81,6 +83,9 @@ class OpCost {
   double wire_bytes(const engine::ParamLayout& p) const {
     return p.alt_wire ? static_cast<double>(kernels::dtype_bytes(p.wire)) : w_;
   }
+  /// FSDP2's per-gather copy-out and per-reduce copy-in of a sharded parameter on a GPU.
+  double fsdp2_copy_out(const engine::ParamLayout& p) const;
+  double fsdp2_copy_in(const engine::ParamLayout& p) const;
   kernels::NsConfig ns_config_;
   mutable std::map<std::pair<std::int64_t, std::int64_t>, double> ns_cache_;
 };

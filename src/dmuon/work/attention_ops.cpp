@@ -75,6 +75,12 @@ OpPair fused_attention_ops(const AttentionShape& a, double e) {
                                    (z.q + z.k + z.v) * e, z.o * e + z.rows * kF32Bytes, 5 * S, 1));
   // dK, dV are written per query head under GQA (then reduced), per key head otherwise.
   const double dkv = grouped(a) ? z.tokens * static_cast<double>(a.heads) * dims : z.k + z.v;
+  // Kept for the backward: Q, K, V as the kernel got them (under GQA repeated to every query
+  // head, which the backward's per-head dK, dV and the reduction above mirror: torchtitan's
+  // repeat_kv), the output O and the fp32 log-sum-exp per row. O is the output projection's
+  // input too: counted here once.
+  p.forward.back().saved_bytes =
+      (z.q + (grouped(a) ? dkv : z.k + z.v) + z.o) * e + z.rows * kF32Bytes;
   const double read = 2 * z.o * e  // rowsum(dO∘O)
                       + (z.q + z.k + z.v + z.o) * e +
                       2 * z.rows * kF32Bytes  // main: Q K V dO, LSE, D

@@ -106,10 +106,13 @@ void emit_attention(UnitBuilder& b, const Context& c, const std::vector<int>& it
   linears.pop_back();
   pre_norm(b, c);
   b.add(fanout_ops(consumers_of(linears, c.stack.hidden), c.rows, c.hidden(), c.e), c.block);
+  bool normed_kept = false;  // the linears reading the normed hidden state share one input
   for (int m : items) {
     if (m == out.module) continue;
     if (auto l = linear_of(c.tree, m)) {
-      b.linear(*l, c.rows, c.e);
+      const bool shared = l->in == c.stack.hidden;
+      b.linear(*l, c.rows, c.e, shared && normed_kept);
+      normed_kept = normed_kept || shared;
     } else {
       const auto& w = c.tree.parameter(c.tree.module(m).params.front());
       b.add(norm_ops(*norm_of(c.tree, m), c.rows, static_cast<double>(w.numel()), c.e, c.fusion),
@@ -129,7 +132,7 @@ void emit_attention(UnitBuilder& b, const Context& c, const std::vector<int>& it
                            static_cast<double>(a.qk_rope), c.e),
           c.block);
   b.add(fused_attention_ops(attention_shape(c), c.e), c.block);
-  b.linear(out, c.rows, c.e);
+  b.linear(out, c.rows, c.e, true);  // its input is the attention's output, kept there
   residual(b, c);
 }
 
@@ -149,12 +152,17 @@ void emit_activation(UnitBuilder& b, const Context& c, std::size_t inputs, doubl
 }
 
 // Input linears, activation, output linear over `rows` tokens (a dense MLP, a shared expert).
+// The input linears share one input, kept once (not at all when `input_kept`: an earlier op
+// of the block keeps it).
 void emit_mlp_linears(UnitBuilder& b, const Context& c, std::vector<Linear> linears, double rows,
-                      int module) {
+                      int module, bool input_kept) {
   if (linears.empty()) return;
   const Linear out = linears.back();
   linears.pop_back();
-  for (const auto& l : linears) b.linear(l, rows, c.e);
+  for (const auto& l : linears) {
+    b.linear(l, rows, c.e, input_kept);
+    input_kept = true;
+  }
   if (!linears.empty()) emit_activation(b, c, linears.size(), rows, linears.front().out, module);
   b.linear(out, rows, c.e);
 }
@@ -164,7 +172,7 @@ void emit_dense_mlp(UnitBuilder& b, const Context& c, const std::vector<Linear>&
   pre_norm(b, c);
   const std::vector<Linear> inputs(linears.begin(), linears.end() - 1);
   b.add(fanout_ops(consumers_of(inputs, c.stack.hidden), c.rows, c.hidden(), c.e), c.block);
-  emit_mlp_linears(b, c, linears, c.rows, c.block);
+  emit_mlp_linears(b, c, linears, c.rows, c.block, false);
   residual(b, c);
 }
 
@@ -236,15 +244,15 @@ void emit_moe(UnitBuilder& b, const Context& c, int moe) {
   b.add(router_ops(m.scoring, c.rows, static_cast<double>(experts), dk, c.e), moe);
   b.add(dispatch_ops(c.rows, dk, c.hidden(), c.e), moe);
   const double per_expert = routed_rows / static_cast<double>(experts);
-  for (std::size_t j = 0; j + 1 < expert.size(); ++j)
-    b.grouped_linear(expert[j], container, static_cast<int>(j), experts, per_expert, c.e);
+  for (std::size_t j = 0; j + 1 < expert.size(); ++j)  // the dispatched rows, kept once
+    b.grouped_linear(expert[j], container, static_cast<int>(j), experts, per_expert, c.e, j > 0);
   if (expert.size() > 1)
     emit_activation(b, c, expert.size() - 1, routed_rows, expert.front().out, container);
   b.grouped_linear(expert.back(), container, static_cast<int>(expert.size() - 1), experts,
                    per_expert, c.e);
   b.add(combine_ops(c.rows, dk, c.hidden(), c.e), moe);
   if (!p.shared.empty()) {
-    emit_mlp_linears(b, c, p.shared, c.rows, moe);
+    emit_mlp_linears(b, c, p.shared, c.rows, moe, !p.router.empty());  // the router keeps it
     const double N = c.rows * c.hidden();  // shared + routed; its backward passes dy to both
     b.add({{memory_op("moe_shared_add", 2 * N * c.e, N * c.e, N, 1)}, {}}, moe);
   }

@@ -27,6 +27,8 @@ OpPair linear_ops(double tokens, std::int64_t in_features, std::int64_t out_feat
   // Forward with the bias added in the GEMM's epilogue (addmm).
   p.forward.push_back(gemm_op("linear", Phase::forward, t, out, in, b,
                               b * (t * in + out * in + (bias ? out : 0)) * e, b * t * out * e));
+  // Its weight gradient reads the input X (the weight is a parameter, not an activation).
+  p.forward.back().saved_bytes = b * t * in * e;
   p.backward.push_back(gemm_op("linear.dgrad", Phase::backward, t, in, out, b,
                                b * (t * out + out * in) * e, b * t * in * e));
   p.backward.push_back(gemm_op("linear.wgrad", Phase::backward, out, in, t, b,

@@ -47,6 +47,11 @@ struct Op {
   double flops = 0;         ///< matmul FLOPs (2 per multiply-add)
   double vector_flops = 0;  ///< other arithmetic, per the op's stated count
   double bytes_read = 0, bytes_written = 0;
+  /// Forward ops: bytes of the tensors autograd keeps from this op for backward that no
+  /// earlier op of its unit already keeps — the inputs its backward reads, its own outputs
+  /// when its backward reads them, its side tensors (rstd, LSE, fp32 copies, indices). Each
+  /// tensor is counted once per unit (docs/MEMORY.md "Activations"). 0 for other phases.
+  double saved_bytes = 0;
   int kernels = 1;  ///< launches (an eager decomposition launches several)
   GemmShape gemm;
   AttentionShape attention;

@@ -64,16 +64,19 @@ void UnitBuilder::add(OpPair p, int module) {
   backward_.push_back(std::move(p.backward));
 }
 
-void UnitBuilder::linear(const Linear& l, double tokens, double e) {
+void UnitBuilder::linear(const Linear& l, double tokens, double e, bool input_kept) {
   OpPair p = linear_ops(tokens, l.in, l.out, 1, l.bias, e);
+  if (input_kept) p.forward.front().saved_bytes = 0;
   for (auto* list : {&p.forward, &p.backward})
     for (auto& op : *list) op.param = op.kind == OpKind::gemm ? l.param : -1;
   add(std::move(p), l.module);
 }
 
 void UnitBuilder::grouped_linear(const Linear& first, int container, int member,
-                                 std::int64_t experts, double tokens_per_expert, double e) {
+                                 std::int64_t experts, double tokens_per_expert, double e,
+                                 bool input_kept) {
   OpPair p = linear_ops(tokens_per_expert, first.in, first.out, experts, first.bias, e);
+  if (input_kept) p.forward.front().saved_bytes = 0;
   for (auto* list : {&p.forward, &p.backward})
     for (auto& op : *list) op.member = member;
   add(std::move(p), container);

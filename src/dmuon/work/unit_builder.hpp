@@ -31,11 +31,13 @@ class UnitBuilder {
  public:
   /// Appends one forward step: its ops (module set to `module` where unset) and its backward.
   void add(OpPair p, int module);
-  /// A parameter's linear over `tokens` rows (module and param set).
-  void linear(const Linear& l, double tokens, double e);
+  /// A parameter's linear over `tokens` rows (module and param set). `input_kept`: an earlier
+  /// op of the unit already keeps its input for backward (a shared normed input, the
+  /// attention's output), so the linear adds no saved bytes.
+  void linear(const Linear& l, double tokens, double e, bool input_kept = false);
   /// Experts' linears, one grouped GEMM per position `member` inside an expert.
   void grouped_linear(const Linear& first, int container, int member, std::int64_t experts,
-                      double tokens_per_expert, double e);
+                      double tokens_per_expert, double e, bool input_kept = false);
 
   /// Moves the ops into `unit` (forward, and backward in reverse step order).
   void finish(WorkUnit& unit);

@@ -6,7 +6,7 @@
   time), their peak is the sum of its phase's terms, and the table has a mem GB column.
 - DeepSeek-V3 on 64 H100 80GB with fsdp-adamw: 671 B parameters / 64 = 10.5 B per rank, so
   the fp32 masters (42 GB) and AdamW's two moments (84 GB) alone exceed 80 GB: status oom, the
-  excess = peak - 80e9 bytes, no time in the table or the JSON, exit 0 (not a failure), and
+  excess = peak - 84.99e9 bytes (the 79.15 GiB PyTorch can allocate of an 80 GiB part), no time in the table or the JSON, exit 0 (not a failure), and
   the HDF5 summary carries the memory terms.
 Exit 0 with 'OK', 1 with the first failed check."""
 import argparse
@@ -39,6 +39,10 @@ PHASES = {
 }
 
 
+# What CUDA allocations can use on an 80 GB A100 / H100 (configs/machines: 79.15 GiB).
+CAPACITY_GB = 84.99
+
+
 def check_memory(r, where):
     m = r.get("memory")
     if m is None:
@@ -66,14 +70,15 @@ def main():
              "--comm-dtype", "bf16", "--seq-len", "8192", "--micro-batch", "1", "--ac",
              "selective"]
     j = json.loads(run(llama + ["--json"]))
-    if j["machine"]["memory_GB"] != 80 or j["oom"] != 0:
+    if j["machine"]["memory_GB"] != CAPACITY_GB or j["oom"] != 0:
         fail(f"llama3-8b on a100-80gb: memory_GB {j['machine']['memory_GB']}, oom {j['oom']}")
     for r in j["runs"]:
         where = f"llama3-8b {r['method']}"
         m = check_memory(r, where)
         if r["status"] != "ok" or m["oom"] or not r["step_ms"] > 0:
             fail(f"{where}: status {r['status']}, oom {m['oom']}")
-        if not (10 < m["peak_GB"] < 80) or m["capacity_GB"] != 80 or m["excess_bytes"] != 0:
+        if not (10 < m["peak_GB"] < 80) or m["capacity_GB"] != CAPACITY_GB or \
+                m["excess_bytes"] != 0:
             fail(f"{where}: peak {m['peak_GB']:.1f} GB of {m['capacity_GB']}")
         if not m["activations_modelled"] or m["terms_bytes"]["activations"] <= 0:
             fail(f"{where}: activations not modelled with --seq-len")
@@ -97,8 +102,9 @@ def main():
         fail(f"deepseek-v3 masters {t['masters']} / optimizer state {t['optimizer_state']}")
     if r["status"] != "oom" or not m["oom"] or j["oom"] != 1 or j["failures"] != 0:
         fail(f"deepseek-v3: status {r['status']}, oom {j['oom']}, failures {j['failures']}")
-    if m["excess_bytes"] != m["peak_bytes"] - 80 * 10**9:
-        fail(f"deepseek-v3: excess {m['excess_bytes']} != peak {m['peak_bytes']} - 80e9")
+    if m["excess_bytes"] != m["peak_bytes"] - round(CAPACITY_GB * 1e9):
+        fail(f"deepseek-v3: excess {m['excess_bytes']} != peak {m['peak_bytes']} - "
+             f"{CAPACITY_GB}e9")
     if "step_ms" in r or "mfu" in r or "oom:" not in r.get("error", ""):
         fail(f"deepseek-v3: an oom run reports a time or no reason: {sorted(r)}")
     table = run(ds + ["--output", out])
@@ -118,7 +124,7 @@ def main():
             fail(f"results file: status {status!r}")
         if int(s["memory_peak_bytes"]) != m["peak_bytes"] or \
                 int(s["memory_excess_bytes"]) != m["excess_bytes"] or \
-                float(s["memory_capacity_GB"]) != 80:
+                float(s["memory_capacity_GB"]) != CAPACITY_GB:
             fail("results file: memory summary differs from the JSON")
         for k, v in t.items():
             if int(s[f"memory_{k}_bytes"]) != v:

@@ -162,6 +162,15 @@ TEST(MemoryModel, GradientsAreTheEnginesArenas) {
     }
 }
 
+// `saved` activation bytes, and `live` more while the first unit's backward runs.
+project::ActivationMemory activations(std::int64_t saved, std::int64_t live) {
+  project::ActivationMemory a;
+  a.saved = saved;
+  a.first_live = a.recompute = live;
+  a.modelled = true;
+  return a;
+}
+
 TEST(MemoryModel, PhasesAndPeak) {
   RankMemory m = memory(Method::dmuon, Reshard::z3, 0);
   // Persistent: 136 + 144 + 68 + 128 = 476. Forward 476 + 96 = 572; backward + 0 = 572;
@@ -171,8 +180,9 @@ TEST(MemoryModel, PhasesAndPeak) {
   EXPECT_EQ(m.phase_bytes(MemoryPhase::backward), 572);
   EXPECT_EQ(m.phase_bytes(MemoryPhase::optimizer), 1308);
   EXPECT_EQ(m.peak_phase(), MemoryPhase::optimizer);
-  // 1000 saved activation bytes and 100 recomputed: backward 572 + 1100 = 1672 is the peak.
-  m = project::with_activations(m, {1000, 100, true});
+  // 1000 saved activation bytes and 100 more during backward (no gradient buffers here):
+  // backward 572 + 1100 = 1672 is the peak.
+  m = project::with_activations(m, activations(1000, 100));
   EXPECT_EQ(m.peak_phase(), MemoryPhase::backward);
   EXPECT_EQ(m.peak(), 1672);
   // A device of 1e-6 GB = 1000 bytes: 672 over; no capacity: no check.
@@ -198,7 +208,7 @@ TEST(MemoryModel, ProjectionPeakRankAndPhase) {
     EXPECT_EQ(proj.memory.peak_phase(), MemoryPhase::optimizer);
     // With activations, every rank's backward grows alike: rank 0's is 572 + 2100 = 2672
     // (rank 1's 412 + 2100).
-    po.activations = {2000, 100, true};
+    po.activations = activations(2000, 100);
     const auto with =
         project::project(t, p, project::testing::measured_machine(2, 10, 5, "gpu"), po);
     EXPECT_EQ(with.memory.peak(), 2672);
@@ -207,40 +217,68 @@ TEST(MemoryModel, ProjectionPeakRankAndPhase) {
   }
 }
 
-// Activations: per unit what the forward ops write, less what is recomputed, plus the unit's
-// output kept as its checkpoint when it recomputes.
-TEST(MemoryModel, ActivationsFromTheStepWork) {
-  work::StepWork w;
-  auto op = [](double written) {
-    work::Op o;
-    o.bytes_written = written;
-    return o;
-  };
-  w.units.resize(2);
-  w.units[0].forward = {op(10), op(20)};  // no recompute: 30 saved
-  w.units[1].forward = {op(40), op(8)};   // recomputes the 40: 48 - 40 + checkpoint 8 = 16
-  w.units[1].recompute = {op(40)};
-  const auto a = project::activation_memory(w);
-  EXPECT_TRUE(a.modelled);
-  EXPECT_EQ(a.saved, 30 + 16);
-  EXPECT_EQ(a.recompute, 40);
+// Activations: what autograd keeps (work::Op::saved_bytes), counted by hand for llm tiny with
+// one block (h 128, q 4 heads × 32, k/v 1 head × 32, SwiGLU 256, vocabulary 1000), s = 16,
+// b = 1, bf16 (e = 2). T = 16 tokens, N = T·h = 2,048 elements.
+//   stem    token ids 8·T = 128
+//   block   fused: norm x + rstd 4,096 + 64; q's input 4,096 (k, v share it); attention Q
+//           4,096, K and V repeated to 4 heads 4,096 each, O 4,096, LSE 4·T·4 = 256; o's input
+//           is O; norm 4,160; gate's input 4,096 (up shares it); SwiGLU gate + up 2·8,192;
+//           down's input 8,192: 57,728. Eager norms keep x.float() 4N, rstd, the cast-back
+//           x̂ N·e (12,352 each) and SwiGLU silu(a) too (24,576): 82,304.
+//   head    final norm 4,160 (eager 12,352), head input 4,096, loss fused logits 32,000 + LSE
+//           64 + labels 128 (eager: fp32 log-probs 64,000 + labels 128): 40,448 (80,576)
+// Backward extra: the loss's gradient (fused 32,000; eager 2·4L + L·e + 4T = 160,064) runs
+// first; a block's largest backward output is attention.bwd's 20,736 (weight gradients are
+// not activations).
+work::StepWork tiny_work(work::AcPolicy ac, work::Fusion fusion) {
+  work::RunShape s;
+  s.seq_len = 16;
+  s.ac = ac;
+  s.fusion = fusion;
+  return work::build_step_work(model::build_topology("llm", "tiny", {{"L", "1"}}), s);
+}
 
-  // On a real geometry: recomputing more saves less (none > selective > full), and full keeps
-  // a checkpoint per block.
-  auto saved = [](work::AcPolicy ac) {
-    work::RunShape s;
-    s.seq_len = 64;
-    s.ac = ac;
-    return project::activation_memory(
-        work::build_step_work(model::build_topology("llm", "tiny"), s));
-  };
-  const auto none = saved(work::AcPolicy::none), sel = saved(work::AcPolicy::selective),
-             full = saved(work::AcPolicy::full);
-  EXPECT_GT(none.saved, sel.saved);
-  EXPECT_GT(sel.saved, full.saved);
-  EXPECT_GT(full.saved, 0);
-  EXPECT_EQ(none.recompute, 0);
-  EXPECT_GT(full.recompute, sel.recompute);
+TEST(MemoryModel, ActivationsAreWhatAutogradKeeps) {
+  using work::AcPolicy;
+  using work::Fusion;
+  const auto none = project::activation_memory(tiny_work(AcPolicy::none, Fusion::fused));
+  EXPECT_TRUE(none.modelled);
+  EXPECT_EQ(none.saved, 128 + 57728 + 40448);
+  EXPECT_EQ(none.first_saved, 40448);
+  EXPECT_EQ(none.first_live, 32000);
+  EXPECT_EQ(none.rest_live, 20736);
+  const auto eager = project::activation_memory(tiny_work(AcPolicy::none, Fusion::eager));
+  EXPECT_EQ(eager.saved, 128 + 82304 + 80576);
+  EXPECT_EQ(eager.first_live, 160064);
+  // full: the block keeps its input (4,096) and recreates its 57,728 in backward.
+  const auto full = project::activation_memory(tiny_work(AcPolicy::full, Fusion::fused));
+  EXPECT_EQ(full.saved, 128 + 4096 + 40448);
+  EXPECT_EQ(full.rest_live, 57728 + 20736);
+  // selective (SAC): the checkpoint plus the outputs of q 4,096, v 1,024, gate 8,192, down
+  // 4,096 and the attention 4,096 + 256 = 21,760; backward recreates the other 35,968.
+  const auto sel = project::activation_memory(tiny_work(AcPolicy::selective, Fusion::fused));
+  EXPECT_EQ(sel.saved, 128 + 4096 + 21760 + 40448);
+  EXPECT_EQ(sel.rest_live, 57728 - 21760 + 20736);
+  // core-attn: all but the LSE, recomputed with O.
+  const auto core = project::activation_memory(tiny_work(AcPolicy::core_attn, Fusion::fused));
+  EXPECT_EQ(core.saved, none.saved - 256);
+  EXPECT_EQ(core.rest_live, 4096 + 256 + 20736);
+}
+
+// Backward's peak: the loss's gradient before any gradient travels, or a later unit's with the
+// head's tensors freed and grad_buffers travelling.
+TEST(MemoryModel, BackwardExtraWeighsTheFirstUnitAgainstTheGradientBuffers) {
+  project::ActivationMemory a;
+  a.first_saved = 100;
+  a.first_live = 500;
+  a.rest_live = 300;
+  // Beyond activations + grad_buffers: max(500 − grad_buffers, 300 − 100).
+  EXPECT_EQ(a.backward_extra(0), 500);
+  EXPECT_EQ(a.backward_extra(250), 250);
+  EXPECT_EQ(a.backward_extra(900), 200);
+  a.rest_live = 50;  // later units add less than the head's tensors freed: nothing
+  EXPECT_EQ(a.backward_extra(900), 0);
 }
 
 // Rank symmetry: a DMuon rank's reduced layout (reduced_layout.hpp: its rooted pairs kept, the
@@ -298,18 +336,22 @@ TEST(MemoryModel, ReducedLayoutsAgreeWithFullOnes) {
 
 TEST(MemoryModel, MachineMemoryKey) {
   const auto a100 = project::load_machine("a100-80gb", DMUON_MACHINES_DIR);
-  EXPECT_EQ(a100.memory_gb, 80);
-  EXPECT_EQ(project::load_machine("h200", DMUON_MACHINES_DIR).memory_gb, 141);
+  // What CUDA can allocate: 79.15 GiB of an 80 GiB A100 (PyTorch's total capacity), 140.4 GiB
+  // of an H200 less the same 0.85 GiB reserve (the machine files' comments).
+  EXPECT_DOUBLE_EQ(a100.memory_gb, 84.99);
+  EXPECT_NEAR(79.15 * 1073741824.0 / 1e9, 84.99, 0.005);
+  EXPECT_DOUBLE_EQ(project::load_machine("h200", DMUON_MACHINES_DIR).memory_gb, 149.8);
+  EXPECT_NEAR((143771.0 / 1024 - 0.85) * 1073741824.0 / 1e9, 149.8, 0.05);
   EXPECT_EQ(project::load_machine("gb200-nvl72", DMUON_MACHINES_DIR).memory_gb, 186);
   // Optional: a machine without it has no capacity check; to_yaml keeps it.
   EXPECT_EQ(project::testing::measured_machine(2, 10, 5).memory_gb, 0);
-  EXPECT_EQ(project::parse_machine(project::to_yaml(a100), "again").memory_gb, 80);
+  EXPECT_DOUBLE_EQ(project::parse_machine(project::to_yaml(a100), "again").memory_gb, 84.99);
   std::string text = a100.text;
-  const auto at = text.find("memory_GB: 80");
+  const auto at = text.find("memory_GB: 84.99");
   ASSERT_NE(at, std::string::npos);
   for (const char* bad : {"memory_GB: -3", "memory_GB: lots", "memory_GB: 0"}) {
     std::string t = text;
-    t.replace(at, std::string("memory_GB: 80").size(), bad);
+    t.replace(at, std::string("memory_GB: 84.99").size(), bad);
     try {
       project::parse_machine(t, "bad.yaml");
       ADD_FAILURE() << bad << " was accepted";
