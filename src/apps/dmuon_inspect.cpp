@@ -1,5 +1,8 @@
 // dmuon_inspect: where DMuon would register its hooks and who owns each matrix, for a
 // topology, a boundary policy and a rank layout — and what that choice costs. No MPI launch.
+// The communication is predicted for both reshard modes, each on its own plan (a tied
+// parameter's site differs); the mode not shown may have no valid plan (a strict boundary
+// finds no Z2 site where Z3's lowest common ancestor is valid): its rows then say why.
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -8,7 +11,6 @@
 #include <array>
 #include <cstdio>
 #include <iostream>
-#include <map>
 #include <optional>
 
 #include "common/plan_options.hpp"
@@ -16,28 +18,121 @@
 #include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/tp_shard.hpp"
-#include "dmuon/comm/collective_counters.hpp"
 #include "dmuon/engine/step/accumulation.hpp"
 #include "dmuon/engine/step/grad_clip.hpp"
-#include "dmuon/plan/comm_volume.hpp"
-#include "dmuon/plan/ddp_dmuon_volume.hpp"
+#include "dmuon/engine/step/step_volume.hpp"
 #include "dmuon/plan/plan_json.hpp"
-#include "dmuon/plan/sharded_adamw_volume.hpp"
 #include "dmuon/plan/tp_json.hpp"
 #include "dmuon/plan/tp_layouts.hpp"
-#include "dmuon/plan/tp_volume.hpp"
 
 namespace {
 
 using namespace dmuon;
+using comm::CollectiveKind;
 
 double mb(std::int64_t bytes) {
   return static_cast<double>(bytes) / 1e6;
 }
 
+// What the flags ask for.
+struct InspectArgs {
+  apps::PlanOptions plan;
+  int world_size = 8;
+  std::string layout;
+  bool json = false;
+  std::int64_t max_rows = 40;
+  plan::GradReduce grad_reduce = plan::GradReduce::per_param;
+  plan::Reshard shown = plan::Reshard::z3;
+  int accum = 1;
+  double clip = 0;
+  engine::ClipNormType clip_type = engine::ClipNormType::two;
+  std::size_t rows() const { return static_cast<std::size_t>(max_rows); }
+};
+
+// One reshard mode: its plan and predicted step, or the one-line reason it has none.
+struct Mode {
+  plan::Reshard reshard = plan::Reshard::z3;
+  std::optional<plan::Plan> plan;
+  engine::StepVolume volume;
+  std::string error;
+  bool valid() const { return error.empty(); }
+  const char* name() const { return plan::reshard_name(reshard); }
+};
+using Modes = std::array<Mode, 2>;  // z3, z2
+
+engine::VolumeOptions volume_options(const InspectArgs& a, engine::Method method,
+                                     plan::Reshard reshard) {
+  engine::VolumeOptions o;
+  o.method = method;
+  o.reshard = reshard;
+  o.grad_reduce = a.grad_reduce;
+  o.wire_bytes = 0;  // each parameter's dtype (dmuon_bench: --comm-dtype)
+  o.accum = a.accum;
+  o.clip = a.clip > 0;
+  return o;
+}
+
+Mode resolve_mode(const model::Topology& topo, InspectArgs a, plan::Reshard reshard) {
+  Mode m;
+  m.reshard = reshard;
+  a.plan.reshard = reshard;
+  m.plan = plan::make_plan(topo.tree, apps::make_plan_config(a.plan, topo, a.world_size));
+  // Per DP rank, on the local shards each rank holds (the full parameters when T = 1).
+  m.volume = engine::predict_step_volume(topo.tree, *m.plan,
+                                         volume_options(a, engine::Method::dmuon, reshard));
+  return m;
+}
+
+// Both modes: the shown one's failure is the run's (exit 2); the other's becomes its rows.
+Modes resolve_modes(const model::Topology& topo, const InspectArgs& a) {
+  const auto other_reshard = a.shown == plan::Reshard::z3 ? plan::Reshard::z2 : plan::Reshard::z3;
+  Mode shown = resolve_mode(topo, a, a.shown);
+  Mode other;
+  other.reshard = other_reshard;
+  try {
+    other = resolve_mode(topo, a, other_reshard);
+  } catch (const InputError& e) {
+    other.error = e.what();
+  }
+  if (a.shown == plan::Reshard::z3) return {std::move(shown), std::move(other)};
+  return {std::move(other), std::move(shown)};
+}
+
+const Mode& shown_mode(const Modes& modes, const InspectArgs& a) {
+  return a.shown == plan::Reshard::z3 ? modes[0] : modes[1];
+}
+
+// --route sharded_adamw: its parameters, sites and per-rank collectives in one mode.
+struct ShardedAdamw {
+  std::int64_t params = 0, elements = 0, sites = 0;
+  engine::KindExpectation all_gather, reduce_scatter, all_reduce;
+};
+
+ShardedAdamw sharded_adamw(const model::ModuleTree& tree, const Mode& m) {
+  ShardedAdamw s;
+  for (int pid : tree.parameter_order())
+    if (m.plan->route.at(static_cast<std::size_t>(pid)) == plan::ParamRoute::sharded_adamw) {
+      ++s.params;
+      s.elements += tree.parameter(pid).numel();
+    }
+  s.sites = static_cast<std::int64_t>(m.plan->sharded_hooks.sites.size());
+  constexpr auto route = plan::VolumeRoute::sharded_adamw;
+  s.all_gather = m.volume.max_of(route, CommGroup::shard, CollectiveKind::all_gather);
+  s.reduce_scatter = m.volume.max_of(route, CommGroup::shard, CollectiveKind::reduce_scatter);
+  s.all_reduce = m.volume.max_of(route, CommGroup::replicate, CollectiveKind::all_reduce);
+  return s;
+}
+
+// --clip-norm: the bytes of its one world all_reduce of one fp32 under the counter convention
+// (floor(1·(N−1)/N)·4 = 0: a one-element all-reduce moves no chunk).
+std::int64_t clip_bytes(const Mode& m) {
+  return m.volume.max_of(plan::VolumeRoute::clip, CommGroup::world, CollectiveKind::all_reduce)
+      .bytes;
+}
+
 // Tensor parallelism: the TP owners and the per-world-rank volume with the TP gather/scatter.
-void print_tp(const model::Topology& topo, const plan::Plan& p, const plan::TpCommVolume& z3,
-              const plan::TpCommVolume& z2, std::size_t max_rows) {
+void print_tp(const model::Topology& topo, const plan::Plan& p, const Modes& modes,
+              std::size_t max_rows) {
   const auto& t = p.tp;
   const auto& part = p.partition;
   fmt::print(
@@ -65,22 +160,27 @@ void print_tp(const model::Topology& topo, const plan::Plan& p, const plan::TpCo
   fmt::print(
       "#\n# predicted DMuon communication per step with TP (max over the {} ranks; DP "
       "collectives on local shards, TP gather of gradients + TP scatter of fp32 updates)\n",
-      z3.world);
+      p.grid().world());
   fmt::print("# {:>7} {:>10} {:>10} {:>12} {:>12} {:>12}\n", "reshard", "gathers", "scatters",
              "gather MB", "scatter MB", "MB/rank");
-  for (const auto* v : {&z3, &z2})
-    fmt::print("  {:>7} {:>10} {:>10} {:>12.3f} {:>12.3f} {:>12.3f}\n",
-               plan::reshard_name(v->dp.reshard), v->gather.max_calls(), v->scatter.max_calls(),
-               mb(v->gather.max_bytes()), mb(v->scatter.max_bytes()), mb(v->max_bytes_per_rank()));
+  for (const auto& m : modes) {
+    if (!m.valid()) {
+      fmt::print("  {:>7} not valid: {}\n", m.name(), m.error);
+      continue;
+    }
+    const auto& v = m.volume.tp_exchange;
+    fmt::print("  {:>7} {:>10} {:>10} {:>12.3f} {:>12.3f} {:>12.3f}\n", m.name(),
+               v.gather.max_calls(), v.scatter.max_calls(), mb(v.gather.max_bytes()),
+               mb(v.scatter.max_bytes()), mb(v.max_bytes_per_rank()));
+  }
 }
 
-void print_human(const model::Topology& topo, const plan::Plan& p, const plan::CommVolume& z3,
-                 const plan::CommVolume& z2, const plan::CommVolume* ddp, std::size_t max_rows) {
+// The first lines: the model, the rules, the routes and the world.
+void print_summary(const model::Topology& topo, const plan::Plan& p) {
   const auto& tree = topo.tree;
   const auto& part = p.partition;
-  const auto& hooks = p.hooks;
   std::int64_t ded_numel = 0, ded_bytes = 0;  // site sums are checked: so are theirs
-  for (const auto& s : hooks.sites) {
+  for (const auto& s : p.hooks.sites) {
     ded_numel += s.numel;
     ded_bytes += s.bytes;
   }
@@ -88,7 +188,7 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
       "# dmuon_inspect  topology {} ({}): {} modules, {} parameters, {} dedicated "
       "({:.3f} M elements, {:.3f} MB)\n",
       topo.name, topo.preset.empty() ? "file" : topo.preset, tree.num_modules(),
-      tree.num_parameters(), hooks.dedicated.size(), static_cast<double>(ded_numel) / 1e6,
+      tree.num_parameters(), p.hooks.dedicated.size(), static_cast<double>(ded_numel) / 1e6,
       mb(ded_bytes));
   fmt::print("# dedicate {}   boundary {}   sites for reshard {}\n",
              abbreviate_value(p.rule.spec()), abbreviate_value(p.policy.label()),
@@ -115,6 +215,10 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
              part.options.shard, p.tp.tp, partition::strategy_name(part.options.strategy),
              partition::cost_model_name(part.options.cost_model),
              part.options.pack ? fmt::format("on (< {})", part.options.pack_threshold) : "off");
+}
+
+void print_sites(const plan::Plan& p, std::size_t max_rows) {
+  const auto& hooks = p.hooks;
   const bool z3_sites = p.config.reshard == plan::Reshard::z3;
   fmt::print("#\n# hook sites: {}   (forward order; broadcasts/step are {}: {} per owner{})\n",
              hooks.sites.size(), z3_sites ? "Z3" : "Z2", z3_sites ? 2 : 1,
@@ -128,12 +232,15 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
       break;
     }
     const auto& s = hooks.sites[i];
-    const auto owners = plan::site_owner_ranks(s, part);
+    const auto owners = plan::site_owner_ranks(s, p.partition);
     fmt::print("  {:>4}  {:<40} {:<22} {:>6} {:>10} {:>9.3f} {:>6} {:>8}  {}\n", i,
                s.path.empty() ? "<root>" : s.path, s.type, s.params.size(), s.numel, mb(s.bytes),
                owners.size(), (z3_sites ? 2 : 1) * plan::site_packed_buffers(s, p),
                boundary::site_reason_name(hooks.reason[s.params.front()]));
   }
+}
+
+void print_owners(const partition::Partition& part, std::size_t max_rows) {
   fmt::print("#\n# owners per slot\n# {:>5} {:>5} {:>5} {:>5} {:>6} {:>12} {:>10}\n", "slot",
              "shard", "rep", "rank", "units", "numel", "cost");
   std::vector<int> units_per_slot(part.slots.size(), 0);
@@ -155,24 +262,35 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
       part.units.size(), part.packed_units, part.makespan, part.lower_bound, part.ratio,
       part.tight_lower_bound, part.tight_ratio, part.imbalance_all, part.imbalance_nonempty,
       part.empty_slots, part.key_collisions);
+}
+
+void print_volume(const plan::Plan& p, const Modes& modes, const plan::CommVolume* ddp,
+                  const InspectArgs& a) {
   fmt::print(
       "#\n# predicted DMuon communication per step (max over {}; gradient reduces {}; "
       "hooks that fire / communicate)\n",
       p.tp.tp > 1 ? "ranks: the DP collectives on local shards, the TP ones below" : "ranks",
-      plan::grad_reduce_name(z3.grad_reduce));
+      plan::grad_reduce_name(a.grad_reduce));
   fmt::print("# {:>7} {:>11} {:>10} {:>10} {:>10} {:>12}\n", "reshard", "hooks_fired", "hooks_comm",
              "broadcasts", "reduces", "MB/rank");
-  for (const auto* v : {&z3, &z2}) {
-    fmt::print("  {:>7} {:>11} {:>10} {:>10} {:>10} {:>12.3f}\n", plan::reshard_name(v->reshard),
-               v->hooks_fired, v->hooks_communicating,
-               v->broadcast.max_calls() + v->replicate_broadcast.max_calls(),
-               v->reduce.max_calls() + v->reduce_stage2.max_calls(), mb(v->max_bytes_per_rank()));
+  for (const auto& m : modes) {
+    if (!m.valid()) {
+      fmt::print("  {:>7} not valid: {}\n", m.name(), m.error);
+      continue;
+    }
+    const auto& v = m.volume.owners;
+    fmt::print("  {:>7} {:>11} {:>10} {:>10} {:>10} {:>12.3f}\n", m.name(), v.hooks_fired,
+               v.hooks_communicating, v.broadcast.max_calls() + v.replicate_broadcast.max_calls(),
+               v.reduce.max_calls() + v.reduce_stage2.max_calls(), mb(v.max_bytes_per_rank()));
   }
   if (ddp != nullptr)
     fmt::print(
         "# ddp-dmuon (replicas; the same owners): {} reduces to owners + {} post-step fp32 "
         "broadcasts, {:.3f} MB/rank\n",
         ddp->reduce.max_calls(), ddp->broadcast.max_calls(), mb(ddp->max_bytes_per_rank()));
+}
+
+void print_findings(const plan::Plan& p) {
   fmt::print("#\n# findings: {} warnings, {} notes\n", p.report.warnings(),
              p.report.findings.size() - static_cast<std::size_t>(p.report.warnings()));
   for (const auto& f : p.report.findings)
@@ -183,42 +301,132 @@ void print_human(const model::Topology& topo, const plan::Plan& p, const plan::C
                p.report.suggested_boundary, p.report.suggested_sites);
 }
 
-int inspect(int argc, char** argv) {
-  CLI::App app{"dmuon_inspect: hook sites, owners and their cost for a DMuon plan (no MPI needed)"};
-  apps::PlanOptions o;
-  int world_size = 8;
-  std::string layout;
-  bool json = false;
-  std::int64_t max_rows = 40;
-  std::string grad_reduce = "per-param";
-  std::string reshard = "z3";
-  apps::add_plan_options(app, o);
-  app.add_option("--grad-reduce", grad_reduce,
+// The lines under the tables: --route sharded_adamw in the shown mode, --accum, --clip-norm.
+void print_notes(const model::Topology& topo, const Mode& shown, const InspectArgs& a) {
+  if (!shown.plan->sharded_hooks.dedicated.empty()) {
+    const auto sa = sharded_adamw(topo.tree, shown);
+    fmt::print(
+        "# sharded_adamw ({}): {} params at {} sites, per rank per step: all_gather {} calls "
+        "{} B, reduce_scatter (end of backward) {} calls {} B, replicate all_reduce {} calls "
+        "{} B\n",
+        shown.name(), sa.params, sa.sites, sa.all_gather.calls, sa.all_gather.bytes,
+        sa.reduce_scatter.calls, sa.reduce_scatter.bytes, sa.all_reduce.calls, sa.all_reduce.bytes);
+  }
+  if (a.accum > 1)
+    fmt::print(
+        "# --accum {}: {} micro-steps per step; row broadcasts and hooks above are x {} "
+        "(ddp-dmuon: unchanged, its replicas need no weight collectives), reduces once\n",
+        a.accum, a.accum, a.accum);
+  if (a.clip > 0)
+    fmt::print(
+        "# --clip-norm {} ({}-norm): + 1 world all_reduce of one fp32 per rank per step, {} "
+        "bytes under the counter convention\n",
+        a.clip, engine::clip_norm_type_name(a.clip_type), clip_bytes(shown));
+}
+
+nlohmann::json sharded_adamw_json(const model::ModuleTree& tree, const Mode& m) {
+  const auto sa = sharded_adamw(tree, m);
+  const auto kind = [](const engine::KindExpectation& k) {
+    return nlohmann::json{{"calls_per_rank", k.calls}, {"bytes_per_rank", k.bytes}};
+  };
+  return {{"params", sa.params},
+          {"sites", sa.sites},
+          {"elements", sa.elements},
+          {"all_gather", kind(sa.all_gather)},
+          {"reduce_scatter", kind(sa.reduce_scatter)},
+          {"replicate_all_reduce", kind(sa.all_reduce)}};
+}
+
+// One mode's "comm" entry: its owner-based volume, and the sharded_adamw, TP and clip parts the
+// run has; {"error": why} when the mode has no valid plan.
+nlohmann::json mode_json(const model::Topology& topo, const Mode& m, const InspectArgs& a) {
+  if (!m.valid()) return {{"error", m.error}};
+  auto j = plan::volume_to_json(m.volume.owners);
+  // --route sharded_adamw (dmuon): its own all-gathers, deferred reduce-scatters, HSDP
+  // all-reduces; each parameter's dtype on the wire (dmuon_bench: --comm-dtype).
+  if (!m.plan->sharded_hooks.dedicated.empty())
+    j["sharded_adamw"] = sharded_adamw_json(topo.tree, m);
+  // With TP the DP volumes are per DP rank on local shards; these per world rank.
+  if (m.volume.grid.tp > 1) j["tp"] = plan::tp_volume_to_json(m.volume.tp_exchange);
+  if (a.clip > 0)
+    j["world_all_reduce"] = {{"calls_per_rank", 1}, {"bytes_per_rank", clip_bytes(m)}};
+  return j;
+}
+
+nlohmann::json inspect_json(const model::Topology& topo, const Modes& modes,
+                            const plan::CommVolume* ddp, const InspectArgs& a) {
+  const Mode& shown = shown_mode(modes, a);
+  const plan::Plan& p = *shown.plan;
+  auto j = plan::plan_to_json(topo.tree, p);
+  j["topology"] = topo.name;
+  j["preset"] = topo.preset;
+  j["world_size"] = a.world_size;
+  j["replicate"] = a.plan.replicate;
+  j["grad_reduce"] = plan::grad_reduce_name(a.grad_reduce);
+  j["comm"] = {{"z3", mode_json(topo, modes[0], a)}, {"z2", mode_json(topo, modes[1], a)}};
+  if (ddp) {
+    auto ddp_json = plan::volume_to_json(*ddp);
+    for (const char* key : {"reshard", "hooks_fired_per_step", "hooks_communicating_per_step"})
+      ddp_json.erase(key);
+    if (a.clip > 0)
+      ddp_json["world_all_reduce"] = {{"calls_per_rank", 1}, {"bytes_per_rank", clip_bytes(shown)}};
+    j["comm"]["ddp_dmuon"] = ddp_json;
+  }
+  if (!p.sharded_hooks.dedicated.empty()) {
+    // Where each sharded_adamw parameter is all-gathered (the shown mode's sites).
+    auto sites = nlohmann::json::array();
+    for (const auto& site : p.sharded_hooks.sites) {
+      auto names = nlohmann::json::array();
+      for (int pid : site.params) names.push_back(topo.tree.parameter(pid).name);
+      sites.push_back({{"path", site.path}, {"params", names}});
+    }
+    j["sharded_adamw_sites"] = sites;
+  }
+  j["accum"] = a.accum;
+  if (a.clip > 0)
+    j["clip_norm"] = {{"max_norm", a.clip},
+                      {"norm_type", engine::clip_norm_type_name(a.clip_type)},
+                      {"world_all_reduce_calls_per_rank", 1},
+                      {"world_all_reduce_bytes_per_rank", clip_bytes(shown)}};
+  j["tp"] = a.plan.tp;
+  if (!a.layout.empty()) j["layout"] = a.layout;
+  j["tp_owners"] = plan::tp_owners_to_json(topo.tree, p);
+  if (a.plan.tp > 1) j["tp_loads"] = plan::tp_loads_to_json(p);
+  return j;
+}
+
+// The flags' raw text, resolved by resolve_args.
+struct FlagText {
+  std::string grad_reduce = "per-param", reshard = "z3", accum, clip, clip_type;
+};
+
+void add_flags(CLI::App& app, InspectArgs& a, FlagText& t) {
+  apps::add_plan_options(app, a.plan);
+  app.add_option("--grad-reduce", t.grad_reduce,
                  "count gradient reduces per-param (the reference) or packed (per site and owner)")
       ->capture_default_str()
       ->check(apps::nonempty_value());
-  app.add_option("--reshard", reshard,
+  app.add_option("--reshard", t.reshard,
                  "z3 or z2: the mode whose hook sites the tables and the JSON plan show (a tied "
                  "parameter's site differs); the communication is predicted for both, each on "
                  "its own sites")
       ->capture_default_str()
       ->check(apps::nonempty_value());
-  app.add_option("--world-size,-n", world_size,
+  app.add_option("--world-size,-n", a.world_size,
                  fmt::format("number of ranks (R x G), 1..{}", partition::kMaxSlots))
       ->capture_default_str();
-  std::string accum_text, clip_text, clip_type_text;
-  app.add_option("--accum", accum_text,
+  app.add_option("--accum", t.accum,
                  "predict a step of this many micro-batches (gradient accumulation: row "
                  "broadcasts and hooks x K, reduces once; default 1)");
-  app.add_option("--clip-norm", clip_text,
+  app.add_option("--clip-norm", t.clip,
                  "predict with global-norm clipping (> 0): + 1 world all_reduce of one fp32 per "
                  "rank per step");
-  app.add_option("--clip-norm-type", clip_type_text, "2 (default) or inf, with --clip-norm");
+  app.add_option("--clip-norm-type", t.clip_type, "2 (default) or inf, with --clip-norm");
   auto* world_flag = app.get_option("--world-size");
   std::string layout_names;
   for (const auto& l : plan::tp_layouts())
     layout_names += (layout_names.empty() ? "" : " | ") + l.name;
-  app.add_option("--layout", layout,
+  app.add_option("--layout", a.layout,
                  fmt::format("named R x G x T layout setting --world-size, --replicate and --tp: "
                              "{} (docs/METRICS.md)",
                              layout_names))
@@ -226,144 +434,66 @@ int inspect(int argc, char** argv) {
       ->excludes(world_flag)
       ->excludes(app.get_option("--replicate"))
       ->excludes(app.get_option("--tp"));
-  app.add_flag("--json", json, "print one JSON object instead of tables");
-  app.add_option("--max-rows", max_rows, "rows per table in the human output")
+  app.add_flag("--json", a.json, "print one JSON object instead of tables");
+  app.add_option("--max-rows", a.max_rows, "rows per table in the human output")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30));
+}
+
+void resolve_args(const CLI::App& app, const FlagText& t, InspectArgs& a) {
+  if (!a.layout.empty()) {
+    const auto& l = plan::find_tp_layout(a.layout);
+    a.world_size = l.world;
+    a.plan.replicate = l.replicate;
+    a.plan.tp = l.tp;
+  }
+  a.grad_reduce = plan::parse_grad_reduce(t.grad_reduce);
+  a.accum = app.count("--accum") > 0 ? engine::parse_accum(t.accum) : 1;
+  a.clip = app.count("--clip-norm") > 0 ? engine::parse_clip_norm(t.clip) : 0;
+  if (app.count("--clip-norm-type") > 0) {
+    a.clip_type = engine::parse_clip_norm_type(t.clip_type);
+    if (a.clip == 0)
+      throw InputError(
+          fmt::format("--clip-norm-type {} needs --clip-norm (the threshold)", t.clip_type));
+  }
+  a.shown = plan::parse_reshard(t.reshard);
+}
+
+int inspect(int argc, char** argv) {
+  CLI::App app{"dmuon_inspect: hook sites, owners and their cost for a DMuon plan (no MPI needed)"};
+  InspectArgs a;
+  FlagText text;
+  add_flags(app, a, text);
   if (!apps::parse_cli(app, argc, argv)) return apps::kOk;
-  if (o.list) {
+  if (a.plan.list) {
     fmt::print("{}", apps::list_topologies_text());
     return apps::kOk;
   }
-  if (!layout.empty()) {
-    const auto& l = plan::find_tp_layout(layout);
-    world_size = l.world;
-    o.replicate = l.replicate;
-    o.tp = l.tp;
-  }
-  const auto reduce_mode = plan::parse_grad_reduce(grad_reduce);
-  const int accum = app.count("--accum") > 0 ? engine::parse_accum(accum_text) : 1;
-  const double clip = app.count("--clip-norm") > 0 ? engine::parse_clip_norm(clip_text) : 0;
-  auto clip_type = engine::ClipNormType::two;
-  if (app.count("--clip-norm-type") > 0) {
-    clip_type = engine::parse_clip_norm_type(clip_type_text);
-    if (clip == 0)
-      throw InputError(
-          fmt::format("--clip-norm-type {} needs --clip-norm (the threshold)", clip_type_text));
-  }
-  const auto shown = plan::parse_reshard(reshard);
-  const auto topo = apps::load_topology(o);
+  resolve_args(app, text, a);
+  const auto topo = apps::load_topology(a.plan);
   // One plan per mode: Z2 resolves a tied parameter's site by the boundary rule, Z3 by the
   // lowest common ancestor; the owners are the same (they do not depend on the sites).
-  o.reshard = plan::Reshard::z3;
-  const auto p3 = plan::make_plan(topo.tree, apps::make_plan_config(o, topo, world_size));
-  o.reshard = plan::Reshard::z2;
-  const auto p2 = plan::make_plan(topo.tree, apps::make_plan_config(o, topo, world_size));
-  const auto& p = shown == plan::Reshard::z3 ? p3 : p2;
-  // Per DP rank, on the local shards each rank holds (the full parameters when T = 1).
-  const auto z3 = engine::accumulated_volume(
-      plan::predict_dmuon_volume(topo.tree, p3.hooks, p3.partition, plan::Reshard::z3, reduce_mode,
-                                 0, &p3.tp.local_numel, &p3.route_wire_bytes),
-      accum);
-  const auto z2 = engine::accumulated_volume(
-      plan::predict_dmuon_volume(topo.tree, p2.hooks, p2.partition, plan::Reshard::z2, reduce_mode,
-                                 0, &p2.tp.local_numel, &p2.route_wire_bytes),
-      accum);
-  const bool tp = o.tp > 1;
-  const auto tz3 = tp ? plan::predict_tp_volume(topo.tree, p3, plan::Reshard::z3, reduce_mode)
-                      : plan::TpCommVolume{};
-  const auto tz2 = tp ? plan::predict_tp_volume(topo.tree, p2, plan::Reshard::z2, reduce_mode)
-                      : plan::TpCommVolume{};
-  // --clip-norm: one all_reduce of one fp32 over the world; its payload under the counter
-  // convention is floor(1·(N−1)/N)·4 bytes (0: a one-element all-reduce moves no chunk).
-  const auto norm =
-      comm::collective_payload(comm::CollectiveKind::all_reduce, world_size, false, 1, 4);
-  const auto norm_bytes =
-      static_cast<std::int64_t>(comm::collective_volume(comm::CollectiveKind::all_reduce, norm));
+  const Modes modes = resolve_modes(topo, a);
+  const Mode& shown = shown_mode(modes, a);
+  const plan::Plan& p = *shown.plan;
   // ddp-dmuon packs per (site, owner) on the shown mode's sites (dmuon_bench plans with
   // --reshard); replicas hold whole parameters, so it has no tensor-parallel form here.
-  const std::optional<plan::CommVolume> ddp =
-      tp ? std::nullopt
-         : std::optional<plan::CommVolume>(plan::predict_ddp_dmuon_volume(
-               topo.tree, p.hooks, p.partition, reduce_mode, 0, &p.route_wire_bytes));
-  if (json) {
-    auto j = plan::plan_to_json(topo.tree, p);
-    j["topology"] = topo.name;
-    j["preset"] = topo.preset;
-    j["world_size"] = world_size;
-    j["replicate"] = o.replicate;
-    j["grad_reduce"] = plan::grad_reduce_name(reduce_mode);
-    j["comm"] = {{"z3", plan::volume_to_json(z3)}, {"z2", plan::volume_to_json(z2)}};
-    if (ddp) {
-      auto ddp_json = plan::volume_to_json(*ddp);
-      ddp_json.erase("reshard");
-      ddp_json.erase("hooks_fired_per_step");
-      ddp_json.erase("hooks_communicating_per_step");
-      j["comm"]["ddp_dmuon"] = ddp_json;
-    }
-    if (!p.sharded_hooks.dedicated.empty()) {
-      // Where each sharded_adamw parameter is all-gathered (the shown mode's sites).
-      auto sites = nlohmann::json::array();
-      for (const auto& site : p.sharded_hooks.sites) {
-        auto names = nlohmann::json::array();
-        for (int pid : site.params) names.push_back(topo.tree.parameter(pid).name);
-        sites.push_back({{"path", site.path}, {"params", names}});
-      }
-      j["sharded_adamw_sites"] = sites;
-    }
-    if (!p3.sharded_hooks.dedicated.empty()) {
-      // --route sharded_adamw (dmuon): its own all-gathers, deferred reduce-scatters, HSDP
-      // all-reduces; each parameter's dtype on the wire (dmuon_bench: --comm-dtype).
-      j["comm"]["z3"]["sharded_adamw"] = plan::sharded_adamw_volume_to_json(
-          plan::predict_sharded_adamw_volume(topo.tree, p3, plan::Reshard::z3, 0, accum));
-      j["comm"]["z2"]["sharded_adamw"] = plan::sharded_adamw_volume_to_json(
-          plan::predict_sharded_adamw_volume(topo.tree, p2, plan::Reshard::z2, 0, accum));
-    }
-    j["accum"] = accum;
-    if (clip > 0) {
-      j["clip_norm"] = {{"max_norm", clip},
-                        {"norm_type", engine::clip_norm_type_name(clip_type)},
-                        {"world_all_reduce_calls_per_rank", 1},
-                        {"world_all_reduce_bytes_per_rank", norm_bytes}};
-      for (const char* mode : {"z3", "z2", "ddp_dmuon"})
-        if (j["comm"].contains(mode))
-          j["comm"][mode]["world_all_reduce"] = {{"calls_per_rank", 1},
-                                                 {"bytes_per_rank", norm_bytes}};
-    }
-    j["tp"] = o.tp;
-    if (!layout.empty()) j["layout"] = layout;
-    j["tp_owners"] = plan::tp_owners_to_json(topo.tree, p);
-    if (tp) {
-      // DP volumes above are per DP rank on local shards; these are per world rank.
-      j["tp_loads"] = plan::tp_loads_to_json(p);
-      j["comm"]["z3"]["tp"] = plan::tp_volume_to_json(tz3);
-      j["comm"]["z2"]["tp"] = plan::tp_volume_to_json(tz2);
-    }
-    std::cout << j.dump(1) << "\n";
-  } else {
-    print_human(topo, p, z3, z2, ddp ? &*ddp : nullptr, static_cast<std::size_t>(max_rows));
-    if (tp) print_tp(topo, p, tz3, tz2, static_cast<std::size_t>(max_rows));
-    if (!p.sharded_hooks.dedicated.empty()) {
-      const auto sa = plan::predict_sharded_adamw_volume(topo.tree, p, shown, 0, accum);
-      fmt::print(
-          "# sharded_adamw ({}): {} params at {} sites, per rank per step: all_gather {} calls "
-          "{} B, reduce_scatter (end of backward) {} calls {} B, replicate all_reduce {} calls "
-          "{} B\n",
-          plan::reshard_name(shown), sa.params, sa.sites, sa.all_gather.max_calls(),
-          sa.all_gather.max_bytes(), sa.reduce_scatter.max_calls(), sa.reduce_scatter.max_bytes(),
-          sa.all_reduce.max_calls(), sa.all_reduce.max_bytes());
-    }
-    if (accum > 1)
-      fmt::print(
-          "# --accum {}: {} micro-steps per step; row broadcasts and hooks above are x {} "
-          "(ddp-dmuon: unchanged, its replicas need no weight collectives), reduces once\n",
-          accum, accum, accum);
-    if (clip > 0)
-      fmt::print(
-          "# --clip-norm {} ({}-norm): + 1 world all_reduce of one fp32 per rank per step, {} "
-          "bytes under the counter convention\n",
-          clip, engine::clip_norm_type_name(clip_type), norm_bytes);
+  std::optional<plan::CommVolume> ddp;
+  if (a.plan.tp <= 1)
+    ddp = engine::predict_step_volume(topo.tree, p,
+                                      volume_options(a, engine::Method::ddp_dmuon, a.shown))
+              .owners;
+  if (a.json) {
+    std::cout << inspect_json(topo, modes, ddp ? &*ddp : nullptr, a).dump(1) << "\n";
+    return apps::kOk;
   }
+  print_summary(topo, p);
+  print_sites(p, a.rows());
+  print_owners(p.partition, a.rows());
+  print_volume(p, modes, ddp ? &*ddp : nullptr, a);
+  print_findings(p);
+  if (a.plan.tp > 1) print_tp(topo, p, modes, a.rows());
+  print_notes(topo, shown, a);
   return apps::kOk;
 }
 

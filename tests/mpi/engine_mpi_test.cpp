@@ -21,6 +21,7 @@
 #include "dmuon/comm/rank_groups.hpp"
 #include "dmuon/engine/engine.hpp"
 #include "dmuon/engine/step/step_schedule.hpp"
+#include "dmuon/engine/step/step_volume.hpp"
 #include "dmuon/engine/verify/reference.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "kokkos_environment.hpp"
@@ -96,7 +97,8 @@ TEST(EngineMpi, DmuonBytesEqualPrediction) {
       o.step.compute = engine::Compute::none;
       o.step.reshard = rs;
       const auto r = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
-      const auto v = plan::predict_dmuon_volume(s.topo.tree, s.plan.hooks, s.plan.partition, rs);
+      const auto v =
+          engine::predict_step_volume(s.topo.tree, s.plan, engine::volume_options(o.step)).owners;
       EXPECT_TRUE(r.audit_ok) << r.audit_message;  // every rank, every step, every kind
       const auto& bc = r.kinds[static_cast<std::size_t>(comm::CollectiveKind::broadcast)];
       const auto& rd = r.kinds[static_cast<std::size_t>(comm::CollectiveKind::reduce)];
@@ -216,8 +218,8 @@ TEST(EngineMpi, HsdpBytesEqualPrediction) {
       o.step.compute = engine::Compute::none;
       o.step.grad_reduce = gr;
       const auto r = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
-      const auto v = plan::predict_dmuon_volume(s.topo.tree, s.plan.hooks, s.plan.partition,
-                                                plan::Reshard::z3, gr);
+      const auto v =
+          engine::predict_step_volume(s.topo.tree, s.plan, engine::volume_options(o.step)).owners;
       EXPECT_TRUE(r.audit_ok) << "R " << R << ": " << r.audit_message;
       using engine::CommGroup;
       using K = comm::CollectiveKind;

@@ -23,6 +23,7 @@
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/engine_options.hpp"
+#include "dmuon/engine/step/step_volume.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/plan.hpp"
@@ -141,7 +142,7 @@ int reference(const std::string& out, int world, int argc, char** argv) {
         ch.word, ch.strict ? "true" : "false", kTokens, kSteps);
     try {
       const auto p = plan::make_plan(topo.tree, c);
-      const auto v = plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, plan::Reshard::z3);
+      const auto v = engine::predict_step_volume(topo.tree, p, {}).owners;
       auto r = make_plan_record(topo, p, v, "dmuon");
       set_engine_defaults(r);
       r.boundary_label = fmt::format("{} ({})", ch.word, ch.strict ? "strict" : "lenient");

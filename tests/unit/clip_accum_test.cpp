@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/plan_options.hpp"
@@ -18,6 +19,7 @@
 #include "dmuon/engine/step/accumulation.hpp"
 #include "dmuon/engine/step/grad_clip.hpp"
 #include "dmuon/engine/step/step_schedule.hpp"
+#include "dmuon/engine/step/step_volume.hpp"
 #include "llm_tp_plan.hpp"
 
 namespace {
@@ -159,10 +161,30 @@ TEST(Accum, MicroBatchesSplitTheStepsSamples) {
 TEST(Accum, HookFormula) {
   // 2 sites: 8 hooks fire per micro-step; Z3 6 communicate (forward-pre, backward-pre,
   // backward-post per site), Z2 4. With K = 3: 24 fire; Z3 3·4 + 2 = 14, Z2 3·2 + 2 = 8.
-  EXPECT_EQ(engine::accum_hooks_fired(8, 3), 24);
-  EXPECT_EQ(engine::accum_hooks_communicating(8, 6, 3), 14);
-  EXPECT_EQ(engine::accum_hooks_communicating(8, 4, 3), 8);
-  EXPECT_EQ(engine::accum_hooks_communicating(8, 6, 1), 6);
+  model::ModuleTree tree("M");
+  const int list = tree.add_module(0, "layers", "ModuleList");
+  for (int i = 0; i < 2; ++i)
+    tree.add_linear(tree.add_module(list, std::to_string(i), "L"), "fc", 4, 4);
+  tree.finalize();
+  plan::PlanConfig c;
+  c.dedicate_rule = "all";
+  c.partition.shard = 2;
+  const auto p = plan::make_plan(tree, c);
+  ASSERT_EQ(p.hooks.sites.size(), 2u);
+  using Hooks = std::pair<std::int64_t, std::int64_t>;  // fired, communicating
+  const auto hooks = [&](Method m, plan::Reshard reshard, int accum) {
+    engine::VolumeOptions o;
+    o.method = m;
+    o.reshard = reshard;
+    o.accum = accum;
+    const auto v = engine::predict_step_volume(tree, p, o);
+    return Hooks{v.hooks_fired, v.hooks_communicating};
+  };
+  EXPECT_EQ(hooks(Method::dmuon, plan::Reshard::z3, 3), (Hooks{24, 14}));
+  EXPECT_EQ(hooks(Method::dmuon, plan::Reshard::z2, 3), (Hooks{24, 8}));
+  EXPECT_EQ(hooks(Method::dmuon, plan::Reshard::z3, 1), (Hooks{8, 6}));
+  // The other methods have no reference hooks to audit (ddp-dmuon's owners included).
+  EXPECT_EQ(hooks(Method::ddp_dmuon, plan::Reshard::z3, 3), (Hooks{0, 0}));
 }
 
 struct Counts {

@@ -9,12 +9,10 @@
 #include <utility>
 
 #include "dmuon/base/error.hpp"
-#include "dmuon/engine/step/baseline_volume.hpp"
+#include "dmuon/engine/step/step_volume.hpp"
 #include "dmuon/plan/comm_volume.hpp"
-#include "dmuon/plan/ddp_dmuon_volume.hpp"
 #include "dmuon/plan/param_route.hpp"
 #include "dmuon/plan/plan.hpp"
-#include "dmuon/plan/sharded_adamw_volume.hpp"
 
 namespace {
 
@@ -111,6 +109,19 @@ plan::PlanConfig config(std::vector<std::string> routes) {
   return pc;
 }
 
+// One step of `method` on plan `p` (engine/step/step_volume.hpp).
+engine::StepVolume step(const model::ModuleTree& tree, const plan::Plan& p, engine::Method method,
+                        int wire_bytes, plan::Reshard reshard = plan::Reshard::z3,
+                        plan::GradReduce grad_reduce = plan::GradReduce::per_param, int accum = 1) {
+  engine::VolumeOptions o;
+  o.method = method;
+  o.reshard = reshard;
+  o.grad_reduce = grad_reduce;
+  o.wire_bytes = wire_bytes;
+  o.accum = accum;
+  return engine::predict_step_volume(tree, p, o);
+}
+
 TEST(ParamRoute, PlanAndFormulasFollowTheRoutes) {
   const Tree t;
   // b0 joins the owner-based set with AdamW; w1 leaves it for the FSDP unit.
@@ -120,16 +131,13 @@ TEST(ParamRoute, PlanAndFormulasFollowTheRoutes) {
   EXPECT_LT(p.hooks.site_of_param[static_cast<std::size_t>(t.w1)], 0);
   EXPECT_TRUE(p.muon(t.w0));
   EXPECT_FALSE(p.muon(t.b0));
-  const auto v = plan::predict_dmuon_volume(t.tree, p.hooks, p.partition, plan::Reshard::z3,
-                                            plan::GradReduce::per_param, 4);
   const auto at = [](const engine::VolumeExpectation& e, CollectiveKind k) {
     return e[engine::channel_index(CommGroup::shard, k)];
   };
   // dmuon, rank 1 (rank 0 owns w0 and b0, one site, one pair): Z3 broadcasts 2·(16+4)·4 B,
   // reduces (16+4)·4 B in 2 calls; w1 is FSDP: chunk 8, all-gather 2·(2−1)·8·4, reduce-scatter
   // (2−1)·8·4.
-  const auto dm =
-      engine::expected_volume(engine::Method::dmuon, plan::Reshard::z3, t.tree, p, v, 1, 2, 1, 4);
+  const auto dm = step(t.tree, p, engine::Method::dmuon, 4).of_rank(1);
   EXPECT_EQ(at(dm, CollectiveKind::broadcast).calls, 2);
   EXPECT_EQ(at(dm, CollectiveKind::broadcast).bytes, 160);
   EXPECT_EQ(at(dm, CollectiveKind::reduce).calls, 2);
@@ -138,14 +146,12 @@ TEST(ParamRoute, PlanAndFormulasFollowTheRoutes) {
   EXPECT_EQ(at(dm, CollectiveKind::all_gather).bytes, 64);
   EXPECT_EQ(at(dm, CollectiveKind::reduce_scatter).bytes, 32);
   // Rank 0 owns them: it receives and sends nothing of w0, b0.
-  const auto dm0 =
-      engine::expected_volume(engine::Method::dmuon, plan::Reshard::z3, t.tree, p, v, 0, 2, 1, 4);
+  const auto dm0 = step(t.tree, p, engine::Method::dmuon, 4).of_rank(0);
   EXPECT_EQ(at(dm0, CollectiveKind::broadcast).bytes, 0);
   EXPECT_EQ(at(dm0, CollectiveKind::reduce).bytes, 0);
   // fsdp-muon: every parameter sharded (chunks 8, 2, 8: 2 gathers each = 2·(8+2+8)·4 B), plus
   // the Nesterov all-gather of w0 only (b0 is routed to AdamW): 8·4 B.
-  const auto fm = engine::expected_volume(engine::Method::fsdp_muon, plan::Reshard::z3, t.tree, p,
-                                          v, 1, 2, 1, 4);
+  const auto fm = step(t.tree, p, engine::Method::fsdp_muon, 4).of_rank(1);
   EXPECT_EQ(at(fm, CollectiveKind::all_gather).calls, 7);
   EXPECT_EQ(at(fm, CollectiveKind::all_gather).bytes, 144 + 32);
 }
@@ -178,33 +184,33 @@ TEST(ParamRoute, ShardedAdamwSitesAndFormulaByHand) {
   // G = 2, R = 2: c = 2 (b0: 4/2) and 2 (norm: 3 padded to 4). fp32, Z3, per rank per step:
   //   all_gather 2·2 calls, 2·4·(2−1)·(2 + 2) = 32 B; reduce_scatter 2 calls, 16 B;
   //   replicate all_reduce 2 calls, 4·(⌊2·1/2⌋ + ⌊2·1/2⌋) = 8 B.
-  const auto v = plan::predict_sharded_adamw_volume(tree, p, plan::Reshard::z3, 4);
+  // The owner-based w's add no all_gather, reduce_scatter or all_reduce: every rank's channels
+  // are the sharded_adamw term's.
+  const auto v = step(tree, p, engine::Method::dmuon, 4);
+  const auto at = [](const engine::VolumeExpectation& e, CommGroup g, CollectiveKind k) {
+    return e[engine::channel_index(g, k)];
+  };
   for (int r = 0; r < 4; ++r) {
-    const auto i = static_cast<std::size_t>(r);
-    EXPECT_EQ(v.all_gather.calls_per_rank[i], 4);
-    EXPECT_EQ(v.all_gather.bytes_per_rank[i], 32);
-    EXPECT_EQ(v.reduce_scatter.calls_per_rank[i], 2);
-    EXPECT_EQ(v.reduce_scatter.bytes_per_rank[i], 16);
-    EXPECT_EQ(v.all_reduce.calls_per_rank[i], 2);
-    EXPECT_EQ(v.all_reduce.bytes_per_rank[i], 8);
+    const auto e = v.of_rank(r);
+    EXPECT_EQ(at(e, CommGroup::shard, CollectiveKind::all_gather).calls, 4);
+    EXPECT_EQ(at(e, CommGroup::shard, CollectiveKind::all_gather).bytes, 32);
+    EXPECT_EQ(at(e, CommGroup::shard, CollectiveKind::reduce_scatter).calls, 2);
+    EXPECT_EQ(at(e, CommGroup::shard, CollectiveKind::reduce_scatter).bytes, 16);
+    EXPECT_EQ(at(e, CommGroup::replicate, CollectiveKind::all_reduce).calls, 2);
+    EXPECT_EQ(at(e, CommGroup::replicate, CollectiveKind::all_reduce).bytes, 8);
   }
-  EXPECT_EQ(v.params, 2);
-  EXPECT_EQ(v.sites, 2);
-  EXPECT_EQ(v.elements, 7);
+  const auto gathers =
+      v.max_of(plan::VolumeRoute::sharded_adamw, CommGroup::shard, CollectiveKind::all_gather);
+  EXPECT_EQ(gathers.calls, 4);
+  EXPECT_EQ(gathers.bytes, 32);
   // Z2, bf16, --accum 3: one gather per micro-step, 3 calls each 2·1·2 B per parameter.
-  const auto z2 = plan::predict_sharded_adamw_volume(tree, p, plan::Reshard::z2, 2, 3);
-  EXPECT_EQ(z2.all_gather.calls_per_rank[0], 6);
-  EXPECT_EQ(z2.all_gather.bytes_per_rank[0], 3 * (4 + 4));
-  EXPECT_EQ(z2.reduce_scatter.bytes_per_rank[0], 8);
-  EXPECT_EQ(z2.all_reduce.bytes_per_rank[0], 4);
-  // The audit's dmuon expectation takes these terms (the w's add no all_gather).
-  const auto dm = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
-  const auto e =
-      engine::expected_volume(engine::Method::dmuon, plan::Reshard::z3, tree, p, dm, 0, 2, 2, 4);
-  const auto row = [&](CollectiveKind k) { return e[engine::channel_index(CommGroup::shard, k)]; };
-  EXPECT_EQ(row(CollectiveKind::all_gather).bytes, 32);
-  EXPECT_EQ(row(CollectiveKind::reduce_scatter).calls, 2);
-  EXPECT_EQ(e[engine::channel_index(CommGroup::replicate, CollectiveKind::all_reduce)].bytes, 8);
+  const auto z2 =
+      step(tree, p, engine::Method::dmuon, 2, plan::Reshard::z2, plan::GradReduce::per_param, 3)
+          .of_rank(0);
+  EXPECT_EQ(at(z2, CommGroup::shard, CollectiveKind::all_gather).calls, 6);
+  EXPECT_EQ(at(z2, CommGroup::shard, CollectiveKind::all_gather).bytes, 3 * (4 + 4));
+  EXPECT_EQ(at(z2, CommGroup::shard, CollectiveKind::reduce_scatter).bytes, 8);
+  EXPECT_EQ(at(z2, CommGroup::replicate, CollectiveKind::all_reduce).bytes, 4);
 }
 
 // --route dtypes, by hand on Tree (G = 2, rank 1 of 2, rank0 owns the dedicated ones): w1
@@ -224,51 +230,53 @@ TEST(ParamRoute, RouteDtypesSetTheirParametersBytes) {
   const auto at = [](const engine::VolumeExpectation& e, CollectiveKind k) {
     return e[engine::channel_index(CommGroup::shard, k)];
   };
-  const auto v = plan::predict_dmuon_volume(t.tree, p.hooks, p.partition, plan::Reshard::z3,
-                                            plan::GradReduce::per_param, 4);
   // dmuon, fp32 wire: the FSDP unit is b0 (chunk 2, fp32) and w1 (chunk 8, bf16): all-gather
   // 2·(2−1)·(2·4 + 8·2) = 48 B, reduce-scatter (2−1)·(2·4 + 8·2) = 24 B.
-  const auto dm =
-      engine::expected_volume(engine::Method::dmuon, plan::Reshard::z3, t.tree, p, v, 1, 2, 1, 4);
+  const auto dm = step(t.tree, p, engine::Method::dmuon, 4).of_rank(1);
   EXPECT_EQ(at(dm, CollectiveKind::all_gather).calls, 4);
   EXPECT_EQ(at(dm, CollectiveKind::all_gather).bytes, 48);
   EXPECT_EQ(at(dm, CollectiveKind::reduce_scatter).bytes, 24);
   // ddp-muon (world 2): all-reduce ⌊n·(N−1)/N⌋·e = 8·4 + 2·4 + 8·2 = 56 B.
-  const auto dd = engine::expected_volume(engine::Method::ddp_muon, plan::Reshard::z3, t.tree, p, v,
-                                          1, 2, 1, 4);
+  const auto dd = step(t.tree, p, engine::Method::ddp_muon, 4).of_rank(1);
   EXPECT_EQ(at(dd, CollectiveKind::all_reduce).bytes, 56);
   // sharded_adamw in fp32 on a bf16 wire: b0 chunk 2: Z3 all-gather 2·(2−1)·2·4 = 16 B,
   // reduce-scatter 8 B; the other parameters' terms stay in bf16.
   p = plan::make_plan(t.tree, config({"ndim=1=sharded_adamw:fp32"}));
-  const auto sa = plan::predict_sharded_adamw_volume(t.tree, p, plan::Reshard::z3, 2);
-  EXPECT_EQ(sa.all_gather.bytes_per_rank[1], 16);
-  EXPECT_EQ(sa.reduce_scatter.bytes_per_rank[1], 8);
+  const auto sa = step(t.tree, p, engine::Method::dmuon, 2);
+  EXPECT_EQ(
+      sa.max_of(plan::VolumeRoute::sharded_adamw, CommGroup::shard, CollectiveKind::all_gather)
+          .bytes,
+      16);
+  EXPECT_EQ(
+      sa.max_of(plan::VolumeRoute::sharded_adamw, CommGroup::shard, CollectiveKind::reduce_scatter)
+          .bytes,
+      8);
   // Owner-based: b0 (adamw) in bf16 on an fp32 wire packs apart from w0 at layers.0 (rank 0
   // owns everything): pairs layers.0 × {fp32, bf16} + layers.1 = 3. Rank 1, Z3: broadcasts
   // 2·3 calls, 2·(16·4 + 4·2 + 16·4) = 272 B; reduces 3 calls (per parameter or packed),
   // 136 B. Without the dtype: 2 pairs, 4 broadcasts of 2·(64 + 16 + 64) = 288 B.
   p = plan::make_plan(t.tree, config({"ndim=1=adamw:bf16"}));
   for (auto mode : {plan::GradReduce::per_param, plan::GradReduce::packed}) {
-    const auto ob = plan::predict_dmuon_volume(t.tree, p.hooks, p.partition, plan::Reshard::z3,
-                                               mode, 4, nullptr, &p.route_wire_bytes);
+    const auto ob = step(t.tree, p, engine::Method::dmuon, 4, plan::Reshard::z3, mode).owners;
     EXPECT_EQ(ob.broadcast.calls_per_rank[1], 6);
     EXPECT_EQ(ob.broadcast.bytes_per_rank[1], 272);
     EXPECT_EQ(ob.reduce.calls_per_rank[1], 3);
     EXPECT_EQ(ob.reduce.bytes_per_rank[1], 136);
   }
-  const auto plain = plan::predict_dmuon_volume(t.tree, p.hooks, p.partition, plan::Reshard::z3,
-                                                plan::GradReduce::packed, 4);
+  const auto plain = step(t.tree, plan::make_plan(t.tree, config({"ndim=1=adamw"})),
+                          engine::Method::dmuon, 4, plan::Reshard::z3, plan::GradReduce::packed)
+                         .owners;
   EXPECT_EQ(plain.broadcast.calls_per_rank[1], 4);
   EXPECT_EQ(plain.broadcast.bytes_per_rank[1], 288);
   // The same wire type as the route's: one buffer, as without it.
   const auto same =
-      plan::predict_dmuon_volume(t.tree, p.hooks, p.partition, plan::Reshard::z3,
-                                 plan::GradReduce::packed, 2, nullptr, &p.route_wire_bytes);
+      step(t.tree, p, engine::Method::dmuon, 2, plan::Reshard::z3, plan::GradReduce::packed).owners;
   EXPECT_EQ(same.broadcast.calls_per_rank[1], 4);
   // ddp-dmuon (N = 2): reduce e·(M − m_1) = 136 B in 3 packed calls; the post-step broadcast
   // of fp32 masters per buffer: 3 calls, 4·36 = 144 B.
-  const auto od = plan::predict_ddp_dmuon_volume(t.tree, p.hooks, p.partition,
-                                                 plan::GradReduce::packed, 4, &p.route_wire_bytes);
+  const auto od =
+      step(t.tree, p, engine::Method::ddp_dmuon, 4, plan::Reshard::z3, plan::GradReduce::packed)
+          .owners;
   EXPECT_EQ(od.reduce.calls_per_rank[1], 3);
   EXPECT_EQ(od.reduce.bytes_per_rank[1], 136);
   EXPECT_EQ(od.broadcast.calls_per_rank[1], 3);

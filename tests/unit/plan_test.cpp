@@ -5,6 +5,7 @@
 #include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/degradation.hpp"
+#include "dmuon/engine/step/step_volume.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/plan.hpp"
@@ -35,11 +36,21 @@ plan::Plan make(const model::ModuleTree& tree, int shard, int replicate, const c
   return plan::make_plan(tree, c);
 }
 
+// The owner-based volume of one step (engine/step/step_volume.hpp), dmuon on plan `p`.
+plan::CommVolume dmuon_volume(const model::ModuleTree& tree, const plan::Plan& p,
+                              plan::Reshard reshard,
+                              plan::GradReduce grad_reduce = plan::GradReduce::per_param) {
+  engine::VolumeOptions o;
+  o.reshard = reshard;
+  o.grad_reduce = grad_reduce;
+  return engine::predict_step_volume(tree, p, o).owners;
+}
+
 TEST(CommVolume, OneDimensionalAllOnRankZero) {
   auto tree = three_sites();
   auto p = make(tree, 2, 1, "rank0");
   ASSERT_EQ(p.hooks.sites.size(), 3u);
-  auto z3 = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
+  auto z3 = dmuon_volume(tree, p, plan::Reshard::z3);
   EXPECT_EQ(z3.dedicated_bytes, 240);
   EXPECT_EQ(z3.hooks_fired, 12);         // 4 per site
   EXPECT_EQ(z3.hooks_communicating, 9);  // forward-pre, backward-pre, backward-post
@@ -48,7 +59,7 @@ TEST(CommVolume, OneDimensionalAllOnRankZero) {
   EXPECT_EQ(z3.reduce.calls_per_rank, (std::vector<std::int64_t>{3, 3}));
   EXPECT_EQ(z3.reduce.bytes_per_rank, (std::vector<std::int64_t>{0, 240}));
   EXPECT_EQ(z3.max_bytes_per_rank(), 720);  // rank 1 owns nothing: 3 x P_M
-  auto z2 = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z2);
+  auto z2 = dmuon_volume(tree, p, plan::Reshard::z2);
   EXPECT_EQ(z2.hooks_fired, 12);         // the reference installs all four in Z2 too
   EXPECT_EQ(z2.hooks_communicating, 6);  // forward-pre broadcast, backward-post reduce
   EXPECT_EQ(z2.broadcast.bytes_per_rank, (std::vector<std::int64_t>{0, 240}));
@@ -62,10 +73,10 @@ TEST(CommVolume, BalancedOwnersMatchSpecFormula) {
     tree.add_parameter(tree.add_module(list, std::to_string(i), "L"), "w", {10, 1});
   tree.finalize();
   auto p = make(tree, 2, 1, "lpt");
-  auto z3 = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
+  auto z3 = dmuon_volume(tree, p, plan::Reshard::z3);
   EXPECT_EQ(z3.total_bytes(0), 120);
   EXPECT_EQ(z3.total_bytes(1), 120);
-  auto z2 = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z2);
+  auto z2 = dmuon_volume(tree, p, plan::Reshard::z2);
   EXPECT_EQ(z2.total_bytes(0), 80);  // 2 (N-1)/N P_M
 }
 
@@ -74,7 +85,7 @@ TEST(CommVolume, HsdpTwoStageAndReplicateBroadcast) {
   // 2 (s0 r1), 3 (s1 r1).
   auto tree = three_sites();
   auto p = make(tree, 2, 2, "rank0");
-  auto v = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
+  auto v = dmuon_volume(tree, p, plan::Reshard::z3);
   EXPECT_EQ(v.broadcast.bytes_per_rank, (std::vector<std::int64_t>{0, 480, 0, 480}));
   EXPECT_EQ(v.reduce.bytes_per_rank, (std::vector<std::int64_t>{0, 240, 0, 240}));
   EXPECT_EQ(v.reduce_stage2.calls_per_rank, (std::vector<std::int64_t>{3, 0, 3, 0}));
@@ -92,9 +103,8 @@ TEST(CommVolume, PackedGradReduceOneCallPerSiteOwner) {
   tree.finalize();
   auto p = make(tree, 2, 1, "round_robin");
   ASSERT_EQ(p.hooks.sites.size(), 1u);
-  const auto per = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
-  const auto packed = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3,
-                                                 plan::GradReduce::packed);
+  const auto per = dmuon_volume(tree, p, plan::Reshard::z3);
+  const auto packed = dmuon_volume(tree, p, plan::Reshard::z3, plan::GradReduce::packed);
   EXPECT_EQ(per.reduce.calls_per_rank, (std::vector<std::int64_t>{3, 3}));
   EXPECT_EQ(packed.reduce.calls_per_rank, (std::vector<std::int64_t>{2, 2}));
   // Bytes do not change: rank 0 sends b (40 B), rank 1 sends a and c (80 B).

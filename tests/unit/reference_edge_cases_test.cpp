@@ -13,6 +13,7 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/dedication.hpp"
 #include "dmuon/boundary/hook_plan.hpp"
+#include "dmuon/engine/step/step_volume.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/partition/partition.hpp"
 #include "dmuon/plan/comm_volume.hpp"
@@ -50,6 +51,14 @@ plan::PlanConfig config(const char* boundary, int shard, Strategy strategy = Str
 
 // ---- a zero-size dedicated parameter ----------------------------------------------------
 // layers.0.a.weight and layers.0.b.weight, both [0, 4]: numel 0, one bucket ("layers.0").
+// The owner-based volume of one step (engine/step/step_volume.hpp), dmuon on plan `p`.
+plan::CommVolume dmuon_volume(const model::ModuleTree& tree, const plan::Plan& p,
+                              plan::Reshard reshard) {
+  engine::VolumeOptions o;
+  o.reshard = reshard;
+  return engine::predict_step_volume(tree, p, o).owners;
+}
+
 model::ModuleTree zero_size_tree() {
   model::ModuleTree tree("M");
   const int l0 = tree.add_module(tree.add_module(0, "layers", "ModuleList"), "0", "L");
@@ -261,7 +270,7 @@ TEST(Z2Tied, TakesTheBoundaryRuleNotTheLowestCommonAncestor) {
 
   // Z2 on its own sites: one (site, owner) pair -> 1 broadcast per step; rank 1 receives the
   // 128 bytes once and sends 128 bytes of gradients; 4 hooks fire at the site, 2 communicate.
-  const auto v2 = plan::predict_dmuon_volume(tree, p2.hooks, p2.partition, plan::Reshard::z2);
+  const auto v2 = dmuon_volume(tree, p2, plan::Reshard::z2);
   EXPECT_EQ(v2.broadcast.calls_per_rank, (std::vector<std::int64_t>{1, 1}));
   EXPECT_EQ(v2.broadcast.bytes_per_rank, (std::vector<std::int64_t>{0, 128}));
   EXPECT_EQ(v2.reduce.bytes_per_rank, (std::vector<std::int64_t>{0, 128}));
@@ -269,7 +278,7 @@ TEST(Z2Tied, TakesTheBoundaryRuleNotTheLowestCommonAncestor) {
   EXPECT_EQ(v2.hooks_communicating, 2);
   // Z3 on its sites: two pairs, each broadcast twice -> 4; 2 sites x 4 hooks fire, x 3
   // communicate.
-  const auto v3 = plan::predict_dmuon_volume(tree, p3.hooks, p3.partition, plan::Reshard::z3);
+  const auto v3 = dmuon_volume(tree, p3, plan::Reshard::z3);
   EXPECT_EQ(v3.broadcast.calls_per_rank, (std::vector<std::int64_t>{4, 4}));
   EXPECT_EQ(v3.broadcast.bytes_per_rank, (std::vector<std::int64_t>{0, 256}));
   EXPECT_EQ(v3.hooks_fired, 8);
@@ -377,13 +386,9 @@ TEST(Overflow, PredictedVolumeIsChecked) {
   auto c = config("default", 2, Strategy::rank0);
   c.partition.cost_model = CostModel::numel;
   const auto p = plan::make_plan(tree, c);
-  EXPECT_NE(message_of([&] {
-              plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
-            }).find("rank 1"),
+  EXPECT_NE(message_of([&] { dmuon_volume(tree, p, plan::Reshard::z3); }).find("rank 1"),
             std::string::npos);
-  EXPECT_NE(message_of([&] {
-              plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z2);
-            }).find("rank 1"),
+  EXPECT_NE(message_of([&] { dmuon_volume(tree, p, plan::Reshard::z2); }).find("rank 1"),
             std::string::npos);
 }
 
@@ -399,8 +404,8 @@ TEST(HookCounts, FiredAndCommunicatingReportedSeparately) {
   tree.finalize();
   const auto p = plan::make_plan(tree, config("default", 2));
   ASSERT_EQ(p.hooks.sites.size(), 3u);
-  const auto z3 = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
-  const auto z2 = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z2);
+  const auto z3 = dmuon_volume(tree, p, plan::Reshard::z3);
+  const auto z2 = dmuon_volume(tree, p, plan::Reshard::z2);
   EXPECT_EQ(z3.hooks_fired, 12);
   EXPECT_EQ(z3.hooks_communicating, 9);
   EXPECT_EQ(z2.hooks_fired, 12);

@@ -3,7 +3,7 @@
 //   - each communicator (a row, a column, the DDP world) sees the same sequence of collectives
 //     (kind, count, dtype, root) from every one of its ranks, in the same order;
 //   - the collectives a rank's schedule issues in one step add up to the calls and bytes of
-//     the closed-form formula (baseline_volume.hpp / comm_volume.hpp, written independently);
+//     the closed-form formula (step_volume.hpp / plan/volume_terms.hpp, written independently);
 //   - hook ops add up to the hook formula (Z3 four per site, Z2 two);
 //   - no pool slot is used by two groups at once, and Z3 never holds more than prefetch + 1
 //     groups' weights;
@@ -24,8 +24,8 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/accumulation.hpp"
 #include "dmuon/engine/step/activation_work.hpp"
-#include "dmuon/engine/step/baseline_volume.hpp"
 #include "dmuon/engine/step/step_schedule.hpp"
+#include "dmuon/engine/step/step_volume.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/tp_local_tree.hpp"
 #include "dmuon/plan/tp_volume.hpp"
@@ -209,18 +209,17 @@ TEST(StepSchedule, EveryCommunicatorSeesTheSameSequenceOnEveryRank) {
 TEST(StepSchedule, CountingItsCollectivesGivesTheFormula) {
   for (const Case& c : all_cases()) {
     const Built b = build(c);
-    const int wire_bytes = static_cast<int>(comm::dtype_size(c.wire));
-    const auto predicted = engine::accumulated_volume(
-        plan::predict_dmuon_volume(b.topo.tree, b.plan.hooks, b.plan.partition, c.reshard,
-                                   c.grad_reduce, wire_bytes, nullptr, &b.plan.route_wire_bytes),
-        c.accum);
+    engine::VolumeOptions vo;
+    vo.method = c.method;
+    vo.reshard = c.reshard;
+    vo.grad_reduce = c.grad_reduce;
+    vo.wire_bytes = static_cast<int>(comm::dtype_size(c.wire));
+    vo.accum = c.accum;
+    vo.clip = c.clip;
+    const auto predicted = engine::predict_step_volume(b.topo.tree, b.plan, vo);
     for (int r = 0; r < c.world; ++r) {
       const auto& L = b.layouts[static_cast<std::size_t>(r)];
-      const auto expect = engine::expected_volume(
-          c.method, c.reshard, b.topo.tree, b.plan,
-          plan::predict_dmuon_volume(b.topo.tree, b.plan.hooks, b.plan.partition, c.reshard,
-                                     c.grad_reduce, wire_bytes, nullptr, &b.plan.route_wire_bytes),
-          r, c.world / c.replicate, c.replicate, wire_bytes, c.accum, c.clip);
+      const auto expect = predicted.of_rank(r);
       engine::VolumeExpectation counted{};
       // Group sizes and this rank's index in them, for the payload convention.
       const int row_size = L.shards(), col_size = L.replicas();
@@ -505,7 +504,7 @@ TEST(StepSchedule, TwoSitesTwoOwnersHandWritten) {
             // optimizer: rank 0 owns only layers.0.w
             "wait_reduce(0) prepare(0) newton_schulz(0,0) apply(0,0) wait_reduce(1) ");
   // Z3 moves each of the 16-element weights twice; the reduce once: rank 0 receives layers.1.
-  const auto predicted = plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3);
+  const auto predicted = engine::predict_step_volume(tree, p, {}).owners;
   EXPECT_EQ(predicted.broadcast.bytes_per_rank[0], 2 * 16 * 4);
   EXPECT_EQ(predicted.reduce.bytes_per_rank[0], 16 * 4);
 
@@ -697,9 +696,10 @@ TEST(StepSchedule, DdpDmuonHandWritten) {
             "broadcast(16,f32,1) ");
   // Formula, hand-derived for rank 0: it sends layers.1.w's gradient (64 B) and receives
   // layers.1.w's master (64 B); the bias all-reduce floor(4·1/2)·4 = 8 B.
-  const auto v = engine::expected_volume(
-      Method::ddp_dmuon, plan::Reshard::z3, tree, p,
-      plan::predict_dmuon_volume(tree, p.hooks, p.partition, plan::Reshard::z3), 0, 2, 1, 4);
+  engine::VolumeOptions ddp;
+  ddp.method = Method::ddp_dmuon;
+  ddp.wire_bytes = 4;
+  const auto v = engine::predict_step_volume(tree, p, ddp).of_rank(0);
   EXPECT_EQ(v[engine::channel_index(CommGroup::shard, comm::CollectiveKind::reduce)].bytes, 64);
   EXPECT_EQ(v[engine::channel_index(CommGroup::shard, comm::CollectiveKind::reduce)].calls, 2);
   EXPECT_EQ(v[engine::channel_index(CommGroup::shard, comm::CollectiveKind::broadcast)].bytes, 64);
@@ -856,7 +856,7 @@ TEST(StepSchedule, TensorParallelHandWritten) {
 // R x G x T worlds: within each TP group (world ranks dp·T .. dp·T + T − 1) the TP ops are the
 // same sequence (op, parameter, count, root) on every rank, the Newton–Schulz of a TP-sharded
 // parameter runs on its TP owner only, and each rank's gathers and scatters add up to the TP
-// formula (plan/tp_volume.hpp: calls, bytes sent and received).
+// formula (engine/step/step_volume.hpp: calls, bytes sent and received).
 TEST(StepSchedule, TensorParallelGroupsAgreeAndMatchTheFormula) {
   for (auto [world, replicate, tp] : {std::tuple{2, 1, 2}, {4, 1, 2}, {8, 2, 2}, {8, 1, 4}}) {
     SCOPED_TRACE("world " + std::to_string(world) + " R " + std::to_string(replicate) + " T " +
@@ -866,8 +866,9 @@ TEST(StepSchedule, TensorParallelGroupsAgreeAndMatchTheFormula) {
     const auto& p = setup.plan;
     const auto& local = setup.local;
     ASSERT_EQ(p.tp.sharded.size(), 28u);
-    const auto v =
-        plan::predict_tp_volume(topo.tree, p, plan::Reshard::z3, plan::GradReduce::per_param, 4);
+    engine::VolumeOptions vo;
+    vo.wire_bytes = 4;
+    const auto v = engine::predict_step_volume(topo.tree, p, vo).tp_exchange;
     engine::StepSpec so;
     std::vector<std::string> tp_ops(static_cast<std::size_t>(world));
     for (int w = 0; w < world; ++w) {

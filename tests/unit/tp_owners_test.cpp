@@ -11,6 +11,7 @@
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/tp_shard.hpp"
+#include "dmuon/engine/step/step_volume.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/plan/tp_layouts.hpp"
@@ -225,6 +226,15 @@ TEST(TpShard, BadShapesNameTheParameter) {
                      "--tp 0 is invalid");
 }
 
+// DMuon's step with its TP exchange (engine/step/step_volume.hpp).
+plan::TpCommVolume tp_volume(const model::ModuleTree& tree, const plan::Plan& p,
+                             plan::Reshard reshard, int wire_bytes = 0) {
+  engine::VolumeOptions o;
+  o.reshard = reshard;
+  o.wire_bytes = wire_bytes;
+  return engine::predict_step_volume(tree, p, o).tp_exchange;
+}
+
 TEST(TpVolume, HandDerivedPerRank) {
   // kSix on 1-D G = 2, T = 2 (owners above). Local shard 32 fp32 = 128 bytes.
   // DP part per DP rank, Z3: P_M(local) = 6*128 = 768, each DP rank owns 3*128 = 384:
@@ -236,7 +246,7 @@ TEST(TpVolume, HandDerivedPerRank) {
   //   world 2 256 + 256, world 3 128 + 128.
   const auto t = make_tree(kSix);
   const auto p = plan::make_plan(t, config(2, 1, 2, "round_robin", "numel"));
-  const auto v = plan::predict_tp_volume(t, p, plan::Reshard::z3);
+  const auto v = tp_volume(t, p, plan::Reshard::z3);
   ASSERT_EQ(v.world, 4);
   EXPECT_EQ(v.dp.total_bytes(0), 1152);
   EXPECT_EQ(v.dp.total_bytes(1), 1152);
@@ -253,11 +263,11 @@ TEST(TpVolume, HandDerivedPerRank) {
   for (auto b : v.gather.bytes_per_rank) gather_sum += b;
   EXPECT_EQ(gather_sum, 6 * 64 * 4 / 2);
   // bf16 on the wire: gradients (and so the gather) halve, the fp32 scatter does not.
-  const auto b16 = plan::predict_tp_volume(t, p, plan::Reshard::z3, plan::GradReduce::per_param, 2);
+  const auto b16 = tp_volume(t, p, plan::Reshard::z3, 2);
   EXPECT_EQ(b16.gather.bytes_per_rank, (std::vector<std::int64_t>{64, 128, 128, 64}));
   EXPECT_EQ(b16.scatter.bytes_per_rank, (std::vector<std::int64_t>{128, 256, 256, 128}));
   // Z2: one broadcast instead of two: 384 + 384 = 768 DP bytes.
-  EXPECT_EQ(plan::predict_tp_volume(t, p, plan::Reshard::z2).total_bytes(0), 768 + 256);
+  EXPECT_EQ(tp_volume(t, p, plan::Reshard::z2).total_bytes(0), 768 + 256);
 }
 
 TEST(TpBlocks, AssembleAndSplitByHand) {

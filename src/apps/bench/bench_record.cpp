@@ -10,9 +10,8 @@
 
 #include "dmuon/comm/collective_counters.hpp"
 #include "dmuon/engine/step/grad_clip.hpp"
+#include "dmuon/engine/step/step_volume.hpp"
 #include "dmuon/partition/cost_model.hpp"
-#include "dmuon/plan/comm_volume.hpp"
-#include "dmuon/plan/ddp_dmuon_volume.hpp"
 #include "dmuon/results/plan_record.hpp"
 #include "dmuon/results/summary_fields.hpp"
 
@@ -254,16 +253,12 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
       rec.partition.replicate = run.config.partition.replicate;
     } else {
       const auto& p = plans.at(static_cast<std::size_t>(run.plan_index));
-      const int wire = static_cast<int>(kernels::dtype_bytes(o.engine.step.wire));
-      auto v =
-          run.method == engine::Method::ddp_dmuon
-              ? plan::predict_ddp_dmuon_volume(topo.tree, p.hooks, p.partition,
-                                               o.engine.step.grad_reduce, wire, &p.route_wire_bytes)
-              : plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, o.engine.step.reshard,
-                                           o.engine.step.grad_reduce, wire, nullptr,
-                                           &p.route_wire_bytes);
-      v.reshard = o.engine.step.reshard;  // ddp-dmuon's volume does not depend on it
-      rec = results::make_plan_record(topo, p, v, method);
+      // The plan record describes the logical model (its TP shards are recorded below).
+      auto volume = engine::volume_options(o.engine.step);
+      volume.method = run.method;
+      volume.tp = false;
+      rec = results::make_plan_record(
+          topo, p, engine::predict_step_volume(topo.tree, p, volume).owners, method);
     }
     if (run.ok() && run.result.tp > 1) {
       rec.world_size = run.result.world_size;  // R x G x T

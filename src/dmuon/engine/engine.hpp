@@ -3,7 +3,7 @@
 // the ranks of `world` laid out as R rows x G columns x T TP ranks (HSDP when R > 1, tensor
 // parallelism when T > 1; base/rank_grid.hpp), on the host (Open MPI +
 // Kokkos) or on GPUs (NCCL + CUDA), measuring phases, counting every collective and auditing
-// the counts against the exact formulas (baseline_volume.hpp). Optionally checks the final
+// the counts against the exact formulas (step/step_volume.hpp). Optionally checks the final
 // weights against a one-process recomputation (reference.hpp).
 //
 // The pieces, one file each: step_layout (what each rank holds, pure), step_schedule (the

@@ -1,7 +1,8 @@
 #pragma once
-// Predicted per-step communication of DMuon for a plan (SPEC §6): collective counts and the
-// per-rank volume in bytes, from the actual sites and owners — the formula the engine's
-// measured bytes are audited against.
+// The owner-based routes' communication per step (SPEC §6) as the plan record and dmuon_inspect
+// show it: collective counts and per-rank volume of the owners' broadcasts and reduces, and the
+// dedicated bytes they move. Predicted by engine/step/step_volume.hpp (predict_step_volume,
+// StepVolume::owners) from the terms of plan/volume_terms.hpp.
 //
 // Volume convention (algorithm-independent payload): a broadcast counts its bytes on every
 // receiving rank; a reduce counts its bytes on every sending (non-root) rank. So with P_M the
@@ -36,9 +37,12 @@ struct KindVolume {
   std::int64_t max_bytes() const;
 };
 
+/// Per DP rank, one step (Z3 and --accum already applied). dmuon: broadcasts in rows, reduces
+/// to the owner's column, HSDP's stage 2 and replicate broadcast; ddp-dmuon: reduce to the owner
+/// and its post-step fp32 broadcast over the world (the HSDP kinds stay zero, no hooks).
 struct CommVolume {
   Reshard reshard = Reshard::z3;
-  int world = 1;
+  int world = 1;  ///< R x G (the DP ranks)
   GradReduce grad_reduce = GradReduce::per_param;
   /// Hooks that fire per rank per step: the reference installs four per site in Z3 and Z2
   /// alike (forward-pre, forward-post, backward-pre, backward-post): 4 per site.
@@ -66,40 +70,15 @@ struct CommVolume {
   /// largest dedicated parameter and the limit.
   std::string overflow_message(const char* what, int rank) const;
   std::int64_t max_bytes_per_rank() const;
-  /// Sum over the kinds for one rank (fits: predict_dmuon_volume checks every rank's total).
+  /// Sum over the kinds for one rank (fits: predict_step_volume checks every rank's total).
   std::int64_t total_bytes(int rank) const;
 };
 
-/// --route dtypes (Plan::route_wire_bytes, per parameter id; null or 0: none). The bytes per
-/// element a dedicated parameter travels in: its route's, else `wire_bytes` when > 0, else
-/// its own dtype's (`own`).
-inline int dedicated_wire_bytes(const std::vector<int>* route_wire_bytes, int pid, int wire_bytes,
-                                int own) {
-  const int route = route_wire_bytes ? route_wire_bytes->at(static_cast<std::size_t>(pid)) : 0;
-  return route > 0 ? route : wire_bytes > 0 ? wire_bytes : own;
-}
 /// Which packed buffer of its (site, owner) a dedicated parameter joins: 0 the common one, else
 /// its route's type when that differs from the wire's (one more buffer per such type).
 inline int packed_type_key(const std::vector<int>* route_wire_bytes, int pid, int wire_bytes) {
   const int route = route_wire_bytes ? route_wire_bytes->at(static_cast<std::size_t>(pid)) : 0;
   return route > 0 && route != wire_bytes ? route : 0;
 }
-
-/// Predicts one DMuon step for `plan` owned by `part` (G × R world). Reduce calls count one per
-/// parameter (per_param) or one per (site, owner) (packed); bytes are the same either way.
-/// Weights and gradients travel in each parameter's own dtype, or in `wire_bytes` per element
-/// when it is > 0 (the engine's --comm-dtype); the replicate broadcast always carries the fp32
-/// master. `plan` should be resolved for the same reshard mode (Plan::config.reshard): in Z2 a
-/// tied parameter's site differs. Every sum and product is checked: a volume beyond int64 is
-/// an InputError naming the parameter or rank where it overflows. `local_numel` (per parameter
-/// id), when given, replaces each parameter's element count: the local shard a rank holds
-/// under tensor parallelism (tp_volume.hpp). `route_wire_bytes` (Plan::route_wire_bytes):
-/// --route dtypes, whose parameters travel in their type in packed buffers of their own, one
-/// per (site, owner, type) — a "pair" below counts each.
-CommVolume predict_dmuon_volume(const model::ModuleTree& tree, const boundary::HookPlan& plan,
-                                const partition::Partition& part, Reshard reshard,
-                                GradReduce grad_reduce = GradReduce::per_param, int wire_bytes = 0,
-                                const std::vector<std::int64_t>* local_numel = nullptr,
-                                const std::vector<int>* route_wire_bytes = nullptr);
 
 }  // namespace dmuon::plan

@@ -1,11 +1,13 @@
 #pragma once
-// Predicted per-step communication of DMuon under tensor parallelism, layout R x G x T (docs/
-// METRICS.md "Tensor parallelism"). World rank w = dp * T + t (tp_owners.hpp).
+// DMuon's communication per step under tensor parallelism, layout R x G x T (docs/METRICS.md
+// "Tensor parallelism"), as dmuon_inspect shows it. World rank w = dp * T + t (base/rank_grid).
+// Predicted by engine/step/step_volume.hpp (StepVolume::tp_exchange; the term in
+// volume_terms.hpp).
 //
 // DP collectives run inside each DP group (the R x G ranks with the same TP index t) exactly as
 // without TP (comm_volume.hpp), on the local shard each rank holds: a TP-sharded parameter
 // moves |p|/T elements in every broadcast and reduce, the others their full size. So the DP
-// volume of world rank w is predict_dmuon_volume(local numel) of DP rank w / T.
+// volume of world rank w is the owner-based volume (on local shards) of DP rank w / T.
 //
 // Per TP-sharded parameter p with DP owner rank d and TP owner o, on the TP group of d (world
 // ranks d*T + t), after its gradient reduce has landed on d:
@@ -40,12 +42,6 @@ struct TpCommVolume {
   std::int64_t total_bytes(int world_rank) const;
   std::int64_t max_bytes_per_rank() const;
 };
-
-/// Predicts one step of `plan` (its hooks, partition and TP plan) on R x G x T ranks. Gradients
-/// travel in `wire_bytes` per element when > 0, else in each parameter's dtype; the scatter
-/// always carries fp32. Sums are checked (InputError naming the parameter or rank).
-TpCommVolume predict_tp_volume(const model::ModuleTree& tree, const Plan& plan, Reshard reshard,
-                               GradReduce grad_reduce = GradReduce::per_param, int wire_bytes = 0);
 
 /// The first mismatch of world rank `rank`'s TP gathers and scatters of one step (calls, and
 /// bytes in both directions) with `v`, as "<what>: measured M, formula F"; "" when they agree.

@@ -5,7 +5,7 @@
 // measured steps; the replay is deterministic, so one measured step after the warm-up), into
 // the engine's RunResult so that the bench's table, JSON and results records apply unchanged.
 // Collective calls and bytes are counted from the replayed batches per rank and audited
-// against the closed-form formula (engine/step/baseline_volume.hpp) like a measured run.
+// against the closed-form formula (engine/step/step_volume.hpp) like a measured run.
 //
 // Throughput figures (docs/PROJECTION.md):
 //   model FLOPs per step  = Σ_p 6 · numel_p · n_p   (n_p: global samples of parameter p: the

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/engine/step/step_volume.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/plan.hpp"
@@ -348,7 +349,7 @@ plan::Plan moe_plan(const model::Topology& t, const std::string& boundary, bool 
 TEST(PlanRecord, MoeTinyRecommendedRoundTrips) {
   const auto topo = model::build_topology("moe", "tiny");
   const auto p = moe_plan(topo, topo.recommended_boundary, true);
-  const auto v = plan::predict_dmuon_volume(topo.tree, p.hooks, p.partition, plan::Reshard::z3);
+  const auto v = engine::predict_step_volume(topo.tree, p, {}).owners;
   const auto r = make_plan_record(topo, p, v, "dmuon");
   EXPECT_EQ(r.topology, "moe");
   EXPECT_EQ(r.preset, "tiny");

@@ -34,21 +34,4 @@ SampleRange micro_sample_range(std::int64_t n, int micro, int accum, int rank, i
   return r;
 }
 
-std::int64_t accum_hooks_fired(std::int64_t fired, int accum) {
-  return fired * accum;
-}
-
-std::int64_t accum_hooks_communicating(std::int64_t fired, std::int64_t communicating, int accum) {
-  const std::int64_t post = fired / 4;
-  return accum * (communicating - post) + post;
-}
-
-plan::CommVolume accumulated_volume(plan::CommVolume v, int accum) {
-  for (auto& c : v.broadcast.calls_per_rank) c *= accum;
-  for (auto& b : v.broadcast.bytes_per_rank) b *= accum;
-  v.hooks_communicating = accum_hooks_communicating(v.hooks_fired, v.hooks_communicating, accum);
-  v.hooks_fired = accum_hooks_fired(v.hooks_fired, accum);
-  return v;
-}
-
 }  // namespace dmuon::engine

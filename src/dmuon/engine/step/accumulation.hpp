@@ -14,13 +14,13 @@
 //     keeps parameters gathered from forward to backward but reshards after backward);
 //   * hooks: all four per site fire in every micro-step; the backward-post hook communicates
 //     in the last micro-step only.
-// Per step: weight collectives × K, reduces × 1, optimizer collectives × 1.
+// Per step: weight collectives × K, reduces × 1, optimizer collectives × 1 (the audit's
+// formula applies it: step_volume.hpp).
 
 #include <cstdint>
 #include <string_view>
 
 #include "dmuon/engine/step/synthetic.hpp"
-#include "dmuon/plan/comm_volume.hpp"
 
 namespace dmuon::engine {
 
@@ -30,16 +30,5 @@ int parse_accum(std::string_view text);
 /// Rank `rank` of `ranks`'s samples in micro-step `micro` of `accum` of a parameter training on
 /// n samples per step; n stays the step's count (the loss scale).
 SampleRange micro_sample_range(std::int64_t n, int micro, int accum, int rank, int ranks);
-
-/// Hooks per rank per step with accumulation, from the one-micro-step counts: every hook
-/// fires K times; those that communicate are K × (forward-pre, Z3 backward-pre) + 1 ×
-/// backward-post, where a hooked site has exactly one backward-post hook (fired / 4).
-std::int64_t accum_hooks_fired(std::int64_t fired, int accum);
-std::int64_t accum_hooks_communicating(std::int64_t fired, std::int64_t communicating, int accum);
-
-/// The DMuon prediction of one micro-step turned into a step of `accum` micro-steps: row
-/// broadcasts (calls and bytes per rank) and hooks as above; reduces, stage 2 and the
-/// replicate broadcast unchanged.
-plan::CommVolume accumulated_volume(plan::CommVolume v, int accum);
 
 }  // namespace dmuon::engine

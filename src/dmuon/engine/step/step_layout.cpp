@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "dmuon/base/error.hpp"
-#include "dmuon/engine/step/baseline_volume.hpp"
+#include "dmuon/engine/step/step_volume.hpp"
 
 namespace dmuon::engine {
 

@@ -11,12 +11,10 @@
 
 #include "dmuon/base/check.hpp"
 #include "dmuon/comm/first_message.hpp"
-#include "dmuon/engine/step/accumulation.hpp"
 #include "dmuon/engine/step/synthetic.hpp"
 #include "dmuon/engine/verify/reference.hpp"
 #include "dmuon/engine/verify/replica_agreement.hpp"
 #include "dmuon/plan/tp_local_tree.hpp"
-#include "dmuon/plan/tp_volume.hpp"
 
 namespace dmuon::engine {
 
@@ -81,30 +79,6 @@ MeasuredMemory max_over_ranks(const MeasuredMemory& mine, int rank, MPI_Comm com
   return out;
 }
 
-// The expected calls and bytes of world rank `rank` (baseline_volume.hpp; --tp: the DP
-// collectives on the local shards, plus the TP exchange of plan/tp_volume.hpp).
-VolumeExpectation expectation(const model::ModuleTree& tree, const plan::Plan& plan,
-                              const EngineOptions& o, const GridRank& me,
-                              plan::CommVolume& predicted) {
-  const int wire = static_cast<int>(kernels::dtype_bytes(o.step.wire));
-  const bool tp = plan.tp.tp > 1;
-  predicted = plan::predict_dmuon_volume(
-      tree, plan.hooks, plan.partition, o.step.reshard, o.step.grad_reduce, wire,
-      tp ? &plan.tp.local_numel : nullptr, &plan.route_wire_bytes);
-  const auto& po = plan.partition.options;
-  VolumeExpectation v =
-      expected_volume(o.step.method, o.step.reshard, tree, plan, predicted, me.dp(), po.shard,
-                      po.replicate, wire, o.step.accum, o.step.clip_norm > 0);
-  if (!tp) return v;
-  const auto t = plan::predict_tp_volume(tree, plan, o.step.reshard, o.step.grad_reduce, wire);
-  const auto w = static_cast<std::size_t>(me.rank);
-  auto& g = v[channel_index(CommGroup::tp, comm::CollectiveKind::gather)];
-  auto& s = v[channel_index(CommGroup::tp, comm::CollectiveKind::scatter)];
-  g = {t.gather.calls_per_rank.at(w), t.gather.bytes_per_rank.at(w)};
-  s = {t.scatter.calls_per_rank.at(w), t.scatter.bytes_per_rank.at(w)};
-  return v;
-}
-
 }  // namespace
 
 ResultCollector::ResultCollector(const model::ModuleTree& tree, const plan::Plan& plan,
@@ -124,9 +98,11 @@ ResultCollector::ResultCollector(const model::ModuleTree& tree, const plan::Plan
     dp_split_ = comm::UniqueComm(dp);
     dp_ = dp;
   }
-  expect_ = expectation(tree, plan, o, layout.me, predicted_);
-  // --accum: hooks fire every micro-step; backward-post communicates once (accumulation.hpp).
-  predicted_ = accumulated_volume(predicted_, o.step.accum);
+  // The audit's formula (step_volume.hpp): this rank's channels and the hooks of a step.
+  const StepVolume formula = predict_step_volume(tree, plan, volume_options(o.step));
+  expect_ = formula.of_rank(layout.me.rank);
+  hooks_formula_ = formula.hooks_fired;
+  comm_hooks_formula_ = formula.hooks_communicating;
   phases_.assign(static_cast<std::size_t>(o.run.total_steps()) * kPhaseCount, 0.0);
   in_flight_.assign(static_cast<std::size_t>(o.run.total_steps()) * kChannelCount, 0.0);
 }
@@ -152,12 +128,10 @@ void ResultCollector::record(long step, const StepMeasure& m, const ChannelCount
           step, channel_name(c), calls_[c], bytes_[c], expect_[c].calls, expect_[c].bytes);
   }
   if (traits(o_.step.method).reference_hooks && audit_message_.empty() &&
-      (hooks_per_step_ != predicted_.hooks_fired ||
-       comm_hooks_per_step_ != predicted_.hooks_communicating))
-    audit_message_ =
-        fmt::format("rank {} step {}: {} hooks fired ({} communicating), formula {} ({})", rank_,
-                    step, hooks_per_step_, comm_hooks_per_step_, predicted_.hooks_fired,
-                    predicted_.hooks_communicating);
+      (hooks_per_step_ != hooks_formula_ || comm_hooks_per_step_ != comm_hooks_formula_))
+    audit_message_ = fmt::format(
+        "rank {} step {}: {} hooks fired ({} communicating), formula {} ({})", rank_, step,
+        hooks_per_step_, comm_hooks_per_step_, hooks_formula_, comm_hooks_formula_);
 }
 
 // Per-rank values to rank 0: the measured steps' phases (steps x ranks x phases) and the last
@@ -309,9 +283,8 @@ RunResult ResultCollector::finish(StepBackend& backend) {
   const bool reference_hooks = traits(o_.step.method).reference_hooks;
   r.hook_sites = reference_hooks ? static_cast<std::int64_t>(plan_.hooks.sites.size())
                                  : static_cast<std::int64_t>(layout_.groups.size());
-  r.hook_calls_formula = reference_hooks ? predicted_.hooks_fired : r.hook_calls_per_step;
-  r.hook_comm_calls_formula =
-      reference_hooks ? predicted_.hooks_communicating : r.hook_comm_calls_per_step;
+  r.hook_calls_formula = reference_hooks ? hooks_formula_ : r.hook_calls_per_step;
+  r.hook_comm_calls_formula = reference_hooks ? comm_hooks_formula_ : r.hook_comm_calls_per_step;
   if (!(o_.run.check || o_.run.keep_final_weights)) return r;
   r.final_weights = gather_final(backend);
   if (o_.run.check) check(r, backend);

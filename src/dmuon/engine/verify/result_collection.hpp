@@ -1,7 +1,7 @@
 #pragma once
 // What a run reports, collected around the executor: per step, this rank's phase times, hook
 // calls and collective counters per channel, each audited against the exact formula
-// (baseline_volume.hpp) as it is recorded; at the end, the reductions over ranks (per step the
+// (step_volume.hpp) as it is recorded; at the end, the reductions over ranks (per step the
 // max over ranks, then the median over measured steps), memory figures and, when asked, the
 // final weights on rank 0 and the --check against the one-process reference. The reductions
 // run on the world communicator, outside the counted ones.
@@ -17,10 +17,10 @@
 #include "dmuon/engine/exec/channel_counters.hpp"
 #include "dmuon/engine/exec/step_backend.hpp"
 #include "dmuon/engine/exec/step_executor.hpp"
-#include "dmuon/engine/step/baseline_volume.hpp"
 #include "dmuon/engine/step/engine_options.hpp"
 #include "dmuon/engine/step/run_result.hpp"
 #include "dmuon/engine/step/step_layout.hpp"
+#include "dmuon/engine/step/step_volume.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/plan/plan.hpp"
 
@@ -59,10 +59,10 @@ class ResultCollector {
   comm::UniqueComm dp_split_;  // --tp: this rank's DP group (the ranks of its TP index)
   MPI_Comm dp_;                // the DP group (the world without --tp)
   int rank_ = 0, size_ = 1;
-  plan::CommVolume predicted_;
-  VolumeExpectation expect_{};
-  std::vector<double> phases_;     // step-major, kPhaseCount per step
-  std::vector<double> in_flight_;  // step-major, kChannelCount per step
+  VolumeExpectation expect_{};                               // the formula's channels
+  std::int64_t hooks_formula_ = 0, comm_hooks_formula_ = 0;  // and hooks, per step
+  std::vector<double> phases_;                               // step-major, kPhaseCount per step
+  std::vector<double> in_flight_;                            // step-major, kChannelCount per step
   bool in_flight_measured_ = false;
   std::array<double, kChannelCount> message_bytes_{};
   std::array<int, kChannelCount> group_size_{};
