@@ -9,10 +9,10 @@
 
 namespace dmuon::partition::detail {
 
-void assign_lpt(Partition& p, const std::vector<std::string>& unit_names, bool prefer_spread) {
-  const auto& opt = p.options;
-  const int S = static_cast<int>(p.slots.size());
-  const bool columns = opt.replicate > 1 && opt.column_balance;
+namespace {
+
+// SPEC §5's LPT order: (-cost, -numel, key as a string with none as "", member names).
+std::vector<int> lpt_order(const Partition& p, const std::vector<std::string>& unit_names) {
   std::vector<int> order(p.units.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int a, int b) {
@@ -25,69 +25,102 @@ void assign_lpt(Partition& p, const std::vector<std::string>& unit_names, bool p
     if (ka != kb) return ka < kb;
     return unit_names[a] < unit_names[b];
   });
-  p.visit_order = order;
+  return order;
+}
 
-  std::vector<std::int64_t> cost(S, 0), numel(S, 0);
-  std::vector<std::int64_t> col_cost(opt.shard, 0), col_numel(opt.shard, 0);
+// The slots ranked by SPEC §5's criteria after "already used by this key": (column cost load,
+// slot cost load, column numel load, slot numel load, slot index); the column terms only with
+// HSDP column balance. Kept ordered as loads change.
+class RankedSlots {
+ public:
+  explicit RankedSlots(const Partition& p)
+      : p_(p),
+        columns_(p.options.replicate > 1 && p.options.column_balance),
+        cost_(p.slots.size(), 0),
+        numel_(p.slots.size(), 0),
+        col_cost_(static_cast<std::size_t>(p.options.shard), 0),
+        col_numel_(static_cast<std::size_t>(p.options.shard), 0) {
+    for (int s = 0; s < static_cast<int>(p.slots.size()); ++s) ranked_.insert(entry(s));
+  }
+
   using Entry = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, int>;
-  auto entry = [&](int s) {
-    const int c = p.slots[s].shard;
-    return Entry{columns ? col_cost[c] : 0, cost[s], columns ? col_numel[c] : 0, numel[s], s};
-  };
-  std::set<Entry> ranked;
-  for (int s = 0; s < S; ++s) ranked.insert(entry(s));
+  Entry entry(int s) const {
+    const auto c = static_cast<std::size_t>(p_.slots[static_cast<std::size_t>(s)].shard);
+    const auto i = static_cast<std::size_t>(s);
+    return Entry{columns_ ? col_cost_[c] : 0, cost_[i], columns_ ? col_numel_[c] : 0, numel_[i], s};
+  }
+  const std::set<Entry>& ranked() const { return ranked_; }
 
-  // Slots each key already uses: first-use order (for the max_owners restriction) plus a set
-  // for O(1) membership; "none" keys share one entry.
-  struct KeySlots {
-    std::vector<int> order;
-    std::unordered_set<int> set;
-  };
-  std::unordered_map<std::string, KeySlots> used;
-  p.unit_slot.assign(p.units.size(), -1);
-  for (int u : order) {
-    const Unit& unit = p.units[u];
-    auto& key_slots = used[unit.key ? "k" + *unit.key : std::string("n")];
-    int best = -1;
-    const bool restricted = opt.max_owners_per_group > 0 &&
-                            static_cast<int>(key_slots.order.size()) >= opt.max_owners_per_group;
-    if (restricted) {
-      // Only the key's slots; all are "used", so the first criterion ties.
-      Entry best_e{};
-      for (int s : key_slots.order) {
-        Entry e = entry(s);
-        if (best < 0 || e < best_e) {
-          best = s;
-          best_e = e;
-        }
-      }
-    } else if (!prefer_spread || static_cast<int>(key_slots.order.size()) == S) {
-      best = std::get<4>(*ranked.begin());  // every slot used: the cheapest overall
-    } else {
-      // Cheapest slot not yet used by this key (at most |used| entries are skipped).
-      for (const auto& e : ranked) {
-        if (!key_slots.set.count(std::get<4>(e))) {
-          best = std::get<4>(e);
-          break;
-        }
-      }
-    }
-    // Update loads; the column terms change every slot of the column.
-    const int c = p.slots[best].shard;
+  void add(int best, const Unit& unit) {
+    // The column terms change every slot of the column.
+    const int c = p_.slots[static_cast<std::size_t>(best)].shard;
     std::vector<int> touched;
-    if (columns) {
-      for (int r = 0; r < opt.replicate; ++r) touched.push_back(c * opt.replicate + r);
+    if (columns_) {
+      for (int r = 0; r < p_.options.replicate; ++r)
+        touched.push_back(c * p_.options.replicate + r);
     } else {
       touched.push_back(best);
     }
-    for (int s : touched) ranked.erase(entry(s));
-    cost[best] += unit.cost;
-    numel[best] += unit.numel;
-    col_cost[c] += unit.cost;
-    col_numel[c] += unit.numel;
-    for (int s : touched) ranked.insert(entry(s));
+    for (int s : touched) ranked_.erase(entry(s));
+    cost_[static_cast<std::size_t>(best)] += unit.cost;
+    numel_[static_cast<std::size_t>(best)] += unit.numel;
+    col_cost_[static_cast<std::size_t>(c)] += unit.cost;
+    col_numel_[static_cast<std::size_t>(c)] += unit.numel;
+    for (int s : touched) ranked_.insert(entry(s));
+  }
+
+ private:
+  const Partition& p_;
+  bool columns_;
+  std::vector<std::int64_t> cost_, numel_, col_cost_, col_numel_;
+  std::set<Entry> ranked_;
+};
+
+// Slots a key already uses: first-use order plus a set for O(1) membership.
+struct KeySlots {
+  std::vector<int> order;
+  std::unordered_set<int> set;
+};
+
+// The slot LPT gives the next unit of a key using `used`.
+int pick_slot(const RankedSlots& slots, const KeySlots& used, int max_owners, int slot_count,
+              bool prefer_spread) {
+  if (max_owners > 0 && static_cast<int>(used.order.size()) >= max_owners) {
+    // Only the key's slots; all are "used", so the first criterion ties.
+    int best = -1;
+    RankedSlots::Entry best_e{};
+    for (int s : used.order) {
+      const auto e = slots.entry(s);
+      if (best < 0 || e < best_e) {
+        best = s;
+        best_e = e;
+      }
+    }
+    return best;
+  }
+  if (!prefer_spread || static_cast<int>(used.order.size()) == slot_count)
+    return std::get<4>(*slots.ranked().begin());  // every slot used: the cheapest overall
+  // Cheapest slot not yet used by this key (at most |used| entries are skipped).
+  for (const auto& e : slots.ranked())
+    if (!used.set.count(std::get<4>(e))) return std::get<4>(e);
+  return -1;  // unreachable: fewer used slots than slots
+}
+
+}  // namespace
+
+void assign_lpt(Partition& p, const std::vector<std::string>& unit_names, bool prefer_spread) {
+  p.visit_order = lpt_order(p, unit_names);
+  RankedSlots slots(p);
+  std::unordered_map<std::string, KeySlots> used;  // "none" keys share one entry
+  p.unit_slot.assign(p.units.size(), -1);
+  for (int u : p.visit_order) {
+    const Unit& unit = p.units[static_cast<std::size_t>(u)];
+    auto& key_slots = used[unit.key ? "k" + *unit.key : std::string("n")];
+    const int best = pick_slot(slots, key_slots, p.options.max_owners_per_group,
+                               static_cast<int>(p.slots.size()), prefer_spread);
+    slots.add(best, unit);
     if (key_slots.set.insert(best).second) key_slots.order.push_back(best);
-    p.unit_slot[u] = best;
+    p.unit_slot[static_cast<std::size_t>(u)] = best;
   }
 }
 

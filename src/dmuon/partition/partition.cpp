@@ -131,8 +131,9 @@ void assign_round_robin(Partition& p) {
 
 }  // namespace
 
-Partition partition_ownership(const model::ModuleTree& tree, const std::vector<int>& dedicated,
-                              const PartitionOptions& options) {
+namespace {
+
+void validate(const PartitionOptions& options) {
   if (options.shard < 1 || options.shard > kMaxSlots)
     throw InputError(
         fmt::format("shard-group size {} is invalid (valid: 1..{})", options.shard, kMaxSlots));
@@ -150,52 +151,60 @@ Partition partition_ownership(const model::ModuleTree& tree, const std::vector<i
   if (options.max_owners_per_group < 0 || options.max_owners_per_group > kMaxSlots)
     throw InputError(fmt::format("max owners per group {} is invalid (0 = unlimited, or 1 to {})",
                                  options.max_owners_per_group, kMaxSlots));
+}
+
+// Every load is a sum over a subset of the units: bounding the totals bounds them all.
+void check_totals(const model::ModuleTree& tree, const Partition& p) {
+  std::int64_t cost = 0, numel = 0;
+  for (const auto& unit : p.units) {
+    const auto overflow = [&] {
+      return fmt::format(
+          "the dedicated parameters' total {} cost or size overflows 64 bits at parameter '{}'",
+          cost_model_name(p.options.cost_model), tree.parameter(unit.members.front()).name);
+    };
+    cost = checked_add(cost, unit.cost, overflow);
+    numel = checked_add(numel, unit.numel, overflow);
+  }
+}
+
+// LPT as the reference; lpt_refine: two deterministic starts, each refined by local search.
+void assign_lpt_strategy(const model::ModuleTree& tree, Partition& p) {
+  std::vector<std::string> names(p.units.size());
+  for (std::size_t u = 0; u < p.units.size(); ++u) {
+    std::string& n = names[u];
+    for (std::size_t i = 0; i < p.units[u].members.size(); ++i) {
+      if (i) n += ',';
+      n += tree.parameter(p.units[u].members[i]).name;
+    }
+  }
+  detail::assign_lpt(p, names, /*prefer_spread=*/true);
+  if (p.options.strategy != Strategy::lpt_refine) return;
+  detail::refine_local_search(p);
+  compute_metrics(p);
+  Partition alt = p;
+  detail::assign_lpt(alt, names, /*prefer_spread=*/false);
+  detail::refine_local_search(alt);
+  compute_metrics(alt);
+  // Same-layer spreading is kept as a constraint: the plain-LPT start only wins when it is
+  // strictly shorter without adding same-key collisions.
+  if (alt.makespan < p.makespan && alt.key_collisions <= p.key_collisions)
+    p.unit_slot = alt.unit_slot;
+}
+
+}  // namespace
+
+Partition partition_ownership(const model::ModuleTree& tree, const std::vector<int>& dedicated,
+                              const PartitionOptions& options) {
+  validate(options);
   Partition p;
   p.options = options;
   for (int s = 0; s < options.shard; ++s)
     for (int r = 0; r < options.replicate; ++r) p.slots.push_back({s, r, r * options.shard + s});
   p.units = build_units(tree, dedicated, options);
-  // Every load below is a sum over a subset of the units: bounding the totals bounds them all.
-  {
-    std::int64_t cost = 0, numel = 0;
-    for (const auto& unit : p.units) {
-      const auto overflow = [&] {
-        return fmt::format(
-            "the dedicated parameters' total {} cost or size overflows 64 bits at parameter '{}'",
-            cost_model_name(options.cost_model), tree.parameter(unit.members.front()).name);
-      };
-      cost = checked_add(cost, unit.cost, overflow);
-      numel = checked_add(numel, unit.numel, overflow);
-    }
-  }
-
+  check_totals(tree, p);
   switch (options.strategy) {
     case Strategy::lpt:
-    case Strategy::lpt_refine: {
-      std::vector<std::string> names(p.units.size());
-      for (std::size_t u = 0; u < p.units.size(); ++u) {
-        std::string& n = names[u];
-        for (std::size_t i = 0; i < p.units[u].members.size(); ++i) {
-          if (i) n += ',';
-          n += tree.parameter(p.units[u].members[i]).name;
-        }
-      }
-      detail::assign_lpt(p, names, /*prefer_spread=*/true);
-      if (options.strategy == Strategy::lpt_refine) {
-        // Two deterministic starts, each refined.
-        detail::refine_local_search(p);
-        compute_metrics(p);
-        Partition alt = p;
-        detail::assign_lpt(alt, names, /*prefer_spread=*/false);
-        detail::refine_local_search(alt);
-        compute_metrics(alt);
-        // Same-layer spreading is kept as a constraint: the plain-LPT start only wins when it
-        // is strictly shorter without adding same-key collisions.
-        if (alt.makespan < p.makespan && alt.key_collisions <= p.key_collisions)
-          p.unit_slot = alt.unit_slot;
-      }
-      break;
-    }
+    case Strategy::lpt_refine: assign_lpt_strategy(tree, p); break;
     case Strategy::round_robin: assign_round_robin(p); break;
     case Strategy::rank0: p.unit_slot.assign(p.units.size(), 0); break;
   }
@@ -203,7 +212,6 @@ Partition partition_ownership(const model::ModuleTree& tree, const std::vector<i
     p.visit_order.resize(p.units.size());
     std::iota(p.visit_order.begin(), p.visit_order.end(), 0);
   }
-
   p.owner_slot.assign(tree.num_parameters(), -1);
   p.param_cost.assign(tree.num_parameters(), 0);
   for (std::size_t u = 0; u < p.units.size(); ++u)
