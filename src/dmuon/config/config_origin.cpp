@@ -32,8 +32,10 @@ void note_config_origin(const std::string& path, const std::string& flag, int li
   o.path = path;
   const auto where = fmt::format("{}:{}, key '{}'", path, line, key);
   o.where[flag] = where;
+  // Only values that say something of their own: a quoted "2" in a message may be any flag's.
   for (const auto& v : values)
-    if (!v.empty()) o.values.emplace_back("'" + v + "'", where);
+    if (v.size() >= 2 && v.find_first_not_of("0123456789.-+eE") != std::string::npos)
+      o.values.emplace_back("'" + v + "'", where);
 }
 
 std::string config_origin_note(const std::string& message) {

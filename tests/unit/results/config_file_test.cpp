@@ -138,6 +138,13 @@ TEST(ConfigFile, ErrorsAboutItsValuesNameFileAndLine) {
             " (config " + p + ":3, key 'owner_strategy')");
   EXPECT_EQ(config_origin_note("--steps-other is bad"), "");  // a longer flag is another flag
   EXPECT_EQ(config_origin_note("unrelated"), "");
+  // A bare number is no evidence: '2' may be any flag's value.
+  const auto q = write(d, "n.yaml", "replicate: 2\n");
+  expand({"app", "--config", q});
+  EXPECT_EQ(config_origin_note("--tp 2 and R x G: '2' is invalid"), "");
+  EXPECT_EQ(config_origin_note("--replicate 2 is invalid"),
+            " (config " + q + ":1, key 'replicate')");
+  expand({"app", "--config", p});
   EXPECT_EQ(config_origin_note(p + ":2: something"), "");  // already names the file
   // The command line replaced steps: its errors are not the file's.
   expand({"app", "--config", p, "--steps", "x"});
