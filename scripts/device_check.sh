@@ -7,7 +7,8 @@
 #       (direct-form FLOP count) against a cuBLAS bf16 GEMM at 4096x4096 and 4096x14336;
 #   (b) dmuon_device_engine_check: the CUDA engine (--device cuda, NCCL at one rank) for every
 #       method on moe/vla/llm, with --clip-norm, --accum and --route dtypes on llm, each with
-#       --check against the host's one-process reference file.
+#       --check against the host's one-process reference file; then one case with --trace (CUDA
+#       events in stream order): every step present, no overlap per track, batches with bytes.
 # Each stage has its own time limit (configure 25 s, build 230 s, kernels 90 s, engine 125 s:
 # 470 s, under the 600 s a device command may run, so the summary is always written). Logs go
 # straight into $OUT (else into the build directory), line-buffered, so a killed run still
