@@ -484,9 +484,9 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
   s += boundary_notes(o, runs, style, width);
   s += run_notes(o, runs, width);
   s += style.before_verdict;
-  s += verdict_line(runs, best, world, style.projected);
   const int failed = failures(runs);
   s += fmt::format("# Failed audits and checks : {} {}\n", failed, failed == 0 ? "OK" : "FAILED");
+  s += verdict_line(runs, best, world, style.projected);  // the last word
   return s;
 }
 

@@ -38,7 +38,7 @@ struct TableStyle {
   /// Notes already printed (boundary legends, warnings); a sweep over several worlds passes one
   /// set so that each note shows once. nullptr: every table prints its own.
   std::set<std::string>* shown = nullptr;
-  /// Lines placed after the notes and before the closing verdict and failure count (the
+  /// Lines placed after the notes and before the failure count and the closing verdict (the
   /// measured throughput): the table ends with its verdict.
   std::string before_verdict;
 };
