@@ -1,12 +1,15 @@
 #include "project/project_options.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
 
+#include "common/config_dir.hpp"
 #include "dmuon/base/comma_list.hpp"
 #include "dmuon/base/error.hpp"
+#include "dmuon/project/machine_model.hpp"
 
 namespace dmuon::apps::project {
 namespace {
@@ -20,9 +23,10 @@ const char* const kMeasuredOnly[] = {"--device", "--steps",           "--warmup"
 void add_project_options(CLI::App& app, ProjectOptions& o) {
   bench::add_bench_options(app, o.bench);
   for (const char* flag : kMeasuredOnly) app.remove_option(app.get_option(flag));
-  app.add_option("--machine", o.machine,
-                 "machine model: a name in configs/machines (a800, h100-ndr, h200, gb200-nvl72) "
-                 "or a YAML file (e.g. one written by --calibrate)");
+  app.add_option(
+      "--machine", o.machine,
+      "machine model: a name in configs/machines (a100-80gb, a800, gb200-nvl72, "
+      "h100-96gb-500w, h100-ndr, h200) or a YAML file (e.g. one written by --calibrate)");
   app.add_option("--world-size", o.world_sizes,
                  "ranks of the modelled world; a comma list sweeps (8,64,512,4096)");
   app.add_option("--symmetry", o.symmetry,
@@ -102,9 +106,13 @@ std::vector<engine::Method> resolve_project_options(ProjectOptions& o) {
       throw InputError("--calibrate needs --output-machine FILE (the machine file to write)");
   } else {
     if (!o.output_machine.empty()) throw InputError("--output-machine needs --calibrate");
-    if (o.machine.empty())
-      throw InputError(
-          "--machine is required (a800, h100-ndr, h200, gb200-nvl72, or a YAML machine file)");
+    if (o.machine.empty()) {
+      const auto names = dmuon::project::machine_names(
+          apps::config_dir().empty() ? std::string() : apps::config_dir() + "/machines");
+      throw InputError(fmt::format(
+          "--machine is required ({}, or a YAML machine file)",
+          names.empty() ? "no shipped machine found" : fmt::format("{}", fmt::join(names, ", "))));
+    }
   }
   return methods;
 }

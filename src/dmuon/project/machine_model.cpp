@@ -207,6 +207,8 @@ bool is_path(const std::string& spec) {
   return spec.find('/') != std::string::npos || ends(".yaml") || ends(".yml");
 }
 
+}  // namespace
+
 std::vector<std::string> machine_names(const std::string& dir) {
   std::vector<std::string> names;
   if (DIR* d = opendir(dir.c_str())) {
@@ -220,8 +222,6 @@ std::vector<std::string> machine_names(const std::string& dir) {
   std::sort(names.begin(), names.end());
   return names;
 }
-
-}  // namespace
 
 Machine parse_machine(const std::string& text, const std::string& source) {
   Machine m;

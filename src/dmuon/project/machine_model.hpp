@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dmuon/comm/collective_counters.hpp"
 #include "kernels/dtype.hpp"
@@ -116,6 +117,9 @@ Machine parse_machine(const std::string& text, const std::string& source);
 
 /// Reads a machine file from a path.
 Machine read_machine_file(const std::string& path);
+
+/// The machine names of `machines_dir` (its *.yaml files), sorted; none when it is unreadable.
+std::vector<std::string> machine_names(const std::string& machines_dir);
 
 /// `spec` is a path to a YAML file (contains '/' or ends in .yaml/.yml) or a name looked up as
 /// `<machines_dir>/<name>.yaml`; an unknown name lists the available ones.

@@ -123,10 +123,14 @@ double OpCost::newton_schulz(const ParamLayout& p) const {
   // --tp: the TP owner orthogonalizes the logical matrix it gathered.
   const engine::MatrixShape& m = p.tp_sharded() ? p.logical : p.shape;
   const auto key = std::make_pair(m.rows, m.cols);
-  auto it = ns_cache_.find(key);
-  if (it == ns_cache_.end())
-    it = ns_cache_.emplace(key, cost_.newton_schulz(m.rows, m.cols, ns_config_, ns_, ns_)).first;
-  double s = it->second;
+  double s = 0;
+  {
+    std::lock_guard<std::mutex> lock(ns_mutex_);
+    auto it = ns_cache_.find(key);
+    if (it == ns_cache_.end())
+      it = ns_cache_.emplace(key, cost_.newton_schulz(m.rows, m.cols, ns_config_, ns_, ns_)).first;
+    s = it->second;
+  }
   if (p.storage == Storage::sharded && (p.alt_wire ? p.wire : wire_) != ns_)
     s += cost_.elementwise(static_cast<double>(p.numel) * (wire_bytes(p) + n_));
   return s;

@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -87,6 +88,7 @@ class OpCost {
   double fsdp2_copy_out(const engine::ParamLayout& p) const;
   double fsdp2_copy_in(const engine::ParamLayout& p) const;
   kernels::NsConfig ns_config_;
+  mutable std::mutex ns_mutex_;  // the projection asks from several threads (world_programs)
   mutable std::map<std::pair<std::int64_t, std::int64_t>, double> ns_cache_;
 };
 

@@ -15,7 +15,7 @@ std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
 std::uint64_t hash_of(const Instruction& in) {
   std::uint64_t seconds = 0;
   std::memcpy(&seconds, &in.seconds, sizeof seconds);
-  std::uint64_t h = mix(in.kind, in.phase);
+  std::uint64_t h = mix(in.kind | (std::uint64_t{in.switches} << 8), in.phase);
   h = mix(h, (std::uint64_t{in.exposed} << 24) | (std::uint64_t{in.stream} << 16) |
                  (std::uint64_t{in.comm} << 8) | in.dep_comm);
   h = mix(h, static_cast<std::uint32_t>(in.back));
@@ -58,6 +58,19 @@ std::uint32_t ProgramStore::intern(const Instruction* begin, const Instruction* 
   return id;
 }
 
+bool ProgramStore::same_as_previous(std::size_t index, const Instruction* begin,
+                                    const Instruction* end, std::uint32_t& chunk) const {
+  if (programs_.empty()) return false;
+  const auto& previous = programs_.back().chunks;
+  if (index >= previous.size()) return false;
+  const std::uint32_t c = previous[index];
+  const Instruction* b = code_.data() + chunk_begin_[c];
+  const Instruction* e = code_.data() + chunk_begin_[c + 1];
+  if (!std::equal(begin, end, b, e)) return false;
+  chunk = c;
+  return true;
+}
+
 int ProgramStore::add(const RankProgram& program) {
   Program p;
   p.hook_calls = program.hook_calls;
@@ -65,12 +78,14 @@ int ProgramStore::add(const RankProgram& program) {
   const Instruction* begin = program.code.data();
   const Instruction* end = begin + program.code.size();
   const Instruction* from = begin;
+  auto take = [&](const Instruction* to) {
+    std::uint32_t c = 0;
+    p.chunks.push_back(same_as_previous(p.chunks.size(), from, to, c) ? c : intern(from, to));
+    from = to;
+  };
   for (const Instruction* i = begin; i != end; ++i)
-    if (ends_chunk(*i)) {
-      p.chunks.push_back(intern(from, i + 1));
-      from = i + 1;
-    }
-  if (from != end) p.chunks.push_back(intern(from, end));
+    if (ends_chunk(*i)) take(i + 1);
+  if (from != end) take(end);
   p.chunks.shrink_to_fit();
   programs_.push_back(std::move(p));
   return static_cast<int>(programs_.size()) - 1;

@@ -9,7 +9,9 @@
 // before), and each distinct chunk is kept once. Instructions are position-independent
 // (rank_program.hpp), so a shared chunk means the same on every rank that runs it.
 // Memory: one chunk-id list per program (about issues / kChunkIssues entries) plus the
-// distinct chunks.
+// distinct chunks. Time: consecutive programs (ranks) mostly cut at the same points into the
+// same chunks, so each chunk is first compared with the previous program's chunk at the same
+// index (a memory compare) and hashed only when it differs.
 
 #include <cstdint>
 #include <initializer_list>
@@ -66,6 +68,9 @@ class ProgramStore {
   };
   const Program& at(int program) const { return programs_[static_cast<std::size_t>(program)]; }
   std::uint32_t intern(const Instruction* begin, const Instruction* end);
+  /// The chunk the previous program had at `index`, when it holds exactly [begin, end).
+  bool same_as_previous(std::size_t index, const Instruction* begin, const Instruction* end,
+                        std::uint32_t& chunk) const;
 
   std::vector<Program> programs_;
   std::vector<Instruction> code_;            // the distinct chunks, back to back

@@ -31,15 +31,19 @@ using engine::kBatchSlotCount;
 // compile_program's state: the instructions so far and what waits need to count back.
 class Compiler {
  public:
-  Compiler(const DurationFn& duration, const BatchFn& batch) : duration_(duration), batch_(batch) {}
+  // `ops`: the schedule's length, a bound on the instructions (hooks and merged compute ops
+  // take none; a blocking issue takes two, but is one of several ops of its parameter).
+  Compiler(const DurationFn& duration, const BatchFn& batch, std::size_t ops)
+      : duration_(duration), batch_(batch) {
+    prog_.code.reserve(ops);
+  }
 
   void add(const engine::StepOp& op) {
     if (segments_.enter(op)) {
-      Instruction in;
-      in.kind = Instruction::switch_phase;
-      in.phase = static_cast<std::uint8_t>(segments_.phase());
-      in.exposed = segments_.exposed();
-      prog_.code.push_back(in);
+      flush_switch();  // two switches in a row: the first keeps its (empty) segment
+      switch_pending_ = true;
+      switch_phase_ = static_cast<std::uint8_t>(segments_.phase());
+      switch_exposed_ = segments_.exposed();
     }
     const engine::OpTraits t = engine::op_traits(op.op);
     switch (t.cls) {
@@ -57,6 +61,7 @@ class Compiler {
   // A previous-step wait counts back past this step's start: over the issues before it, then
   // over the previous step's from its last down to the awaited one. Nothing published: none.
   RankProgram finish() {
+    flush_switch();
     for (const auto& w : replica_waits_) {
       const int awaited = at(w.group)[static_cast<std::size_t>(BatchSlot::replica)];
       if (awaited < 0) continue;
@@ -80,6 +85,25 @@ class Compiler {
     std::array<int, engine::kCommGroupCount> count;  // issues before it, per communicator
   };
 
+  // Appends an instruction, carrying the phase switch that precedes it.
+  void emit(Instruction in) {
+    if (switch_pending_) {
+      in.switches = true;
+      in.phase = switch_phase_;
+      in.exposed = switch_exposed_;
+      switch_pending_ = false;
+    }
+    prog_.code.push_back(in);
+  }
+
+  // A pending switch that no instruction will carry becomes its own instruction.
+  void flush_switch() {
+    if (!switch_pending_) return;
+    Instruction in;
+    in.kind = Instruction::switch_phase;
+    emit(in);
+  }
+
   int back_to(int issue) const {
     const Issued& i = issued_[static_cast<std::size_t>(issue)];
     return count_[i.comm] - i.seq;
@@ -100,14 +124,14 @@ class Compiler {
     const double s = duration_(op);
     if (s <= 0) return;
     auto& code = prog_.code;
-    if (!code.empty() && code.back().kind == Instruction::compute) {
+    if (!switch_pending_ && !code.empty() && code.back().kind == Instruction::compute) {
       code.back().seconds += s;
       return;
     }
     Instruction in;
     in.kind = Instruction::compute;
     in.seconds = s;
-    code.push_back(in);
+    emit(in);
   }
 
   void issue(const engine::StepOp& op, const engine::OpTraits& t) {
@@ -130,13 +154,13 @@ class Compiler {
     }
     const int index = static_cast<int>(issued_.size());
     issued_.push_back({in.comm, count_[c]++});
-    prog_.code.push_back(in);
+    emit(in);
     if (t.blocking) {
       Instruction wait;
       wait.kind = Instruction::wait;
       wait.comm = in.comm;
       wait.back = 1;
-      prog_.code.push_back(wait);
+      emit(wait);
     } else {
       at(op.group)[static_cast<std::size_t>(t.slot)] = index;
     }
@@ -156,7 +180,7 @@ class Compiler {
       // Resolved in finish(): the previous step's publish of this group.
       replica_waits_.push_back({prog_.code.size(), op.group, count_});
     }
-    prog_.code.push_back(in);
+    emit(in);
   }
 
   const DurationFn& duration_;
@@ -167,13 +191,16 @@ class Compiler {
   std::array<int, engine::kCommGroupCount> count_{};  // issues so far per communicator
   std::vector<std::array<int, kBatchSlotCount>> filled_;
   std::vector<PendingReplica> replica_waits_;  // take_replica before this step's publish
+  bool switch_pending_ = false;                // a phase switch the next instruction carries
+  std::uint8_t switch_phase_ = 0;
+  bool switch_exposed_ = false;
 };
 
 }  // namespace
 
 RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& duration,
                             const BatchFn& batch) {
-  Compiler c(duration, batch);
+  Compiler c(duration, batch, schedule.size());
   for (const auto& op : schedule) c.add(op);
   return c.finish();
 }

@@ -49,8 +49,12 @@ BatchSpec batch_spec(const engine::StepLayout& layout, const engine::StepOp& op,
 struct Instruction {
   enum Kind : std::uint8_t { compute, switch_phase, issue, wait };
   Kind kind = compute;
-  std::uint8_t phase = 0;     ///< switch_phase: the engine::Phase the timer switches to
-  bool exposed = false;       ///< switch_phase: its time counts as exposed communication
+  /// The phase timer switches to `phase` before this instruction runs (always for a
+  /// switch_phase, which is kept only where no instruction follows the switch before the next
+  /// one: a third of a fine-grained program's instructions were switches).
+  bool switches = false;
+  std::uint8_t phase = 0;     ///< switches: the engine::Phase the timer switches to
+  bool exposed = false;       ///< switches: its time counts as exposed communication
   std::uint8_t stream = 0;    ///< issue: Stream
   std::uint8_t comm = 0;      ///< issue: its engine::CommGroup; wait: the awaited issue's
   std::uint8_t dep_comm = 0;  ///< issue (stage 2): the communicator of the batch it follows
@@ -62,9 +66,9 @@ struct Instruction {
   double seconds = 0;               ///< compute
   const BatchSpec* spec = nullptr;  ///< issue: the batch it joins (shared between ranks)
   bool operator==(const Instruction& o) const {
-    return kind == o.kind && phase == o.phase && exposed == o.exposed && stream == o.stream &&
-           comm == o.comm && dep_comm == o.dep_comm && back == o.back && dep_back == o.dep_back &&
-           seconds == o.seconds && spec == o.spec;
+    return kind == o.kind && switches == o.switches && phase == o.phase && exposed == o.exposed &&
+           stream == o.stream && comm == o.comm && dep_comm == o.dep_comm && back == o.back &&
+           dep_back == o.dep_back && seconds == o.seconds && spec == o.spec;
   }
 };
 

@@ -24,6 +24,8 @@ using engine::Phase;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+struct Tally;
+
 struct Batch {
   const BatchSpec* spec = nullptr;
   CommGroup comm = CommGroup::shard;
@@ -33,7 +35,8 @@ struct Batch {
   int arrived = 0;
   double ready = 0;
   double start = -1, end = -1;
-  int step = 0;  // of its first issuer
+  int step = 0;                  // of its first issuer
+  const Tally* tally = nullptr;  // its calls and bytes per channel (every member's)
   std::vector<int> compute_waiters;
   std::vector<std::pair<int, std::uint8_t>> dep_waiters;
 };
@@ -65,10 +68,12 @@ struct RankState {
   bool seg_exposed = false;
   bool paused = false;
   bool done = false;
-  int blocking = -1;  // CPU machines: the batch just issued, which the compute stream waits for
+  bool switched = false;  // the current instruction's phase switch is done (it may block)
+  int blocking = -1;      // CPU machines: the batch just issued, which the compute stream waits for
   std::array<double, kPhaseCount> phases{};
   std::array<StreamState, kStreamCount> streams;
   std::array<int, engine::kCommGroupCount> seq{};  // issues so far per communicator (all steps)
+  std::array<int, engine::kCommGroupCount> instance{};  // of each communicator (RankGrid)
 };
 
 // Per-channel calls and the volume a non-root rank counts (collective_counters.hpp), and what
@@ -119,6 +124,8 @@ class Replayer {
     for (int r = 0; r < w.world; ++r) {
       auto& s = ranks_[static_cast<std::size_t>(r)];
       s.pc = ProgramStore::Cursor(w.programs, w.program_of_rank[static_cast<std::size_t>(r)]);
+      for (CommGroup comm : kAllCommGroups)
+        s.instance[static_cast<std::size_t>(comm)] = grid_.instance(r, comm);
     }
     // Instances per communicator: rows and columns of each DP group, the world, the TP groups.
     for (CommGroup comm : kAllCommGroups) {
@@ -210,21 +217,21 @@ class Replayer {
     return it->second;
   }
 
-  // The batch issued `back` issues ago on `comm` by rank r (1 = the latest), or -1 (before its
+  // The batch issued `back` issues ago on `comm` by the rank (1 = the latest), or -1 (before its
   // first step: a previous-step wait of step 1).
-  int batch_back(int r, const RankState& s, std::uint8_t comm, int back) const {
+  int batch_back(const RankState& s, std::uint8_t comm, int back) const {
     const int k = s.seq[comm] - back;
     if (back <= 0 || k < 0) return -1;
-    const int inst = grid_.instance(r, static_cast<CommGroup>(comm));
-    return instances_[comm][static_cast<std::size_t>(inst)][static_cast<std::size_t>(k)];
+    return instances_[comm][static_cast<std::size_t>(s.instance[comm])]
+                     [static_cast<std::size_t>(k)];
   }
 
   // Issues the batch; returns its id.
   int issue(int r, RankState& s, const Instruction& in) {
     const auto comm = static_cast<CommGroup>(in.comm);
-    const int inst = grid_.instance(r, comm);
+    const int inst = s.instance[in.comm];
     // Stage 2: ordered after its stage-1 batch only, not after the compute stream.
-    const int dep = in.dep_back > 0 ? batch_back(r, s, in.dep_comm, in.dep_back) : -1;
+    const int dep = in.dep_back > 0 ? batch_back(s, in.dep_comm, in.dep_back) : -1;
     const int k = s.seq[in.comm]++;
     auto& list = instances_[in.comm][static_cast<std::size_t>(inst)];
     const BatchSpec* spec = in.spec;
@@ -238,10 +245,11 @@ class Replayer {
       b.members = n;
       b.stream = in.stream;
       b.step = s.step;
+      b.tally = &tally_of(spec, n);
       list.push_back(static_cast<int>(batches_.size()));
       batches_.push_back(std::move(b));
       if (last_step)
-        for (const auto& d : tally_of(spec, n).roots) {
+        for (const auto& d : batches_.back().tally->roots) {
           const int rank = member_rank(batches_.back(), d.root);
           rank_bytes_[static_cast<std::size_t>(rank) * kChannelCount + d.channel] += d.delta;
         }
@@ -256,7 +264,7 @@ class Replayer {
           r, engine::op_name(spec->op), spec->group, comm_group_word(comm),
           engine::op_name(b.spec->op), b.spec->group, k));
     if (last_step) {
-      const Tally& t = tally_of(spec, n);
+      const Tally& t = *b.tally;  // equal to this rank's own (checked above, full form)
       const std::size_t at = static_cast<std::size_t>(r) * kChannelCount;
       for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
         rank_calls_[at + ch] += t.calls[ch];
@@ -370,6 +378,13 @@ class Replayer {
         continue;
       }
       const Instruction& in = *s.pc;
+      if ((in.switches || in.kind == Instruction::switch_phase) && !s.switched) {
+        close_segment(r, s);
+        s.seg_phase = in.phase;
+        s.seg_exposed = in.exposed;
+        s.seg_start = s.clock;
+        s.switched = true;
+      }
       switch (in.kind) {
         case Instruction::compute:
           if (traced(r))
@@ -379,12 +394,7 @@ class Replayer {
                 s.clock, s.clock + in.seconds);
           s.clock += in.seconds;
           break;
-        case Instruction::switch_phase:
-          close_segment(r, s);
-          s.seg_phase = in.phase;
-          s.seg_exposed = in.exposed;
-          s.seg_start = s.clock;
-          break;
+        case Instruction::switch_phase: break;  // done above
         case Instruction::issue: {
           const int id = issue(r, s, in);
           // On a CPU the rank's own core moves the bytes (MPI progresses inside its calls):
@@ -393,7 +403,7 @@ class Replayer {
           break;
         }
         case Instruction::wait: {
-          const int b = batch_back(r, s, in.comm, in.back);
+          const int b = batch_back(s, in.comm, in.back);
           if (b < 0) break;  // nothing to wait for (the previous step's of the first step)
           const Batch& batch = batches_[static_cast<std::size_t>(b)];
           if (batch.end < 0) {
@@ -406,6 +416,7 @@ class Replayer {
         }
       }
       s.pc.next();
+      s.switched = false;
     }
   }
 
@@ -478,7 +489,7 @@ class Replayer {
     const RankState& s = ranks_[static_cast<std::size_t>(r)];
     std::string what = "its end of step";
     if (!s.pc.done() && (*s.pc).kind == Instruction::wait) {
-      const int b = batch_back(r, s, (*s.pc).comm, (*s.pc).back);
+      const int b = batch_back(s, (*s.pc).comm, (*s.pc).back);
       if (b >= 0) {
         const Batch& batch = batches_[static_cast<std::size_t>(b)];
         what =

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/base/ordered_parallel.hpp"
 #include "dmuon/plan/tp_local_tree.hpp"
 #include "dmuon/project/reduced_layout.hpp"
 #include "dmuon/project/sample_classes.hpp"
@@ -31,6 +33,12 @@ class Durations {
 
   // Per-group totals of forward / backward over `ref`'s members (DMuon sites), for `cls`.
   void set_reference(const StepLayout* ref) { ref_ = ref; }
+  // Computes the totals of every (class, micro-step) now: afterwards the durations are
+  // read-only, and may be asked from several threads.
+  void fill_totals(int classes, int accum) {
+    for (int cls = 0; cls < classes; ++cls)
+      for (int micro = 0; micro < accum; ++micro) (void)totals_of(cls, micro);
+  }
 
   double operator()(const StepLayout& L, int cls, const engine::StepOp& op) const {
     switch (op.op) {
@@ -68,6 +76,10 @@ class Durations {
   }
 
   double total(int cls, int micro, int group, bool fwd) const {
+    return totals_of(cls, micro)[static_cast<std::size_t>(group)][fwd ? 0 : 1];
+  }
+
+  const std::vector<std::array<double, 2>>& totals_of(int cls, int micro) const {
     const auto key = std::make_pair(cls, micro);
     auto it = totals_.find(key);
     if (it == totals_.end()) {
@@ -80,7 +92,7 @@ class Durations {
         }
       it = totals_.emplace(key, std::move(t)).first;
     }
-    return it->second[static_cast<std::size_t>(group)][fwd ? 0 : 1];
+    return it->second;
   }
 
   const OpCost& cost_;
@@ -90,11 +102,26 @@ class Durations {
       totals_;  // (cls, micro)
 };
 
+// What a rank's layout adds to the world's memory figures (maxima over ranks).
+struct RankMemoryFacts {
+  std::int64_t packed_bytes = 0, master_bytes = 0, state_bytes = 0;
+  RankMemory memory;
+};
+
+RankMemoryFacts memory_facts(const StepLayout& L) {
+  return {L.live_weight_bytes, L.master_elems * 4, (L.state_elems + L.second_state_elems) * 4,
+          memory_of(L)};
+}
+
+void account_memory(WorldPrograms& w, const RankMemoryFacts& f) {
+  w.peak_packed_bytes = std::max(w.peak_packed_bytes, f.packed_bytes);
+  w.master_bytes = std::max(w.master_bytes, f.master_bytes);
+  w.state_bytes = std::max(w.state_bytes, f.state_bytes);
+  w.memory.add(f.memory);
+}
+
 void account_memory(WorldPrograms& w, const StepLayout& L) {
-  w.peak_packed_bytes = std::max(w.peak_packed_bytes, L.live_weight_bytes);
-  w.master_bytes = std::max(w.master_bytes, L.master_elems * 4);
-  w.state_bytes = std::max(w.state_bytes, (L.state_elems + L.second_state_elems) * 4);
-  w.memory.add(memory_of(L));
+  account_memory(w, memory_facts(L));
 }
 
 // The issue ops of the reference rank's schedule in order, split by communicator, as batch
@@ -247,37 +274,66 @@ class ProgramBuilder {
   }
 
   // DMuon: a reduced layout and schedule per rank (per DP rank, then per TP index: only the
-  // TP owners' Newton–Schulz differ between the ranks of a TP group).
+  // TP owners' Newton–Schulz differ between the ranks of a TP group). The DP ranks' programs
+  // are compiled on worker threads (independent: the reference's batches and the filled
+  // duration totals are read-only, new batch specs are added under a lock) and stored in rank
+  // order, so the store is the serial loop's.
+  struct DpPrograms {
+    std::vector<RankProgram> programs;  // per TP index
+    std::vector<RankMemoryFacts> memory;
+  };
+
   void dmuon(const StepLayout& ref, const ReferenceBatches& batches) {
     const int T = plan_.tp.tp;
     durations_.set_reference(&ref);
+    durations_.fill_totals(samples_.classes(), spec_.accum);
     const LayoutReducer reducer(ref, plan_);
     std::map<int, std::vector<const BatchSpec*>> column_batches;
-    for (int dp = 0; dp < w_.grid.dp_size(); ++dp) {
+    for (int c = 0; c < w_.grid.shard; ++c) column_batches[c];  // no insertion while threaded
+    auto produce = [&](int dp) {
+      DpPrograms out;
       ReducedLayout R = reducer.reduce(dp * T);
       const int cls = samples_.class_of(dp);
       for (int t = 0; t < T; ++t) {
         R.layout.me.rank = dp * T + t;  // the TP owners' Newton–Schulz differs by t
         const StepLayout& L = R.layout;
-        auto& mine = column_batches[L.me.column()];
-        const int id = add_program(engine::make_schedule(L, spec_), L, cls,
-                                   [&](const engine::StepOp& op, int seq) {
-                                     return dmuon_batch(L, mine, batches, op, seq);
-                                   });
-        assign(dp * T + t, id, L);
+        auto& mine = column_batches.at(L.me.column());
+        out.programs.push_back(compile_program(
+            engine::make_schedule(L, spec_),
+            [&](const engine::StepOp& op) { return durations_(L, cls, op); },
+            [&](const engine::StepOp& op, int seq) {
+              return dmuon_batch(L, mine, batches, op, seq);
+            }));
+        out.memory.push_back(memory_facts(L));
+      }
+      return out;
+    };
+    auto store = [&](int dp, DpPrograms&& in) {
+      for (int t = 0; t < T; ++t) {
+        const int id = w_.programs.add(in.programs[static_cast<std::size_t>(t)]);
+        w_.program_of_rank[static_cast<std::size_t>(dp * T + t)] = id;
+        account_memory(w_, in.memory[static_cast<std::size_t>(t)]);
         track_hooks(id);
       }
-    }
+    };
+    ordered_parallel<DpPrograms>(w_.grid.dp_size(), hardware_threads(), 4 * hardware_threads(),
+                                 produce, store);
   }
 
   // A DMuon rank's batch: TP exchanges are its own, shard-group collectives the reference
   // rank's, and column (replicate) collectives the first of its column's ranks to issue them
-  // (the others must agree with it).
+  // (the others must agree with it). Called from worker threads: what it adds is locked.
   const BatchSpec* dmuon_batch(const StepLayout& L, std::vector<const BatchSpec*>& column,
                                const ReferenceBatches& batches, const engine::StepOp& op, int seq) {
-    if (op.comm == engine::CommGroup::tp) return own_batch(L, op);  // owned: kept whole
+    if (op.comm == engine::CommGroup::tp) {  // owned: kept whole
+      BatchSpec own = batch_spec(L, op, spec_);
+      std::lock_guard<std::mutex> lock(specs_mutex_);
+      w_.specs.push_back(std::move(own));
+      return &w_.specs.back();
+    }
     if (op.comm != engine::CommGroup::replicate) return batches.take(op, seq);
     BatchSpec batch = batch_spec(L, op, spec_);
+    std::lock_guard<std::mutex> lock(specs_mutex_);
     if (seq < static_cast<int>(column.size())) {
       const BatchSpec* known = column[static_cast<std::size_t>(seq)];
       if (known->op != batch.op || known->group != batch.group || !(known->calls == batch.calls))
@@ -296,6 +352,7 @@ class ProgramBuilder {
   const SampleClasses& samples_;
   Durations durations_;
   WorldPrograms& w_;
+  std::mutex specs_mutex_;  // w_.specs and the column batches, from dmuon()'s workers
 };
 
 }  // namespace

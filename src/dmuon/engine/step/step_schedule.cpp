@@ -45,7 +45,13 @@ class Builder {
         weight_base_(static_cast<std::size_t>(n_), -1),
         grad_base_(static_cast<std::size_t>(n_), -1),
         reduce_waited_(static_cast<std::size_t>(n_), false),
-        stage2_waited_(static_cast<std::size_t>(n_), false) {}
+        stage2_waited_(static_cast<std::size_t>(n_), false) {
+    // About a dozen ops per group and micro-step and a few per parameter: one allocation
+    // instead of a dozen doublings (the projection builds one schedule per rank).
+    const std::size_t params = layout.params.size(), groups = layout.groups.size();
+    ops_.reserve(static_cast<std::size_t>(options.accum) * (12 * groups + 2 * params) + 8 * groups +
+                 4 * params);
+  }
 
   Schedule build() {
     for (micro_ = 0; micro_ < o_.accum; ++micro_) {
