@@ -245,6 +245,12 @@ void muon_step(Context& ctx, float* weight, const float* grad, float* momentum_b
 /// engine's Linear: Y = X·Wᵀ (false, true), dX = dY·W (false, false), dW = dYᵀ·X (true, false).
 void gemm(Context& ctx, Storage storage, bool trans_a, bool trans_b, std::size_t m, std::size_t n,
           std::size_t k, float alpha, const void* a, const void* b, float beta, void* c);
+/// The same with c in its own type: a and b in `storage`, c in `c_storage` (cuBLAS: fp32 c
+/// with any a/b type; 16-bit c only with the same 16-bit a/b). The engine's dW when gradients
+/// travel in another type than the weights (--reduce-dtype fp32 on bf16 weights).
+void gemm(Context& ctx, Storage storage, Storage c_storage, bool trans_a, bool trans_b,
+          std::size_t m, std::size_t n, std::size_t k, float alpha, const void* a, const void* b,
+          float beta, void* c);
 
 // ---- memory and timing helpers (tests, benchmarks; the copies wait for the device) ----------
 

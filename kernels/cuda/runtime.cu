@@ -197,14 +197,22 @@ void gemm_batched_rm(cublasHandle_t h, cudaDataType_t ab_type, cudaDataType_t c_
 
 void gemm(Context& ctx, Storage storage, bool trans_a, bool trans_b, std::size_t m, std::size_t n,
           std::size_t k, float alpha, const void* a, const void* b, float beta, void* c) {
+  gemm(ctx, storage, storage, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+}
+
+void gemm(Context& ctx, Storage storage, Storage c_storage, bool trans_a, bool trans_b,
+          std::size_t m, std::size_t n, std::size_t k, float alpha, const void* a, const void* b,
+          float beta, void* c) {
   if (m == 0 || n == 0) return;
+  if (c_storage != storage && c_storage != Storage::f32)
+    throw KernelError("cuda::gemm: a 16-bit c needs a and b of the same type");
   const plan::RowMajorGemm g = plan::dense_gemm(trans_a, trans_b, m, n, k);
   detail::check_gemm_dims(g, "cuda::gemm");
   detail::require_ptr(a, m * k, "cuda::gemm", "a");
   detail::require_ptr(b, k * n, "cuda::gemm", "b");
   detail::require_ptr(c, m * n, "cuda::gemm", "c");
-  const cudaDataType_t t = detail::data_type(storage);
-  detail::gemm_rm(ctx.impl().cublas, t, t, g, alpha, a, b, beta, c);
+  detail::gemm_rm(ctx.impl().cublas, detail::data_type(storage), detail::data_type(c_storage), g,
+                  alpha, a, b, beta, c);
 }
 
 }  // namespace dmuon::kernels::cuda

@@ -138,6 +138,10 @@ void gemm(Context&, Storage, bool, bool, std::size_t, std::size_t, std::size_t, 
           const void*, float, void*) {
   not_compiled();
 }
+void gemm(Context&, Storage, Storage, bool, bool, std::size_t, std::size_t, std::size_t, float,
+          const void*, const void*, float, void*) {
+  not_compiled();
+}
 
 void* device_alloc(std::size_t) {
   not_compiled();

@@ -87,6 +87,9 @@ EOS
     expect_rc 0; expect_out "git commit"; expect_out "HDF5"; expect_out "build type"
     run "$INSPECT" --topology moe --output=
     expect_rc 2; grep -q "has an empty value" "$work/err" || fail "empty value accepted"
+    # An empty dtype as its own argument reaches the parser: named with the valid ones.
+    run "$MPIEXEC" "$NPFLAG" 2 "$BENCH" "${small[@]}" --reduce-dtype ""
+    expect_rc 2; expect_one_error "--reduce-dtype '' is invalid (valid: fp32, bf16)"
     ;;
   *) fail "unknown case $case_name" ;;
 esac

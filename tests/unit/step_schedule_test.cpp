@@ -50,6 +50,7 @@ struct Case {
   plan::GradReduce grad_reduce = plan::GradReduce::per_param;
   engine::OptimizerPipeline pipeline = engine::OptimizerPipeline::per_group;
   comm::DType wire = comm::DType::f32;
+  comm::DType reduce = comm::DType::f32;  ///< --reduce-dtype (gradients)
   bool no_pack = false;  ///< every parameter its own partition unit: several owners per site
   std::string strategy = "lpt";
   std::vector<std::string> routes;  ///< --route items
@@ -61,8 +62,8 @@ struct Case {
     s << topology << " N=" << world << " R=" << replicate << " " << engine::method_name(method)
       << " " << plan::reshard_name(reshard) << " prefetch " << prefetch << " "
       << plan::grad_reduce_name(grad_reduce) << " " << engine::optimizer_pipeline_name(pipeline)
-      << " " << comm::dtype_name(wire) << " " << strategy << (no_pack ? " no-pack" : "")
-      << " accum " << accum << (clip ? " clip" : "");
+      << " " << comm::dtype_name(wire) << "/" << comm::dtype_name(reduce) << " " << strategy
+      << (no_pack ? " no-pack" : "") << " accum " << accum << (clip ? " clip" : "");
     for (const auto& r : routes) s << " route " << r;
     return s.str();
   }
@@ -92,6 +93,7 @@ Built build(const Case& c) {
   b.options.reshard = c.reshard;
   b.options.pipeline = c.pipeline;
   b.options.wire = c.wire == comm::DType::bf16 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
+  b.options.reduce = c.reduce == comm::DType::bf16 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
   b.options.accum = c.accum;
   b.options.clip_norm = c.clip ? 1 : 0;
   for (int r = 0; r < c.world; ++r) {
@@ -149,6 +151,10 @@ std::vector<Case> all_cases() {
             c.pipeline = k % 3 == 1 ? engine::OptimizerPipeline::all_then_publish
                                     : engine::OptimizerPipeline::per_group;
             c.wire = k % 5 == 2 ? comm::DType::bf16 : comm::DType::f32;
+            // --reduce-dtype: gradients in the other type on every seventh case (both ways).
+            c.reduce = k % 7 != 2                   ? c.wire
+                       : c.wire == comm::DType::f32 ? comm::DType::bf16
+                                                    : comm::DType::f32;
             // Unpacked units spread a site's parameters over several owners (several packed
             // broadcasts per site), which the tiny presets' packed units do not.
             c.no_pack = k % 4 != 0;
@@ -214,6 +220,7 @@ TEST(StepSchedule, CountingItsCollectivesGivesTheFormula) {
     vo.reshard = c.reshard;
     vo.grad_reduce = c.grad_reduce;
     vo.wire_bytes = static_cast<int>(comm::dtype_size(c.wire));
+    vo.reduce_bytes = static_cast<int>(comm::dtype_size(c.reduce));
     vo.accum = c.accum;
     vo.clip = c.clip;
     const auto predicted = engine::predict_step_volume(b.topo.tree, b.plan, vo);

@@ -225,6 +225,8 @@ std::string winner_config(const AdviseContext& ctx, const SearchResult& r) {
   if (b.plan.group_key != "layer") s += fmt::format("group_key: {}\n", quoted(b.plan.group_key));
   s += fmt::format("reshard: {}\nprefetch: {}\ncomm_dtype: {}\n", quoted(w.reshard), w.prefetch,
                    quoted(w.comm_dtype));
+  // Not a searched knob: the user's, kept fixed (absent: each candidate's comm_dtype).
+  if (b.reduce_dtype_given) s += fmt::format("reduce_dtype: {}\n", quoted(b.reduce_dtype));
   s += fmt::format("grad_reduce: {}\nns: {}\nns_dtype: {}\noptimizer_pipeline: {}\n",
                    quoted(b.grad_reduce), quoted(b.ns), quoted(b.ns_dtype),
                    quoted(b.optimizer_pipeline));

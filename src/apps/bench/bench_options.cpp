@@ -59,6 +59,15 @@ void add_schedule_options(CLI::App& app, BenchOptions& o) {
                  "fp32 or bf16: parameters and gradients on the wire (and the weights compute "
                  "reads); masters and optimizer state stay fp32")
       ->capture_default_str();
+  app.add_option_function<std::string>(
+      "--reduce-dtype",
+      [&o](const std::string& v) {
+        o.reduce_dtype = v;
+        o.reduce_dtype_given = true;
+      },
+      "fp32 or bf16: gradients on the wire (every reduce, reduce-scatter, all-reduce and HSDP "
+      "stage 2, and the gradient buffers); default: --comm-dtype. torchtitan's FSDP2 default "
+      "is --comm-dtype bf16 --reduce-dtype fp32");
   app.add_option("--ns", o.ns,
                  "Newton-Schulz form: gram (Gram iteration with restart, the reference's) or "
                  "direct")
@@ -244,6 +253,8 @@ std::vector<engine::Method> resolve_engine_options(BenchOptions& o) {
   o.engine.step.compute = engine::parse_compute(o.compute);
   o.engine.backend.device = engine::parse_device(o.device);
   o.engine.step.wire = engine::parse_dtype(o.comm_dtype, "--comm-dtype", false);
+  if (o.reduce_dtype_given)
+    o.engine.step.reduce = engine::parse_dtype(o.reduce_dtype, "--reduce-dtype", false);
   o.engine.backend.ns = engine::parse_ns_variant(o.ns);
   o.engine.backend.ns_dtype = engine::parse_dtype(o.ns_dtype, "--ns-dtype", true);
   o.engine.step.pipeline = engine::parse_optimizer_pipeline(o.optimizer_pipeline);
@@ -289,6 +300,7 @@ void describe_options(const BenchOptions& o, const std::vector<engine::Method>& 
   d.add("optimizer_pipeline", engine::optimizer_pipeline_name(s.pipeline));
   d.add("accum", s.accum);
   d.add("comm_dtype", engine::dtype_flag_name(s.wire));
+  d.add("reduce_dtype", engine::dtype_flag_name(s.reduce_dtype()));
   d.add("clip_norm", s.clip() ? fmt::format("{}", s.clip_norm) : std::string("off"));
   d.add("clip_norm_type", engine::clip_norm_type_name(s.clip_norm_type));
   d.add("compute", engine::compute_name(s.compute));

@@ -38,6 +38,8 @@ struct BenchOptions {
   std::string compute = "gemm";
   std::string device = "host";
   std::string comm_dtype = "fp32";
+  std::string reduce_dtype;  ///< --reduce-dtype text ("" when not given: --comm-dtype's)
+  bool reduce_dtype_given = false;
   std::string ns = "gram";
   std::string ns_dtype = "fp16";
   std::string optimizer_pipeline = "per-group";

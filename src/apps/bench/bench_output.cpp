@@ -271,13 +271,15 @@ std::string table_header(const model::Topology& topo, const BenchOptions& o, int
       sweep_source, fmt::join(o.owner_strategies_resolved, ","), plan::reshard_name(e.step.reshard),
       plan::grad_reduce_name(e.step.grad_reduce), e.step.prefetch,
       engine::compute_name(e.step.compute)));
-  line(fmt::format("# device {}  comm dtype {}  Newton-Schulz {}{}  optimizer pipeline {}",
-                   engine::device_name(e.backend.device), engine::dtype_flag_name(e.step.wire),
-                   kernels::to_string(e.backend.ns),
-                   e.backend.device == engine::Device::cuda
-                       ? fmt::format(" in {}", engine::dtype_flag_name(e.backend.ns_dtype))
-                       : std::string(" in fp32"),
-                   engine::optimizer_pipeline_name(e.step.pipeline)));
+  line(
+      fmt::format("# device {}  comm dtype {}  reduce dtype {}  Newton-Schulz {}{}  optimizer "
+                  "pipeline {}",
+                  engine::device_name(e.backend.device), engine::dtype_flag_name(e.step.wire),
+                  engine::dtype_flag_name(e.step.reduce_dtype()), kernels::to_string(e.backend.ns),
+                  e.backend.device == engine::Device::cuda
+                      ? fmt::format(" in {}", engine::dtype_flag_name(e.backend.ns_dtype))
+                      : std::string(" in fp32"),
+                  engine::optimizer_pipeline_name(e.step.pipeline)));
   const auto dp = world / tp;
   const std::string batch = fmt::format("# global batch {} samples ({} per {})",
                                         e.step.global_samples(dp), e.step.global_samples(dp) / dp,
@@ -507,6 +509,7 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
   j["compute"] = engine::compute_name(e.step.compute);
   j["device"] = engine::device_name(e.backend.device);
   j["comm_dtype"] = engine::dtype_flag_name(e.step.wire);
+  j["reduce_dtype"] = engine::dtype_flag_name(e.step.reduce_dtype());
   j["ns"] = std::string(kernels::to_string(e.backend.ns));
   j["ns_dtype"] = e.backend.device == engine::Device::cuda
                       ? engine::dtype_flag_name(e.backend.ns_dtype)

@@ -201,6 +201,8 @@ std::string config_text(const BenchOptions& o, const BenchRun& run) {
   kv("prefetch", std::to_string(e.step.prefetch));
   kv("device", engine::device_name(e.backend.device));
   kv("comm_dtype", engine::dtype_flag_name(e.step.wire));
+  if (e.step.reduce_dtype() != e.step.wire)  // absent: the same (older configs' reading)
+    kv("reduce_dtype", engine::dtype_flag_name(e.step.reduce_dtype()));
   kv("ns", std::string(kernels::to_string(e.backend.ns)));
   if (e.backend.device == engine::Device::cuda)
     kv("ns_dtype", engine::dtype_flag_name(e.backend.ns_dtype));
@@ -275,6 +277,7 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
     rec.prefetch = o.engine.step.prefetch;
     rec.device = engine::device_name(o.engine.backend.device);
     rec.comm_dtype = engine::dtype_flag_name(o.engine.step.wire);
+    rec.reduce_dtype = engine::dtype_flag_name(o.engine.step.reduce_dtype());
     rec.ns = std::string(kernels::to_string(o.engine.backend.ns));
     rec.ns_dtype = o.engine.backend.device == engine::Device::cuda
                        ? engine::dtype_flag_name(o.engine.backend.ns_dtype)

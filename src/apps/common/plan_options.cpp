@@ -42,8 +42,8 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
   app.add_option("--route", o.routes,
                  "parameter route RULE=muon|adamw|fsdp|sharded_adamw (RULE as --dedicate; "
                  "repeatable, the first matching wins), e.g. 'contains:norm=adamw'; ROUTE:fp32 or "
-                 "ROUTE:bf16 sets the matched parameters' wire type, e.g. "
-                 "'contains:embed=fsdp:fp32' (default --comm-dtype)")
+                 "ROUTE:bf16 sets the matched parameters' wire type, weights and gradients, e.g. "
+                 "'contains:embed=fsdp:fp32' (default --comm-dtype, --reduce-dtype)")
       ->check(nonempty);
   app.add_option("--boundary", o.boundary,
                  "hook boundary: default | recommended | incomplete | types:T1,T2 | paths:REGEX | "

@@ -41,6 +41,7 @@ const std::vector<ConfigKey>& bench_config_keys() {
       {"prefetch", KeyKind::scalar, "weight collectives in flight ahead of compute (groups)"},
       {"device", KeyKind::scalar, "host | cuda"},
       {"comm_dtype", KeyKind::scalar, "fp32 | bf16 (parameters and gradients on the wire)"},
+      {"reduce_dtype", KeyKind::scalar, "fp32 | bf16 (gradients on the wire; default comm_dtype)"},
       {"ns", KeyKind::scalar, "gram | direct (Newton-Schulz form)"},
       {"ns_dtype", KeyKind::scalar, "fp16 | bf16 | fp32 (device Newton-Schulz iterations)"},
       {"optimizer_pipeline", KeyKind::scalar, "per-group | all-then-publish"},

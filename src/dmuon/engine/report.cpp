@@ -83,6 +83,7 @@ nlohmann::json options_json(const model::Topology& topo, const plan::Plan& plan,
   j["compute"] = compute_name(o.step.compute);
   j["device"] = device_name(o.backend.device);
   j["comm_dtype"] = dtype_flag_name(o.step.wire);
+  j["reduce_dtype"] = dtype_flag_name(o.step.reduce_dtype());
   j["ns"] = std::string(kernels::to_string(o.backend.ns));
   j["ns_dtype"] = o.backend.device == Device::cuda ? dtype_flag_name(o.backend.ns_dtype) : "fp32";
   j["optimizer_pipeline"] = optimizer_pipeline_name(o.step.pipeline);

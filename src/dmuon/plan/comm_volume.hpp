@@ -75,10 +75,12 @@ struct CommVolume {
 };
 
 /// Which packed buffer of its (site, owner) a dedicated parameter joins: 0 the common one, else
-/// its route's type when that differs from the wire's (one more buffer per such type).
-inline int packed_type_key(const std::vector<int>* route_wire_bytes, int pid, int wire_bytes) {
+/// its route's type when that differs from the weights' wire type or the gradients' reduce type
+/// (one more buffer per such type).
+inline int packed_type_key(const std::vector<int>* route_wire_bytes, int pid, int wire_bytes,
+                           int reduce_bytes) {
   const int route = route_wire_bytes ? route_wire_bytes->at(static_cast<std::size_t>(pid)) : 0;
-  return route > 0 && route != wire_bytes ? route : 0;
+  return route > 0 && (route != wire_bytes || route != reduce_bytes) ? route : 0;
 }
 
 }  // namespace dmuon::plan

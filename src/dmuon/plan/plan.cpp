@@ -181,8 +181,9 @@ std::vector<int> site_owner_ranks(const boundary::Site& site, const partition::P
 std::int64_t site_packed_buffers(const boundary::Site& site, const Plan& plan) {
   std::set<std::pair<int, int>> buffers;
   for (int pid : site.params)
-    buffers.insert({plan.partition.owner_rank(pid),
-                    packed_type_key(&plan.route_wire_bytes, pid, /*wire_bytes=*/0)});
+    buffers.insert(
+        {plan.partition.owner_rank(pid),
+         packed_type_key(&plan.route_wire_bytes, pid, /*wire_bytes=*/0, /*reduce_bytes=*/0)});
   return static_cast<std::int64_t>(buffers.size());
 }
 

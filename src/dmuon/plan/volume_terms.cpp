@@ -47,9 +47,10 @@ const std::vector<int>* route_types(const Plan& plan) {
 // (or itself) owns", so an owner term is O(parameters + ranks), not O(parameters x ranks).
 struct OwnerSums {
   std::int64_t pairs = 0, params = 0;  // packed (site, owner, type) buffers; parameters
-  std::int64_t bytes = 0, master = 0;  // on the wire; the fp32 master
-  std::vector<std::int64_t> col_pairs, col_params, col_bytes, col_master;  // by owner column
-  std::vector<std::int64_t> rank_bytes, rank_master;                       // by owner DP rank
+  std::int64_t bytes = 0, grad_bytes = 0, master = 0;  // weights, gradients; the fp32 master
+  std::vector<std::int64_t> col_pairs, col_params, col_bytes, col_grad_bytes,
+      col_master;                                                      // by owner column
+  std::vector<std::int64_t> rank_bytes, rank_grad_bytes, rank_master;  // by owner DP rank
 };
 
 OwnerSums sum_owners(const TermContext& c, CommVolume& facts) {
@@ -58,8 +59,9 @@ OwnerSums sum_owners(const TermContext& c, CommVolume& facts) {
   const auto G = static_cast<std::size_t>(dp_grid.shard),
              world = static_cast<std::size_t>(dp_grid.world());
   OwnerSums s;
-  for (auto* v : {&s.col_pairs, &s.col_params, &s.col_bytes, &s.col_master}) v->assign(G, 0);
-  for (auto* v : {&s.rank_bytes, &s.rank_master}) v->assign(world, 0);
+  for (auto* v : {&s.col_pairs, &s.col_params, &s.col_bytes, &s.col_grad_bytes, &s.col_master})
+    v->assign(G, 0);
+  for (auto* v : {&s.rank_bytes, &s.rank_grad_bytes, &s.rank_master}) v->assign(world, 0);
   for (const auto& site : c.plan.hooks.sites) {
     std::set<std::pair<int, int>> buffers;  // (owner rank, type key): the site's packed buffers
     for (int pid : site.params) {
@@ -71,19 +73,25 @@ OwnerSums sum_owners(const TermContext& c, CommVolume& facts) {
       const std::int64_t n = numel_of(c, pid);
       const std::int64_t bytes =
           checked_mul(element_bytes(c.tree, c.plan, pid, c.wire_bytes), n, overflow);
+      const std::int64_t grad_bytes =
+          checked_mul(element_bytes(c.tree, c.plan, pid, c.reduce_bytes), n, overflow);
       const std::int64_t master = checked_mul(4, n, overflow);
       facts.note_param(prm.name, bytes);
       const int owner = part.owner_rank(pid);
       const auto col = static_cast<std::size_t>(dp_grid.column(owner));
-      buffers.insert({owner, packed_type_key(route_types(c.plan), pid, c.wire_bytes)});
+      buffers.insert(
+          {owner, packed_type_key(route_types(c.plan), pid, c.wire_bytes, c.reduce_bytes)});
       ++s.params;
       ++s.col_params[col];
       s.bytes = checked_add(s.bytes, bytes, overflow);
+      s.grad_bytes = checked_add(s.grad_bytes, grad_bytes, overflow);
       s.master = checked_add(s.master, master, overflow);
       // Column and rank sums are parts of the checked totals.
       s.col_bytes[col] += bytes;
+      s.col_grad_bytes[col] += grad_bytes;
       s.col_master[col] += master;
       s.rank_bytes[static_cast<std::size_t>(owner)] += bytes;
+      s.rank_grad_bytes[static_cast<std::size_t>(owner)] += grad_bytes;
       s.rank_master[static_cast<std::size_t>(owner)] += master;
     }
     for (const auto& b : buffers) {
@@ -132,10 +140,10 @@ std::vector<VolumeRow> owner_rows_term(const TermContext& c, CommVolume& facts) 
     const auto r = static_cast<std::size_t>(d);
     // In the row: from (to) every owner outside this rank's column.
     set(broadcast, d, s.pairs, s.bytes - s.col_bytes[col]);
-    set(reduce, d, packed ? s.pairs : s.params, s.bytes - s.col_bytes[col]);
+    set(reduce, d, packed ? s.pairs : s.params, s.grad_bytes - s.col_grad_bytes[col]);
     // HSDP: stage 2 inside the owner's column to the owner; the updated master back out.
     set(stage2, d, packed ? s.col_pairs[col] : s.col_params[col],
-        s.col_bytes[col] - s.rank_bytes[r]);
+        s.col_grad_bytes[col] - s.rank_grad_bytes[r]);
     set(replicate, d, s.col_pairs[col], s.col_master[col] - s.rank_master[r]);
   }
   if (po.replicate == 1) return {broadcast, reduce};
@@ -153,7 +161,7 @@ std::vector<VolumeRow> owner_world_term(const TermContext& c, CommVolume& facts)
       make_row(route, CommGroup::shard, CollectiveKind::broadcast, Repeat::once, world);
   for (int d = 0; d < world; ++d) {
     const auto r = static_cast<std::size_t>(d);
-    set(reduce, d, packed ? s.pairs : s.params, s.bytes - s.rank_bytes[r]);
+    set(reduce, d, packed ? s.pairs : s.params, s.grad_bytes - s.rank_grad_bytes[r]);
     set(broadcast, d, s.pairs, s.master - s.rank_master[r]);
   }
   return {reduce, broadcast};
@@ -172,11 +180,13 @@ std::vector<VolumeRow> sharded_term(const TermContext& c, const std::vector<int>
     };
     const std::int64_t chunk = shard_chunk(numel_of(c, pid), static_cast<int>(G));
     const std::int64_t e = element_bytes(c.tree, c.plan, pid, c.wire_bytes);
-    const std::int64_t one = checked_mul(e, checked_mul(G - 1, chunk, overflow), overflow);
-    add(gather, 1, one, overflow);
-    add(scatter, 1, one, overflow);
+    const std::int64_t eg = element_bytes(c.tree, c.plan, pid, c.reduce_bytes);
+    const std::int64_t rest = checked_mul(G - 1, chunk, overflow);
+    add(gather, 1, checked_mul(e, rest, overflow), overflow);
+    add(scatter, 1, checked_mul(eg, rest, overflow), overflow);
     if (R > 1)
-      add(replicas, 1, checked_mul(e, checked_mul(chunk, R - 1, overflow) / R, overflow), overflow);
+      add(replicas, 1, checked_mul(eg, checked_mul(chunk, R - 1, overflow) / R, overflow),
+          overflow);
   }
   if (R == 1) return {gather, scatter};
   return {gather, scatter, replicas};
@@ -208,7 +218,7 @@ VolumeRow ddp_term(const TermContext& c, const std::vector<int>& pids) {
       return fmt::format("predicted volume overflows 64 bits at parameter '{}'",
                          c.tree.parameter(pid).name);
     };
-    const std::int64_t e = element_bytes(c.tree, c.plan, pid, c.wire_bytes);
+    const std::int64_t e = element_bytes(c.tree, c.plan, pid, c.reduce_bytes);  // gradients
     add(all_reduce, 1, checked_mul(e, checked_mul(numel_of(c, pid), N - 1, overflow) / N, overflow),
         overflow);
   }

@@ -8,27 +8,32 @@
 //
 // Counter convention (comm/collective_counters.hpp): broadcast, all_gather and scatter count
 // the bytes a rank receives; reduce, reduce_scatter, all_reduce and gather the bytes it sends.
-// e is the bytes per element a parameter travels in (element_bytes), G × R the DP world (a row
-// is the shard group of G ranks, a column the replicate group of R), per rank per pass:
+// e is the bytes per element a parameter's weights travel in and e_g its gradients
+// (element_bytes of the wire and of the reduce type: --comm-dtype, --reduce-dtype, or its
+// --route dtype for both), G × R the DP world (a row is the shard group of G ranks, a column
+// the replicate group of R), per rank per pass:
 //   owner_rows   dmuon's owner-based parameters (hook sites, partition owners; P_M their bytes,
 //                col_s what column s owns, own_r what rank r owns, pairs the packed
-//                (site, owner[, --route type]) buffers, D the parameters):
+//                (site, owner[, --route type]) buffers, D the parameters; P_M^g, col_s^g,
+//                own_r^g the same sums in gradient bytes e_g):
 //                  shard broadcast      weight pass  pairs                 P_M − col_s
-//                  shard reduce         once         D (per-param) | pairs P_M − col_s
-//                  HSDP (R > 1): replicate reduce (stage 2), once, D_s | pairs_s, col_s − own_r;
+//                  shard reduce         once         D (per-param) | pairs P_M^g − col_s^g
+//                  HSDP (R > 1): replicate reduce (stage 2), once, D_s | pairs_s,
+//                  col_s^g − own_r^g;
 //                  replicate broadcast of the fp32 master, once, pairs_s, 4·(M_s − m_r)
 //   owner_world  ddp-dmuon's owner-based parameters over all N = R·G ranks as one group:
-//                  shard reduce         once         D | pairs             P_M − own_r
+//                  shard reduce         once         D | pairs             P_M^g − own_r^g
 //                  shard broadcast      once         pairs                 4·(M − m_r) (fp32)
 //   sharded      FSDP, and dmuon's --route fsdp / sharded_adamw: per parameter of n elements,
 //                c = ceil(n / G) per rank:
 //                  shard all_gather     weight pass  1                     e·(G−1)·c
-//                  shard reduce_scatter once         1                     e·(G−1)·c
-//                  HSDP replicate all_reduce, once, 1, e·⌊c·(R−1)/R⌋
+//                  shard reduce_scatter once         1                     e_g·(G−1)·c
+//                  HSDP replicate all_reduce, once, 1, e_g·⌊c·(R−1)/R⌋
 //   fsdp-muon    the optimizer's all_gather of each Muon parameter's Nesterov input: shard
 //                all_gather, once, 1, e·(G−1)·c
-//   ddp          shard (all N ranks) all_reduce, once, 1, e·⌊n·(N−1)/N⌋
-//   tp           the TP exchange (tp_volume.hpp), per world rank
+//   ddp          shard (all N ranks) all_reduce, once, 1, e_g·⌊n·(N−1)/N⌋
+//   tp           the TP exchange (tp_volume.hpp), per world rank (its gather in e: the
+//                Nesterov inputs travel in the weights' type, as fsdp-muon's gather does)
 //   clip         world all_reduce of one fp32, once, 1, ⌊(N−1)/N⌋·4 = 0
 // Sums and products are checked: a volume beyond int64 is an InputError naming the parameter.
 
@@ -75,8 +80,9 @@ struct TermContext {
   const model::ModuleTree& tree;
   const Plan& plan;
   GradReduce grad_reduce = GradReduce::per_param;
-  int wire_bytes = 0;  ///< the run's --comm-dtype bytes per element; 0: each parameter's dtype
-  bool tp = true;      ///< the plan's TP: local shard sizes and the TP exchange
+  int wire_bytes = 0;    ///< the run's --comm-dtype bytes per element; 0: each parameter's dtype
+  int reduce_bytes = 0;  ///< the run's --reduce-dtype bytes per element (gradients); 0: idem
+  bool tp = true;        ///< the plan's TP: local shard sizes and the TP exchange
 };
 
 /// Bytes per element parameter `pid` travels in: its --route dtype, else `wire_bytes` when > 0,

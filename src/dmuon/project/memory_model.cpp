@@ -34,6 +34,7 @@ std::int64_t rounded(double bytes) {
 std::int64_t travelling_gradients(const engine::StepLayout& L, std::int64_t weights) {
   const std::int64_t wire = bytes_of(L.wire);
   const std::int64_t alt = bytes_of(L.alt_wire);
+  const std::int64_t reduce = bytes_of(L.reduce);  // the grad ring's type
   const auto n = static_cast<std::int64_t>(L.groups.size());
   const bool all_kept = L.reshard == plan::Reshard::z2;
   const std::int64_t ahead = std::max(0, L.weight_window - 1);
@@ -53,7 +54,7 @@ std::int64_t travelling_gradients(const engine::StepLayout& L, std::int64_t weig
   for (std::int64_t k = 0; k < n; ++k) {
     if (!all_kept && k + ahead < n) live_w += weight_bytes(k + ahead);
     joint = std::max(joint, live_w + in_ring);  // before the oldest reduce is waited
-    if (const std::int64_t g = wire * at(k).grad_elems; g > 0) {
+    if (const std::int64_t g = reduce * at(k).grad_elems; g > 0) {
       auto& slot = ring[static_cast<std::size_t>(k) % slots];
       in_ring += g - slot;
       slot = g;
@@ -111,24 +112,25 @@ RankMemory memory_of(const engine::StepLayout& L) {
   m.rank = L.me.rank;
   const std::int64_t wire = bytes_of(L.wire);
   const std::int64_t alt = bytes_of(L.alt_wire);
+  const std::int64_t reduce = bytes_of(L.reduce);  // gradients (--reduce-dtype)
   m.masters = 4 * L.master_elems;
   m.optimizer_state = 4 * (L.state_elems + L.second_state_elems);
   // Persistent gradients, from the pairs and parameters (a reduced layout keeps no arena
   // totals): as make_layout lays them out.
   for (const auto& pr : L.pairs) {
-    if (pr.alt_wire)
-      m.gradients += pr.numel * bytes_of(pr.wire);  // its own region, rooted or not
+    if (pr.alt_grad)
+      m.gradients += pr.numel * bytes_of(pr.grad_wire);  // its own region, rooted or not
     else if (pr.rooted_here)
-      m.gradients += pr.numel * wire;
+      m.gradients += pr.numel * reduce;
   }
   std::int64_t largest_ns = 0, tp_chunk = 0;
   bool tp_root = false;
   for (const auto& p : L.params) {
     if (p.pair < 0 && p.pid >= 0) {
-      const std::int64_t b = p.alt_wire ? bytes_of(p.wire) : wire;
+      const std::int64_t b = bytes_of(p.grad_wire);
       if (p.sharded()) {
         const bool deferred = L.groups[static_cast<std::size_t>(p.group)].deferred_reduce;
-        m.gradients += b * (p.chunk + (p.alt_wire || deferred ? p.padded : 0));
+        m.gradients += b * (p.chunk + (p.alt_grad || deferred ? p.padded : 0));
       } else if (p.storage == Storage::replicated) {
         m.gradients += b * p.numel;
       }

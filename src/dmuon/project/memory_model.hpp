@@ -9,7 +9,8 @@
 //                     the non-dedicated unit; FSDP: its shards; DDP: the full model)
 //   optimizer_state   4 · (state + second state): Muon momentum / AdamW exp_avg of what it
 //                     updates, AdamW exp_avg_sq
-//   gradients         persistent gradients in the wire dtype: rooted pairs (DMuon), gradient
+//   gradients         persistent gradients in the reduce dtype (--reduce-dtype; default the
+//                     wire dtype): rooted pairs (DMuon), gradient
 //                     shards (FSDP; plus the full padded gradient of a deferred-reduce group),
 //                     full gradients (DDP); --route dtype parameters in their own type
 //   ns_input          4 · elements of the Muon parameters it updates: the Nesterov input the
@@ -19,7 +20,8 @@
 //                     computes on its replicas: 0)
 //   grad_buffers      backward's travelling gradients (pairs rooted elsewhere, FSDP padded full
 //                     gradients) in the grad_window-slot ring, where weights and travelling
-//                     gradients together peak as the schedule holds them, less `weights`
+//                     gradients (reduce dtype) together peak as the schedule holds them, less
+//                     `weights`
 //   gather_buffers    fsdp-muon's all-gathered Nesterov inputs (the gather pool)
 //   ns_workspace      4 · (4·r·c + 5·m²), m = min(r, c), of the largest matrix it runs
 //                     Newton–Schulz on (the host kernel's iterate, successor, input and output

@@ -26,6 +26,7 @@ OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options, int
   compute_ = compute_type(machine, options.step);
   ns_ = gpu_ ? options.backend.ns_dtype : kernels::Dtype::f32;
   w_ = static_cast<double>(kernels::dtype_bytes(wire_));
+  g_ = static_cast<double>(kernels::dtype_bytes(options.step.reduce_dtype()));
   n_ = static_cast<double>(kernels::dtype_bytes(ns_));
   ns_config_ = engine::muon_config(options).ns;
 }
@@ -51,19 +52,22 @@ double OpCost::fsdp2_copy_out(const ParamLayout& p) const {
   return op_time_.seconds(work::memory_op("fsdp2_copy_out", n * e, n * e, 0, 0));
 }
 
+// The copy-in reads the gradient autograd produced, in the weights' type, and writes the
+// reduce-scatter's input in the reduce type (FSDP2's reduce_dtype: torchtitan's fp32).
 double OpCost::fsdp2_copy_in(const ParamLayout& p) const {
   if (!gpu_ || !p.sharded()) return 0;
-  const double e = wire_bytes(p), n = static_cast<double>(p.numel);
-  return op_time_.seconds(work::memory_op("fsdp2_copy_in", n * e, n * e, 0, 0));
+  const double n = static_cast<double>(p.numel);
+  return op_time_.seconds(
+      work::memory_op("fsdp2_copy_in", n * wire_bytes(p), n * grad_bytes(p), 0, 0));
 }
 
 double OpCost::backward(const ParamLayout& p, std::int64_t local) const {
   const std::int64_t rows = p.shape.rows, cols = p.shape.cols, b = local;
   double s = 0;
   if (compute_mode_ == engine::Compute::none) {
-    s = cost_.synthetic(p.numel, p.alt_wire ? p.wire : wire_);
+    s = cost_.synthetic(p.numel, p.grad_wire);
   } else if (b <= 0 || p.numel == 0) {
-    s = cost_.elementwise(static_cast<double>(p.numel) * wire_bytes(p));
+    s = cost_.elementwise(static_cast<double>(p.numel) * grad_bytes(p));
   } else {
     if (gpu_) s += cost_.synthetic(b * rows, compute_);
     s += cost_.elementwise(3.0 * static_cast<double>(b * rows) *
@@ -71,7 +75,7 @@ double OpCost::backward(const ParamLayout& p, std::int64_t local) const {
     s += cost_.gemm(b, cols, rows, compute_);  // dX = dY·W
     s += cost_.gemm(rows, cols, b, compute_);  // dW = dYᵀ·X
   }
-  if (p.padding() > 0) s += cost_.elementwise(static_cast<double>(p.padding()) * wire_bytes(p));
+  if (p.padding() > 0) s += cost_.elementwise(static_cast<double>(p.padding()) * grad_bytes(p));
   return s + fsdp2_copy_in(p);
 }
 
@@ -112,9 +116,9 @@ double OpCost::prepare(const engine::StepLayout& L, int group) const {
     const auto& p = L.params[static_cast<std::size_t>(pi)];
     if (!p.updated_here || !p.muon) continue;
     if (p.storage == Storage::sharded)
-      s += cost_.elementwise(static_cast<double>(p.chunk) * (2 * wire_bytes(p) + 8));
+      s += cost_.elementwise(static_cast<double>(p.chunk) * (grad_bytes(p) + wire_bytes(p) + 8));
     else
-      s += cost_.elementwise(static_cast<double>(p.numel) * (w_ + 8 + n_));
+      s += cost_.elementwise(static_cast<double>(p.numel) * (g_ + 8 + n_));
   }
   return s;
 }
@@ -141,7 +145,7 @@ double OpCost::apply(const ParamLayout& p, int column) const {
     const std::int64_t len = p.sharded() ? p.shard_len_at(column) : p.numel;
     return cost_.elementwise(static_cast<double>(len) * (8 + n_));
   }
-  return cost_.elementwise(static_cast<double>(p.state_elems) * (24 + wire_bytes(p)));
+  return cost_.elementwise(static_cast<double>(p.state_elems) * (24 + grad_bytes(p)));
 }
 
 double OpCost::activation(const engine::StepLayout& L, const engine::StepOp& op) const {
@@ -161,14 +165,14 @@ double OpCost::clip_partial(const engine::StepLayout& L) const {
   std::int64_t counted = 0;
   for (const auto& p : L.params)
     if (p.updated_here && !is_aggregate(p)) counted += engine::clip_counted(L, p).count;
-  return cost_.elementwise(static_cast<double>(counted) * w_);
+  return cost_.elementwise(static_cast<double>(counted) * g_);
 }
 
 double OpCost::clip_scale(const engine::StepLayout& L) const {
   std::int64_t scaled = 0;
   for (const auto& p : L.params)
     if (p.updated_here && !is_aggregate(p)) scaled += p.own_elems();
-  return cost_.elementwise(static_cast<double>(scaled) * 2 * w_);
+  return cost_.elementwise(static_cast<double>(scaled) * 2 * g_);
 }
 
 }  // namespace dmuon::project

@@ -3,9 +3,10 @@
 // (pack, forward, backward, prepare, newton_schulz, apply), as the sequence of kernels the
 // engine's backend launches for it (engine/exec/cuda_backend.cpp on a GPU machine,
 // engine/exec/host_backend.cpp + engine/exec/linear_work.cpp on a CPU machine), each costed by
-// ComputeCost. Element sizes: w = the wire type (--comm-dtype: what compute reads and
-// gradients are written in on a GPU; the host computes in fp32), n = the Newton–Schulz type
-// (GPU: --ns-dtype; CPU: fp32), masters and optimizer state fp32.
+// ComputeCost. Element sizes: w = the wire type (--comm-dtype: what compute reads on a GPU;
+// the host computes in fp32), g = the reduce type (--reduce-dtype, default w: what gradients
+// are written, reduced and read in), n = the Newton–Schulz type (GPU: --ns-dtype; CPU: fp32),
+// masters and optimizer state fp32; a --route dtype replaces w and g for its parameters.
 //
 //   pack        one conversion per packed pair rooted here / per FSDP shard / DDP replica:
 //               (4 + w) bytes per element; GPU FSDP groups also FSDP2's copy-out of every
@@ -14,18 +15,19 @@
 //               Y = X·Wᵀ (GEMM b×rows, k = cols)
 //   backward    [draw T (b·rows) on a GPU], dY = (Y − T)·G/n (3 passes of b·rows),
 //               dX = dY·W (GEMM b×cols, k = rows), dW = dYᵀ·X (GEMM rows×cols, k = b);
-//               b = 0: a memset of the gradient; sharded padding zeroed; GPU FSDP
-//               parameters also FSDP2's reduce-scatter copy-in (2w bytes per element)
-//   prepare     Muon momentum per updated parameter: grad (w) + momentum (8) + input (n or w)
+//               b = 0: a memset of the gradient (g); sharded padding zeroed (g); GPU FSDP
+//               parameters also FSDP2's reduce-scatter copy-in (w + g bytes per element:
+//               autograd's gradient read, the reduce-scatter buffer written)
+//   prepare     Muon momentum per updated parameter: grad (g) + momentum (8) + input (n or w)
 //   newton_schulz  ComputeCost::newton_schulz (+ a conversion of fsdp-muon's gathered input
 //               when the wire and Newton–Schulz types differ); --tp: of the logical matrix
 //               (the TP owner's, after its gather); forward, backward, prepare and apply of a
 //               TP-sharded parameter work on its local shard (the layout's shapes)
-//   apply       Muon: master (8) + update (n) per element; AdamW: 24 + w per element
-//   clip_partial  --clip-norm: one read (w) of every gradient element this rank counts in the
+//   apply       Muon: master (8) + update (n) per element; AdamW: 24 + g per element
+//   clip_partial  --clip-norm: one read (g) of every gradient element this rank counts in the
 //               norm (engine::clip_counted)
 //   clip_scale  every gradient this rank's optimizer consumes (shard or whole) read and written
-//               (2w per element), as when the clip is active (coefficient < 1)
+//               (2g per element), as when the clip is active (coefficient < 1)
 //   act_*       the activation work of a unit (engine/step/activation_work.hpp: attention, norms,
 //               activations, loss, routing, recompute), each op by OpTime in the compute
 //               type (GPU: --compute-dtype, bf16 by default; CPU: fp32)
@@ -78,11 +80,16 @@ class OpCost {
   engine::Compute compute_mode_;  // the step's (--compute gemm|none)
   bool gpu_;
   kernels::Dtype wire_, compute_, ns_;
-  OpTime op_time_;  // the activation work's ops
-  double w_, n_;    // bytes of the wire and Newton–Schulz types
-  /// Bytes per element parameter p travels in: its --route dtype (alt arenas) or the wire's.
+  OpTime op_time_;    // the activation work's ops
+  double w_, g_, n_;  // bytes of the wire, reduce and Newton–Schulz types
+  /// Bytes per element parameter p's weights travel in: its --route dtype (alt arenas) or the
+  /// wire's.
   double wire_bytes(const engine::ParamLayout& p) const {
     return p.alt_wire ? static_cast<double>(kernels::dtype_bytes(p.wire)) : w_;
+  }
+  /// Bytes per element of p's gradients: its --route dtype or the reduce type.
+  double grad_bytes(const engine::ParamLayout& p) const {
+    return p.alt_grad ? static_cast<double>(kernels::dtype_bytes(p.grad_wire)) : g_;
   }
   /// FSDP2's per-gather copy-out and per-reduce copy-in of a sharded parameter on a GPU.
   double fsdp2_copy_out(const engine::ParamLayout& p) const;

@@ -39,7 +39,7 @@ LayoutReducer::LayoutReducer(const engine::StepLayout& reference, const plan::Pl
       position_[static_cast<std::size_t>(G_.members[i])] = static_cast<int>(i);
     for (int pr : G_.pairs) {  // pooled gradients: --route dtype pairs keep their own
       const auto& pair = reference.pairs[static_cast<std::size_t>(pr)];
-      if (!pair.alt_wire) group_pair_numel_[g] += pair.numel;
+      if (!pair.alt_grad) group_pair_numel_[g] += pair.numel;
     }
   }
   pairs_of_column_.resize(static_cast<std::size_t>(G));
@@ -123,7 +123,7 @@ class LayoutReducer::Reduction {
       pr.rooted_here = true;
       pr.owned = pr.owner == rank_;
       pr.grad_persistent = true;
-      if (!pr.alt_wire) rooted_numel += pr.numel;
+      if (!pr.alt_grad) rooted_numel += pr.numel;
       L_.master_elems += pr.numel;
       if (pr.owned) L_.state_elems += pr.numel;
       pair_index.push_back(static_cast<int>(L_.pairs.size()));

@@ -48,6 +48,11 @@ std::int64_t to_int(const std::string& s, std::int64_t fallback) {
   }
 }
 
+// Before --reduce-dtype the one wire type carried the gradients too.
+void reduce_dtype_from_comm(RunRecord& r) {
+  r.reduce_dtype = r.comm_dtype;
+}
+
 // Schema 1: the run inputs live in the config text only.
 void compute_from_config(RunRecord& r) {
   const std::string compute = config_value(r.config_text, "compute");
@@ -81,6 +86,7 @@ std::string ns_key(const RunRecord& r) {
 
 constexpr Absent kReq = Absent::required;
 constexpr Absent kOpt = Absent::optional;
+constexpr Absent kImplied = Absent::implied;
 constexpr KeyText kPlain = KeyText::plain;
 constexpr KeyText kDash = KeyText::dash_if_empty;
 constexpr KeyText kUnknown = KeyText::unknown_if_default;
@@ -143,6 +149,7 @@ const std::vector<Field<RunRecord>>& run_fields() {
       {"", "prefetch", run<&R::prefetch>, kOpt, nullptr, "prefetch"},
       {"", "device", run<&R::device>, kOpt, nullptr, "device"},
       {"", "comm_dtype", run<&R::comm_dtype>, kOpt, nullptr, "comm"},
+      {"", "reduce_dtype", run<&R::reduce_dtype>, kImplied, reduce_dtype_from_comm, "reduce"},
       {"", "ns", run<&R::ns>, kOpt, nullptr, "ns", kPlain, ns_key},
       {"", "optimizer_pipeline", run<&R::optimizer_pipeline>, kOpt, nullptr, "pipeline"},
       {"", "clip_norm", run<&R::clip_norm>, kOpt, nullptr, "clip"},

@@ -24,6 +24,9 @@ using FieldRef =
 enum class Absent {
   required,  ///< an error: every file ever written has it
   optional,  ///< the record's default (run_record.hpp), or what `older` derives from the file
+  /// optional, and written only where it differs from what `older` derives: a run that leaves
+  /// it implied writes the same file as before the field existed.
+  implied,
 };
 
 /// How the match key prints a field's value.

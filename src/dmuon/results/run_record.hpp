@@ -158,8 +158,11 @@ struct RunRecord {
   std::int64_t prefetch = 0;              ///< weight-collective groups in flight ahead
   // Engine options that change the numbers. Files written before they existed read as what
   // the engine then did: host, fp32 on the wire, direct NS in fp32, all NS then publish.
-  std::string device = "host";                          ///< "host" | "cuda"
-  std::string comm_dtype = "fp32";                      ///< on the wire: "fp32" | "bf16"
+  std::string device = "host";      ///< "host" | "cuda"
+  std::string comm_dtype = "fp32";  ///< on the wire: "fp32" | "bf16"
+  /// Gradients on the wire (--reduce-dtype); files written before it existed read as
+  /// comm_dtype (their one wire type carried both).
+  std::string reduce_dtype = "fp32";
   std::string ns = "direct";                            ///< Newton–Schulz form: "gram" | "direct"
   std::string ns_dtype = "fp32";                        ///< Newton–Schulz iterations (host: fp32)
   std::string optimizer_pipeline = "all-then-publish";  ///< "per-group" | "all-then-publish"

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <variant>
+
 #include "dmuon/base/error.hpp"
 
 namespace dmuon::results {
@@ -60,11 +62,21 @@ void require_size(const h5::Group& g, const std::string& name, std::size_t got,
     throw InputError(fmt::format("'{}': {} entries, expected {}", g.where(name), got, expect));
 }
 
+// Absent::implied: whether `r`'s value is what `older` would derive from the rest of it.
+template <typename Record>
+bool implied(const Field<Record>& f, const Record& r) {
+  if (f.absent != Absent::implied || f.older == nullptr) return false;
+  Record derived = r;
+  f.older(derived);
+  const FieldRef mine = field_ref(f, r), theirs = field_ref(f, derived);
+  return std::visit([&](auto* v) { return *v == *std::get<decltype(v)>(theirs); }, mine);
+}
+
 template <typename Record>
 void write_fields(h5::Group& g, const std::vector<Field<Record>>& fields, const Record& r,
                   const std::string& group) {
   for (const auto& f : fields)
-    if (f.group == group) std::visit(AttrWriter{g, f.name}, field_ref(f, r));
+    if (f.group == group && !implied(f, r)) std::visit(AttrWriter{g, f.name}, field_ref(f, r));
 }
 
 template <typename Record>
@@ -73,7 +85,7 @@ void read_fields(const h5::Group& g, const std::vector<Field<Record>>& fields, R
   std::vector<void (*)(Record&)> older;
   for (const auto& f : fields) {
     if (f.group != group) continue;
-    if (f.absent == Absent::optional && !g.has_attr(f.name)) {
+    if (f.absent != Absent::required && !g.has_attr(f.name)) {
       if (f.older) older.push_back(f.older);
       continue;
     }

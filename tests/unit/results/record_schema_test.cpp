@@ -34,7 +34,7 @@ TEST(RecordSchema, KeyOfARunIsTheKnownText) {
   EXPECT_EQ(run_key(r),
             "topology=moe preset=tiny set=- dedicate=contains:proj boundary=types:Expert "
             "(lenient) method=dmuon owners=lpt cost=optimizer plan=- reshard=z3 "
-            "grad_reduce=per-param prefetch=0 device=host comm=fp32 ns=direct/fp32 "
+            "grad_reduce=per-param prefetch=0 device=host comm=fp32 reduce=fp32 ns=direct/fp32 "
             "pipeline=all-then-publish clip=none accum=1 compute=gemm batch=? steps=? warmup=? "
             "seed=7 world=8 R=2 T=1");
   r.boundary_spec.clear();  // a baseline: no boundary
@@ -51,7 +51,7 @@ TEST(RecordSchema, FieldNamesAreUniquePerGroupAndKeyLabelsUnique) {
       EXPECT_TRUE(keys.insert(f.key).second) << f.key;
     }
   }
-  EXPECT_EQ(keys.size(), 26u);  // the key's fields: every input that changes a number
+  EXPECT_EQ(keys.size(), 27u);  // the key's fields: every input that changes a number
   std::set<std::string> prov;
   for (const auto& f : provenance_fields()) EXPECT_TRUE(prov.insert(f.name).second) << f.name;
 }

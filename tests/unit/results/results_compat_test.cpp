@@ -111,6 +111,14 @@ TEST_P(CompatTest, RewritingGivesTheSameDatasetsAndAttributes) {
   EXPECT_EQ(dump_results(read_results(copy)), dump_results(file));
 }
 
+// Files from before --reduce-dtype had one wire type for both directions: their gradients'
+// type reads as their comm_dtype.
+TEST_P(CompatTest, ReduceDtypeReadsAsTheCommDtype) {
+  const auto file = read_results(kDataDir + GetParam() + ".h5");
+  ASSERT_FALSE(file.runs.empty());
+  for (const auto& r : file.runs) EXPECT_EQ(r.reduce_dtype, r.comm_dtype) << r.method;
+}
+
 // A 2-rank moe sweep with a rejected strict boundary; HSDP with packed reduces, --accum and a
 // baseline; TP 2 with --clip-norm and --check (the TP columns and channels).
 INSTANTIATE_TEST_SUITE_P(MainFiles, CompatTest,

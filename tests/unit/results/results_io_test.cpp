@@ -2,7 +2,7 @@
 // output-path checks, provenance, and the plan -> record helper on a real plan.
 
 #include <gtest/gtest.h>
-
+#include <hdf5.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -144,6 +144,28 @@ TEST(ResultsFile, RoundTripsEveryField) {
   expect_same(f.runs[0], g.runs[0]);
   expect_same(f.runs[1], g.runs[1]);
   EXPECT_EQ(g.runs[1].timings.steps, 0);
+}
+
+// reduce_dtype is stored only where it differs from comm_dtype, so a run with one wire type
+// writes the file it wrote before the field existed, and every file reads it back.
+TEST(ResultsFile, ReduceDtypeStoredOnlyWhereItDiffers) {
+  TempDir dir("reduce");
+  const auto path = dir.file("r.h5");
+  auto f = fixture::sample_file();
+  f.runs[0].comm_dtype = "bf16";
+  f.runs[0].reduce_dtype = "fp32";
+  f.runs[1].comm_dtype = "bf16";
+  f.runs[1].reduce_dtype = "bf16";
+  write_results(path, f);
+  const hid_t h = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(h, 0);
+  EXPECT_GT(H5Aexists_by_name(h, "/runs/0", "reduce_dtype", H5P_DEFAULT), 0);
+  EXPECT_EQ(H5Aexists_by_name(h, "/runs/1", "reduce_dtype", H5P_DEFAULT), 0);
+  H5Fclose(h);
+  const auto g = read_results(path);
+  EXPECT_EQ(g.runs[0].reduce_dtype, "fp32");
+  EXPECT_EQ(g.runs[1].reduce_dtype, "bf16");  // absent: its comm_dtype
+  EXPECT_EQ(g.runs[1].comm_dtype, "bf16");
 }
 
 TEST(ResultsFile, WriterWithoutCommitLeavesNothing) {

@@ -243,6 +243,7 @@ class CudaBackend final : public StepBackend {
         step_(o.step),
         seed_(o.run.seed),
         wire_(layout.wire),
+        reduce_type_(layout.reduce),
         ns_type_(o.backend.ns_dtype),
         muon_(muon_config(o)),
         device_(device),
@@ -281,16 +282,16 @@ class CudaBackend final : public StepBackend {
     for (const DeviceBuffer* b : {&state_, &state2_})
       if (b->bytes() > 0) DMUON_CHECK_CUDA(cudaMemset(b->at(0), 0, b->bytes()));
     ns_input_ = DeviceBuffer(L_.state_elems, ns_type_);
-    grad_arena_ = DeviceBuffer(L_.grad_arena_elems, wire_);
+    grad_arena_ = DeviceBuffer(L_.grad_arena_elems, reduce_type_);
     weight_pool_ = DeviceBuffer(L_.weight_pool_elems, wire_);
-    grad_pool_ = DeviceBuffer(L_.grad_pool_elems, wire_);
+    grad_pool_ = DeviceBuffer(L_.grad_pool_elems, reduce_type_);
     gather_pool_ = DeviceBuffer(L_.gather_pool_elems, wire_);
     if (wire_ != ns_type_) gather_ns_ = DeviceBuffer(L_.gather_pool_elems, ns_type_);
     // --route dtypes: the parameters travelling in the other type (step_layout.hpp), each in
     // its own region of three arenas of that type; fsdp-muon's Newton–Schulz image of their
     // gathers when it is not the NS type.
     alt_weights_ = DeviceBuffer(L_.alt_weight_elems, L_.alt_wire);
-    alt_grads_ = DeviceBuffer(L_.alt_grad_elems, L_.alt_wire);
+    alt_grads_ = DeviceBuffer(L_.alt_grad_elems, L_.alt_reduce);
     alt_gather_ = DeviceBuffer(L_.alt_gather_elems, L_.alt_wire);
     if (L_.alt_wire != ns_type_) alt_gather_ns_ = DeviceBuffer(L_.alt_gather_elems, ns_type_);
     // Shared compute scratch holds any parameter's type: the wider of the two.
@@ -327,8 +328,8 @@ class CudaBackend final : public StepBackend {
           most = std::max(most, micro_range(a.range.n, j).local());
       }
       const std::int64_t b = step_.compute == Compute::gemm ? most : 0;
-      a.x = DeviceBuffer(b * p.shape.cols, dtype_of(p));
-      a.y = DeviceBuffer(b * p.shape.rows, dtype_of(p));
+      a.x = DeviceBuffer(b * p.shape.cols, p.wire);
+      a.y = DeviceBuffer(b * p.shape.rows, p.wire);
       scratch_rows = std::max(scratch_rows, b * p.shape.rows);
       scratch_cols = std::max(scratch_cols, b * p.shape.cols);
       acts_.push_back(std::move(a));
@@ -351,6 +352,7 @@ class CudaBackend final : public StepBackend {
     }
     target_ = DeviceBuffer(scratch_rows, scratch_type);
     dx_ = DeviceBuffer(scratch_cols, scratch_type);
+    grad_f32_ = DeviceBuffer(staged_grad_elems(L_), Dtype::f32);
     // Newton–Schulz workspaces now: creating one synchronises, which a step must not do.
     for (const auto& p : L_.params)
       if (p.updated_here && p.muon)
@@ -411,7 +413,7 @@ class CudaBackend final : public StepBackend {
     if (step_.accum > 1) a.range = micro_range(a.range.n, op.micro);
     const std::int64_t b = a.range.local();
     if (step_.compute == Compute::none || b == 0 || p.shape.cols == 0) return;
-    const Dtype type = dtype_of(p);
+    const Dtype type = p.wire;
     cu::synthetic_rows(*ctx_, a.x.at(0), type, static_cast<std::size_t>(b),
                        static_cast<std::size_t>(p.shape.cols), seed_,
                        static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(a.range.begin),
@@ -427,21 +429,21 @@ class CudaBackend final : public StepBackend {
     auto& a = acts_[static_cast<std::size_t>(op.param)];
     void* grad = grad_of(op.param, op.grad_base);
     const void* w = weights_of(op.param, op.weight_base);
-    const Dtype type = dtype_of(p);
+    const Dtype type = p.wire, grad_type = p.grad_wire;  // compute; the gradient's wire
     const auto rows = static_cast<std::size_t>(p.shape.rows),
                cols = static_cast<std::size_t>(p.shape.cols);
     if (step_.accum > 1) a.range = micro_range(a.range.n, op.micro);
     const std::int64_t b = a.range.local();
     if (step_.compute == Compute::none) {
       // --accum K: each micro-step adds (u + w)/K (the loss averaged over the whole batch).
-      cu::synthetic_grad_none(*ctx_, w, type, grad, type, static_cast<std::size_t>(p.numel), seed_,
-                              static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(p.pid),
-                              synthetic_stream::none, 1.0f / static_cast<float>(step_.accum),
-                              op.accumulate);
+      cu::synthetic_grad_none(*ctx_, w, type, grad, grad_type, static_cast<std::size_t>(p.numel),
+                              seed_, static_cast<std::uint64_t>(step),
+                              static_cast<std::uint64_t>(p.pid), synthetic_stream::none,
+                              1.0f / static_cast<float>(step_.accum), op.accumulate);
     } else if (b == 0 || p.numel == 0) {
       // An empty micro-batch adds nothing to what earlier micro-steps left.
       if (!op.accumulate)
-        DMUON_CHECK_CUDA(cudaMemsetAsync(grad, 0, bytes_of(type, p.numel), compute_));
+        DMUON_CHECK_CUDA(cudaMemsetAsync(grad, 0, bytes_of(grad_type, p.numel), compute_));
     } else {
       const auto ub = static_cast<std::size_t>(b);
       cu::synthetic_rows(*ctx_, target_.at(0), type, ub, rows, seed_,
@@ -451,23 +453,22 @@ class CudaBackend final : public StepBackend {
       // dY = (Y − T)·G/n (the mean over the global samples, see synthetic.hpp)
       const float scale = static_cast<float>(ranks_) / static_cast<float>(a.range.n);
       cu::residual_scale(*ctx_, a.y.at(0), target_.at(0), type, ub * rows, scale);
-      cu::gemm(*ctx_, type, false, false, ub, cols, rows, 1.0f, a.y.at(0), w, 0.0f,
-               dx_.at(0));  // dX = dY·W
-      cu::gemm(*ctx_, type, true, false, rows, cols, ub, 1.0f, a.y.at(0), a.x.at(0),
-               op.accumulate ? 1.0f : 0.0f, grad);  // dW (+)= dYᵀ·X
+      // dX = dY·W, then dW (+)= dYᵀ·X in the gradient's type.
+      cu::gemm(*ctx_, type, false, false, ub, cols, rows, 1.0f, a.y.at(0), w, 0.0f, dx_.at(0));
+      weight_gradient(p, a, ub, grad, op.accumulate);
     }
     if (p.padding() > 0) {
       // The pooled slot held another group's gradient: the padding must reduce as zeros
       // (sharded_adamw: its persistent full gradient in the grad arena).
       const auto loc = gradient_location(L_, op.param, op.grad_base);
       DMUON_CHECK_CUDA(cudaMemsetAsync(at(Location{loc.arena, loc.offset + p.numel}), 0,
-                                       bytes_of(type, p.padding()), compute_));
+                                       bytes_of(grad_type, p.padding()), compute_));
     }
   }
 
   void poison_gradient(const StepOp& op) override {
     cu::convert(*ctx_, nan_.at(0), Dtype::f32, grad_of(op.param, op.grad_base),
-                dtype_of(param(op.param)), 1);
+                param(op.param).grad_wire, 1);
   }
 
   void release_weights(const StepOp&) override {}  // stream order covers the slot's reuse
@@ -476,12 +477,13 @@ class CudaBackend final : public StepBackend {
     for (int pi : group(op.group).members) {
       const auto& p = param(pi);
       if (!p.updated_here || !p.muon) continue;
-      const Dtype type = dtype_of(p);
+      const Dtype type = p.grad_wire;
       if (p.storage == Storage::sharded) {
-        // The Nesterov input shard goes to its own place in the gather slot (in-place gather).
+        // The Nesterov input shard goes to its own place in the gather slot (in-place gather),
+        // which travels in the weights' type.
         const Location gather = gather_location(pi, op.gather_base);
         cu::muon_momentum(*ctx_, consumed_gradient(p), type, state_.f32(p.state_offset),
-                          at(Location{gather.arena, gather.offset + p.shard_begin}), type,
+                          at(Location{gather.arena, gather.offset + p.shard_begin}), p.wire,
                           static_cast<std::size_t>(p.chunk), step, muon_.momentum, muon_.nesterov,
                           bad_gradient(pi));
       } else {
@@ -515,7 +517,7 @@ class CudaBackend final : public StepBackend {
                      bad_weight(op.param));
       return;
     }
-    cu::adamw_step(*ctx_, master_.f32(p.master_offset), consumed_gradient(p), dtype_of(p),
+    cu::adamw_step(*ctx_, master_.f32(p.master_offset), consumed_gradient(p), p.grad_wire,
                    state_.f32(p.state_offset), state2_.f32(p.second_state_offset),
                    static_cast<std::size_t>(p.state_elems), step, adamw_config(),
                    bad_gradient(op.param));
@@ -529,8 +531,8 @@ class CudaBackend final : public StepBackend {
       const ClipSpan span = clip_counted(L_, p);
       if (span.count == 0) continue;
       const auto* g = static_cast<const unsigned char*>(consumed_gradient(p)) +
-                      bytes_of(dtype_of(p), span.begin);
-      cu::clip_partial_add(*ctx_, g, dtype_of(p), static_cast<std::size_t>(span.count), inf,
+                      bytes_of(p.grad_wire, span.begin);
+      cu::clip_partial_add(*ctx_, g, p.grad_wire, static_cast<std::size_t>(span.count), inf,
                            clip_partial_acc());
     }
     cu::clip_partial_finish(*ctx_, clip_partial_acc(), inf, clip_scalar_.f32());
@@ -543,7 +545,7 @@ class CudaBackend final : public StepBackend {
     for (const auto& p : L_.params) {
       if (!p.updated_here) continue;
       const std::int64_t n = p.own_elems();
-      cu::clip_scale(*ctx_, consumed_gradient(p), dtype_of(p), static_cast<std::size_t>(n),
+      cu::clip_scale(*ctx_, consumed_gradient(p), p.grad_wire, static_cast<std::size_t>(n),
                      clip_scalar_.f32(), inf, step_.clip_norm);
     }
   }
@@ -592,7 +594,7 @@ class CudaBackend final : public StepBackend {
     for (const DeviceBuffer* d :
          {&master_, &state_, &state2_, &ns_input_, &grad_arena_, &weight_pool_, &grad_pool_,
           &gather_pool_, &gather_ns_, &alt_weights_, &alt_grads_, &alt_gather_, &alt_gather_ns_,
-          &target_, &dx_, &clip_scalar_, &clip_acc_})
+          &target_, &dx_, &grad_f32_, &clip_scalar_, &clip_acc_})
       b += d->bytes();
     for (const auto& a : acts_) b += a.x.bytes() + a.y.bytes();
     for (const auto& w : workspaces_) b += w.second->bytes();
@@ -634,6 +636,35 @@ class CudaBackend final : public StepBackend {
     DeviceBuffer x, y;
   };
 
+  // The fp32 staging weight_gradient needs: the largest gradient of a 16-bit type other than
+  // its weights' (fp32 gradients take the GEMM's output directly).
+  static std::int64_t staged_grad_elems(const StepLayout& L) {
+    std::int64_t n = 0;
+    for (const auto& p : L.params)
+      if (p.grad_wire != p.wire && p.grad_wire != Dtype::f32) n = std::max(n, p.numel);
+    return n;
+  }
+
+  // dW (+)= dYᵀ·X of a batch of b samples, read in the weights' type. A gradient in another type
+  // (--reduce-dtype) takes an fp32 c: directly when it is fp32 (cuBLAS accumulates into it),
+  // else staged in fp32 and rounded once into it, as the host does.
+  void weight_gradient(const ParamLayout& p, const Activations& a, std::size_t b, void* grad,
+                       bool accumulate) {
+    const auto rows = static_cast<std::size_t>(p.shape.rows),
+               cols = static_cast<std::size_t>(p.shape.cols), n = rows * cols;
+    const float beta = accumulate ? 1.0f : 0.0f;
+    if (p.grad_wire == p.wire || p.grad_wire == Dtype::f32) {
+      cu::gemm(*ctx_, p.wire, p.grad_wire, true, false, rows, cols, b, 1.0f, a.y.at(0), a.x.at(0),
+               beta, grad);
+      return;
+    }
+    void* staged = grad_f32_.at(0);
+    if (accumulate) cu::convert(*ctx_, grad, p.grad_wire, staged, Dtype::f32, n);
+    cu::gemm(*ctx_, p.wire, Dtype::f32, true, false, rows, cols, b, 1.0f, a.y.at(0), a.x.at(0),
+             beta, staged);
+    cu::convert(*ctx_, staged, Dtype::f32, grad, p.grad_wire, n);
+  }
+
   // This rank's samples in micro-step `micro` of --accum (accumulation.hpp).
   SampleRange micro_range(std::int64_t n, int micro) const {
     return micro_sample_range(n, micro, step_.accum, rank_, ranks_);
@@ -643,8 +674,6 @@ class CudaBackend final : public StepBackend {
   static std::size_t bytes_of(Dtype type, std::int64_t n) {
     return static_cast<std::size_t>(n) * dtype_bytes(type);
   }
-  // The type a parameter's weights and gradients travel in (its --route dtype or the wire's).
-  Dtype dtype_of(const ParamLayout& p) const { return p.alt_wire ? p.wire : wire_; }
   unsigned long long* bad_gradient(int p) const {
     return counters_->at(2 * static_cast<std::size_t>(p));
   }
@@ -672,7 +701,7 @@ class CudaBackend final : public StepBackend {
   }
   // The gradient the optimizer reads: the owner's reduced one, the shard, the replica.
   void* consumed_gradient(const ParamLayout& p) const {
-    return at(Location{p.alt_wire ? Arena::alt_grads : Arena::grad_arena,
+    return at(Location{p.alt_grad ? Arena::alt_grads : Arena::grad_arena,
                        p.storage == Storage::sharded ? p.grad_shard_offset : p.grad_offset});
   }
   void* grad_of(int param, std::int64_t base) const {
@@ -704,7 +733,7 @@ class CudaBackend final : public StepBackend {
     if (p.storage != Storage::sharded) return ns_input_.at(p.state_offset);
     const Location where = gather_location(pi, gather_base);
     void* gathered = at(where);
-    const Dtype type = dtype_of(p);
+    const Dtype type = p.wire;  // the gather travels in the weights' type
     if (type == ns_type_) return gathered;
     void* image = (p.alt_wire ? alt_gather_ns_ : gather_ns_).at(where.offset);
     if (load)
@@ -749,7 +778,7 @@ class CudaBackend final : public StepBackend {
   const StepLayout& L_;
   StepSpec step_;       // what the step computes (its batch, compute mode, clip, accum)
   std::uint64_t seed_;  // the synthetic data's
-  Dtype wire_, ns_type_;
+  Dtype wire_, reduce_type_, ns_type_;  // weights, gradients (StepLayout::reduce), Newton–Schulz
   kernels::MuonConfig muon_;
   int device_;
   int rank_, ranks_;
@@ -764,6 +793,7 @@ class CudaBackend final : public StepBackend {
   DeviceBuffer master_, state_, state2_, ns_input_, grad_arena_, weight_pool_, grad_pool_,
       gather_pool_, gather_ns_, alt_weights_, alt_grads_, alt_gather_, alt_gather_ns_, target_, dx_,
       nan_, clip_scalar_, clip_acc_;
+  DeviceBuffer grad_f32_;  // dW staged in fp32 for a 16-bit gradient of another type
   std::vector<Activations> acts_;
   std::unique_ptr<cu::DeviceCounters> counters_;
   std::vector<unsigned long long> host_counters_;

@@ -100,7 +100,12 @@ class HostBackend final : public StepBackend {
  public:
   HostBackend(const model::ModuleTree& tree, const StepLayout& layout, const EngineOptions& o,
               const comm::RankGroups& groups)
-      : L_(layout), step_(o.step), seed_(o.run.seed), wire_(layout.wire), opt_(muon_config(o)) {
+      : L_(layout),
+        step_(o.step),
+        seed_(o.run.seed),
+        wire_(layout.wire),
+        reduce_(layout.reduce),
+        opt_(muon_config(o)) {
     if (groups.grid() != L_.me.grid || groups.world_rank() != L_.me.rank)
       throw std::logic_error("host backend: the rank groups are not the layout's grid");
     const auto make = [&](CommGroup g) {
@@ -118,13 +123,13 @@ class HostBackend final : public StepBackend {
     tp_send_ = WireBuffer("dmuon::tp_send", L_.tp_send_elems(), wire_);
     tp_recv_ = WireBuffer("dmuon::tp_recv", L_.tp_recv_elems(), wire_);
     tp_matrix_ = F32View("dmuon::tp_matrix", n(L_.tp_matrix_elems()));
-    grad_arena_ = WireBuffer("dmuon::grad_arena", L_.grad_arena_elems, wire_);
+    grad_arena_ = WireBuffer("dmuon::grad_arena", L_.grad_arena_elems, reduce_);
     weight_pool_ = WireBuffer("dmuon::weight_pool", L_.weight_pool_elems, wire_);
-    grad_pool_ = WireBuffer("dmuon::grad_pool", L_.grad_pool_elems, wire_);
+    grad_pool_ = WireBuffer("dmuon::grad_pool", L_.grad_pool_elems, reduce_);
     gather_pool_ = WireBuffer("dmuon::gather_pool", L_.gather_pool_elems, wire_);
     // --route dtypes: the parameters travelling in the other type (step_layout.hpp).
     alt_weights_ = WireBuffer("dmuon::alt_weights", L_.alt_weight_elems, L_.alt_wire);
-    alt_grads_ = WireBuffer("dmuon::alt_grads", L_.alt_grad_elems, L_.alt_wire);
+    alt_grads_ = WireBuffer("dmuon::alt_grads", L_.alt_grad_elems, L_.alt_reduce);
     alt_gather_ = WireBuffer("dmuon::alt_gather", L_.alt_gather_elems, L_.alt_wire);
     const bool alt = L_.alt_weight_elems + L_.alt_grad_elems + L_.alt_gather_elems > 0;
     std::int64_t max_numel = 0;
@@ -138,7 +143,9 @@ class HostBackend final : public StepBackend {
       alt_compute_ = F32View("dmuon::alt_compute_weights", n(L_.alt_weight_elems));
       alt_gather_f32_ = F32View("dmuon::alt_gather_fp32", n(L_.alt_gather_elems));
     }
-    if (wire_ != Dtype::f32 || (alt && L_.alt_wire != Dtype::f32))
+    // A 16-bit gradient (or fsdp-muon gather) is computed and read through an fp32 copy.
+    if (wire_ != Dtype::f32 || reduce_ != Dtype::f32 || (alt && L_.alt_wire != Dtype::f32) ||
+        (alt && L_.alt_reduce != Dtype::f32))
       scratch_ = F32View("dmuon::grad_fp32", n(max_numel));
     zeros_.assign(static_cast<std::size_t>(L_.shards()), 0.0f);  // padding < G elements
     if (L_.activation) activation_ = std::make_unique<HostActivation>(*L_.activation);
@@ -225,7 +232,7 @@ class HostBackend final : public StepBackend {
   void backward(const StepOp& op, long step) override {
     const auto& p = param(op.param);
     void* grad = grad_of(op.param, op.grad_base);
-    const Dtype type = dtype_of(p);
+    const Dtype type = p.grad_wire;
     float* out = type == Dtype::f32 ? static_cast<float*>(grad) : scratch_.data();
     // --accum on a 16-bit wire: accumulate in fp32 onto what the earlier micro-steps left.
     if (op.accumulate && type != Dtype::f32)
@@ -245,7 +252,7 @@ class HostBackend final : public StepBackend {
 
   void poison_gradient(const StepOp& op) override {
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    to_wire(&nan, grad_of(op.param, op.grad_base), 1, dtype_of(param(op.param)));
+    to_wire(&nan, grad_of(op.param, op.grad_base), 1, param(op.param).grad_wire);
   }
 
   void release_weights(const StepOp&) override {}
@@ -260,16 +267,15 @@ class HostBackend final : public StepBackend {
       const auto n = static_cast<std::size_t>(p.state_elems);
       if (p.storage == Storage::sharded) {
         check_gradient(p,
-                       opt_.prepare(fp32_view(consumed_gradient(p), p.chunk, dtype_of(p)), momentum,
+                       opt_.prepare(fp32_view(consumed_gradient(p), p.chunk, p.grad_wire), momentum,
                                     input, n, step),
                        step);
-        // Own part of the fsdp-muon gather, which then runs in place.
+        // Own part of the fsdp-muon gather (in the weights' type), which then runs in place.
         const Location gather = locate(L_, {BufferRef::Kind::gather, -1, pi, op.gather_base});
-        to_wire(input, at(Location{gather.arena, gather.offset + p.shard_begin}), p.chunk,
-                dtype_of(p));
+        to_wire(input, at(Location{gather.arena, gather.offset + p.shard_begin}), p.chunk, p.wire);
       } else {
         check_gradient(p,
-                       opt_.prepare(fp32_view(consumed_gradient(p), p.numel, dtype_of(p)), momentum,
+                       opt_.prepare(fp32_view(consumed_gradient(p), p.numel, p.grad_wire), momentum,
                                     input, n, step),
                        step);
       }
@@ -331,7 +337,7 @@ class HostBackend final : public StepBackend {
         note_nonfinite(fmt::format("non-finite weight in parameter '{}' at step {}", p.name, step));
       return;
     }
-    const float* grad = fp32_view(consumed_gradient(p), p.own_elems(), dtype_of(p));
+    const float* grad = fp32_view(consumed_gradient(p), p.own_elems(), p.grad_wire);
     check_gradient(p,
                    opt_.adamw(master, grad, state_.data() + p.state_offset,
                               state2_.data() + p.second_state_offset,
@@ -345,7 +351,7 @@ class HostBackend final : public StepBackend {
       if (!p.updated_here) continue;
       const ClipSpan span = clip_counted(L_, p);
       if (span.count == 0) continue;
-      const float* g = fp32_view(consumed_gradient(p), span.begin + span.count, dtype_of(p));
+      const float* g = fp32_view(consumed_gradient(p), span.begin + span.count, p.grad_wire);
       clip_accumulate(step_.clip_norm_type, g + span.begin, span.count, partial);
     }
     clip_scalar_ = static_cast<float>(partial);
@@ -359,7 +365,7 @@ class HostBackend final : public StepBackend {
       if (!p.updated_here) continue;
       const std::int64_t n = p.own_elems();
       void* grad = consumed_gradient(p);
-      const Dtype type = dtype_of(p);
+      const Dtype type = p.grad_wire;
       float* g = type == Dtype::f32 ? static_cast<float*>(grad) : scratch_.data();
       if (type != Dtype::f32)
         kernels::host::convert(grad, type, g, Dtype::f32, static_cast<std::size_t>(n));
@@ -393,6 +399,7 @@ class HostBackend final : public StepBackend {
     const auto& g = group(op.group);
     const std::int64_t key = op.group;
     const auto wire = static_cast<std::int64_t>(kernels::dtype_bytes(wire_));
+    const auto reduce = static_cast<std::int64_t>(kernels::dtype_bytes(reduce_));
     switch (op.op) {
       case Op::pack: {
         // Replicas: fp32 compute reads the masters, a 16-bit one a rounded copy in the pool.
@@ -402,7 +409,7 @@ class HostBackend final : public StepBackend {
       }
       case Op::release_weights: mem_.drop(MemoryTerm::weights, key); break;
       case Op::backward:
-        if (g.grad_elems > 0) mem_.hold(MemoryTerm::grad_buffers, key, wire * g.grad_elems);
+        if (g.grad_elems > 0) mem_.hold(MemoryTerm::grad_buffers, key, reduce * g.grad_elems);
         break;
       case Op::wait_reduce: mem_.drop(MemoryTerm::grad_buffers, key); break;
       case Op::prepare:  // writes this rank's shard of the gather in place
@@ -506,8 +513,6 @@ class HostBackend final : public StepBackend {
     }
     return nullptr;
   }
-  // The type a parameter's weights and gradients travel in (its --route dtype or the wire's).
-  Dtype dtype_of(const ParamLayout& p) const { return p.alt_wire ? p.wire : wire_; }
   // The fp32 image compute reads of a 16-bit weight arena.
   float* compute_image(Arena arena) {
     return arena == Arena::alt_weights ? alt_compute_.data() : compute_pool_.data();
@@ -515,13 +520,13 @@ class HostBackend final : public StepBackend {
   void* grad_of(int param, std::int64_t base) { return at(gradient_location(L_, param, base)); }
   // The gradient the optimizer reads: the shard (sharded) or the persistent full gradient.
   void* consumed_gradient(const ParamLayout& p) {
-    WireBuffer& arena = p.alt_wire ? alt_grads_ : grad_arena_;
+    WireBuffer& arena = p.alt_grad ? alt_grads_ : grad_arena_;
     return arena.at(p.storage == Storage::sharded ? p.grad_shard_offset : p.grad_offset);
   }
 
   // fp32 weights compute reads: the slot itself (fp32 wire), its fp32 image, or a replica.
   const float* weights_of(const ParamLayout& p, std::int64_t base) {
-    const Dtype type = dtype_of(p);
+    const Dtype type = p.wire;
     if (p.storage == Storage::replicated && type == Dtype::f32)
       return master_.data() + p.master_offset;
     if (p.alt_wire)  // its own region, no pool base
@@ -546,7 +551,7 @@ class HostBackend final : public StepBackend {
     if (p.storage != Storage::sharded) return input_.data() + p.state_offset;
     const Location where = locate(L_, {BufferRef::Kind::gather, -1, index_of(p), gather_base});
     void* gathered = at(where);
-    const Dtype type = dtype_of(p);
+    const Dtype type = p.wire;  // the gather travels in the weights' type
     if (type == Dtype::f32) return static_cast<float*>(gathered);
     float* image = (p.alt_wire ? alt_gather_f32_.data() : gather_f32_.data()) + where.offset;
     if (load)
@@ -570,7 +575,7 @@ class HostBackend final : public StepBackend {
   const StepLayout& L_;
   StepSpec step_;  // what the step computes (its batch, compute mode, clip)
   std::uint64_t seed_;
-  Dtype wire_;
+  Dtype wire_, reduce_;  // the run's weight and gradient types (StepLayout::wire, reduce)
   std::unique_ptr<comm::Communicator> shard_, replicate_, world_, tp_;
   float clip_scalar_ = 0;  // --clip-norm: this rank's partial, then the world's
   F32View master_, state_, state2_, input_, compute_pool_, gather_f32_, alt_compute_,

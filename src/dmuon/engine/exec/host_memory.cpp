@@ -14,13 +14,15 @@
 namespace dmuon::engine {
 
 std::int64_t host_backend_bytes_at_least(const StepLayout& L) {
-  const auto wire = static_cast<std::int64_t>(kernels::dtype_bytes(L.wire));
-  const auto alt = static_cast<std::int64_t>(kernels::dtype_bytes(L.alt_wire));
+  const auto bytes = [](kernels::Dtype t) {
+    return static_cast<std::int64_t>(kernels::dtype_bytes(t));
+  };
   const std::int64_t fp32 = 4;
   return fp32 * (L.master_elems + 2 * L.state_elems + L.second_state_elems) +
-         wire *
-             (L.grad_arena_elems + L.weight_pool_elems + L.grad_pool_elems + L.gather_pool_elems) +
-         alt * (L.alt_weight_elems + L.alt_grad_elems + L.alt_gather_elems);
+         bytes(L.wire) * (L.weight_pool_elems + L.gather_pool_elems) +
+         bytes(L.reduce) * (L.grad_arena_elems + L.grad_pool_elems) +
+         bytes(L.alt_wire) * (L.alt_weight_elems + L.alt_gather_elems) +
+         bytes(L.alt_reduce) * L.alt_grad_elems;
 }
 
 namespace {

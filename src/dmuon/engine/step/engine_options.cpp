@@ -102,7 +102,8 @@ double EngineOptions::effective_check_tolerance(kernels::Dtype route_wire) const
   // so 1e-4 leaves ~10x margin. A 16-bit type on the wire or in the device's Newton–Schulz
   // rounds every value it touches: allow 8 unit roundoffs of the coarsest one (bf16: 3.1e-2,
   // fp16: 3.9e-3); the measured errors are in docs/METRICS.md.
-  double u = std::max(unit_roundoff(step.wire), unit_roundoff(route_wire));
+  double u = std::max(
+      {unit_roundoff(step.wire), unit_roundoff(step.reduce_dtype()), unit_roundoff(route_wire)});
   if (backend.device == Device::cuda) u = std::max(u, unit_roundoff(backend.ns_dtype));
   return u <= 0x1p-24 ? 1e-4 : 8 * u;
 }
@@ -150,6 +151,8 @@ void validate(const EngineOptions& o, int world_size) {
         fmt::format("--accum {} is invalid (valid: 1..{} micro-batches)", st.accum, kMaxAccum));
   if (st.wire == kernels::Dtype::f16)
     throw InputError("--comm-dtype fp16 is not supported (valid: fp32, bf16)");
+  if (st.reduce_dtype() == kernels::Dtype::f16)
+    throw InputError("--reduce-dtype fp16 is not supported (valid: fp32, bf16)");
 }
 
 }  // namespace dmuon::engine

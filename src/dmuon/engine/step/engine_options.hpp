@@ -84,6 +84,11 @@ struct StepSpec {
   /// Parameters and gradients on the wire (and the weights compute reads); masters, momentum
   /// and AdamW state stay fp32. bf16 is what the reference's benchmarks run.
   kernels::Dtype wire = kernels::Dtype::f32;
+  /// Gradients on the wire (--reduce-dtype): every gradient collective (reduces to owners,
+  /// reduce-scatters, all-reduces, HSDP stage 2) and the buffers they read, while the weights
+  /// travel in `wire`; torchtitan's FSDP2 default is bf16 weights with fp32 gradients. Unset:
+  /// `wire` (read it through reduce_dtype()).
+  std::optional<kernels::Dtype> reduce{};
   /// dmuon: one reduce per parameter (the reference) or per (site, owner) packed buffer.
   plan::GradReduce grad_reduce = plan::GradReduce::per_param;
   /// Global-norm gradient clipping (grad_clip.hpp): 0 = off; else every gradient is scaled by
@@ -103,6 +108,8 @@ struct StepSpec {
   std::optional<kernels::Dtype> compute_dtype{};
 
   bool clip() const { return clip_norm > 0; }
+  /// The gradients' wire type: --reduce-dtype, else the weights'.
+  kernels::Dtype reduce_dtype() const { return reduce.value_or(wire); }
   /// Global samples for a world of G shard ranks (R x G with HSDP).
   std::int64_t global_samples(int shard) const {
     return global_tokens > 0 ? global_tokens : tokens * shard;

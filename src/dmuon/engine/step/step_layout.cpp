@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <stdexcept>
+#include <tuple>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/step_volume.hpp"
@@ -221,12 +222,16 @@ class LayoutBuilder {
     if (L_.tp() > 1 && plan_.tp.is_sharded(pid)) place_tp(p);
     const bool ded = dedicated(pid);
     p.muon = ded && plan_.muon(pid) && t_.muon;  // --route adamw: AdamW
-    // --route RULE=ROUTE:DTYPE: travels in that dtype (alt arenas when it is not the run's).
+    // --route RULE=ROUTE:DTYPE: weights and gradients travel in that dtype (alt arenas where
+    // it is not the run's wire or reduce type).
     const int route_bytes = plan_.wire_bytes(pid, 0);
-    p.wire = route_bytes == 4   ? kernels::Dtype::f32
-             : route_bytes == 2 ? kernels::Dtype::bf16
-                                : o_.wire;
+    const auto route_or = [route_bytes](kernels::Dtype run) {
+      return route_bytes == 4 ? kernels::Dtype::f32 : route_bytes == 2 ? kernels::Dtype::bf16 : run;
+    };
+    p.wire = route_or(o_.wire);
+    p.grad_wire = route_or(o_.reduce_dtype());
     p.alt_wire = p.wire != o_.wire;
+    p.alt_grad = p.grad_wire != o_.reduce_dtype();
     if (t_.replicas) {
       p.storage = Storage::replicated;
       if (t_.owners && ded) p.owner = plan_.partition.owner_rank(pid);
@@ -278,16 +283,15 @@ class LayoutBuilder {
   }
 
   // One packed buffer per owner, owners in order of first appearance in the site; --route
-  // dtypes: one more per (owner, other type) (plan::packed_type_key).
+  // dtypes: one more per (owner, other types) (plan::packed_type_key).
   void pack_pairs(GroupLayout& g, int gi) {
-    std::map<std::pair<int, bool>, int> pair_of_owner;
+    std::map<std::tuple<int, bool, bool>, int> pair_of_owner;
     for (int pi : g.members) {
       auto& p = L_.params[static_cast<std::size_t>(pi)];
-      auto it = pair_of_owner.find({p.owner, p.alt_wire});
+      const auto key = std::tuple{p.owner, p.alt_wire, p.alt_grad};
+      auto it = pair_of_owner.find(key);
       if (it == pair_of_owner.end()) {
-        it =
-            pair_of_owner.emplace(std::pair{p.owner, p.alt_wire}, static_cast<int>(L_.pairs.size()))
-                .first;
+        it = pair_of_owner.emplace(key, static_cast<int>(L_.pairs.size())).first;
         g.pairs.push_back(it->second);
         L_.pairs.push_back(new_pair(gi, p));
       }
@@ -304,7 +308,9 @@ class LayoutBuilder {
     pr.group = gi;
     pr.owner = p.owner;
     pr.wire = p.wire;
+    pr.grad_wire = p.grad_wire;
     pr.alt_wire = p.alt_wire;
+    pr.alt_grad = p.alt_grad;
     pr.owner_column = p.owner % shards();
     pr.owner_row = p.owner / shards();
     pr.rooted_here = pr.owner_column == L_.me.column() || t_.replicas;  // ddp: every replica
@@ -315,14 +321,18 @@ class LayoutBuilder {
 
   void lay_out(PairLayout& pr) {
     auto& g = L_.groups[static_cast<std::size_t>(pr.group)];
+    // A --route dtype other than the run's: its own persistent region of the alt arena (no
+    // pool slot mixes widths).
     if (pr.alt_wire) {
-      // Its own persistent regions in the alt arenas (no pool slot mixes widths).
       pr.weight_offset = take(L_.alt_weight_elems, pr.numel);
       g.alt_weight_elems += pr.numel;
+    } else {
+      pr.weight_offset = take(g.weight_elems, pr.numel);
+    }
+    if (pr.alt_grad) {
       pr.grad_persistent = true;
       pr.grad_offset = take(L_.alt_grad_elems, pr.numel);
     } else {
-      pr.weight_offset = take(g.weight_elems, pr.numel);
       pr.grad_offset =
           pr.grad_persistent ? take(L_.grad_arena_elems, pr.numel) : take(g.grad_elems, pr.numel);
     }
@@ -352,21 +362,24 @@ class LayoutBuilder {
 
   void lay_out_sharded(ParamLayout& p, GroupLayout& g) {
     lay_out_state(p, p.chunk);
-    if (p.alt_wire) {  // its own regions in the alt arenas
+    if (p.alt_wire) {  // its own region in the alt weight arena
       p.weight_offset = take(L_.alt_weight_elems, p.padded);
       g.alt_weight_elems += p.padded;
+    } else {
+      p.weight_offset = take(g.weight_elems, p.padded);
+    }
+    if (p.alt_grad) {  // its own regions in the alt grad arena
       p.grad_persistent = true;
       p.grad_offset = take(L_.alt_grad_elems, p.padded);
       p.grad_shard_offset = take(L_.alt_grad_elems, p.chunk);
     } else {
-      p.weight_offset = take(g.weight_elems, p.padded);
       // sharded_adamw: the full gradient waits for the end of backward in the grad arena.
       p.grad_persistent = g.deferred_reduce;
       p.grad_offset =
           g.deferred_reduce ? take(L_.grad_arena_elems, p.padded) : take(g.grad_elems, p.padded);
       p.grad_shard_offset = take(L_.grad_arena_elems, p.chunk);
     }
-    // fsdp-muon's Nesterov inputs, in the parameter's type.
+    // fsdp-muon's Nesterov inputs, in the type its weights travel in.
     if (p.muon && p.alt_wire) {
       p.gather_offset = take(L_.alt_gather_elems, p.padded);
       g.alt_gather_elems += p.padded;
@@ -381,11 +394,11 @@ class LayoutBuilder {
     if (p.alt_wire) {
       p.weight_offset = take(L_.alt_weight_elems, p.numel);
       g.alt_weight_elems += p.numel;
-      p.grad_offset = take(L_.alt_grad_elems, p.numel);
     } else {
       p.weight_offset = take(g.weight_elems, p.numel);
-      p.grad_offset = take(L_.grad_arena_elems, p.numel);
     }
+    p.grad_offset =
+        p.alt_grad ? take(L_.alt_grad_elems, p.numel) : take(L_.grad_arena_elems, p.numel);
   }
 
   // Peak weight buffers a real implementation holds live (Z3: the groups in flight
@@ -434,6 +447,8 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   L.me = GridRank{grid, rank};
   L.wire = options.wire;  // the spec's: the arenas' types
   L.alt_wire = options.wire == kernels::Dtype::f32 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
+  L.reduce = options.reduce_dtype();
+  L.alt_reduce = L.reduce == kernels::Dtype::f32 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
   LayoutBuilder b(tree, plan, options, L);
   b.place_params();
   b.group_params();

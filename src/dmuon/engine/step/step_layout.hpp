@@ -5,31 +5,35 @@
 // gradients and optimizer gathers live inside the backends' buffer pools. Pure data, so the
 // schedule, its tests and a simulator can build it for any rank of any world.
 //
-// Buffers (elements; "wire" = StepSpec::wire, --comm-dtype, fp32 or bf16):
+// Buffers (elements; "wire" = StepSpec::wire, --comm-dtype, the weights' type; "reduce" =
+// StepSpec::reduce_dtype(), --reduce-dtype, the gradients' type; each fp32 or bf16):
 //   master arena    fp32, persistent: DMuon masters of the (site, owner) pairs rooted in this
 //                   rank's column (the owner and, with HSDP, every rank of its column), packed
 //                   per pair; FSDP shards (chunk each); DDP full replicas.
 //   state arenas    fp32, persistent: Muon momentum or AdamW's exp_avg of what this rank
 //                   updates (first arena); AdamW's exp_avg_sq (second arena).
-//   grad arena      wire, persistent: gradients that must outlive the backward pass (pairs
+//   grad arena      reduce, persistent: gradients that must outlive the backward pass (pairs
 //                   rooted here: stage-1 root, stage-2 input, the owner's reduced gradient;
 //                   FSDP gradient shards; DDP full gradients).
 //   weight pool     wire: the groups' packed broadcasts / all-gathered weights that compute
 //                   reads. Z3: a ring of prefetch + 1 slots (a group is live from its issue to
 //                   the end of its compute); Z2: one slot per group (kept until backward).
-//   grad pool       wire: gradients that only travel (pairs rooted elsewhere, FSDP padded full
+//   grad pool       reduce: gradients that only travel (pairs rooted elsewhere, FSDP padded full
 //                   gradients): a ring of grad_window slots, a slot reused once the reduce that
 //                   read it completed (the schedule waits for it first).
 //   gather pool     wire: fsdp-muon's all-gathered Nesterov inputs, 2 slots (per-group
 //                   optimizer pipeline) or one per group.
-//   alt arenas      a parameter whose --route dtype differs from the run's wire type
-//                   (plan.route_wire_bytes) keeps its weights and gradients in two persistent
-//                   arenas of that other type: alt weights (its gathered / packed / replica
-//                   compute copy) and alt grads (its full gradient, then its shard; or its
-//                   pair's packed gradient). Owner-based ones pack into (site, owner) pairs of
-//                   their own type. Not pooled: each has its own region, so no pool slot mixes
-//                   widths. fsdp-muon's Nesterov gather of such a parameter: a third (alt
-//                   gather) arena, also one region each.
+//   alt arenas      a parameter whose --route dtype (plan.route_wire_bytes, both directions)
+//                   differs from the run's wire type keeps its weights in a persistent alt
+//                   weights arena of the other type (its gathered / packed / replica compute
+//                   copy); one whose --route dtype differs from the run's reduce type keeps its
+//                   gradients in a persistent alt grads arena of the type other than reduce
+//                   (its full gradient, then its shard; or its pair's packed gradient). With
+//                   wire == reduce both hold the same parameters. Owner-based ones pack into
+//                   (site, owner) pairs of their own types. Not pooled: each has its own
+//                   region, so no pool slot mixes widths. fsdp-muon's Nesterov gather of a
+//                   parameter with alt weights: a third (alt gather) arena of the alt weights'
+//                   type, also one region each.
 //   ns input        fp32, persistent: the Nesterov input of each Muon parameter updated here
 //                   (at its state offset), which Newton–Schulz overwrites with its output.
 //   TP exchange     --tp, on a DP owner of TP-sharded parameters (one exchange at a time, so
@@ -90,11 +94,15 @@ struct ParamLayout {
   std::int64_t grad_offset = 0;
   std::int64_t grad_shard_offset = -1;  ///< sharded: chunk elements in the grad arena
   std::int64_t gather_offset = -1;      ///< fsdp-muon Muon params: in the group's gather slot (alt)
-  /// The type its weights and gradients travel in: the run's wire type, or its --route dtype.
-  /// alt_wire: that differs from the run's, so weight_offset, grad_offset and
-  /// grad_shard_offset are in the alt arenas (weights; grads) and grad_persistent is true.
+  /// The type its weights travel in (the run's wire type or its --route dtype) and its
+  /// gradients (the run's reduce type or its --route dtype). alt_wire: `wire` differs from the
+  /// run's, so weight_offset (and gather_offset) are in the alt weight (gather) arena;
+  /// alt_grad: `grad_wire` differs from the run's reduce type, so grad_offset and
+  /// grad_shard_offset are in the alt grad arena and grad_persistent is true.
   kernels::Dtype wire = kernels::Dtype::f32;
+  kernels::Dtype grad_wire = kernels::Dtype::f32;
   bool alt_wire = false;
+  bool alt_grad = false;
   /// Tensor parallelism (StepLayout::tp > 1): the dimension of the logical parameter split
   /// over the TP group (0: rows, column-parallel; 1: columns, row-parallel), -1 if it is not
   /// TP-sharded; the TP rank that gathers its shards and runs its Newton–Schulz; and the
@@ -131,12 +139,15 @@ struct PairLayout {
   std::int64_t weight_offset = 0;  ///< inside the group's weight slot
   std::int64_t master_offset = -1;  ///< rooted_here: in the master arena
   std::int64_t state_offset = -1;   ///< owned: momentum in the state arena
-  bool grad_persistent = false;     ///< == rooted_here (alt_wire: true)
+  bool grad_persistent = false;     ///< == rooted_here (alt_grad: true)
   std::int64_t grad_offset = 0;     ///< in the grad arena or the group's grad slot
-  /// The type its packed weights and gradients travel in; alt_wire: a --route dtype other than
-  /// the run's, so weight_offset and grad_offset are in the alt arenas (its own regions).
+  /// The types its packed weights and gradients travel in; alt_wire (alt_grad): a --route
+  /// dtype other than the run's wire (reduce) type, so weight_offset (grad_offset) is in the
+  /// alt weight (grad) arena, its own region.
   kernels::Dtype wire = kernels::Dtype::f32;
+  kernels::Dtype grad_wire = kernels::Dtype::f32;
   bool alt_wire = false;
+  bool alt_grad = false;
 };
 
 struct GroupLayout {
@@ -191,10 +202,13 @@ struct StepLayout {
   std::int64_t live_weight_elems = 0;
   /// The same peak in bytes, each group's weights in the type they travel in.
   std::int64_t live_weight_bytes = 0;
-  /// The run's wire type and the other one the alt arenas hold (alt_*_elems > 0 only when a
-  /// --route dtype differs from it).
+  /// The run's wire (weights) and reduce (gradients) types, and the other ones the alt arenas
+  /// hold (alt weights and gathers: alt_wire; alt grads: alt_reduce; alt_*_elems > 0 only when
+  /// a --route dtype differs from the run's).
   kernels::Dtype wire = kernels::Dtype::f32;
   kernels::Dtype alt_wire = kernels::Dtype::bf16;
+  kernels::Dtype reduce = kernels::Dtype::f32;
+  kernels::Dtype alt_reduce = kernels::Dtype::bf16;
   std::int64_t alt_weight_elems = 0;
   std::int64_t alt_grad_elems = 0;
   std::int64_t alt_gather_elems = 0;

@@ -13,12 +13,19 @@ comm::DType on_wire(kernels::Dtype t) {
   return t == kernels::Dtype::bf16 ? comm::DType::bf16 : comm::DType::f32;
 }
 
-// The type parameter p's own collectives carry: its --route dtype (alt arenas) or the run's.
+// The types parameter p's (pair pr's) own collectives carry: its --route dtype (alt arenas) or
+// the run's; weights in the wire type, gradients in the reduce type.
 comm::DType param_wire(const ParamLayout& p) {
   return on_wire(p.wire);
 }
 comm::DType pair_wire(const PairLayout& pr) {
   return on_wire(pr.wire);
+}
+comm::DType param_grad_wire(const ParamLayout& p) {
+  return on_wire(p.grad_wire);
+}
+comm::DType pair_grad_wire(const PairLayout& pr) {
+  return on_wire(pr.grad_wire);
 }
 
 }  // namespace
@@ -421,7 +428,7 @@ std::vector<PackCopy> pack_copies(const StepLayout& L, const StepOp& op) {
 
 Location gradient_location(const StepLayout& L, int param, std::int64_t grad_base) {
   const auto& p = L.params.at(static_cast<std::size_t>(param));
-  if (p.alt_wire) return {Arena::alt_grads, p.grad_offset};
+  if (p.alt_grad) return {Arena::alt_grads, p.grad_offset};
   if (p.grad_persistent) return {Arena::grad_arena, p.grad_offset};
   return {Arena::grad_pool, grad_base + p.grad_offset};
 }
@@ -443,7 +450,7 @@ Location locate(const StepLayout& L, const BufferRef& ref) {
         if (pr.alt_wire) return {Arena::alt_weights, pr.weight_offset};
         return {Arena::weight_pool, ref.base + pr.weight_offset};
       case Kind::grads:
-        if (pr.alt_wire) return {Arena::alt_grads, pr.grad_offset};
+        if (pr.alt_grad) return {Arena::alt_grads, pr.grad_offset};
         if (pr.grad_persistent) return {Arena::grad_arena, pr.grad_offset};
         return {Arena::grad_pool, ref.base + pr.grad_offset};
       case Kind::master:
@@ -460,7 +467,7 @@ Location locate(const StepLayout& L, const BufferRef& ref) {
       case Kind::grads: return gradient_location(L, ref.param, ref.base);
       case Kind::grad_shard:
         if (p.grad_shard_offset >= 0)
-          return {p.alt_wire ? Arena::alt_grads : Arena::grad_arena, p.grad_shard_offset};
+          return {p.alt_grad ? Arena::alt_grads : Arena::grad_arena, p.grad_shard_offset};
         break;
       case Kind::gather:
         if (p.gather_offset >= 0 && p.alt_wire) return {Arena::alt_gather, p.gather_offset};
@@ -559,12 +566,12 @@ class GroupCalls {
   // DMuon gradients of one pair to `root`: per parameter or the packed buffer.
   void reduce_pair(int pr, int root, std::int64_t base) {
     if (packed_) {
-      add(CollectiveKind::reduce, pair(pr).numel, pair_wire(pair(pr)), root,
+      add(CollectiveKind::reduce, pair(pr).numel, pair_grad_wire(pair(pr)), root,
           pair_ref(Kind::grads, pr, base));
       return;
     }
     for (int p : pair(pr).members)
-      add(CollectiveKind::reduce, param(p).numel, param_wire(param(p)), root,
+      add(CollectiveKind::reduce, param(p).numel, param_grad_wire(param(p)), root,
           param_ref(Kind::grads, p, base));
   }
 
@@ -589,11 +596,11 @@ class GroupCalls {
     }
     for (int p : g_.members) {
       if (g_.kind == GroupKind::fsdp)
-        add(CollectiveKind::reduce_scatter, param(p).chunk, param_wire(param(p)), -1,
+        add(CollectiveKind::reduce_scatter, param(p).chunk, param_grad_wire(param(p)), -1,
             param_ref(Kind::grads, p, op_.grad_base))
             .recv = param_ref(Kind::grad_shard, p, 0);
       else
-        add(CollectiveKind::all_reduce, param(p).numel, param_wire(param(p)), -1,
+        add(CollectiveKind::all_reduce, param(p).numel, param_grad_wire(param(p)), -1,
             param_ref(Kind::grads, p, 0));
     }
   }
@@ -605,7 +612,7 @@ class GroupCalls {
         if (pair(pr).rooted_here) reduce_pair(pr, pair(pr).owner_row, 0);
     } else if (g_.kind == GroupKind::fsdp) {
       for (int p : g_.members)
-        add(CollectiveKind::all_reduce, param(p).chunk, param_wire(param(p)), -1,
+        add(CollectiveKind::all_reduce, param(p).chunk, param_grad_wire(param(p)), -1,
             param_ref(Kind::grad_shard, p, 0));
     }
   }

@@ -71,13 +71,13 @@ struct BufferRef {
 /// The arenas of the step layout (step_layout.hpp) a buffer lives in.
 enum class Arena {
   master,
-  grad_arena,
+  grad_arena,  ///< StepLayout::reduce (gradients)
   weight_pool,
-  grad_pool,
+  grad_pool,  ///< StepLayout::reduce (gradients)
   gather_pool,
   clip_scalar,
   alt_weights,  ///< --route dtype parameters' weights, in StepLayout::alt_wire
-  alt_grads,    ///< --route dtype parameters' gradients and shards, in StepLayout::alt_wire
+  alt_grads,    ///< --route dtype parameters' gradients and shards, in StepLayout::alt_reduce
   alt_gather,   ///< --route dtype parameters' fsdp-muon Nesterov gathers, in the alt type
   ns_input,     ///< fp32: Muon Nesterov inputs (state offsets), Newton–Schulz in place
   tp_send,      ///< the wire type: StepLayout::tp_send_elems
@@ -86,8 +86,8 @@ enum class Arena {
 };
 
 /// Where a buffer is: an arena and an element offset in it (the arena's element type: fp32
-/// for master, ns_input and tp_matrix, the alt type for the alt arenas, the wire type
-/// otherwise). The one place that
+/// for master, ns_input and tp_matrix, the alt types for the alt arenas, the reduce type for
+/// the grad arena and pool, the wire type otherwise). The one place that
 /// decides it, for every backend; throws std::logic_error for a reference the layout does not have.
 struct Location {
   Arena arena = Arena::master;

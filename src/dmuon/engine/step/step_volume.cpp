@@ -144,6 +144,7 @@ VolumeOptions volume_options(const StepSpec& step) {
   o.reshard = step.reshard;
   o.grad_reduce = step.grad_reduce;
   o.wire_bytes = static_cast<int>(kernels::dtype_bytes(step.wire));
+  o.reduce_bytes = static_cast<int>(kernels::dtype_bytes(step.reduce_dtype()));
   o.accum = step.accum;
   o.clip = step.clip();
   return o;
@@ -188,7 +189,8 @@ StepVolume predict_step_volume(const model::ModuleTree& tree, const plan::Plan& 
   const auto& po = plan.partition.options;
   const bool tp = o.tp && traits(o.method).tensor_parallel && plan.tp.tp > 1;
   v.grid = RankGrid{po.replicate, po.shard, tp ? plan.tp.tp : 1};
-  const plan::TermContext context{tree, plan, o.grad_reduce, o.wire_bytes, tp};
+  const int reduce_bytes = o.reduce_bytes < 0 ? o.wire_bytes : o.reduce_bytes;
+  const plan::TermContext context{tree, plan, o.grad_reduce, o.wire_bytes, reduce_bytes, tp};
   v.rows = route_rows(context, o.method, v);
   if (o.clip) v.rows.push_back(plan::clip_term(v.grid.world()));
   repeat_weight_passes(v.rows, weight_passes(o), v.owners);

@@ -13,7 +13,10 @@
 //   * hooks (methods with the reference's hooks): all four per site fire every micro-step; the
 //     forward-pre and Z3 backward-pre hooks communicate in every weight pass, the backward-post
 //     one once per step: fired 4·S·K, communicating (passes + 1)·S for S sites;
-//   * --clip-norm: + 1 all_reduce of one fp32 over the world.
+//   * --clip-norm: + 1 all_reduce of one fp32 over the world;
+//   * types: the weight rows in the wire type (--comm-dtype), the gradient rows (reduces,
+//     reduce-scatters, all-reduces, HSDP stage 2) in the reduce type (--reduce-dtype), a
+//     --route dtype both (the terms apply it per parameter).
 //
 //   method      dedicated (owner-based) parameters    the others
 //   dmuon       owner_rows                             sharded (--route sharded_adamw: labelled so)
@@ -47,8 +50,10 @@ struct VolumeOptions {
   plan::Reshard reshard = plan::Reshard::z3;
   plan::GradReduce grad_reduce = plan::GradReduce::per_param;
   int wire_bytes = 0;  ///< --comm-dtype bytes per element; 0: each parameter's own dtype
-  int accum = 1;       ///< --accum K
-  bool clip = false;   ///< --clip-norm
+  /// --reduce-dtype bytes per element, the gradients'; -1: the same as wire_bytes.
+  int reduce_bytes = -1;
+  int accum = 1;      ///< --accum K
+  bool clip = false;  ///< --clip-norm
   /// The plan's tensor parallelism: DP channels on local shards plus the TP exchange. false:
   /// the logical model on the DP world (what a plan record describes).
   bool tp = true;

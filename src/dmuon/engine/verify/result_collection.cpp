@@ -300,7 +300,7 @@ void ResultCollector::check(RunResult& r, StepBackend& backend) {
       plan_.narrowest_route_wire_bytes() == 2 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
   // Newton–Schulz amplifies 16-bit rounding of a Muon parameter's inputs (check_note).
   bool sixteen_bit_muon =
-      o_.step.wire != kernels::Dtype::f32 ||
+      o_.step.wire != kernels::Dtype::f32 || o_.step.reduce_dtype() != kernels::Dtype::f32 ||
       (o_.backend.device == Device::cuda && o_.backend.ns_dtype != kernels::Dtype::f32);
   for (int pid : tree_.parameter_order())
     if (plan_.muon(pid) && plan_.wire_bytes(pid, 4) == 2) sixteen_bit_muon = true;
