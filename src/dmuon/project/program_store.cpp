@@ -58,10 +58,10 @@ std::uint32_t ProgramStore::intern(const Instruction* begin, const Instruction* 
   return id;
 }
 
-bool ProgramStore::same_as_previous(std::size_t index, const Instruction* begin,
-                                    const Instruction* end, std::uint32_t& chunk) const {
-  if (programs_.empty()) return false;
-  const auto& previous = programs_.back().chunks;
+bool ProgramStore::same_as(int like, std::size_t index, const Instruction* begin,
+                           const Instruction* end, std::uint32_t& chunk) const {
+  if (like < 0 || like >= static_cast<int>(programs_.size())) return false;
+  const auto& previous = at(like).chunks;
   if (index >= previous.size()) return false;
   const std::uint32_t c = previous[index];
   const Instruction* b = code_.data() + chunk_begin_[c];
@@ -71,7 +71,8 @@ bool ProgramStore::same_as_previous(std::size_t index, const Instruction* begin,
   return true;
 }
 
-int ProgramStore::add(const RankProgram& program) {
+int ProgramStore::add(const RankProgram& program, int like) {
+  if (like < 0) like = static_cast<int>(programs_.size()) - 1;
   Program p;
   p.hook_calls = program.hook_calls;
   p.hook_comm_calls = program.hook_comm_calls;
@@ -80,7 +81,7 @@ int ProgramStore::add(const RankProgram& program) {
   const Instruction* from = begin;
   auto take = [&](const Instruction* to) {
     std::uint32_t c = 0;
-    p.chunks.push_back(same_as_previous(p.chunks.size(), from, to, c) ? c : intern(from, to));
+    p.chunks.push_back(same_as(like, p.chunks.size(), from, to, c) ? c : intern(from, to));
     from = to;
   };
   for (const Instruction* i = begin; i != end; ++i)

@@ -9,9 +9,10 @@
 // before), and each distinct chunk is kept once. Instructions are position-independent
 // (rank_program.hpp), so a shared chunk means the same on every rank that runs it.
 // Memory: one chunk-id list per program (about issues / kChunkIssues entries) plus the
-// distinct chunks. Time: consecutive programs (ranks) mostly cut at the same points into the
-// same chunks, so each chunk is first compared with the previous program's chunk at the same
-// index (a memory compare) and hashed only when it differs.
+// distinct chunks. Time: programs of ranks alike (the previous rank, or one of the same sample
+// class) mostly cut at the same points into the same chunks, so each chunk is first compared
+// with that program's chunk at the same index (a memory compare) and hashed only when it
+// differs.
 
 #include <cstdint>
 #include <initializer_list>
@@ -30,8 +31,10 @@ class ProgramStore {
   ProgramStore() = default;
   ProgramStore(std::initializer_list<RankProgram> programs);
 
-  /// Stores a program; returns its index.
-  int add(const RankProgram& program);
+  /// Stores a program; returns its index. `like`: a stored program it probably resembles
+  /// (chunks are compared with its chunks at the same index before they are hashed); -1: the
+  /// last one stored.
+  int add(const RankProgram& program, int like = -1);
 
   std::size_t size() const { return programs_.size(); }
   bool empty() const { return programs_.empty(); }
@@ -68,9 +71,9 @@ class ProgramStore {
   };
   const Program& at(int program) const { return programs_[static_cast<std::size_t>(program)]; }
   std::uint32_t intern(const Instruction* begin, const Instruction* end);
-  /// The chunk the previous program had at `index`, when it holds exactly [begin, end).
-  bool same_as_previous(std::size_t index, const Instruction* begin, const Instruction* end,
-                        std::uint32_t& chunk) const;
+  /// The chunk program `like` has at `index`, when it holds exactly [begin, end).
+  bool same_as(int like, std::size_t index, const Instruction* begin, const Instruction* end,
+               std::uint32_t& chunk) const;
 
   std::vector<Program> programs_;
   std::vector<Instruction> code_;            // the distinct chunks, back to back

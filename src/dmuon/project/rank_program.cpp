@@ -33,8 +33,11 @@ class Compiler {
  public:
   // `ops`: the schedule's length, a bound on the instructions (hooks and merged compute ops
   // take none; a blocking issue takes two, but is one of several ops of its parameter).
-  Compiler(const DurationFn& duration, const BatchFn& batch, std::size_t ops)
+  Compiler(const DurationFn& duration, const BatchFn& batch, std::size_t ops,
+           std::vector<Instruction> reuse)
       : duration_(duration), batch_(batch) {
+    prog_.code = std::move(reuse);
+    prog_.code.clear();
     prog_.code.reserve(ops);
   }
 
@@ -199,8 +202,8 @@ class Compiler {
 }  // namespace
 
 RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& duration,
-                            const BatchFn& batch) {
-  Compiler c(duration, batch, schedule.size());
+                            const BatchFn& batch, std::vector<Instruction> reuse) {
+  Compiler c(duration, batch, schedule.size(), std::move(reuse));
   for (const auto& op : schedule) c.add(op);
   return c.finish();
 }

@@ -84,7 +84,9 @@ using DurationFn = std::function<double(const engine::StepOp&)>;
 using BatchFn = std::function<const BatchSpec*(const engine::StepOp&, int seq)>;
 
 /// Compiles a schedule. Throws RuntimeFailure when a wait names a batch nothing issued.
+/// `reuse`: storage for the instructions (cleared first), so that compiling many programs
+/// allocates once.
 RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& duration,
-                            const BatchFn& batch);
+                            const BatchFn& batch, std::vector<Instruction> reuse = {});
 
 }  // namespace dmuon::project

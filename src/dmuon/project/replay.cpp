@@ -79,7 +79,12 @@ struct RankState {
 // Per-channel calls and the volume a non-root rank counts (collective_counters.hpp), and what
 // the root counts differently, of one batch spec on a communicator of n ranks.
 struct Tally {
-  std::array<std::int64_t, kChannelCount> calls{}, uniform{};
+  /// The channels its calls use (usually one), with their calls and non-root bytes.
+  struct Channel {
+    std::size_t channel;
+    std::int64_t calls, uniform;
+  };
+  std::vector<Channel> channels;
   struct RootDelta {
     int root;
     std::size_t channel;
@@ -94,8 +99,11 @@ Tally tally(const BatchSpec& spec, int n) {
     const std::size_t ch = engine::channel_index(spec.comm, c.kind);
     const auto count = static_cast<std::size_t>(c.count);
     const std::int64_t other = comm::counted_bytes(c.kind, n, false, count, c.elem_bytes);
-    ++t.calls[ch];
-    t.uniform[ch] += other;
+    auto it = std::find_if(t.channels.begin(), t.channels.end(),
+                           [&](const Tally::Channel& x) { return x.channel == ch; });
+    if (it == t.channels.end()) it = t.channels.insert(t.channels.end(), {ch, 0, 0});
+    ++it->calls;
+    it->uniform += other;
     if (c.root >= 0) {
       const std::int64_t root = comm::counted_bytes(c.kind, n, true, count, c.elem_bytes);
       if (root != other) t.roots.push_back({c.root, ch, root - other});
@@ -266,9 +274,9 @@ class Replayer {
     if (last_step) {
       const Tally& t = *b.tally;  // equal to this rank's own (checked above, full form)
       const std::size_t at = static_cast<std::size_t>(r) * kChannelCount;
-      for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
-        rank_calls_[at + ch] += t.calls[ch];
-        rank_bytes_[at + ch] += t.uniform[ch];
+      for (const auto& c : t.channels) {
+        rank_calls_[at + c.channel] += c.calls;
+        rank_bytes_[at + c.channel] += c.uniform;
       }
     }
     Pending p{id, -1};

@@ -171,6 +171,27 @@ std::vector<std::vector<std::pair<int, std::int64_t>>> short_shards_by_column(
   return out;
 }
 
+// Vectors whose storage is handed from one user to the next, across threads.
+template <class T>
+class Spares {
+ public:
+  std::vector<T> take() {
+    std::lock_guard<std::mutex> lock(m_);
+    if (free_.empty()) return {};
+    std::vector<T> v = std::move(free_.back());
+    free_.pop_back();
+    return v;
+  }
+  void give(std::vector<T> v) {
+    std::lock_guard<std::mutex> lock(m_);
+    free_.push_back(std::move(v));
+  }
+
+ private:
+  std::mutex m_;
+  std::vector<std::vector<T>> free_;
+};
+
 // Fills one WorldPrograms: one member function per form (full, and the reduced forms of
 // ddp-dmuon, the one-schedule methods and DMuon), sharing how a rank's program is compiled
 // and recorded.
@@ -281,6 +302,7 @@ class ProgramBuilder {
   struct DpPrograms {
     std::vector<RankProgram> programs;  // per TP index
     std::vector<RankMemoryFacts> memory;
+    int cls = 0;  // its sample class
   };
 
   void dmuon(const StepLayout& ref, const ReferenceBatches& batches) {
@@ -290,27 +312,39 @@ class ProgramBuilder {
     const LayoutReducer reducer(ref, plan_);
     std::map<int, std::vector<const BatchSpec*>> column_batches;
     for (int c = 0; c < w_.grid.shard; ++c) column_batches[c];  // no insertion while threaded
+    // Storage handed back to the workers: a schedule or program is ~10 MB for a model with
+    // 15,000 hook sites, and fresh pages are zeroed by the kernel each time.
+    Spares<engine::StepOp> schedules;
+    Spares<Instruction> codes;
     auto produce = [&](int dp) {
+      engine::Schedule schedule = schedules.take();
       DpPrograms out;
       ReducedLayout R = reducer.reduce(dp * T);
-      const int cls = samples_.class_of(dp);
+      const int cls = out.cls = samples_.class_of(dp);
       for (int t = 0; t < T; ++t) {
         R.layout.me.rank = dp * T + t;  // the TP owners' Newton–Schulz differs by t
         const StepLayout& L = R.layout;
         auto& mine = column_batches.at(L.me.column());
+        schedule = engine::make_schedule(L, spec_, std::move(schedule));
         out.programs.push_back(compile_program(
-            engine::make_schedule(L, spec_),
-            [&](const engine::StepOp& op) { return durations_(L, cls, op); },
+            schedule, [&](const engine::StepOp& op) { return durations_(L, cls, op); },
             [&](const engine::StepOp& op, int seq) {
               return dmuon_batch(L, mine, batches, op, seq);
-            }));
+            },
+            codes.take()));
         out.memory.push_back(memory_facts(L));
       }
+      schedules.give(std::move(schedule));
       return out;
     };
+    std::map<int, int> last_of_class;  // the program last stored for a sample class
     auto store = [&](int dp, DpPrograms&& in) {
       for (int t = 0; t < T; ++t) {
-        const int id = w_.programs.add(in.programs[static_cast<std::size_t>(t)]);
+        auto& program = in.programs[static_cast<std::size_t>(t)];
+        const auto like = last_of_class.find(in.cls);
+        const int id = w_.programs.add(program, like == last_of_class.end() ? -1 : like->second);
+        last_of_class[in.cls] = id;
+        codes.give(std::move(program.code));
         w_.program_of_rank[static_cast<std::size_t>(dp * T + t)] = id;
         account_memory(w_, in.memory[static_cast<std::size_t>(t)]);
         track_hooks(id);

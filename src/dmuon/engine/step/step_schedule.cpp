@@ -44,7 +44,7 @@ bool has_rooted_pair(const StepLayout& L, const GroupLayout& g) {
 // Builds the op list; one instance per make_schedule call.
 class Builder {
  public:
-  Builder(const StepLayout& layout, const StepSpec& options)
+  Builder(const StepLayout& layout, const StepSpec& options, Schedule reuse = {})
       : L_(layout),
         o_(options),
         n_(static_cast<int>(layout.groups.size())),
@@ -55,6 +55,8 @@ class Builder {
         stage2_waited_(static_cast<std::size_t>(n_), false) {
     // About a dozen ops per group and micro-step and a few per parameter: one allocation
     // instead of a dozen doublings (the projection builds one schedule per rank).
+    ops_ = std::move(reuse);
+    ops_.clear();
     const std::size_t params = layout.params.size(), groups = layout.groups.size();
     ops_.reserve(static_cast<std::size_t>(options.accum) * (12 * groups + 2 * params) + 8 * groups +
                  4 * params);
@@ -393,6 +395,10 @@ class Builder {
 
 Schedule make_schedule(const StepLayout& layout, const StepSpec& options) {
   return Builder(layout, options).build();
+}
+
+Schedule make_schedule(const StepLayout& layout, const StepSpec& options, Schedule reuse) {
+  return Builder(layout, options, std::move(reuse)).build();
 }
 
 std::vector<PackCopy> pack_copies(const StepLayout& L, const StepOp& op) {

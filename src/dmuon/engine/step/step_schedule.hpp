@@ -46,6 +46,9 @@ using Schedule = std::vector<StepOp>;
 /// The operations of one step of the rank `layout` describes (issue ops carry their
 /// communicator).
 Schedule make_schedule(const StepLayout& layout, const StepSpec& spec);
+/// The same, built in `reuse`'s storage (cleared first): a caller building many schedules
+/// (the projection: one per rank) allocates once.
+Schedule make_schedule(const StepLayout& layout, const StepSpec& spec, Schedule reuse);
 
 /// A buffer a collective reads or writes, resolved to memory by the backend.
 struct BufferRef {
