@@ -112,11 +112,4 @@ void ProgramStore::Cursor::enter_chunk() {
   end_ = store_->code_.data() + store_->chunk_begin_[c + 1];
 }
 
-void ProgramStore::Cursor::next() {
-  if (++at_ == end_) {
-    ++chunk_;
-    enter_chunk();
-  }
-}
-
 }  // namespace dmuon::project

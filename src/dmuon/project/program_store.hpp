@@ -48,7 +48,13 @@ class ProgramStore {
     Cursor(const ProgramStore& store, int program);
     bool done() const { return at_ == end_; }
     const Instruction& operator*() const { return *at_; }
-    void next();
+    /// Inline: the replay steps every rank through every instruction.
+    void next() {
+      if (++at_ == end_) {
+        ++chunk_;
+        enter_chunk();
+      }
+    }
     void restart();
 
    private:
