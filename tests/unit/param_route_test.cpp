@@ -13,6 +13,7 @@
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/param_route.hpp"
 #include "dmuon/plan/plan.hpp"
+#include "two_layer_tree.hpp"
 
 namespace {
 
@@ -69,19 +70,8 @@ TEST(ParamRoute, BadRoutesAreInputErrorsNamingTheValue) {
   }
 }
 
-// layers.0 {w [4,4], b [4]}, layers.1 {w [4,4]}; ids in model order.
-struct Tree {
-  model::ModuleTree tree{"M"};
-  int w0 = -1, b0 = -1, w1 = -1;
-  Tree() {
-    const int list = tree.add_module(0, "layers", "ModuleList");
-    const int l0 = tree.add_module(list, "0", "L");
-    w0 = tree.add_parameter(l0, "w", {4, 4});
-    b0 = tree.add_parameter(l0, "b", {4});
-    w1 = tree.add_parameter(tree.add_module(list, "1", "L"), "w", {4, 4});
-    tree.finalize();
-  }
-};
+// layers.0 {w [4,4], b [4]}, layers.1 {w [4,4]}
+using Tree = test::TwoLayerTree;
 
 TEST(ParamRoute, FirstMatchingRuleWinsOverTheDedicationDefault) {
   const Tree t;

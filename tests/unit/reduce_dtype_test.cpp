@@ -16,6 +16,7 @@
 #include "dmuon/engine/step/step_volume.hpp"
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/project/memory_model.hpp"
+#include "two_layer_tree.hpp"
 
 namespace {
 
@@ -25,18 +26,7 @@ using engine::CommGroup;
 using engine::Method;
 
 // layers.0 {w [4,4], b [4]}, layers.1 {w [4,4]}; the w's dedicated (Muon), b FSDP.
-struct Tree {
-  model::ModuleTree tree{"M"};
-  int w0 = -1, b0 = -1, w1 = -1;
-  Tree() {
-    const int list = tree.add_module(0, "layers", "ModuleList");
-    const int l0 = tree.add_module(list, "0", "L");
-    w0 = tree.add_parameter(l0, "w", {4, 4});
-    b0 = tree.add_parameter(l0, "b", {4});
-    w1 = tree.add_parameter(tree.add_module(list, "1", "L"), "w", {4, 4});
-    tree.finalize();
-  }
-};
+using Tree = test::TwoLayerTree;
 
 // G shard ranks × R replicas; rank 0 owns every dedicated parameter (rank0 strategy).
 plan::PlanConfig config(int shard, int replicate = 1, std::vector<std::string> routes = {}) {

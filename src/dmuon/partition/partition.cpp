@@ -201,6 +201,9 @@ Partition partition_ownership(const model::ModuleTree& tree, const std::vector<i
   for (int s = 0; s < options.shard; ++s)
     for (int r = 0; r < options.replicate; ++r) p.slots.push_back({s, r, r * options.shard + s});
   p.units = build_units(tree, dedicated, options);
+  // The site keys (one string per parameter) served the units only: not kept in the result,
+  // which the plan copies around.
+  std::vector<std::string>().swap(p.options.site_keys);
   check_totals(tree, p);
   switch (options.strategy) {
     case Strategy::lpt:

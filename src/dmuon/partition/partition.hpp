@@ -52,6 +52,7 @@ struct PartitionOptions {
   std::vector<int> never_pack;
   GroupKey group_key = GroupKey::layer;
   /// GroupKey::site: per parameter id, the key (its hook site's path; plan.cpp fills it).
+  /// Read by build_units only; a Partition's copy of the options has it empty.
   std::vector<std::string> site_keys;
 };
 

@@ -88,14 +88,14 @@ comm::Batch& StepExecutor::slot(int g, BatchSlot s) {
   return slots_[row][static_cast<std::size_t>(s)];
 }
 
-comm::Batch StepExecutor::issue(std::size_t i) {
+comm::Batch StepExecutor::issue(std::size_t i, std::size_t& mark) {
   const StepOp& op = schedule_[i];
   comm::Communicator* c = backend_.comm(op.comm);
   if (c == nullptr)
     throw RuntimeFailure(std::string("step schedule issues ") + op_name(op.op) + " on the " +
                          comm_group_name(op.comm) + " communicator, which this rank does not have");
   backend_.before_issue(op);
-  if (trace_) issue_mark_ = trace_->mark(op_traits(op.op).stream);
+  if (trace_) mark = trace_->mark(op_traits(op.op).stream);
   c->group_start();
   for (const auto& call : calls_[i]) issue_call(*c, backend_, call);
   return c->group_end();
@@ -160,8 +160,9 @@ void StepExecutor::issue_op(std::size_t i) {
   if (t.after != BatchSlot::none) backend_.order_after(slot(op.group, t.after), op.comm);
   comm::Batch& b = slot(op.group, t.slot);
   if (trace_) trace_->completed(&b);  // a slot's earlier batch, if still open
-  b = issue(i);
-  if (trace_) trace_->issued(&b, issue_mark_, t.stream, batch_fields(i), b.pending());
+  std::size_t mark = 0;               // --trace: the stamp just before the batch's collectives
+  b = issue(i, mark);
+  if (trace_) trace_->issued(&b, mark, t.stream, batch_fields(i), b.pending());
   started(b, i);
   if (t.blocking) complete(b);
 }

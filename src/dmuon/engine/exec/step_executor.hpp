@@ -52,7 +52,9 @@ class StepExecutor {
   void finish();
 
  private:
-  comm::Batch issue(std::size_t op_index);
+  /// Issues op `op_index`'s collectives as one batch; `mark` (--trace): the stamp taken just
+  /// before them.
+  comm::Batch issue(std::size_t op_index, std::size_t& mark);
   /// Batch `b`, just issued by op `op_index`, goes in flight (polled, and timed per channel).
   void started(comm::Batch& b, std::size_t op_index);
   /// Waits for `b` (on the backend's terms): it is complete.
@@ -81,7 +83,6 @@ class StepExecutor {
   InFlightClock in_flight_clock_;
   std::unique_ptr<WallTraceClock> wall_clock_;  // --trace on a backend without its own clock
   std::unique_ptr<StepTrace> trace_;
-  std::size_t issue_mark_ = 0;  // --trace: the stamp before the batch being issued
 };
 
 }  // namespace dmuon::engine
