@@ -350,8 +350,10 @@ class ProgramBuilder {
         track_hooks(id);
       }
     };
-    ordered_parallel<DpPrograms>(w_.grid.dp_size(), hardware_threads(), 4 * hardware_threads(),
-                                 produce, store);
+    // Past a few workers the store (one thread) is the bottleneck, and every program in flight
+    // holds ~10 MB at 15,000 sites: at most 8 workers, 2 programs each ahead of the store.
+    const int workers = std::min(hardware_threads(), 8);
+    ordered_parallel<DpPrograms>(w_.grid.dp_size(), workers, 2 * workers, produce, store);
   }
 
   // A DMuon rank's batch: TP exchanges are its own, shard-group collectives the reference
