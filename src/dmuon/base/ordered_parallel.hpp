@@ -84,11 +84,6 @@ void ordered_parallel(int n, int threads, int window, Produce produce, Consume c
     changed.notify_all();
     if (error) break;
   }
-  {
-    std::lock_guard<std::mutex> lock(m);
-    if (!error && consumed < n)
-      error = std::make_exception_ptr(std::logic_error("ordered_parallel"));
-  }
   changed.notify_all();
   for (auto& w : workers) w.join();
   if (error) std::rethrow_exception(error);

@@ -39,6 +39,15 @@ std::int64_t numel_of(const TermContext& c, int pid) {
   return c.tree.parameter(pid).numel();
 }
 
+// The error of a volume sum that overflows at parameter `pid` (formatted only then); `what`
+// names the sum ("sharded", "TP", or nothing).
+auto overflow_at(const TermContext& c, int pid, const char* what = "") {
+  return [&c, pid, what] {
+    return fmt::format("predicted {}{}volume overflows 64 bits at parameter '{}'", what,
+                       *what ? " " : "", c.tree.parameter(pid).name);
+  };
+}
+
 const std::vector<int>* route_types(const Plan& plan) {
   return plan.route_wire_bytes.empty() ? nullptr : &plan.route_wire_bytes;
 }
@@ -174,10 +183,7 @@ std::vector<VolumeRow> sharded_term(const TermContext& c, const std::vector<int>
   auto scatter = make_row(route, CommGroup::shard, CollectiveKind::reduce_scatter, Repeat::once);
   auto replicas = make_row(route, CommGroup::replicate, CollectiveKind::all_reduce, Repeat::once);
   for (int pid : pids) {
-    const auto overflow = [&] {
-      return fmt::format("predicted {} volume overflows 64 bits at parameter '{}'",
-                         volume_route_name(route), c.tree.parameter(pid).name);
-    };
+    const auto overflow = overflow_at(c, pid, volume_route_name(route));
     const std::int64_t chunk = shard_chunk(numel_of(c, pid), static_cast<int>(G));
     const std::int64_t e = element_bytes(c.tree, c.plan, pid, c.wire_bytes);
     const std::int64_t eg = element_bytes(c.tree, c.plan, pid, c.reduce_bytes);
@@ -197,10 +203,7 @@ VolumeRow optimizer_gather_term(const TermContext& c, const std::vector<int>& pi
   auto gather =
       make_row(VolumeRoute::sharded, CommGroup::shard, CollectiveKind::all_gather, Repeat::once);
   for (int pid : pids) {
-    const auto overflow = [&] {
-      return fmt::format("predicted volume overflows 64 bits at parameter '{}'",
-                         c.tree.parameter(pid).name);
-    };
+    const auto overflow = overflow_at(c, pid);
     const std::int64_t chunk = shard_chunk(numel_of(c, pid), static_cast<int>(G));
     const std::int64_t e = element_bytes(c.tree, c.plan, pid, c.wire_bytes);
     add(gather, 1, checked_mul(e, checked_mul(G - 1, chunk, overflow), overflow), overflow);
@@ -214,10 +217,7 @@ VolumeRow ddp_term(const TermContext& c, const std::vector<int>& pids) {
   auto all_reduce =
       make_row(VolumeRoute::ddp, CommGroup::shard, CollectiveKind::all_reduce, Repeat::once);
   for (int pid : pids) {
-    const auto overflow = [&] {
-      return fmt::format("predicted volume overflows 64 bits at parameter '{}'",
-                         c.tree.parameter(pid).name);
-    };
+    const auto overflow = overflow_at(c, pid);
     const std::int64_t e = element_bytes(c.tree, c.plan, pid, c.reduce_bytes);  // gradients
     add(all_reduce, 1, checked_mul(e, checked_mul(numel_of(c, pid), N - 1, overflow) / N, overflow),
         overflow);
@@ -236,10 +236,7 @@ std::vector<VolumeRow> tp_term(const TermContext& c, TpCommVolume& facts) {
   facts.gather_received.assign(static_cast<std::size_t>(world), 0);
   facts.scatter_sent.assign(static_cast<std::size_t>(world), 0);
   for (int pid : tpp.sharded) {
-    const auto overflow = [&] {
-      return fmt::format("predicted TP volume overflows 64 bits at parameter '{}'",
-                         c.tree.parameter(pid).name);
-    };
+    const auto overflow = overflow_at(c, pid, "TP");
     const std::int64_t local = tpp.local_numel.at(static_cast<std::size_t>(pid));
     const std::int64_t grad_chunk =
         checked_mul(element_bytes(c.tree, c.plan, pid, c.wire_bytes), local, overflow);

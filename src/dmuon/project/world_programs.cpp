@@ -250,8 +250,11 @@ class ProgramBuilder {
     w_.hook_comm_calls = std::max(w_.hook_comm_calls, w_.programs.hook_comm_calls(id));
   }
 
+  // A batch only this rank issues (locked: dmuon()'s workers add them too).
   const BatchSpec* own_batch(const StepLayout& L, const engine::StepOp& op) {
-    w_.specs.push_back(batch_spec(L, op, spec_));
+    BatchSpec own = batch_spec(L, op, spec_);
+    std::lock_guard<std::mutex> lock(specs_mutex_);
+    w_.specs.push_back(std::move(own));
     return &w_.specs.back();
   }
 
@@ -361,12 +364,7 @@ class ProgramBuilder {
   // (the others must agree with it). Called from worker threads: what it adds is locked.
   const BatchSpec* dmuon_batch(const StepLayout& L, std::vector<const BatchSpec*>& column,
                                const ReferenceBatches& batches, const engine::StepOp& op, int seq) {
-    if (op.comm == engine::CommGroup::tp) {  // owned: kept whole
-      BatchSpec own = batch_spec(L, op, spec_);
-      std::lock_guard<std::mutex> lock(specs_mutex_);
-      w_.specs.push_back(std::move(own));
-      return &w_.specs.back();
-    }
+    if (op.comm == engine::CommGroup::tp) return own_batch(L, op);  // owned: kept whole
     if (op.comm != engine::CommGroup::replicate) return batches.take(op, seq);
     BatchSpec batch = batch_spec(L, op, spec_);
     std::lock_guard<std::mutex> lock(specs_mutex_);

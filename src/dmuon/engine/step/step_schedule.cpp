@@ -44,7 +44,7 @@ bool has_rooted_pair(const StepLayout& L, const GroupLayout& g) {
 // Builds the op list; one instance per make_schedule call.
 class Builder {
  public:
-  Builder(const StepLayout& layout, const StepSpec& options, Schedule reuse = {})
+  Builder(const StepLayout& layout, const StepSpec& options, Schedule reuse)
       : L_(layout),
         o_(options),
         n_(static_cast<int>(layout.groups.size())),
@@ -394,7 +394,7 @@ class Builder {
 }  // namespace
 
 Schedule make_schedule(const StepLayout& layout, const StepSpec& options) {
-  return Builder(layout, options).build();
+  return make_schedule(layout, options, Schedule());
 }
 
 Schedule make_schedule(const StepLayout& layout, const StepSpec& options, Schedule reuse) {
