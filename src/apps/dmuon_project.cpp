@@ -366,10 +366,9 @@ void add_projection_json(nlohmann::json& x, const Invocation& v, const apps::ben
   x["flop_convention"] = v.o.bench.flops;
   x["tokens_per_s"] = p.tokens_per_s;
   x["model_flops_per_step"] = p.model_flops_per_step;
-  x["projection"] = {{"programs", p.programs},
-                     {"batches", p.batches},
-                     {"build_s", p.build_s},
-                     {"replay_s", p.replay_s}};
+  x["projection"] = {{"programs", p.programs},         {"batches", p.batches},
+                     {"rank_classes", p.rank_classes}, {"rank_class_max", p.rank_class_max},
+                     {"build_s", p.build_s},           {"replay_s", p.replay_s}};
 }
 
 nlohmann::json invocation_json(const Invocation& v) {

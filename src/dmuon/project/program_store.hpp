@@ -66,6 +66,16 @@ class ProgramStore {
     const Instruction* end_ = nullptr;
   };
 
+  /// A program's chunks in order, and a chunk's instructions: the replay moves ranks whose
+  /// programs run the same chunk together (replay.cpp).
+  const std::vector<std::uint32_t>& chunks_of(int program) const { return at(program).chunks; }
+  const Instruction* chunk_begin(std::uint32_t chunk) const {
+    return code_.data() + chunk_begin_[chunk];
+  }
+  const Instruction* chunk_end(std::uint32_t chunk) const {
+    return code_.data() + chunk_begin_[chunk + 1];
+  }
+
   /// Distinct chunks and the instructions they hold (memory accounting).
   std::size_t chunk_count() const { return chunk_begin_.size() - 1; }
   std::size_t instruction_count() const { return code_.size(); }

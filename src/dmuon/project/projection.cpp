@@ -150,7 +150,8 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   const OpCost cost(machine, o, world);
   const WorldPrograms programs = build_programs(tree, plan, o, cost, options.symmetry);
   const auto t1 = clock::now();
-  const ReplayResult rep = replay(programs, machine, o.run.warmup + 1, options.trace);
+  const ReplayResult rep =
+      replay(programs, machine, o.run.warmup + 1, options.trace, options.grouping);
   const auto t2 = clock::now();
 
   Projection p;
@@ -158,6 +159,8 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   p.chunks = static_cast<std::int64_t>(programs.programs.chunk_count());
   p.chunk_instructions = static_cast<std::int64_t>(programs.programs.instruction_count());
   p.batches = rep.batches;
+  p.rank_classes = rep.rank_classes;
+  p.rank_class_max = rep.rank_class_max;
   p.build_s = std::chrono::duration<double>(t1 - t0).count();
   p.replay_s = std::chrono::duration<double>(t2 - t1).count();
   auto& r = p.result;

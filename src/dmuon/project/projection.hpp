@@ -22,6 +22,7 @@
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/project/machine_model.hpp"
 #include "dmuon/project/memory_model.hpp"
+#include "dmuon/project/replay.hpp"
 #include "dmuon/project/world_programs.hpp"
 
 namespace dmuon::project {
@@ -41,6 +42,8 @@ struct ProjectionOptions {
   ActivationMemory activations;
   /// Where the replay records the timeline of the trace's ranks (trace.hpp); none: no trace.
   Trace* trace = nullptr;
+  /// Rank classes (the default) or every rank alone (replay.hpp; tests compare the two).
+  ReplayGrouping grouping = ReplayGrouping::rank_classes;
 };
 
 struct Projection {
@@ -56,6 +59,8 @@ struct Projection {
   std::int64_t chunks = 0;              ///< distinct program chunks (program_store.hpp)
   std::int64_t chunk_instructions = 0;  ///< the instructions they hold
   std::int64_t batches = 0;             ///< batches replayed
+  std::int64_t rank_classes = 0;        ///< rank classes the replay formed (replay.hpp)
+  std::int64_t rank_class_max = 0;      ///< of those, the most alive at once
   double build_s = 0, replay_s = 0;     ///< wall time of the projection itself
 };
 

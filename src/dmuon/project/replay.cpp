@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
+#include <deque>
 #include <limits>
 #include <map>
 #include <queue>
@@ -24,6 +26,9 @@ using engine::Phase;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+constexpr int kMixed = -1;  // a class's members are in different instances of a communicator
+constexpr std::uint32_t kProgramEnd = std::numeric_limits<std::uint32_t>::max();
+
 struct Tally;
 
 struct Batch {
@@ -32,22 +37,24 @@ struct Batch {
   int index = 0;  // row or column
   int members = 1;
   std::uint8_t stream = 0;
-  int arrived = 0;
+  int arrived = 0;  // ranks whose stream has reached it
   double ready = 0;
   double start = -1, end = -1;
-  int step = 0;                  // of its first issuer
-  const Tally* tally = nullptr;  // its calls and bytes per channel (every member's)
-  std::vector<int> compute_waiters;
+  int step = 0;                      // of its first issuer
+  const Tally* tally = nullptr;      // its calls and bytes per channel (every member's)
+  std::vector<int> arrivers;         // the classes those ranks were in (a class that splits: both)
+  std::vector<int> compute_waiters;  // classes
   std::vector<std::pair<int, std::uint8_t>> dep_waiters;
 };
 
-// A batch issued on a rank's stream, not yet begun there. Its issue time is folded into
+// A batch issued on a class's stream, not yet begun there. Its issue time is folded into
 // Batch::ready when issued (the batch starts at the latest of its members' issue times, stream
 // frees and dependencies), so a queue entry is 8 bytes: a communication-bound step keeps a
-// whole step's batches queued on every rank.
+// whole step's batches queued.
 struct Pending {
   int batch;
   int dep;
+  bool operator==(const Pending& o) const { return batch == o.batch && dep == o.dep; }
 };
 
 struct StreamState {
@@ -56,10 +63,22 @@ struct StreamState {
   double free_at = 0;
   bool head_arrived = false;
   int last = -1;  // the last batch issued on it (any step)
+  bool operator==(const StreamState& o) const {
+    return queue.size() - head == o.queue.size() - o.head &&
+           std::equal(queue.begin() + static_cast<std::ptrdiff_t>(head), queue.end(),
+                      o.queue.begin() + static_cast<std::ptrdiff_t>(o.head)) &&
+           free_at == o.free_at && head_arrived == o.head_arrived && last == o.last;
+  }
 };
 
-struct RankState {
-  ProgramStore::Cursor pc;
+// A rank class: ranks at the same instruction of the same chunk, with the same state. What a
+// member's own figures are is its offset (Replayer::offsets_) plus the class's totals.
+struct RankClass {
+  std::vector<int> members;
+  bool alive = true;
+  bool traced = false;               // a traced rank alone: never merged
+  const Instruction* at = nullptr;   // the next instruction; nullptr: the program has ended
+  const Instruction* end = nullptr;  // the end of its chunk
   int step = 0;
   double clock = 0, step_start = 0, seg_start = 0;
   double step_end = 0;  // when its last step ended (it waits at the barrier from there)
@@ -72,8 +91,17 @@ struct RankState {
   int blocking = -1;      // CPU machines: the batch just issued, which the compute stream waits for
   std::array<double, kPhaseCount> phases{};
   std::array<StreamState, kStreamCount> streams;
-  std::array<int, engine::kCommGroupCount> seq{};  // issues so far per communicator (all steps)
-  std::array<int, engine::kCommGroupCount> instance{};  // of each communicator (RankGrid)
+  std::array<int, engine::kCommGroupCount> seq{};            // issues so far per communicator
+  std::array<int, engine::kCommGroupCount> instance{};       // of each communicator, or kMixed
+  std::array<std::int64_t, kChannelCount> calls{}, bytes{};  // of the last step, per member
+
+  // The same future: merged classes advance as one.
+  bool same_state(const RankClass& o) const {
+    return at == o.at && end == o.end && step == o.step && clock == o.clock &&
+           step_start == o.step_start && at_barrier == o.at_barrier && seg_phase == o.seg_phase &&
+           seg_exposed == o.seg_exposed && paused == o.paused && done == o.done &&
+           switched == o.switched && blocking == o.blocking && seq == o.seq && streams == o.streams;
+  }
 };
 
 // Per-channel calls and the volume a non-root rank counts (collective_counters.hpp), and what
@@ -114,27 +142,26 @@ Tally tally(const BatchSpec& spec, int n) {
 
 class Replayer {
  public:
-  Replayer(const WorldPrograms& w, const Machine& m, int steps, Trace* trace)
+  Replayer(const WorldPrograms& w, const Machine& m, int steps, Trace* trace,
+           ReplayGrouping grouping)
       : w_(w),
         m_(m),
         trace_(trace),
         steps_(steps),
+        classes_enabled_(grouping == ReplayGrouping::rank_classes),
         grid_(w.grid),
         net_(grid_.instances(CommGroup::shard), grid_.instances(CommGroup::replicate),
              grid_.tp > 1 ? grid_.instances(CommGroup::tp) : 0) {
+    const auto world = static_cast<std::size_t>(w.world);
     result_.steps = steps;
     result_.world = w.world;
-    result_.rank_phases_ms.assign(
-        static_cast<std::size_t>(steps) * static_cast<std::size_t>(w.world) * kPhaseCount, 0.0);
-    rank_calls_.assign(kChannelCount * static_cast<std::size_t>(w.world), 0);
-    rank_bytes_.assign(kChannelCount * static_cast<std::size_t>(w.world), 0);
-    ranks_.resize(static_cast<std::size_t>(w.world));
-    for (int r = 0; r < w.world; ++r) {
-      auto& s = ranks_[static_cast<std::size_t>(r)];
-      s.pc = ProgramStore::Cursor(w.programs, w.program_of_rank[static_cast<std::size_t>(r)]);
-      for (CommGroup comm : kAllCommGroups)
-        s.instance[static_cast<std::size_t>(comm)] = grid_.instance(r, comm);
-    }
+    result_.rank_phases_ms.assign(static_cast<std::size_t>(steps) * world * kPhaseCount, 0.0);
+    rank_calls_.assign(kChannelCount * world, 0);
+    rank_bytes_.assign(kChannelCount * world, 0);
+    offsets_.assign(kPhaseCount * world, 0.0);
+    class_of_.assign(world, -1);
+    chunk_at_.resize(world);
+    chunk_end_.resize(world);
     // Instances per communicator: rows and columns of each DP group, the world, the TP groups.
     for (CommGroup comm : kAllCommGroups) {
       const auto c = static_cast<std::size_t>(comm);
@@ -153,10 +180,24 @@ class Replayer {
         spans_[c][static_cast<std::size_t>(i)] = {n, domains};
       }
     }
+    // The first classes: every traced rank alone, the others together (split below by their
+    // first chunks).
+    std::vector<int> untraced;
+    for (int r = 0; r < w.world; ++r) {
+      rewind(r);
+      if (!classes_enabled_ || traced(r))
+        make_class({r}, traced(r));
+      else
+        untraced.push_back(r);
+    }
+    if (!untraced.empty()) make_class(std::move(untraced), false);
   }
 
   ReplayResult run() {
-    for (int r = 0; r < w_.world; ++r) advance(r);
+    // The first classes part by their first chunks; then each runs until it blocks.
+    for (int c = 0, n = static_cast<int>(classes_.size()); c < n; ++c) split_at_chunk_start(c);
+    runnable_.clear();
+    for (int c = 0, n = static_cast<int>(classes_.size()); c < n; ++c) advance(c);
     std::vector<int> finished;
     for (;;) {
       const double th = events_.empty() ? kInf : events_.top().first;
@@ -173,50 +214,285 @@ class Replayer {
       }
     }
     for (int r = 0; r < w_.world; ++r)
-      if (!ranks_[static_cast<std::size_t>(r)].done) deadlock(r);
+      if (!klass(r).done) deadlock(r);
     result_.batches = static_cast<std::int64_t>(batches_.size());
-    // Rank-major while counting (one cache line per issue), channel-major in the result.
+    result_.rank_classes = static_cast<std::int64_t>(classes_.size());
+    result_.rank_class_max = max_alive_;
+    // Rank-major while counting, channel-major in the result: a rank's own offset plus its
+    // class's totals.
     const auto world = static_cast<std::size_t>(w_.world);
     result_.calls.assign(kChannelCount * world, 0);
     result_.bytes.assign(kChannelCount * world, 0);
-    for (std::size_t r = 0; r < world; ++r)
+    for (std::size_t r = 0; r < world; ++r) {
+      const RankClass& k = klass(static_cast<int>(r));
       for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
-        result_.calls[ch * world + r] = rank_calls_[r * kChannelCount + ch];
-        result_.bytes[ch * world + r] = rank_bytes_[r * kChannelCount + ch];
+        result_.calls[ch * world + r] = rank_calls_[r * kChannelCount + ch] + k.calls[ch];
+        result_.bytes[ch * world + r] = rank_bytes_[r * kChannelCount + ch] + k.bytes[ch];
       }
+    }
     return std::move(result_);
   }
 
  private:
-  int member_rank(const Batch& b, int member) const {
-    return grid_.rank_of(b.comm, b.index, member);
+  RankClass& klass(int rank) {
+    return classes_[static_cast<std::size_t>(class_of_[static_cast<std::size_t>(rank)])];
   }
+  const RankClass& klass(int rank) const {
+    return classes_[static_cast<std::size_t>(class_of_[static_cast<std::size_t>(rank)])];
+  }
+  RankClass& cls(int c) { return classes_[static_cast<std::size_t>(c)]; }
+  double* offset(int rank) { return &offsets_[static_cast<std::size_t>(rank) * kPhaseCount]; }
+
+  // Classes ---------------------------------------------------------------------------------
+
+  int make_class(std::vector<int> members, bool is_traced) {
+    const int id = static_cast<int>(classes_.size());
+    classes_.emplace_back();
+    RankClass& k = classes_.back();
+    k.traced = is_traced;
+    for (CommGroup comm : kAllCommGroups) {
+      const auto c = static_cast<std::size_t>(comm);
+      k.instance[c] = common_instance(members, comm);
+    }
+    for (int r : members) class_of_[static_cast<std::size_t>(r)] = id;
+    k.members = std::move(members);
+    note_alive(+1);
+    return id;
+  }
+
+  int common_instance(const std::vector<int>& members, CommGroup comm) const {
+    const int first = grid_.instance(members.front(), comm);
+    for (int r : members)
+      if (grid_.instance(r, comm) != first) return kMixed;
+    return first;
+  }
+
+  void note_alive(int delta) {
+    alive_ += delta;
+    max_alive_ = std::max<std::int64_t>(max_alive_, alive_);
+  }
+
+  // A rank back at the start of its program.
+  void rewind(int r) {
+    const auto& chunks = w_.programs.chunks_of(w_.program_of_rank[static_cast<std::size_t>(r)]);
+    chunk_at_[static_cast<std::size_t>(r)] = chunks.data();
+    chunk_end_[static_cast<std::size_t>(r)] = chunks.data() + chunks.size();
+  }
+
+  std::uint32_t chunk_key(int r) const {
+    const auto i = static_cast<std::size_t>(r);
+    return chunk_at_[i] == chunk_end_[i] ? kProgramEnd : *chunk_at_[i];
+  }
+
+  void enter_chunk(RankClass& k) {
+    const std::uint32_t c = chunk_key(k.members.front());
+    if (c == kProgramEnd) {
+      k.at = k.end = nullptr;
+    } else {
+      k.at = w_.programs.chunk_begin(c);
+      k.end = w_.programs.chunk_end(c);
+    }
+  }
+
+  // Splits class c by key(rank): the largest part stays c, each other part becomes a class of
+  // the same state (registered wherever c waits for its streams) and is queued to advance.
+  // Returns the new classes.
+  template <class Key>
+  std::vector<int> split(int c, Key key) {
+    std::vector<int> made;
+    auto& members = cls(c).members;
+    if (members.size() < 2) return made;
+    const auto first = key(members.front());
+    std::size_t same = 1;
+    while (same < members.size() && key(members[same]) == first) ++same;
+    if (same == members.size()) return made;
+    std::vector<std::pair<decltype(key(0)), std::vector<int>>> parts;
+    std::unordered_map<decltype(key(0)), std::size_t> part_of;
+    for (int r : members) {
+      const auto k = key(r);
+      auto it = part_of.find(k);
+      if (it == part_of.end()) {
+        it = part_of.emplace(k, parts.size()).first;
+        parts.emplace_back(k, std::vector<int>());
+      }
+      parts[it->second].second.push_back(r);
+    }
+    std::size_t keep = 0;
+    for (std::size_t i = 1; i < parts.size(); ++i)
+      if (parts[i].second.size() > parts[keep].second.size()) keep = i;
+    cls(c).members = std::move(parts[keep].second);
+    const auto mixed = cls(c).instance;  // kMixed where the members were in several instances
+    auto settle = [&](RankClass& k) {
+      for (CommGroup comm : kAllCommGroups) {
+        const auto g = static_cast<std::size_t>(comm);
+        if (mixed[g] == kMixed) k.instance[g] = common_instance(k.members, comm);
+      }
+    };
+    settle(cls(c));
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      if (i == keep) continue;
+      const int id = static_cast<int>(classes_.size());
+      classes_.push_back(copy_state(cls(c)));
+      RankClass& k = classes_.back();
+      k.members = std::move(parts[i].second);
+      settle(k);
+      for (int r : k.members) class_of_[static_cast<std::size_t>(r)] = id;
+      register_like(c, id);
+      note_alive(+1);
+      made.push_back(id);
+    }
+    return made;
+  }
+
+  static RankClass copy_state(const RankClass& from) {
+    RankClass k;
+    k.at = from.at;
+    k.end = from.end;
+    k.step = from.step;
+    k.clock = from.clock;
+    k.step_start = from.step_start;
+    k.seg_start = from.seg_start;
+    k.step_end = from.step_end;
+    k.at_barrier = from.at_barrier;
+    k.seg_phase = from.seg_phase;
+    k.seg_exposed = from.seg_exposed;
+    k.paused = from.paused;
+    k.done = from.done;
+    k.switched = from.switched;
+    k.blocking = from.blocking;
+    k.phases = from.phases;
+    for (std::size_t s = 0; s < kStreamCount; ++s) {
+      const StreamState& f = from.streams[s];
+      StreamState& t = k.streams[s];
+      t.queue.assign(f.queue.begin() + static_cast<std::ptrdiff_t>(f.head), f.queue.end());
+      t.free_at = f.free_at;
+      t.head_arrived = f.head_arrived;
+      t.last = f.last;
+    }
+    k.seq = from.seq;
+    k.instance = from.instance;
+    k.calls = from.calls;
+    k.bytes = from.bytes;
+    return k;
+  }
+
+  // A class split from `from` is registered where `from` is: at the batch its streams' heads
+  // have reached, or the stage-1 batch a head waits for. (Splits happen while a class runs, so
+  // it waits for nothing on its compute stream.)
+  void register_like(int from, int to) {
+    for (std::size_t s = 0; s < kStreamCount; ++s) {
+      const StreamState& st = cls(from).streams[s];
+      if (st.head >= st.queue.size()) continue;
+      const Pending& h = st.queue[st.head];
+      if (st.head_arrived)
+        batches_[static_cast<std::size_t>(h.batch)].arrivers.push_back(to);
+      else if (h.dep >= 0 && batches_[static_cast<std::size_t>(h.dep)].end < 0)
+        batches_[static_cast<std::size_t>(h.dep)].dep_waiters.emplace_back(
+            to, static_cast<std::uint8_t>(s));
+    }
+  }
+
+  // Moves class `from`'s members into `into` (same_state): each member keeps its own totals as
+  // an offset to `into`'s, including the part of the open phase segment it began earlier.
+  void merge(int from, int into) {
+    RankClass& f = cls(from);
+    RankClass& t = cls(into);
+    for (int r : f.members) {
+      double* o = offset(r);
+      for (std::size_t p = 0; p < kPhaseCount; ++p) o[p] += f.phases[p] - t.phases[p];
+      if (f.seg_phase >= 0) {
+        const double earlier = t.seg_start - f.seg_start;
+        o[static_cast<std::size_t>(f.seg_phase)] += earlier;
+        if (f.seg_exposed) o[static_cast<std::size_t>(Phase::exposed_comm)] += earlier;
+      }
+      const std::size_t at = static_cast<std::size_t>(r) * kChannelCount;
+      for (std::size_t ch = 0; ch < kChannelCount; ++ch) {
+        rank_calls_[at + ch] += f.calls[ch] - t.calls[ch];
+        rank_bytes_[at + ch] += f.bytes[ch] - t.bytes[ch];
+      }
+      class_of_[static_cast<std::size_t>(r)] = into;
+    }
+    t.members.insert(t.members.end(), f.members.begin(), f.members.end());
+    for (std::size_t g = 0; g < engine::kCommGroupCount; ++g)
+      if (t.instance[g] != f.instance[g]) t.instance[g] = kMixed;
+    f = RankClass();
+    f.alive = false;
+    note_alive(-1);
+  }
+
+  // Merges the classes of `ids` that have the same state (the first of each kind stays).
+  void merge_equal(const std::vector<int>& ids) {
+    if (!classes_enabled_ || ids.size() < 2) return;
+    std::unordered_multimap<std::uint64_t, int> seen;
+    for (int c : ids) {
+      RankClass& k = cls(c);
+      if (!k.alive || k.traced) continue;
+      std::uint64_t h = 0;
+      std::memcpy(&h, &k.clock, sizeof h);
+      h ^= reinterpret_cast<std::uintptr_t>(k.at) * 0x9e3779b97f4a7c15ULL;
+      h ^= static_cast<std::uint64_t>(k.step) << 1;
+      bool merged = false;
+      const auto [lo, hi] = seen.equal_range(h);
+      for (auto it = lo; it != hi; ++it)
+        if (cls(it->second).same_state(k)) {
+          merge(c, it->second);
+          merged = true;
+          break;
+        }
+      if (!merged) seen.emplace(h, c);
+    }
+  }
+
+  // The class has run its chunk to the end: each member enters its next chunk, and members
+  // whose next chunks differ part.
+  void next_chunk(int c) {
+    for (int r : cls(c).members) ++chunk_at_[static_cast<std::size_t>(r)];
+    split_at_chunk_start(c);
+  }
+
+  void split_at_chunk_start(int c) {
+    const auto made = split(c, [this](int r) { return chunk_key(r); });
+    enter_chunk(cls(c));
+    for (int k : made) {
+      enter_chunk(cls(k));
+      runnable_.push_back(k);
+    }
+  }
+
+  // Members in different instances of `comm` part before they use it.
+  void split_by_instance(int c, std::uint8_t comm) {
+    if (cls(c).instance[comm] != kMixed) return;
+    const auto g = static_cast<CommGroup>(comm);
+    const auto made = split(c, [this, g](int r) { return grid_.instance(r, g); });
+    for (int k : made) runnable_.push_back(k);
+  }
+
+  // -----------------------------------------------------------------------------------------
 
   bool traced(int r) const { return trace_ != nullptr && trace_->traced(r); }
 
-  void trace_span(int r, const RankState& s, TraceTrack track, std::string name, double start,
-                  double end, bool exposed = false) {
-    trace_->add(r, s.step, track, std::move(name), start, end, exposed);
+  void trace_span(const RankClass& k, TraceTrack track, std::string name, double start, double end,
+                  bool exposed = false) {
+    trace_->add(k.members.front(), k.step, track, std::move(name), start, end, exposed);
   }
 
   // The compute stream waited for batch b from the clock until its end.
-  void trace_wait(int r, const RankState& s, const Batch& b) {
-    if (traced(r) && b.end > s.clock)
-      trace_span(r, s, TraceTrack::compute,
-                 fmt::format("wait {} g{}", engine::op_name(b.spec->op), b.spec->group), s.clock,
+  void trace_wait(const RankClass& k, const Batch& b) {
+    if (k.traced && b.end > k.clock)
+      trace_span(k, TraceTrack::compute,
+                 fmt::format("wait {} g{}", engine::op_name(b.spec->op), b.spec->group), k.clock,
                  b.end);
   }
 
-  void close_segment(int r, RankState& s) {
-    if (s.seg_phase < 0) return;
-    const double d = s.clock - s.seg_start;
-    if (traced(r)) {
-      trace_span(r, s, TraceTrack::phases, engine::phase_name(static_cast<Phase>(s.seg_phase)),
-                 s.seg_start, s.clock, s.seg_exposed);
-    }
-    s.phases[static_cast<std::size_t>(s.seg_phase)] += d;
-    if (s.seg_exposed) s.phases[static_cast<std::size_t>(Phase::exposed_comm)] += d;
-    s.seg_phase = -1;
+  void close_segment(RankClass& k) {
+    if (k.seg_phase < 0) return;
+    const double d = k.clock - k.seg_start;
+    if (k.traced)
+      trace_span(k, TraceTrack::phases, engine::phase_name(static_cast<Phase>(k.seg_phase)),
+                 k.seg_start, k.clock, k.seg_exposed);
+    k.phases[static_cast<std::size_t>(k.seg_phase)] += d;
+    if (k.seg_exposed) k.phases[static_cast<std::size_t>(Phase::exposed_comm)] += d;
+    k.seg_phase = -1;
   }
 
   const Tally& tally_of(const BatchSpec* spec, int n) {
@@ -225,17 +501,20 @@ class Replayer {
     return it->second;
   }
 
-  // The batch issued `back` issues ago on `comm` by the rank (1 = the latest), or -1 (before its
-  // first step: a previous-step wait of step 1).
-  int batch_back(const RankState& s, std::uint8_t comm, int back) const {
-    const int k = s.seq[comm] - back;
+  // The batch issued `back` issues ago on `comm` by ranks with `seq` issues there in instance
+  // `instance` (1 = the latest), or -1 (before the first step: a previous-step wait of step 1).
+  int batch_back(int seq, int instance, std::uint8_t comm, int back) const {
+    const int k = seq - back;
     if (back <= 0 || k < 0) return -1;
-    return instances_[comm][static_cast<std::size_t>(s.instance[comm])]
-                     [static_cast<std::size_t>(k)];
+    return instances_[comm][static_cast<std::size_t>(instance)][static_cast<std::size_t>(k)];
+  }
+  int batch_back(const RankClass& k, std::uint8_t comm, int back) const {
+    return batch_back(k.seq[comm], k.instance[comm], comm, back);
   }
 
-  // Issues the batch; returns its id.
-  int issue(int r, RankState& s, const Instruction& in) {
+  // Issues the batch for every member of class c; returns its id.
+  int issue(int c, const Instruction& in) {
+    RankClass& s = cls(c);
     const auto comm = static_cast<CommGroup>(in.comm);
     const int inst = s.instance[in.comm];
     // Stage 2: ordered after its stage-1 batch only, not after the compute stream.
@@ -269,14 +548,12 @@ class Replayer {
       throw RuntimeFailure(fmt::format(
           "projection: rank {} issues {} of group {} where the other ranks of its {} issue {} of "
           "group {} (batch {} on the communicator)",
-          r, engine::op_name(spec->op), spec->group, comm_group_word(comm),
+          s.members.front(), engine::op_name(spec->op), spec->group, comm_group_word(comm),
           engine::op_name(b.spec->op), b.spec->group, k));
     if (last_step) {
-      const Tally& t = *b.tally;  // equal to this rank's own (checked above, full form)
-      const std::size_t at = static_cast<std::size_t>(r) * kChannelCount;
-      for (const auto& c : t.channels) {
-        rank_calls_[at + c.channel] += c.calls;
-        rank_bytes_[at + c.channel] += c.uniform;
+      for (const auto& t : b.tally->channels) {  // equal to the members' own (checked above)
+        s.calls[t.channel] += t.calls;
+        s.bytes[t.channel] += t.uniform;
       }
     }
     Pending p{id, -1};
@@ -287,34 +564,42 @@ class Replayer {
     auto& st = s.streams[in.stream];
     st.queue.push_back(p);
     st.last = id;
-    try_arrive(r, in.stream);
+    try_arrive(c, in.stream);
     return id;
   }
 
-  void try_arrive(int r, std::uint8_t stream) {
-    auto& st = ranks_[static_cast<std::size_t>(r)].streams[stream];
+  int member_rank(const Batch& b, int member) const {
+    return grid_.rank_of(b.comm, b.index, member);
+  }
+
+  void try_arrive(int c, std::uint8_t stream) {
+    RankClass& k = cls(c);
+    auto& st = k.streams[stream];
     if (st.head >= st.queue.size() || st.head_arrived) return;
     const Pending& h = st.queue[st.head];
     double t = st.free_at;
     if (h.dep >= 0) {
       Batch& d = batches_[static_cast<std::size_t>(h.dep)];
       if (d.end < 0) {
-        d.dep_waiters.emplace_back(r, stream);
+        d.dep_waiters.emplace_back(c, stream);
         return;
       }
       t = std::max(t, d.end);
     }
     st.head_arrived = true;
     Batch& b = batches_[static_cast<std::size_t>(h.batch)];
-    ++b.arrived;
+    b.arrived += static_cast<int>(k.members.size());
+    b.arrivers.push_back(c);
     b.ready = std::max(b.ready, t);
     if (b.arrived == b.members) events_.emplace(b.ready, h.batch);
   }
 
-  // Ends the rank's step if its streams have drained; false when it must wait (or is done).
-  bool finish_step(int r, RankState& s) {
+  // Ends the class's step if its streams have drained; false when it must wait (or is done,
+  // or has been merged into another class at the barrier).
+  bool finish_step(int c) {
+    RankClass& s = cls(c);
     if (!s.paused) {
-      close_segment(r, s);
+      close_segment(s);
       s.paused = true;
     }
     double end = s.clock;
@@ -323,18 +608,24 @@ class Replayer {
       if (last < 0) continue;
       Batch& b = batches_[static_cast<std::size_t>(last)];
       if (b.end < 0) {
-        b.compute_waiters.push_back(r);
+        b.compute_waiters.push_back(c);
         return false;
       }
       end = std::max(end, b.end);
     }
     s.phases[static_cast<std::size_t>(Phase::step)] = end - s.step_start;
-    for (std::size_t p = 0; p < kPhaseCount; ++p)
-      result_
-          .rank_phases_ms[(static_cast<std::size_t>(s.step) * static_cast<std::size_t>(w_.world) +
-                           static_cast<std::size_t>(r)) *
-                              kPhaseCount +
-                          p] = 1e3 * s.phases[p];
+    const auto world = static_cast<std::size_t>(w_.world);
+    for (int r : s.members) {
+      double* o = offset(r);
+      double* out = &result_.rank_phases_ms[(static_cast<std::size_t>(s.step) * world +
+                                             static_cast<std::size_t>(r)) *
+                                            kPhaseCount];
+      for (std::size_t p = 0; p < kPhaseCount; ++p) {
+        out[p] = 1e3 * (static_cast<Phase>(p) == Phase::step ? s.phases[p] : o[p] + s.phases[p]);
+        o[p] = 0;
+      }
+    }
+    s.phases = {};
     if (++s.step == steps_) {
       s.done = true;
       return false;
@@ -344,50 +635,73 @@ class Replayer {
     s.step_end = end;
     s.at_barrier = true;
     barrier_time_ = std::max(barrier_time_, end);
-    if (++barrier_arrived_ < w_.world) return false;
-    release_barrier(r);
-    return true;
+    barrier_arrived_ += static_cast<int>(s.members.size());
+    if (barrier_arrived_ < w_.world) return false;
+    release_barrier(c);
+    return cls(c).alive;
   }
 
-  // Every rank starts its next step at the barrier's time; rank `last` (the last to arrive)
+  // Every rank starts its next step at the barrier's time, back at its program's start: the
+  // classes part by their first chunks and merge where equal. Class `last` (the last to arrive)
   // continues in its own advance(), the others are advanced here.
   void release_barrier(int last) {
     const double t = barrier_time_;
     barrier_arrived_ = 0;
     barrier_time_ = 0;
-    for (auto& s : ranks_) {
+    std::vector<int> released;
+    for (int c = 0, n = static_cast<int>(classes_.size()); c < n; ++c) {
+      RankClass& s = cls(c);
+      if (!s.alive || !s.at_barrier) continue;
       s.at_barrier = false;
-      s.pc.restart();
       s.clock = s.step_start = t;
-      s.phases = {};
-      s.phases[static_cast<std::size_t>(Phase::step_sync)] = t - s.step_end;
       s.paused = false;
+      for (int r : s.members) {
+        rewind(r);
+        offset(r)[static_cast<std::size_t>(Phase::step_sync)] = t - s.step_end;
+      }
+      released.push_back(c);
     }
-    for (int q = 0; q < w_.world; ++q)
-      if (q != last) advance(q);
+    const std::size_t before = runnable_.size();
+    for (std::size_t i = 0, n = released.size(); i < n; ++i) split_at_chunk_start(released[i]);
+    released.insert(released.end(), runnable_.begin() + static_cast<std::ptrdiff_t>(before),
+                    runnable_.end());
+    runnable_.resize(before);
+    merge_equal(released);
+    for (int c : released)
+      if (c != last) advance_class(c);
   }
 
-  void advance(int r) {
-    RankState& s = ranks_[static_cast<std::size_t>(r)];
-    if (s.done || s.at_barrier) return;
+  // Advances class c, then every class split off meanwhile.
+  void advance(int c) {
+    advance_class(c);
+    while (!runnable_.empty()) {
+      const int k = runnable_.back();
+      runnable_.pop_back();
+      advance_class(k);
+    }
+  }
+
+  void advance_class(int c) {
     for (;;) {
+      RankClass& s = cls(c);
+      if (!s.alive || s.done || s.at_barrier) return;
       if (s.blocking >= 0) {
         const Batch& b = batches_[static_cast<std::size_t>(s.blocking)];
         if (b.end < 0) {
-          batches_[static_cast<std::size_t>(s.blocking)].compute_waiters.push_back(r);
+          batches_[static_cast<std::size_t>(s.blocking)].compute_waiters.push_back(c);
           return;
         }
-        trace_wait(r, s, b);
+        trace_wait(s, b);
         s.clock = std::max(s.clock, b.end);
         s.blocking = -1;
       }
-      if (s.pc.done()) {
-        if (!finish_step(r, s)) return;
+      if (s.at == nullptr) {
+        if (!finish_step(c)) return;
         continue;
       }
-      const Instruction& in = *s.pc;
+      const Instruction& in = *s.at;
       if ((in.switches || in.kind == Instruction::switch_phase) && !s.switched) {
-        close_segment(r, s);
+        close_segment(s);
         s.seg_phase = in.phase;
         s.seg_exposed = in.exposed;
         s.seg_start = s.clock;
@@ -395,36 +709,39 @@ class Replayer {
       }
       switch (in.kind) {
         case Instruction::compute:
-          if (traced(r))
+          if (s.traced)
             trace_span(
-                r, s, TraceTrack::compute,
+                s, TraceTrack::compute,
                 s.seg_phase < 0 ? "compute" : engine::phase_name(static_cast<Phase>(s.seg_phase)),
                 s.clock, s.clock + in.seconds);
           s.clock += in.seconds;
           break;
         case Instruction::switch_phase: break;  // done above
         case Instruction::issue: {
-          const int id = issue(r, s, in);
+          split_by_instance(c, in.comm);
+          if (in.dep_back > 0) split_by_instance(c, in.dep_comm);
+          const int id = issue(c, in);
           // On a CPU the rank's own core moves the bytes (MPI progresses inside its calls):
           // communication does not overlap its compute.
-          if (m_.device == DeviceKind::cpu) s.blocking = id;
+          if (m_.device == DeviceKind::cpu) cls(c).blocking = id;
           break;
         }
         case Instruction::wait: {
+          split_by_instance(c, in.comm);
           const int b = batch_back(s, in.comm, in.back);
           if (b < 0) break;  // nothing to wait for (the previous step's of the first step)
           const Batch& batch = batches_[static_cast<std::size_t>(b)];
           if (batch.end < 0) {
-            batches_[static_cast<std::size_t>(b)].compute_waiters.push_back(r);
+            batches_[static_cast<std::size_t>(b)].compute_waiters.push_back(c);
             return;
           }
-          trace_wait(r, s, batch);
+          trace_wait(s, batch);
           s.clock = std::max(s.clock, batch.end);
           break;
         }
       }
-      s.pc.next();
       s.switched = false;
+      if (++s.at == s.end) next_chunk(c);
     }
   }
 
@@ -443,14 +760,27 @@ class Replayer {
     flow_batch_[static_cast<std::size_t>(flow)] = id;
   }
 
+  // Whether class k's compute stream waits for batch `id` right here (a wait instruction or a
+  // CPU's blocking issue): after the batch ends its clock is at least the batch's end.
+  bool waits_here(const RankClass& k, int id) const {
+    if (k.blocking >= 0) return k.blocking == id;
+    if (k.at == nullptr || k.at->kind != Instruction::wait) return false;
+    return batch_back(k, k.at->comm, k.at->back) == id;
+  }
+
   void end_batch(int id, double t) {
     batches_[static_cast<std::size_t>(id)].end = t;
-    const int members = batches_[static_cast<std::size_t>(id)].members;
     const std::uint8_t stream = batches_[static_cast<std::size_t>(id)].stream;
-    for (int i = 0; i < members; ++i) {
-      const int r = member_rank(batches_[static_cast<std::size_t>(id)], i);
-      if (traced(r)) trace_batch(r, i, batches_[static_cast<std::size_t>(id)]);
-      auto& st = ranks_[static_cast<std::size_t>(r)].streams[stream];
+    const auto arrivers = std::move(batches_[static_cast<std::size_t>(id)].arrivers);
+    for (int c : arrivers) {
+      RankClass& k = cls(c);
+      if (!k.alive) continue;
+      if (k.traced) {
+        const Batch& b = batches_[static_cast<std::size_t>(id)];
+        const int r = k.members.front();
+        trace_batch(r, grid_.member(r, b.comm), b);
+      }
+      auto& st = k.streams[stream];
       ++st.head;
       st.free_at = t;
       st.head_arrived = false;
@@ -459,16 +789,26 @@ class Replayer {
         st.head = 0;
       } else if (st.head >= 256 && 2 * st.head >= st.queue.size()) {
         // A stream that never drains within a step (communication-bound) would otherwise keep
-        // every batch of the step queued: memory O(issues) per rank.
+        // every batch of the step queued: memory O(issues) per class.
         st.queue.erase(st.queue.begin(), st.queue.begin() + static_cast<std::ptrdiff_t>(st.head));
         st.head = 0;
       }
-      try_arrive(r, stream);
+      try_arrive(c, stream);
     }
-    const auto waiters = std::move(batches_[static_cast<std::size_t>(id)].compute_waiters);
+    auto waiters = std::move(batches_[static_cast<std::size_t>(id)].compute_waiters);
     const auto deps = std::move(batches_[static_cast<std::size_t>(id)].dep_waiters);
-    for (int r : waiters) advance(r);
-    for (const auto& [r, s] : deps) try_arrive(r, s);
+    if (waiters.size() > 1 && classes_enabled_) {
+      // Classes waiting here continue from the batch's end at the latest: those whose state
+      // is then equal advance as one.
+      for (int c : waiters) {
+        RankClass& k = cls(c);
+        if (k.alive && !k.traced && waits_here(k, id)) k.clock = std::max(k.clock, t);
+      }
+      merge_equal(waiters);
+    }
+    for (int c : waiters) advance(c);
+    for (const auto& [c, s] : deps)
+      if (cls(c).alive) try_arrive(c, s);
   }
 
   // Batch b on member i (rank r)'s stream, with its collectives' bytes as the rank counts them.
@@ -494,10 +834,12 @@ class Replayer {
   }
 
   [[noreturn]] void deadlock(int r) const {
-    const RankState& s = ranks_[static_cast<std::size_t>(r)];
+    const RankClass& s = klass(r);
     std::string what = "its end of step";
-    if (!s.pc.done() && (*s.pc).kind == Instruction::wait) {
-      const int b = batch_back(s, (*s.pc).comm, (*s.pc).back);
+    if (s.at != nullptr && s.at->kind == Instruction::wait) {
+      const std::uint8_t comm = s.at->comm;
+      const int b = batch_back(s.seq[comm], grid_.instance(r, static_cast<CommGroup>(comm)), comm,
+                               s.at->back);
       if (b >= 0) {
         const Batch& batch = batches_[static_cast<std::size_t>(b)];
         what =
@@ -513,11 +855,20 @@ class Replayer {
   const Machine& m_;
   Trace* trace_;
   int steps_;
+  bool classes_enabled_;
   RankGrid grid_;
   LinkNetwork net_;
-  std::vector<RankState> ranks_;
-  int barrier_arrived_ = 0;  // ranks at the step barrier
-  double barrier_time_ = 0;  // the latest of their arrivals
+  std::deque<RankClass> classes_;  // stable references; a merged class stays, emptied
+  std::vector<int> runnable_;      // classes split off, not yet advanced
+  std::int64_t alive_ = 0, max_alive_ = 0;
+  // Per rank: its class, its place in its program's chunk list, its own phase totals (offsets
+  // to its class's), and (rank-major) its own counter offsets.
+  std::vector<int> class_of_;
+  std::vector<const std::uint32_t*> chunk_at_, chunk_end_;
+  std::vector<double> offsets_;
+  std::vector<std::int64_t> rank_calls_, rank_bytes_;  // [rank · channels + ch]
+  int barrier_arrived_ = 0;                            // ranks at the step barrier
+  double barrier_time_ = 0;                            // the latest of their arrivals
   std::vector<Batch> batches_;
   std::vector<std::vector<int>> instances_[engine::kCommGroupCount];
   std::vector<CommSpan> spans_[engine::kCommGroupCount];  // per instance
@@ -526,15 +877,15 @@ class Replayer {
   std::vector<int> flow_batch_;
   std::vector<CallSize> calls_;
   std::unordered_map<const BatchSpec*, Tally> tallies_;
-  std::vector<std::int64_t> rank_calls_, rank_bytes_;  // of the last step: [rank · channels + ch]
   ReplayResult result_;
 };
 
 }  // namespace
 
-ReplayResult replay(const WorldPrograms& w, const Machine& machine, int steps, Trace* trace) {
+ReplayResult replay(const WorldPrograms& w, const Machine& machine, int steps, Trace* trace,
+                    ReplayGrouping grouping) {
   if (steps < 1) throw InputError(fmt::format("replay of {} steps is invalid (>= 1)", steps));
-  return Replayer(w, machine, steps, trace).run();
+  return Replayer(w, machine, steps, trace, grouping).run();
 }
 
 }  // namespace dmuon::project

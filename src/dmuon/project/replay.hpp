@@ -22,6 +22,15 @@
 // Phases are timed as the CUDA phase timer does: segments of the compute stream between the
 // executor's switch points; exposed communication is the sum of the exposed segments.
 //
+// Rank classes: a class is a set of ranks at the same point of the same chunk of their programs
+// (program_store.hpp) with the same state (clock, phase segment, streams, issue counts), so one
+// pass through an instruction advances them all. A DMuon rank's program differs from the
+// others' only around the parameters it owns: at the end of a chunk the class splits by its
+// members' next chunks, and classes that are blocked on the same batch, at the same point, with
+// equal state after the wait merge again (at the step barrier too). What differs per rank (the
+// phase totals from before a merge, the last step's counters) is kept as a per-rank offset to
+// its class's running totals. A traced rank is a class of its own.
+//
 // Communicators are the groups of the programs' rank grid (WorldPrograms::grid,
 // base/rank_grid.hpp). --tp T: the TP group of DP rank dp is ranks dp·T .. dp·T + T − 1 (inside
 // one NVLink domain when T divides it, as TP is deployed); its gathers and scatters are
@@ -45,7 +54,9 @@ struct ReplayResult {
   std::vector<double> rank_phases_ms;
   /// Of the last step, per channel (engine::channel_index) and rank: [channel · world + rank]
   std::vector<std::int64_t> calls, bytes;
-  std::int64_t batches = 0;  ///< batch instances replayed (all steps)
+  std::int64_t batches = 0;         ///< batch instances replayed (all steps)
+  std::int64_t rank_classes = 0;    ///< classes formed (the first, splits; all steps)
+  std::int64_t rank_class_max = 0;  ///< most classes alive at once
   double phase_ms(int step, int rank, engine::Phase p) const {
     return rank_phases_ms[(static_cast<std::size_t>(step) * static_cast<std::size_t>(world) +
                            static_cast<std::size_t>(rank)) *
@@ -54,11 +65,15 @@ struct ReplayResult {
   }
 };
 
+/// How ranks are stepped: in rank classes (the default), or each rank alone (the reference the
+/// classes are tested against: the same figures, up to the order of floating-point additions).
+enum class ReplayGrouping { rank_classes, per_rank };
+
 /// Replays `steps` consecutive steps of every rank; with a trace, records the timeline of its
 /// ranks there (trace.hpp). Throws RuntimeFailure when the programs deadlock (a batch some
 /// participant never issues) or, with w.check_batches, when the ranks of a communicator issue
 /// different collectives at the same position.
 ReplayResult replay(const WorldPrograms& w, const Machine& machine, int steps,
-                    Trace* trace = nullptr);
+                    Trace* trace = nullptr, ReplayGrouping grouping = ReplayGrouping::rank_classes);
 
 }  // namespace dmuon::project

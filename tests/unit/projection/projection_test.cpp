@@ -203,6 +203,44 @@ TEST(RankSymmetry, ReducedProjectionEqualsFullAndMatchesTheFormula) {
   }
 }
 
+// Rank classes (replay.hpp) against stepping every rank alone, the replay without classes: the
+// same per-rank phases of the measured step (up to the order of additions) and exactly the same
+// collective calls and bytes, for every method and layout of the cases, on a GPU machine
+// (communication overlaps compute, classes split and merge at waits) and a CPU one (each issue
+// blocks the compute stream), the third of 3 steps (merges at the step barriers). DMuon ranks own
+// different matrices, so their classes part and merge again.
+TEST(RankClasses, ReplayTheSameFiguresAsEachRankAlone) {
+  const auto gpu = project::testing::nccl_machine(4, 100, 10);
+  const auto cpu = project::testing::measured_machine(8, 10, 5, "cpu");
+  int k = 0, split = 0;
+  for (const Case& c : cases()) {
+    if (k++ % 3 != 0) continue;
+    const Built b = build(c);
+    for (const auto* m : {&gpu, &cpu}) {
+      project::ProjectionOptions po;
+      po.engine = options(c);
+      po.engine.run.warmup = 2;
+      const auto alone = [&] {
+        auto q = po;
+        q.grouping = project::ReplayGrouping::per_rank;
+        return project::project(b.topo.tree, b.plan, *m, q);
+      }();
+      const auto classes = project::project(b.topo.tree, b.plan, *m, po);
+      const std::string what = c.name() + (m == &cpu ? " cpu" : " gpu");
+      EXPECT_EQ(alone.rank_classes, c.world) << what;  // one per rank, never split
+      if (classes.rank_classes > 1) ++split;
+      ASSERT_EQ(alone.result.rank_phases_ms.size(), classes.result.rank_phases_ms.size());
+      for (std::size_t i = 0; i < alone.result.rank_phases_ms.size(); ++i) {
+        const double a = alone.result.rank_phases_ms[i], x = classes.result.rank_phases_ms[i];
+        ASSERT_NEAR(a, x, 1e-12 * std::max(1.0, a)) << what << " rank/phase " << i;
+      }
+      EXPECT_EQ(alone.result.rank_calls, classes.result.rank_calls) << what;
+      EXPECT_EQ(alone.result.rank_bytes, classes.result.rank_bytes) << what;
+    }
+  }
+  EXPECT_GT(split, 10);  // the classes did part (and had to merge to give the same figures)
+}
+
 // ddp-dmuon's replay runs Newton–Schulz on the owners only: two identical [4,4] matrices owned
 // by ranks 0 and 1 of two cost one Newton–Schulz per rank, where ddp-muon runs both on every
 // rank; the replayed collectives are the formula's (2 reduces + 2 post-step broadcasts).

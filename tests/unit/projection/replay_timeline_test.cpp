@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/project/program_store.hpp"
 #include "dmuon/project/replay.hpp"
 #include "test_machines.hpp"
 
@@ -460,5 +462,88 @@ TEST(ProgramStore, ReadsBackEveryProgramAndSharesWhatRanksHaveInCommon) {
   EXPECT_LT(store.instruction_count(), n + n / 4);
   EXPECT_GT(store.instruction_count(), n);
 }
+
+namespace rank_classes {
+
+// A batch spec on the rows whose issue ends a program chunk (program_store.hpp cuts after
+// issues whose group hashes so), found through the store itself.
+const project::BatchSpec* chunk_ending_spec(World& w, int from_group, int root) {
+  for (int g = from_group;; ++g) {
+    const auto* s = w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast,
+                           1'000'000, root);
+    w.w.specs.back().group = g;
+    project::ProgramStore probe{Builder().issue(s, Stream::weights).compute(1e-3).p};
+    if (probe.chunk_count() == 2) return s;
+  }
+}
+
+TEST(ReplayRankClasses, PartWhereProgramsDifferAndMergeWhenBlockedAlike) {
+  // 4 ranks, α = 10 µs, β = 5 GB/s: a 4 MB broadcast takes d = 0.81 ms. Each program is
+  //   [optimizer_ns] compute c1 · issue X (root 2) | [forward_comm, exposed] wait X ·
+  //   [backward_compute] compute c2 · issue Y (root 1) | [forward_comm, exposed] wait Y
+  // with '|' a chunk boundary. c1 = 3 ms on rank 2 (it "owns" more), 1 ms elsewhere; c2 = 2 ms
+  // on rank 1, 1 ms elsewhere. By hand: X is ready at 3 ms, ends at 3.81; every rank waits
+  // for it (ranks 0, 1, 3 from 1 ms: forward_comm 2.81 ms; rank 2 from 3 ms: 0.81 ms). Y is
+  // ready at 3.81 + 2 = 5.81 (rank 1), ends at 6.62; ranks 0, 2, 3 wait from 4.81 (forward_comm
+  // 1.81 more), rank 1 0.81. Step = 6.62 ms everywhere.
+  // Classes: the first chunks differ for rank 2 ({0, 1, 3} and {2}), the second for rank 1
+  // ({0, 3}, {1}, {2}: 3 alive); {0, 3} and {2} block on X at the same instruction and
+  // continue from 3.81 alike: merged; {1} joins them when both wait for Y in the last chunk.
+  const auto m = project::testing::measured_machine(4, 10, 5);
+  World w(1, 4);
+  const auto* x = chunk_ending_spec(w, 0, 2);
+  const auto* y = chunk_ending_spec(w, x->group + 1, 1);
+  auto program = [&](double c1, double c2) {
+    return Builder()
+        .phase(Phase::optimizer_ns, false)
+        .compute(c1)
+        .issue(x, Stream::weights)
+        .phase(Phase::forward_comm, true)
+        .wait(0)
+        .phase(Phase::backward_compute, false)
+        .compute(c2)
+        .issue(y, Stream::weights)
+        .phase(Phase::forward_comm, true)
+        .wait(1)
+        .p;
+  };
+  w.w.programs = {program(1e-3, 1e-3), program(3e-3, 1e-3), program(1e-3, 2e-3)};
+  w.w.program_of_rank = {0, 2, 1, 0};
+  for (auto grouping : {project::ReplayGrouping::rank_classes, project::ReplayGrouping::per_rank}) {
+    const auto r = project::replay(w.w, m, 2, nullptr, grouping);
+    const bool classes = grouping == project::ReplayGrouping::rank_classes;
+    for (int step = 0; step < 2; ++step) {
+      const double ns[] = {1, 1, 3, 1}, fwd[] = {2.81 + 1.81, 2.81 + 0.81, 0.81 + 1.81, 4.62};
+      const double bwd[] = {1, 2, 1, 1};
+      for (int q = 0; q < 4; ++q) {
+        const std::string what = (classes ? "classes" : "alone") + std::string(" rank ") +
+                                 std::to_string(q) + " step " + std::to_string(step);
+        EXPECT_NEAR(ms(r, q, Phase::step, step), 6.62, kTol) << what;
+        EXPECT_NEAR(ms(r, q, Phase::optimizer_ns, step), ns[q], kTol) << what;
+        EXPECT_NEAR(ms(r, q, Phase::forward_comm, step), fwd[q], kTol) << what;
+        EXPECT_NEAR(ms(r, q, Phase::exposed_comm, step), fwd[q], kTol) << what;
+        EXPECT_NEAR(ms(r, q, Phase::backward_compute, step), bwd[q], kTol) << what;
+        EXPECT_NEAR(ms(r, q, Phase::step_sync, step), 0, kTol) << what;
+      }
+    }
+    // The roots count nothing for their own broadcast, the others 4 MB each.
+    const auto ch = engine::channel_index(CommGroup::shard, CollectiveKind::broadcast);
+    const std::int64_t bytes[] = {8'000'000, 4'000'000, 4'000'000, 8'000'000};
+    for (int q = 0; q < 4; ++q) {
+      EXPECT_EQ(r.calls[ch * 4 + static_cast<std::size_t>(q)], 2);
+      EXPECT_EQ(r.bytes[ch * 4 + static_cast<std::size_t>(q)], bytes[q]);
+    }
+    if (classes) {
+      // Step 1: the first class and 2 parts; step 2 starts from one class (all merged) and
+      // parts the same way: 2 more.
+      EXPECT_EQ(r.rank_class_max, 3);
+      EXPECT_EQ(r.rank_classes, 5);
+    } else {
+      EXPECT_EQ(r.rank_classes, 4);
+    }
+  }
+}
+
+}  // namespace rank_classes
 
 }  // namespace
