@@ -29,6 +29,7 @@
 #include "dmuon/comm/abort.hpp"
 #include "dmuon/comm/first_message.hpp"
 #include "dmuon/comm/nccl_check.hpp"
+#include "dmuon/engine/exec/cuda_event_pool.hpp"
 #include "dmuon/engine/exec/step_trace.hpp"
 #include "dmuon/engine/step/accumulation.hpp"
 #include "dmuon/engine/step/activation_work.hpp"
@@ -115,41 +116,36 @@ int select_device(MPI_Comm world) {
 class CudaPhaseTimer final : public PhaseTimer {
  public:
   explicit CudaPhaseTimer(cudaStream_t stream) : stream_(stream) {}
-  ~CudaPhaseTimer() override {
-    for (auto e : events_) cudaEventDestroy(e);
-  }
-  CudaPhaseTimer(const CudaPhaseTimer&) = delete;
-  CudaPhaseTimer& operator=(const CudaPhaseTimer&) = delete;
 
   void start_step() override {
-    used_ = 0;
+    events_.release_all();
     segments_.clear();
     open_ = false;
-    step_start_ = record();
+    step_start_ = events_.record(stream_);
   }
   void switch_to(Phase phase, bool exposed) override {
     pause();
-    segments_.push_back({phase, exposed, record(), 0});
+    segments_.push_back({phase, exposed, events_.record(stream_), 0});
     open_ = true;
   }
   void pause() override {
     if (!open_) return;
-    segments_.back().stop = record();
+    segments_.back().stop = events_.record(stream_);
     open_ = false;
   }
   /// The step's last event (after the streams were joined); end_step records it.
   void stop_step() {
     pause();
-    step_stop_ = record();
+    step_stop_ = events_.record(stream_);
   }
   std::array<double, kPhaseCount> finish_step() override {
     std::array<double, kPhaseCount> ph{};
     for (const auto& s : segments_) {
-      const double ms = elapsed(s.start, s.stop);
+      const double ms = events_.elapsed_ms(s.start, s.stop);
       ph[static_cast<std::size_t>(s.phase)] += ms;
       if (s.exposed) ph[static_cast<std::size_t>(Phase::exposed_comm)] += ms;
     }
-    ph[static_cast<std::size_t>(Phase::step)] = elapsed(step_start_, step_stop_);
+    ph[static_cast<std::size_t>(Phase::step)] = events_.elapsed_ms(step_start_, step_stop_);
     return ph;
   }
 
@@ -159,24 +155,9 @@ class CudaPhaseTimer final : public PhaseTimer {
     bool exposed;
     std::size_t start, stop;
   };
-  std::size_t record() {
-    if (used_ == events_.size()) {
-      cudaEvent_t e = nullptr;
-      DMUON_CHECK_CUDA(cudaEventCreate(&e));
-      events_.push_back(e);
-    }
-    DMUON_CHECK_CUDA(cudaEventRecord(events_[used_], stream_));
-    return used_++;
-  }
-  double elapsed(std::size_t a, std::size_t b) const {
-    float ms = 0;
-    DMUON_CHECK_CUDA(cudaEventElapsedTime(&ms, events_[a], events_[b]));
-    return ms;
-  }
 
   cudaStream_t stream_;
-  std::vector<cudaEvent_t> events_;
-  std::size_t used_ = 0;
+  CudaEventPool events_;
   std::vector<Segment> segments_;
   std::size_t step_start_ = 0, step_stop_ = 0;
   bool open_ = false;
@@ -188,51 +169,22 @@ class CudaTraceClock final : public TraceClock {
  public:
   CudaTraceClock(cudaStream_t compute, std::array<cudaStream_t, kStreamCount> streams)
       : compute_(compute), streams_(streams) {}
-  ~CudaTraceClock() override {
-    for (auto e : events_) cudaEventDestroy(e);
-  }
-  CudaTraceClock(const CudaTraceClock&) = delete;
-  CudaTraceClock& operator=(const CudaTraceClock&) = delete;
 
-  std::size_t mark_compute() override { return record(compute_); }
-  std::size_t mark(Stream s) override { return record(streams_[static_cast<std::size_t>(s)]); }
-  bool readable(std::size_t m) override {
-    for (std::size_t e : {std::size_t{0}, m}) {
-      const cudaError_t rc = cudaEventQuery(events_.at(e));
-      if (rc == cudaErrorNotReady) return false;
-      DMUON_CHECK_CUDA(rc);
-    }
-    return true;
+  std::size_t mark_compute() override { return events_.record(compute_); }
+  std::size_t mark(Stream s) override {
+    return events_.record(streams_[static_cast<std::size_t>(s)]);
   }
-  double seconds(std::size_t m) override {
-    float ms = 0;
-    DMUON_CHECK_CUDA(cudaEventElapsedTime(&ms, events_.at(0), events_.at(m)));
-    return ms * 1e-3;
-  }
+  bool readable(std::size_t m) override { return events_.complete(0) && events_.complete(m); }
+  double seconds(std::size_t m) override { return events_.elapsed_ms(0, m) * 1e-3; }
   void release(std::size_t m) override {
-    if (m != 0) free_.push_back(m);  // the origin stays
+    if (m != 0) events_.release(m);  // the origin stays
   }
   bool stream_ordered() const override { return true; }
 
  private:
-  std::size_t record(cudaStream_t s) {
-    std::size_t m = events_.size();
-    if (!free_.empty()) {
-      m = free_.back();
-      free_.pop_back();
-    } else {
-      cudaEvent_t e = nullptr;
-      DMUON_CHECK_CUDA(cudaEventCreate(&e));
-      events_.push_back(e);
-    }
-    DMUON_CHECK_CUDA(cudaEventRecord(events_[m], s));
-    return m;
-  }
-
   cudaStream_t compute_;
   std::array<cudaStream_t, kStreamCount> streams_;
-  std::vector<cudaEvent_t> events_;
-  std::vector<std::size_t> free_;
+  CudaEventPool events_;
 };
 
 class CudaBackend final : public StepBackend {
