@@ -40,9 +40,11 @@ struct Batch {
   int arrived = 0;  // ranks whose stream has reached it
   double ready = 0;
   double start = -1, end = -1;
-  int step = 0;                      // of its first issuer
-  const Tally* tally = nullptr;      // its calls and bytes per channel (every member's)
-  std::vector<int> arrivers;         // the classes those ranks were in (a class that splits: both)
+  int step = 0;                  // of its first issuer
+  const Tally* tally = nullptr;  // its calls and bytes per channel (every member's)
+  // The classes those ranks were in (a class that splits: both), in arrival order: a list in
+  // Replayer::arrivals_ (no allocation per batch).
+  int arrivers_head = -1, arrivers_tail = -1;
   std::vector<int> compute_waiters;  // classes
   std::vector<std::pair<int, std::uint8_t>> dep_waiters;
 };
@@ -385,11 +387,43 @@ class Replayer {
       if (st.head >= st.queue.size()) continue;
       const Pending& h = st.queue[st.head];
       if (st.head_arrived)
-        batches_[static_cast<std::size_t>(h.batch)].arrivers.push_back(to);
+        add_arriver(h.batch, to);
       else if (h.dep >= 0 && batches_[static_cast<std::size_t>(h.dep)].end < 0)
         batches_[static_cast<std::size_t>(h.dep)].dep_waiters.emplace_back(
             to, static_cast<std::uint8_t>(s));
     }
+  }
+
+  void add_arriver(int batch, int c) {
+    int node = free_arrival_;
+    if (node >= 0) {
+      free_arrival_ = arrivals_[static_cast<std::size_t>(node)].next;
+      arrivals_[static_cast<std::size_t>(node)] = {c, -1};
+    } else {
+      node = static_cast<int>(arrivals_.size());
+      arrivals_.push_back({c, -1});
+    }
+    Batch& b = batches_[static_cast<std::size_t>(batch)];
+    if (b.arrivers_tail >= 0)
+      arrivals_[static_cast<std::size_t>(b.arrivers_tail)].next = node;
+    else
+      b.arrivers_head = node;
+    b.arrivers_tail = node;
+  }
+
+  // The batch's arrivers in order (valid until the next take), their nodes freed.
+  const std::vector<int>& take_arrivers(int batch) {
+    Batch& b = batches_[static_cast<std::size_t>(batch)];
+    taken_.clear();
+    for (int node = b.arrivers_head; node >= 0;) {
+      const int next = arrivals_[static_cast<std::size_t>(node)].next;
+      taken_.push_back(arrivals_[static_cast<std::size_t>(node)].cls);
+      arrivals_[static_cast<std::size_t>(node)].next = free_arrival_;
+      free_arrival_ = node;
+      node = next;
+    }
+    b.arrivers_head = b.arrivers_tail = -1;
+    return taken_;
   }
 
   // Moves class `from`'s members into `into` (same_state): each member keeps its own totals as
@@ -423,24 +457,39 @@ class Replayer {
   // Merges the classes of `ids` that have the same state (the first of each kind stays).
   void merge_equal(const std::vector<int>& ids) {
     if (!classes_enabled_ || ids.size() < 2) return;
-    std::unordered_multimap<std::uint64_t, int> seen;
+    keyed_.clear();
     for (int c : ids) {
-      RankClass& k = cls(c);
-      if (!k.alive || k.traced) continue;
-      std::uint64_t h = 0;
-      std::memcpy(&h, &k.clock, sizeof h);
-      h ^= reinterpret_cast<std::uintptr_t>(k.at) * 0x9e3779b97f4a7c15ULL;
-      h ^= static_cast<std::uint64_t>(k.step) << 1;
-      bool merged = false;
-      const auto [lo, hi] = seen.equal_range(h);
-      for (auto it = lo; it != hi; ++it)
-        if (cls(it->second).same_state(k)) {
-          merge(c, it->second);
-          merged = true;
-          break;
-        }
-      if (!merged) seen.emplace(h, c);
+      const RankClass& k = cls(c);
+      if (k.alive && !k.traced) keyed_.emplace_back(state_hash(k), c);
     }
+    // Equal states hash alike; in a run of equal hashes the earlier classes stay.
+    std::stable_sort(keyed_.begin(), keyed_.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (std::size_t i = 0; i < keyed_.size();) {
+      std::size_t j = i + 1;
+      while (j < keyed_.size() && keyed_[j].first == keyed_[i].first) ++j;
+      for (std::size_t q = i + 1; q < j; ++q)
+        for (std::size_t p = i; p < q; ++p) {
+          const int into = keyed_[p].second, from = keyed_[q].second;
+          if (cls(into).alive && cls(into).same_state(cls(from))) {
+            merge(from, into);
+            break;
+          }
+        }
+      i = j;
+    }
+  }
+
+  // A hash of what same_state compares first (classes in different instances of a
+  // communicator differ in their streams' last batches).
+  static std::uint64_t state_hash(const RankClass& k) {
+    std::uint64_t h = 0;
+    std::memcpy(&h, &k.clock, sizeof h);
+    auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 0x9e3779b97f4a7c15ULL; };
+    mix(reinterpret_cast<std::uintptr_t>(k.at));
+    mix(static_cast<std::uint64_t>(k.step));
+    for (const auto& st : k.streams) mix(static_cast<std::uint64_t>(st.last + 1));
+    return h;
   }
 
   // The class has run its chunk to the end: each member enters its next chunk, and members
@@ -589,7 +638,7 @@ class Replayer {
     st.head_arrived = true;
     Batch& b = batches_[static_cast<std::size_t>(h.batch)];
     b.arrived += static_cast<int>(k.members.size());
-    b.arrivers.push_back(c);
+    add_arriver(h.batch, c);
     b.ready = std::max(b.ready, t);
     if (b.arrived == b.members) events_.emplace(b.ready, h.batch);
   }
@@ -771,8 +820,7 @@ class Replayer {
   void end_batch(int id, double t) {
     batches_[static_cast<std::size_t>(id)].end = t;
     const std::uint8_t stream = batches_[static_cast<std::size_t>(id)].stream;
-    const auto arrivers = std::move(batches_[static_cast<std::size_t>(id)].arrivers);
-    for (int c : arrivers) {
+    for (int c : take_arrivers(id)) {
       RankClass& k = cls(c);
       if (!k.alive) continue;
       if (k.traced) {
@@ -860,6 +908,13 @@ class Replayer {
   LinkNetwork net_;
   std::deque<RankClass> classes_;  // stable references; a merged class stays, emptied
   std::vector<int> runnable_;      // classes split off, not yet advanced
+  struct Arrival {
+    int cls, next;
+  };
+  std::vector<Arrival> arrivals_;  // the batches' arriver lists; free nodes chained
+  int free_arrival_ = -1;
+  std::vector<int> taken_;
+  std::vector<std::pair<std::uint64_t, int>> keyed_;  // merge_equal's
   std::int64_t alive_ = 0, max_alive_ = 0;
   // Per rank: its class, its place in its program's chunk list, its own phase totals (offsets
   // to its class's), and (rank-major) its own counter offsets.
