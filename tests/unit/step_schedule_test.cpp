@@ -212,6 +212,38 @@ TEST(StepSchedule, EveryCommunicatorSeesTheSameSequenceOnEveryRank) {
   }
 }
 
+// Every field of an op, for comparing two schedules op for op.
+auto fields(const StepOp& op) {
+  return std::make_tuple(op.op, op.group, op.param, op.comm, op.weight_base, op.grad_base,
+                         op.gather_base, op.phase, op.timed, op.exposed, op.hook, op.communicates,
+                         op.micro, op.accumulate);
+}
+
+// stream_schedule hands over make_schedule's ops, op for op, in blocks (several, on the
+// larger cases: the projection's schedules are thousands of blocks).
+TEST(StepSchedule, StreamedIsTheSameSchedule) {
+  int multi_block = 0;
+  for (const Case& c : all_cases()) {
+    const Built b = build(c);
+    for (int r = 0; r < c.world; ++r) {
+      const auto& expect = b.schedules[static_cast<std::size_t>(r)];
+      std::vector<StepOp> got;
+      int blocks = 0;
+      engine::stream_schedule(b.layouts[static_cast<std::size_t>(r)], b.options,
+                              [&](const StepOp* ops, std::size_t count) {
+                                EXPECT_GT(count, 0u);
+                                got.insert(got.end(), ops, ops + count);
+                                ++blocks;
+                              });
+      ASSERT_EQ(got.size(), expect.size()) << c.name() << ", rank " << r;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(fields(got[i]), fields(expect[i])) << c.name() << ", rank " << r << ", op " << i;
+      multi_block += blocks > 1 ? 1 : 0;
+    }
+  }
+  EXPECT_GT(multi_block, 0);
+}
+
 TEST(StepSchedule, CountingItsCollectivesGivesTheFormula) {
   for (const Case& c : all_cases()) {
     const Built b = build(c);

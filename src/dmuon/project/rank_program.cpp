@@ -23,22 +23,31 @@ BatchSpec batch_spec(const engine::StepLayout& layout, const engine::StepOp& op,
   return b;
 }
 
-namespace {
-
 using engine::BatchSlot;
 using engine::kBatchSlotCount;
 
+namespace {
+
+// engine::op_traits as a table: looked up for every op of every rank's schedule.
+constexpr std::array<engine::OpTraits, engine::kOpCount> trait_table() {
+  std::array<engine::OpTraits, engine::kOpCount> t{};
+  for (std::size_t i = 0; i < engine::kOpCount; ++i) t[i] = engine::op_traits(static_cast<Op>(i));
+  return t;
+}
+constexpr std::array<engine::OpTraits, engine::kOpCount> kTraits = trait_table();
+
+}  // namespace
+
 // compile_program's state: the instructions so far and what waits need to count back.
-class Compiler {
+class ProgramCompiler::Impl {
  public:
-  // `ops`: the schedule's length, a bound on the instructions (hooks and merged compute ops
-  // take none; a blocking issue takes two, but is one of several ops of its parameter).
-  Compiler(const DurationFn& duration, const BatchFn& batch, std::size_t ops,
-           std::vector<Instruction> reuse)
+  // `reuse`: storage for the instructions; compile_program reserves the schedule's length in
+  // it, a bound on the instructions (hooks and merged compute ops take none; a blocking issue
+  // takes two, but is one of several ops of its parameter).
+  Impl(const DurationFn& duration, const BatchFn& batch, std::vector<Instruction> reuse)
       : duration_(duration), batch_(batch) {
     prog_.code = std::move(reuse);
     prog_.code.clear();
-    prog_.code.reserve(ops);
   }
 
   void add(const engine::StepOp& op) {
@@ -48,7 +57,7 @@ class Compiler {
       switch_phase_ = static_cast<std::uint8_t>(segments_.phase());
       switch_exposed_ = segments_.exposed();
     }
-    const engine::OpTraits t = engine::op_traits(op.op);
+    const engine::OpTraits& t = kTraits[static_cast<std::size_t>(op.op)];
     switch (t.cls) {
       case engine::OpClass::hook:
         ++prog_.hook_calls;
@@ -88,23 +97,24 @@ class Compiler {
     std::array<int, engine::kCommGroupCount> count;  // issues before it, per communicator
   };
 
-  // Appends an instruction, carrying the phase switch that precedes it.
-  void emit(Instruction in) {
+  // Appends an instruction of `kind`, carrying the phase switch that precedes it; the caller
+  // fills in the rest. Built in place: copying one assembled on the stack stalls on store
+  // forwarding (its fields written narrow, read back wide), ~100,000 times per rank.
+  Instruction& emit(Instruction::Kind kind) {
+    Instruction& in = prog_.code.emplace_back();
+    in.kind = kind;
     if (switch_pending_) {
       in.switches = true;
       in.phase = switch_phase_;
       in.exposed = switch_exposed_;
       switch_pending_ = false;
     }
-    prog_.code.push_back(in);
+    return in;
   }
 
   // A pending switch that no instruction will carry becomes its own instruction.
   void flush_switch() {
-    if (!switch_pending_) return;
-    Instruction in;
-    in.kind = Instruction::switch_phase;
-    emit(in);
+    if (switch_pending_) emit(Instruction::switch_phase);
   }
 
   int back_to(int issue) const {
@@ -118,7 +128,7 @@ class Compiler {
     if (i >= filled_.size()) {
       std::array<int, kBatchSlotCount> none;
       none.fill(-1);
-      filled_.resize(i + 1, none);
+      filled_.resize(std::max(i + 1, 2 * filled_.size()), none);  // rows past i: none filled
     }
     return filled_[i];
   }
@@ -131,10 +141,7 @@ class Compiler {
       code.back().seconds += s;
       return;
     }
-    Instruction in;
-    in.kind = Instruction::compute;
-    in.seconds = s;
-    emit(in);
+    emit(Instruction::compute).seconds = s;
   }
 
   void issue(const engine::StepOp& op, const engine::OpTraits& t) {
@@ -143,47 +150,49 @@ class Compiler {
     if (spec == nullptr || spec->calls.empty())
       throw RuntimeFailure(fmt::format("projection: {} of group {} issues no collective",
                                        engine::op_name(op.op), op.group));
-    Instruction in;
-    in.kind = Instruction::issue;
-    in.stream = static_cast<std::uint8_t>(t.stream);
-    in.comm = static_cast<std::uint8_t>(op.comm);
-    in.spec = spec;
+    const auto comm = static_cast<std::uint8_t>(op.comm);
+    std::uint8_t dep_comm = 0;
+    std::int32_t dep_back = 0;
     if (t.after != BatchSlot::none) {
       const int dep = at(op.group)[static_cast<std::size_t>(t.after)];
       if (dep >= 0) {
-        in.dep_comm = issued_[static_cast<std::size_t>(dep)].comm;
-        in.dep_back = back_to(dep);
+        dep_comm = issued_[static_cast<std::size_t>(dep)].comm;
+        dep_back = back_to(dep);
       }
     }
     const int index = static_cast<int>(issued_.size());
-    issued_.push_back({in.comm, count_[c]++});
-    emit(in);
+    Issued& issued = issued_.emplace_back();  // in place, as emit()'s instructions
+    issued.comm = comm;
+    issued.seq = count_[c]++;
+    Instruction& in = emit(Instruction::issue);
+    in.stream = static_cast<std::uint8_t>(t.stream);
+    in.comm = comm;
+    in.spec = spec;
+    in.dep_comm = dep_comm;
+    in.dep_back = dep_back;
     if (t.blocking) {
-      Instruction wait;
-      wait.kind = Instruction::wait;
-      wait.comm = in.comm;
+      Instruction& wait = emit(Instruction::wait);
+      wait.comm = comm;
       wait.back = 1;
-      emit(wait);
     } else {
       at(op.group)[static_cast<std::size_t>(t.slot)] = index;
     }
   }
 
   void wait(const engine::StepOp& op, const engine::OpTraits& t) {
-    Instruction in;
-    in.kind = Instruction::wait;
     const int awaited = at(op.group)[static_cast<std::size_t>(t.slot)];
-    if (awaited >= 0) {
-      in.comm = issued_[static_cast<std::size_t>(awaited)].comm;
-      in.back = back_to(awaited);
-    } else {
+    if (awaited < 0) {
       if (op.op != Op::take_replica)
         throw RuntimeFailure(fmt::format("projection: {} of group {} waits for nothing issued",
                                          engine::op_name(op.op), op.group));
       // Resolved in finish(): the previous step's publish of this group.
       replica_waits_.push_back({prog_.code.size(), op.group, count_});
+      emit(Instruction::wait);
+      return;
     }
-    emit(in);
+    Instruction& in = emit(Instruction::wait);
+    in.comm = issued_[static_cast<std::size_t>(awaited)].comm;
+    in.back = back_to(awaited);
   }
 
   const DurationFn& duration_;
@@ -199,12 +208,26 @@ class Compiler {
   bool switch_exposed_ = false;
 };
 
-}  // namespace
+ProgramCompiler::ProgramCompiler(const DurationFn& duration, const BatchFn& batch,
+                                 std::vector<Instruction> reuse)
+    : impl_(std::make_unique<Impl>(duration, batch, std::move(reuse))) {}
+
+ProgramCompiler::~ProgramCompiler() = default;
+
+void ProgramCompiler::add(const engine::StepOp* ops, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) impl_->add(ops[i]);
+}
+
+RankProgram ProgramCompiler::finish() {
+  return impl_->finish();
+}
 
 RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& duration,
                             const BatchFn& batch, std::vector<Instruction> reuse) {
-  Compiler c(duration, batch, schedule.size(), std::move(reuse));
-  for (const auto& op : schedule) c.add(op);
+  reuse.clear();
+  reuse.reserve(schedule.size());
+  ProgramCompiler c(duration, batch, std::move(reuse));
+  c.add(schedule.data(), schedule.size());
   return c.finish();
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "dmuon/comm/collective_counters.hpp"
@@ -88,5 +89,25 @@ using BatchFn = std::function<const BatchSpec*(const engine::StepOp&, int seq)>;
 /// allocates once.
 RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& duration,
                             const BatchFn& batch, std::vector<Instruction> reuse = {});
+
+/// compile_program fed a block of ops at a time, for a schedule that is streamed
+/// (engine::stream_schedule) rather than kept: the same program as compiling the whole list.
+/// `duration` and `batch` must outlive it.
+class ProgramCompiler {
+ public:
+  ProgramCompiler(const DurationFn& duration, const BatchFn& batch,
+                  std::vector<Instruction> reuse = {});
+  ~ProgramCompiler();
+  ProgramCompiler(const ProgramCompiler&) = delete;
+  ProgramCompiler& operator=(const ProgramCompiler&) = delete;
+  /// The next `count` ops of the schedule.
+  void add(const engine::StepOp* ops, std::size_t count);
+  /// Throws RuntimeFailure as compile_program does; call once.
+  RankProgram finish();
+
+ private:
+  class Impl;  // the compiler's state (rank_program.cpp)
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace dmuon::project

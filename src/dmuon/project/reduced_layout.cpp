@@ -42,10 +42,15 @@ LayoutReducer::LayoutReducer(const engine::StepLayout& reference, const plan::Pl
       if (!pair.alt_grad) group_pair_numel_[g] += pair.numel;
     }
   }
+  for (const auto& g : reference.groups)
+    if (g.kind != GroupKind::dmuon_site) unit_params_ += g.members.size();
   pairs_of_column_.resize(static_cast<std::size_t>(G));
-  for (std::size_t pr = 0; pr < reference.pairs.size(); ++pr)
-    pairs_of_column_[static_cast<std::size_t>(reference.pairs[pr].owner_column)].push_back(
-        static_cast<int>(pr));
+  members_of_column_.assign(static_cast<std::size_t>(G), 0);
+  for (std::size_t pr = 0; pr < reference.pairs.size(); ++pr) {
+    const auto column = static_cast<std::size_t>(reference.pairs[pr].owner_column);
+    pairs_of_column_[column].push_back(static_cast<int>(pr));
+    members_of_column_[column] += reference.pairs[pr].members.size();
+  }
   // Pairs are created group by group (make_layout), so each list is in group order already.
 }
 
@@ -54,12 +59,25 @@ LayoutReducer::LayoutReducer(const engine::StepLayout& reference, const plan::Pl
 // site's other members. Everything else is the reference's (the shells are its copies).
 class LayoutReducer::Reduction {
  public:
-  Reduction(const LayoutReducer& reducer, int world_rank) : r_(reducer), L_(out_.layout) {
+  // `reuse`: a layout reduced before, whose storage is kept (its groups' member lists: one
+  // allocation per group otherwise, 15,000 per rank); its contents are all overwritten.
+  Reduction(const LayoutReducer& reducer, int world_rank, ReducedLayout reuse)
+      : r_(reducer), out_(std::move(reuse)), L_(out_.layout) {
+    std::vector<engine::GroupLayout> groups = std::move(L_.groups);
     L_ = r_.shell_;  // kept parameters keep their TP fields (tp_dim, tp_owner, logical)
+    L_.groups = std::move(groups);
+    L_.groups.resize(r_.ref_.groups.size());  // each one assigned by run()
+    out_.reference.clear();
     L_.me.rank = world_rank;
     rank_ = L_.me.dp();  // owners are DP ranks
     out_.aggregate.assign(r_.ref_.groups.size(), -1);
     mine_ = &r_.pairs_of_column_[static_cast<std::size_t>(L_.me.column())];
+    // At most one aggregate per group besides the kept parameters: one allocation each.
+    const std::size_t params = r_.ref_.groups.size() + r_.unit_params_ +
+                               r_.members_of_column_[static_cast<std::size_t>(L_.me.column())];
+    L_.params.reserve(params);
+    out_.reference.reserve(params);
+    L_.pairs.reserve(mine_->size());
   }
 
   ReducedLayout run() {
@@ -77,7 +95,8 @@ class LayoutReducer::Reduction {
   // each).
   void keep_whole(std::size_t g) {
     const auto& src = r_.ref_.groups[g];
-    engine::GroupLayout grp = r_.group_shells_[g];
+    engine::GroupLayout& grp = L_.groups[g];
+    grp = r_.group_shells_[g];
     grp.grad_elems = src.grad_elems;
     for (int pi : src.members) {
       grp.members.push_back(static_cast<int>(L_.params.size()));
@@ -90,12 +109,12 @@ class LayoutReducer::Reduction {
         if (!p.muon) L_.second_state_elems += p.chunk;
       }
     }
-    L_.groups.push_back(std::move(grp));
   }
 
   void reduce_site(std::size_t g) {
     const int gi = static_cast<int>(g);
-    engine::GroupLayout grp = r_.group_shells_[g];
+    engine::GroupLayout& grp = L_.groups[g];
+    grp = r_.group_shells_[g];
     std::int64_t rooted_numel = 0;
     const std::vector<int> pair_index = keep_rooted_pairs(gi, rooted_numel);
     grp.grad_elems = r_.group_pair_numel_[g] - rooted_numel;  // the pairs rooted elsewhere
@@ -106,7 +125,6 @@ class LayoutReducer::Reduction {
     const int first_kept = add_kept_members(grp);
     remap_pairs(pair_index, first_kept, gi);
     grp.pairs = pair_index;
-    L_.groups.push_back(std::move(grp));
   }
 
   // The pairs of group `gi` rooted in this rank's column, copied into the layout; their
@@ -134,17 +152,19 @@ class LayoutReducer::Reduction {
   }
 
   // One parameter standing for the members of group `gi` that are not kept.
+  // Built in place: one per site and rank, and a copy of one assembled on the stack stalls on
+  // store forwarding.
   void add_aggregate(int gi, engine::GroupLayout& grp) {
-    ParamLayout agg;
+    const int index = static_cast<int>(L_.params.size());
+    out_.aggregate[static_cast<std::size_t>(gi)] = index;
+    grp.members.push_back(index);
+    out_.reference.push_back(-1);
+    ParamLayout& agg = L_.params.emplace_back();
     agg.pid = -1;
     agg.storage = Storage::remote;
     agg.muon = true;
     agg.updated_here = false;
     agg.group = gi;
-    out_.aggregate[static_cast<std::size_t>(gi)] = static_cast<int>(L_.params.size());
-    grp.members.push_back(static_cast<int>(L_.params.size()));
-    out_.reference.push_back(-1);
-    L_.params.push_back(std::move(agg));
   }
 
   // The kept members, in group order, as this rank holds them. Returns the first one's index.
@@ -186,8 +206,8 @@ class LayoutReducer::Reduction {
   std::vector<int> kept_;                   // reference indices of the current site's kept members
 };
 
-ReducedLayout LayoutReducer::reduce(int world_rank) const {
-  return Reduction(*this, world_rank).run();
+ReducedLayout LayoutReducer::reduce(int world_rank, ReducedLayout reuse) const {
+  return Reduction(*this, world_rank, std::move(reuse)).run();
 }
 
 }  // namespace dmuon::project

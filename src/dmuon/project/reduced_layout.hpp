@@ -46,7 +46,9 @@ class LayoutReducer {
   /// ranks only in offsets: they need no reduction).
   LayoutReducer(const engine::StepLayout& reference, const plan::Plan& plan);
   /// The layout of world rank `rank` (its DP rank's parameters; the TP index only in `me`).
-  ReducedLayout reduce(int rank) const;
+  /// `reuse`: a layout reduce() made before, built over in place (the same result as a fresh
+  /// one, without allocating every group's member list again).
+  ReducedLayout reduce(int rank, ReducedLayout reuse = {}) const;
   const engine::StepLayout& reference() const { return ref_; }
 
  private:
@@ -60,6 +62,8 @@ class LayoutReducer {
   std::vector<std::int64_t>
       group_pair_numel_;  // per group: numel of its pooled pairs (not --route dtype)
   std::vector<std::vector<int>> pairs_of_column_;  // pair indices by owner column
+  std::vector<std::size_t> members_of_column_;     // parameters of those pairs
+  std::size_t unit_params_ = 0;                    // parameters of the groups kept whole
 };
 
 /// True when `p` is an aggregate parameter of a reduced layout.

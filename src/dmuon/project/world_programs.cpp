@@ -33,14 +33,28 @@ class Durations {
 
   // Per-group totals of forward / backward over `ref`'s members (DMuon sites), for `cls`.
   void set_reference(const StepLayout* ref) { ref_ = ref; }
-  // Computes the totals of every (class, micro-step) now: afterwards the durations are
-  // read-only, and may be asked from several threads.
+  // Computes the totals of every (class, micro-step): afterwards the durations are read-only,
+  // and may be asked from several threads. Needed before an aggregate's duration is asked.
   void fill_totals(int classes, int accum) {
+    accum_ = accum;
+    totals_.assign(static_cast<std::size_t>(classes) * static_cast<std::size_t>(accum), {});
     for (int cls = 0; cls < classes; ++cls)
-      for (int micro = 0; micro < accum; ++micro) (void)totals_of(cls, micro);
+      for (int micro = 0; micro < accum; ++micro) {
+        auto& t = totals_[index(cls, micro)];
+        t.assign(ref_->groups.size(), {0.0, 0.0});
+        for (std::size_t g = 0; g < ref_->groups.size(); ++g)
+          for (int pi : ref_->groups[g].members) {
+            const auto& p = ref_->params[static_cast<std::size_t>(pi)];
+            t[g][0] += one(p, cls, micro, true);
+            t[g][1] += one(p, cls, micro, false);
+          }
+      }
   }
 
-  double operator()(const StepLayout& L, int cls, const engine::StepOp& op) const {
+  // `reference`: for a reduced layout, ReducedLayout::reference (-1 marks the aggregates, so
+  // that an aggregate's op need not read its parameter: 15,000 of them, 232 bytes each).
+  double operator()(const StepLayout& L, int cls, const engine::StepOp& op,
+                    const std::vector<int>* reference = nullptr) const {
     switch (op.op) {
       case Op::pack: return cost_.pack(L, op.group);
       case Op::clip_partial: return cost_.clip_partial(L);
@@ -52,10 +66,15 @@ class Durations {
       case Op::forward:
       case Op::backward: {
         const bool fwd = op.op == Op::forward;
-        const auto& p = L.params[static_cast<std::size_t>(op.param)];
-        if (!is_aggregate(p)) return one(p, cls, op.micro, fwd);
+        const auto param = static_cast<std::size_t>(op.param);
+        if (reference == nullptr || (*reference)[param] >= 0) {
+          const auto& p = L.params[param];
+          if (!is_aggregate(p)) return one(p, cls, op.micro, fwd);
+        }
+        const auto& members = L.groups[static_cast<std::size_t>(op.group)].members;
+        if (members.size() == 1) return std::max(0.0, total(cls, op.micro, op.group, fwd));
         double kept = 0;
-        for (int pi : L.groups[static_cast<std::size_t>(op.group)].members) {
+        for (int pi : members) {
           const auto& q = L.params[static_cast<std::size_t>(pi)];
           if (!is_aggregate(q)) kept += one(q, cls, op.micro, fwd);
         }
@@ -75,31 +94,20 @@ class Durations {
     return fwd ? cost_.forward(p, local) : cost_.backward(p, local);
   }
 
-  double total(int cls, int micro, int group, bool fwd) const {
-    return totals_of(cls, micro)[static_cast<std::size_t>(group)][fwd ? 0 : 1];
+  std::size_t index(int cls, int micro) const {
+    return static_cast<std::size_t>(cls) * static_cast<std::size_t>(accum_) +
+           static_cast<std::size_t>(micro);
   }
 
-  const std::vector<std::array<double, 2>>& totals_of(int cls, int micro) const {
-    const auto key = std::make_pair(cls, micro);
-    auto it = totals_.find(key);
-    if (it == totals_.end()) {
-      std::vector<std::array<double, 2>> t(ref_->groups.size(), {0.0, 0.0});
-      for (std::size_t g = 0; g < ref_->groups.size(); ++g)
-        for (int pi : ref_->groups[g].members) {
-          const auto& p = ref_->params[static_cast<std::size_t>(pi)];
-          t[g][0] += one(p, cls, micro, true);
-          t[g][1] += one(p, cls, micro, false);
-        }
-      it = totals_.emplace(key, std::move(t)).first;
-    }
-    return it->second;
+  double total(int cls, int micro, int group, bool fwd) const {
+    return totals_.at(index(cls, micro))[static_cast<std::size_t>(group)][fwd ? 0 : 1];
   }
 
   const OpCost& cost_;
   const SampleClasses& samples_;
   const StepLayout* ref_ = nullptr;
-  mutable std::map<std::pair<int, int>, std::vector<std::array<double, 2>>>
-      totals_;  // (cls, micro)
+  int accum_ = 1;
+  std::vector<std::vector<std::array<double, 2>>> totals_;  // by (cls, micro): index()
 };
 
 // What a rank's layout adds to the world's memory figures (maxima over ranks).
@@ -144,11 +152,20 @@ struct ReferenceBatches {
 ReferenceBatches reference_batches(WorldPrograms& w, const StepLayout& L, const engine::Schedule& s,
                                    const engine::StepSpec& spec) {
   ReferenceBatches r;
+  std::vector<const engine::StepOp*> issues;
   for (const auto& op : s) {
     // The TP exchange is each rank's own (its owned parameters): not shared.
-    if (!engine::is_issue(op.op) || op.comm == engine::CommGroup::tp) continue;
-    w.specs.push_back(batch_spec(L, op, spec));
-    r.by_comm[static_cast<std::size_t>(w.specs.back().comm)].push_back(&w.specs.back());
+    if (engine::is_issue(op.op) && op.comm != engine::CommGroup::tp) issues.push_back(&op);
+  }
+  // The specs are made first and their calls after, so that the specs lie back to back: every
+  // rank's program store pass reads each issue's spec in this order (a cache miss each when
+  // their calls lay in between).
+  const std::size_t first = w.specs.size();
+  w.specs.resize(first + issues.size());
+  for (std::size_t i = 0; i < issues.size(); ++i) {
+    BatchSpec& b = w.specs[first + i];
+    b = batch_spec(L, *issues[i], spec);
+    r.by_comm[static_cast<std::size_t>(b.comm)].push_back(&b);
   }
   return r;
 }
@@ -171,25 +188,25 @@ std::vector<std::vector<std::pair<int, std::int64_t>>> short_shards_by_column(
   return out;
 }
 
-// Vectors whose storage is handed from one user to the next, across threads.
+// Objects whose storage is handed from one user to the next, across threads.
 template <class T>
 class Spares {
  public:
-  std::vector<T> take() {
+  T take() {
     std::lock_guard<std::mutex> lock(m_);
     if (free_.empty()) return {};
-    std::vector<T> v = std::move(free_.back());
+    T v = std::move(free_.back());
     free_.pop_back();
     return v;
   }
-  void give(std::vector<T> v) {
+  void give(T v) {
     std::lock_guard<std::mutex> lock(m_);
     free_.push_back(std::move(v));
   }
 
  private:
   std::mutex m_;
-  std::vector<std::vector<T>> free_;
+  std::vector<T> free_;
 };
 
 // Fills one WorldPrograms: one member function per form (full, and the reduced forms of
@@ -315,29 +332,33 @@ class ProgramBuilder {
     const LayoutReducer reducer(ref, plan_);
     std::map<int, std::vector<const BatchSpec*>> column_batches;
     for (int c = 0; c < w_.grid.shard; ++c) column_batches[c];  // no insertion while threaded
-    // Storage handed back to the workers: a schedule or program is ~10 MB for a model with
-    // 15,000 hook sites, and fresh pages are zeroed by the kernel each time.
-    Spares<engine::StepOp> schedules;
-    Spares<Instruction> codes;
+    // Program storage handed back to the workers: a program is ~3 MB for a model with 15,000
+    // hook sites, and fresh pages are zeroed by the kernel each time. The schedule (~7 MB) is
+    // never kept: it is compiled block by block as it is made, while the blocks are in cache.
+    Spares<std::vector<Instruction>> codes;
+    Spares<ReducedLayout> layouts;  // and reduced layouts: 15,000 groups' member lists each
     auto produce = [&](int dp) {
-      engine::Schedule schedule = schedules.take();
       DpPrograms out;
-      ReducedLayout R = reducer.reduce(dp * T);
+      ReducedLayout R = reducer.reduce(dp * T, layouts.take());
       const int cls = out.cls = samples_.class_of(dp);
       for (int t = 0; t < T; ++t) {
         R.layout.me.rank = dp * T + t;  // the TP owners' Newton–Schulz differs by t
         const StepLayout& L = R.layout;
         auto& mine = column_batches.at(L.me.column());
-        schedule = engine::make_schedule(L, spec_, std::move(schedule));
-        out.programs.push_back(compile_program(
-            schedule, [&](const engine::StepOp& op) { return durations_(L, cls, op); },
-            [&](const engine::StepOp& op, int seq) {
-              return dmuon_batch(L, mine, batches, op, seq);
-            },
-            codes.take()));
+        const DurationFn duration = [&](const engine::StepOp& op) {
+          return durations_(L, cls, op, &R.reference);
+        };
+        const BatchFn batch = [&](const engine::StepOp& op, int seq) {
+          return dmuon_batch(L, mine, batches, op, seq);
+        };
+        ProgramCompiler compiler(duration, batch, codes.take());
+        engine::stream_schedule(L, spec_, [&](const engine::StepOp* ops, std::size_t count) {
+          compiler.add(ops, count);
+        });
+        out.programs.push_back(compiler.finish());
         out.memory.push_back(memory_facts(L));
       }
-      schedules.give(std::move(schedule));
+      layouts.give(std::move(R));
       return out;
     };
     std::map<int, int> last_of_class;  // the program last stored for a sample class
