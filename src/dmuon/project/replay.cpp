@@ -73,12 +73,9 @@ struct StreamState {
   }
 };
 
-// A rank class: ranks at the same instruction of the same chunk, with the same state. What a
-// member's own figures are is its offset (Replayer::offsets_) plus the class's totals.
-struct RankClass {
-  std::vector<int> members;
-  bool alive = true;
-  bool traced = false;               // a traced rank alone: never merged
+// What the ranks of a class share: their place in their programs and their state there. A
+// member's own figures are its offset (Replayer::offsets_) plus the class's totals.
+struct ClassState {
   const Instruction* at = nullptr;   // the next instruction; nullptr: the program has ended
   const Instruction* end = nullptr;  // the end of its chunk
   int step = 0;
@@ -98,12 +95,19 @@ struct RankClass {
   std::array<std::int64_t, kChannelCount> calls{}, bytes{};  // of the last step, per member
 
   // The same future: merged classes advance as one.
-  bool same_state(const RankClass& o) const {
+  bool same_state(const ClassState& o) const {
     return at == o.at && end == o.end && step == o.step && clock == o.clock &&
            step_start == o.step_start && at_barrier == o.at_barrier && seg_phase == o.seg_phase &&
            seg_exposed == o.seg_exposed && paused == o.paused && done == o.done &&
            switched == o.switched && blocking == o.blocking && seq == o.seq && streams == o.streams;
   }
+};
+
+// A rank class: ranks at the same instruction of the same chunk, with the same state.
+struct RankClass : ClassState {
+  std::vector<int> members;
+  bool alive = true;
+  bool traced = false;  // a traced rank alone: never merged
 };
 
 // Per-channel calls and the volume a non-root rank counts (collective_counters.hpp), and what
@@ -346,35 +350,14 @@ class Replayer {
     return made;
   }
 
+  // A class with `from`'s state (its streams' queues from their heads on) and no members.
   static RankClass copy_state(const RankClass& from) {
     RankClass k;
-    k.at = from.at;
-    k.end = from.end;
-    k.step = from.step;
-    k.clock = from.clock;
-    k.step_start = from.step_start;
-    k.seg_start = from.seg_start;
-    k.step_end = from.step_end;
-    k.at_barrier = from.at_barrier;
-    k.seg_phase = from.seg_phase;
-    k.seg_exposed = from.seg_exposed;
-    k.paused = from.paused;
-    k.done = from.done;
-    k.switched = from.switched;
-    k.blocking = from.blocking;
-    k.phases = from.phases;
-    for (std::size_t s = 0; s < kStreamCount; ++s) {
-      const StreamState& f = from.streams[s];
-      StreamState& t = k.streams[s];
-      t.queue.assign(f.queue.begin() + static_cast<std::ptrdiff_t>(f.head), f.queue.end());
-      t.free_at = f.free_at;
-      t.head_arrived = f.head_arrived;
-      t.last = f.last;
+    static_cast<ClassState&>(k) = from;
+    for (StreamState& st : k.streams) {
+      st.queue.erase(st.queue.begin(), st.queue.begin() + static_cast<std::ptrdiff_t>(st.head));
+      st.head = 0;
     }
-    k.seq = from.seq;
-    k.instance = from.instance;
-    k.calls = from.calls;
-    k.bytes = from.bytes;
     return k;
   }
 

@@ -18,6 +18,7 @@
 #include "dmuon/engine/step/step_schedule.hpp"
 #include "dmuon/project/projection.hpp"
 #include "dmuon/project/reduced_layout.hpp"
+#include "same_rank_figures.hpp"
 #include "test_machines.hpp"
 
 namespace {
@@ -188,13 +189,7 @@ TEST(RankSymmetry, ReducedProjectionEqualsFullAndMatchesTheFormula) {
     const auto red = project::project(b.topo.tree, b.plan, m, po);
     EXPECT_TRUE(full.result.audit_ok) << c.name() << ": " << full.result.audit_message;
     EXPECT_TRUE(red.result.audit_ok) << c.name() << ": " << red.result.audit_message;
-    ASSERT_EQ(full.result.rank_phases_ms.size(), red.result.rank_phases_ms.size());
-    for (std::size_t i = 0; i < full.result.rank_phases_ms.size(); ++i) {
-      const double a = full.result.rank_phases_ms[i], bb = red.result.rank_phases_ms[i];
-      ASSERT_NEAR(a, bb, 1e-9 * std::max(1.0, a)) << c.name() << " rank/phase " << i;
-    }
-    EXPECT_EQ(full.result.rank_calls, red.result.rank_calls) << c.name();
-    EXPECT_EQ(full.result.rank_bytes, red.result.rank_bytes) << c.name();
+    EXPECT_TRUE(project::testing::same_rank_figures(full, red, 1e-9)) << c.name();
     EXPECT_EQ(full.result.hook_calls_per_step, red.result.hook_calls_per_step) << c.name();
     EXPECT_GT(red.result.phases_ms[static_cast<std::size_t>(engine::Phase::step)], 0) << c.name();
     if (c.method != Method::dmuon && c.method != Method::ddp_dmuon) {
@@ -229,13 +224,7 @@ TEST(RankClasses, ReplayTheSameFiguresAsEachRankAlone) {
       const std::string what = c.name() + (m == &cpu ? " cpu" : " gpu");
       EXPECT_EQ(alone.rank_classes, c.world) << what;  // one per rank, never split
       if (classes.rank_classes > 1) ++split;
-      ASSERT_EQ(alone.result.rank_phases_ms.size(), classes.result.rank_phases_ms.size());
-      for (std::size_t i = 0; i < alone.result.rank_phases_ms.size(); ++i) {
-        const double a = alone.result.rank_phases_ms[i], x = classes.result.rank_phases_ms[i];
-        ASSERT_NEAR(a, x, 1e-12 * std::max(1.0, a)) << what << " rank/phase " << i;
-      }
-      EXPECT_EQ(alone.result.rank_calls, classes.result.rank_calls) << what;
-      EXPECT_EQ(alone.result.rank_bytes, classes.result.rank_bytes) << what;
+      EXPECT_TRUE(project::testing::same_rank_figures(alone, classes, 1e-12)) << what;
     }
   }
   EXPECT_GT(split, 10);  // the classes did part (and had to merge to give the same figures)
