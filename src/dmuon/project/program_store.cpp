@@ -92,24 +92,4 @@ int ProgramStore::add(const RankProgram& program, int like) {
   return static_cast<int>(programs_.size()) - 1;
 }
 
-ProgramStore::Cursor::Cursor(const ProgramStore& store, int program)
-    : store_(&store), chunks_(&store.at(program).chunks) {
-  restart();
-}
-
-void ProgramStore::Cursor::restart() {
-  chunk_ = 0;
-  enter_chunk();
-}
-
-void ProgramStore::Cursor::enter_chunk() {
-  if (chunk_ == chunks_->size()) {
-    at_ = end_ = nullptr;
-    return;
-  }
-  const std::uint32_t c = (*chunks_)[chunk_];
-  at_ = store_->code_.data() + store_->chunk_begin_[c];
-  end_ = store_->code_.data() + store_->chunk_begin_[c + 1];
-}
-
 }  // namespace dmuon::project

@@ -41,31 +41,6 @@ class ProgramStore {
   std::int64_t hook_calls(int program) const { return at(program).hook_calls; }
   std::int64_t hook_comm_calls(int program) const { return at(program).hook_comm_calls; }
 
-  /// Reads one program from its start, chunk after chunk.
-  class Cursor {
-   public:
-    Cursor() = default;
-    Cursor(const ProgramStore& store, int program);
-    bool done() const { return at_ == end_; }
-    const Instruction& operator*() const { return *at_; }
-    /// Inline: the replay steps every rank through every instruction.
-    void next() {
-      if (++at_ == end_) {
-        ++chunk_;
-        enter_chunk();
-      }
-    }
-    void restart();
-
-   private:
-    void enter_chunk();
-    const ProgramStore* store_ = nullptr;
-    const std::vector<std::uint32_t>* chunks_ = nullptr;
-    std::size_t chunk_ = 0;
-    const Instruction* at_ = nullptr;
-    const Instruction* end_ = nullptr;
-  };
-
   /// A program's chunks in order, and a chunk's instructions: the replay moves ranks whose
   /// programs run the same chunk together (replay.cpp).
   const std::vector<std::uint32_t>& chunks_of(int program) const { return at(program).chunks; }

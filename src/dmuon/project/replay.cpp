@@ -6,7 +6,6 @@
 #include <cstring>
 #include <deque>
 #include <limits>
-#include <map>
 #include <queue>
 #include <unordered_map>
 
@@ -240,9 +239,6 @@ class Replayer {
   }
 
  private:
-  RankClass& klass(int rank) {
-    return classes_[static_cast<std::size_t>(class_of_[static_cast<std::size_t>(rank)])];
-  }
   const RankClass& klass(int rank) const {
     return classes_[static_cast<std::size_t>(class_of_[static_cast<std::size_t>(rank)])];
   }

@@ -453,7 +453,8 @@ TEST(ProgramStore, ReadsBackEveryProgramAndSharesWhatRanksHaveInCommon) {
       {ia, &a}, {ib, &b}, {ic, &c}, {ia2, &a}};
   for (const auto& [id, p] : all) {
     std::vector<Instruction> read;
-    for (project::ProgramStore::Cursor it(store, id); !it.done(); it.next()) read.push_back(*it);
+    for (std::uint32_t c : store.chunks_of(id))
+      read.insert(read.end(), store.chunk_begin(c), store.chunk_end(c));
     EXPECT_TRUE(read == p->code) << "program " << id;
   }
   // About 25 chunks of 48 instructions: B and C add one or two chunks each, A again nothing.
