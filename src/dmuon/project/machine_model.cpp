@@ -24,6 +24,7 @@
 #include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/base/input_file.hpp"
+#include "dmuon/engine/step/step_op.hpp"
 
 namespace dmuon::project {
 
@@ -178,12 +179,23 @@ void read_compute(const MapReader& top, Machine& m) {
 
 void read_network(const MapReader& top, Machine& m) {
   const MapReader n(top.get("network"), "network", m.source, {"intra", "inter", "measured"});
-  const MapReader intra(n.get("intra"), "network.intra", m.source, {"busbw_GBps"});
-  m.intra.busbw_gbps = intra.number("busbw_GBps", kBandwidth);
-  if (n.has("inter")) {
-    const MapReader inter(n.get("inter"), "network.inter", m.source, {"busbw_GBps"});
-    m.inter.busbw_gbps = inter.number("busbw_GBps", kBandwidth);
-  }
+  // A link level: its bus bandwidth and the SMs its collective kernels hold. Every stream may
+  // run one collective at once (engine::kStreamCount), and they must leave SMs to compute on.
+  auto link = [&](const char* level, LinkSpec& l) {
+    const std::string where = std::string("network.") + level;
+    const MapReader r(n.get(level), where, m.source, {"busbw_GBps", "collective_sms"});
+    l.busbw_gbps = r.number("busbw_GBps", kBandwidth);
+    if (!r.has("collective_sms")) return;
+    const int sms = m.compute.sm_count;
+    const int most = sms > 0 ? (sms - 1) / engine::kStreamCount : 0;
+    if (m.device != DeviceKind::gpu || most < 1)
+      r.fail(r.get("collective_sms"),
+             fmt::format("{}.collective_sms needs a GPU machine with compute.sm_count", where));
+    // At most: the streams' collectives at once still leave an SM to compute on.
+    l.collective_sms = r.integer("collective_sms", 0, most);
+  };
+  link("intra", m.intra);
+  if (n.has("inter")) link("inter", m.inter);
   if (!n.has("measured")) return;
   std::vector<std::string> keys = {"ranks"};
   for (const char* k : kKindKeys) keys.emplace_back(k);
@@ -315,9 +327,13 @@ std::string to_yaml(const Machine& m, const std::string& comment) {
   s += fmt::format("  launch_us: {}\n", num(c.launch_us));
   if (c.cores > 0) s += fmt::format("  cores: {}\n", c.cores);
   s += "network:\n";
-  s += fmt::format("  intra: {{busbw_GBps: {}}}\n", num(m.intra.busbw_gbps));
-  if (m.inter.busbw_gbps > 0)
-    s += fmt::format("  inter: {{busbw_GBps: {}}}\n", num(m.inter.busbw_gbps));
+  auto link = [&](const char* level, const LinkSpec& l) {
+    s += fmt::format("  {}: {{busbw_GBps: {}", level, num(l.busbw_gbps));
+    if (l.collective_sms > 0) s += fmt::format(", collective_sms: {}", l.collective_sms);
+    s += "}\n";
+  };
+  link("intra", m.intra);
+  if (m.inter.busbw_gbps > 0) link("inter", m.inter);
   if (m.measured.ranks > 0) {
     s += fmt::format("  measured:\n    ranks: {}\n", m.measured.ranks);
     for (auto k : comm::kAllCollectiveKinds) {

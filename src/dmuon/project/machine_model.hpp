@@ -72,6 +72,11 @@ struct LinkSpec {
   /// Bus bandwidth per rank (nccl-tests convention: algorithm bandwidth times the
   /// collective's busbw factor), GB/s.
   double busbw_gbps = 0;
+  /// SMs one running NCCL collective kernel on this link holds (one CTA per channel, each
+  /// resident for the whole collective; key `collective_sms`, GPU only): while it runs, the
+  /// rank's compute kernels get the other SMs (docs/PROJECTION.md "Compute under
+  /// communication"). 0 = not modelled.
+  int collective_sms = 0;
 };
 
 /// A collective measured on the machine itself (calibration): latency and bus bandwidth at

@@ -4,6 +4,7 @@
 
 #include "dmuon/engine/step/grad_clip.hpp"
 #include "dmuon/engine/step/optimizer_config.hpp"
+#include "dmuon/project/compute_contention.hpp"
 #include "dmuon/project/reduced_layout.hpp"
 
 namespace dmuon::project {
@@ -18,6 +19,17 @@ kernels::Dtype compute_type(const Machine& machine, const engine::StepSpec& step
 }
 
 OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options, int world)
+    : OpCost(machine, options, world, Twin{}) {
+  held_sms_ = reference_held_sms(machine);
+  if (held_sms_ > 0) {
+    held_machine_ = std::make_unique<Machine>(with_sms_held(machine, held_sms_));
+    held_.reset(new OpCost(*held_machine_, options, world, Twin{}));
+  }
+}
+
+OpCost::~OpCost() = default;
+
+OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options, int world, Twin)
     : cost_(machine, compute_share(machine, world)),
       compute_mode_(options.step.compute),
       gpu_(machine.device == DeviceKind::gpu),

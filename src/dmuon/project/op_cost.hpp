@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -56,6 +57,14 @@ class OpCost {
  public:
   /// `world`: ranks of the projected world (how many share a node's cores: compute_share).
   OpCost(const Machine& machine, const engine::EngineOptions& options, int world);
+  ~OpCost();
+  OpCost(const OpCost&) = delete;
+  OpCost& operator=(const OpCost&) = delete;
+
+  /// The same costs on the GPU with held_sms() SMs held by collectives (compute_contention.hpp);
+  /// nullptr when the machine models no such contention.
+  const OpCost* held() const { return held_.get(); }
+  int held_sms() const { return held_sms_; }
 
   /// Seconds of a compute op of `layout`'s schedule; `local` is this rank's sample count of
   /// the op's parameter (forward/backward). Non-compute ops cost 0.
@@ -94,6 +103,11 @@ class OpCost {
   /// FSDP2's per-gather copy-out and per-reduce copy-in of a sharded parameter on a GPU.
   double fsdp2_copy_out(const engine::ParamLayout& p) const;
   double fsdp2_copy_in(const engine::ParamLayout& p) const;
+  struct Twin {};
+  OpCost(const Machine& machine, const engine::EngineOptions& options, int world, Twin);
+  int held_sms_ = 0;
+  std::unique_ptr<Machine> held_machine_;
+  std::unique_ptr<OpCost> held_;
   kernels::NsConfig ns_config_;
   mutable std::mutex ns_mutex_;  // the projection asks from several threads (world_programs)
   mutable std::map<std::pair<std::int64_t, std::int64_t>, double> ns_cache_;

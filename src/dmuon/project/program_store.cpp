@@ -13,14 +13,16 @@ std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
 }
 
 std::uint64_t hash_of(const Instruction& in) {
-  std::uint64_t seconds = 0;
+  std::uint64_t seconds = 0, sm_seconds = 0;
   std::memcpy(&seconds, &in.seconds, sizeof seconds);
+  std::memcpy(&sm_seconds, &in.sm_seconds, sizeof sm_seconds);
   std::uint64_t h = mix(in.kind | (std::uint64_t{in.switches} << 8), in.phase);
   h = mix(h, (std::uint64_t{in.exposed} << 24) | (std::uint64_t{in.stream} << 16) |
                  (std::uint64_t{in.comm} << 8) | in.dep_comm);
   h = mix(h, static_cast<std::uint32_t>(in.back));
   h = mix(h, static_cast<std::uint32_t>(in.dep_back));
   h = mix(h, seconds);
+  h = mix(h, sm_seconds);
   return mix(h, reinterpret_cast<std::uintptr_t>(in.spec));
 }
 

@@ -134,14 +134,17 @@ class ProgramCompiler::Impl {
   }
 
   void compute(const engine::StepOp& op) {
-    const double s = duration_(op);
-    if (s <= 0) return;
+    const OpSeconds s = duration_(op);
+    if (s.seconds <= 0) return;
     auto& code = prog_.code;
     if (!switch_pending_ && !code.empty() && code.back().kind == Instruction::compute) {
-      code.back().seconds += s;
+      code.back().seconds += s.seconds;
+      code.back().sm_seconds += s.sm_seconds;
       return;
     }
-    emit(Instruction::compute).seconds = s;
+    Instruction& in = emit(Instruction::compute);
+    in.seconds = s.seconds;
+    in.sm_seconds = s.sm_seconds;
   }
 
   void issue(const engine::StepOp& op, const engine::OpTraits& t) {

@@ -64,12 +64,14 @@ struct Instruction {
   std::int32_t back = 0;
   /// issue (stage 2): the batch that must end first, counted back on `dep_comm`; 0 = none.
   std::int32_t dep_back = 0;
-  double seconds = 0;               ///< compute
+  double seconds = 0;               ///< compute: on the whole device
+  double sm_seconds = 0;            ///< compute: the part that scales with the SMs it gets
   const BatchSpec* spec = nullptr;  ///< issue: the batch it joins (shared between ranks)
   bool operator==(const Instruction& o) const {
     return kind == o.kind && switches == o.switches && phase == o.phase && exposed == o.exposed &&
            stream == o.stream && comm == o.comm && dep_comm == o.dep_comm && back == o.back &&
-           dep_back == o.dep_back && seconds == o.seconds && spec == o.spec;
+           dep_back == o.dep_back && seconds == o.seconds && sm_seconds == o.sm_seconds &&
+           spec == o.spec;
   }
 };
 
@@ -79,8 +81,15 @@ struct RankProgram {
   std::int64_t hook_comm_calls = 0;  ///< of those, hooks that communicate
 };
 
+/// Seconds of a compute op on the whole device, and of those the part that scales with the
+/// SMs it gets (compute_contention.hpp; 0 where no contention is modelled).
+struct OpSeconds {
+  double seconds = 0, sm_seconds = 0;
+  OpSeconds(double s = 0, double sm = 0) : seconds(s), sm_seconds(sm) {}  // NOLINT: implicit
+};
+
 /// Seconds of a compute op (0 for the others).
-using DurationFn = std::function<double(const engine::StepOp&)>;
+using DurationFn = std::function<OpSeconds(const engine::StepOp&)>;
 /// The batch an issue op joins; `seq` counts the issues on its communicator within the step.
 using BatchFn = std::function<const BatchSpec*(const engine::StepOp&, int seq)>;
 

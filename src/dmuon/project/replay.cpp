@@ -7,11 +7,13 @@
 #include <deque>
 #include <limits>
 #include <queue>
+#include <tuple>
 #include <unordered_map>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/base/trace.hpp"
 #include "dmuon/project/collective_cost.hpp"
+#include "dmuon/project/compute_contention.hpp"
 #include "dmuon/project/link_network.hpp"
 #include "dmuon/project/program_store.hpp"
 
@@ -46,6 +48,10 @@ struct Batch {
   int arrivers_head = -1, arrivers_tail = -1;
   std::vector<int> compute_waiters;  // classes
   std::vector<std::pair<int, std::uint8_t>> dep_waiters;
+  // Classes computing while it holds SMs (or may start to): woken at its end to re-rate their
+  // compute (compute_contention.hpp). An entry is current while the class's `listening` names
+  // this batch.
+  std::vector<int> listeners;
 };
 
 // A batch issued on a class's stream, not yet begun there. Its issue time is folded into
@@ -87,6 +93,14 @@ struct ClassState {
   bool done = false;
   bool switched = false;  // the current instruction's phase switch is done (it may block)
   int blocking = -1;      // CPU machines: the batch just issued, which the compute stream waits for
+  // A compute instruction run while collectives hold SMs (compute_contention.hpp): the fraction
+  // of it left at `clock`, at the rate of `held` SMs held since then, and when it began.
+  bool contending = false;
+  double work_left = 0, compute_start = 0;
+  int held = 0;
+  std::uint32_t wake_gen = 0;  // its latest scheduled finish (Replayer::wakes_)
+  // Per stream: the batch whose listeners list holds this class, or -1.
+  std::array<int, kStreamCount> listening{-1, -1, -1};
   std::array<double, kPhaseCount> phases{};
   std::array<StreamState, kStreamCount> streams;
   std::array<int, engine::kCommGroupCount> seq{};            // issues so far per communicator
@@ -98,7 +112,8 @@ struct ClassState {
     return at == o.at && end == o.end && step == o.step && clock == o.clock &&
            step_start == o.step_start && at_barrier == o.at_barrier && seg_phase == o.seg_phase &&
            seg_exposed == o.seg_exposed && paused == o.paused && done == o.done &&
-           switched == o.switched && blocking == o.blocking && seq == o.seq && streams == o.streams;
+           switched == o.switched && blocking == o.blocking && contending == o.contending &&
+           work_left == o.work_left && held == o.held && seq == o.seq && streams == o.streams;
   }
 };
 
@@ -158,6 +173,8 @@ class Replayer {
         net_(grid_.instances(CommGroup::shard), grid_.instances(CommGroup::replicate),
              grid_.tp > 1 ? grid_.instances(CommGroup::tp) : 0) {
     const auto world = static_cast<std::size_t>(w.world);
+    contention_ = reference_held_sms(m) > 0;
+    sms_ = m.compute.sm_count;
     result_.steps = steps;
     result_.world = w.world;
     result_.rank_phases_ms.assign(static_cast<std::size_t>(steps) * world * kPhaseCount, 0.0);
@@ -207,7 +224,14 @@ class Replayer {
     for (;;) {
       const double th = events_.empty() ? kInf : events_.top().first;
       const double tn = net_.next_event();
-      if (th == kInf && tn == kInf) break;
+      const double tw = wakes_.empty() ? kInf : std::get<0>(wakes_.top());
+      if (th == kInf && tn == kInf && tw == kInf) break;
+      if (tw < std::min(th, tn)) {
+        const auto [t, c, gen] = wakes_.top();
+        wakes_.pop();
+        wake(c, gen, t);
+        continue;
+      }
       finished.clear();
       const double t = std::min(th, tn);
       net_.advance(t, finished);
@@ -350,6 +374,7 @@ class Replayer {
   static RankClass copy_state(const RankClass& from) {
     RankClass k;
     static_cast<ClassState&>(k) = from;
+    k.listening.fill(-1);  // in no batch's listeners
     for (StreamState& st : k.streams) {
       st.queue.erase(st.queue.begin(), st.queue.begin() + static_cast<std::ptrdiff_t>(st.head));
       st.head = 0;
@@ -737,11 +762,11 @@ class Replayer {
       }
       switch (in.kind) {
         case Instruction::compute:
-          if (s.traced)
-            trace_span(
-                s, TraceTrack::compute,
-                s.seg_phase < 0 ? "compute" : engine::phase_name(static_cast<Phase>(s.seg_phase)),
-                s.clock, s.clock + in.seconds);
+          if (contention_) {
+            if (!compute_contended(c, in)) return;  // resumes when the SMs it gets change
+            break;
+          }
+          if (s.traced) trace_compute(s, s.clock, s.clock + in.seconds);
           s.clock += in.seconds;
           break;
         case Instruction::switch_phase: break;  // done above
@@ -771,6 +796,81 @@ class Replayer {
       s.switched = false;
       if (++s.at == s.end) next_chunk(c);
     }
+  }
+
+  void trace_compute(const RankClass& k, double start, double end) {
+    trace_span(k, TraceTrack::compute,
+               k.seg_phase < 0 ? "compute" : engine::phase_name(static_cast<Phase>(k.seg_phase)),
+               start, end);
+  }
+
+  // SMs batch b's collective kernel holds on each member while it runs: its link level's.
+  int held_by(const Batch& b) const {
+    const CommSpan& span =
+        spans_[static_cast<std::size_t>(b.comm)][static_cast<std::size_t>(b.index)];
+    return span.domains > 1 ? m_.inter.collective_sms : m_.intra.collective_sms;
+  }
+
+  // Runs class c's compute instruction `in` while its collectives hold SMs: at the rate of the
+  // SMs held now, as long as nothing can change them. A stream's launched, unfinished batch
+  // holds its SMs until its end; a stage-2 batch launches when its stage-1 batch ends. Where
+  // such an end is still to come, the class stops here, listening to those batches, with a
+  // wake-up at the instruction's end at the present rate; false then. True once it is done.
+  bool compute_contended(int c, const Instruction& in) {
+    RankClass& s = cls(c);
+    if (!s.contending) {
+      if (in.seconds <= 0) return true;
+      s.contending = true;
+      s.work_left = 1;
+      s.compute_start = s.clock;
+    }
+    if (s.work_left > 0) {
+      int held = 0;
+      bool may_change = false;
+      for (std::size_t i = 0; i < kStreamCount; ++i) {
+        const StreamState& st = s.streams[i];
+        if (st.head >= st.queue.size()) continue;
+        may_change = true;
+        const Pending& h = st.queue[st.head];
+        const int until = st.head_arrived ? h.batch : h.dep;  // not arrived: waits for its dep
+        if (st.head_arrived) held += held_by(batches_[static_cast<std::size_t>(h.batch)]);
+        if (s.listening[i] != until) {
+          batches_[static_cast<std::size_t>(until)].listeners.push_back(c);
+          s.listening[i] = until;
+        }
+      }
+      const double d = contended_seconds(in.seconds, in.sm_seconds, sms_, held);
+      if (may_change) {
+        s.held = held;
+        wakes_.emplace(s.clock + s.work_left * d, c, ++s.wake_gen);
+        return false;
+      }
+      s.clock += s.work_left * d;
+    }
+    if (s.traced) trace_compute(s, s.compute_start, s.clock);
+    s.contending = false;
+    s.work_left = 0;
+    s.held = 0;
+    return true;
+  }
+
+  // Class k's contended compute up to time t (a batch it listens to ended).
+  void progress(RankClass& k, double t) {
+    if (t <= k.clock) return;
+    const Instruction& in = *k.at;
+    const double d = contended_seconds(in.seconds, in.sm_seconds, sms_, k.held);
+    k.work_left = std::max(0.0, k.work_left - (t - k.clock) / d);
+    k.clock = t;
+  }
+
+  // The wake-up scheduled when class c's contended instruction would end: it ended, if that
+  // wake-up is still its latest.
+  void wake(int c, std::uint32_t gen, double t) {
+    RankClass& k = cls(c);
+    if (!k.alive || !k.contending || k.wake_gen != gen) return;
+    k.clock = t;
+    k.work_left = 0;
+    advance(c);
   }
 
   void start_batch(int id, double t) {
@@ -836,6 +936,20 @@ class Replayer {
     for (int c : waiters) advance(c);
     for (const auto& [c, s] : deps)
       if (cls(c).alive) try_arrive(c, s);
+    // After the stage-2 launches above: classes computing meanwhile continue at the new rate.
+    const auto listeners = std::move(batches_[static_cast<std::size_t>(id)].listeners);
+    for (int c : listeners) {
+      RankClass& k = cls(c);
+      bool current = false;
+      for (int& l : k.listening)
+        if (l == id) {
+          l = -1;
+          current = true;
+        }
+      if (!current || !k.alive || !k.contending) continue;
+      progress(k, t);
+      advance(c);
+    }
   }
 
   // Batch b on member i (rank r)'s stream, with its collectives' bytes as the rank counts them.
@@ -908,6 +1022,11 @@ class Replayer {
   std::vector<CommSpan> spans_[engine::kCommGroupCount];  // per instance
   std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>
       events_;
+  // Contended compute (compute_contention.hpp): on a GPU machine whose collectives hold SMs.
+  bool contention_ = false;
+  int sms_ = 0;
+  using Wake = std::tuple<double, int, std::uint32_t>;  // time, class, its wake_gen
+  std::priority_queue<Wake, std::vector<Wake>, std::greater<>> wakes_;
   std::vector<int> flow_batch_;
   std::vector<CallSize> calls_;
   std::unordered_map<const BatchSpec*, Tally> tallies_;

@@ -11,6 +11,7 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/base/ordered_parallel.hpp"
 #include "dmuon/plan/tp_local_tree.hpp"
+#include "dmuon/project/compute_contention.hpp"
 #include "dmuon/project/reduced_layout.hpp"
 #include "dmuon/project/sample_classes.hpp"
 
@@ -222,7 +223,11 @@ class ProgramBuilder {
         spec_(spec),
         samples_(samples),
         durations_(cost, samples),
-        w_(w) {}
+        sms_(cost.cost().machine().compute.sm_count),
+        held_sms_(cost.held_sms()),
+        w_(w) {
+    if (cost.held() != nullptr) held_durations_.emplace(*cost.held(), samples);
+  }
 
   // make_layout + make_schedule for every rank; every batch is its own (and checked).
   void full() {
@@ -254,7 +259,16 @@ class ProgramBuilder {
  private:
   int add_program(const engine::Schedule& s, const StepLayout& L, int cls, const BatchFn& batch) {
     return w_.programs.add(compile_program(
-        s, [&](const engine::StepOp& op) { return durations_(L, cls, op); }, batch));
+        s, [&](const engine::StepOp& op) { return seconds(L, cls, op); }, batch));
+  }
+
+  // An op's seconds, and the part of them on the SMs (compute_contention.hpp): from its cost
+  // with the reference SMs held, where the machine models that.
+  OpSeconds seconds(const StepLayout& L, int cls, const engine::StepOp& op,
+                    const std::vector<int>* reference = nullptr) const {
+    const double alone = durations_(L, cls, op, reference);
+    if (!held_durations_ || alone <= 0) return alone;
+    return {alone, sm_seconds(alone, (*held_durations_)(L, cls, op, reference), sms_, held_sms_)};
   }
 
   void assign(int rank, int id, const StepLayout& L) {
@@ -327,8 +341,11 @@ class ProgramBuilder {
 
   void dmuon(const StepLayout& ref, const ReferenceBatches& batches) {
     const int T = plan_.tp.tp;
-    durations_.set_reference(&ref);
-    durations_.fill_totals(samples_.classes(), spec_.accum);
+    for (Durations* d : {&durations_, held_durations_ ? &*held_durations_ : nullptr}) {
+      if (d == nullptr) continue;
+      d->set_reference(&ref);
+      d->fill_totals(samples_.classes(), spec_.accum);
+    }
     const LayoutReducer reducer(ref, plan_);
     std::map<int, std::vector<const BatchSpec*>> column_batches;
     for (int c = 0; c < w_.grid.shard; ++c) column_batches[c];  // no insertion while threaded
@@ -346,7 +363,7 @@ class ProgramBuilder {
         const StepLayout& L = R.layout;
         auto& mine = column_batches.at(L.me.column());
         const DurationFn duration = [&](const engine::StepOp& op) {
-          return durations_(L, cls, op, &R.reference);
+          return seconds(L, cls, op, &R.reference);
         };
         const BatchFn batch = [&](const engine::StepOp& op, int seq) {
           return dmuon_batch(L, mine, batches, op, seq);
@@ -406,6 +423,8 @@ class ProgramBuilder {
   const engine::StepSpec& spec_;
   const SampleClasses& samples_;
   Durations durations_;
+  std::optional<Durations> held_durations_;  // with the reference SMs held, where modelled
+  int sms_ = 0, held_sms_ = 0;
   WorldPrograms& w_;
   std::mutex specs_mutex_;  // w_.specs and the column batches, from dmuon()'s workers
 };

@@ -156,6 +156,33 @@ TEST(MachineModel, ShippedMachinesLoadAndCiteASourceForEveryValue) {
   }
 }
 
+// collective_sms (compute_contention.hpp): the SMs a collective kernel holds, per link level;
+// the three streams' kernels at once must leave an SM, and only a GPU with SMs has them.
+TEST(MachineModel, CollectiveSmsAreCheckedAndReadBack) {
+  const auto m = parse_machine(
+      replace(replace(kGood, "{busbw_GBps: 300}", "{busbw_GBps: 300, collective_sms: 24}"),
+              "{busbw_GBps: 40}", "{busbw_GBps: 40, collective_sms: 33}"),
+      "m.yaml");
+  EXPECT_EQ(m.intra.collective_sms, 24);
+  EXPECT_EQ(m.inter.collective_sms, 33);  // 3 · 33 = 99 of 100 SMs
+  const auto back = parse_machine(project::to_yaml(m), "w.yaml");
+  EXPECT_EQ(back.intra.collective_sms, 24);
+  EXPECT_EQ(back.inter.collective_sms, 33);
+  EXPECT_EQ(parse_machine(kGood, "m.yaml").intra.collective_sms, 0);  // absent: not modelled
+  const auto too_many = replace(kGood, "{busbw_GBps: 40}", "{busbw_GBps: 40, collective_sms: 34}");
+  EXPECT_NE(error_of(too_many).find("network.inter.collective_sms is 34 (valid: an integer 0..33)"),
+            std::string::npos)
+      << error_of(too_many);
+  const auto cpu = replace(replace(kGood, "device: gpu", "device: cpu"), "{busbw_GBps: 300}",
+                           "{busbw_GBps: 300, collective_sms: 4}");
+  EXPECT_NE(error_of(cpu).find("network.intra.collective_sms needs a GPU machine"),
+            std::string::npos)
+      << error_of(cpu);
+  const auto no_sms = replace(replace(kGood, "  sm_count: 100\n", ""), "{busbw_GBps: 300}",
+                              "{busbw_GBps: 300, collective_sms: 4}");
+  EXPECT_NE(error_of(no_sms).find("with compute.sm_count"), std::string::npos) << error_of(no_sms);
+}
+
 TEST(MachineModel, WrittenFilesReadBack) {
   auto m = parse_machine(kGood, "m.yaml");
   m.measured.ranks = 4;

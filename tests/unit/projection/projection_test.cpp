@@ -202,16 +202,20 @@ TEST(RankSymmetry, ReducedProjectionEqualsFullAndMatchesTheFormula) {
 // same per-rank phases of the measured step (up to the order of additions) and exactly the same
 // collective calls and bytes, for every method and layout of the cases, on a GPU machine
 // (communication overlaps compute, classes split and merge at waits) and a CPU one (each issue
-// blocks the compute stream), the third of 3 steps (merges at the step barriers). DMuon ranks own
-// different matrices, so their classes part and merge again.
+// blocks the compute stream), the third of 3 steps (merges at the step barriers), and a GPU whose
+// collectives hold SMs (compute slows while they run: classes stop mid-compute and resume as
+// batches end). DMuon ranks own different matrices, so their classes part and merge again.
 TEST(RankClasses, ReplayTheSameFiguresAsEachRankAlone) {
   const auto gpu = project::testing::nccl_machine(4, 100, 10);
   const auto cpu = project::testing::measured_machine(8, 10, 5, "cpu");
-  int k = 0, split = 0;
+  // Collectives holding SMs: classes pause mid-compute and resume as batches end.
+  const auto held = project::testing::nccl_machine(4, 100, 10, 100, 20, 12);
+  int k = 0, split = 0, slowed = 0;
   for (const Case& c : cases()) {
     if (k++ % 3 != 0) continue;
     const Built b = build(c);
-    for (const auto* m : {&gpu, &cpu}) {
+    double gpu_ms = 0;  // Σ of the ranks' phases on `gpu`
+    for (const auto* m : {&gpu, &cpu, &held}) {
       project::ProjectionOptions po;
       po.engine = options(c);
       po.engine.run.warmup = 2;
@@ -221,13 +225,18 @@ TEST(RankClasses, ReplayTheSameFiguresAsEachRankAlone) {
         return project::project(b.topo.tree, b.plan, *m, q);
       }();
       const auto classes = project::project(b.topo.tree, b.plan, *m, po);
-      const std::string what = c.name() + (m == &cpu ? " cpu" : " gpu");
+      const std::string what = c.name() + (m == &cpu ? " cpu" : m == &gpu ? " gpu" : " held");
       EXPECT_EQ(alone.rank_classes, c.world) << what;  // one per rank, never split
       if (classes.rank_classes > 1) ++split;
       EXPECT_TRUE(project::testing::same_rank_figures(alone, classes, 1e-12)) << what;
+      double total = 0;
+      for (double x : classes.result.rank_phases_ms) total += x;
+      if (m == &gpu) gpu_ms = total;
+      if (m == &held && total > gpu_ms * (1 + 1e-9)) ++slowed;
     }
   }
-  EXPECT_GT(split, 10);  // the classes did part (and had to merge to give the same figures)
+  EXPECT_GT(split, 10);   // the classes did part (and had to merge to give the same figures)
+  EXPECT_GT(slowed, 10);  // and on `held`, compute slowed under communication
 }
 
 // ddp-dmuon's replay runs Newton–Schulz on the owners only: two identical [4,4] matrices owned

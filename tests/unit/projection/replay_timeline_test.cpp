@@ -63,10 +63,12 @@ struct Builder {
     p.code.push_back(i);
     return *this;
   }
-  Builder& compute(double seconds) {
+  // `sm_seconds` of it scale with the SMs it gets (compute_contention.hpp).
+  Builder& compute(double seconds, double sm_seconds = 0) {
     Instruction i;
     i.kind = Instruction::compute;
     i.seconds = seconds;
+    i.sm_seconds = sm_seconds;
     p.code.push_back(i);
     return *this;
   }
@@ -78,6 +80,15 @@ struct Builder {
     i.spec = spec;
     issued.emplace_back(i.comm, count[i.comm]++);
     p.code.push_back(i);
+    return *this;
+  }
+  // A stage-2 issue: its batch starts on its stream once the dep-th issue's batch has ended.
+  Builder& issue_after(const project::BatchSpec* spec, Stream s, int dep) {
+    const auto [dep_comm, dep_seq] = issued[static_cast<std::size_t>(dep)];
+    issue(spec, s);
+    Instruction& i = p.code.back();
+    i.dep_comm = dep_comm;
+    i.dep_back = count[dep_comm] - dep_seq - (dep_comm == i.comm ? 1 : 0);
     return *this;
   }
   // Waits for the issue-th issue of the program.
@@ -420,6 +431,78 @@ TEST(ReplayTimeline, APreviousStepWaitWaitsForTheLastStepsBroadcast) {
     EXPECT_NEAR(ms(r, q, Phase::step, 1), 3.0, kTol);
     EXPECT_NEAR(ms(r, q, Phase::step, 2), 3.0, kTol);
   }
+}
+
+// Compute under communication (compute_contention.hpp): 100 SMs, each collective kernel holds
+// 20 while it runs; an instruction's sm_seconds then take 100/80 as long (two kernels: 100/60).
+// No latency, 5 GB/s: a 5 MB broadcast alone takes 1 ms.
+TEST(ReplayTimeline, ComputeSlowsWhileACollectiveHoldsSMs) {
+  const auto m = project::testing::measured_machine(2, 0, 5, "gpu", 100, 100, 20);
+  for (const double sm : {1.6e-3, 0.0}) {
+    World w(1, 2);
+    const auto* a =
+        w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'250'000);
+    w.all(Builder()
+              .phase(Phase::forward_compute, false)
+              .issue(a, Stream::weights)
+              .compute(2e-3, sm)
+              .wait(0)
+              .p);
+    const auto r = project::replay(w.w, m, 1);
+    // 2 ms of compute, 1.6 of them on the SMs: 2 + 1.6 · 20/80 = 2.4 ms while the broadcast
+    // runs (0 to 1 ms: 5/12 done), the other 7/12 at 2 ms after it: 1 + 7/6 ms. Memory-bound
+    // compute (no sm_seconds) keeps its 2 ms.
+    const double expect = sm > 0 ? 1.0 + 7.0 / 6.0 : 2.0;
+    EXPECT_NEAR(ms(r, 0, Phase::step), expect, kTol) << sm;
+    EXPECT_NEAR(ms(r, 1, Phase::forward_compute), expect, kTol) << sm;
+  }
+}
+
+TEST(ReplayTimeline, TwoRunningCollectivesHoldTwiceTheSMs) {
+  const auto m = project::testing::measured_machine(2, 0, 5, "gpu", 100, 100, 20);
+  World w(1, 2);
+  const auto* a =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'250'000);
+  const auto* b =
+      w.spec(CommGroup::shard, engine::Op::issue_reduce, CollectiveKind::reduce, 625'000);
+  w.all(Builder()
+            .phase(Phase::backward_compute, false)
+            .issue(a, Stream::weights)
+            .issue(b, Stream::reduce)
+            .compute(2e-3, 1.6e-3)
+            .wait(0)
+            .wait(1)
+            .p);
+  const auto r = project::replay(w.w, m, 1);
+  // The link is shared: B (0.5 ms alone) ends at 1 ms, A (1 ms alone) at 1.5 ms. Compute at
+  // 2 + 1.6 · 40/60 ms while both run (15/46 done at 1 ms), at 2.4 ms while A alone runs (5/24
+  // more by 1.5 ms), the rest at 2 ms: 1.5 + 2 · (1 − 15/46 − 5/24) ms.
+  const double expect = 1.5 + 2.0 * (1.0 - 15.0 / 46.0 - 5.0 / 24.0);
+  EXPECT_NEAR(ms(r, 0, Phase::step), expect, kTol);
+  EXPECT_NEAR(ms(r, 1, Phase::backward_compute), expect, kTol);
+}
+
+TEST(ReplayTimeline, AStage2BatchHoldsSMsFromItsStage1BatchsEnd) {
+  const auto m = project::testing::measured_machine(2, 0, 5, "gpu", 100, 100, 20);
+  World w(1, 2);
+  const auto* a =
+      w.spec(CommGroup::shard, engine::Op::issue_reduce, CollectiveKind::reduce_scatter, 1'250'000);
+  const auto* b =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'250'000);
+  w.all(Builder()
+            .phase(Phase::backward_compute, false)
+            .issue(a, Stream::reduce)
+            .issue_after(b, Stream::replicate, 0)
+            .compute(3e-3, 2.4e-3)
+            .wait(1)
+            .p);
+  const auto r = project::replay(w.w, m, 1);
+  // A (reduce-scatter, 5 MB per rank: 5 MB on the wire) runs 0 to 1 ms, B launches when
+  // A ends and runs 1 to 2 ms: 20 SMs held throughout, 3 + 2.4 · 20/80 = 3.6 ms per instruction
+  // (2/3.6 done by 2 ms), the rest at 3 ms.
+  const double expect = 2.0 + 3.0 * (1.0 - 2.0 / 3.6);
+  EXPECT_NEAR(ms(r, 0, Phase::step), expect, kTol);
+  EXPECT_NEAR(ms(r, 1, Phase::backward_compute), expect, kTol);
 }
 
 TEST(ProgramStore, ReadsBackEveryProgramAndSharesWhatRanksHaveInCommon) {

@@ -13,8 +13,11 @@ namespace dmuon::project::testing {
 /// broadcast / reduce / all-gather / reduce-scatter with `latency_us` and `busbw` GB/s,
 /// all-reduce with twice the latency (two traversals) and the same bus bandwidth; compute
 /// 1 TFLOP/s fp32, memory `memory_gbps` GB/s (100 unless told), no overheads.
+/// `sms` > 0: the GPU has that many SMs, and each collective kernel holds `collective_sms` of
+/// them while it runs (compute_contention.hpp).
 inline Machine measured_machine(int ranks, double latency_us, double busbw,
-                                const std::string& device = "gpu", double memory_gbps = 100) {
+                                const std::string& device = "gpu", double memory_gbps = 100,
+                                int sms = 0, int collective_sms = 0) {
   const std::string l = std::to_string(latency_us), b = std::to_string(busbw),
                     l2 = std::to_string(2 * latency_us), n = std::to_string(ranks);
   std::string y;
@@ -26,8 +29,11 @@ inline Machine measured_machine(int ranks, double latency_us, double busbw,
   y += "  peak_tflops: {fp32: 1, bf16: 1, fp16: 1}\n";
   y += "  gemm_efficiency: 1\n";
   y += "  memory_bandwidth_GBps: " + std::to_string(memory_gbps) + "\n";
+  if (sms > 0) y += "  sm_count: " + std::to_string(sms) + "\n";
   y += "network:\n";
-  y += "  intra: {busbw_GBps: " + b + "}\n";
+  y += "  intra: {busbw_GBps: " + b;
+  if (collective_sms > 0) y += ", collective_sms: " + std::to_string(collective_sms);
+  y += "}\n";
   y += "  measured:\n";
   y += "    ranks: " + n + "\n";
   for (const char* kind : {"broadcast", "reduce", "all_gather", "reduce_scatter"})
@@ -36,8 +42,11 @@ inline Machine measured_machine(int ranks, double latency_us, double busbw,
   return parse_machine(y, "test machine");
 }
 
-/// The same with two-level links for the NCCL model: `per_domain` ranks per NVLink domain.
-inline Machine nccl_machine(int per_domain, double intra, double inter) {
+/// The same with two-level links for the NCCL model: `per_domain` ranks per NVLink domain;
+/// `sms` > 0: with that many SMs, of which a collective kernel holds `intra_sms` / `inter_sms`.
+inline Machine nccl_machine(int per_domain, double intra, double inter, int sms = 0,
+                            int intra_sms = 0, int inter_sms = 0) {
+  auto held = [](int n) { return n > 0 ? ", collective_sms: " + std::to_string(n) : ""; };
   return parse_machine(
       "name: nccl-hand\n"
       "device: gpu\n"
@@ -50,13 +59,14 @@ inline Machine nccl_machine(int per_domain, double intra, double inter) {
           "compute:\n"
           "  peak_tflops: {fp32: 1, bf16: 8, fp16: 8}\n"
           "  gemm_efficiency: 1\n"
-          "  memory_bandwidth_GBps: 100\n"
+          "  memory_bandwidth_GBps: 100\n" +
+          (sms > 0 ? "  sm_count: " + std::to_string(sms) + "\n" : std::string()) +
           "network:\n"
           "  intra: {busbw_GBps: " +
-          std::to_string(intra) +
+          std::to_string(intra) + held(intra_sms) +
           "}\n"
           "  inter: {busbw_GBps: " +
-          std::to_string(inter) + "}\n",
+          std::to_string(inter) + held(inter_sms) + "}\n",
       "test machine");
 }
 
