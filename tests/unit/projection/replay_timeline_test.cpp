@@ -436,73 +436,71 @@ TEST(ReplayTimeline, APreviousStepWaitWaitsForTheLastStepsBroadcast) {
 // Compute under communication (compute_contention.hpp): 100 SMs, each collective kernel holds
 // 20 while it runs; an instruction's sm_seconds then take 100/80 as long (two kernels: 100/60).
 // No latency, 5 GB/s: a 5 MB broadcast alone takes 1 ms.
-TEST(ReplayTimeline, ComputeSlowsWhileACollectiveHoldsSMs) {
-  const auto m = project::testing::measured_machine(2, 0, 5, "gpu", 100, 100, 20);
-  for (const double sm : {1.6e-3, 0.0}) {
-    World w(1, 2);
-    const auto* a =
-        w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'250'000);
-    w.all(Builder()
-              .phase(Phase::forward_compute, false)
-              .issue(a, Stream::weights)
-              .compute(2e-3, sm)
-              .wait(0)
-              .p);
+struct Contended {
+  World w{1, 2};
+  const project::BatchSpec* spec(engine::Op op, CollectiveKind k, std::int64_t count) {
+    return w.spec(CommGroup::shard, op, k, count);
+  }
+  // Both ranks run `p`: the step and `phase` (the phase of all of p's compute) take `expect` ms.
+  void expect(const project::RankProgram& p, Phase phase, double expect_ms) {
+    w.all(p);
+    const auto m = project::testing::measured_machine(2, 0, 5, "gpu", 100, 100, 20);
     const auto r = project::replay(w.w, m, 1);
-    // 2 ms of compute, 1.6 of them on the SMs: 2 + 1.6 · 20/80 = 2.4 ms while the broadcast
-    // runs (0 to 1 ms: 5/12 done), the other 7/12 at 2 ms after it: 1 + 7/6 ms. Memory-bound
-    // compute (no sm_seconds) keeps its 2 ms.
-    const double expect = sm > 0 ? 1.0 + 7.0 / 6.0 : 2.0;
-    EXPECT_NEAR(ms(r, 0, Phase::step), expect, kTol) << sm;
-    EXPECT_NEAR(ms(r, 1, Phase::forward_compute), expect, kTol) << sm;
+    EXPECT_NEAR(ms(r, 0, Phase::step), expect_ms, kTol);
+    EXPECT_NEAR(ms(r, 1, phase), expect_ms, kTol);
+  }
+};
+
+TEST(ReplayTimeline, ComputeSlowsWhileACollectiveHoldsSMs) {
+  // 2 ms of compute, 1.6 of them on the SMs: 2 + 1.6 · 20/80 = 2.4 ms while the broadcast runs
+  // (0 to 1 ms: 5/12 done), the other 7/12 at 2 ms after it: 1 + 7/6 ms. Memory-bound compute
+  // (no sm_seconds) keeps its 2 ms.
+  for (const double sm : {1.6e-3, 0.0}) {
+    Contended c;
+    const auto* a = c.spec(engine::Op::issue_weights, CollectiveKind::broadcast, 1'250'000);
+    c.expect(Builder()
+                 .phase(Phase::forward_compute, false)
+                 .issue(a, Stream::weights)
+                 .compute(2e-3, sm)
+                 .wait(0)
+                 .p,
+             Phase::forward_compute, sm > 0 ? 1.0 + 7.0 / 6.0 : 2.0);
   }
 }
 
 TEST(ReplayTimeline, TwoRunningCollectivesHoldTwiceTheSMs) {
-  const auto m = project::testing::measured_machine(2, 0, 5, "gpu", 100, 100, 20);
-  World w(1, 2);
-  const auto* a =
-      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'250'000);
-  const auto* b =
-      w.spec(CommGroup::shard, engine::Op::issue_reduce, CollectiveKind::reduce, 625'000);
-  w.all(Builder()
-            .phase(Phase::backward_compute, false)
-            .issue(a, Stream::weights)
-            .issue(b, Stream::reduce)
-            .compute(2e-3, 1.6e-3)
-            .wait(0)
-            .wait(1)
-            .p);
-  const auto r = project::replay(w.w, m, 1);
   // The link is shared: B (0.5 ms alone) ends at 1 ms, A (1 ms alone) at 1.5 ms. Compute at
   // 2 + 1.6 · 40/60 ms while both run (15/46 done at 1 ms), at 2.4 ms while A alone runs (5/24
   // more by 1.5 ms), the rest at 2 ms: 1.5 + 2 · (1 − 15/46 − 5/24) ms.
-  const double expect = 1.5 + 2.0 * (1.0 - 15.0 / 46.0 - 5.0 / 24.0);
-  EXPECT_NEAR(ms(r, 0, Phase::step), expect, kTol);
-  EXPECT_NEAR(ms(r, 1, Phase::backward_compute), expect, kTol);
+  Contended c;
+  const auto* a = c.spec(engine::Op::issue_weights, CollectiveKind::broadcast, 1'250'000);
+  const auto* b = c.spec(engine::Op::issue_reduce, CollectiveKind::reduce, 625'000);
+  c.expect(Builder()
+               .phase(Phase::backward_compute, false)
+               .issue(a, Stream::weights)
+               .issue(b, Stream::reduce)
+               .compute(2e-3, 1.6e-3)
+               .wait(0)
+               .wait(1)
+               .p,
+           Phase::backward_compute, 1.5 + 2.0 * (1.0 - 15.0 / 46.0 - 5.0 / 24.0));
 }
 
 TEST(ReplayTimeline, AStage2BatchHoldsSMsFromItsStage1BatchsEnd) {
-  const auto m = project::testing::measured_machine(2, 0, 5, "gpu", 100, 100, 20);
-  World w(1, 2);
-  const auto* a =
-      w.spec(CommGroup::shard, engine::Op::issue_reduce, CollectiveKind::reduce_scatter, 1'250'000);
-  const auto* b =
-      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'250'000);
-  w.all(Builder()
-            .phase(Phase::backward_compute, false)
-            .issue(a, Stream::reduce)
-            .issue_after(b, Stream::replicate, 0)
-            .compute(3e-3, 2.4e-3)
-            .wait(1)
-            .p);
-  const auto r = project::replay(w.w, m, 1);
-  // A (reduce-scatter, 5 MB per rank: 5 MB on the wire) runs 0 to 1 ms, B launches when
-  // A ends and runs 1 to 2 ms: 20 SMs held throughout, 3 + 2.4 · 20/80 = 3.6 ms per instruction
-  // (2/3.6 done by 2 ms), the rest at 3 ms.
-  const double expect = 2.0 + 3.0 * (1.0 - 2.0 / 3.6);
-  EXPECT_NEAR(ms(r, 0, Phase::step), expect, kTol);
-  EXPECT_NEAR(ms(r, 1, Phase::backward_compute), expect, kTol);
+  // A (reduce-scatter, 5 MB per rank: 5 MB on the wire) runs 0 to 1 ms, B launches when A ends
+  // and runs 1 to 2 ms: 20 SMs held throughout, 3 + 2.4 · 20/80 = 3.6 ms per instruction (2/3.6
+  // done by 2 ms), the rest at 3 ms.
+  Contended c;
+  const auto* a = c.spec(engine::Op::issue_reduce, CollectiveKind::reduce_scatter, 1'250'000);
+  const auto* b = c.spec(engine::Op::issue_weights, CollectiveKind::broadcast, 1'250'000);
+  c.expect(Builder()
+               .phase(Phase::backward_compute, false)
+               .issue(a, Stream::reduce)
+               .issue_after(b, Stream::replicate, 0)
+               .compute(3e-3, 2.4e-3)
+               .wait(1)
+               .p,
+           Phase::backward_compute, 2.0 + 3.0 * (1.0 - 2.0 / 3.6));
 }
 
 TEST(ProgramStore, ReadsBackEveryProgramAndSharesWhatRanksHaveInCommon) {
