@@ -100,7 +100,12 @@ struct ClassState {
   int held = 0;
   std::uint32_t wake_gen = 0;  // its latest scheduled finish (Replayer::wakes_)
   // Per stream: the batch whose listeners list holds this class, or -1.
-  std::array<int, kStreamCount> listening{-1, -1, -1};
+  std::array<int, kStreamCount> listening = no_listening();
+  static constexpr std::array<int, kStreamCount> no_listening() {
+    std::array<int, kStreamCount> a{};
+    for (int& x : a) x = -1;
+    return a;
+  }
   std::array<double, kPhaseCount> phases{};
   std::array<StreamState, kStreamCount> streams;
   std::array<int, engine::kCommGroupCount> seq{};            // issues so far per communicator
@@ -374,7 +379,7 @@ class Replayer {
   static RankClass copy_state(const RankClass& from) {
     RankClass k;
     static_cast<ClassState&>(k) = from;
-    k.listening.fill(-1);  // in no batch's listeners
+    k.listening = ClassState::no_listening();  // in no batch's listeners
     for (StreamState& st : k.streams) {
       st.queue.erase(st.queue.begin(), st.queue.begin() + static_cast<std::ptrdiff_t>(st.head));
       st.head = 0;
