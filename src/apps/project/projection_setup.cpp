@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "dmuon/project/compute_contention.hpp"
 #include "dmuon/project/op_cost.hpp"
 #include "dmuon/work/flop_convention.hpp"
 #include "dmuon/work/throughput.hpp"
@@ -19,6 +20,22 @@ ProjectionSetup make_projection_setup(bench::BenchOptions& b, const model::Topol
   auto& po = s.options;
   po.engine = b.engine;
   po.symmetry = symmetry;
+  // Whether compute slows while collectives run (docs/PROJECTION.md "Compute under
+  // communication"): said once, either way, on a GPU machine.
+  if (machine.device == dmuon::project::DeviceKind::gpu) {
+    s.contention_note =
+        dmuon::project::reference_held_sms(machine) > 0
+            ? fmt::format(
+                  "compute under communication: a running collective holds {} (NVLink) / {} "
+                  "(network) of the {} SMs; compute runs on the rest",
+                  machine.intra.collective_sms, machine.inter.collective_sms,
+                  machine.compute.sm_count)
+            : fmt::format(
+                  "not modelled: compute slowed by running collectives (machine '{}' gives no "
+                  "network collective_sms)",
+                  machine.name);
+    s.notes.push_back(s.contention_note);
+  }
   if (!s.step_work) return s;
   if (!s.step_work->note.empty()) s.notes.push_back(s.step_work->note);
   for (const auto& n : s.step_work->not_modelled) s.notes.push_back("not modelled: " + n);

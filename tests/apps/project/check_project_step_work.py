@@ -3,12 +3,15 @@
 Llama-3-8B at s = 8192 counts 48.2 / 57.9 / 57.9 / 51.5 GFLOP per token under 6n / 6n-attn /
 megatron / megatron-causal; --ac full adds exactly one forward of the blocks to the hardware
 FLOPs (32 x (2 x 218.1 M linear weights + 2 x s x 4096 causal attention) = 16.11 GFLOP per
-token); a GPU computes in bf16 unless told (HFU over the bf16 peak), and bad step-work flags
+token); a GPU computes in bf16 unless told (HFU over the bf16 peak); its compute slows while
+collectives hold SMs (the machine's collective_sms; said in the notes), and bad step-work flags
 are one-line exit-2 errors. Exit 0 with 'OK', 1 with the first failed check."""
 import argparse
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 
 def fail(msg):
@@ -64,6 +67,38 @@ def main():
         fail(f"the activation work adds too little: {r_none['step_ms']:.0f} ms with it, "
              f"{plain['step_ms']:.0f} ms without")
 
+    # Compute under communication: said in the notes; without the machine's collective_sms the
+    # same step is faster (its compute no longer shares the SMs with the running collectives).
+    want = "compute under communication: a running collective holds 24 (NVLink) / 16 (network)"
+    if not any(n.startswith(want) for n in j_none["notes"]):
+        fail(f"no compute-under-communication note in {j_none['notes']}")
+    machines = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                            "configs", "machines")
+    with open(os.path.join(machines, "a100-80gb.yaml")) as f:
+        text = f.read()
+    kept, skip = [], False
+    for line in text.splitlines():
+        if line.startswith("    collective_sms:"):
+            skip = True
+            continue
+        if skip and line.startswith("                           #"):
+            continue
+        skip = False
+        kept.append(line)
+    with tempfile.TemporaryDirectory() as d:
+        plain_machine = os.path.join(d, "a100-no-sms.yaml")
+        with open(plain_machine, "w") as f:
+            f.write("\n".join(kept) + "\n")
+        swapped = [plain_machine if x == "a100-80gb" else x for x in base] + ["--ac", "none"]
+        j_free = json.loads(run(swapped).stdout)
+        r_free = j_free["runs"][0]
+    if not any("not modelled: compute slowed by running collectives" in n
+               for n in j_free["notes"]):
+        fail(f"a machine without collective_sms does not say so: {j_free['notes']}")
+    if not r_free["step_ms"] < r_none["step_ms"]:
+        fail(f"compute under communication costs nothing: {r_none['step_ms']:.1f} ms with it, "
+             f"{r_free['step_ms']:.1f} ms without")
+
     errors = (
         (["--ac", "full", "--tokens", "64"], "--seq-len"),
         (["--seq-len", "64"], "--micro-batch"),
@@ -76,7 +111,8 @@ def main():
         lines = p.stderr.strip().splitlines()
         if len(lines) != 1 or needle not in lines[0]:
             fail(f"{' '.join(extra)}: expected one line naming '{needle}', got {p.stderr!r}")
-    print("OK: step work conventions, --ac full recompute, bf16 compute, 4 errors")
+    print("OK: step work conventions, --ac full recompute, bf16 compute, compute under "
+          "communication, 4 errors")
 
 
 if __name__ == "__main__":
