@@ -44,8 +44,9 @@ class ProgramCompiler::Impl {
   // `reuse`: storage for the instructions; compile_program reserves the schedule's length in
   // it, a bound on the instructions (hooks and merged compute ops take none; a blocking issue
   // takes two, but is one of several ops of its parameter).
-  Impl(const DurationFn& duration, const BatchFn& batch, std::vector<Instruction> reuse)
-      : duration_(duration), batch_(batch) {
+  Impl(const DurationFn& duration, const BatchFn& batch, std::vector<Instruction> reuse,
+       bool hoist_stage2)
+      : duration_(duration), batch_(batch), hoist_stage2_(hoist_stage2) {
     prog_.code = std::move(reuse);
     prog_.code.clear();
   }
@@ -167,6 +168,11 @@ class ProgramCompiler::Impl {
     Issued& issued = issued_.emplace_back();  // in place, as emit()'s instructions
     issued.comm = comm;
     issued.seq = count_[c]++;
+    if (hoist_stage2_ && dep_back > 0 && !t.blocking) {
+      hoist(static_cast<std::uint8_t>(t.stream), comm, spec, dep_comm, dep_back);
+      at(op.group)[static_cast<std::size_t>(t.slot)] = index;
+      return;
+    }
     Instruction& in = emit(Instruction::issue);
     in.stream = static_cast<std::uint8_t>(t.stream);
     in.comm = comm;
@@ -180,6 +186,43 @@ class ProgramCompiler::Impl {
     } else {
       at(op.group)[static_cast<std::size_t>(t.slot)] = index;
     }
+  }
+
+  // A stage-2 issue (ordered after its stage-1 batch only) placed just after its stage-1 issue:
+  // back over compute, phase switches, waits on other communicators and issues on other streams
+  // and communicators (stage 1's back count less one for each issue on its communicator passed),
+  // stopping at stage 1, at an issue on its own stream or communicator and at a wait on its
+  // communicator. Its batch is the same and waits for the same; only the replay meets it earlier
+  // (rank_program.hpp). A phase switch it was to carry stays where it was.
+  void hoist(std::uint8_t stream, std::uint8_t comm, const BatchSpec* spec, std::uint8_t dep_comm,
+             std::int32_t dep_back) {
+    flush_switch();
+    auto& code = prog_.code;
+    std::size_t to = code.size();
+    std::int32_t back = dep_back;  // stage 1, counted back on dep_comm from position `to`
+    for (std::size_t scanned = 0; to > 0 && scanned < kMaxHoist; ++scanned) {
+      const Instruction& p = code[to - 1];
+      if (p.kind == Instruction::issue) {
+        if (p.stream == stream || p.comm == comm) break;
+        if (p.comm == dep_comm) {
+          if (back == 1) break;  // p is stage 1
+          --back;
+        }
+      } else if (p.kind == Instruction::wait && p.comm == comm) {
+        break;
+      }
+      --to;
+    }
+    Instruction in;
+    in.kind = Instruction::issue;
+    in.stream = stream;
+    in.comm = comm;
+    in.spec = spec;
+    in.dep_comm = dep_comm;
+    in.dep_back = back;
+    code.insert(code.begin() + static_cast<std::ptrdiff_t>(to), in);
+    for (auto& w : replica_waits_)
+      if (w.instruction >= to) ++w.instruction;
   }
 
   void wait(const engine::StepOp& op, const engine::OpTraits& t) {
@@ -200,6 +243,8 @@ class ProgramCompiler::Impl {
 
   const DurationFn& duration_;
   const BatchFn& batch_;
+  bool hoist_stage2_ = false;                                     // GPU machines: see hoist()
+  static constexpr std::size_t kMaxHoist = std::size_t{1} << 16;  // instructions scanned back
   RankProgram prog_;
   engine::PhaseSegmenter segments_;
   std::vector<Issued> issued_;
@@ -212,8 +257,8 @@ class ProgramCompiler::Impl {
 };
 
 ProgramCompiler::ProgramCompiler(const DurationFn& duration, const BatchFn& batch,
-                                 std::vector<Instruction> reuse)
-    : impl_(std::make_unique<Impl>(duration, batch, std::move(reuse))) {}
+                                 std::vector<Instruction> reuse, bool hoist_stage2)
+    : impl_(std::make_unique<Impl>(duration, batch, std::move(reuse), hoist_stage2)) {}
 
 ProgramCompiler::~ProgramCompiler() = default;
 
@@ -226,10 +271,11 @@ RankProgram ProgramCompiler::finish() {
 }
 
 RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& duration,
-                            const BatchFn& batch, std::vector<Instruction> reuse) {
+                            const BatchFn& batch, std::vector<Instruction> reuse,
+                            bool hoist_stage2) {
   reuse.clear();
   reuse.reserve(schedule.size());
-  ProgramCompiler c(duration, batch, std::move(reuse));
+  ProgramCompiler c(duration, batch, std::move(reuse), hoist_stage2);
   c.add(schedule.data(), schedule.size());
   return c.finish();
 }

@@ -6,7 +6,7 @@
 // whose batch they wait for (counting back on its communicator), a blocking issue (the TP exchange)
 // is followed at once by its wait, and the phase timer's switches are kept where the executor makes
 // them (one engine::PhaseSegmenter). Nothing about the order is decided here: the program is the
-// schedule, op for op.
+// schedule, op for op — but for where a GPU program meets its stage-2 issues (compile_program).
 
 #include <cstdint>
 #include <functional>
@@ -95,9 +95,16 @@ using BatchFn = std::function<const BatchSpec*(const engine::StepOp&, int seq)>;
 
 /// Compiles a schedule. Throws RuntimeFailure when a wait names a batch nothing issued.
 /// `reuse`: storage for the instructions (cleared first), so that compiling many programs
-/// allocates once.
+/// allocates once. `hoist_stage2` (GPU machines): each stage-2 issue (HSDP's replicate-group
+/// reduction, ordered after its stage-1 batch only) is placed right after its stage-1 issue
+/// where nothing on its stream or communicator lies between. The CUDA engine's host enqueues
+/// it where the schedule has it, but runs ahead of the device: its batch starts when stage 1
+/// ends and its stream is free, whatever the compute stream is doing; the replay, which steps
+/// the compute stream (and stops mid-compute while collectives hold SMs), must meet the issue
+/// before stage 1 can end to start it then. The same batches, streams and waits.
 RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& duration,
-                            const BatchFn& batch, std::vector<Instruction> reuse = {});
+                            const BatchFn& batch, std::vector<Instruction> reuse = {},
+                            bool hoist_stage2 = false);
 
 /// compile_program fed a block of ops at a time, for a schedule that is streamed
 /// (engine::stream_schedule) rather than kept: the same program as compiling the whole list.
@@ -105,7 +112,7 @@ RankProgram compile_program(const engine::Schedule& schedule, const DurationFn& 
 class ProgramCompiler {
  public:
   ProgramCompiler(const DurationFn& duration, const BatchFn& batch,
-                  std::vector<Instruction> reuse = {});
+                  std::vector<Instruction> reuse = {}, bool hoist_stage2 = false);
   ~ProgramCompiler();
   ProgramCompiler(const ProgramCompiler&) = delete;
   ProgramCompiler& operator=(const ProgramCompiler&) = delete;

@@ -395,11 +395,15 @@ class Replayer {
       const StreamState& st = cls(from).streams[s];
       if (st.head >= st.queue.size()) continue;
       const Pending& h = st.queue[st.head];
-      if (st.head_arrived)
+      if (st.head_arrived) {
         add_arriver(h.batch, to);
-      else if (h.dep >= 0 && batches_[static_cast<std::size_t>(h.dep)].end < 0)
-        batches_[static_cast<std::size_t>(h.dep)].dep_waiters.emplace_back(
-            to, static_cast<std::uint8_t>(s));
+      } else if (h.dep >= 0) {
+        if (batches_[static_cast<std::size_t>(h.dep)].end < 0)
+          batches_[static_cast<std::size_t>(h.dep)].dep_waiters.emplace_back(
+              to, static_cast<std::uint8_t>(s));
+        else  // its stage 1 has just ended (end_batch arrives `from` after its waiters run)
+          try_arrive(to, static_cast<std::uint8_t>(s));
+      }
     }
   }
 
@@ -767,7 +771,8 @@ class Replayer {
       }
       switch (in.kind) {
         case Instruction::compute:
-          if (contention_) {
+          // (Work that does not run on the SMs keeps its rate: no need to stop for it.)
+          if (contention_ && in.sm_seconds > 0) {
             if (!compute_contended(c, in)) return;  // resumes when the SMs it gets change
             break;
           }

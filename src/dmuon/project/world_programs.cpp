@@ -223,6 +223,7 @@ class ProgramBuilder {
         spec_(spec),
         samples_(samples),
         durations_(cost, samples),
+        gpu_(cost.cost().machine().device == DeviceKind::gpu),
         sms_(cost.cost().machine().compute.sm_count),
         held_sms_(cost.held_sms()),
         w_(w) {
@@ -259,7 +260,21 @@ class ProgramBuilder {
  private:
   int add_program(const engine::Schedule& s, const StepLayout& L, int cls, const BatchFn& batch) {
     return w_.programs.add(compile_program(
-        s, [&](const engine::StepOp& op) { return seconds(L, cls, op); }, batch));
+        s, [&](const engine::StepOp& op) { return seconds(L, cls, op); }, batch, {}, gpu_));
+  }
+
+  // Ops with GEMMs or attention; the others (packing, momentum, updates, clipping) are
+  // elementwise kernels only, whose time no SMs held changes.
+  static bool on_sms(engine::Op op) {
+    switch (op) {
+      case Op::forward:
+      case Op::backward:
+      case Op::newton_schulz:
+      case Op::act_forward:
+      case Op::act_recompute:
+      case Op::act_backward: return true;
+      default: return false;
+    }
   }
 
   // An op's seconds, and the part of them on the SMs (compute_contention.hpp): from its cost
@@ -267,7 +282,7 @@ class ProgramBuilder {
   OpSeconds seconds(const StepLayout& L, int cls, const engine::StepOp& op,
                     const std::vector<int>* reference = nullptr) const {
     const double alone = durations_(L, cls, op, reference);
-    if (!held_durations_ || alone <= 0) return alone;
+    if (!held_durations_ || alone <= 0 || !on_sms(op.op)) return alone;
     return {alone, sm_seconds(alone, (*held_durations_)(L, cls, op, reference), sms_, held_sms_)};
   }
 
@@ -368,7 +383,7 @@ class ProgramBuilder {
         const BatchFn batch = [&](const engine::StepOp& op, int seq) {
           return dmuon_batch(L, mine, batches, op, seq);
         };
-        ProgramCompiler compiler(duration, batch, codes.take());
+        ProgramCompiler compiler(duration, batch, codes.take(), gpu_);
         engine::stream_schedule(L, spec_, [&](const engine::StepOp* ops, std::size_t count) {
           compiler.add(ops, count);
         });
@@ -424,6 +439,7 @@ class ProgramBuilder {
   const SampleClasses& samples_;
   Durations durations_;
   std::optional<Durations> held_durations_;  // with the reference SMs held, where modelled
+  bool gpu_ = false;                         // stage-2 issues hoisted (compile_program)
   int sms_ = 0, held_sms_ = 0;
   WorldPrograms& w_;
   std::mutex specs_mutex_;  // w_.specs and the column batches, from dmuon()'s workers

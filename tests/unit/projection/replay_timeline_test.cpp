@@ -626,6 +626,42 @@ TEST(ReplayRankClasses, PartWhereProgramsDifferAndMergeWhenBlockedAlike) {
   }
 }
 
+TEST(ReplayRankClasses, AClassPartingWhenItsStageOneEndsStillStartsItsStageTwo) {
+  // 2 ranks, α = 10 µs, β = 5 GB/s (4 MB: 0.81 ms alone). Each program is
+  //   issue S1 (reduce) · issue S2 after S1 (replicate) · wait S1 · issue X | compute c · wait X ·
+  //   wait S2
+  // with '|' a chunk boundary and c = 1 ms on rank 0, 2 ms on rank 1: the class of both ranks
+  // parts there, while S1's end runs its waiters and before S2 arrives on its stream. S1 ends at
+  // 0.81 ms; S2 and X then share the link (1.6 ms each): both end at 2.42. Rank 0's step ends
+  // there, rank 1's at 0.81 + 2 = 2.81.
+  const auto m = project::testing::measured_machine(2, 10, 5);
+  World w(1, 2);
+  const auto* x = chunk_ending_spec(w, 0, 0);
+  const auto* s1 =
+      w.spec(CommGroup::shard, engine::Op::issue_reduce, CollectiveKind::reduce, 1'000'000);
+  const auto* s2 =
+      w.spec(CommGroup::shard, engine::Op::issue_stage2, CollectiveKind::broadcast, 1'000'000);
+  auto program = [&](double c) {
+    return Builder()
+        .phase(Phase::backward_compute, false)
+        .issue(s1, Stream::reduce)
+        .issue_after(s2, Stream::replicate, 0)
+        .wait(0)
+        .issue(x, Stream::weights)
+        .compute(c)
+        .wait(2)
+        .wait(1)
+        .p;
+  };
+  w.w.programs = {program(1e-3), program(2e-3)};
+  w.w.program_of_rank = {0, 1};
+  for (auto grouping : {project::ReplayGrouping::rank_classes, project::ReplayGrouping::per_rank}) {
+    const auto r = project::replay(w.w, m, 1, nullptr, grouping);
+    EXPECT_NEAR(ms(r, 0, Phase::step), 2.42, kTol);
+    EXPECT_NEAR(ms(r, 1, Phase::step), 2.81, kTol);
+  }
+}
+
 }  // namespace rank_classes
 
 }  // namespace
