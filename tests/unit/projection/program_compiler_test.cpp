@@ -43,13 +43,15 @@ Layouts layouts(const std::string& topology, int world, int replicate, engine::M
   return l;
 }
 
+// A layout set to compile: topology, world, rows (HSDP when > 1), method, micro-steps.
+struct Case {
+  const char* topology;
+  int world, replicate;
+  engine::Method method;
+  int accum;
+};
+
 TEST(ProgramCompiler, BlocksCompileToTheWholeSchedulesProgram) {
-  struct Case {
-    const char* topology;
-    int world, replicate;
-    engine::Method method;
-    int accum;
-  };
   const Case cases[] = {{"moe-llm", 8, 2, engine::Method::dmuon, 2},
                         {"moe", 4, 1, engine::Method::dmuon, 1},
                         {"llm", 4, 2, engine::Method::fsdp_muon, 3},
@@ -139,12 +141,6 @@ Resolved resolve(const project::RankProgram& p,
 // and the program still means the same: the same batches in the same order on every stream and
 // communicator, each stage 2 after the same stage 1, the same waits and compute.
 TEST(ProgramCompiler, StageTwoIssuesMoveUpToTheirStageOneAndMeanTheSame) {
-  struct Case {
-    const char* topology;
-    int world, replicate;
-    engine::Method method;
-    int accum;
-  };
   const Case cases[] = {{"moe-llm", 8, 2, engine::Method::dmuon, 2},
                         {"llm", 4, 2, engine::Method::fsdp_muon, 3},
                         {"moe", 8, 4, engine::Method::fsdp_adamw, 1},
