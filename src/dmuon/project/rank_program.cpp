@@ -168,17 +168,15 @@ class ProgramCompiler::Impl {
     Issued& issued = issued_.emplace_back();  // in place, as emit()'s instructions
     issued.comm = comm;
     issued.seq = count_[c]++;
-    if (hoist_stage2_ && dep_back > 0 && !t.blocking) {
-      hoist(static_cast<std::uint8_t>(t.stream), comm, spec, dep_comm, dep_back);
-      at(op.group)[static_cast<std::size_t>(t.slot)] = index;
-      return;
-    }
+    const bool hoisted = hoist_stage2_ && dep_back > 0 && !t.blocking;
+    if (hoisted) flush_switch();  // a phase switch stays where the schedule has it
     Instruction& in = emit(Instruction::issue);
     in.stream = static_cast<std::uint8_t>(t.stream);
     in.comm = comm;
     in.spec = spec;
     in.dep_comm = dep_comm;
     in.dep_back = dep_back;
+    if (hoisted) hoist_last();
     if (t.blocking) {
       Instruction& wait = emit(Instruction::wait);
       wait.comm = comm;
@@ -188,41 +186,32 @@ class ProgramCompiler::Impl {
     }
   }
 
-  // A stage-2 issue (ordered after its stage-1 batch only) placed just after its stage-1 issue:
-  // back over compute, phase switches, waits on other communicators and issues on other streams
-  // and communicators (stage 1's back count less one for each issue on its communicator passed),
-  // stopping at stage 1, at an issue on its own stream or communicator and at a wait on its
-  // communicator. Its batch is the same and waits for the same; only the replay meets it earlier
-  // (rank_program.hpp). A phase switch it was to carry stays where it was.
-  void hoist(std::uint8_t stream, std::uint8_t comm, const BatchSpec* spec, std::uint8_t dep_comm,
-             std::int32_t dep_back) {
-    flush_switch();
+  // Moves the last instruction, a stage-2 issue (ordered after its stage-1 batch only), back to
+  // just after its stage-1 issue: over compute, phase switches, waits on other communicators
+  // and issues on other streams and communicators (stage 1's back count less one for each issue
+  // on its communicator passed), stopping at stage 1, at an issue on its own stream or
+  // communicator and at a wait on its communicator. Its batch is the same and waits for the
+  // same; only the replay meets it earlier (rank_program.hpp).
+  void hoist_last() {
     auto& code = prog_.code;
-    std::size_t to = code.size();
-    std::int32_t back = dep_back;  // stage 1, counted back on dep_comm from position `to`
+    Instruction& in = code.back();
+    std::size_t to = code.size() - 1;
     for (std::size_t scanned = 0; to > 0 && scanned < kMaxHoist; ++scanned) {
       const Instruction& p = code[to - 1];
       if (p.kind == Instruction::issue) {
-        if (p.stream == stream || p.comm == comm) break;
-        if (p.comm == dep_comm) {
-          if (back == 1) break;  // p is stage 1
-          --back;
+        if (p.stream == in.stream || p.comm == in.comm) break;
+        if (p.comm == in.dep_comm) {
+          if (in.dep_back == 1) break;  // p is stage 1
+          --in.dep_back;
         }
-      } else if (p.kind == Instruction::wait && p.comm == comm) {
+      } else if (p.kind == Instruction::wait && p.comm == in.comm) {
         break;
       }
       --to;
     }
-    Instruction in;
-    in.kind = Instruction::issue;
-    in.stream = stream;
-    in.comm = comm;
-    in.spec = spec;
-    in.dep_comm = dep_comm;
-    in.dep_back = back;
-    code.insert(code.begin() + static_cast<std::ptrdiff_t>(to), in);
     for (auto& w : replica_waits_)
       if (w.instruction >= to) ++w.instruction;
+    std::rotate(code.begin() + static_cast<std::ptrdiff_t>(to), code.end() - 1, code.end());
   }
 
   void wait(const engine::StepOp& op, const engine::OpTraits& t) {

@@ -829,7 +829,6 @@ class Replayer {
   bool compute_contended(int c, const Instruction& in) {
     RankClass& s = cls(c);
     if (!s.contending) {
-      if (in.seconds <= 0) return true;
       s.contending = true;
       s.work_left = 1;
       s.compute_start = s.clock;
