@@ -7,7 +7,8 @@
 //   - hook ops add up to the hook formula (Z3 four per site, Z2 two);
 //   - no pool slot is used by two groups at once, and Z3 never holds more than prefetch + 1
 //     groups' weights;
-//   - every issued batch is waited within the step (the replicate broadcasts at the next one).
+//   - every issued batch is waited within the step (the replicate broadcasts at the next one);
+//     with FSDP2's rule (StepSpec::fsdp2) no two FSDP reduces are in flight at once.
 // Plus hand-built cases whose op sequences are written out in full, and --tp: each TP group's
 // ranks issue the same TP gathers and scatters in the same order, adding up to the TP formula.
 
@@ -56,6 +57,7 @@ struct Case {
   std::vector<std::string> routes;  ///< --route items
   int accum = 1;                    ///< --accum micro-steps
   bool clip = false;                ///< --clip-norm
+  bool fsdp2 = false;               ///< StepSpec::fsdp2 (the projection's GPU FSDP groups)
 
   std::string name() const {
     std::ostringstream s;
@@ -63,7 +65,8 @@ struct Case {
       << " " << plan::reshard_name(reshard) << " prefetch " << prefetch << " "
       << plan::grad_reduce_name(grad_reduce) << " " << engine::optimizer_pipeline_name(pipeline)
       << " " << comm::dtype_name(wire) << "/" << comm::dtype_name(reduce) << " " << strategy
-      << (no_pack ? " no-pack" : "") << " accum " << accum << (clip ? " clip" : "");
+      << (no_pack ? " no-pack" : "") << " accum " << accum << (clip ? " clip" : "")
+      << (fsdp2 ? " fsdp2" : "");
     for (const auto& r : routes) s << " route " << r;
     return s.str();
   }
@@ -96,6 +99,7 @@ Built build(const Case& c) {
   b.options.reduce = c.reduce == comm::DType::bf16 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
   b.options.accum = c.accum;
   b.options.clip_norm = c.clip ? 1 : 0;
+  b.options.fsdp2 = c.fsdp2;
   for (int r = 0; r < c.world; ++r) {
     b.layouts.push_back(engine::make_layout(b.topo.tree, b.plan, b.options, r));
     b.schedules.push_back(engine::make_schedule(b.layouts.back(), b.options));
@@ -174,6 +178,7 @@ std::vector<Case> all_cases() {
                           "contains:router=fsdp" + router_dtype};
             c.accum = k % 6 == 5 ? 3 : 1;
             c.clip = k % 4 == 2;
+            c.fsdp2 = k % 8 >= 4;
             cases.push_back(c);
           }
   return cases;
@@ -399,7 +404,18 @@ TEST(StepSchedule, EveryIssuedBatchIsWaitedInTheStep) {
     const Built b = build(c);
     for (int r = 0; r < c.world; ++r) {
       std::map<std::pair<int, int>, int> pending;  // (kind, group) -> issued - waited
+      const auto& L = b.layouts[static_cast<std::size_t>(r)];
       for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)]) {
+        // FSDP2: an FSDP group issues its reduce only when no other FSDP reduce is in flight.
+        const auto fsdp2_reduce = [&](int g) {
+          const auto& G = L.groups[static_cast<std::size_t>(g)];
+          return L.fsdp2 && G.kind == engine::GroupKind::fsdp && !G.deferred_reduce;
+        };
+        if (op.op == Op::issue_reduce && fsdp2_reduce(op.group))
+          for (const auto& [key, n] : pending)
+            EXPECT_FALSE(key.first == 1 && n > 0 && fsdp2_reduce(key.second))
+                << c.name() << " rank " << r << ": group " << op.group << " issued while "
+                << key.second << "'s reduce is in flight";
         switch (op.op) {
           case Op::issue_weights: ++pending[{0, op.group}]; break;
           case Op::wait_weights: --pending[{0, op.group}]; break;
@@ -953,3 +969,45 @@ TEST(StepSchedule, TensorParallelGroupsAgreeAndMatchTheFormula) {
 }
 
 }  // namespace
+
+// FSDP2's rule (StepSpec::fsdp2) by hand: fsdp-adamw over three one-parameter layers, Z3, no
+// prefetch. Without it the grad ring (prefetch + 2 = 2 slots) waits for layers.2's reduce
+// only when layers.0 is about to reuse its slot; with it each group waits for the previous
+// group's reduce after its own backward, just before issuing its reduce, so one reduce at a
+// time is in flight; the optimizer then waits only for the last one.
+TEST(StepSchedule, Fsdp2KeepsOneReduceInFlight) {
+  model::ModuleTree tree("M");
+  const int list = tree.add_module(0, "layers", "ModuleList");
+  for (int i = 0; i < 3; ++i)
+    tree.add_parameter(tree.add_module(list, std::to_string(i), "L"), "w", {4, 4});
+  tree.finalize();
+  const auto p = two_rank_round_robin_plan(tree, "all");
+  engine::StepSpec so;
+  so.method = Method::fsdp_adamw;
+  so.prefetch = 0;
+  const std::string forward =
+      "pack(0) issue_weights(0) wait_weights(0) forward(0,0) release_weights(0) "
+      "pack(1) issue_weights(1) wait_weights(1) forward(1,1) release_weights(1) "
+      "pack(2) issue_weights(2) wait_weights(2) forward(2,2) release_weights(2) "
+      "pack(2) issue_weights(2) wait_weights(2) backward(2,2) release_weights(2) "
+      "issue_reduce(2) pack(1) issue_weights(1) wait_weights(1) backward(1,1) "
+      "release_weights(1) ";
+  const std::string ring =
+      "issue_reduce(1) pack(0) issue_weights(0) wait_weights(0) wait_reduce(2) backward(0,0) "
+      "release_weights(0) issue_reduce(0) "
+      "wait_reduce(0) apply(0,0) wait_reduce(1) apply(1,1) apply(2,2) ";
+  const std::string fsdp2 =
+      "wait_reduce(2) issue_reduce(1) pack(0) issue_weights(0) wait_weights(0) backward(0,0) "
+      "release_weights(0) wait_reduce(1) issue_reduce(0) "
+      "wait_reduce(0) apply(0,0) apply(1,1) apply(2,2) ";
+  for (bool on : {false, true}) {
+    so.fsdp2 = on;
+    const auto L = engine::make_layout(tree, p, so, 0);
+    ASSERT_EQ(L.groups.size(), 3u);
+    EXPECT_EQ(L.fsdp2, on);
+    EXPECT_EQ(ops_text(engine::make_schedule(L, so)), forward + (on ? fsdp2 : ring)) << on;
+  }
+  // With --accum every group keeps its gradients to the last micro-step: the rule is off.
+  so.accum = 2;
+  EXPECT_FALSE(engine::make_layout(tree, p, so, 0).fsdp2);
+}

@@ -25,7 +25,8 @@ double written(const std::vector<Op>& ops) {
 
 // The largest output of one backward op: gradients are made and consumed op by op, so one
 // op's output bounds what the backward adds beside the saved set at a time (an eager op's
-// written bytes sum its kernels' outputs: an upper bound).
+// written bytes sum its kernels' outputs: an upper bound, unless the op states the most of
+// them live at once, Op::live_bytes).
 // Parameter gradients (a weight's, a bias's, the embedding table's) are not activations: the
 // gradient buffers count them.
 double largest_gradient(const std::vector<Op>& backward) {
@@ -33,7 +34,7 @@ double largest_gradient(const std::vector<Op>& backward) {
   for (const auto& op : backward) {
     const std::string_view name = op.name;
     if (name == "linear.wgrad" || name == "linear.bias_grad" || name == "embedding.bwd") continue;
-    m = std::max(m, op.bytes_written);
+    m = std::max(m, op.live_bytes > 0 ? op.live_bytes : op.bytes_written);
   }
   return m;
 }

@@ -33,6 +33,7 @@ OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options, int
     : cost_(machine, compute_share(machine, world)),
       compute_mode_(options.step.compute),
       gpu_(machine.device == DeviceKind::gpu),
+      fsdp2_(options.step.fsdp2),
       op_time_(machine, compute_type(machine, options.step), compute_share(machine, world)) {
   wire_ = options.step.wire;
   compute_ = compute_type(machine, options.step);
@@ -59,7 +60,7 @@ double OpCost::forward(const ParamLayout& p, std::int64_t local) const {
 // memory-bound rate (memory_bound_efficiency: STREAM-type copy benchmarks). The engine's own
 // CUDA backend gathers in place and does not copy (docs/PROJECTION.md).
 double OpCost::fsdp2_copy_out(const ParamLayout& p) const {
-  if (!gpu_ || !p.sharded()) return 0;
+  if (!fsdp2_ || !p.sharded()) return 0;
   const double e = wire_bytes(p), n = static_cast<double>(p.numel);
   return op_time_.seconds(work::memory_op("fsdp2_copy_out", n * e, n * e, 0, 0));
 }
@@ -67,7 +68,7 @@ double OpCost::fsdp2_copy_out(const ParamLayout& p) const {
 // The copy-in reads the gradient autograd produced, in the weights' type, and writes the
 // reduce-scatter's input in the reduce type (FSDP2's reduce_dtype: torchtitan's fp32).
 double OpCost::fsdp2_copy_in(const ParamLayout& p) const {
-  if (!gpu_ || !p.sharded()) return 0;
+  if (!fsdp2_ || !p.sharded()) return 0;
   const double n = static_cast<double>(p.numel);
   return op_time_.seconds(
       work::memory_op("fsdp2_copy_in", n * wire_bytes(p), n * grad_bytes(p), 0, 0));

@@ -88,6 +88,7 @@ class OpCost {
   ComputeCost cost_;
   engine::Compute compute_mode_;  // the step's (--compute gemm|none)
   bool gpu_;
+  bool fsdp2_;  // StepSpec::fsdp2: FSDP2's copies
   kernels::Dtype wire_, compute_, ns_;
   OpTime op_time_;    // the activation work's ops
   double w_, g_, n_;  // bytes of the wire, reduce and Newton–Schulz types

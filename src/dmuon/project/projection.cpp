@@ -106,8 +106,10 @@ void fill_throughput(const model::ModuleTree& tree, const engine::EngineOptions&
 // The engine options a projection runs: one measured step after at least one warm-up, no
 // --check; validated for the world.
 engine::EngineOptions projected_options(const plan::Plan& plan, const ProjectionOptions& options,
-                                        int world) {
+                                        const Machine& machine, int world) {
   engine::EngineOptions o = options.engine;
+  // On a GPU the FSDP groups stand for torchtitan's FSDP2 (engine_options.hpp).
+  o.step.fsdp2 = machine.device == DeviceKind::gpu;
   o.run.steps = 1;
   o.run.warmup = std::max(1, o.run.warmup);
   o.run.check = false;
@@ -139,7 +141,7 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   const int T = plan.tp.tp;
   const int dp_world = po.shard * po.replicate;
   const int world = dp_world * T;
-  const engine::EngineOptions o = projected_options(plan, options, world);
+  const engine::EngineOptions o = projected_options(plan, options, machine, world);
   const int domains = machine.domain_of(world - 1) + 1;
   if (domains > 1 && machine.inter.busbw_gbps <= 0)
     throw InputError(fmt::format(

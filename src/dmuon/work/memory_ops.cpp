@@ -125,10 +125,14 @@ OpPair cross_entropy_ops(double rows, double vocab, double e, Fusion fusion) {
         L * e + rows * (kF32Bytes + idx));  // the logits, the log-sum-exp and the labels
   // torchtitan: F.cross_entropy(logits.float(), labels) = cast, log_softmax, nll_loss; backward
   // nll (fill + scatter), log_softmax's backward, the cast back.
+  Op backward = memory_op("cross_entropy.bwd", 3 * L * kF32Bytes + rows * idx,
+                          2 * L * kF32Bytes + L * e + rows * kF32Bytes, 3 * L, 4);
+  // Autograd frees nll's fp32 gradient once log_softmax's backward has read it: at most the
+  // two fp32 gradients (then the fp32 one and its bf16 cast) are live together.
+  backward.live_bytes = 2 * L * kF32Bytes + rows * kF32Bytes;
   return pair(memory_op("cross_entropy", L * e + L * kF32Bytes + rows * idx + rows * kF32Bytes,
                         2 * L * kF32Bytes, 4 * L + rows, 3),
-              memory_op("cross_entropy.bwd", 3 * L * kF32Bytes + rows * idx,
-                        2 * L * kF32Bytes + L * e + rows * kF32Bytes, 3 * L, 4),
+              backward,
               // log_softmax keeps its fp32 output, nll_loss the labels; neither keeps the
               // logits or their fp32 copy.
               L * kF32Bytes + rows * idx);

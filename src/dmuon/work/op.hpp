@@ -53,6 +53,10 @@ struct Op {
   /// tensor is counted once per unit (docs/MEMORY.md "Activations"). 0 for other phases.
   double saved_bytes = 0;
   int kernels = 1;  ///< launches (an eager decomposition launches several)
+  /// The most of its outputs live at once while it runs, where an eager decomposition frees
+  /// a kernel's output once the next has read it; 0: all of `bytes_written` (one kernel, or
+  /// no better bound stated). Backward ops only (activation_memory.cpp).
+  double live_bytes = 0;
   GemmShape gemm;
   AttentionShape attention;
   /// The module the op belongs to: the linear of a GEMM, the experts' container of a grouped

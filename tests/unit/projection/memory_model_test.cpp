@@ -136,6 +136,42 @@ TEST(MemoryModel, FsdpShardsEverything) {
   }
 }
 
+// FSDP2's gradients (StepSpec::fsdp2) against the engine's ring, fsdp-adamw Z3 with fp32
+// gradients (reduce 4 B, wire 2 B). Backward order b (32), a (16), n (padded 4); live weights
+// b + a = 96 B at b, a + n = 40 at a, n 8 at n; forward's live weights 96.
+//   ring (3 slots, none reused): b 96 + 128 = 224; a 40 + 128 + 64 = 232; n 8 + 208 = 216:
+//         232 − 96 = 136.
+//   FSDP2: at b, autograd's bf16 gradients 64 beside the weights, then the copy-in writes b's
+//         fp32 reduce input 128 beside them: 96 + 64 + 128 = 288; at a, b's input in flight
+//         while a computes (40 + 128 + 32 = 200), then it is freed and a's written
+//         (40 + 64 + 32); n less: 288 − 96 = 192. The largest group's copy-in holds both
+//         copies, which the engine's ring (fp32 only) does not.
+TEST(MemoryModel, Fsdp2HoldsOneReduceInputBesideAutogradsGradients) {
+  const auto t = small_tree();
+  const auto p = small_plan(t, Reshard::z3);
+  auto s = spec(Method::fsdp_adamw, Reshard::z3);
+  s.reduce = kernels::Dtype::f32;
+  for (int r : {0, 1}) {
+    s.fsdp2 = false;
+    EXPECT_EQ(project::memory_of(engine::make_layout(t, p, s, r)).grad_buffers, 136) << r;
+    s.fsdp2 = true;
+    EXPECT_EQ(project::memory_of(engine::make_layout(t, p, s, r)).grad_buffers, 192) << r;
+  }
+  // Three equal blocks (16 elements each: weights 32 B, autograd's gradients 32, reduce
+  // inputs 64; live weights 64 at the first two positions, 32 at the last). FSDP2 frees the
+  // previous input before the next copy-in: 64 + 64 + 32 = 160 at each copy-in, 160 − 64 =
+  // 96; the ring keeps all three inputs: 32 + 3·64 = 224 at the last, 224 − 64 = 160.
+  model::ModuleTree equal("Net");
+  for (const char* b : {"a", "b", "c"})
+    equal.add_linear(equal.add_module(model::ModuleTree::root, b, "Block"), "l", 4, 4);
+  equal.finalize();
+  const auto q = small_plan(equal, Reshard::z3);
+  s.fsdp2 = false;
+  EXPECT_EQ(project::memory_of(engine::make_layout(equal, q, s, 0)).grad_buffers, 160);
+  s.fsdp2 = true;
+  EXPECT_EQ(project::memory_of(engine::make_layout(equal, q, s, 0)).grad_buffers, 96);
+}
+
 TEST(MemoryModel, DdpReplicatesEverything) {
   for (Reshard z : {Reshard::z3, Reshard::z2})
     for (int r : {0, 1}) {
@@ -228,9 +264,10 @@ TEST(MemoryModel, ProjectionPeakRankAndPhase) {
 //           x̂ N·e (12,352 each) and SwiGLU silu(a) too (24,576): 82,304.
 //   head    final norm 4,160 (eager 12,352), head input 4,096, loss fused logits 32,000 + LSE
 //           64 + labels 128 (eager: fp32 log-probs 64,000 + labels 128): 40,448 (80,576)
-// Backward extra: the loss's gradient (fused 32,000; eager 2·4L + L·e + 4T = 160,064) runs
-// first; a block's largest backward output is attention.bwd's 20,736 (weight gradients are
-// not activations).
+// Backward extra: the loss's gradient (fused 32,000; eager at most nll's and log_softmax's
+// fp32 gradients together, 2·4L + 4T = 128,064, of its 2·4L + L·e + 4T = 160,064 written: the
+// bf16 cast comes after nll's is freed) runs first; a block's largest backward output is
+// attention.bwd's 20,736 (weight gradients are not activations).
 work::StepWork tiny_work(work::AcPolicy ac, work::Fusion fusion) {
   work::RunShape s;
   s.seq_len = 16;
@@ -250,7 +287,7 @@ TEST(MemoryModel, ActivationsAreWhatAutogradKeeps) {
   EXPECT_EQ(none.rest_live, 20736);
   const auto eager = project::activation_memory(tiny_work(AcPolicy::none, Fusion::eager));
   EXPECT_EQ(eager.saved, 128 + 82304 + 80576);
-  EXPECT_EQ(eager.first_live, 160064);
+  EXPECT_EQ(eager.first_live, 128064);
   // full: the block keeps its input (4,096) and recreates its 57,728 in backward.
   const auto full = project::activation_memory(tiny_work(AcPolicy::full, Fusion::fused));
   EXPECT_EQ(full.saved, 128 + 4096 + 40448);

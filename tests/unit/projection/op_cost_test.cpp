@@ -1,7 +1,8 @@
-// FSDP2's copies in OpCost (project/op_cost.hpp) against hand-computed times: on a GPU machine
-// every gather of a sharded parameter also copies it out of the interleaved all-gather buffer
-// and every backward copies its gradient into the reduce-scatter buffer (2w bytes per element
-// each, at the memory-bound rate); a CPU machine and replicated parameters copy nothing.
+// FSDP2's copies in OpCost (project/op_cost.hpp) against hand-computed times: with FSDP2's
+// rule (StepSpec::fsdp2, which the projection sets on a GPU machine) every gather of a sharded
+// parameter also copies it out of the interleaved all-gather buffer and every backward copies
+// its gradient into the reduce-scatter buffer (2w bytes per element each, at the memory-bound
+// rate); without it (a CPU machine) and for replicated parameters nothing is copied.
 //
 // Machine: 100 GB/s, efficiencies 1, no overheads. One FSDP group of one parameter 10×100
 // (1,000 elements) sharded over G = 2 (chunk 500), bf16 wire (w = 2):
@@ -37,15 +38,16 @@ engine::StepLayout one_fsdp_group(engine::Storage storage) {
   return L;
 }
 
-engine::EngineOptions bf16_wire() {
+engine::EngineOptions bf16_wire(bool fsdp2) {
   engine::EngineOptions o;
   o.step.wire = kernels::Dtype::bf16;
+  o.step.fsdp2 = fsdp2;
   return o;
 }
 
 TEST(OpCost, Fsdp2CopiesOnAGpu) {
   const auto gpu = project::testing::measured_machine(2, 10, 5, "gpu", 100);
-  const project::OpCost cost(gpu, bf16_wire(), 2);
+  const project::OpCost cost(gpu, bf16_wire(true), 2);
   const auto L = one_fsdp_group(engine::Storage::sharded);
   EXPECT_NEAR(cost.pack(L, 0), 30e-9 + 40e-9, 1e-15);
   EXPECT_NEAR(cost.backward(L.params[0], 0), 20e-9 + 40e-9, 1e-15);
@@ -53,12 +55,12 @@ TEST(OpCost, Fsdp2CopiesOnAGpu) {
 
 TEST(OpCost, NoCopiesOnACpuOrForReplicas) {
   const auto cpu = project::testing::measured_machine(2, 10, 5, "cpu", 100);
-  const project::OpCost host(cpu, bf16_wire(), 2);
+  const project::OpCost host(cpu, bf16_wire(false), 2);
   const auto L = one_fsdp_group(engine::Storage::sharded);
   EXPECT_NEAR(host.pack(L, 0), 30e-9, 1e-15);
   EXPECT_NEAR(host.backward(L.params[0], 0), 20e-9, 1e-15);
   const auto gpu = project::testing::measured_machine(2, 10, 5, "gpu", 100);
-  const project::OpCost device(gpu, bf16_wire(), 2);
+  const project::OpCost device(gpu, bf16_wire(true), 2);
   const auto R = one_fsdp_group(engine::Storage::replicated);
   EXPECT_NEAR(device.backward(R.params[0], 0), 20e-9, 1e-15);
 }

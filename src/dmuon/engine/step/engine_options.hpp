@@ -100,6 +100,13 @@ struct StepSpec {
   std::int64_t global_tokens = 0;  ///< global batch in samples; 0 = tokens x G
   /// HSDP: stage 2 of a group is issued this many groups after its stage 1.
   int stage2_lag = 1;
+  /// FSDP groups run as torchtitan's FSDP2 on a GPU (set by the projection on GPU machines):
+  /// one reduce-scatter input in flight (FSDP2's ReduceScatterState: before a group's
+  /// gradients are copied into its reduce input, the compute stream waits for the previous
+  /// FSDP group's reduce, whose input is then freed), autograd's gradients in the weights'
+  /// type until that copy-in, and the copies FSDP2 makes around its collectives (priced by
+  /// the projection's OpCost). The engine's own executors keep their grad ring.
+  bool fsdp2 = false;
   /// The step's activation work beyond the parameters' GEMMs (activation_work.hpp): attention,
   /// norms, activations, loss, routing, recompute; null = parameter work only.
   std::shared_ptr<const ActivationWork> activation{};

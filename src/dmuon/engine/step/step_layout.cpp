@@ -448,6 +448,9 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   L.wire = options.wire;  // the spec's: the arenas' types
   L.alt_wire = options.wire == kernels::Dtype::f32 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
   L.reduce = options.reduce_dtype();
+  // With --accum every group keeps its gradients until the last micro-step: the engine's own
+  // slots, not FSDP2's one reduce input.
+  L.fsdp2 = options.fsdp2 && options.accum == 1;
   L.alt_reduce = L.reduce == kernels::Dtype::f32 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
   LayoutBuilder b(tree, plan, options, L);
   b.place_params();

@@ -192,6 +192,10 @@ struct StepLayout {
   std::int64_t weight_slot_elems = 0;  ///< one ring slot (the largest group)
   std::int64_t weight_pool_elems = 0;
   int grad_window = 2;
+  /// StepSpec::fsdp2 without --accum: FSDP groups keep one reduce input in flight and hold
+  /// their gradients in the weights' type until the copy-in (the schedule and the memory
+  /// model read it).
+  bool fsdp2 = false;
   std::int64_t grad_slot_elems = 0;
   std::int64_t grad_pool_elems = 0;
   int gather_window = 2;  ///< 0: one slot per group (all_then_publish)

@@ -216,6 +216,7 @@ class Builder {
     for (int i = 0; i < n_; ++i) order[static_cast<std::size_t>(i)] = n_ - 1 - i;
     issued_ = 0;
     std::vector<int> grad_slot_occupant(static_cast<std::size_t>(L_.grad_window), -1);
+    int fsdp2_previous = -1;  // the FSDP group whose reduce input is in flight (fsdp2)
     for (int k = 0; k < n_; ++k) {
       const int g = order[static_cast<std::size_t>(k)];
       const auto& G = group(g);
@@ -233,8 +234,13 @@ class Builder {
       for (auto it = G.members.rbegin(); it != G.members.rend(); ++it)
         compute(Op::backward, g, *it, Phase::backward_compute);
       if (G.kind != GroupKind::ddp) untimed(Op::release_weights, g);
+      // FSDP2 (StepSpec::fsdp2): before this group's gradients go into its reduce input, the
+      // previous FSDP group's reduce is waited and its input freed: one input in flight.
+      const bool fsdp2_reduce = L_.fsdp2 && G.kind == GroupKind::fsdp && !G.deferred_reduce;
+      if (last_micro() && fsdp2_reduce && fsdp2_previous >= 0) wait_reduce(fsdp2_previous);
       // Earlier micro-steps only accumulate (no_sync): the hook fires without communicating.
       if (last_micro() && !G.deferred_reduce) emit(Op::issue_reduce, g, Phase::backward_comm, true);
+      if (fsdp2_reduce) fsdp2_previous = g;
       if (G.hooked || G.kind == GroupKind::ddp) hook(g, HookPoint::backward_post, last_micro());
       if (last_micro() && k >= o_.stage2_lag)
         stage2(order[static_cast<std::size_t>(k - o_.stage2_lag)]);

@@ -12,6 +12,7 @@
 //   backward  per g in reverse: (Z3) the same weight prefetch and wait; hook; wait for the
 //             reduce that last used this grad-pool slot; backward p in reverse; release;
 //             issue_reduce g; hook; HSDP: issue_stage2 of the group issued stage2_lag earlier
+//             (fsdp2: an FSDP group first waits for the previous FSDP group's reduce)
 //   Hooks: the four per hooked group fire in Z3 and Z2 alike (as the reference installs
 //   them); forward-post and the Z2 backward-pre do not communicate.
 //   optimizer per_group: per g in forward order wait its gradients, prepare (momentum),
