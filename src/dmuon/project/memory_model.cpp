@@ -32,9 +32,9 @@ std::int64_t rounded(double bytes) {
 // live holds at least those weights). Taking the two maxima apart would add a weight window
 // and a gradient window that are never live together. With FSDP2 (L.fsdp2) an FSDP group's
 // gradients are autograd's, in the weights' type, while it computes, beside the previous FSDP
-// group's reduce input; then that input is waited and freed and the group's own is written
-// (the copy-in: both of its copies live). Its weights are still counted there (FSDP2 frees
-// them just before): at most one group's weights over, never under. O(groups) per rank.
+// group's reduce input; then its weights are released (FSDP2 reshards first), that input is
+// waited and freed, and the group's own is written (the copy-in: both of its copies live).
+// O(groups) per rank.
 std::int64_t travelling_gradients(const engine::StepLayout& L, std::int64_t weights) {
   const std::int64_t wire = bytes_of(L.wire);
   const std::int64_t alt = bytes_of(L.alt_wire);
@@ -60,21 +60,23 @@ std::int64_t travelling_gradients(const engine::StepLayout& L, std::int64_t weig
     if (!all_kept && k + ahead < n) live_w += weight_bytes(k + ahead);
     joint = std::max(joint, live_w + in_ring);  // before the oldest reduce is waited
     const auto& G = at(k);
-    if (const std::int64_t g = reduce * G.grad_elems; g > 0) {
-      const std::size_t s = static_cast<std::size_t>(k) % slots;
-      if (L.fsdp2 && G.kind == engine::GroupKind::fsdp && !G.deferred_reduce) {
-        const std::int64_t autograd = wire * G.grad_elems;
-        in_ring -= std::exchange(ring[s], 0);  // waited already: at most one in flight
-        joint = std::max(joint, live_w + in_ring + autograd);
-        if (fsdp2_previous < slots) in_ring -= std::exchange(ring[fsdp2_previous], 0);
-        ring[s] = g;
-        in_ring += g;
-        fsdp2_previous = s;
-        joint = std::max(joint, live_w + in_ring + autograd);  // the copy-in
-      } else {
-        in_ring += g - ring[s];
-        ring[s] = g;
-      }
+    const std::int64_t g = reduce * G.grad_elems;
+    const std::size_t s = static_cast<std::size_t>(k) % slots;
+    if (g > 0 && L.fsdp2 && G.kind == engine::GroupKind::fsdp && !G.deferred_reduce) {
+      const std::int64_t autograd = wire * G.grad_elems;
+      in_ring -= std::exchange(ring[s], 0);  // waited already: at most one in flight
+      joint = std::max(joint, live_w + in_ring + autograd);
+      live_w -= weight_bytes(k);  // resharded before the reduce (release_weights)
+      if (fsdp2_previous < slots) in_ring -= std::exchange(ring[fsdp2_previous], 0);
+      ring[s] = g;
+      in_ring += g;
+      fsdp2_previous = s;
+      joint = std::max(joint, live_w + in_ring + autograd);  // the copy-in
+      continue;
+    }
+    if (g > 0) {
+      in_ring += g - ring[s];
+      ring[s] = g;
     }
     joint = std::max(joint, live_w + in_ring);  // k's gradients written
     live_w -= weight_bytes(k);

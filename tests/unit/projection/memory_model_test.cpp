@@ -141,11 +141,11 @@ TEST(MemoryModel, FsdpShardsEverything) {
 // b + a = 96 B at b, a + n = 40 at a, n 8 at n; forward's live weights 96.
 //   ring (3 slots, none reused): b 96 + 128 = 224; a 40 + 128 + 64 = 232; n 8 + 208 = 216:
 //         232 − 96 = 136.
-//   FSDP2: at b, autograd's bf16 gradients 64 beside the weights, then the copy-in writes b's
-//         fp32 reduce input 128 beside them: 96 + 64 + 128 = 288; at a, b's input in flight
-//         while a computes (40 + 128 + 32 = 200), then it is freed and a's written
-//         (40 + 64 + 32); n less: 288 − 96 = 192. The largest group's copy-in holds both
-//         copies, which the engine's ring (fp32 only) does not.
+//   FSDP2: at b, autograd's bf16 gradients 64 beside the weights (96 + 64 = 160), then b's
+//         weights are released and the copy-in writes b's fp32 reduce input 128 beside the
+//         bf16 ones: 32 + 64 + 128 = 224; at a, b's input in flight while a computes
+//         (40 + 128 + 32 = 200), then a's weights and b's input are freed and a's written
+//         (8 + 64 + 32); n less: 224 − 96 = 128.
 TEST(MemoryModel, Fsdp2HoldsOneReduceInputBesideAutogradsGradients) {
   const auto t = small_tree();
   const auto p = small_plan(t, Reshard::z3);
@@ -155,12 +155,13 @@ TEST(MemoryModel, Fsdp2HoldsOneReduceInputBesideAutogradsGradients) {
     s.fsdp2 = false;
     EXPECT_EQ(project::memory_of(engine::make_layout(t, p, s, r)).grad_buffers, 136) << r;
     s.fsdp2 = true;
-    EXPECT_EQ(project::memory_of(engine::make_layout(t, p, s, r)).grad_buffers, 192) << r;
+    EXPECT_EQ(project::memory_of(engine::make_layout(t, p, s, r)).grad_buffers, 128) << r;
   }
   // Three equal blocks (16 elements each: weights 32 B, autograd's gradients 32, reduce
-  // inputs 64; live weights 64 at the first two positions, 32 at the last). FSDP2 frees the
-  // previous input before the next copy-in: 64 + 64 + 32 = 160 at each copy-in, 160 − 64 =
-  // 96; the ring keeps all three inputs: 32 + 3·64 = 224 at the last, 224 − 64 = 160.
+  // inputs 64; live weights 64 at the first two positions, 32 at the last). FSDP2 peaks while
+  // the second block computes beside the first's input, 64 + 64 + 32 = 160, then frees that
+  // input before its copy-in (32 + 64 + 32): 160 − 64 = 96; the ring keeps all three inputs:
+  // 32 + 3·64 = 224 at the last, 224 − 64 = 160.
   model::ModuleTree equal("Net");
   for (const char* b : {"a", "b", "c"})
     equal.add_linear(equal.add_module(model::ModuleTree::root, b, "Block"), "l", 4, 4);
