@@ -173,6 +173,21 @@ TEST(MemoryModel, Fsdp2HoldsOneReduceInputBesideAutogradsGradients) {
   EXPECT_EQ(project::memory_of(engine::make_layout(equal, q, s, 0)).grad_buffers, 96);
 }
 
+// The projection applies FSDP2's rule on a GPU machine only (projection.cpp sets
+// StepSpec::fsdp2 there): the small tree's hand values above, 128 B on a GPU, the engine's
+// ring's 136 B on a CPU.
+TEST(MemoryModel, TheProjectionHoldsFsdp2sGradientsOnAGpuOnly) {
+  const auto t = small_tree();
+  const auto p = small_plan(t, Reshard::z3);
+  project::ProjectionOptions po;
+  po.engine.step = spec(Method::fsdp_adamw, Reshard::z3);
+  po.engine.step.reduce = kernels::Dtype::f32;
+  const auto gpu = project::project(t, p, project::testing::measured_machine(2, 10, 5, "gpu"), po);
+  EXPECT_EQ(gpu.memory.grad_buffers, 128);
+  const auto cpu = project::project(t, p, project::testing::measured_machine(2, 10, 5, "cpu"), po);
+  EXPECT_EQ(cpu.memory.grad_buffers, 136);
+}
+
 TEST(MemoryModel, DdpReplicatesEverything) {
   for (Reshard z : {Reshard::z3, Reshard::z2})
     for (int r : {0, 1}) {
