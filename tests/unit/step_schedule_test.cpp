@@ -534,12 +534,18 @@ plan::Plan two_rank_round_robin_plan(const model::ModuleTree& tree, const std::s
   return plan::make_plan(tree, pc);
 }
 
-TEST(StepSchedule, TwoSitesTwoOwnersHandWritten) {
+// M.layers.0 … layers.(n−1), one 4×4 weight `w` each.
+model::ModuleTree square_layers(int n) {
   model::ModuleTree tree("M");
   const int list = tree.add_module(0, "layers", "ModuleList");
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < n; ++i)
     tree.add_parameter(tree.add_module(list, std::to_string(i), "L"), "w", {4, 4});
   tree.finalize();
+  return tree;
+}
+
+TEST(StepSchedule, TwoSitesTwoOwnersHandWritten) {
+  const auto tree = square_layers(2);
   const auto p = two_rank_round_robin_plan(tree, "all");
   engine::StepSpec so;
   so.prefetch = 1;
@@ -976,11 +982,7 @@ TEST(StepSchedule, TensorParallelGroupsAgreeAndMatchTheFormula) {
 // group's reduce after its own backward, just before issuing its reduce, so one reduce at a
 // time is in flight; the optimizer then waits only for the last one.
 TEST(StepSchedule, Fsdp2KeepsOneReduceInFlight) {
-  model::ModuleTree tree("M");
-  const int list = tree.add_module(0, "layers", "ModuleList");
-  for (int i = 0; i < 3; ++i)
-    tree.add_parameter(tree.add_module(list, std::to_string(i), "L"), "w", {4, 4});
-  tree.finalize();
+  const auto tree = square_layers(3);
   const auto p = two_rank_round_robin_plan(tree, "all");
   engine::StepSpec so;
   so.method = Method::fsdp_adamw;
