@@ -409,7 +409,7 @@ void print_tables(const Invocation& v) {
   const auto& o = v.o;
   if (v.setup.step_work) std::cout << apps::bench::step_work_lines(o.bench, *v.setup.step_work);
   if (!v.setup.flops_note.empty()) std::cout << "# note: " << v.setup.flops_note << "\n";
-  if (!v.setup.contention_note.empty()) std::cout << "# note: " << v.setup.contention_note << "\n";
+  for (const auto& n : v.setup.machine_notes) std::cout << "# note: " << n << "\n";
   std::cout << summary_table(v.machine, v.worlds, o.bench.flops);
   if (!v.demo_note.empty()) std::cout << "# note: " << v.demo_note << "\n";
   apps::bench::TableStyle style;

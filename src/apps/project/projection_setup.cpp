@@ -20,21 +20,23 @@ ProjectionSetup make_projection_setup(bench::BenchOptions& b, const model::Topol
   auto& po = s.options;
   po.engine = b.engine;
   po.symmetry = symmetry;
-  // Whether compute slows while collectives run (docs/PROJECTION.md "Compute under
-  // communication"): said once, either way, on a GPU machine.
+  // On a GPU machine, said once: whether compute slows while collectives run (docs/
+  // PROJECTION.md "Compute under communication"), either way, and what the FSDP groups are.
   if (machine.device == dmuon::project::DeviceKind::gpu) {
-    s.contention_note =
+    s.machine_notes.push_back(
         dmuon::project::reference_held_sms(machine) > 0
-            ? fmt::format(
-                  "compute under communication: a running collective holds {} (NVLink) / {} "
-                  "(network) of the {} SMs; compute runs on the rest",
-                  machine.intra.collective_sms, machine.inter.collective_sms,
-                  machine.compute.sm_count)
-            : fmt::format(
-                  "not modelled: compute slowed by running collectives (machine '{}' gives no "
-                  "network collective_sms)",
-                  machine.name);
-    s.notes.push_back(s.contention_note);
+            ? fmt::format("compute under communication: a running collective holds {} (NVLink) / "
+                          "{} (network) of the {} SMs; compute runs on the rest",
+                          machine.intra.collective_sms, machine.inter.collective_sms,
+                          machine.compute.sm_count)
+            : fmt::format("not modelled: compute slowed by running collectives (machine '{}' "
+                          "gives no network collective_sms)",
+                          machine.name));
+    // StepSpec::fsdp2, which project() sets on a GPU machine.
+    s.machine_notes.push_back(
+        "FSDP groups as torchtitan's FSDP2: its all-gather copy-out and reduce-scatter copy-in "
+        "priced, one reduce-scatter input in flight");
+    s.notes.insert(s.notes.end(), s.machine_notes.begin(), s.machine_notes.end());
   }
   if (!s.step_work) return s;
   if (!s.step_work->note.empty()) s.notes.push_back(s.step_work->note);

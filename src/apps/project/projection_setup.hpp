@@ -21,7 +21,8 @@ struct ProjectionSetup {
   std::optional<work::StepWork> step_work;  ///< nullopt without --seq-len
   std::vector<std::string> notes;           ///< "# note:" lines (what the work leaves out)
   std::string flops_note;                   ///< --flops asked for a geometry the model lacks
-  std::string contention_note;  ///< GPU machines: whether compute slows under communication
+  /// GPU machines: whether compute slows under communication, what the FSDP groups stand for
+  std::vector<std::string> machine_notes;
 };
 
 /// For resolved bench options `b` (resolve_engine_options has run); sets the step's activation

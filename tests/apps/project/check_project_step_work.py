@@ -72,6 +72,8 @@ def main():
     want = "compute under communication: a running collective holds 24 (NVLink) / 16 (network)"
     if not any(n.startswith(want) for n in j_none["notes"]):
         fail(f"no compute-under-communication note in {j_none['notes']}")
+    if not any(n.startswith("FSDP groups as torchtitan's FSDP2") for n in j_none["notes"]):
+        fail(f"a GPU projection does not say its FSDP groups are FSDP2's: {j_none['notes']}")
     machines = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
                             "configs", "machines")
     with open(os.path.join(machines, "a100-80gb.yaml")) as f:
