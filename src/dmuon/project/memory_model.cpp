@@ -31,10 +31,10 @@ std::int64_t rounded(double bytes) {
 // the joint peak less them (never negative: the position where the largest weight window is
 // live holds at least those weights). Taking the two maxima apart would add a weight window
 // and a gradient window that are never live together. With FSDP2 (L.fsdp2) an FSDP group's
-// gradients are autograd's, in the weights' type, while it computes, beside the previous FSDP
-// group's reduce input; then its weights are released (FSDP2 reshards first), that input is
-// waited and freed, and the group's own is written (the copy-in: both of its copies live).
-// O(groups) per rank.
+// pooled gradients are autograd's, each in its parameter's weight type, while it computes,
+// beside the one FSDP reduce input in flight (kept apart from the ring: FSDP2 allocates it);
+// then its weights are released (FSDP2 reshards first), that input is waited and freed, and
+// the group's own is written (the copy-in: both of its copies live). O(groups) per rank.
 std::int64_t travelling_gradients(const engine::StepLayout& L, std::int64_t weights) {
   const std::int64_t wire = bytes_of(L.wire);
   const std::int64_t alt = bytes_of(L.alt_wire);
@@ -51,34 +51,43 @@ std::int64_t travelling_gradients(const engine::StepLayout& L, std::int64_t weig
     const auto& g = at(k);
     return is_ddp(L.method) ? 0 : g.weight_elems * wire + g.alt_weight_elems * alt;
   };
+  const auto fsdp2 = [&](const engine::GroupLayout& G) {
+    return L.fsdp2 && G.kind == engine::GroupKind::fsdp && !G.deferred_reduce;
+  };
+  // Autograd's full gradients of the members whose gradients pool (sharded, the run's reduce
+  // type: a --route dtype member's are in the persistent alt arena), in each one's own type.
+  const auto autograd_bytes = [&](const engine::GroupLayout& G) {
+    std::int64_t b = 0;
+    for (int pi : G.members) {
+      const auto& p = L.params[static_cast<std::size_t>(pi)];
+      if (p.sharded() && !p.alt_grad) b += p.numel * bytes_of(p.wire);
+    }
+    return b;
+  };
   std::int64_t live_w = 0;  // Z3: positions [k, k + ahead]; Z2: [k, n)
   for (std::int64_t k = 0; k < (all_kept ? n : std::min(n, ahead)); ++k) live_w += weight_bytes(k);
   std::vector<std::int64_t> ring(slots, 0);  // each slot's occupant's pooled gradient bytes
-  std::int64_t in_ring = 0, joint = 0;
-  std::size_t fsdp2_previous = slots;  // the slot of the FSDP reduce input in flight (fsdp2)
+  std::int64_t in_ring = 0, fsdp2_input = 0, joint = 0;
   for (std::int64_t k = 0; k < n; ++k) {
     if (!all_kept && k + ahead < n) live_w += weight_bytes(k + ahead);
-    joint = std::max(joint, live_w + in_ring);  // before the oldest reduce is waited
+    joint = std::max(joint, live_w + in_ring + fsdp2_input);  // before the oldest is waited
     const auto& G = at(k);
     const std::int64_t g = reduce * G.grad_elems;
-    const std::size_t s = static_cast<std::size_t>(k) % slots;
-    if (g > 0 && L.fsdp2 && G.kind == engine::GroupKind::fsdp && !G.deferred_reduce) {
-      const std::int64_t autograd = wire * G.grad_elems;
-      in_ring -= std::exchange(ring[s], 0);  // waited already: at most one in flight
-      joint = std::max(joint, live_w + in_ring + autograd);
+    // The reduce that last used k's slot is waited before k computes (step_schedule.cpp).
+    if (g > 0) in_ring -= std::exchange(ring[static_cast<std::size_t>(k) % slots], 0);
+    if (fsdp2(G)) {
+      const std::int64_t autograd = autograd_bytes(G);
+      joint = std::max(joint, live_w + in_ring + fsdp2_input + autograd);
       live_w -= weight_bytes(k);  // resharded before the reduce (release_weights)
-      if (fsdp2_previous < slots) in_ring -= std::exchange(ring[fsdp2_previous], 0);
-      ring[s] = g;
-      in_ring += g;
-      fsdp2_previous = s;
-      joint = std::max(joint, live_w + in_ring + autograd);  // the copy-in
+      fsdp2_input = g;            // the previous input freed, this group's written
+      joint = std::max(joint, live_w + in_ring + fsdp2_input + autograd);  // the copy-in
       continue;
     }
     if (g > 0) {
-      in_ring += g - ring[s];
-      ring[s] = g;
+      ring[static_cast<std::size_t>(k) % slots] = g;
+      in_ring += g;
     }
-    joint = std::max(joint, live_w + in_ring);  // k's gradients written
+    joint = std::max(joint, live_w + in_ring + fsdp2_input);  // k's gradients written
     live_w -= weight_bytes(k);
   }
   return std::max<std::int64_t>(0, joint - weights);

@@ -171,6 +171,27 @@ TEST(MemoryModel, Fsdp2HoldsOneReduceInputBesideAutogradsGradients) {
   EXPECT_EQ(project::memory_of(engine::make_layout(equal, q, s, 0)).grad_buffers, 160);
   s.fsdp2 = true;
   EXPECT_EQ(project::memory_of(engine::make_layout(equal, q, s, 0)).grad_buffers, 96);
+
+  // Autograd's gradients are in each parameter's own weight type: a 256-element norm (the
+  // FSDP unit, last in backward) beside a.l0 (16). bf16: weights n 512 + a 32 = 544; at n,
+  // a's input 64 in flight beside n's autograd 512 and its weights 512: 1,088; the copy-in
+  // 1,024 + 512: 1,536 − 544 = 992. Routed fp32 (--route contains:n=fsdp:fp32; its gradients
+  // pool in the fp32 reduce type): weights 1,024 + 32 = 1,056; at n, 1,024 + 64 + 1,024 =
+  // 2,112 − 1,056 = 1,056.
+  model::ModuleTree normed("Net");
+  normed.add_norm(model::ModuleTree::root, "n", "RMSNorm", 256);
+  normed.add_linear(normed.add_module(model::ModuleTree::root, "a", "Block"), "l0", 4, 4);
+  normed.finalize();
+  for (const bool routed : {false, true}) {
+    plan::PlanConfig c;
+    c.dedicate_rule = "ndim=2";
+    c.boundary = "types:Block";
+    c.partition.shard = 2;
+    c.partition.pack = false;
+    if (routed) c.routes = {"contains:n=fsdp:fp32"};
+    const auto L = engine::make_layout(normed, plan::make_plan(normed, c), s, 0);
+    EXPECT_EQ(project::memory_of(L).grad_buffers, routed ? 1056 : 992) << routed;
+  }
 }
 
 // The projection applies FSDP2's rule on a GPU machine only (projection.cpp sets
