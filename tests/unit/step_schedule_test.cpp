@@ -411,11 +411,13 @@ TEST(StepSchedule, EveryIssuedBatchIsWaitedInTheStep) {
           const auto& G = L.groups[static_cast<std::size_t>(g)];
           return L.fsdp2 && G.kind == engine::GroupKind::fsdp && !G.deferred_reduce;
         };
-        if (op.op == Op::issue_reduce && fsdp2_reduce(op.group))
-          for (const auto& [key, n] : pending)
+        if (op.op == Op::issue_reduce && fsdp2_reduce(op.group)) {
+          for (const auto& [key, n] : pending) {
             EXPECT_FALSE(key.first == 1 && n > 0 && fsdp2_reduce(key.second))
                 << c.name() << " rank " << r << ": group " << op.group << " issued while "
                 << key.second << "'s reduce is in flight";
+          }
+        }
         switch (op.op) {
           case Op::issue_weights: ++pending[{0, op.group}]; break;
           case Op::wait_weights: --pending[{0, op.group}]; break;
