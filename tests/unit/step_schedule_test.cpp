@@ -408,8 +408,7 @@ TEST(StepSchedule, EveryIssuedBatchIsWaitedInTheStep) {
       for (const StepOp& op : b.schedules[static_cast<std::size_t>(r)]) {
         // FSDP2: an FSDP group issues its reduce only when no other FSDP reduce is in flight.
         const auto fsdp2_reduce = [&](int g) {
-          const auto& G = L.groups[static_cast<std::size_t>(g)];
-          return L.fsdp2 && G.kind == engine::GroupKind::fsdp && !G.deferred_reduce;
+          return L.fsdp2_reduces(L.groups[static_cast<std::size_t>(g)]);
         };
         if (op.op == Op::issue_reduce && fsdp2_reduce(op.group)) {
           for (const auto& [key, n] : pending) {

@@ -51,9 +51,6 @@ std::int64_t travelling_gradients(const engine::StepLayout& L, std::int64_t weig
     const auto& g = at(k);
     return is_ddp(L.method) ? 0 : g.weight_elems * wire + g.alt_weight_elems * alt;
   };
-  const auto fsdp2 = [&](const engine::GroupLayout& G) {
-    return L.fsdp2 && G.kind == engine::GroupKind::fsdp && !G.deferred_reduce;
-  };
   // Autograd's full gradients of the members whose gradients pool (sharded, the run's reduce
   // type: a --route dtype member's are in the persistent alt arena), in each one's own type.
   const auto autograd_bytes = [&](const engine::GroupLayout& G) {
@@ -75,7 +72,7 @@ std::int64_t travelling_gradients(const engine::StepLayout& L, std::int64_t weig
     const std::int64_t g = reduce * G.grad_elems;
     // The reduce that last used k's slot is waited before k computes (step_schedule.cpp).
     if (g > 0) in_ring -= std::exchange(ring[static_cast<std::size_t>(k) % slots], 0);
-    if (fsdp2(G)) {
+    if (L.fsdp2_reduces(G)) {
       const std::int64_t autograd = autograd_bytes(G);
       joint = std::max(joint, live_w + in_ring + fsdp2_input + autograd);
       live_w -= weight_bytes(k);  // resharded before the reduce (release_weights)

@@ -196,6 +196,10 @@ struct StepLayout {
   /// their gradients in the weights' type until the copy-in (the schedule and the memory
   /// model read it).
   bool fsdp2 = false;
+  /// Whether G's reduce follows that rule: an FSDP group that reduces after its backward.
+  bool fsdp2_reduces(const GroupLayout& G) const {
+    return fsdp2 && G.kind == GroupKind::fsdp && !G.deferred_reduce;
+  }
   std::int64_t grad_slot_elems = 0;
   std::int64_t grad_pool_elems = 0;
   int gather_window = 2;  ///< 0: one slot per group (all_then_publish)

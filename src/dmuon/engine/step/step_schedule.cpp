@@ -236,7 +236,7 @@ class Builder {
       if (G.kind != GroupKind::ddp) untimed(Op::release_weights, g);
       // FSDP2 (StepSpec::fsdp2): before this group's gradients go into its reduce input, the
       // previous FSDP group's reduce is waited and its input freed: one input in flight.
-      const bool fsdp2_reduce = L_.fsdp2 && G.kind == GroupKind::fsdp && !G.deferred_reduce;
+      const bool fsdp2_reduce = L_.fsdp2_reduces(G);
       if (last_micro() && fsdp2_reduce && fsdp2_previous >= 0) wait_reduce(fsdp2_previous);
       // Earlier micro-steps only accumulate (no_sync): the hook fires without communicating.
       if (last_micro() && !G.deferred_reduce) emit(Op::issue_reduce, g, Phase::backward_comm, true);
