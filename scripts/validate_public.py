@@ -4,7 +4,8 @@
 Each row of configs/validation/public-throughput.json (from ../shared/docs/PUBLIC-THROUGHPUT.md)
 names its run as dmuon_project flags; every row runs FSDP + AdamW (`--method fsdp-adamw`, bf16
 parameters on the wire, Z3 resharding: torchtitan's FSDP2 defaults) unless its flags say
-otherwise (the torchtitan rows add `--reduce-dtype fp32`: FSDP2's fp32 gradient reduction). Printed per row: projected and published tokens/s per GPU and the error, and the MFU
+otherwise (the torchtitan rows add `--reduce-dtype fp32`: FSDP2's fp32 gradient reduction, and
+`--clip-norm 1.0`: torchtitan clips every step with its configs' max_norm = 1.0). Printed per row: projected and published tokens/s per GPU and the error, and the MFU
 under the row's own FLOP convention and peak, projected as published MFU x projected tokens/s
 / published tokens/s (the source's FLOPs per token and peak are constants of the row), with the
 error in MFU points, and the projected peak memory per rank against the machine's. The rows validate the projection; no machine parameter is set from them.

@@ -54,6 +54,15 @@ bool grouped(const AttentionShape& a) {
   return a.kv_heads < a.heads;
 }
 
+// torchtitan's repeat_kv (expand, then reshape: one copy per tensor) hands every query head its
+// own K and V before SDPA; gqa_reduce is that copy's backward.
+Op gqa_expand(const AttentionShape& a, double e) {
+  const Sizes z(a);
+  const double per_q_head =
+      z.tokens * static_cast<double>(a.heads) * static_cast<double>(a.qk_dim + a.v_dim);
+  return memory_op("attention.gqa_expand", (z.k + z.v) * e, per_q_head * e, 0, 2);
+}
+
 Op gqa_reduce(const AttentionShape& a, double e) {
   const Sizes z(a);
   const double per_q_head =
@@ -71,6 +80,7 @@ OpPair fused_attention_ops(const AttentionShape& a, double e) {
   const Sizes z(a);
   const double S = a.scores(), dims = static_cast<double>(a.qk_dim + a.v_dim);
   OpPair p;
+  if (grouped(a)) p.forward.push_back(gqa_expand(a, e));
   p.forward.push_back(attention_op("attention", Phase::forward, a, 2 * S * dims,
                                    (z.q + z.k + z.v) * e, z.o * e + z.rows * kF32Bytes, 5 * S, 1));
   // dK, dV are written per query head under GQA (then reduced), per key head otherwise.
@@ -116,8 +126,7 @@ std::vector<Op> unfused_attention_ops(const AttentionShape& a, double e, Phase p
   ops.push_back(batched("attention.dq", phase, a, s, qk, s, 2 * S * qk, P + z.k * e, z.q * e));
   ops.push_back(
       batched("attention.dk", phase, a, s, qk, s, 2 * S * qk, P + z.q * e, q_heads_k * e));
-  if (grouped(a)) ops.push_back(gqa_reduce(a, e));
-  return ops;
+  return ops;  // GQA's expand and reduce are ops of their own beside the fused ones
 }
 
 }  // namespace dmuon::work

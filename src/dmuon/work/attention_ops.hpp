@@ -19,10 +19,12 @@
 
 namespace dmuon::work {
 
-/// The fused attention forward and backward (with the GQA reduction when kv_heads < heads).
+/// The fused attention forward and backward; when kv_heads < heads, K and V are first expanded
+/// to every query head (forward) and dK, dV summed back (backward), each an op of its own.
 OpPair fused_attention_ops(const AttentionShape& a, double e);
 
-/// The unfused decomposition of one phase (forward or backward) of the same attention; the
+/// The unfused decomposition of one phase (forward or backward) of the same attention core (the
+/// GQA expand and reduce stay the ops fused_attention_ops lists beside it); the
 /// GEMMs keep their full s×s shapes (a causal mask does not shrink a BLAS call) while their
 /// FLOPs count the causal half, as the fused op's do.
 std::vector<Op> unfused_attention_ops(const AttentionShape& a, double e, Phase phase);

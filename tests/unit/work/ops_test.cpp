@@ -71,8 +71,11 @@ TEST(AttentionOps, FusedForwardAndBackward) {
   // Per head: QKᵀ 2·4·4·8 = 256 and PV 256, causal half: 256; two heads: 512.
   // Scores counted: 2 heads · 16 · 1/2 = 16; vector FLOPs 5 per score forward, 7 backward.
   // Q 4·2·8 = 64, K = V = 4·1·8 = 32, O = 64 elements; 8 fp32 LSE rows.
-  ASSERT_EQ(p.forward.size(), 1u);
-  expect_op(p.forward[0], "attention", Phase::forward, 512, 80, (64 + 32 + 32) * e, 64 * e + 8 * 4,
+  // GQA first hands each query head its own K and V (torchtitan's repeat_kv): reads K + V = 64
+  // elements, writes 2 heads · 4 tokens · (8 + 8) = 128, one copy per tensor.
+  ASSERT_EQ(p.forward.size(), 2u);
+  expect_op(p.forward[0], "attention.gqa_expand", Phase::forward, 0, 0, 64 * e, 128 * e, 2);
+  expect_op(p.forward[1], "attention", Phase::forward, 512, 80, (64 + 32 + 32) * e, 64 * e + 8 * 4,
             1);
   ASSERT_EQ(p.backward.size(), 2u);  // GQA: dK, dV per query head, then reduced
   // Reads: O, dO (rowsum); Q K V dO; LSE, D; the fp32 dQ accumulator.
@@ -86,9 +89,10 @@ TEST(AttentionOps, FusedForwardAndBackward) {
 TEST(AttentionOps, CausalCostsHalfTheFlops) {
   const auto causal = fused_attention_ops(small(true), e);
   const auto full = fused_attention_ops(small(false), e);
-  EXPECT_DOUBLE_EQ(full.forward[0].flops, 2 * causal.forward[0].flops);
+  EXPECT_DOUBLE_EQ(full.forward.back().flops, 1024);  // both halves of the scores
+  EXPECT_DOUBLE_EQ(full.forward.back().flops, 2 * causal.forward.back().flops);
   EXPECT_DOUBLE_EQ(full.backward[0].flops, 2 * causal.backward[0].flops);
-  EXPECT_DOUBLE_EQ(full.forward[0].bytes(), causal.forward[0].bytes());  // same tensors
+  EXPECT_DOUBLE_EQ(full.forward.back().bytes(), causal.forward.back().bytes());  // same tensors
 }
 
 TEST(AttentionOps, UnfusedDecompositionHasTheFusedMatmulFlops) {
@@ -98,7 +102,7 @@ TEST(AttentionOps, UnfusedDecompositionHasTheFusedMatmulFlops) {
     for (Phase phase : {Phase::forward, Phase::backward}) {
       double flops = 0;
       for (const auto& op : unfused_attention_ops(a, e, phase)) flops += op.flops;
-      const auto& f = phase == Phase::forward ? fused.forward[0] : fused.backward[0];
+      const auto& f = phase == Phase::forward ? fused.forward.back() : fused.backward[0];
       EXPECT_DOUBLE_EQ(flops, f.flops) << causal;
     }
   }
@@ -112,7 +116,8 @@ TEST(AttentionOps, UnfusedDecompositionHasTheFusedMatmulFlops) {
   EXPECT_EQ(fwd[0].gemm.k, 8);
   expect_op(fwd[1], "attention.softmax", Phase::forward, 0, 80, 32 * e, 32 * e, 1);
   expect_op(fwd[2], "attention.pv", Phase::forward, 256, 0, (32 + 32) * e, 64 * e, 1);
-  EXPECT_EQ(unfused_attention_ops(small(true), e, Phase::backward).size(), 6u);  // + gqa reduce
+  // dP, dV, softmax backward, dQ, dK: the GQA reduce is the fused list's own op, not repeated.
+  EXPECT_EQ(unfused_attention_ops(small(true), e, Phase::backward).size(), 5u);
 }
 
 TEST(MemoryOps, RmsNormFused) {

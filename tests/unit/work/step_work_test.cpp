@@ -146,6 +146,12 @@ TEST(StepWork, SelectiveRecomputesEveryOtherMatmulAndNotTheAttention) {
   EXPECT_EQ(std::count(names.begin(), names.end(), "rms_norm"), 2);
   EXPECT_EQ(std::count(names.begin(), names.end(), "swiglu"), 1);
   EXPECT_EQ(std::count(names.begin(), names.end(), "residual_add"), 2);
+  // The GQA copy of K and V (32 heads over 8) is not a matmul: recomputed, 2 x T x 32 x 128 x 2
+  // bytes written.
+  const auto expand = std::find(names.begin(), names.end(), "attention.gqa_expand");
+  ASSERT_NE(expand, names.end());
+  EXPECT_DOUBLE_EQ(block.recompute[static_cast<std::size_t>(expand - names.begin())].bytes_written,
+                   2 * T * 32 * 128 * 2);
 }
 
 TEST(StepWork, OtherPolicies) {
@@ -191,14 +197,14 @@ TEST(StepWork, BlockOpsOfALlamaLayer) {
   ASSERT_EQ(w.units.back().kind, "head");
   std::vector<std::string> fwd;
   for (const auto& op : w.units[1].forward) fwd.emplace_back(op.name);
-  EXPECT_EQ(fwd,
-            (std::vector<std::string>{"rms_norm", "linear", "linear", "linear", "rope", "attention",
-                                      "linear", "residual_add", "rms_norm", "linear", "linear",
-                                      "swiglu", "linear", "residual_add"}));
+  EXPECT_EQ(fwd, (std::vector<std::string>{"rms_norm", "linear", "linear", "linear", "rope",
+                                           "attention.gqa_expand", "attention", "linear",
+                                           "residual_add", "rms_norm", "linear", "linear", "swiglu",
+                                           "linear", "residual_add"}));
   // tiny: h 128, 4 heads of 32 over 1 kv head; RoPE on q (4 heads) and k (1) of 16 tokens.
   const auto& rope = w.units[1].forward[4];
   EXPECT_DOUBLE_EQ(rope.vector_flops, 3 * 16 * 5 * 32);
-  const auto& attention = w.units[1].forward[5];
+  const auto& attention = w.units[1].forward[6];
   EXPECT_EQ(attention.attention.heads, 4);
   EXPECT_EQ(attention.attention.kv_heads, 1);
   EXPECT_EQ(attention.attention.qk_dim, 32);
