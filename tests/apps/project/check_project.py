@@ -15,11 +15,16 @@ def fail(msg):
     sys.exit(1)
 
 
-def run(cmd, env=None, expect=0):
+def run_process(cmd, env=None, expect=0):
+    """The finished process (stdout and stderr), or FAILED when its exit status is not expect."""
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != expect:
         fail(f"{' '.join(cmd)} exited {p.returncode} (expected {expect})\n{p.stdout}\n{p.stderr}")
-    return p.stdout
+    return p
+
+
+def run(cmd, env=None, expect=0):
+    return run_process(cmd, env, expect).stdout
 
 
 def main():

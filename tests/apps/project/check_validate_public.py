@@ -8,21 +8,10 @@ failed check."""
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-
-def fail(msg):
-    print(f"FAILED: {msg}")
-    sys.exit(1)
-
-
-def run(cmd, expect):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != expect:
-        fail(f"{' '.join(cmd)} exited {p.returncode} (expected {expect})\n{p.stdout}\n{p.stderr}")
-    return p
+from check_project import fail, run_process  # the helpers of the product check beside it
 
 
 def main():
@@ -37,7 +26,7 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rows.json")
-        p = run(base + ["--json", out], 0)
+        p = run_process(base + ["--json", out])
         with open(out, encoding="utf-8") as f:
             got = json.load(f)["rows"]
         if [r["id"] for r in got] != [r["id"] for r in rows]:
@@ -64,18 +53,19 @@ def main():
             fail(f"the summary line does not say {within} of {len(got)}")
 
         # No projection is exact to a millionth: --strict exits 3 and says how many are outside.
-        run(base + ["--only", rows[0]["id"], "--tolerance-tokens", "1e-6", "--strict"], 3)
+        run_process(base + ["--only", rows[0]["id"], "--tolerance-tokens", "1e-6", "--strict"],
+                    expect=3)
 
-        p = run(base + ["--only", "no-such-row"], 2)
+        p = run_process(base + ["--only", "no-such-row"], expect=2)
         if "'no-such-row' is not a row (valid:" not in p.stderr:
             fail(f"unknown row id: {p.stderr!r}")
         bad = os.path.join(tmp, "bad.json")
         with open(bad, "w", encoding="utf-8") as f:
             json.dump({"rows": [dict(rows[0], mfu=1.5)]}, f)
-        p = run(base + ["--rows", bad], 2)
+        p = run_process(base + ["--rows", bad], expect=2)
         if "mfu in (0, 1)" not in p.stderr:
             fail(f"impossible MFU: {p.stderr!r}")
-        p = run([sys.executable, a.script, "--bin", tmp], 2)
+        p = run_process([sys.executable, a.script, "--bin", tmp], expect=2)
         if "not found" not in p.stderr:
             fail(f"missing binary: {p.stderr!r}")
     print(f"OK: validate_public ({within} of {len(got)} rows within)")
