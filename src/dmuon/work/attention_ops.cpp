@@ -6,6 +6,7 @@ namespace {
 // Element counts of one attention's tensors.
 struct Sizes {
   double tokens, q, k, v, o, rows;  // rows: per-head rows of the fp32 side tensors (LSE, D)
+  double kv_per_q_head;             // K and V repeated to every query head (GQA's expand)
   double scores_full;               // materialized s×s matrices: batch·heads·s²
   explicit Sizes(const AttentionShape& a) {
     tokens = static_cast<double>(a.batch) * static_cast<double>(a.seq);
@@ -15,6 +16,7 @@ struct Sizes {
     v = tokens * hk * static_cast<double>(a.v_dim);
     o = tokens * h * static_cast<double>(a.v_dim);
     rows = tokens * h;
+    kv_per_q_head = tokens * h * static_cast<double>(a.qk_dim + a.v_dim);
     const double s = static_cast<double>(a.seq);
     scores_full = static_cast<double>(a.batch) * h * s * s;
   }
@@ -58,18 +60,13 @@ bool grouped(const AttentionShape& a) {
 // own K and V before SDPA; gqa_reduce is that copy's backward.
 Op gqa_expand(const AttentionShape& a, double e) {
   const Sizes z(a);
-  const double per_q_head =
-      z.tokens * static_cast<double>(a.heads) * static_cast<double>(a.qk_dim + a.v_dim);
-  return memory_op("attention.gqa_expand", (z.k + z.v) * e, per_q_head * e, 0, 2);
+  return memory_op("attention.gqa_expand", (z.k + z.v) * e, z.kv_per_q_head * e, 0, 2);
 }
 
 Op gqa_reduce(const AttentionShape& a, double e) {
   const Sizes z(a);
-  const double per_q_head =
-      z.tokens * static_cast<double>(a.heads) * static_cast<double>(a.qk_dim + a.v_dim);
-  const double per_kv_head = z.k + z.v;
-  Op op = memory_op("attention.gqa_reduce", per_q_head * e, per_kv_head * e,
-                    per_q_head - per_kv_head, 2);
+  Op op = memory_op("attention.gqa_reduce", z.kv_per_q_head * e, (z.k + z.v) * e,
+                    z.kv_per_q_head - (z.k + z.v), 2);
   op.phase = Phase::backward;
   return op;
 }
@@ -79,23 +76,19 @@ Op gqa_reduce(const AttentionShape& a, double e) {
 OpPair fused_attention_ops(const AttentionShape& a, double e) {
   const Sizes z(a);
   const double S = a.scores(), dims = static_cast<double>(a.qk_dim + a.v_dim);
+  // K and V as the kernel reads them: under GQA the expanded copy, one per query head (the
+  // backward writes dK, dV per query head too, then reduces them); per key head otherwise.
+  const double kv = grouped(a) ? z.kv_per_q_head : z.k + z.v;
   OpPair p;
   if (grouped(a)) p.forward.push_back(gqa_expand(a, e));
-  p.forward.push_back(attention_op("attention", Phase::forward, a, 2 * S * dims,
-                                   (z.q + z.k + z.v) * e, z.o * e + z.rows * kF32Bytes, 5 * S, 1));
-  // dK, dV are written per query head under GQA (then reduced), per key head otherwise.
-  const double dkv = grouped(a) ? z.tokens * static_cast<double>(a.heads) * dims : z.k + z.v;
-  // Kept for the backward: Q, K, V as the kernel got them (under GQA repeated to every query
-  // head, which the backward's per-head dK, dV and the reduction above mirror: torchtitan's
-  // repeat_kv), the output O and the fp32 log-sum-exp per row. O is the output projection's
-  // input too: counted here once.
-  p.forward.back().saved_bytes =
-      (z.q + (grouped(a) ? dkv : z.k + z.v) + z.o) * e + z.rows * kF32Bytes;
-  const double read = 2 * z.o * e  // rowsum(dO∘O)
-                      + (z.q + z.k + z.v + z.o) * e +
-                      2 * z.rows * kF32Bytes  // main: Q K V dO, LSE, D
-                      + z.q * kF32Bytes;      // dQ accumulator
-  const double written = z.rows * kF32Bytes + z.q * kF32Bytes + dkv * e + z.q * e;
+  p.forward.push_back(attention_op("attention", Phase::forward, a, 2 * S * dims, (z.q + kv) * e,
+                                   z.o * e + z.rows * kF32Bytes, 5 * S, 1));
+  // Kept for the backward: Q, K, V as the kernel got them, the output O and the fp32
+  // log-sum-exp per row. O is the output projection's input too: counted here once.
+  p.forward.back().saved_bytes = (z.q + kv + z.o) * e + z.rows * kF32Bytes;
+  // Read: O and dO (rowsum(dO∘O)); Q, K, V, dO (main); LSE, D; the fp32 dQ accumulator.
+  const double read = 2 * z.o * e + (z.q + kv + z.o) * e + 2 * z.rows * kF32Bytes + z.q * kF32Bytes;
+  const double written = z.rows * kF32Bytes + z.q * kF32Bytes + kv * e + z.q * e;
   p.backward.push_back(
       attention_op("attention.bwd", Phase::backward, a, 4 * S * dims, read, written, 7 * S, 3));
   if (grouped(a)) p.backward.push_back(gqa_reduce(a, e));

@@ -75,11 +75,11 @@ TEST(AttentionOps, FusedForwardAndBackward) {
   // elements, writes 2 heads · 4 tokens · (8 + 8) = 128, one copy per tensor.
   ASSERT_EQ(p.forward.size(), 2u);
   expect_op(p.forward[0], "attention.gqa_expand", Phase::forward, 0, 0, 64 * e, 128 * e, 2);
-  expect_op(p.forward[1], "attention", Phase::forward, 512, 80, (64 + 32 + 32) * e, 64 * e + 8 * 4,
-            1);
+  // The kernel reads Q and that copy of K and V.
+  expect_op(p.forward[1], "attention", Phase::forward, 512, 80, (64 + 128) * e, 64 * e + 8 * 4, 1);
   ASSERT_EQ(p.backward.size(), 2u);  // GQA: dK, dV per query head, then reduced
-  // Reads: O, dO (rowsum); Q K V dO; LSE, D; the fp32 dQ accumulator.
-  const double read = 2 * 64 * e + (64 + 32 + 32 + 64) * e + 2 * 8 * 4 + 64 * 4;
+  // Reads: O, dO (rowsum); Q, the expanded K V, dO; LSE, D; the fp32 dQ accumulator.
+  const double read = 2 * 64 * e + (64 + 128 + 64) * e + 2 * 8 * 4 + 64 * 4;
   // Writes: D; dQ accumulator; dK, dV per query head (4·2·16); dQ.
   const double written = 8 * 4 + 64 * 4 + 128 * e + 64 * e;
   expect_op(p.backward[0], "attention.bwd", Phase::backward, 1024, 112, read, written, 3);
