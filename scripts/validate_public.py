@@ -99,8 +99,11 @@ def main():
                     help="MFU error in absolute fraction a row may have (default 0.05 = 5 points)")
     ap.add_argument("--strict", action="store_true", help="exit 3 when a row is outside")
     a = ap.parse_args()
-    if a.tolerance_tokens <= 0 or a.tolerance_mfu <= 0:
-        die("tolerances must be > 0")
+    for flag, v in (("--tolerance-tokens", a.tolerance_tokens), ("--tolerance-mfu", a.tolerance_mfu)):
+        if not v > 0:
+            die(f"{flag} {v:g}: must be > 0 (a fraction: 0.12 = 12 %)")
+    if a.json and not os.path.isdir(os.path.dirname(os.path.abspath(a.json))):
+        die(f"--json '{a.json}': its directory does not exist")
     exe = os.path.join(a.bin, "dmuon_project")
     if not os.access(exe, os.X_OK):
         die(f"'{exe}' not found (build first, or pass --bin)")
@@ -145,9 +148,14 @@ def main():
         print(f"not expressible: {n['rows']}: {n['why']}")
     if a.json:
         tmp = a.json + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"rows": results, "defaults": DEFAULTS}, f, indent=1)
-        os.replace(tmp, a.json)
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({"rows": results, "defaults": DEFAULTS}, f, indent=1)
+            os.replace(tmp, a.json)
+        except OSError as e:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            die(f"--json '{a.json}': cannot write it ({e.strerror})")
     if a.strict and outside:
         sys.exit(3)
 

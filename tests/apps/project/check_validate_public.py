@@ -2,9 +2,9 @@
 """scripts/validate_public.py as a user runs it: every row of the committed rows file projects
 (its flags still parse), the MFU column is the row's published MFU scaled by projected over
 published tokens/s, 'within' is the tolerance test of both errors, and bad input is a one-line
-exit 2 (an unknown --only id, a rows file with an impossible MFU, a missing binary) while
---strict with a tolerance no projection meets exits 3. Exit 0 with 'OK', 1 with the first
-failed check."""
+exit 2 (an unknown --only id, a rows file with an impossible MFU, a missing binary, --json into
+a missing directory) while --strict with a tolerance no projection meets exits 3. Exit 0 with
+'OK', 1 with the first failed check."""
 import argparse
 import json
 import os
@@ -68,6 +68,11 @@ def main():
         p = run_process([sys.executable, a.script, "--bin", tmp], expect=2)
         if "not found" not in p.stderr:
             fail(f"missing binary: {p.stderr!r}")
+        # Said before the ~20 s of projections, not as a traceback after them.
+        nowhere = os.path.join(tmp, "no-such-dir", "rows.json")
+        p = run_process(base + ["--json", nowhere], expect=2)
+        if f"--json '{nowhere}': its directory does not exist" not in p.stderr:
+            fail(f"--json into a missing directory: {p.stderr!r}")
     print(f"OK: validate_public ({within} of {len(got)} rows within)")
 
 
