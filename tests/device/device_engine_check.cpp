@@ -110,6 +110,20 @@ std::string trace_problem(const std::string& spans_json, int steps) {
   return "";
 }
 
+// A case's GPU options, its --check read from the host's reference file in dir (this build
+// cannot compute the one-process reference itself: no Kokkos or BLAS on the GPU machine).
+engine::EngineOptions checked_options(const std::string& dir, const Case& c, const Loaded& l,
+                                      kernels::Dtype ns_dtype, int steps) {
+  auto o = options(c, l, ns_dtype, steps);
+  const std::string path = reference_path(dir, reference_case(c));
+  const std::string header = engine::reference_header(l.topo.tree, l.plan, o, 1);
+  const model::ModuleTree* tree = &l.topo.tree;
+  o.run.check_reference = [path, header, tree] {
+    return engine::read_reference_check(path, header, *tree);
+  };
+  return o;
+}
+
 int check_on_device(const std::string& dir, const std::string& ns_name, int steps) {
   try {
     if (kernels::cuda::device_count() < 1) {
@@ -131,14 +145,10 @@ int check_on_device(const std::string& dir, const std::string& ns_name, int step
   int failed = 0;
   for (const Case& c : cases()) {
     const Loaded l = load(c);
-    auto o = options(c, l, ns_dtype, steps);
-    const std::string path = reference_path(dir, reference_case(c));
-    const std::string header = engine::reference_header(l.topo.tree, l.plan, o, 1);
-    const model::ModuleTree& tree = l.topo.tree;
-    o.run.check_reference = [&] { return engine::read_reference_check(path, header, tree); };
+    const auto o = checked_options(dir, c, l, ns_dtype, steps);
     engine::RunResult r;
     try {
-      r = engine::run_engine(tree, l.plan, o, MPI_COMM_WORLD);
+      r = engine::run_engine(l.topo.tree, l.plan, o, MPI_COMM_WORLD);
     } catch (const std::exception& e) {  // one case's error must not hide the others' results
       ++failed;
       fmt::print("  {:<5} {:<52} {:<5} {:<5} FAILED (error: {})\n", c.topology, label(c),
@@ -164,14 +174,16 @@ int check_on_device(const std::string& dir, const std::string& ns_name, int step
   fmt::print("# {} of {} cases passed: {}\n", cases().size() - static_cast<std::size_t>(failed),
              cases().size(), failed == 0 ? "OK" : "FAILED");
   {
-    const Case& c = cases().front();
+    const Case c = cases().front();  // a copy: cases() returns a temporary
     const Loaded l = load(c);
-    auto o = options(c, l, ns_dtype, steps);
+    auto o = checked_options(dir, c, l, ns_dtype, steps);
     o.run.trace = true;
     std::string problem;
     try {
       const auto r = engine::run_engine(l.topo.tree, l.plan, o, MPI_COMM_WORLD);
       problem = trace_problem(r.trace_spans, static_cast<int>(o.run.total_steps()));
+      if (problem.empty() && !(r.audit_ok && r.checked && r.check_passed))
+        problem = "the traced run failed its audit or --check";  // tracing changed the step
     } catch (const std::exception& e) {
       problem = e.what();
     }

@@ -55,6 +55,15 @@ constexpr double kU32 = 5.9604644775390625e-08;  // 2^-24
 double unit_roundoff(Dtype t) {
   return t == Dtype::f32 ? kU32 : (t == Dtype::bf16 ? 0.00390625 : 0.00048828125);
 }
+// The largest error of rounding x to t: relative for normal numbers, but at most half the
+// smallest subnormal's spacing below the normal range (f16's starts at 6.1e-5, where N(0,1)
+// data lands: 2^-25 absolute, far above the relative bound there).
+double rounding_bound(Dtype t, double x) {
+  const double half_subnormal = t == Dtype::f32    ? std::ldexp(1.0, -150)
+                                : t == Dtype::bf16 ? std::ldexp(1.0, -134)
+                                                   : std::ldexp(1.0, -25);
+  return unit_roundoff(t) * std::fabs(x) + half_subnormal;
+}
 std::string tname(Dtype t) {
   return std::string(dmuon::kernels::dtype_name(t));
 }
@@ -499,7 +508,7 @@ void check_momentum_apply(cu::Context& ctx, unsigned long long* clean) {
             // buf: 2 roundings of mu·buf + g; input: 2 more, then rounding to the input type.
             const double mag = std::fabs(g[i]) + std::fabs(old) + std::fabs(rbuf[i]);
             b_buf[i] = 2 * kU32 * (std::fabs(old) + std::fabs(g[i])) + 1e-300;
-            b_in[i] = unit_roundoff(it) * std::fabs(ref_in[i]) + 6 * kU32 * mag + 1e-300;
+            b_in[i] = rounding_bound(it, ref_in[i]) + 6 * kU32 * mag;
             gb[i] = got_buf[i];
           }
           worst_buf = std::max(worst_buf, scaled_error(gb, ref_buf, b_buf));
@@ -604,7 +613,7 @@ void check_gemm(cu::Context& ctx) {
             }
             ref[i * n + j] = alpha * s + beta * c[i * n + j];
             // fp32 accumulation of k products (the classic k·u bound, ×2), then rounding to t.
-            bound[i * n + j] = unit_roundoff(t) * std::fabs(ref[i * n + j]) +
+            bound[i * n + j] = rounding_bound(t, ref[i * n + j]) +
                                2 * k * kU32 * (alpha * sa + beta * std::fabs(c[i * n + j]));
           }
         }
