@@ -124,6 +124,11 @@ engine::EngineOptions checked_options(const std::string& dir, const Case& c, con
   return o;
 }
 
+// A case passes when its bytes audit and its --check against the reference file both hold.
+bool passed(const engine::RunResult& r) {
+  return r.audit_ok && r.checked && r.check_passed;
+}
+
 int check_on_device(const std::string& dir, const std::string& ns_name, int steps) {
   try {
     if (kernels::cuda::device_count() < 1) {
@@ -143,7 +148,8 @@ int check_on_device(const std::string& dir, const std::string& ns_name, int step
              "exposed", "rel_err", "tol", "result");
   const kernels::Dtype ns_dtype = engine::parse_dtype(ns_name, "--ns-dtype", true);
   int failed = 0;
-  for (const Case& c : cases()) {
+  const std::vector<Case> all = cases();  // built once: the loop, the count and the trace case
+  for (const Case& c : all) {
     const Loaded l = load(c);
     const auto o = checked_options(dir, c, l, ns_dtype, steps);
     engine::RunResult r;
@@ -157,7 +163,7 @@ int check_on_device(const std::string& dir, const std::string& ns_name, int step
       continue;
     }
     const auto ms = [&r](engine::Phase p) { return r.phases_ms[static_cast<std::size_t>(p)]; };
-    const bool ok = r.audit_ok && r.checked && r.check_passed;
+    const bool ok = passed(r);
     failed += ok ? 0 : 1;
     fmt::print(
         "  {:<5} {:<52} {:<5} {:<5} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>8.3f} "
@@ -171,10 +177,10 @@ int check_on_device(const std::string& dir, const std::string& ns_name, int step
         r.audit_ok ? (r.check_passed ? "" : " (worst " + r.worst_param + ")")
                    : " (audit: " + r.audit_message + ")");
   }
-  fmt::print("# {} of {} cases passed: {}\n", cases().size() - static_cast<std::size_t>(failed),
-             cases().size(), failed == 0 ? "OK" : "FAILED");
+  fmt::print("# {} of {} cases passed: {}\n", all.size() - static_cast<std::size_t>(failed),
+             all.size(), failed == 0 ? "OK" : "FAILED");
   {
-    const Case c = cases().front();  // a copy: cases() returns a temporary
+    const Case& c = all.front();
     const Loaded l = load(c);
     auto o = checked_options(dir, c, l, ns_dtype, steps);
     o.run.trace = true;
@@ -182,7 +188,7 @@ int check_on_device(const std::string& dir, const std::string& ns_name, int step
     try {
       const auto r = engine::run_engine(l.topo.tree, l.plan, o, MPI_COMM_WORLD);
       problem = trace_problem(r.trace_spans, static_cast<int>(o.run.total_steps()));
-      if (problem.empty() && !(r.audit_ok && r.checked && r.check_passed))
+      if (problem.empty() && !passed(r))
         problem = "the traced run failed its audit or --check";  // tracing changed the step
     } catch (const std::exception& e) {
       problem = e.what();
