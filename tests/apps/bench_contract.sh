@@ -72,7 +72,7 @@ EOS
     run "$MPIEXEC" "$NPFLAG" 2 "$BENCH" "${base[@]}" --compute none --steps 3 --repeats 2 --json
     expect_rc 0; expect_out '"samples": 6'
     run "$MPIEXEC" "$NPFLAG" 2 "$BENCH" "${small[@]}" --repeats 0
-    expect_rc 2; expect_one_error "--repeats 0 is invalid"
+    expect_rc 2; expect_one_error "--repeats '0' is invalid (valid: an integer 1..1000)"
     ;;
   cli)
     # --help and --version on the MPI tool and the planner: exit 0, text on stdout.
@@ -89,7 +89,7 @@ EOS
     expect_rc 2; grep -q "has an empty value" "$work/err" || fail "empty value accepted"
     # An empty dtype as its own argument reaches the parser: named with the valid ones.
     run "$MPIEXEC" "$NPFLAG" 2 "$BENCH" "${small[@]}" --reduce-dtype ""
-    expect_rc 2; expect_one_error "--reduce-dtype '' is invalid (valid: fp32, bf16)"
+    expect_rc 2; expect_one_error "--reduce-dtype has an empty value (valid: fp32, bf16)"
     ;;
   *) fail "unknown case $case_name" ;;
 esac

@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <utility>
 
-#include "common/plan_options.hpp"
 #include "dmuon/engine/step/activation_work.hpp"
 #include "dmuon/engine/step/grad_clip.hpp"
 #include "dmuon/engine/step/synthetic.hpp"
 #include "dmuon/work/step_work.hpp"
+#include "test_plan_options.hpp"
 
 namespace dmuon::device_check {
 
@@ -106,11 +106,11 @@ std::vector<Case> cases() {
 }
 
 Loaded load(const Case& c) {
-  apps::PlanOptions po;
+  test::PlanOptions po;
   po.topology = c.topology;
   if (!c.route.empty()) po.routes = {c.route};
-  Loaded l{apps::load_topology(po), {}};
-  l.plan = plan::make_plan(l.topo.tree, apps::make_plan_config(po, l.topo, 1));
+  Loaded l{test::load_topology(po), {}};
+  l.plan = plan::make_plan(l.topo.tree, test::make_plan_config(po, l.topo, 1));
   return l;
 }
 

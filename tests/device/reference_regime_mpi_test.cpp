@@ -17,13 +17,13 @@
 
 #include "../mpi/kokkos_environment.hpp"
 #include "../mpi/mpi_test_util.hpp"
-#include "common/plan_options.hpp"
 #include "device_cases.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/engine.hpp"
 #include "dmuon/engine/step/optimizer_config.hpp"
 #include "dmuon/engine/verify/reference.hpp"
 #include "dmuon/engine/verify/reference_file.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -45,10 +45,10 @@ struct AdamwRun {
 AdamwRun adamw_run() {
   const Case c =
       device_check::make_case("llm", engine::Method::fsdp_adamw, kernels::Dtype::f32, true);
-  apps::PlanOptions po;
+  test::PlanOptions po;
   po.topology = c.topology;
-  AdamwRun r{apps::load_topology(po), {}, {}};
-  r.plan = plan::make_plan(r.topo.tree, apps::make_plan_config(po, r.topo, test::world_size()));
+  AdamwRun r{test::load_topology(po), {}, {}};
+  r.plan = plan::make_plan(r.topo.tree, test::make_plan_config(po, r.topo, test::world_size()));
   r.o = device_check::options(c, device_check::load(c), kernels::Dtype::f32, 2);
   r.o.backend.device = engine::Device::host;
   return r;

@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "common/plan_options.hpp"
 #include "dmuon/engine/engine.hpp"
 #include "dmuon/engine/verify/reference.hpp"
 #include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"
 #include "plan_setup.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -31,7 +31,7 @@ using engine::Method;
 using Setup = test::PlanSetup;
 
 Setup make_setup(int replicate, plan::Reshard reshard) {
-  apps::PlanOptions po;
+  test::PlanOptions po;
   po.topology = "moe";
   po.sets = {"d=64", "d_ff=128"};  // tiny halved: the same structure at an eighth of the NS work
   po.replicate = replicate;

@@ -13,12 +13,12 @@
 #include <tuple>
 #include <vector>
 
-#include "common/plan_options.hpp"
 #include "dmuon/engine/engine.hpp"
 #include "dmuon/engine/verify/reference.hpp"
 #include "dmuon/engine/verify/replica_agreement.hpp"
 #include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -105,10 +105,10 @@ TEST(DdpDmuonMpi, HandDerivedCallsAndBytes) {
 
 TEST(DdpDmuonMpi, CheckPassesAndAuditHoldsOnEveryTopology) {
   for (const char* t : {"sequential", "vla", "moe", "nested", "llm", "moe-llm"}) {
-    apps::PlanOptions po;
+    test::PlanOptions po;
     po.topology = t;
-    const auto topo = apps::load_topology(po);
-    const auto p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, test::world_size()));
+    const auto topo = test::load_topology(po);
+    const auto p = plan::make_plan(topo.tree, test::make_plan_config(po, topo, test::world_size()));
     for (auto reduce : {plan::GradReduce::per_param, plan::GradReduce::packed}) {
       auto o = small_options(Method::ddp_dmuon);
       o.step.grad_reduce = reduce;
@@ -123,11 +123,11 @@ TEST(DdpDmuonMpi, CheckPassesAndAuditHoldsOnEveryTopology) {
 
 TEST(DdpDmuonMpi, Bf16WireAndHsdpPlanPassCheck) {
   const int n = test::world_size();
-  apps::PlanOptions po;
+  test::PlanOptions po;
   po.topology = "llm";
   po.replicate = n % 2 == 0 ? 2 : 1;  // the owners of an R x G plan: ranks of the whole world
-  const auto topo = apps::load_topology(po);
-  const auto p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, n));
+  const auto topo = test::load_topology(po);
+  const auto p = plan::make_plan(topo.tree, test::make_plan_config(po, topo, n));
   auto o = small_options(Method::ddp_dmuon);
   o.run.check = true;
   const auto f32 = engine::run_engine(topo.tree, p, o, MPI_COMM_WORLD);
@@ -147,10 +147,10 @@ TEST(DdpDmuonMpi, Bf16WireAndHsdpPlanPassCheck) {
 }
 
 TEST(DdpDmuonMpi, SameWeightsAsDdpMuon) {
-  apps::PlanOptions po;
+  test::PlanOptions po;
   po.topology = "moe";
-  const auto topo = apps::load_topology(po);
-  const auto p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, test::world_size()));
+  const auto topo = test::load_topology(po);
+  const auto p = plan::make_plan(topo.tree, test::make_plan_config(po, topo, test::world_size()));
   const auto a = engine::run_engine(topo.tree, p, small_options(Method::ddp_dmuon), MPI_COMM_WORLD);
   const auto b = engine::run_engine(topo.tree, p, small_options(Method::ddp_muon), MPI_COMM_WORLD);
   if (test::world_rank() == 0) {

@@ -14,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/base/trace.hpp"
 #include "dmuon/comm/dtype.hpp"
@@ -27,6 +26,7 @@
 #include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"
 #include "plan_setup.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -36,7 +36,7 @@ using Setup = test::PlanSetup;
 
 Setup make_setup(const std::string& topology, int replicate = 1,
                  plan::Reshard reshard = plan::Reshard::z3) {
-  apps::PlanOptions po;
+  test::PlanOptions po;
   po.topology = topology;
   po.replicate = replicate;
   po.reshard = reshard;

@@ -9,13 +9,13 @@
 #include <cstdio>
 #include <string>
 
-#include "common/plan_options.hpp"
 #include "dmuon/engine/engine.hpp"
 #include "dmuon/engine/step/step_layout.hpp"
 #include "dmuon/project/memory_model.hpp"
 #include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"
 #include "plan_setup.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -46,7 +46,7 @@ std::string terms_line(const std::array<std::int64_t, engine::kMemoryTermCount>&
 TEST(MemoryMpi, HostPeakWithinTenPercentOfTheModel) {
   for (const char* topology : {"moe", "llm"})
     for (auto reshard : {plan::Reshard::z3, plan::Reshard::z2}) {
-      apps::PlanOptions po;
+      test::PlanOptions po;
       po.topology = topology;
       po.reshard = reshard;
       const auto s = test::make_plan_setup(po);

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "common/plan_options.hpp"
 #include "dmuon/engine/engine.hpp"
 #include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -44,12 +44,12 @@ TEST(ReduceDtypeMpi, EveryMethodPassesAuditAndCheck) {
       if (n % replicate != 0) continue;
       for (const auto& routes : std::vector<std::vector<std::string>>{
                {}, {"ndim=1=sharded_adamw:bf16", "contains:embed=fsdp:fp32"}}) {
-        apps::PlanOptions po;
+        test::PlanOptions po;
         po.topology = t;
         po.replicate = replicate;
         po.routes = routes;
-        const auto topo = apps::load_topology(po);
-        const auto p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, n));
+        const auto topo = test::load_topology(po);
+        const auto p = plan::make_plan(topo.tree, test::make_plan_config(po, topo, n));
         for (auto m : {Method::dmuon, Method::fsdp_adamw, Method::fsdp_muon, Method::ddp_muon,
                        Method::ddp_dmuon})
           for (const auto& [wire, reduce] : types)

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "common/plan_options.hpp"
 #include "dmuon/engine/engine.hpp"
 #include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -45,12 +45,12 @@ TEST(RouteMpi, EveryMethodPassesCheckAndAudit) {
   for (const char* t : {"llm", "moe-llm", "vla"})
     for (int replicate : {1, 2}) {
       if (n % replicate != 0) continue;
-      apps::PlanOptions po;
+      test::PlanOptions po;
       po.topology = t;
       po.replicate = replicate;
       po.routes = kRoutes;
-      const auto topo = apps::load_topology(po);
-      const auto p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, n));
+      const auto topo = test::load_topology(po);
+      const auto p = plan::make_plan(topo.tree, test::make_plan_config(po, topo, n));
       for (auto m : {Method::dmuon, Method::ddp_dmuon, Method::fsdp_muon, Method::ddp_muon,
                      Method::fsdp_adamw}) {
         const auto r = engine::run_engine(topo.tree, p, small_options(m), MPI_COMM_WORLD);
@@ -69,13 +69,13 @@ TEST(RouteMpi, ShardedAdamwPassesCheckAndAuditEverywhere) {
     for (int replicate : {1, 2}) {
       if (n % replicate != 0) continue;
       for (auto rs : {plan::Reshard::z3, plan::Reshard::z2}) {
-        apps::PlanOptions po;
+        test::PlanOptions po;
         po.topology = t;
         po.replicate = replicate;
         po.reshard = rs;
         po.routes = kShardedRoutes;
-        const auto topo = apps::load_topology(po);
-        const auto p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, n));
+        const auto topo = test::load_topology(po);
+        const auto p = plan::make_plan(topo.tree, test::make_plan_config(po, topo, n));
         ASSERT_FALSE(p.sharded_hooks.dedicated.empty()) << t;
         for (auto m : {Method::dmuon, Method::fsdp_muon, Method::ddp_dmuon}) {
           auto o = small_options(m);
@@ -162,13 +162,13 @@ TEST(RouteMpi, ShardedAdamwBytesByHand) {
 // and bytes on every channel (routes change the update, not the traffic).
 TEST(RouteMpi, AdamwRouteMovesTheBytesOfAMuonRoute) {
   const int n = test::world_size();
-  apps::PlanOptions po;
+  test::PlanOptions po;
   po.topology = "llm";
   po.routes = {"ndim=1=adamw"};
-  const auto topo = apps::load_topology(po);
-  const auto pa = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, n));
+  const auto topo = test::load_topology(po);
+  const auto pa = plan::make_plan(topo.tree, test::make_plan_config(po, topo, n));
   po.routes = {"ndim=1=muon"};
-  const auto pm = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, n));
+  const auto pm = plan::make_plan(topo.tree, test::make_plan_config(po, topo, n));
   ASSERT_EQ(pa.hooks.dedicated, pm.hooks.dedicated);
   for (auto m : {Method::dmuon, Method::ddp_dmuon}) {
     auto o = small_options(m);
@@ -205,15 +205,15 @@ TEST(RouteMpi, RouteDtypeRunsEachParameterAsItsOwnTypeDoes) {
       const auto wire = replicate == 1 ? kernels::Dtype::f32 : kernels::Dtype::bf16;
       const auto other = replicate == 1 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
       const std::string suffix = replicate == 1 ? ":bf16" : ":fp32";
-      apps::PlanOptions po;
+      test::PlanOptions po;
       po.topology = "llm";
       po.replicate = replicate;
       po.routes = routes;
-      const auto topo = apps::load_topology(po);
-      const auto plain = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, n));
+      const auto topo = test::load_topology(po);
+      const auto plain = plan::make_plan(topo.tree, test::make_plan_config(po, topo, n));
       po.routes.clear();
       for (const auto& r : routes) po.routes.push_back(r + suffix);
-      const auto routed = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, n));
+      const auto routed = plan::make_plan(topo.tree, test::make_plan_config(po, topo, n));
       ASSERT_TRUE(routed.has_route_dtypes());
       for (auto m : {Method::dmuon, Method::fsdp_adamw, Method::fsdp_muon, Method::ddp_muon,
                      Method::ddp_dmuon}) {

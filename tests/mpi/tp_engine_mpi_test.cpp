@@ -13,12 +13,12 @@
 #include <functional>
 #include <string>
 
-#include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/engine.hpp"
 #include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"
 #include "plan_setup.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -27,7 +27,7 @@ using namespace dmuon;
 using Setup = test::PlanSetup;
 
 Setup make_setup(int tp, int replicate, plan::Reshard reshard) {
-  apps::PlanOptions po;
+  test::PlanOptions po;
   po.topology = "llm";
   po.tp = tp;
   po.replicate = replicate;

@@ -14,13 +14,13 @@
 #include <utility>
 #include <vector>
 
-#include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/accumulation.hpp"
 #include "dmuon/engine/step/grad_clip.hpp"
 #include "dmuon/engine/step/step_schedule.hpp"
 #include "dmuon/engine/step/step_volume.hpp"
 #include "llm_tp_plan.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -67,11 +67,11 @@ TEST(ClipNorm, EveryElementCountedOnceOverTheWorld) {
   for (const char* topology : {"moe", "llm"})
     for (auto m : {Method::dmuon, Method::fsdp_adamw, Method::fsdp_muon, Method::ddp_muon})
       for (auto [world, replicate] : {std::pair{1, 1}, {3, 1}, {4, 2}, {8, 2}, {6, 3}}) {
-        apps::PlanOptions po;
+        test::PlanOptions po;
         po.topology = topology;
         po.replicate = replicate;
-        const auto topo = apps::load_topology(po);
-        const auto plan = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, world));
+        const auto topo = test::load_topology(po);
+        const auto plan = plan::make_plan(topo.tree, test::make_plan_config(po, topo, world));
         std::map<int, std::vector<int>> seen;  // pid -> count per element
         for (int pid : topo.tree.parameter_order())
           seen[pid].assign(static_cast<std::size_t>(topo.tree.parameter(pid).numel()), 0);
@@ -206,11 +206,11 @@ Counts count(const engine::Schedule& s) {
 TEST(Accum, ScheduleRepeatsMicroStepsAndReducesOnce) {
   for (auto m : {Method::dmuon, Method::fsdp_muon, Method::ddp_muon})
     for (auto rs : {plan::Reshard::z3, plan::Reshard::z2}) {
-      apps::PlanOptions po;
+      test::PlanOptions po;
       po.topology = "moe";
       po.reshard = rs;
-      const auto topo = apps::load_topology(po);
-      const auto plan = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, 2));
+      const auto topo = test::load_topology(po);
+      const auto plan = plan::make_plan(topo.tree, test::make_plan_config(po, topo, 2));
       const auto L1 = engine::make_layout(topo.tree, plan, {m, rs, 1}, 1);
       const auto L4 = engine::make_layout(topo.tree, plan,
                                           {m, rs, 1, engine::OptimizerPipeline::per_group, 4}, 1);
@@ -236,11 +236,11 @@ TEST(Accum, ScheduleRepeatsMicroStepsAndReducesOnce) {
 
 TEST(ClipNorm, ScheduleReducesFirstThenOneWorldAllReduceThenOptimizer) {
   for (auto m : {Method::dmuon, Method::fsdp_adamw, Method::fsdp_muon, Method::ddp_muon}) {
-    apps::PlanOptions po;
+    test::PlanOptions po;
     po.topology = "moe";
     po.replicate = 2;
-    const auto topo = apps::load_topology(po);
-    const auto plan = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, 4));
+    const auto topo = test::load_topology(po);
+    const auto plan = plan::make_plan(topo.tree, test::make_plan_config(po, topo, 4));
     for (int r = 0; r < 4; ++r) {
       const auto L = engine::make_layout(topo.tree, plan, {m, plan::Reshard::z3, 1}, r);
       engine::StepSpec o;

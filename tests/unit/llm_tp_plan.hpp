@@ -3,9 +3,9 @@
 // plan options (every q, k, v, o, gate, up, down TP-sharded): the set-up the --tp unit tests
 // share, with the model of the local shard shapes the layouts are made from.
 
-#include "common/plan_options.hpp"
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/plan/tp_local_tree.hpp"
+#include "test_plan_options.hpp"
 
 namespace dmuon::test {
 
@@ -16,12 +16,12 @@ struct LlmTpPlan {
 };
 
 inline LlmTpPlan llm_tp_plan(int world, int replicate, int tp) {
-  apps::PlanOptions po;
+  test::PlanOptions po;
   po.topology = "llm";
   po.replicate = replicate;
   po.tp = tp;
-  auto topo = apps::load_topology(po);
-  auto p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, world));
+  auto topo = test::load_topology(po);
+  auto p = plan::make_plan(topo.tree, test::make_plan_config(po, topo, world));
   auto local = plan::tp_local_tree(topo.tree, p);
   return {std::move(topo), std::move(p), std::move(local)};
 }

@@ -289,8 +289,25 @@ TEST(Errors, BadOptions) {
   o.replicate = 0;
   EXPECT_THROW(partition_ownership(tree, {0}, o), InputError);
   o.replicate = 1;
-  o.pack_threshold = 0;
+  o.pack_threshold = -1;
   EXPECT_THROW(partition_ownership(tree, {0}, o), InputError);
+  o.pack_threshold = (std::int64_t{1} << 50) + 1;
+  EXPECT_THROW(partition_ownership(tree, {0}, o), InputError);
+}
+
+// A threshold of 0 leaves no parameter "small": every parameter its own unit, as packing off
+// (--pack-threshold 0 and --no-pack are one setting).
+TEST(Packing, ThresholdZeroPacksNothing) {
+  model::ModuleTree tree("M");  // layers.0.{a,b,c}: one bucket
+  const int layer = tree.add_module(tree.add_module(0, "layers", "ModuleList"), "0", "L");
+  for (const char* n : {"a", "b", "c"}) tree.add_parameter(layer, n, {100});
+  tree.finalize();
+  PartitionOptions o;
+  o.shard = 2;
+  o.pack_threshold = 0;
+  EXPECT_EQ(partition_ownership(tree, {0, 1, 2}, o).units.size(), 3u);
+  o.pack_threshold = 1000;  // all three small, one bucket: one unit
+  EXPECT_EQ(partition_ownership(tree, {0, 1, 2}, o).units.size(), 1u);
 }
 
 }  // namespace

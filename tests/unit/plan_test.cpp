@@ -2,13 +2,13 @@
 
 #include <gtest/gtest.h>
 
-#include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/degradation.hpp"
 #include "dmuon/engine/step/step_volume.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/plan.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -128,20 +128,19 @@ TEST(PlanHash, ChangesWithOwnersAndSites) {
   EXPECT_NE(a, plan::plan_hash(t.tree, plan::make_plan(t.tree, c)));
 }
 
-// The apps' plan configuration carries the reshard mode the engine runs (PlanOptions.reshard,
-// which dmuon_bench sets from --reshard): llm tiny with tied embeddings, every parameter
-// dedicated. model.embed_tokens.weight is held by model.embed_tokens and lm_head: Z3 puts it
-// at their lowest common ancestor, the root; Z2 at its canonical parent, model.embed_tokens
-// (no layers/blocks key: per-Linear).
+// The apps' plan configuration carries the reshard mode the engine runs (--reshard): llm tiny with
+// tied embeddings, every parameter dedicated. model.embed_tokens.weight is held by
+// model.embed_tokens and lm_head: Z3 puts it at their lowest common ancestor, the root; Z2 at its
+// canonical parent, model.embed_tokens (no layers/blocks key: per-Linear).
 TEST(PlanConfig, CarriesTheReshardModeIntoTheSites) {
   const auto topo = model::build_topology("llm", "tiny", {{"tie_embeddings", "1"}});
-  apps::PlanOptions o;
-  o.topology = "llm";
-  o.dedicate = "all";
+  apps::RunOptions o;
+  o.model.topology = "llm";
+  o.plan.dedicate_rule = "all";
   const auto emb = *topo.tree.find_parameter("model.embed_tokens.weight");
   auto site_of_embedding = [&](plan::Reshard r) {
-    o.reshard = r;
-    const auto c = apps::make_plan_config(o, topo, 2);
+    o.engine.step.reshard = r;
+    const auto c = apps::make_plan_config(o, topo, 2, "default", true, partition::Strategy::lpt);
     EXPECT_EQ(c.reshard, r);
     const auto p = plan::make_plan(topo.tree, c);
     return p.hooks.sites[static_cast<std::size_t>(p.hooks.site_of_param[emb])].path;
@@ -153,10 +152,13 @@ TEST(PlanConfig, CarriesTheReshardModeIntoTheSites) {
 // A world size is checked before anything is sized by it.
 TEST(PlanConfig, WorldSizeLimits) {
   const auto topo = model::build_topology("moe", "tiny");
-  apps::PlanOptions o;
-  EXPECT_THROW(apps::make_plan_config(o, topo, 0), InputError);
-  EXPECT_THROW(apps::make_plan_config(o, topo, 100'000'000), InputError);
-  EXPECT_NO_THROW(apps::make_plan_config(o, topo, static_cast<int>(partition::kMaxSlots)));
+  const apps::RunOptions o;
+  const auto config = [&](int world) {
+    return apps::make_plan_config(o, topo, world, "default", true, partition::Strategy::lpt);
+  };
+  EXPECT_THROW(config(0), InputError);
+  EXPECT_THROW(config(100'000'000), InputError);
+  EXPECT_NO_THROW(config(static_cast<int>(partition::kMaxSlots)));
   plan::PlanConfig c;
   c.dedicate_rule = "all";
   c.partition.shard = 1 << 11;

@@ -21,7 +21,6 @@
 #include <tuple>
 #include <vector>
 
-#include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/accumulation.hpp"
 #include "dmuon/engine/step/activation_work.hpp"
@@ -31,6 +30,7 @@
 #include "dmuon/plan/tp_local_tree.hpp"
 #include "dmuon/plan/tp_volume.hpp"
 #include "llm_tp_plan.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -81,15 +81,15 @@ struct Built {
 };
 
 Built build(const Case& c) {
-  apps::PlanOptions po;
+  test::PlanOptions po;
   po.topology = c.topology;
   po.replicate = c.replicate;
   po.no_pack = c.no_pack;
   po.reshard = c.reshard;
   po.owner_strategy = c.strategy;
   po.routes = c.routes;
-  Built b{apps::load_topology(po), {}, {}, {}, {}};
-  b.plan = plan::make_plan(b.topo.tree, apps::make_plan_config(po, b.topo, c.world));
+  Built b{test::load_topology(po), {}, {}, {}, {}};
+  b.plan = plan::make_plan(b.topo.tree, test::make_plan_config(po, b.topo, c.world));
   b.options.prefetch = c.prefetch;
   b.options.grad_reduce = c.grad_reduce;
   b.options.method = c.method;

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "dmuon/base/abbreviate.hpp"
+#include "options/run_option_outputs.hpp"
 
 namespace dmuon::apps::advise {
 namespace {
@@ -76,30 +77,25 @@ nlohmann::json outcome_json(const Outcome& o) {
 
 nlohmann::json candidate_json(const Candidate& c) {
   nlohmann::json j = nlohmann::json::object();
-  for (int k = 0; k < kKnobCount; ++k)
-    j[knob_name(static_cast<Knob>(k))] = c.value(static_cast<Knob>(k));
+  for (std::size_t k = 0; k < c.values.size(); ++k) j[knobs()[k]->key_name()] = c.value(k);
   return j;
 }
 
 nlohmann::json evaluated_json(const Evaluated& e, const SearchResult& r) {
-  nlohmann::json j = {{"knobs", candidate_json(e.candidate)},
-                      {"changes", describe_changes(e.candidate, r.start)},
-                      {"boundary_origin", r.space.boundary_origin.count(e.candidate.boundary)
-                                              ? r.space.boundary_origin.at(e.candidate.boundary)
-                                              : std::string()},
-                      {"outcome", outcome_json(e.outcome)},
-                      {"dominated", e.dominated}};
+  nlohmann::json j = {
+      {"knobs", candidate_json(e.candidate)},
+      {"changes", describe_changes(e.candidate, r.start)},
+      {"boundary_origin", r.space.boundary_origin.count(e.candidate.value("boundary"))
+                              ? r.space.boundary_origin.at(e.candidate.value("boundary"))
+                              : std::string()},
+      {"outcome", outcome_json(e.outcome)},
+      {"dominated", e.dominated}};
   if (e.baseline) {
     j["fsdp_adamw"] = outcome_json(*e.baseline);
     if (e.baseline->status == Status::ok && e.outcome.status == Status::ok)
       j["dmuon_vs_adamw"] = e.outcome.step_ms / e.baseline->step_ms;
   }
   return j;
-}
-
-// A YAML double-quoted scalar (JSON string escapes are valid YAML).
-std::string quoted(const std::string& s) {
-  return nlohmann::json(s).dump();
 }
 
 // "1.41x faster"; "0.4 % faster" under 10 %, with the projection's resolution under 2 %.
@@ -184,10 +180,9 @@ nlohmann::json advise_json(const AdviseContext& ctx, const SearchResult& r, int 
 }
 
 std::string winner_config(const AdviseContext& ctx, const SearchResult& r) {
-  const auto& b = ctx.base->bench;
   const auto& w = r.best;
   const auto& o = r.of(w).outcome;
-  std::string s = fmt::format(
+  const std::string header = fmt::format(
       "# dmuon_advise winner for {} on {}, world {}: {}\n"
       "# projected step {} ms, peak {:.3g} GB per rank; changed against the start: {}\n"
       "# Project it: dmuon_project --config THIS --machine {} --world-size {}\n"
@@ -196,53 +191,13 @@ std::string winner_config(const AdviseContext& ctx, const SearchResult& r) {
       o.status == Status::ok ? fmt::format("{:.1f}", o.step_ms) : std::string("-"),
       static_cast<double>(o.peak_bytes) / 1e9, describe_changes(w, r.start), ctx.machine->name,
       ctx.world);
-  if (!b.plan.topology_file.empty()) {
-    // Absolute: a config's paths are read from wherever the tool runs, not from the config.
-    s += fmt::format("topology_file: {}\n",
-                     quoted(std::filesystem::absolute(b.plan.topology_file).string()));
-  } else {
-    s += fmt::format("topology: {}\n", quoted(b.plan.topology));
-    if (!b.plan.preset.empty()) s += fmt::format("preset: {}\n", quoted(b.plan.preset));
-  }
-  const auto list = [&](const char* key, const std::vector<std::string>& items) {
-    if (items.empty()) return;
-    s += fmt::format("{}:\n", key);
-    for (const auto& item : items) s += fmt::format("  - {}\n", quoted(item));
-  };
-  list("set", b.plan.sets);
-  if (!b.plan.dedicate.empty()) s += fmt::format("dedicate: {}\n", quoted(b.plan.dedicate));
-  list("route", b.plan.routes);
-  s += fmt::format("boundary:\n  - {{spec: {}, strict: true}}\n", quoted(w.boundary));
-  s += fmt::format("method: [dmuon]\nowner_strategy: {}\ncost_model: {}\nreplicate: {}\n",
-                   quoted(w.owner_strategy), quoted(w.cost_model), w.replicate);
-  if (w.pack_threshold == 0)
-    s += "no_pack: true\n";
-  else
-    s += fmt::format("pack_threshold: {}\n", w.pack_threshold);
-  if (b.plan.max_owners_per_group > 0)
-    s += fmt::format("max_owners_per_group: {}\n", b.plan.max_owners_per_group);
-  if (b.plan.no_column_balance) s += "no_column_balance: true\n";
-  if (b.plan.group_key != "layer") s += fmt::format("group_key: {}\n", quoted(b.plan.group_key));
-  s += fmt::format("reshard: {}\nprefetch: {}\ncomm_dtype: {}\n", quoted(w.reshard), w.prefetch,
-                   quoted(w.comm_dtype));
-  // Not a searched knob: the user's, kept fixed (absent: each candidate's comm_dtype).
-  if (b.reduce_dtype_given) s += fmt::format("reduce_dtype: {}\n", quoted(b.reduce_dtype));
-  s += fmt::format("grad_reduce: {}\nns: {}\nns_dtype: {}\noptimizer_pipeline: {}\n",
-                   quoted(b.grad_reduce), quoted(b.ns), quoted(b.ns_dtype),
-                   quoted(b.optimizer_pipeline));
-  if (b.clip_norm_given) s += fmt::format("clip_norm: {}\n", quoted(b.clip_norm));
-  if (!b.clip_norm_type.empty()) s += fmt::format("clip_norm_type: {}\n", quoted(b.clip_norm_type));
-  if (b.accum_given) s += fmt::format("accum: {}\n", quoted(b.accum));
-  if (b.seq_len > 0) {
-    s += fmt::format("seq_len: {}\nmicro_batch: {}\nac: {}\nflops: {}\nfusion: {}\n", b.seq_len,
-                     b.micro_batch, quoted(w.ac), quoted(b.flops), quoted(b.fusion));
-    if (!b.compute_dtype.empty()) s += fmt::format("compute_dtype: {}\n", quoted(b.compute_dtype));
-  } else if (b.engine.step.global_tokens > 0) {
-    s += fmt::format("global_tokens: {}\n", b.engine.step.global_tokens);
-  } else {
-    s += fmt::format("tokens: {}\n", b.engine.step.tokens);
-  }
-  return s;
+  RunOptions winner = w.apply(*ctx.base);
+  winner.methods = {engine::Method::dmuon};
+  // Absolute: a config's paths are read from wherever the tool runs, not from the config.
+  if (!winner.model.topology_file.empty())
+    winner.model.topology_file = std::filesystem::absolute(winner.model.topology_file).string();
+  // What both tools take: dmuon_bench and dmuon_project run it as it is.
+  return options::config_yaml(winner, options::kBench | options::kProject, header);
 }
 
 }  // namespace dmuon::apps::advise

@@ -7,7 +7,7 @@
 
 #include "advise/search.hpp"
 #include "dmuon/project/machine_model.hpp"
-#include "project/project_options.hpp"
+#include "options/run_options.hpp"
 
 namespace dmuon::apps::advise {
 
@@ -17,7 +17,7 @@ struct AdviseContext {
   int world = 0;
   double capacity_gb = 0;       ///< 0: no cap
   std::string capacity_source;  ///< "machine", "--memory-cap"
-  const project::ProjectOptions* base = nullptr;
+  const RunOptions* base = nullptr;
 };
 
 std::string advise_table(const AdviseContext& ctx, const SearchResult& r, int top);

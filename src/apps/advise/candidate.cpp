@@ -5,101 +5,79 @@
 #include <stdexcept>
 
 namespace dmuon::apps::advise {
+namespace {
 
-const char* knob_name(Knob k) {
-  switch (k) {
-    case Knob::boundary: return "boundary";
-    case Knob::replicate: return "replicate";
-    case Knob::reshard: return "reshard";
-    case Knob::prefetch: return "prefetch";
-    case Knob::comm_dtype: return "comm_dtype";
-    case Knob::owner_strategy: return "owner_strategy";
-    case Knob::cost_model: return "cost_model";
-    case Knob::pack_threshold: return "pack_threshold";
-    case Knob::ac: return "ac";
-  }
-  return "?";
+// The boundary knob's value is a spec; its flag item carries the mode.
+std::string flag_text(const options::RunOption& o, const std::string& value) {
+  return o.key_name() == "boundary" ? "strict:" + value : value;
 }
 
-std::string Candidate::value(Knob k) const {
-  switch (k) {
-    case Knob::boundary: return boundary;
-    case Knob::replicate: return std::to_string(replicate);
-    case Knob::reshard: return reshard;
-    case Knob::prefetch: return std::to_string(prefetch);
-    case Knob::comm_dtype: return comm_dtype;
-    case Knob::owner_strategy: return owner_strategy;
-    case Knob::cost_model: return cost_model;
-    case Knob::pack_threshold:
-      return pack_threshold == 0 ? std::string("no-pack") : std::to_string(pack_threshold);
-    case Knob::ac: return ac;
-  }
-  return "?";
+}  // namespace
+
+const std::vector<const options::RunOption*>& knobs() {
+  static const std::vector<const options::RunOption*> k = [] {
+    std::vector<const options::RunOption*> out;
+    for (const auto& o : options::run_option_table())
+      if (o.shown & options::kKnob) out.push_back(&o);
+    return out;
+  }();
+  return k;
 }
 
-Candidate Candidate::with(Knob k, const std::string& text) const {
+std::size_t knob(const std::string& key) {
+  const auto& k = knobs();
+  for (std::size_t i = 0; i < k.size(); ++i)
+    if (k[i]->key_name() == key) return i;
+  throw std::logic_error("advise: no knob " + key);
+}
+
+Candidate Candidate::with(std::size_t k, const std::string& text) const {
   Candidate c = *this;
-  switch (k) {
-    case Knob::boundary: c.boundary = text; break;
-    case Knob::replicate: c.replicate = std::stoi(text); break;
-    case Knob::reshard: c.reshard = text; break;
-    case Knob::prefetch: c.prefetch = std::stoi(text); break;
-    case Knob::comm_dtype: c.comm_dtype = text; break;
-    case Knob::owner_strategy: c.owner_strategy = text; break;
-    case Knob::cost_model: c.cost_model = text; break;
-    case Knob::pack_threshold: c.pack_threshold = text == "no-pack" ? 0 : std::stoll(text); break;
-    case Knob::ac: c.ac = text; break;
-  }
+  c.values.at(k) = text;
   return c;
 }
 
 std::string Candidate::key() const {
   std::string s;
-  for (int k = 0; k < kKnobCount; ++k)
-    s += fmt::format("{}={};", knob_name(static_cast<Knob>(k)), value(static_cast<Knob>(k)));
+  for (std::size_t k = 0; k < values.size(); ++k)
+    s += fmt::format("{}={};", knobs()[k]->key_name(), values[k]);
   return s;
+}
+
+RunOptions Candidate::apply(const RunOptions& base) const {
+  RunOptions o = base;
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    const auto& row = *knobs()[k];
+    row.set(o, {flag_text(row, values[k])}, row.flag);
+  }
+  return o;
+}
+
+Candidate candidate_of(const RunOptions& o, const std::string& boundary) {
+  Candidate c;
+  for (const auto* row : knobs())
+    c.values.push_back(row->key_name() == "boundary" ? boundary : row->text(o));
+  return c;
+}
+
+int changed_knobs(const Candidate& c, const Candidate& start) {
+  int n = 0;
+  for (std::size_t k = 0; k < c.values.size(); ++k) n += c.values[k] != start.values[k];
+  return n;
 }
 
 std::string describe_changes(const Candidate& c, const Candidate& start) {
   std::string s;
-  for (int i = 0; i < kKnobCount; ++i) {
-    const auto k = static_cast<Knob>(i);
-    if (c.value(k) == start.value(k)) continue;
-    if (!s.empty()) s += ", ";
-    // Short forms for the table: "R=4", "z2", "bf16"; the others as knob=value.
-    if (k == Knob::replicate)
-      s += "R=" + c.value(k);
-    else if (k == Knob::reshard || k == Knob::comm_dtype)
-      s += c.value(k);
-    else
-      s += fmt::format("{}={}", knob_name(k), c.value(k));
-  }
+  for (std::size_t k = 0; k < c.values.size(); ++k)
+    if (c.values[k] != start.values[k])
+      s += fmt::format("{}{}={}", s.empty() ? "" : ", ", knobs()[k]->key_name(), c.values[k]);
   return s.empty() ? std::string("start") : s;
 }
 
 std::vector<std::string> candidate_flags(const Candidate& c) {
-  std::vector<std::string> f = {"--boundary",
-                                "strict:" + c.boundary,
-                                "--owner-strategy",
-                                c.owner_strategy,
-                                "--cost-model",
-                                c.cost_model,
-                                "--replicate",
-                                std::to_string(c.replicate),
-                                "--reshard",
-                                c.reshard,
-                                "--prefetch",
-                                std::to_string(c.prefetch),
-                                "--comm-dtype",
-                                c.comm_dtype,
-                                "--ac",
-                                c.ac};
-  if (c.pack_threshold == 0) {
-    f.push_back("--no-pack");
-  } else {
-    f.push_back("--pack-threshold");
-    f.push_back(std::to_string(c.pack_threshold));
-  }
+  std::vector<std::string> f;
+  for (std::size_t k = 0; k < c.values.size(); ++k)
+    f.push_back(knobs()[k]->flag + "=" + flag_text(*knobs()[k], c.values[k]));
   return f;
 }
 

@@ -1,54 +1,47 @@
 #pragma once
-// One point of the advisor's search: the choices dmuon_advise varies (hook boundary, owner
-// strategy and cost model, R x G, Z2/Z3, prefetch depth, wire dtype, pack threshold,
-// activation checkpointing), each spelled as the flag that sets it, so a candidate is also a
-// command line and a config file.
+// One point of the advisor's search: a value for each knob, the options of the option table
+// marked Shown::kKnob (hook boundary, owner strategy and cost model, pack threshold, R,
+// Z2/Z3, prefetch depth, wire dtype, activation checkpointing). Each value is the text its flag
+// takes, so a candidate is also a command line and a config file.
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "options/run_option_table.hpp"
+
 namespace dmuon::apps::advise {
 
-/// The knobs, in the order the search visits them (largest expected effect first).
-enum class Knob {
-  boundary,
-  replicate,
-  reshard,
-  prefetch,
-  comm_dtype,
-  owner_strategy,
-  cost_model,
-  pack_threshold,
-  ac
-};
-inline constexpr int kKnobCount = 9;
-const char* knob_name(Knob k);
+/// The knobs, in table order.
+const std::vector<const options::RunOption*>& knobs();
+/// The index of the knob with config key `key` (std::logic_error when there is none).
+std::size_t knob(const std::string& key);
 
 struct Candidate {
-  std::string boundary = "default";  ///< a --boundary spec (strict), aliases resolved
-  std::string owner_strategy = "lpt";
-  std::string cost_model = "optimizer";
-  int replicate = 1;
-  std::string reshard = "z3";
-  int prefetch = 1;
-  std::string comm_dtype = "fp32";
-  std::int64_t pack_threshold = 5'000'000;  ///< 0: --no-pack
-  std::string ac = "none";
+  /// Per knob, its value as its flag's text; the boundary knob holds a resolved spec, run
+  /// strict.
+  std::vector<std::string> values;
 
-  /// The value of one knob as its flag's text ("types:Block", "4", "z2", "no-pack").
-  std::string value(Knob k) const;
-  /// The candidate with knob `k` set from its text (as value() writes it).
-  Candidate with(Knob k, const std::string& text) const;
+  const std::string& value(std::size_t k) const { return values.at(k); }
+  const std::string& value(const std::string& key) const { return values.at(knob(key)); }
+  /// The candidate with knob `k` set to `text`.
+  Candidate with(std::size_t k, const std::string& text) const;
   /// Canonical text naming every knob: equal keys, equal runs.
   std::string key() const;
+  /// `base` with every knob set as its flag would set it (InputError on a bad value).
+  RunOptions apply(const RunOptions& base) const;
 };
 
-/// "boundary=types:Block, R=4, z2" for the knobs where `c` differs from `start`; "start" when
-/// none differs.
-std::string describe_changes(const Candidate& c, const Candidate& start);
+/// The knobs' values in `o` (one boundary, one owner strategy: the tool's rules hold it so);
+/// `boundary` is the start's resolved boundary spec.
+Candidate candidate_of(const RunOptions& o, const std::string& boundary);
 
-/// The candidate as dmuon_bench / dmuon_project flags ("--boundary strict:X --replicate 4 ...").
+/// "boundary=types:Block, replicate=4, reshard=z2" for the knobs where `c` differs from
+/// `start`; "start" when none differs.
+std::string describe_changes(const Candidate& c, const Candidate& start);
+/// How many knobs differ.
+int changed_knobs(const Candidate& c, const Candidate& start);
+
+/// The candidate as dmuon_bench / dmuon_project flags ("--boundary=strict:X", "--replicate=4").
 std::vector<std::string> candidate_flags(const Candidate& c);
 
 }  // namespace dmuon::apps::advise

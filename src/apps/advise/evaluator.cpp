@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "common/plan_options.hpp"
+#include "common/plan_setup.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/phase.hpp"
 #include "dmuon/plan/plan.hpp"
@@ -17,32 +17,18 @@ constexpr engine::Phase kStepParts[] = {
     engine::Phase::forward_compute, engine::Phase::backward_compute, engine::Phase::optimizer_ns,
     engine::Phase::optimizer_other, engine::Phase::exposed_comm,     engine::Phase::step_sync};
 
-// The invocation's bench options with the candidate's knobs, as the flags would set them.
-bench::BenchOptions options_for(const project::ProjectOptions& base, const Candidate& c,
-                                engine::Method method) {
-  auto b = base.bench;
-  b.boundaries = {"strict:" + c.boundary};
-  b.owner_strategies = {c.owner_strategy};
-  b.methods = {engine::method_name(method)};
-  b.plan.cost_model = c.cost_model;
-  b.plan.replicate = c.replicate;
-  b.reshard = c.reshard;
-  b.engine.step.prefetch = c.prefetch;
-  b.comm_dtype = c.comm_dtype;
-  b.plan.no_pack = c.pack_threshold == 0;
-  if (c.pack_threshold > 0) b.plan.pack_threshold = c.pack_threshold;
-  b.ac = c.ac;
-  return b;
+// The invocation's options with the candidate's knobs and one method, as the flags would set
+// them.
+RunOptions options_for(const RunOptions& base, const Candidate& c, engine::Method method) {
+  auto o = c.apply(base);
+  o.methods = {method};
+  return o;
 }
 
-// The plan options of the candidate's dmuon row (a strict boundary).
-PlanOptions plan_options_for(const bench::BenchOptions& b, const Candidate& c) {
-  auto po = b.plan;
-  po.boundary = c.boundary;
-  po.lenient = false;
-  po.owner_strategy = c.owner_strategy;
-  po.reshard = plan::parse_reshard(c.reshard);
-  return po;
+// The plan of the candidate's dmuon row (a strict boundary).
+plan::PlanConfig plan_config_for(const RunOptions& o, const Candidate& c,
+                                 const model::Topology& topo, int world) {
+  return make_plan_config(o, topo, world, c.value("boundary"), true, o.owner_strategies.front());
 }
 
 }  // namespace
@@ -56,9 +42,13 @@ const char* status_name(Status s) {
   return "?";
 }
 
-Evaluator::Evaluator(const project::ProjectOptions& base, const model::Topology& topo,
+Evaluator::Evaluator(const RunOptions& base, const model::Topology& topo,
                      const dmuon::project::Machine& machine, int world, double capacity_gb)
     : base_(base), topo_(topo), machine_(machine), world_(world), capacity_gb_(capacity_gb) {}
+
+std::string Evaluator::sites_key(const Candidate& c) {
+  return c.value("boundary") + ";" + c.value("reshard");
+}
 
 bool Evaluator::known(const Candidate& c, engine::Method method) const {
   return cache_.count(c.key() + engine::method_name(method)) > 0;
@@ -74,14 +64,13 @@ const Outcome& Evaluator::evaluate(const Candidate& c, engine::Method method) {
 int Evaluator::plan_sites(const Candidate& c) {
   // Sites depend on the boundary and the reshard mode only (owners do not move them): one plan
   // per pair, with the start's other knobs.
-  const std::string key = c.boundary + ";" + c.reshard;
+  const std::string key = sites_key(c);
   if (auto it = sites_.find(key); it != sites_.end()) return it->second;
-  const auto b = options_for(base_, c, engine::Method::dmuon);
   int sites = 0;
   try {
+    const auto b = options_for(base_, c, engine::Method::dmuon);
     sites = static_cast<int>(
-        plan::make_plan(topo_.tree, make_plan_config(plan_options_for(b, c), topo_, world_))
-            .hooks.sites.size());
+        plan::make_plan(topo_.tree, plan_config_for(b, c, topo_, world_)).hooks.sites.size());
   } catch (const InputError&) {
     sites = 0;  // cannot be planned: its evaluation is quick
   }
@@ -92,17 +81,15 @@ int Evaluator::plan_sites(const Candidate& c) {
 Outcome Evaluator::project_candidate(const Candidate& c, engine::Method method) {
   const auto t0 = std::chrono::steady_clock::now();
   Outcome out;
-  auto b = options_for(base_, c, method);
   try {
-    bench::resolve_engine_options(b);
+    auto b = options_for(base_, c, method);
     engine::validate(b.engine, world_);
-    const auto config = make_plan_config(plan_options_for(b, c), topo_, world_);
-    const auto plan = plan::make_plan(topo_.tree, config);
+    const auto plan = plan::make_plan(topo_.tree, plan_config_for(b, c, topo_, world_));
     out.sites = static_cast<int>(plan.hooks.sites.size());
-    sites_[c.boundary + ";" + c.reshard] = out.sites;
+    sites_[sites_key(c)] = out.sites;
     out.idle_ranks = plan.partition.empty_slots;
     out.suggested_boundary = plan.report.suggested_boundary;
-    auto setup = project::make_projection_setup(b, topo_, machine_, base_.symmetry_resolved);
+    auto setup = project::make_projection_setup(b, topo_, machine_, base_.projection.symmetry);
     setup.options.engine.step.method = method;
     ++projections_;
     const auto p = dmuon::project::project(topo_.tree, plan, machine_, setup.options);

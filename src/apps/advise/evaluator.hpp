@@ -13,7 +13,7 @@
 #include "dmuon/engine/step/engine_options.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/project/machine_model.hpp"
-#include "project/project_options.hpp"
+#include "options/run_options.hpp"
 
 namespace dmuon::apps::advise {
 
@@ -44,9 +44,9 @@ struct Outcome {
 
 class Evaluator {
  public:
-  /// `base`: resolved dmuon_project options (the invocation's fixed choices); `capacity_gb`:
-  /// the memory cap per rank (0: none).
-  Evaluator(const project::ProjectOptions& base, const model::Topology& topo,
+  /// `base`: the invocation's options (its fixed choices); `capacity_gb`: the memory cap per
+  /// rank (0: none).
+  Evaluator(const RunOptions& base, const model::Topology& topo,
             const dmuon::project::Machine& machine, int world, double capacity_gb);
 
   const Outcome& evaluate(const Candidate& c, engine::Method method = engine::Method::dmuon);
@@ -62,8 +62,10 @@ class Evaluator {
 
  private:
   Outcome project_candidate(const Candidate& c, engine::Method method);
+  /// Sites depend on the boundary and the reshard mode only.
+  static std::string sites_key(const Candidate& c);
 
-  project::ProjectOptions base_;
+  RunOptions base_;
   const model::Topology& topo_;
   const dmuon::project::Machine& machine_;
   int world_;

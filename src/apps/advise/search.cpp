@@ -6,7 +6,6 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "common/plan_options.hpp"
 #include "dmuon/boundary/degradation.hpp"
 
 namespace dmuon::apps::advise {
@@ -47,13 +46,6 @@ std::vector<std::string> repeated_unit_types(const model::ModuleTree& tree) {
   return out;
 }
 
-int changed_knobs(const Candidate& c, const Candidate& start) {
-  int n = 0;
-  for (int k = 0; k < kKnobCount; ++k)
-    n += c.value(static_cast<Knob>(k)) != start.value(static_cast<Knob>(k));
-  return n;
-}
-
 void add_value(std::vector<std::string>& list, const std::string& v) {
   if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
 }
@@ -63,30 +55,39 @@ void add_value(std::vector<std::string>& list, const std::string& v) {
 void SearchSpace::add_boundary(const std::string& spec, const std::string& origin) {
   if (spec.empty() || boundary_origin.count(spec)) return;
   boundary_origin[spec] = origin;
-  values[static_cast<int>(Knob::boundary)].push_back(spec);
+  values.at(knob("boundary")).push_back(spec);
 }
 
 SearchSpace make_search_space(const model::Topology& topo, const Candidate& start, int world,
                               int tp, bool activations) {
   SearchSpace s;
-  s.add_boundary(start.boundary, "start");
+  s.values.resize(knobs().size());
+  s.add_boundary(start.value("boundary"), "start");
   s.add_boundary("default", "default");
   if (!topo.recommended_boundary.empty()) s.add_boundary(topo.recommended_boundary, "recommended");
   for (const auto& type : repeated_unit_types(topo.tree))
     s.add_boundary("types:" + type, "type " + type);
-  auto& v = s.values;
-  v[static_cast<int>(Knob::replicate)] = replicate_values(world, tp, start.replicate);
-  v[static_cast<int>(Knob::reshard)] = {"z3", "z2"};
-  v[static_cast<int>(Knob::prefetch)] = {"0", "1", "2", "4"};
-  v[static_cast<int>(Knob::comm_dtype)] = {"fp32", "bf16"};
-  v[static_cast<int>(Knob::owner_strategy)] = {"lpt", "lpt_refine", "round_robin"};
-  v[static_cast<int>(Knob::cost_model)] = {"optimizer", "numel"};
-  v[static_cast<int>(Knob::pack_threshold)] = {"no-pack", "1000000", "5000000", "20000000"};
-  if (activations) v[static_cast<int>(Knob::ac)] = {"none", "selective", "full"};
+  const auto set = [&](const char* key, std::vector<std::string> v) {
+    s.values.at(knob(key)) = std::move(v);
+  };
+  set("replicate", replicate_values(world, tp, std::stoi(start.value("replicate"))));
+  set("reshard", {"z3", "z2"});
+  set("prefetch", {"0", "1", "2", "4"});
+  set("comm_dtype", {"fp32", "bf16"});
+  set("owner_strategy", {"lpt", "lpt_refine", "round_robin"});
+  set("cost_model", {"optimizer", "numel"});
+  set("pack_threshold", {"0", "1000000", "5000000", "20000000"});
+  if (activations) set("ac", {"none", "selective", "full"});
   // The start's own values are always in (a value of the user's outside these lists; --ac
   // without --seq-len: only the start's "none").
-  for (int k = 0; k < kKnobCount; ++k)
-    if (static_cast<Knob>(k) != Knob::boundary) add_value(v[k], start.value(static_cast<Knob>(k)));
+  for (std::size_t k = 0; k < knobs().size(); ++k)
+    if (knobs()[k]->key_name() != "boundary") add_value(s.values[k], start.value(k));
+  // Largest expected effect first; a knob the list misses comes last.
+  for (const char* key : {"boundary", "replicate", "reshard", "prefetch", "comm_dtype",
+                          "owner_strategy", "cost_model", "pack_threshold", "ac"})
+    s.order.push_back(knob(key));
+  for (std::size_t k = 0; k < knobs().size(); ++k)
+    if (std::find(s.order.begin(), s.order.end(), k) == s.order.end()) s.order.push_back(k);
   return s;
 }
 
@@ -172,7 +173,7 @@ class Descent {
   }
 
   // One knob with the others at the best so far; true when the best changed.
-  bool sweep_knob(Knob k) {
+  bool sweep_knob(std::size_t k) {
     const Candidate base = r_.best;
     bool changed = false;
     // The list can grow while it is swept (boundary suggestions): index, not iterators.
@@ -192,7 +193,7 @@ class Descent {
     if (!visit(r_.start)) return;
     for (r_.passes = 1; r_.passes <= o_.max_passes; ++r_.passes) {
       bool changed = false;
-      for (int k = 0; k < kKnobCount; ++k) changed = sweep_knob(static_cast<Knob>(k)) || changed;
+      for (std::size_t k : r_.space.order) changed = sweep_knob(k) || changed;
       if (!changed) break;
     }
     r_.passes = std::min(r_.passes, o_.max_passes);

@@ -25,18 +25,19 @@
 
 namespace dmuon::apps::advise {
 
-/// The values each knob may take.
+/// The values each knob may take, and the order the search visits the knobs in.
 struct SearchSpace {
-  std::vector<std::string> values[kKnobCount];
+  std::vector<std::vector<std::string>> values;  ///< per knob (candidate.hpp's knobs())
+  std::vector<std::size_t> order;                ///< knob indices, largest expected effect first
   /// Boundary spec -> where it came from ("default", "recommended", "suggested", "type X").
   std::map<std::string, std::string> boundary_origin;
-  const std::vector<std::string>& of(Knob k) const { return values[static_cast<int>(k)]; }
+  const std::vector<std::string>& of(std::size_t k) const { return values.at(k); }
   /// Adds a boundary spec (once); `origin` says where it came from.
   void add_boundary(const std::string& spec, const std::string& origin);
 };
 
 /// The space around `start` for `topo` on `world` ranks with TP group `tp`; `activations`:
-/// the run has a step work (--seq-len), so --ac is a knob.
+/// the run has a step work (--seq-len), so --ac is searched.
 SearchSpace make_search_space(const model::Topology& topo, const Candidate& start, int world,
                               int tp, bool activations);
 

@@ -18,6 +18,13 @@ namespace {
 
 using engine::Phase;
 
+std::string strategy_list(const RunOptions& o) {
+  std::string s;
+  for (auto st : o.owner_strategies)
+    s += (s.empty() ? "" : ",") + std::string(partition::strategy_name(st));
+  return s;
+}
+
 constexpr std::size_t kWidth = 160;
 constexpr std::size_t kLabelWidth = 25;
 
@@ -225,7 +232,7 @@ int failures(const std::vector<BenchRun>& runs) {
   return n;
 }
 
-std::string throughput_lines(const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
+std::string throughput_lines(const RunOptions& o, int world, const std::vector<BenchRun>& runs,
                              double model_flops_per_token, const char* convention) {
   const int dp = world / std::max(1, o.plan.tp);
   const auto tokens = static_cast<double>(o.engine.step.global_samples(dp));
@@ -254,13 +261,13 @@ std::string throughput_lines(const BenchOptions& o, int world, const std::vector
 namespace {
 
 // The table's header lines: what ran (or was projected), where, and how to read the columns.
-std::string table_header(const model::Topology& topo, const BenchOptions& o, int world,
+std::string table_header(const model::Topology& topo, const RunOptions& o, int world,
                          const std::string& sweep_source, const HostInfo& host,
                          const TableStyle& style, const char* bytes_unit, std::size_t width) {
   const auto& e = o.engine;
   std::string s;
   const auto line = [&](const std::string& text) { s += wrap_comment(text, width); };
-  const int replicate = o.plan.replicate, tp = o.plan.tp;
+  const int replicate = o.plan.partition.replicate, tp = o.plan.tp;
   line(fmt::format("# {}  topology {} (preset {})  world {} = R {} x G {}{}{}", style.title,
                    topo.name, topo.preset.empty() ? "file" : topo.preset, world, replicate,
                    world / replicate / tp, tp > 1 ? fmt::format(" x T {}", tp) : "",
@@ -268,7 +275,7 @@ std::string table_header(const model::Topology& topo, const BenchOptions& o, int
   line(fmt::format(
       "# boundary sweep: {}  owner strategy {}  reshard {}  grad reduce {}  prefetch {}  "
       "compute {}",
-      sweep_source, fmt::join(o.owner_strategies_resolved, ","), plan::reshard_name(e.step.reshard),
+      sweep_source, strategy_list(o), plan::reshard_name(e.step.reshard),
       plan::grad_reduce_name(e.step.grad_reduce), e.step.prefetch,
       engine::compute_name(e.step.compute)));
   line(
@@ -345,7 +352,7 @@ std::pair<const char*, double> bytes_unit(const std::vector<BenchRun>& runs) {
   return {"TB", 1e12};
 }
 
-std::string table_rows(const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
+std::string table_rows(const RunOptions& o, int world, const std::vector<BenchRun>& runs,
                        const std::vector<VsBest>& best, std::pair<const char*, double> unit) {
   std::string s;
   const std::string lw = std::to_string(o.wide ? 40 : kLabelWidth);
@@ -388,7 +395,7 @@ std::string table_rows(const BenchOptions& o, int world, const std::vector<Bench
 }
 
 // Boundary legends and degradation warnings, each once (per table, or per `style.shown`).
-std::string boundary_notes(const BenchOptions& o, const std::vector<BenchRun>& runs,
+std::string boundary_notes(const RunOptions& o, const std::vector<BenchRun>& runs,
                            const TableStyle& style, std::size_t width) {
   std::set<std::string> local;
   std::set<std::string>& shown = style.shown ? *style.shown : local;
@@ -419,7 +426,7 @@ std::string boundary_notes(const BenchOptions& o, const std::vector<BenchRun>& r
 }
 
 // Per row: failed audits, --check verdicts, the TP exchange, --accum's micro-step.
-std::string run_notes(const BenchOptions& o, const std::vector<BenchRun>& runs, std::size_t width) {
+std::string run_notes(const RunOptions& o, const std::vector<BenchRun>& runs, std::size_t width) {
   std::string s;
   const auto line = [&](const std::string& text) { s += wrap_comment(text, width); };
   for (const auto& run : runs) {
@@ -474,7 +481,7 @@ std::string rate_text(double gbps) {
 }
 
 std::string format_table(const model::Topology& topo, const std::vector<plan::Plan>& /*plans*/,
-                         const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
+                         const RunOptions& o, int world, const std::vector<BenchRun>& runs,
                          const std::string& sweep_source, const HostInfo& host,
                          const TableStyle& style) {
   const std::size_t width = o.wide ? 0 : kWidth;
@@ -493,15 +500,15 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
 }
 
 nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan>& plans,
-                       const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
+                       const RunOptions& o, int world, const std::vector<BenchRun>& runs,
                        const HostInfo& host) {
   const auto& e = o.engine;
   nlohmann::json j;
   j["topology"] = topo.name;
   j["preset"] = topo.preset;
   j["world_size"] = world;
-  j["owner_strategy"] = fmt::format("{}", fmt::join(o.owner_strategies_resolved, ","));
-  j["replicate"] = o.plan.replicate;
+  j["owner_strategy"] = fmt::format("{}", strategy_list(o));
+  j["replicate"] = o.plan.partition.replicate;
   j["tp"] = o.plan.tp;
   j["reshard"] = plan::reshard_name(e.step.reshard);
   j["grad_reduce"] = plan::grad_reduce_name(e.step.grad_reduce);

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_options.hpp"
 #include "bench/bench_run.hpp"
 #include "dmuon/model/topology.hpp"
 #include "kernels/blas_info.hpp"
+#include "options/run_options.hpp"
 
 namespace dmuon::apps::bench {
 
@@ -44,7 +44,7 @@ struct TableStyle {
 };
 
 std::string format_table(const model::Topology& topo, const std::vector<plan::Plan>& plans,
-                         const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
+                         const RunOptions& o, int world, const std::vector<BenchRun>& runs,
                          const std::string& sweep_source, const HostInfo& host,
                          const TableStyle& style = {});
 
@@ -55,7 +55,7 @@ std::string bytes_text(double bytes);
 std::string rate_text(double gbps);
 
 nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan>& plans,
-                       const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
+                       const RunOptions& o, int world, const std::vector<BenchRun>& runs,
                        const HostInfo& host);
 
 /// Failed audits plus failed checks over the measured rows (rejected rows are not failures).
@@ -65,7 +65,7 @@ int failures(const std::vector<BenchRun>& runs);
 /// when `model_flops_per_token` > 0 (a --seq-len run with a geometry), model TFLOP/s per rank
 /// under `convention`, and the measured peak memory per rank (the host backend measures it:
 /// engine/exec/memory_tracker.hpp); "" without a measured row.
-std::string throughput_lines(const BenchOptions& o, int world, const std::vector<BenchRun>& runs,
+std::string throughput_lines(const RunOptions& o, int world, const std::vector<BenchRun>& runs,
                              double model_flops_per_token, const char* convention);
 
 /// Wraps `text` (a '#' comment) into lines of at most `width` columns, continuation lines

@@ -14,6 +14,7 @@
 #include "dmuon/partition/cost_model.hpp"
 #include "dmuon/results/plan_record.hpp"
 #include "dmuon/results/summary_fields.hpp"
+#include "options/run_option_outputs.hpp"
 
 namespace dmuon::apps::bench {
 namespace {
@@ -29,12 +30,6 @@ constexpr Phase kStoredPhases[] = {Phase::forward_comm,     Phase::forward_compu
 
 double phase_ms(const engine::RunResult& r, Phase p) {
   return r.phases_ms[static_cast<std::size_t>(p)];
-}
-
-std::string yaml_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
-  return q + "'";
 }
 
 void fill_collectives(results::RunRecord& rec, const engine::RunResult& r) {
@@ -94,7 +89,7 @@ double ns_flops(const results::RunRecord& rec, const plan::Plan* plan) {
   return f;
 }
 
-void fill_measured(results::RunRecord& rec, const model::Topology& topo, const BenchOptions& o,
+void fill_measured(results::RunRecord& rec, const model::Topology& topo, const RunOptions& o,
                    const engine::RunResult& r, const plan::Plan* plan) {
   fill_collectives(rec, r);
   fill_timings(rec, r, o.repeats);
@@ -152,87 +147,21 @@ void fill_measured(results::RunRecord& rec, const model::Topology& topo, const B
 
 }  // namespace
 
-std::string plan_options_text(const PlanOptions& p) {
-  std::string s = fmt::format("pack={} max_owners_per_group={} column_balance={}",
-                              p.no_pack ? std::string("off") : fmt::format("<{}", p.pack_threshold),
-                              p.max_owners_per_group, p.no_column_balance ? "off" : "on");
-  // Routes change what a run communicates: part of the run key (dmuon_compare); so do site
-  // group keys (named only when chosen: keys of files written before stay as they were).
-  if (!p.routes.empty()) s += " routes=" + plan::routes_text(p.routes);
-  if (p.group_key != "layer") s += " group_key=" + p.group_key;
-  return s;
-}
-
-std::string config_text(const BenchOptions& o, const BenchRun& run) {
-  const auto& p = o.plan;
-  const auto& e = o.engine;
-  std::string t;
-  auto kv = [&](const char* k, const std::string& v) { t += fmt::format("{}: {}\n", k, v); };
-  if (p.topology_file.empty()) {
-    kv("topology", p.topology);
-    if (!p.preset.empty()) kv("preset", p.preset);
-    if (!p.sets.empty()) {
-      std::vector<std::string> q;
-      for (const auto& s : p.sets) q.push_back(yaml_quote(s));
-      kv("set", fmt::format("[{}]", fmt::join(q, ", ")));
-    }
-  } else {
-    kv("topology_file", yaml_quote(p.topology_file));
-  }
-  kv("dedicate", yaml_quote(run.config.dedicate_rule));
-  if (!run.config.routes.empty()) {
-    std::vector<std::string> q;
-    for (const auto& r : run.config.routes) q.push_back(yaml_quote(r));
-    kv("route", fmt::format("[{}]", fmt::join(q, ", ")));
-  }
+RunOptions row_options(const RunOptions& o, const BenchRun& run, int world) {
+  RunOptions r = o;
+  r.methods = {run.method};
+  r.owner_strategies = {run.config.partition.strategy};
+  r.boundaries.clear();
   if (!run.baseline)
-    kv("boundary", fmt::format("[{{spec: {}, strict: {}}}]", yaml_quote(run.boundary.spec),
-                               run.boundary.strict ? "true" : "false"));
-  kv("owner_strategy", partition::strategy_name(run.config.partition.strategy));
-  kv("cost_model", p.cost_model);
-  if (p.no_pack) kv("no_pack", "true");
-  kv("pack_threshold", std::to_string(p.pack_threshold));
-  kv("max_owners_per_group", std::to_string(p.max_owners_per_group));
-  if (p.group_key != "layer") kv("group_key", p.group_key);
-  kv("replicate", std::to_string(p.replicate));
-  kv("method", fmt::format("[{}]", engine::method_name(run.method)));
-  kv("reshard", plan::reshard_name(e.step.reshard));
-  kv("grad_reduce", plan::grad_reduce_name(e.step.grad_reduce));
-  kv("prefetch", std::to_string(e.step.prefetch));
-  kv("device", engine::device_name(e.backend.device));
-  kv("comm_dtype", engine::dtype_flag_name(e.step.wire));
-  if (e.step.reduce_dtype() != e.step.wire)  // absent: the same (older configs' reading)
-    kv("reduce_dtype", engine::dtype_flag_name(e.step.reduce_dtype()));
-  kv("ns", std::string(kernels::to_string(e.backend.ns)));
-  if (e.backend.device == engine::Device::cuda)
-    kv("ns_dtype", engine::dtype_flag_name(e.backend.ns_dtype));
-  kv("optimizer_pipeline", engine::optimizer_pipeline_name(e.step.pipeline));
-  if (e.step.clip_norm > 0) {
-    kv("clip_norm", fmt::format("{}", e.step.clip_norm));
-    kv("clip_norm_type", yaml_quote(engine::clip_norm_type_name(e.step.clip_norm_type)));
-  }
-  if (e.step.accum > 1) kv("accum", std::to_string(e.step.accum));
-  kv("compute", engine::compute_name(e.step.compute));
-  if (e.step.global_tokens > 0)
-    kv("global_tokens", std::to_string(e.step.global_tokens));
-  else
-    kv("tokens", std::to_string(e.step.tokens));
-  kv("steps", std::to_string(e.run.steps));
-  kv("warmup", std::to_string(e.run.warmup));
-  if (o.repeats != 1) kv("repeats", std::to_string(o.repeats));
-  kv("seed", std::to_string(e.run.seed));
-  kv("check", e.run.check ? "true" : "false");
-  // The run's own (a --route bf16 widens it), else what the options give.
-  if (e.run.check)
-    kv("check_tolerance", fmt::format("{}", run.result.checked ? run.result.check_tolerance
-                                                               : e.effective_check_tolerance()));
-  return t;
+    r.boundaries = {(run.boundary.strict ? "strict:" : "lenient:") + run.boundary.spec};
+  if (world > 0) r.projection.world_sizes = {world};
+  return r;
 }
 
 std::vector<results::RunRecord> make_records(const model::Topology& topo,
                                              const std::vector<plan::Plan>& plans,
-                                             const BenchOptions& o,
-                                             const std::vector<BenchRun>& runs) {
+                                             const RunOptions& o, const std::vector<BenchRun>& runs,
+                                             options::Tool tool) {
   std::vector<results::RunRecord> out;
   for (const auto& run : runs) {
     results::RunRecord rec;
@@ -272,7 +201,11 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
     rec.boundary_label = run.baseline
                              ? "none (baseline)"
                              : fmt::format("{} ({})", run.boundary.label(), run.boundary.mode());
-    rec.config_text = config_text(o, run);
+    const auto& slots = run.config.partition;
+    const RunOptions row = row_options(o, run, slots.shard * slots.replicate * run.config.tp);
+    rec.config_text = options::config_yaml(row, tool);
+    rec.plan_options = options::key_fragments(row, options::KeyRole::plan);
+    rec.run_options = options::key_fragments(row, options::KeyRole::run);
     rec.grad_reduce = plan::grad_reduce_name(o.engine.step.grad_reduce);
     rec.prefetch = o.engine.step.prefetch;
     rec.device = engine::device_name(o.engine.backend.device);
@@ -291,8 +224,7 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
     rec.steps = o.engine.run.steps;
     rec.warmup = o.engine.run.warmup;
     rec.seed = static_cast<std::int64_t>(o.engine.run.seed);
-    rec.sets = fmt::format("{}", fmt::join(o.plan.sets, ","));
-    rec.plan_options = plan_options_text(o.plan);
+    rec.sets = fmt::format("{}", fmt::join(o.model.sets, ","));
     if (run.ok())
       fill_measured(rec, topo, o, run.result,
                     run.baseline ? nullptr : &plans.at(static_cast<std::size_t>(run.plan_index)));

@@ -7,24 +7,23 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_options.hpp"
 #include "bench/bench_run.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/results/run_record.hpp"
+#include "options/option.hpp"
+#include "options/run_options.hpp"
 
 namespace dmuon::apps::bench {
 
-/// The plan options beyond boundary and owners that change owners or loads, as one string for
-/// the results file's run key ("pack=<5000000 max_owners_per_group=0 column_balance=on").
-std::string plan_options_text(const PlanOptions& p);
+/// The options of one row of the invocation: its boundary, method and owner strategy alone,
+/// and (`world` > 0) its world size.
+RunOptions row_options(const RunOptions& o, const BenchRun& run, int world = 0);
 
-/// The effective configuration of one row as a config file dmuon_bench accepts (YAML).
-std::string config_text(const BenchOptions& o, const BenchRun& run);
-
-/// One record per row, in row order. `plans` are indexed by BenchRun::plan_index.
+/// One record per row, in row order. `plans` are indexed by BenchRun::plan_index. `tool` is the
+/// tool that made the rows: each record's config is one that tool's --config runs again.
 std::vector<results::RunRecord> make_records(const model::Topology& topo,
                                              const std::vector<plan::Plan>& plans,
-                                             const BenchOptions& o,
-                                             const std::vector<BenchRun>& runs);
+                                             const RunOptions& o, const std::vector<BenchRun>& runs,
+                                             options::Tool tool = options::kBench);
 
 }  // namespace dmuon::apps::bench

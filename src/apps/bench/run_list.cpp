@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/plan_setup.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/degradation.hpp"
 
@@ -20,16 +21,16 @@ std::vector<std::string> warning_lines(const plan::Plan& p) {
 
 }  // namespace
 
-std::vector<BoundaryChoice> invocation_sweep(const BenchOptions& o, const model::Topology& topo,
+std::vector<BoundaryChoice> invocation_sweep(const RunOptions& o, const model::Topology& topo,
                                              const std::string& config_dir,
                                              const std::string& config_path, std::string* source) {
   std::string src = "--boundary";
   std::vector<BoundaryChoice> sweep;
   if (o.boundaries.empty()) {
-    const auto items = o.plan.topology_file.empty()
+    const auto items = o.model.topology_file.empty()
                            ? default_sweep_items(topo.name, config_dir, &src)
                            : builtin_sweep_items();
-    if (!o.plan.topology_file.empty()) src = "built-in";
+    if (!o.model.topology_file.empty()) src = "built-in";
     sweep = resolve_sweep(items, false, topo, true);
   } else {
     if (!config_path.empty()) src = config_path + " / --boundary";
@@ -42,9 +43,9 @@ std::vector<BoundaryChoice> invocation_sweep(const BenchOptions& o, const model:
   return sweep;
 }
 
-RunList make_run_list(const BenchOptions& o, const model::Topology& topo,
-                      const std::vector<BoundaryChoice>& sweep,
-                      const std::vector<engine::Method>& methods, int world) {
+RunList make_run_list(const RunOptions& o, const model::Topology& topo,
+                      const std::vector<BoundaryChoice>& sweep, int world) {
+  const auto& methods = o.methods;
   RunList out;
   auto& plans = out.plans;
   auto& runs = out.runs;
@@ -65,14 +66,11 @@ RunList make_run_list(const BenchOptions& o, const model::Topology& topo,
   int baseline_plan = -1;
   // dmuon rows: every boundary of the sweep under every owner strategy.
   for (const auto& choice : sweep)
-    for (std::size_t strategy = 0; strategy < o.owner_strategies_resolved.size(); ++strategy) {
-      apps::PlanOptions po = o.plan;
-      po.boundary = choice.spec;
-      po.lenient = !choice.strict;
-      po.owner_strategy = o.owner_strategies_resolved[strategy];
+    for (std::size_t strategy = 0; strategy < o.owner_strategies.size(); ++strategy) {
       BenchRun run;
       run.boundary = choice;
-      run.config = apps::make_plan_config(po, topo, world);
+      run.config = apps::make_plan_config(o, topo, world, choice.spec, choice.strict,
+                                          o.owner_strategies[strategy]);
       try {
         plans.push_back(plan::make_plan(topo.tree, run.config));
         run.plan_index = static_cast<int>(plans.size()) - 1;
@@ -101,10 +99,8 @@ RunList make_run_list(const BenchOptions& o, const model::Topology& topo,
     }
   if (want_baselines && baseline_plan < 0) {
     // Every sweep row was rejected: the baselines still run (they ignore the boundary).
-    apps::PlanOptions po = o.plan;
-    po.boundary = "default";
-    po.lenient = true;
-    baseline_config = apps::make_plan_config(po, topo, world);
+    baseline_config =
+        apps::make_plan_config(o, topo, world, "default", false, o.owner_strategies.front());
     plans.push_back(plan::make_plan(topo.tree, baseline_config));
     baseline_plan = static_cast<int>(plans.size()) - 1;
   }

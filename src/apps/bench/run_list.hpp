@@ -10,17 +10,18 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_options.hpp"
 #include "bench/bench_run.hpp"
 #include "bench/sweep.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/plan/plan.hpp"
+#include "options/run_options.hpp"
 
 namespace dmuon::apps::bench {
 
 /// The boundary sweep of an invocation: the --boundary items, or the topology's default sweep
-/// (`config_dir`/<topology>.yaml, else the built-in one). `source` says where it came from.
-std::vector<BoundaryChoice> invocation_sweep(const BenchOptions& o, const model::Topology& topo,
+/// (`config_dir`/sweeps/<topology>.yaml, else the built-in one). `source` says where it came
+/// from.
+std::vector<BoundaryChoice> invocation_sweep(const RunOptions& o, const model::Topology& topo,
                                              const std::string& config_dir,
                                              const std::string& config_path, std::string* source);
 
@@ -29,9 +30,8 @@ struct RunList {
   std::vector<BenchRun> runs;
 };
 
-/// The rows for `world` ranks, methods `methods`, in the order dmuon_bench prints them.
-RunList make_run_list(const BenchOptions& o, const model::Topology& topo,
-                      const std::vector<BoundaryChoice>& sweep,
-                      const std::vector<engine::Method>& methods, int world);
+/// The rows for `world` ranks, the methods of `o`, in the order dmuon_bench prints them.
+RunList make_run_list(const RunOptions& o, const model::Topology& topo,
+                      const std::vector<BoundaryChoice>& sweep, int world);
 
 }  // namespace dmuon::apps::bench

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "common/plan_options.hpp"
+#include "common/plan_setup.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/config/config_file.hpp"
 
@@ -19,10 +19,13 @@ std::vector<std::string> builtin_sweep_items() {
 
 std::vector<std::string> default_sweep_items(const std::string& topology,
                                              const std::string& config_dir, std::string* source) {
-  const std::filesystem::path file = std::filesystem::path(config_dir) / (topology + ".yaml");
+  const std::filesystem::path file =
+      std::filesystem::path(config_dir) / "sweeps" / (topology + ".yaml");
   std::error_code ec;
   if (!config_dir.empty() && std::filesystem::is_regular_file(file, ec)) {
-    const auto c = config::load_config(file.string(), config::bench_config_keys());
+    // The sweep alone: any other key in the file is refused with its line, never ignored.
+    const auto c = config::load_config(file.string(),
+                                       {{"boundary", config::KeyKind::list, "the boundary sweep"}});
     if (const auto* e = c.find("boundary"); e != nullptr && !e->values.empty()) {
       if (source) *source = file.string();
       return e->values;

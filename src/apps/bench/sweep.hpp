@@ -1,9 +1,10 @@
 #pragma once
 // The boundary sweep of one invocation: the --boundary items, or (none given) the topology's
-// default sweep: the `boundary` list of configs/<topology>.yaml when that file exists for a
-// built-in topology, else default; recommended, strict; incomplete, strict; incomplete,
-// lenient. Default-sweep items a topology lacks (no incomplete boundary; recommended equal to
-// the default) are skipped; a command-line item a topology lacks is an InputError.
+// default sweep: the `boundary` list of configs/sweeps/<topology>.yaml (a file holding that
+// list alone) when it exists for a built-in topology, else default; recommended, strict;
+// incomplete, strict; incomplete, lenient. Default-sweep items a topology lacks (no incomplete
+// boundary; recommended equal to the default) are skipped; a command-line item a topology lacks is
+// an InputError.
 
 #include <string>
 #include <vector>
@@ -24,8 +25,9 @@ struct BoundaryChoice {
 /// The built-in default sweep items ("default", "strict:recommended", ...).
 std::vector<std::string> builtin_sweep_items();
 
-/// The default sweep items for a built-in topology: `config_dir`/<topology>.yaml's `boundary`
-/// list when the file exists and has one, else builtin_sweep_items(). `source` tells which.
+/// The default sweep items for a built-in topology: `config_dir`/sweeps/<topology>.yaml's
+/// `boundary` list when the file exists (any other key in it is an InputError naming its
+/// line), else builtin_sweep_items(). `source` tells which.
 std::vector<std::string> default_sweep_items(const std::string& topology,
                                              const std::string& config_dir, std::string* source);
 

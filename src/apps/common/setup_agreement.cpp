@@ -60,4 +60,10 @@ void run_setup(MPI_Comm comm, const std::function<void()>& setup) {
   throw InputError(fmt::format("rank {}: {}", speaker, theirs));
 }
 
+bool all_ranks_go(MPI_Comm comm, bool go) {
+  int mine = go ? 1 : 0, all = 0;
+  DMUON_CHECK_MPI(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm));
+  return all != 0;
+}
+
 }  // namespace dmuon::apps

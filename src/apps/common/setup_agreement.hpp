@@ -20,4 +20,8 @@ namespace dmuon::apps {
 /// rank aborts the job (comm::abort_all with its message) and the others wait to be ended.
 void run_setup(MPI_Comm comm, const std::function<void()>& setup);
 
+/// Collective: true when every rank of `comm` passed `go` (a rank that printed --help or
+/// --version and is done passes false: every rank then leaves together).
+bool all_ranks_go(MPI_Comm comm, bool go);
+
 }  // namespace dmuon::apps

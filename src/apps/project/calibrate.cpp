@@ -1,5 +1,7 @@
 #include "project/calibrate.hpp"
 
+#include "dmuon/base/atomic_file.hpp"
+
 #include <fmt/format.h>
 #include <sched.h>
 #include <unistd.h>
@@ -236,20 +238,19 @@ std::string calibration_comment(int size, const dmuon::project::Machine& m, cons
 }
 
 // Rank 0: writes the machine file, after checking that it reads back as any machine file.
-void write_machine_file(const ProjectOptions& o, int size, const dmuon::project::Machine& m,
+// Written to a temporary name and renamed: a full disk leaves no empty or partial file.
+void write_machine_file(const ProjectionChoice& o, int size, const dmuon::project::Machine& m,
                         const std::string& comment) {
   const std::string text = dmuon::project::to_yaml(m, comment);
   (void)dmuon::project::parse_machine(text, o.output_machine);
-  std::ofstream f(o.output_machine);
-  if (!(f << text))
-    throw RuntimeFailure(fmt::format("cannot write machine file '{}'", o.output_machine));
+  write_file_atomically(o.output_machine, text, "machine file");
   std::printf("# dmuon_project --calibrate: wrote %s (%d ranks)\n%s", o.output_machine.c_str(),
               size, text.c_str());
 }
 
 }  // namespace
 
-int calibrate(const ProjectOptions& o, MPI_Comm world) {
+int calibrate(const ProjectionChoice& o, MPI_Comm world) {
   int rank = 0, size = 1;
   DMUON_CHECK_MPI(MPI_Comm_rank(world, &rank));
   DMUON_CHECK_MPI(MPI_Comm_size(world, &size));

@@ -15,11 +15,11 @@
 
 #include <mpi.h>
 
-#include "project/project_options.hpp"
+#include "options/run_options.hpp"
 
 namespace dmuon::apps::project {
 
 /// Collective over `world`. Returns the exit code.
-int calibrate(const ProjectOptions& o, MPI_Comm world);
+int calibrate(const ProjectionChoice& o, MPI_Comm world);
 
 }  // namespace dmuon::apps::project

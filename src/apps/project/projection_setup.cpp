@@ -1,5 +1,7 @@
 #include "project/projection_setup.hpp"
 
+#include "bench/step_work_setup.hpp"
+
 #include <fmt/format.h>
 
 #include "dmuon/project/compute_contention.hpp"
@@ -9,7 +11,7 @@
 
 namespace dmuon::apps::project {
 
-ProjectionSetup make_projection_setup(bench::BenchOptions& b, const model::Topology& topo,
+ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo,
                                       const dmuon::project::Machine& machine,
                                       dmuon::project::Symmetry symmetry) {
   ProjectionSetup s;
@@ -41,11 +43,13 @@ ProjectionSetup make_projection_setup(bench::BenchOptions& b, const model::Topol
   if (!s.step_work) return s;
   if (!s.step_work->note.empty()) s.notes.push_back(s.step_work->note);
   for (const auto& n : s.step_work->not_modelled) s.notes.push_back("not modelled: " + n);
-  const auto flops = work::model_flops_per_token(topo, b.seq_len);
-  if (flops.has_geometry || b.flops_resolved == work::FlopConvention::six_n)
-    po.model_flops_per_token = flops.of(b.flops_resolved);
+  const auto convention = b.workload.flops;
+  const auto flops = work::model_flops_per_token(topo, b.workload.seq_len);
+  if (flops.has_geometry || convention == work::FlopConvention::six_n)
+    po.model_flops_per_token = flops.of(convention);
   else
-    s.flops_note = fmt::format("--flops {} needs a model geometry: MFU counts 6N", b.flops);
+    s.flops_note = fmt::format("--flops {} needs a model geometry: MFU counts 6N",
+                               work::flop_convention_name(convention));
   po.hardware_flops_per_token = work::hardware_flops_per_token(*s.step_work);
   po.activations = dmuon::project::activation_memory(*s.step_work);
   if (!s.flops_note.empty()) s.notes.push_back(s.flops_note);

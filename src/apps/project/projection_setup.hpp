@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_options.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/project/machine_model.hpp"
 #include "dmuon/project/projection.hpp"
 #include "dmuon/work/step_work.hpp"
+#include "options/run_options.hpp"
 
 namespace dmuon::apps::project {
 
@@ -25,9 +25,9 @@ struct ProjectionSetup {
   std::vector<std::string> machine_notes;
 };
 
-/// For resolved bench options `b` (resolve_engine_options has run); sets the step's activation
-/// work in b.engine as attach_step_work does.
-ProjectionSetup make_projection_setup(bench::BenchOptions& b, const model::Topology& topo,
+/// For the options `b` of a projection; sets the step's activation work in b.engine as
+/// bench::attach_step_work does.
+ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo,
                                       const dmuon::project::Machine& machine,
                                       dmuon::project::Symmetry symmetry);
 

@@ -1,8 +1,7 @@
 #pragma once
-// The one list of configuration keys dmuon_bench accepts in a --config YAML file. A key
-// mirrors a command-line flag: "--" + the key with '_' replaced by '-' (owner_strategy ->
-// --owner-strategy). Shared by the bench app (which registers the flags) and the config
-// tests (which check every shipped config uses only these keys).
+// A configuration key of a --config YAML file. A key mirrors a command-line flag: "--" + the
+// key with '_' replaced by '-' (owner_strategy -> --owner-strategy). The tools' keys come from
+// their option table (src/apps/options/run_option_outputs.hpp: config_keys).
 
 #include <string>
 #include <vector>
@@ -22,9 +21,6 @@ struct ConfigKey {
   /// The flag this key stands for ("--" + name with '_' -> '-').
   std::string flag() const;
 };
-
-/// dmuon_bench's keys, in documentation order.
-const std::vector<ConfigKey>& bench_config_keys();
 
 /// Names of `keys`, comma-separated (for error messages).
 std::string key_names(const std::vector<ConfigKey>& keys);

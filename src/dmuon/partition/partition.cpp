@@ -145,8 +145,8 @@ void validate(const PartitionOptions& options) {
                                  options.replicate, options.shard, kMaxSlots));
   // 2^50 elements (4 PiB in fp32) is beyond any model: a larger threshold is a typo or an
   // overflowed number, never a choice.
-  if (options.pack_threshold < 1 || options.pack_threshold > (std::int64_t{1} << 50))
-    throw InputError(fmt::format("pack threshold {} is invalid (valid: 1 to 2^50 elements)",
+  if (options.pack_threshold < 0 || options.pack_threshold > (std::int64_t{1} << 50))
+    throw InputError(fmt::format("pack threshold {} is invalid (valid: 0 to 2^50 elements)",
                                  options.pack_threshold));
   if (options.max_owners_per_group < 0 || options.max_owners_per_group > kMaxSlots)
     throw InputError(fmt::format("max owners per group {} is invalid (0 = unlimited, or 1 to {})",

@@ -42,12 +42,13 @@ inline constexpr std::int64_t kMaxSlots = std::int64_t{1} << 20;
 struct PartitionOptions {
   Strategy strategy = Strategy::lpt;
   CostModel cost_model = CostModel::optimizer;
-  bool pack = true;                         ///< merge a bucket's small parameters into one unit
-  std::int64_t pack_threshold = 5'000'000;  ///< numel below which a parameter is "small"
-  int max_owners_per_group = 0;             ///< 0 = unlimited (lpt, lpt_refine, round_robin)
-  int shard = 1;                            ///< G, shard-group size
-  int replicate = 1;                        ///< R, replicate-group size (HSDP when > 1)
-  bool column_balance = true;               ///< HSDP: balance per-column loads first
+  bool pack = true;  ///< merge a bucket's small parameters into one unit
+  /// numel below which a parameter is "small" (0: none is, no packing, as pack = false)
+  std::int64_t pack_threshold = 5'000'000;
+  int max_owners_per_group = 0;  ///< 0 = unlimited (lpt, lpt_refine, round_robin)
+  int shard = 1;                 ///< G, shard-group size
+  int replicate = 1;             ///< R, replicate-group size (HSDP when > 1)
+  bool column_balance = true;    ///< HSDP: balance per-column loads first
   /// Parameter ids never packed, ascending (TP-sharded parameters: tp_owners.hpp).
   std::vector<int> never_pack;
   GroupKey group_key = GroupKey::layer;

@@ -53,13 +53,8 @@ json partition_json(const partition::Partition& part) {
     slots.push_back({{"shard", s.shard}, {"replicate", s.replicate}, {"rank", s.rank}});
   return {{"strategy", partition::strategy_name(part.options.strategy)},
           {"cost_model", partition::cost_model_name(part.options.cost_model)},
-          {"pack", part.options.pack},
-          {"pack_threshold", part.options.pack_threshold},
-          {"max_owners_per_group", part.options.max_owners_per_group},
-          {"group_key", partition::group_key_name(part.options.group_key)},
           {"shard", part.options.shard},
           {"replicate", part.options.replicate},
-          {"column_balance", part.options.column_balance},
           {"slots", slots},
           {"units", part.units.size()},
           {"packed_units", part.packed_units},

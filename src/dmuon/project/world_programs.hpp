@@ -32,11 +32,9 @@
 #include "dmuon/project/op_cost.hpp"
 #include "dmuon/project/program_store.hpp"
 #include "dmuon/project/rank_program.hpp"
+#include "dmuon/project/symmetry.hpp"
 
 namespace dmuon::project {
-
-enum class Symmetry { full, reduced };
-const char* symmetry_name(Symmetry s);
 
 struct WorldPrograms {
   int world = 1;  ///< every rank: grid.world()

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "dmuon/base/error.hpp"
@@ -394,6 +395,52 @@ std::string run_key(const RunRecord& r) {
   return s;
 }
 
+namespace {
+
+// "label=value" fragments of a composite key field (plan, options), by label.
+std::map<std::string, std::string> fragments(const std::string& text) {
+  std::map<std::string, std::string> out;
+  if (text == "-") return out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    auto end = text.find(' ', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string f = text.substr(pos, end - pos);
+    const auto eq = f.find('=');
+    if (eq != std::string::npos) out[f.substr(0, eq)] = f.substr(eq + 1);
+    pos = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> key_differences(const RunRecord& a, const RunRecord& b,
+                                         const std::map<std::string, std::string>& absent) {
+  std::vector<std::string> out;
+  const auto value = [&](const std::map<std::string, std::string>& f, const std::string& label) {
+    if (auto it = f.find(label); it != f.end()) return it->second;
+    auto it = absent.find(label);
+    return it != absent.end() && !it->second.empty() ? it->second : std::string("-");
+  };
+  const auto ka = run_key_fields(a), kb = run_key_fields(b);
+  for (std::size_t i = 0; i < ka.size() && i < kb.size(); ++i) {
+    if (ka[i].second == kb[i].second) continue;
+    if (ka[i].first != "plan" && ka[i].first != "options") {
+      out.push_back(fmt::format("{}: {} vs {}", ka[i].first, ka[i].second, kb[i].second));
+      continue;
+    }
+    const auto fa = fragments(ka[i].second), fb = fragments(kb[i].second);
+    std::set<std::string> labels;
+    for (const auto* f : {&fa, &fb})
+      for (const auto& kv : *f) labels.insert(kv.first);
+    for (const auto& label : labels)
+      if (value(fa, label) != value(fb, label))
+        out.push_back(fmt::format("{}: {} vs {}", label, value(fa, label), value(fb, label)));
+  }
+  return out;
+}
+
 std::string RunComparison::check() const {
   if (!mismatches.empty()) return "MISMATCH";
   if (!regressions.empty()) return "SLOWER";
@@ -634,6 +681,18 @@ Comparison compare_results(const std::vector<const ResultsFile*>& as,
     for (std::size_t k = 1; k < as.size(); ++k) take_run(*as[k], key, used_a[k]);  // same run
   }
   collect_unmatched(as, bs, used_a, used_b, c);
+  // A run that disappeared next to one that appeared: usually the same run with an option
+  // changed; say which (the fewest differences wins).
+  for (auto i : c.only_a) {
+    std::vector<std::string> nearest;
+    for (auto j : c.only_b) {
+      auto d = key_differences(a.runs[i], b.runs[j], o.absent_fragments);
+      if (nearest.empty() || d.size() < nearest.size()) nearest = std::move(d);
+    }
+    std::string text;
+    for (const auto& d : nearest) text += (text.empty() ? "" : ", ") + d;
+    c.only_a_nearest.push_back(text);
+  }
   return c;
 }
 

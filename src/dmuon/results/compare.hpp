@@ -30,6 +30,7 @@
 // A run of A with no partner in B is a failure (a configuration disappeared); a run only in B
 // is reported as new.
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,12 @@ namespace dmuon::results {
 std::vector<std::pair<std::string, std::string>> run_key_fields(const RunRecord& r);
 /// The same as one printable string ("name=value ...").
 std::string run_key(const RunRecord& r);
+/// Where two runs' keys differ, one "name: A vs B" per field; the plan and run option fields
+/// are compared fragment by fragment; a fragment absent on one side reads as
+/// `absent_fragments` says, else "-".
+std::vector<std::string> key_differences(
+    const RunRecord& a, const RunRecord& b,
+    const std::map<std::string, std::string>& absent_fragments = {});
 
 struct CompareOptions {
   double tolerance = 0.10;  ///< minimum effect: relative change of the median (0.1 = 10 %)
@@ -52,6 +59,9 @@ struct CompareOptions {
   /// Compare timings even when A and B ran on different kinds of machine (CPU/GPU model, BLAS
   /// kernels, device); by default such timings are not compared (a note says why).
   bool any_machine = false;
+  /// What an absent fragment of plan_options / run_options means (label -> value: the option
+  /// table's `older`), so a difference names both values ("ac: none vs full").
+  std::map<std::string, std::string> absent_fragments;
 };
 
 /// One timing metric of a matched pair.
@@ -100,6 +110,9 @@ struct Comparison {
   std::vector<RunComparison> runs;
   std::vector<std::size_t> only_a, only_b;  ///< run indices without a partner
   std::vector<std::string> only_a_keys, only_b_keys;
+  /// Per run of only_a: how the nearest run only in B differs ("ac: none vs full, seq_len: -
+  /// vs 2048"; key_differences), "" when B has no run of its own.
+  std::vector<std::string> only_a_nearest;
   /// Runs of a side's further file that the side's first file lacks (one line each): the
   /// invocations were not of the same commands. Each counts as a mismatch.
   std::vector<std::string> extra_runs;

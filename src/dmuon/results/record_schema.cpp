@@ -75,6 +75,13 @@ void seed_from_config(RunRecord& r) {
   r.seed = to_int(config_value(r.config_text, "seed"), -1);
 }
 
+// Files written before the option table kept a projection's machine in the summary only.
+void run_options_before_table(RunRecord& r) {
+  r.run_options.clear();
+  const auto m = r.summary_text.find("machine");
+  if (m != r.summary_text.end() && !m->second.empty()) r.run_options = "machine=" + m->second;
+}
+
 std::string boundary_key(const RunRecord& r) {
   return r.boundary_spec.empty()
              ? "-"
@@ -144,6 +151,8 @@ const std::vector<Field<RunRecord>>& run_fields() {
       {"partition", "strategy", part<&Q::strategy>, kReq, nullptr, "owners", kDash},
       {"partition", "cost_model", part<&Q::cost_model>, kReq, nullptr, "cost", kDash},
       {"", "plan_options", run<&R::plan_options>, kOpt, nullptr, "plan", kDash},
+      {"", "run_options", run<&R::run_options>, kImplied, run_options_before_table, "options",
+       kDash},
       {"", "reshard", run<&R::reshard>, kReq, nullptr, "reshard"},
       {"", "grad_reduce", run<&R::grad_reduce>, kOpt, nullptr, "grad_reduce"},
       {"", "prefetch", run<&R::prefetch>, kOpt, nullptr, "prefetch"},

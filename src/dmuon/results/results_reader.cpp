@@ -203,6 +203,7 @@ void read_summary(const h5::Group& g, RunRecord& r) {
 
 RunRecord read_run(const h5::Group& g) {
   RunRecord r;
+  read_summary(g, r);  // first: older files' run fields derive from it (run_options)
   read_fields(g, run_fields(), r, "");
   check_layout(g, r);
   read_topology(g, r);
@@ -211,7 +212,6 @@ RunRecord read_run(const h5::Group& g) {
   read_timings(g, r);
   read_collectives(g, r);
   read_memory(g, r);
-  read_summary(g, r);
   return r;
 }
 

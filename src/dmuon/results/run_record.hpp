@@ -182,7 +182,13 @@ struct RunRecord {
   std::int64_t warmup = -1;         ///< warm-up steps per repeat (-1 = unknown)
   std::int64_t seed = -1;           ///< seed of the synthetic weights and data (-1 = unknown)
   std::string sets;                 ///< --set overrides of the topology, "K=V,..." ("" = none)
-  std::string plan_options;         ///< packing, owners per group, column balance (one string)
+  /// The run key's fragments from the option table (docs/OPTIONS.md), "label=value" joined by
+  /// spaces, each left out while it has the value files written before it existed mean:
+  /// plan_options the plan's (packing, owners per group, column balance, routes, group key,
+  /// TP rules), run_options the run's (seq_len, micro_batch, ac, fusion, compute_dtype,
+  /// flops, machine).
+  std::string plan_options;
+  std::string run_options;
 
   ModuleTable modules;
   ParamTable params;

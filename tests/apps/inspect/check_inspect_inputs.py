@@ -90,9 +90,9 @@ def main():
                    "nested deeper than 64 levels")
         parens = "(" * 20000 + "a" + ")" * 20000
         expect_bad(exe, "regex_20000_parentheses", ["--boundary", "paths:" + parens],
-                   "is longer than 4096 characters")
+                   "is too long (40007 characters")
         expect_bad(exe, "dedicate_regex_20000_parentheses", ["--dedicate", "regex:" + parens],
-                   "is longer than 4096 characters")
+                   "is too long (40007 characters")
         expect_bad(exe, "regex_lookahead", ["--boundary", "paths:(?=layers).*"], "bad regex")
 
         # --- the nested-quantifier regex answers (moe tiny: 32 Expert sites + 4 o_proj) -------

@@ -62,7 +62,7 @@ if p.returncode != 0 or os.path.exists(path):
     fail("a run without --trace wrote a trace or failed")
 # An empty path (a config's `trace: ""` or `--trace ''`) is bad input, not "no trace".
 p = subprocess.run(cmd[:-4] + ["--trace", ""], capture_output=True, text=True)
-if p.returncode != 2 or "--trace '' is empty" not in p.stderr:
+if p.returncode != 2 or "--trace has an empty value" not in p.stderr:
     fail(f"--trace '' exited {p.returncode}: {p.stderr}")
 print(f"OK: trace of ranks 0 and 5: {len(spans)} spans, "
       f"{sum(1 for e in spans if e['tid'] >= 2)} collectives with bytes")

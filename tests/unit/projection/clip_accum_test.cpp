@@ -15,13 +15,13 @@
 
 #include <gtest/gtest.h>
 
-#include "common/plan_options.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/project/collective_cost.hpp"
 #include "dmuon/project/projection.hpp"
 #include "same_rank_figures.hpp"
 #include "test_machines.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -40,10 +40,10 @@ struct Built {
 };
 
 Built build(const std::string& topology) {
-  apps::PlanOptions po;
+  test::PlanOptions po;
   po.topology = topology;
-  Built b{apps::load_topology(po), {}};
-  b.plan = plan::make_plan(b.topo.tree, apps::make_plan_config(po, b.topo, kWorld));
+  Built b{test::load_topology(po), {}};
+  b.plan = plan::make_plan(b.topo.tree, test::make_plan_config(po, b.topo, kWorld));
   return b;
 }
 

@@ -17,7 +17,6 @@
 #include <string>
 
 #include "../llm_tp_plan.hpp"
-#include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/step_layout.hpp"
 #include "dmuon/model/module_tree.hpp"
@@ -29,6 +28,7 @@
 #include "dmuon/project/reduced_layout.hpp"
 #include "dmuon/work/step_work.hpp"
 #include "test_machines.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -379,11 +379,11 @@ TEST(MemoryModel, ReducedLayoutsAgreeWithFullOnes) {
       p = std::move(s.plan);
       tree = std::move(s.local);
     } else {
-      apps::PlanOptions po;
+      test::PlanOptions po;
       po.topology = c.topology;
       po.replicate = c.replicate;
-      auto topo = apps::load_topology(po);
-      p = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, c.world));
+      auto topo = test::load_topology(po);
+      p = plan::make_plan(topo.tree, test::make_plan_config(po, topo, c.world));
       tree = std::move(topo.tree);
     }
     engine::StepSpec s = spec(Method::dmuon, c.z);

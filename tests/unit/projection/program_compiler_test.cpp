@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "common/plan_options.hpp"
 #include "dmuon/engine/step/step_schedule.hpp"
 #include "dmuon/project/rank_program.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -30,12 +30,12 @@ struct Layouts {
 
 Layouts layouts(const std::string& topology, int world, int replicate, engine::Method method,
                 int accum) {
-  apps::PlanOptions po;
+  test::PlanOptions po;
   po.topology = topology;
   po.replicate = replicate;
   po.no_pack = true;  // several owners per site: several pairs and batches per group
-  Layouts l{apps::load_topology(po), {}, {}, {}};
-  l.plan = plan::make_plan(l.topo.tree, apps::make_plan_config(po, l.topo, world));
+  Layouts l{test::load_topology(po), {}, {}, {}};
+  l.plan = plan::make_plan(l.topo.tree, test::make_plan_config(po, l.topo, world));
   l.spec.method = method;
   l.spec.accum = accum;
   for (int r = 0; r < world; ++r)

@@ -14,12 +14,12 @@
 #include <tuple>
 #include <vector>
 
-#include "common/plan_options.hpp"
 #include "dmuon/engine/step/step_schedule.hpp"
 #include "dmuon/project/projection.hpp"
 #include "dmuon/project/reduced_layout.hpp"
 #include "same_rank_figures.hpp"
 #include "test_machines.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -83,13 +83,13 @@ struct Built {
 };
 
 Built build(const Case& c) {
-  apps::PlanOptions po;
+  test::PlanOptions po;
   po.topology = c.topology;
   po.replicate = c.replicate;
   po.no_pack = c.no_pack;
   po.routes = c.routes;
-  Built b{apps::load_topology(po), {}};
-  b.plan = plan::make_plan(b.topo.tree, apps::make_plan_config(po, b.topo, c.world));
+  Built b{test::load_topology(po), {}};
+  b.plan = plan::make_plan(b.topo.tree, test::make_plan_config(po, b.topo, c.world));
   return b;
 }
 

@@ -9,9 +9,9 @@
 #include <tuple>
 #include <vector>
 
-#include "common/plan_options.hpp"
 #include "dmuon/engine/step/step_schedule.hpp"
 #include "dmuon/project/reduced_layout.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -62,12 +62,12 @@ void expect_same(const project::ReducedLayout& got, const project::ReducedLayout
 TEST(LayoutReducer, ReusedStorageGivesTheFreshLayout) {
   for (const char* topology : {"moe", "moe-llm", "llm"})
     for (auto [world, replicate] : {std::pair{4, 1}, {8, 2}, {8, 1}}) {
-      apps::PlanOptions po;
+      test::PlanOptions po;
       po.topology = topology;
       po.replicate = replicate;
       po.no_pack = true;  // several owners per site: partial aggregates
-      const model::Topology topo = apps::load_topology(po);
-      const plan::Plan plan = plan::make_plan(topo.tree, apps::make_plan_config(po, topo, world));
+      const model::Topology topo = test::load_topology(po);
+      const plan::Plan plan = plan::make_plan(topo.tree, test::make_plan_config(po, topo, world));
       engine::StepSpec spec;
       spec.method = engine::Method::dmuon;
       const auto ref = engine::make_layout(topo.tree, plan, spec, 0);

@@ -16,13 +16,13 @@
 #include <vector>
 
 #include "../llm_tp_plan.hpp"
-#include "common/plan_options.hpp"
 #include "dmuon/engine/step/optimizer_config.hpp"
 #include "dmuon/project/collective_cost.hpp"
 #include "dmuon/project/compute_cost.hpp"
 #include "dmuon/project/projection.hpp"
 #include "same_rank_figures.hpp"
 #include "test_machines.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 

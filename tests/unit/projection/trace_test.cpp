@@ -12,12 +12,12 @@
 #include <utility>
 #include <vector>
 
-#include "common/plan_options.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/dtype.hpp"
 #include "dmuon/engine/step/step_schedule.hpp"
 #include "dmuon/project/projection.hpp"
 #include "test_machines.hpp"
+#include "test_plan_options.hpp"
 
 namespace {
 
@@ -30,11 +30,11 @@ struct Built {
 };
 
 Built build(const std::string& topology, int world, int replicate) {
-  apps::PlanOptions po;
+  test::PlanOptions po;
   po.topology = topology;
   po.replicate = replicate;
-  Built b{apps::load_topology(po), {}};
-  b.plan = plan::make_plan(b.topo.tree, apps::make_plan_config(po, b.topo, world));
+  Built b{test::load_topology(po), {}};
+  b.plan = plan::make_plan(b.topo.tree, test::make_plan_config(po, b.topo, world));
   return b;
 }
 

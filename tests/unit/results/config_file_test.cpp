@@ -11,6 +11,7 @@
 #include "dmuon/config/config_file.hpp"
 #include "dmuon/config/config_origin.hpp"
 #include "dmuon/model/topology.hpp"
+#include "options/run_option_outputs.hpp"
 #include "sample_record.hpp"
 
 namespace {
@@ -19,6 +20,12 @@ using namespace dmuon;
 using namespace dmuon::config;
 namespace fs = std::filesystem;
 using dmuon::results::fixture::TempDir;
+
+// dmuon_bench's keys, from its option table.
+const std::vector<ConfigKey>& bench_config_keys() {
+  static const auto keys = apps::options::config_keys(apps::options::kBench);
+  return keys;
+}
 
 std::string write(const TempDir& d, const std::string& name, const std::string& text) {
   const auto p = d.file(name);
@@ -214,6 +221,32 @@ TEST(ShippedConfigs, AllLoad) {
       EXPECT_NE(c.find("topology_file"), nullptr);
     }
   }
+}
+
+// The main job's sweeps (configs/sweeps/<topology>.yaml) hold the boundary list alone, for a
+// built-in topology, with the boundary words it defines: nothing in them can be ignored.
+TEST(ShippedConfigs, SweepsHoldTheSweepAlone) {
+  const fs::path dir = fs::path(DMUON_SOURCE_DIR) / "configs" / "sweeps";
+  const std::vector<ConfigKey> sweep_only = {{"boundary", KeyKind::list, ""}};
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    SCOPED_TRACE(e.path().string());
+    ConfigValues c;
+    ASSERT_NO_THROW(c = load_config(e.path().string(), sweep_only));
+    ASSERT_EQ(c.entries.size(), 1u);
+    const auto topo = model::build_topology(e.path().stem().string(), "tiny");
+    for (const auto& item : c.entries.front().values) {
+      const auto spec = parse_boundary_item(item).spec;
+      if (spec == "incomplete") {
+        EXPECT_FALSE(topo.incomplete_boundary.empty());
+      }
+      if (spec == "recommended") {
+        EXPECT_FALSE(topo.recommended_boundary.empty());
+      }
+    }
+    ++n;
+  }
+  EXPECT_EQ(n, static_cast<int>(model::builtin_topologies().size()));
 }
 
 }  // namespace

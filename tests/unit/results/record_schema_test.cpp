@@ -33,7 +33,7 @@ TEST(RecordSchema, KeyOfARunIsTheKnownText) {
   r.seed = 7;
   EXPECT_EQ(run_key(r),
             "topology=moe preset=tiny set=- dedicate=contains:proj boundary=types:Expert "
-            "(lenient) method=dmuon owners=lpt cost=optimizer plan=- reshard=z3 "
+            "(lenient) method=dmuon owners=lpt cost=optimizer plan=- options=- reshard=z3 "
             "grad_reduce=per-param prefetch=0 device=host comm=fp32 reduce=fp32 ns=direct/fp32 "
             "pipeline=all-then-publish clip=none accum=1 compute=gemm batch=? steps=? warmup=? "
             "seed=7 world=8 R=2 T=1");
@@ -41,6 +41,9 @@ TEST(RecordSchema, KeyOfARunIsTheKnownText) {
   r.preset.clear();
   EXPECT_NE(run_key(r).find("preset=- "), std::string::npos) << run_key(r);
   EXPECT_NE(run_key(r).find("boundary=- "), std::string::npos) << run_key(r);
+  r.run_options = "seq_len=2048 micro_batch=2 ac=full";  // the option table's run fragments
+  EXPECT_NE(run_key(r).find("options=seq_len=2048 micro_batch=2 ac=full "), std::string::npos)
+      << run_key(r);
 }
 
 TEST(RecordSchema, FieldNamesAreUniquePerGroupAndKeyLabelsUnique) {
@@ -51,7 +54,7 @@ TEST(RecordSchema, FieldNamesAreUniquePerGroupAndKeyLabelsUnique) {
       EXPECT_TRUE(keys.insert(f.key).second) << f.key;
     }
   }
-  EXPECT_EQ(keys.size(), 27u);  // the key's fields: every input that changes a number
+  EXPECT_EQ(keys.size(), 28u);  // the key's fields: every input that changes a number
   std::set<std::string> prov;
   for (const auto& f : provenance_fields()) EXPECT_TRUE(prov.insert(f.name).second) << f.name;
 }

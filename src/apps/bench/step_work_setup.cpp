@@ -1,0 +1,45 @@
+#include "bench/step_work_setup.hpp"
+
+#include <fmt/format.h>
+
+#include "dmuon/engine/step/activation_work.hpp"
+
+namespace dmuon::apps::bench {
+
+std::optional<work::StepWork> attach_step_work(RunOptions& o, const model::Topology& topology,
+                                               kernels::Dtype dtype) {
+  const auto& wl = o.workload;
+  if (wl.seq_len <= 0) return std::nullopt;
+  work::RunShape shape;
+  shape.seq_len = wl.seq_len;
+  shape.micro_batch = wl.micro_batch;
+  shape.dtype = dtype;
+  shape.ac = wl.ac;
+  shape.fusion = wl.fusion;
+  auto w = work::build_step_work(topology, shape);
+  o.engine.step.activation = engine::activation_work(w);
+  return w;
+}
+
+std::string step_work_lines(const RunOptions& o, const work::StepWork& w) {
+  const auto& wl = o.workload;
+  std::string s =
+      fmt::format("# step work: seq {} x micro-batch {} per rank, ac {}, fusion {}, compute {}",
+                  wl.seq_len, wl.micro_batch, work::ac_policy_name(wl.ac),
+                  work::fusion_name(wl.fusion), engine::dtype_flag_name(w.shape.dtype));
+  if (w.has_geometry) {
+    const auto f = w.totals(work::Phase::forward), r = w.totals(work::Phase::recompute),
+               b = w.totals(work::Phase::backward);
+    s += fmt::format(
+        "; per rank and micro-batch: matmul GFLOP forward {:.4g} + recompute {:.4g} + backward "
+        "{:.4g}, {:.4g} GB read and written, {} kernels",
+        f.flops * 1e-9, r.flops * 1e-9, b.flops * 1e-9, (f.bytes + r.bytes + b.bytes) * 1e-9,
+        f.kernels + r.kernels + b.kernels);
+  }
+  s += "\n";
+  if (!w.note.empty()) s += "# note: " + w.note + "\n";
+  for (const auto& n : w.not_modelled) s += "# note: not modelled: " + n + "\n";
+  return s;
+}
+
+}  // namespace dmuon::apps::bench

@@ -1,0 +1,161 @@
+#include "options/run_option_rules.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "common/config_dir.hpp"
+#include "dmuon/base/error.hpp"
+#include "dmuon/config/config_file.hpp"
+#include "dmuon/plan/tp_layouts.hpp"
+#include "dmuon/project/machine_model.hpp"
+
+namespace dmuon::apps::options {
+namespace {
+
+// Drops repeated items, keeping the first of each.
+template <class T>
+void keep_first(std::vector<T>& items) {
+  std::vector<T> out;
+  for (const auto& x : items)
+    if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+  items = std::move(out);
+}
+
+std::string dashed(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return "--" + key;
+}
+
+void refuse_both(const RunOptions& o, const char* a, const char* b, const char* why) {
+  if (o.was_given(a) && o.was_given(b))
+    throw InputError(fmt::format("{} and {} {}: give one", dashed(a), dashed(b), why));
+}
+
+void needs(const RunOptions& o, const char* option, const char* needed, const char* why) {
+  if (o.was_given(option) && !o.was_given(needed))
+    throw InputError(fmt::format("{} needs {} ({})", dashed(option), dashed(needed), why));
+}
+
+// --seq-len / --micro-batch (tokens per rank), --ac.
+void workload_rules(RunOptions& o) {
+  const auto& w = o.workload;
+  if (o.was_given("seq_len") != o.was_given("micro_batch"))
+    throw InputError("--seq-len and --micro-batch go together (tokens per rank = their product)");
+  if (w.seq_len > 0) {
+    refuse_both(o, "seq_len", "global_tokens", "both set the batch");
+    refuse_both(o, "seq_len", "tokens", "both set the batch");
+    o.engine.step.tokens = w.seq_len * w.micro_batch;
+  }
+  if (w.ac != work::AcPolicy::none && w.seq_len == 0)
+    throw InputError(fmt::format("--ac {} needs --seq-len (the activation work it recomputes)",
+                                 work::ac_policy_name(w.ac)));
+}
+
+void step_rules(RunOptions& o) {
+  refuse_both(o, "no_pack", "pack_threshold", "both set packing");
+  needs(o, "clip_norm_type", "clip_norm", "the threshold");
+  o.plan.reshard = o.engine.step.reshard;  // Z2 sites differ for tied parameters (SPEC §3)
+  o.engine.run.trace = !o.trace.empty();
+  if (o.engine.run.inject_nan_step > o.engine.run.total_steps())
+    throw InputError(fmt::format("--inject-nan-step {} is invalid (valid: 1..{} = warmup + steps)",
+                                 o.engine.run.inject_nan_step, o.engine.run.total_steps()));
+}
+
+void single(const std::vector<std::string>& items, const char* flag, const char* tool_does) {
+  if (items.size() > 1)
+    throw InputError(fmt::format("{} is given {} times; {}", flag, items.size(), tool_does));
+}
+
+void inspect_rules(RunOptions& o) {
+  if (!o.layout.empty()) {
+    for (const char* k : {"world_size", "replicate", "tp"})
+      if (o.was_given(k))
+        throw InputError(
+            fmt::format("--layout {} sets {} itself: give one of the two", o.layout, dashed(k)));
+    const auto& l = plan::find_tp_layout(o.layout);
+    o.projection.world_sizes = {l.world};
+    o.plan.partition.replicate = l.replicate;
+    o.plan.tp = l.tp;
+  }
+  if (o.projection.world_sizes.empty()) o.projection.world_sizes = {8};
+  if (o.projection.world_sizes.size() != 1)
+    throw InputError("--world-size names several worlds; dmuon_inspect shows one");
+  single(o.boundaries, "--boundary", "dmuon_inspect shows one boundary");
+  if (o.owner_strategies.size() != 1)
+    throw InputError("--owner-strategy names several strategies; dmuon_inspect shows one");
+}
+
+void project_rules(RunOptions& o) {
+  auto& p = o.projection;
+  needs(o, "trace_ranks", "trace", "where to write the timeline");
+  if (p.calibrate) {
+    if (p.output_machine.empty())
+      throw InputError("--calibrate needs --output-machine FILE (the machine file to write)");
+    return;
+  }
+  if (!p.output_machine.empty()) throw InputError("--output-machine needs --calibrate");
+  if (p.world_sizes.empty())
+    throw InputError("--world-size is required (ranks of the modelled world, e.g. 8,64,512)");
+  if (p.machine.empty()) {
+    const auto names =
+        project::machine_names(config_dir().empty() ? std::string() : config_dir() + "/machines");
+    throw InputError(fmt::format(
+        "--machine is required ({}, or a YAML machine file)",
+        names.empty() ? "no shipped machine found" : fmt::format("{}", fmt::join(names, ", "))));
+  }
+  keep_first(p.world_sizes);
+}
+
+void advise_rules(RunOptions& o) {
+  for (auto m : o.methods)
+    if (m != engine::Method::dmuon)
+      throw InputError(fmt::format(
+          "--method {}: dmuon_advise searches layouts for dmuon (valid: dmuon; fsdp-adamw is "
+          "projected beside every ranked row)",
+          engine::method_name(m)));
+  o.methods = {engine::Method::dmuon};
+  project_rules(o);
+  if (o.projection.world_sizes.size() != 1)
+    throw InputError(fmt::format(
+        "--world-size names {} worlds; the advisor answers for one (run it once per world)",
+        o.projection.world_sizes.size()));
+  single(o.boundaries, "--boundary",
+         "the advisor starts from one boundary and searches the others");
+  if (!o.boundaries.empty()) {
+    const auto item = config::parse_boundary_item(o.boundaries.front());
+    if (item.strict.has_value() && !*item.strict)
+      throw InputError(fmt::format(
+          "--boundary {}: the advisor searches strict boundaries only (a lenient one hides "
+          "uncovered parameters)",
+          o.boundaries.front()));
+  }
+  if (o.owner_strategies.size() != 1)
+    throw InputError(
+        "--owner-strategy names several strategies; the advisor starts from one and searches "
+        "the others itself");
+}
+
+}  // namespace
+
+void apply_rules(RunOptions& o, Tool tool) {
+  workload_rules(o);
+  step_rules(o);
+  if (o.methods.empty() && tool != kAdvise)  // the advisor's rule: dmuon alone
+    o.methods = o.plan.tp > 1
+                    ? std::vector<engine::Method>{engine::Method::dmuon}
+                    : std::vector<engine::Method>{engine::Method::dmuon, engine::Method::fsdp_adamw,
+                                                  engine::Method::fsdp_muon};
+  // Each method and strategy once, in the order given.
+  keep_first(o.methods);
+  keep_first(o.owner_strategies);
+  switch (tool) {
+    case kInspect: inspect_rules(o); break;
+    case kBench: break;
+    case kProject: project_rules(o); break;
+    case kAdvise: advise_rules(o); break;
+  }
+}
+
+}  // namespace dmuon::apps::options

@@ -1,0 +1,100 @@
+#pragma once
+// Every option of the tools that plan, run, project or advise a DMuon step, as typed values:
+// what the option table (run_option_table.hpp) parses the command line and config files into.
+// Each field is set by exactly one row of the table; a tool reads the fields it takes and
+// leaves the others at their defaults. Which options were given is kept in `given`.
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dmuon/engine/step/engine_options.hpp"
+#include "dmuon/engine/step/method.hpp"
+#include "dmuon/partition/partition.hpp"
+#include "dmuon/plan/plan.hpp"
+#include "dmuon/project/symmetry.hpp"
+#include "dmuon/work/flop_convention.hpp"
+#include "dmuon/work/run_shape.hpp"
+
+namespace dmuon::apps {
+
+/// The model: a built-in topology with its preset and --set overrides, or a topology file.
+struct ModelChoice {
+  std::string topology = "moe";
+  std::string preset;             ///< "" = the topology's default preset
+  std::vector<std::string> sets;  ///< KEY=VALUE overrides of preset dimensions
+  std::string topology_file;      ///< non-empty: the model comes from this file
+};
+
+/// The activation work of a real step (docs/STEP-WORK.md): tokens per sample and samples per
+/// rank (0: the parameters' work only), checkpointing, fusion and the MFU convention.
+struct WorkloadChoice {
+  std::int64_t seq_len = 0;
+  std::int64_t micro_batch = 0;
+  work::AcPolicy ac = work::AcPolicy::none;
+  work::Fusion fusion = work::Fusion::fused;
+  work::FlopConvention flops = work::FlopConvention::six_n_attn;
+};
+
+/// dmuon_project's and dmuon_advise's machine model and worlds.
+struct ProjectionChoice {
+  std::string machine;           ///< a name in configs/machines or a YAML file
+  std::vector<int> world_sizes;  ///< dmuon_inspect: one (default 8)
+  project::Symmetry symmetry = project::Symmetry::reduced;
+  bool calibrate = false;
+  std::string output_machine;    ///< --calibrate: the machine file to write
+  std::string machine_name;      ///< --calibrate: its name ("" = calibrated-<host>)
+  std::vector<int> trace_ranks;  ///< -1: every rank; empty: rank 0
+};
+
+/// dmuon_advise's search.
+struct AdviseChoice {
+  double memory_cap_gb = 0;  ///< 0: the machine's memory_GB
+  int top = 10;
+  double time_limit_s = 180;
+  int max_passes = 3;
+  std::string write_config;
+};
+
+/// Defaults sized so `mpirun -n 8 dmuon_bench --topology moe` (full sweep, 3 methods) answers
+/// in well under a minute on two oversubscribed cores.
+inline constexpr int kDefaultSteps = 4;  // 4 vs 4 samples: the U test can reach p < 0.05
+inline constexpr int kDefaultWarmup = 1;
+inline constexpr std::int64_t kDefaultTokens = 16;
+
+struct RunOptions {
+  RunOptions() {
+    engine.run.steps = kDefaultSteps;
+    engine.run.warmup = kDefaultWarmup;
+    engine.step.tokens = kDefaultTokens;
+  }
+
+  ModelChoice model;
+  bool list = false;  ///< --list: print the built-in topologies and exit
+  /// The plan's settings. Its world-dependent parts (shard, replicate slots), its boundary and
+  /// owner strategy (one per sweep row) and the topology's defaults (an empty dedication rule)
+  /// are filled per row by make_plan_config.
+  plan::PlanConfig plan;
+  std::vector<std::string> boundaries;  ///< --boundary items ("strict:S", "lenient:S", "S")
+  bool lenient = false;                 ///< strictness of items without their own
+  std::vector<partition::Strategy> owner_strategies = {partition::Strategy::lpt};
+  std::vector<engine::Method> methods;  ///< empty: the tool's default
+  engine::EngineOptions engine;
+  WorkloadChoice workload;
+  int repeats = 1;  ///< engine runs per row: samples = repeats x steps
+  bool json = false;
+  bool wide = false;   ///< tables: long specs in full instead of fitting 160 columns
+  std::string output;  ///< results file ("" = none)
+  std::string trace;   ///< Chrome trace-event JSON ("" = none)
+  ProjectionChoice projection;
+  AdviseChoice advise;
+  std::string layout;          ///< dmuon_inspect: a named R x G x T layout
+  std::int64_t max_rows = 40;  ///< dmuon_inspect: rows per table
+  /// Config keys of the options given (on the command line or by --config).
+  std::set<std::string> given;
+
+  bool was_given(const std::string& key) const { return given.count(key) != 0; }
+};
+
+}  // namespace dmuon::apps

@@ -1,0 +1,179 @@
+#include "project/projection_run.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include "bench/bench_record.hpp"
+#include "common/config_dir.hpp"
+#include "common/plan_setup.hpp"
+#include "common/run_main.hpp"
+#include "dmuon/base/error.hpp"
+#include "dmuon/engine/engine.hpp"
+#include "dmuon/results/provenance.hpp"
+#include "dmuon/results/results_writer.hpp"
+#include "options/option.hpp"
+#include "project/projection_output.hpp"
+
+namespace dmuon::apps::project {
+namespace {
+
+// The rows of every world, validated before the first projection (a bad world fails at once).
+void plan_worlds(Invocation& v, const std::string& config_path) {
+  auto& o = v.o;
+  auto sweep = bench::invocation_sweep(o, v.topo, config_dir(), config_path, &v.sweep_source);
+  // The default sweep's "incomplete" rows demonstrate the strict/lenient set-up errors of a
+  // measured run; a projection answers for boundaries one would run: only when asked.
+  if (o.boundaries.empty()) {
+    const auto demo = [](const bench::BoundaryChoice& c) { return c.word == "incomplete"; };
+    const auto n = std::count_if(sweep.begin(), sweep.end(), demo);
+    sweep.erase(std::remove_if(sweep.begin(), sweep.end(), demo), sweep.end());
+    if (n > 0)
+      v.demo_note = fmt::format(
+          "{} demonstration row(s) of the default sweep (incomplete boundaries) not projected: "
+          "ask with --boundary incomplete",
+          n);
+  }
+  for (int world : o.projection.world_sizes) {
+    engine::validate(o.engine, world);
+    WorldRows w;
+    w.world = world;
+    w.list = bench::make_run_list(o, v.topo, sweep, world);
+    v.worlds.push_back(std::move(w));
+  }
+}
+
+// --trace: the timeline of one run (a sweep's would not fit one view).
+void prepare_trace(Invocation& v) {
+  const auto& o = v.o;
+  std::size_t runs = 0;
+  for (const auto& w : v.worlds) runs += w.list.runs.size();
+  if (runs != 1)
+    throw InputError(fmt::format(
+        "--trace records one run; this invocation makes {} (choose one --boundary, --method, "
+        "--owner-strategy and --world-size)",
+        runs));
+  const int world = v.worlds.front().world;
+  std::vector<int> ranks;
+  const auto& asked = o.projection.trace_ranks;
+  for (int r : asked.empty() ? std::vector<int>{0} : asked) {
+    if (r >= 0) {
+      ranks.push_back(r);
+      continue;
+    }
+    if (world > 256)
+      throw InputError(fmt::format(
+          "--trace-ranks all: the world has {} ranks (at most 256 traced; name them)", world));
+    for (int q = 0; q < world; ++q) ranks.push_back(q);
+  }
+  if (ranks.size() > 256)
+    throw InputError(fmt::format("--trace-ranks names {} ranks (at most 256)", ranks.size()));
+  v.trace.emplace(std::move(ranks), world, "projected");
+  v.setup.options.trace = &*v.trace;
+}
+
+// Projects every row that planned; a row over the device memory gets status oom (no time).
+void project_rows(Invocation& v) {
+  auto& po = v.setup.options;
+  for (auto& w : v.worlds) {
+    w.projections.resize(w.list.runs.size());
+    for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
+      auto& run = w.list.runs[i];
+      if (!run.ok()) continue;
+      po.engine.step.method = run.method;
+      w.projections[i] = dm::project(
+          v.topo.tree, w.list.plans[static_cast<std::size_t>(run.plan_index)], v.machine, po);
+      run.result = w.projections[i].result;
+      const auto& mem = w.projections[i].memory;
+      if (const std::int64_t excess = dm::excess_bytes(mem, v.machine.memory_gb); excess > 0) {
+        run.status = "oom";
+        run.error = fmt::format(
+            "oom: peak {:.1f} GB per rank (rank {}, {}) exceeds the machine's {:g} GB by {:.1f} GB",
+            static_cast<double>(mem.peak()) / 1e9, mem.rank,
+            dm::memory_phase_name(mem.peak_phase()), v.machine.memory_gb,
+            static_cast<double>(excess) / 1e9);
+      }
+    }
+  }
+  if (v.trace) {
+    const auto& run = v.worlds.front().list.runs.front();
+    v.trace->write(v.o.trace,
+                   fmt::format("{} {}, {} ranks on {}", engine::method_name(run.method),
+                               run.boundary_label(), v.worlds.front().world, v.machine.name));
+  }
+}
+
+// A row's projection figures in its results record (memory, throughput, what made them).
+void add_projection_fields(results::RunRecord& rec, const Invocation& v, const bench::BenchRun& run,
+                           const dm::Projection& p) {
+  rec.summary_text["timings_source"] = "projected";
+  rec.summary_text["machine"] = v.machine.name;
+  rec.summary_text["machine_model"] = v.machine.text;
+  rec.summary_text["symmetry"] = dm::symmetry_name(v.o.projection.symmetry);
+  if (run.ok() || oom(run)) {
+    const auto& mem = p.memory;
+    for (const auto& [name, bytes] : mem.terms())
+      rec.summary["memory_" + name + "_bytes"] = static_cast<double>(bytes);
+    rec.summary["memory_peak_bytes"] = static_cast<double>(mem.peak());
+    rec.summary["memory_peak_rank"] = mem.rank;
+    rec.summary["memory_capacity_GB"] = v.machine.memory_gb;
+    rec.summary["memory_excess_bytes"] =
+        static_cast<double>(dm::excess_bytes(mem, v.machine.memory_gb));
+    rec.summary_text["memory_peak_phase"] = dm::memory_phase_name(mem.peak_phase());
+    rec.summary_text["memory_activations"] = v.activations() ? "modelled" : "not modelled";
+  }
+  if (oom(run)) rec.status = "oom";
+  if (run.ok()) {
+    rec.summary["mfu"] = p.mfu;
+    rec.summary["hfu"] = p.hfu;
+    rec.summary["model_tflops_per_gpu"] = p.model_tflops_per_gpu;
+    rec.summary["tokens_per_s"] = p.tokens_per_s;
+    rec.summary["model_flops_per_step"] = p.model_flops_per_step;
+  }
+}
+
+void write_results_file(const Invocation& v, int argc, char** argv) {
+  results::ResultsFile f;
+  int largest = 0;
+  for (const auto& w : v.worlds) largest = std::max(largest, w.world);
+  f.provenance = results::collect_provenance(argc, argv, largest, v.o.plan.partition.replicate);
+  for (const auto& w : v.worlds) {
+    auto records = bench::make_records(v.topo, w.list.plans, v.ran, w.list.runs, options::kProject);
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      add_projection_fields(records[i], v, w.list.runs[i], w.projections[i]);
+      f.runs.push_back(std::move(records[i]));
+    }
+  }
+  results::write_results(v.o.output, f);
+}
+
+}  // namespace
+
+Invocation::Invocation(RunOptions& options)
+    : o(options),
+      machine(dm::load_machine(o.projection.machine,
+                               config_dir().empty() ? std::string() : config_dir() + "/machines")),
+      topo(load_topology(o.model)) {}
+
+int run_projection(RunOptions& o, int argc, char** argv, const std::string& config_path) {
+  Invocation v(o);
+  plan_worlds(v, config_path);
+  if (!o.output.empty()) results::check_output_writable(o.output);
+  v.setup = make_projection_setup(o, v.topo, v.machine, o.projection.symmetry);
+  if (!o.trace.empty()) prepare_trace(v);
+  project_rows(v);
+  v.ran = o;
+  v.ran.engine.run.steps = 1;
+  v.ran.engine.run.warmup = 0;
+  v.ran.engine.backend.device =
+      v.machine.device == dm::DeviceKind::gpu ? engine::Device::cuda : engine::Device::host;
+  if (!o.output.empty()) write_results_file(v, argc, argv);
+  if (o.json)
+    std::cout << invocation_json(v).dump(2) << std::endl;
+  else
+    std::cout << projection_tables(v) << std::flush;
+  return v.failures() == 0 ? kOk : kCheckFailed;
+}
+
+}  // namespace dmuon::apps::project
