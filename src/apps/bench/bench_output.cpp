@@ -64,21 +64,40 @@ struct VsBest {
   bool best = false;
 };
 
-std::vector<VsBest> vs_best(const std::vector<BenchRun>& runs, int world, bool projected) {
-  std::vector<VsBest> out(runs.size());
+// A row whose boundary left dedicated parameters to the lenient fallback did not run the
+// boundary it names: it can be fastest, but it is never "best" (the verdict says what it gave).
+bool degraded(const BenchRun& r) {
+  return std::any_of(r.warnings.begin(), r.warnings.end(), [](const std::string& w) {
+    return w.find("[lenient-fallback]") != std::string::npos;
+  });
+}
+
+bool measured_dmuon(const BenchRun& r) {
+  return r.ok() && r.method == engine::Method::dmuon && !r.result.rank_phases_ms.empty();
+}
+
+// The fastest measured dmuon row, among the undegraded ones when `clean`; -1 when none.
+int fastest_dmuon(const std::vector<BenchRun>& runs, bool clean) {
   int best = -1;
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
-    if (!r.ok() || r.method != engine::Method::dmuon || r.result.rank_phases_ms.empty()) continue;
+    if (!measured_dmuon(r) || (clean && degraded(r))) continue;
     if (best < 0 || ph(r.result, Phase::step) < ph(runs[best].result, Phase::step))
       best = static_cast<int>(i);
   }
+  return best;
+}
+
+std::vector<VsBest> vs_best(const std::vector<BenchRun>& runs, int world, bool projected) {
+  std::vector<VsBest> out(runs.size());
+  int best = fastest_dmuon(runs, true);
+  if (best < 0) best = fastest_dmuon(runs, false);  // every row degraded: say so below
   if (best < 0) return out;
   const auto ref = phase_samples_ms(runs[best].result, Phase::step, world);
   const double ref_median = ph(runs[best].result, Phase::step);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
-    if (!r.ok() || r.method != engine::Method::dmuon || r.result.rank_phases_ms.empty()) continue;
+    if (!measured_dmuon(r)) continue;
     auto& v = out[i];
     if (static_cast<int>(i) == best) {
       v.text = "best";
@@ -102,6 +121,39 @@ std::vector<VsBest> vs_best(const std::vector<BenchRun>& runs, int world, bool p
   return out;
 }
 
+// The warning kinds a row carries ("swallowed-repeats, idle-ranks"), each once.
+std::string warning_kinds(const BenchRun& r) {
+  std::vector<std::string> kinds;
+  for (const auto& w : r.warnings) {
+    const auto open = w.find('[');
+    const auto close = w.find(']', open);
+    if (open == std::string::npos || close == std::string::npos) continue;
+    auto k = w.substr(open + 1, close - open - 1);
+    if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(std::move(k));
+  }
+  return fmt::format("{}", fmt::join(kinds, ", "));
+}
+
+// What the verdict's row carries, and the faster row it passed over because that row is
+// degraded: the verdict never names a warned or degraded row without saying so.
+std::string verdict_caveats(const std::vector<BenchRun>& runs, int chosen) {
+  const auto& c = runs[static_cast<std::size_t>(chosen)];
+  std::string s;
+  if (degraded(c))
+    s += " [degraded: every measured dmuon row left parameters to the lenient fallback]";
+  else if (!c.warnings.empty())
+    s += fmt::format(" [carries {} warning{}: {}]", c.warnings.size(),
+                     c.warnings.size() == 1 ? "" : "s", warning_kinds(c));
+  const int fastest = fastest_dmuon(runs, false);
+  if (fastest >= 0 && fastest != chosen) {
+    const auto& f = runs[static_cast<std::size_t>(fastest)];
+    s += fmt::format("; boundary '{}' ({}) ran {:.3f}x faster but is degraded ({}), not chosen",
+                     clip(f.boundary.label(), 40), f.mode(),
+                     ph(c.result, Phase::step) / ph(f.result, Phase::step), warning_kinds(f));
+  }
+  return s;
+}
+
 // The sweep's answer in one line: the fastest dmuon row against the default boundary's (the
 // one-sided Mann-Whitney U test of the table, with what n can show) and against AdamW.
 std::string verdict_line(const std::vector<BenchRun>& runs, const std::vector<VsBest>& best,
@@ -118,7 +170,7 @@ std::string verdict_line(const std::vector<BenchRun>& runs, const std::vector<Vs
   if (b < 0) return "";
   const auto& br = runs[static_cast<std::size_t>(b)];
   const double step = ph(br.result, Phase::step);
-  std::string s = fmt::format("# verdict: fastest dmuon row: boundary '{}' ({})",
+  std::string s = fmt::format("# verdict: fastest undegraded dmuon row: boundary '{}' ({})",
                               clip(br.boundary.label(), 60), br.mode());
   if (def >= 0 && def != b) {
     const auto ref = phase_samples_ms(br.result, Phase::step, world);
@@ -146,6 +198,7 @@ std::string verdict_line(const std::vector<BenchRun>& runs, const std::vector<Vs
   } else if (def == b) {
     s += " = the default boundary";
   }
+  s += verdict_caveats(runs, b);
   if (adamw >= 0 && step > 0)
     s += fmt::format("; step {:.2f}x fsdp-adamw's",
                      step / ph(runs[static_cast<std::size_t>(adamw)].result, Phase::step));
@@ -330,14 +383,15 @@ std::string table_header(const model::Topology& topo, const RunOptions& o, int w
     line(fmt::format(
         "# times in ms of the projected step, the slowest rank (the replay is deterministic: one "
         "step per row); optim, exposed, sync (the wait at the step-start barrier for the slowest "
-        "rank, outside step). vs best: step / the fastest dmuon row's. {}",
+        "rank, outside step). vs best: step / the fastest undegraded dmuon row's. {}",
         columns));
   else
     line(fmt::format(
         "# times in ms, per sample (a measured step of a repeat: {} per row) the slowest "
         "rank; step: median (min-max); optim, exposed, sync: medians (sync: the wait at the "
         "step-start barrier for the slowest rank, outside step). vs best: step median / the "
-        "fastest dmuon row's, ~ = not significantly slower (one-sided Mann-Whitney U, p >= {}). {}",
+        "fastest undegraded dmuon row's, ~ = not significantly slower (one-sided Mann-Whitney U, p "
+        ">= {}). {}",
         e.run.steps * o.repeats, kTableAlpha, columns));
   return s;
 }
