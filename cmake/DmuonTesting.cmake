@@ -33,10 +33,14 @@ endif()
 
 set(DMUON_MAX_TEST_RANKS 8 CACHE STRING "Largest MPI rank count a test is launched with")
 
-# dmuon_add_test(NAME name SOURCES ... [LIBS ...] [RANKS 1 2 4 8] [TIMEOUT s] [LABELS ...])
+# dmuon_add_test(NAME name SOURCES ... [LIBS ...] [RANKS 1 2 4 8] [TIMEOUT s] [LABELS ...]
+#                [ALSO_RANKS n... ALSO_FILTER gtest-filter])
 # Without RANKS the test runs as a plain process; with RANKS once per rank count under mpiexec.
+# ALSO_RANKS: rank counts where only the cases matching ALSO_FILTER run, those whose expected
+# answers differ per rank count (hand-computed bytes); the rest is shown at RANKS already.
 function(dmuon_add_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;RANKS;LABELS;ARGS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;TIMEOUT;ALSO_FILTER" "SOURCES;LIBS;RANKS;LABELS;ARGS;ALSO_RANKS"
+                        ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
@@ -53,14 +57,19 @@ function(dmuon_add_test)
                          LABELS "unit;${T_LABELS}")
     return()
   endif()
-  foreach(n IN LISTS T_RANKS)
+  foreach(n IN LISTS T_RANKS T_ALSO_RANKS)
     if(n GREATER DMUON_MAX_TEST_RANKS)
       continue()
     endif()
     set(tn ${T_NAME}_np${n})
+    set(_filter "")
+    if(NOT n IN_LIST T_RANKS)  # an ALSO_RANKS count: only the cases whose answers differ there
+      set(_filter --gtest_filter=${T_ALSO_FILTER})
+    endif()
     add_test(NAME ${tn}
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n}
-                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${T_NAME}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${T_NAME}> ${MPIEXEC_POSTFLAGS} ${T_ARGS}
+                     ${_filter})
     set_tests_properties(${tn} PROPERTIES TIMEOUT ${T_TIMEOUT} ENVIRONMENT "${DMUON_TEST_ENV}"
                          PROCESSORS ${n} LABELS "mpi;${T_LABELS}")
   endforeach()
@@ -106,4 +115,18 @@ function(dmuon_expect_run)
   endif()
   add_test(NAME ${E_NAME} COMMAND ${CMAKE_COMMAND} ${args} -P ${PROJECT_SOURCE_DIR}/cmake/DmuonExpectRun.cmake)
   set_tests_properties(${E_NAME} PROPERTIES TIMEOUT ${E_TIMEOUT} ENVIRONMENT "${DMUON_TEST_ENV}" LABELS "apps")
+endfunction()
+
+# dmuon_test_costs(name|seconds ...): a fresh build has no CTest cost data, so the long
+# one-process tests are told their cost (seconds measured on 2 cores) and start first: with
+# -j 2 they overlap the rest instead of ending the run alone. Call it in the test's directory.
+function(dmuon_test_costs)
+  foreach(_t IN LISTS ARGN)
+    string(REPLACE "|" ";" _t "${_t}")
+    list(GET _t 0 _name)
+    list(GET _t 1 _cost)
+    if(TEST ${_name})
+      set_tests_properties(${_name} PROPERTIES COST ${_cost})
+    endif()
+  endforeach()
 endfunction()

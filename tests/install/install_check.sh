@@ -34,13 +34,13 @@ cd "$work" || exit 1  # not the source tree
 "$prefix/bin/dmuon_bench" --help >"$work/help" 2>&1 || fail "dmuon_bench --help"
 grep -q "Usage" "$work/help" || fail "no usage text"
 "$prefix/bin/dmuon_compare" --version | grep -q "git commit" || fail "dmuon_compare --version"
-# The default sweep comes from the installed configs/moe.yaml (the source tree is moved away
+# The default sweep comes from the installed configs/sweeps/moe.yaml (the source tree is moved away
 # from the binary's view by DMUON_CONFIG_DIR being unset and the prefix being elsewhere).
 unset DMUON_CONFIG_DIR
 "$MPIEXEC" "$NPFLAG" 1 "$prefix/bin/dmuon_bench" --topology moe --method dmuon --steps 1 \
   --warmup 0 --compute none --tokens 2 >"$work/bench" 2>&1 || { cat "$work/bench"; fail "installed dmuon_bench"; }
 real_prefix=$(cd "$prefix" && pwd -P)
-grep -q "boundary sweep: $real_prefix/share/dmuon/configs/moe.yaml" "$work/bench" ||
+grep -q "boundary sweep: $real_prefix/share/dmuon/configs/sweeps/moe.yaml" "$work/bench" ||
   { head -3 "$work/bench"; fail "the configs were not found next to the installed binary"; }
 "${PYTHON:-python3}" "$prefix/share/dmuon/scripts/partition_quality.py" --help >/dev/null ||
   fail "installed partition_quality.py --help"
