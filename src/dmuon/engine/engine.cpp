@@ -77,9 +77,6 @@ void validate_tp_run(const plan::Plan& plan, const EngineOptions& o) {
     throw InputError(
         fmt::format("--tp {} runs --method dmuon only (not {}: the baselines have no TP step)", tp,
                     method_name(o.step.method)));
-  if (o.backend.device != Device::host)
-    throw InputError(fmt::format(
-        "--tp {} runs on --device host only (the CUDA backend has no TP buffers yet)", tp));
   if (!plan.config.routes.empty())
     throw InputError(
         fmt::format("--tp {} runs without --route (TP shards Muon matrices only)", tp));
