@@ -31,7 +31,8 @@
 #       two-process NCCL all-reduce smoke test, dmuon_bench --device cuda at 2 and 4 ranks on
 #       the one GPU (each rank its own NCCL host), each case --check'ed with its one-rank run
 #       beside it, and the fault-injection abort (every rank gone within 30 s). Logs in $OUT:
-#       device_check.log, kernels.txt, multirank.txt (+ each run's .json/.err), summary.txt.
+#       device_check.log, kernels.txt, multirank.txt, runs.tar.xz (each run's JSON and
+#       stderr), summary.txt.
 #
 # Usage: scripts/device_check.sh [--prepare | --prepare-multirank | --multirank] [--help]
 #        [-- extra args for dmuon_cuda_check]
@@ -237,7 +238,7 @@ summary_multirank() {
       2) echo "# result: ERROR before the checks (exit 2): see device_check.log" ;;
       *) echo "# result: FAILED (exit $rc)" ;;
     esac
-    echo "# logs: $logs/{device_check.log,kernels.txt,multirank.txt,*.json,*.err}"
+    echo "# logs: $logs/{device_check.log,kernels.txt,multirank.txt,runs.tar.xz}"
   } | sed 's/[[:space:]]*$//' >"$f"
   tee -a "$log" <"$f"
   exit "$rc"

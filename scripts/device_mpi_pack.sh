@@ -41,7 +41,7 @@ if [[ ! -x "$build/bin/dmuon_bench" ]]; then
   cmake --build "$build" --target dmuon_bench -j 1 >/dev/null || die "building dmuon_bench failed"
 fi
 grep -q "^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=$arch\$" "$build/CMakeCache.txt" &&
-  ldd "$build/bin/dmuon_bench" | grep -q libnccl ||
+  [[ "$(ldd "$build/bin/dmuon_bench")" == *libnccl* ]] ||
   die "$build is not a CUDA + NCCL build for sm_$arch"
 
 if [[ ! -x "$check_build/dmuon_cuda_check" ]]; then
