@@ -40,8 +40,7 @@ int main(int argc, char** argv) {
   }
   if (cudaSetDevice(rank % devices) != cudaSuccess) return fail(rank, "cudaSetDevice", "", 2);
   ncclUniqueId id;
-  if (rank == 0 && ncclGetUniqueId(&id) != ncclSuccess)
-    return fail(rank, "ncclGetUniqueId", "", 2);
+  if (rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) return fail(rank, "ncclGetUniqueId", "", 2);
   MPI_Bcast(&id, static_cast<int>(sizeof(id)), MPI_BYTE, 0, MPI_COMM_WORLD);
   const auto t0 = std::chrono::steady_clock::now();
   ncclComm_t comm = nullptr;
@@ -71,10 +70,10 @@ int main(int argc, char** argv) {
     return std::chrono::duration<double, std::milli>(b - a).count();
   };
   if (rank == 0)
-    std::printf("nccl_smoke: %d ranks, %d GPU(s) seen by rank 0: all-reduce of %zu floats %s "
-                "(%zu wrong); init %.0f ms, all-reduce %.1f ms\n",
-                size, devices, kCount, all_wrong == 0 ? "OK" : "FAILED", all_wrong, ms(t0, t1),
-                ms(t1, t2));
+    std::printf(
+        "nccl_smoke: %d ranks, %d GPU(s) seen by rank 0: all-reduce of %zu floats %s "
+        "(%zu wrong); init %.0f ms, all-reduce %.1f ms\n",
+        size, devices, kCount, all_wrong == 0 ? "OK" : "FAILED", all_wrong, ms(t0, t1), ms(t1, t2));
   ncclCommDestroy(comm);
   cudaFree(buf);
   MPI_Finalize();
