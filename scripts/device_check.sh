@@ -134,7 +134,7 @@ case "${1:-}" in
   --multirank) mode=multirank; shift; [[ "${1:-}" == -- ]] && shift ;;
   --) shift ;;
   "") ;;
-  *) echo "device_check: unknown argument '$1' (valid: --prepare, --help, -- ARGS)" >&2; exit 2 ;;
+  *) echo "device_check: unknown argument '$1' (valid: --prepare, --prepare-multirank, --multirank, --help, -- ARGS)" >&2; exit 2 ;;
 esac
 
 build="${DMUON_DEVICE_BUILD:-/tmp/dmuon-device-build}"
