@@ -186,6 +186,11 @@ inline Dtype buffer_type(const Numerics& n, int buffer) {
   return is_x_buffer(buffer) || buffer == kQn ? n.x : n.gram;
 }
 
+/// Whether tile pointer tables built for `a` serve `b` (they depend on the buffer types only).
+inline bool same_buffer_types(const Numerics& a, const Numerics& b) {
+  return a.x == b.x && a.gram == b.gram;
+}
+
 // An executor provides, with every buffer in its type (buffer_type; kOut in the caller's
 // storage type) and fp32 accumulation:
 //   gemm(const RowMajorGemm&, float alpha, int a, int b, int c)   c = alpha·op(a)·op(b) (beta 0);
@@ -343,12 +348,13 @@ void run_gram(Exec& e, const Shape& s, const NsConfig& cfg, const Scales& sc, bo
 
 /// The whole call after the normalisation: `num`'s form with its types; the result is
 /// converted to `storage` when the X type differs from it.
+/// `symmetric_direct`: the direct form's symmetric products on tiles (run_direct).
 template <class Exec>
 void run(Exec& e, const Shape& s, const NsConfig& cfg, const Scales& sc, const Numerics& num,
-         Dtype storage) {
+         Dtype storage, bool symmetric_direct = false) {
   const bool convert_output = num.x != storage;
   if (num.form == NsVariant::direct) {
-    run_direct(e, s, cfg, sc, num, convert_output);
+    run_direct(e, s, cfg, sc, num, convert_output, symmetric_direct);
   } else {
     run_gram(e, s, cfg, sc, num, convert_output);
   }
