@@ -20,8 +20,24 @@
 #       .device/references (about 55 MB; .device/ is git-ignored and travels as a carried
 #       path; --prepare refuses a tree and .device over the 64 MiB that may travel).
 #
-# Usage: scripts/device_check.sh [--prepare] [--help] [-- extra args for dmuon_cuda_check]
-# Environment: DMUON_DEVICE_BUILD (build dir, default /tmp/dmuon-device-build),
+# Multi-rank (--multirank, one call of at most 470 s that needs no build on the GPU machine):
+#   scripts/device_check.sh --prepare-multirank   packs dmuon_bench built here with CUDA for
+#       sm_90, dmuon_cuda_check, nccl_smoke, Debian's Open MPI (relocated through OPAL_PREFIX)
+#       and their library closure into .device-mpi/mpi-pack.tar.xz (scripts/device_mpi_pack.sh;
+#       about 21 MB: the one-rank references do not fit beside it in 64 MiB, so this is a call
+#       of its own; carry .device-mpi);
+#   scripts/device_check.sh --multirank   on the GPU machine: (a) dmuon_cuda_check from the pack
+#       (kernel checks, the Newton-Schulz ratios) and (m) scripts/device_multirank.sh: a
+#       two-process NCCL all-reduce smoke test, dmuon_bench --device cuda at 2 and 4 ranks on
+#       the one GPU (each rank its own NCCL host), each case --check'ed with its one-rank run
+#       beside it, and the fault-injection abort (every rank gone within 30 s). Logs in $OUT:
+#       device_check.log, kernels.txt, multirank.txt, runs.tar.xz (each run's JSON and
+#       stderr), summary.txt.
+#
+# Usage: scripts/device_check.sh [--prepare | --prepare-multirank | --multirank] [--help]
+#        [-- extra args for dmuon_cuda_check]
+# Environment: DMUON_DEVICE_MPI (the multi-rank pack's directory, default .device-mpi),
+#   DMUON_DEVICE_BUILD (build dir, default /tmp/dmuon-device-build),
 #   DMUON_DEVICE_DEPS (the prepared directory, default .device in the source tree),
 #   DMUON_BUILD_DIR (--prepare: the full build, default build/), DMUON_CUDA_ARCH (default 90),
 #   NCCL_HOME (dir with include/nccl.h and lib/libnccl.so*), OUT (the log directory, if set).
@@ -34,18 +50,22 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 deps="${DMUON_DEVICE_DEPS:-$root/.device}"
 # Stage limits in seconds (sum 470 <= 480; `timeout -k 2` adds at most 2 s each).
 readonly T_CONFIGURE=25 T_BUILD=230 T_KERNELS=90 T_ENGINE=125
+# --multirank: the kernels from the pack, then the multi-rank stages (sum 470 <= 480).
+readonly T_MR_KERNELS=90 T_MULTIRANK=380
+mdeps="${DMUON_DEVICE_MPI:-$root/.device-mpi}"
 readonly TRAVEL_LIMIT=$((64 * 1024 * 1024))
 
 usage() { sed -n '2,/^[^#]/{/^#/p}' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
-# Bytes of what travels to the device machine: the tracked tree plus the prepared directory.
+# Bytes of what travels to the device machine: the tracked tree plus the prepared directory
+# ($1, default $deps).
 travel_bytes() {
   local tree=0
   if git -C "$root" rev-parse >/dev/null 2>&1; then
     tree=$(git -C "$root" ls-files -z | (cd "$root" && du -cb --files0-from=- 2>/dev/null) |
            tail -1 | cut -f1)
   fi
-  echo $((tree + $(du -sb "$deps" | cut -f1)))
+  echo $((tree + $(du -sb "${1:-$deps}" | cut -f1)))
 }
 
 prepare() {
@@ -76,6 +96,20 @@ prepare() {
        "travel with the tree (limit 64; carry .device)"
 }
 
+prepare_multirank() {
+  rm -rf "$mdeps" || return 2
+  bash "$root/scripts/device_mpi_pack.sh" "$mdeps" || return 2
+  local bytes
+  bytes=$(travel_bytes "$mdeps")
+  if ((bytes > TRAVEL_LIMIT)); then
+    echo "device_check --prepare-multirank: the tree and $mdeps hold $((bytes / 1048576)) MiB," \
+         "over the 64 MiB that may travel to the device machine" >&2
+    return 2
+  fi
+  echo "# device_check --prepare-multirank: $((bytes / 1048576)) MiB travel with the tree" \
+       "(limit 64; carry .device-mpi)"
+}
+
 find_nccl() {
   if [[ -n "${NCCL_HOME:-}" ]]; then echo "$NCCL_HOME"; return; fi
   local cuda
@@ -92,12 +126,15 @@ except Exception:
 PY
 }
 
+mode=single
 case "${1:-}" in
   -h|--help) usage; exit 0 ;;
   --prepare) prepare; exit $? ;;
+  --prepare-multirank) prepare_multirank; exit $? ;;
+  --multirank) mode=multirank; shift; [[ "${1:-}" == -- ]] && shift ;;
   --) shift ;;
   "") ;;
-  *) echo "device_check: unknown argument '$1' (valid: --prepare, --help, -- ARGS)" >&2; exit 2 ;;
+  *) echo "device_check: unknown argument '$1' (valid: --prepare, --prepare-multirank, --multirank, --help, -- ARGS)" >&2; exit 2 ;;
 esac
 
 build="${DMUON_DEVICE_BUILD:-/tmp/dmuon-device-build}"
@@ -106,7 +143,13 @@ jobs="$(nproc 2>/dev/null || echo 4)"
 if ! command -v nvcc >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/nvcc ]]; then
   export PATH="/usr/local/cuda/bin:$PATH"
 fi
-if [[ ! -f "$deps/include/fmt/format.h" || ! -f "$deps/references/moe-muon.ref" ]]; then
+if [[ $mode == multirank && ! -f "$mdeps/mpi-pack.tar.xz" ]]; then
+  echo "device_check: $mdeps is not prepared: run scripts/device_check.sh --prepare-multirank" \
+       "here and carry .device-mpi" >&2
+  exit 2
+fi
+if [[ $mode == single && ( ! -f "$deps/include/fmt/format.h" ||
+      ! -f "$deps/references/moe-muon.ref" ) ]]; then
   echo "device_check: $deps is not prepared: run scripts/device_check.sh --prepare where the" \
        "full build is, and carry .device" >&2
   exit 2
@@ -175,6 +218,59 @@ summary() {
   tee -a "$log" <"$f"
   exit "$rc"
 }
+
+# --multirank: its two stages and its one-screen summary (exits).
+rc_multirank=skip sec_multirank=0
+summary_multirank() {
+  local rc=$1 f="$logs/summary.txt"
+  {
+    echo "# ==== dmuon multi-rank device check: $(date -u +%Y-%m-%dT%H:%M:%SZ) ===="
+    echo "# GPU: $gpu; NCCL $nccl; NCCL_DEBUG=$NCCL_DEBUG CUDA_MODULE_LOADING=$CUDA_MODULE_LOADING"
+    printf '# %-9s %-10s %4s s (limit %3d s)  %s\n' kernels "$(status_of "$rc_kernels")" \
+      "$sec_kernels" "$T_MR_KERNELS" "$(grep -m1 '^# checks:' "$logs/kernels.txt" 2>/dev/null)"
+    printf '# %-9s %-10s %4s s (limit %3d s)\n' multirank "$(status_of "$rc_multirank")" \
+      "$sec_multirank" "$T_MULTIRANK"
+    grep -h '^# ratio' "$logs/kernels.txt" 2>/dev/null | head -4
+    grep -v '^# multirank' "$logs/multirank.txt" 2>/dev/null | head -13
+    case $rc in
+      0) echo "# result: OK (exit 0)" ;;
+      77) echo "# result: NO GPU: nothing was checked (exit 77)" ;;
+      2) echo "# result: ERROR before the checks (exit 2): see device_check.log" ;;
+      *) echo "# result: FAILED (exit $rc)" ;;
+    esac
+    echo "# logs: $logs/{device_check.log,kernels.txt,multirank.txt,runs.tar.xz}"
+  } | sed 's/[[:space:]]*$//' >"$f"
+  tee -a "$log" <"$f"
+  exit "$rc"
+}
+if [[ $mode == multirank ]]; then
+  dir=/tmp/dmuon-mpi  # the pack's own top directory; unpacked afresh (never a stale one)
+  rm -rf "$dir" && xz -dc "$mdeps/mpi-pack.tar.xz" | tar -C /tmp -xf - ||
+    { say "# unpacking $mdeps/mpi-pack.tar.xz failed"; summary_multirank 2; }
+  export NCCL_HOME="$nccl" DMUON_MULTIRANK_DIR="$dir"
+  cuda_home="$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")"
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 |
+          head -1)
+  fi
+  say "# device_check --multirank: pack $(cat "$dir/PACKED"); GPU: $gpu; logs in $logs"
+  say "# (a) kernels against an fp64 oracle, Newton-Schulz against cuBLAS (from the pack)"
+  LD_LIBRARY_PATH="$cuda_home/lib64:$cuda_home/lib:$LD_LIBRARY_PATH" \
+    run kernels "$T_MR_KERNELS" "$dir/bin/dmuon_cuda_check" "$@"
+  if [[ $rc_kernels -eq 77 ]]; then summary_multirank 77; fi
+  say "# (m) NCCL smoke, dmuon_bench --device cuda at 2 and 4 ranks, the fault abort"
+  run multirank "$T_MULTIRANK" bash "$root/scripts/device_multirank.sh" \
+    "$mdeps/mpi-pack.tar.xz" "$logs" $((T_MULTIRANK - 15))
+  rc=0
+  for code in "$rc_kernels" "$rc_multirank"; do
+    if [[ $code -eq 77 ]]; then
+      [[ $rc -eq 0 ]] && rc=77
+    elif [[ $code -ne 0 ]]; then
+      rc=3
+    fi
+  done
+  summary_multirank $rc
+fi
 
 say "# device_check: configuring $build (CUDA arch $arch, NCCL $nccl, logs in $logs)"
 run configure "$T_CONFIGURE" cmake -S "$root/tests/device" -B "$build" -DCMAKE_BUILD_TYPE=Release \

@@ -202,6 +202,12 @@ class NsWorkspace {
   /// 1, or 2/4/8 when m is a multiple of 8·b. A benchmark knob: switching is free (no sync).
   int symmetric_blocks() const;
   void set_symmetric_blocks(int blocks);
+  /// The direct form's X̃X̃ᵀ and Ã² on the upper block triangle of that tiling, mirrored
+  /// (ns_plan.hpp run_direct): (b+1)/(2b) of their work. Off by default: a benchmark knob until
+  /// a GPU run shows it faster. Turning it on builds the tile tables for the numerics in force
+  /// (setup only: synchronises); a Gram call with other buffer types then needs it off again.
+  bool direct_symmetric() const;
+  void set_direct_symmetric(bool on);
   /// What a call asking for `requested` runs: ns_numerics(rows, cols, storage, requested)
   /// (ns_numerics.hpp), or the numerics set_numerics() forces.
   NsNumerics numerics(NsVariant requested) const;

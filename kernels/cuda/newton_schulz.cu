@@ -56,7 +56,8 @@ struct NsWorkspace::Impl {
   plan::Scales scales{};
   void* buf[plan::kNumBuffers] = {};
   std::size_t capacity[plan::kNumBuffers] = {};  // bytes of each buffer
-  NsNumerics tabled{};                           // the Gram numerics `tables` point for
+  NsNumerics tabled{};                           // the numerics `tables` point for
+  bool direct_symmetric = false;                 // run_direct on symmetric tiles
   void* muon = nullptr;                          // muon_step's rows×cols scratch (lazy)
   double* partials = nullptr;                    // kSumsqBlocks partial sums, then the total
   unsigned int* done = nullptr;                  // blocks finished (the last one resets it to 0)
@@ -191,6 +192,15 @@ void NsWorkspace::set_symmetric_blocks(int blocks) {
                       " (allowed: 1, or 2/4/8 when m is a multiple of 8*blocks)");
   }
   impl_->blocks_index = choice_index(blocks);
+}
+bool NsWorkspace::direct_symmetric() const {
+  return impl_->direct_symmetric;
+}
+void NsWorkspace::set_direct_symmetric(bool on) {
+  impl_->direct_symmetric = on;
+  const NsNumerics direct = impl_->numerics(NsVariant::direct);
+  if (on && (impl_->tables == nullptr || !plan::same_buffer_types(impl_->tabled, direct)))
+    impl_->build_tables(direct);
 }
 
 NsNumerics NsWorkspace::numerics(NsVariant requested) const {
@@ -345,7 +355,8 @@ struct GpuExec {
       gemm(g, alpha, a, b, c);
       return;
     }
-    if (!(w.tabled == num)) throw KernelError("cuda::newton_schulz: tile tables of other numerics");
+    if (w.tables == nullptr || !plan::same_buffer_types(w.tabled, num))
+      throw KernelError("cuda::newton_schulz: tile tables of other buffer types");
     detail::gemm_batched_rm(cublas, data_type_of(a), data_type_of(c), g, alpha, w.table(a, 0),
                             w.table(b, 1), 0.0f, w.table(c, 2), w.tiles[w.blocks_index]);
   }
@@ -400,7 +411,7 @@ void ns_impl(Context& ctx, const Ts* g, Ts* out, const NsConfig& cfg, const NsNu
   });
   DMUON_CUDA_CHECK_LAUNCH();
   GpuExec e{ctx, st, ctx.impl().cublas, w, num, out};
-  plan::run(e, w.shape, cfg, w.scales, num, w.storage);
+  plan::run(e, w.shape, cfg, w.scales, num, w.storage, w.direct_symmetric);
 }
 
 void check_shape(const char* call, std::size_t rows, std::size_t cols, const NsWorkspace& ws) {

@@ -186,6 +186,11 @@ inline Dtype buffer_type(const Numerics& n, int buffer) {
   return is_x_buffer(buffer) || buffer == kQn ? n.x : n.gram;
 }
 
+/// Whether tile pointer tables built for `a` serve `b` (they depend on the buffer types only).
+inline bool same_buffer_types(const Numerics& a, const Numerics& b) {
+  return a.x == b.x && a.gram == b.gram;
+}
+
 // An executor provides, with every buffer in its type (buffer_type; kOut in the caller's
 // storage type) and fp32 accumulation:
 //   gemm(const RowMajorGemm&, float alpha, int a, int b, int c)   c = alpha·op(a)·op(b) (beta 0);
@@ -243,23 +248,35 @@ void apply_operator(Exec& e, const Shape& s, const Numerics& num, float alpha, i
   apply_left(e, s, alpha, op, x, dst);
 }
 
-/// Direct form (reference arithmetic, full GEMMs): per step Ã = (s/t²)·X̃X̃ᵀ = s·A,
+/// Direct form (reference arithmetic): per step Ã = (s/t²)·X̃X̃ᵀ = s·A,
 /// B = (c/s²)·Ã² + (b/s)·Ã + a·I, X̃ ← B·X̃; the last step writes (1/t)·B·X̃ to kOut (or,
-/// with convert_output, to the free X buffer, which copy_out converts into kOut).
+/// with convert_output, to the free X buffer, which copy_out converts into kOut). With
+/// `symmetric`, the two symmetric products (X̃X̃ᵀ and Ã²) are computed on the upper block
+/// triangle only (sym) and mirrored: (b+1)/(2b) of their work, the same dot products per
+/// element; Ã is mirrored before Ã² reads its rows, B after poly_add (whose lower triangle the
+/// mirror then overwrites). Without it: full GEMMs.
 template <class Exec>
 void run_direct(Exec& e, const Shape& s, const NsConfig& cfg, const Scales& sc,
                 const Numerics& num = {NsVariant::direct, Dtype::f32, Dtype::f32},
-                bool convert_output = false) {
+                bool convert_output = false, bool symmetric = false) {
   const double t = sc.x, g = sc.gram;
   const int a_buf = kM0, b_buf = kM1;
   int x = kX, xn = kXn;
   const int steps = cfg.steps;
   for (int k = 0; k < steps; ++k) {
     const NsCoefficients co = ns_step_coefficients(cfg.coefficients, k);
-    e.gemm(outer_gemm(s), static_cast<float>(g / (t * t)), x, x, a_buf);
-    e.gemm(dense_gemm(false, false, s.m, s.m, s.m), static_cast<float>(co.c / (g * g)), a_buf,
-           a_buf, b_buf);
+    const auto outer_alpha = static_cast<float>(g / (t * t));
+    const auto square_alpha = static_cast<float>(co.c / (g * g));
+    if (symmetric) {
+      e.sym(SymKind::outer, outer_alpha, x, x, a_buf);
+      e.mirror(a_buf);
+      e.sym(SymKind::product, square_alpha, a_buf, a_buf, b_buf);
+    } else {
+      e.gemm(outer_gemm(s), outer_alpha, x, x, a_buf);
+      e.gemm(dense_gemm(false, false, s.m, s.m, s.m), square_alpha, a_buf, a_buf, b_buf);
+    }
     e.poly_add(a_buf, b_buf, static_cast<float>(co.a), static_cast<float>(co.b / g));
+    if (symmetric) e.mirror(b_buf);
     const bool last = k + 1 == steps;
     const int dst = !last ? xn : (convert_output ? xn : kOut);
     apply_operator(e, s, num, last ? static_cast<float>(1.0 / t) : 1.0f, b_buf, x, dst);
@@ -331,12 +348,13 @@ void run_gram(Exec& e, const Shape& s, const NsConfig& cfg, const Scales& sc, bo
 
 /// The whole call after the normalisation: `num`'s form with its types; the result is
 /// converted to `storage` when the X type differs from it.
+/// `symmetric_direct`: the direct form's symmetric products on tiles (run_direct).
 template <class Exec>
 void run(Exec& e, const Shape& s, const NsConfig& cfg, const Scales& sc, const Numerics& num,
-         Dtype storage) {
+         Dtype storage, bool symmetric_direct = false) {
   const bool convert_output = num.x != storage;
   if (num.form == NsVariant::direct) {
-    run_direct(e, s, cfg, sc, num, convert_output);
+    run_direct(e, s, cfg, sc, num, convert_output, symmetric_direct);
   } else {
     run_gram(e, s, cfg, sc, num, convert_output);
   }

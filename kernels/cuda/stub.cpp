@@ -116,6 +116,12 @@ int NsWorkspace::symmetric_blocks() const {
 void NsWorkspace::set_symmetric_blocks(int) {
   not_compiled();
 }
+bool NsWorkspace::direct_symmetric() const {
+  not_compiled();
+}
+void NsWorkspace::set_direct_symmetric(bool) {
+  not_compiled();
+}
 NsNumerics NsWorkspace::numerics(NsVariant) const {
   not_compiled();
 }

@@ -9,6 +9,7 @@
 
 #include "bench/bench_invocation.hpp"
 #include "bench/samples.hpp"
+#include "common/cuda_environment.hpp"
 #include "common/run_agreement.hpp"
 #include "common/run_main.hpp"
 #include "common/setup_agreement.hpp"
@@ -49,5 +50,6 @@ int bench(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dmuon::apps::prefer_eager_cuda_module_loading();  // before MPI_Init or any CUDA call
   return dmuon::apps::run_mpi_main("dmuon_bench", argc, argv, [&] { return bench(argc, argv); });
 }

@@ -104,7 +104,8 @@ struct CpuExec {
 };
 
 std::vector<float> plan_newton_schulz(const std::vector<float>& g, std::size_t rows,
-                                      std::size_t cols, const NsConfig& cfg, int blocks) {
+                                      std::size_t cols, const NsConfig& cfg, int blocks,
+                                      bool symmetric_direct = false) {
   CpuExec e{plan::ns_shape(rows, cols), blocks, {}, nullptr};
   const plan::Scales sc = plan::ns_scales(e.s);
   for (int b = 0; b < plan::kNumBuffers; ++b) {
@@ -119,7 +120,8 @@ std::vector<float> plan_newton_schulz(const std::vector<float>& g, std::size_t r
       (1.0f / (static_cast<float>(std::sqrt(ss)) + cfg.eps)) * static_cast<float>(sc.x);
   for (std::size_t i = 0; i < g.size(); ++i) e.buf[plan::kX][i] = g[i] * inv;
   if (cfg.variant == NsVariant::direct) {
-    plan::run_direct(e, e.s, cfg, sc);
+    plan::run_direct(e, e.s, cfg, sc, {NsVariant::direct, Dtype::f32, Dtype::f32},
+                     /*convert_output=*/false, symmetric_direct);
   } else {
     plan::run_gram(e, e.s, cfg, sc, /*convert_output=*/blocks == 2);  // exercise both endings
   }
@@ -223,8 +225,49 @@ TEST(CudaPlan, NewtonSchulzSequenceMatchesHost) {
         EXPECT_LT(testing::rel_diff(got, ref), variant == NsVariant::direct ? 1e-5 : 1e-4)
             << rows << "x" << cols << " blocks=" << blocks << " " << to_string(set) << " "
             << to_string(variant);
+        if (variant != NsVariant::direct) continue;
+        // The direct form on the upper block triangles (the executor poisons the lower one):
+        // the same products, so the same bound.
+        const auto sym = plan_newton_schulz(g, rows, cols, cfg, blocks, /*symmetric_direct=*/true);
+        EXPECT_LT(testing::rel_diff(sym, ref), 1e-5)
+            << rows << "x" << cols << " blocks=" << blocks << " " << to_string(set)
+            << " direct on symmetric tiles";
       }
     }
+  }
+}
+
+/// Counts the multiply-adds of the GEMMs a plan issues (2·m·n·k FLOPs each; a symmetric
+/// product: one tile GEMM per tile of the upper block triangle).
+struct FlopCounter {
+  plan::Shape s;
+  int blocks;
+  double flops = 0;
+  static double of(const plan::RowMajorGemm& g) { return 2.0 * g.m * g.n * g.k; }
+  void gemm(const plan::RowMajorGemm& g, float, int, int, int) { flops += of(g); }
+  void sym(plan::SymKind kind, float, int, int, int) {
+    const plan::SymPlan p = plan::sym_plan(kind, s, blocks);
+    flops += of(p.gemm) * static_cast<double>(p.tiles.size());
+  }
+  void mirror(int) {}
+  void poly_add(int, int, float, float) {}
+  void copy_out(int) {}
+};
+
+TEST(CudaPlan, DirectFormOnSymmetricTilesDoesTheTriangleShareOfItsProducts) {
+  const std::size_t m = 256, n = 896;  // wide: X X^T costs 2m^2n, A^2 2m^3, B X 2m^2n
+  NsConfig cfg;                        // 5 steps
+  for (int blocks : {1, 2, 4, 8}) {
+    FlopCounter full{plan::ns_shape(m, n), blocks}, sym{plan::ns_shape(m, n), blocks};
+    const plan::Scales sc = plan::ns_scales(full.s);
+    plan::run_direct(full, full.s, cfg, sc);
+    plan::run_direct(sym, sym.s, cfg, sc, {NsVariant::direct, Dtype::f32, Dtype::f32}, false,
+                     /*symmetric=*/true);
+    const double mm = static_cast<double>(m), nn = static_cast<double>(n), b = blocks;
+    const double symmetric_products = 2 * mm * mm * nn + 2 * mm * mm * mm;
+    EXPECT_DOUBLE_EQ(full.flops, 5 * (symmetric_products + 2 * mm * mm * nn));
+    EXPECT_DOUBLE_EQ(sym.flops, 5 * ((b + 1) / (2 * b) * symmetric_products + 2 * mm * mm * nn))
+        << blocks << " blocks";
   }
 }
 

@@ -2,7 +2,7 @@
 // the machine, and each is asserted exactly:
 //   built without NCCL          -> RuntimeFailure "NCCL backend not compiled: ..."
 //   NCCL, no CUDA device        -> RuntimeFailure "... no CUDA device visible ..." on every rank
-//   NCCL, fewer devices than ranks on the node -> RuntimeFailure naming the shortage
+//   NCCL, two ranks of a node on one GPU -> RuntimeFailure naming both ranks and the GPU
 //   NCCL, one device per rank   -> real collectives on device buffers, checked against host math
 
 #include <gmock/gmock.h>
@@ -94,7 +94,7 @@ TEST(NcclCommunicator, CreatesOrFailsWithTheDocumentedMessage) {
     } else if (fewest == 0) {
       EXPECT_THAT(e.what(), HasSubstr("another rank could not select a CUDA device"));
     } else if (!enough) {
-      EXPECT_THAT(e.what(), HasSubstr("NCCL needs one device per rank"));
+      EXPECT_THAT(e.what(), HasSubstr("one GPU per rank is needed"));
     } else {
       FAIL() << "NCCL communicator failed with devices available: " << e.what();
     }

@@ -1025,12 +1025,14 @@ void bench(cu::Context& ctx, int iters) {
       struct Row {
         cu::NsNumerics num;
         int blocks;
+        bool symmetric = false;  // the direct form's symmetric products on tiles
       };
       const cu::NsNumerics direct = ws.numerics(NsVariant::direct);
       const cu::NsNumerics rule_gram = ws.numerics(NsVariant::gram);
       const cu::NsNumerics mixed{NsVariant::gram, Dtype::f16, Dtype::f32};
       const cu::NsNumerics half{NsVariant::gram, Dtype::f16, Dtype::f16};
-      std::vector<Row> rows = {{direct, default_blocks}, {mixed, default_blocks}};
+      std::vector<Row> rows = {
+          {direct, default_blocks}, {direct, default_blocks, true}, {mixed, default_blocks}};
       if (default_blocks != 1) rows.push_back({mixed, 1});
       rows.push_back({half, default_blocks});
       for (const Row& r : rows) {
@@ -1038,16 +1040,36 @@ void bench(cu::Context& ctx, int iters) {
         cfg.variant = r.num.form;
         ws.set_numerics(r.num);
         ws.set_symmetric_blocks(r.blocks);
+        ws.set_direct_symmetric(r.symmetric);
         const double ms = time_ms(
             ctx, iters, [&] { cu::newton_schulz(ctx, g.p, out.p, m, n, st, cfg, ws, nullptr); });
         const double tflops = dmuon::kernels::ns_direct_flops(m, n, 5) / (ms * 1e-3) / 1e12;
-        const std::string form(dmuon::kernels::to_string(r.num.form));
-        const bool gram = r.num.form == NsVariant::gram;
-        const std::string blocks = gram ? std::to_string(r.blocks) : "-";
+        const std::string form =
+            std::string(dmuon::kernels::to_string(r.num.form)) + (r.symmetric ? "-sym" : "");
+        const bool tiled = r.num.form == NsVariant::gram || r.symmetric;
+        const std::string blocks = tiled ? std::to_string(r.blocks) : "-";
+        if (r.symmetric) {
+          // The same products as with full GEMMs: both within the NS bound of the exact
+          // result, so within twice it of each other.
+          const auto tiled_out = decode(st, out.bytes());
+          ws.set_direct_symmetric(false);
+          cu::newton_schulz(ctx, g.p, out.p, m, n, st, cfg, ws, nullptr);
+          verdict("direct NS on symmetric tiles vs full GEMMs " + std::to_string(m) + "x" +
+                      std::to_string(n) + " " + tname(st) + " (rel.)",
+                  rel_diff(tiled_out, decode(st, out.bytes())), 2 * ns_bound(st, r.num));
+        }
         const std::string types = tname(r.num.x) + "/" + tname(r.num.gram);
         std::printf("  %5zux%-6zu %6s %8s %9s %6s %10.3f %12.1f %10.3f\n", m, n, tname(st).c_str(),
                     form.c_str(), types.c_str(), blocks.c_str(), ms, tflops, tflops / gemm_tflops);
-        if (n == 14336 && r.blocks == default_blocks && r.num == rule_gram) {
+        if (r.symmetric) {
+          char line[200];
+          std::snprintf(line, sizeof line,
+                        "# ratio direct-sym %s %zux%zu / cuBLAS bf16 GEMM = %.3f (direct-form "
+                        "count; reported, the knob stays off until it is faster)",
+                        tname(st).c_str(), m, n, tflops / gemm_tflops);
+          ratio_lines.emplace_back(line);
+        }
+        if (n == 14336 && r.blocks == default_blocks && r.num == rule_gram && !r.symmetric) {
           char line[200];
           std::snprintf(line, sizeof line,
                         "# ratio rule(--ns gram) %s %zux%zu / cuBLAS bf16 GEMM = %.3f (target >= "

@@ -97,6 +97,11 @@ class Communicator {
   /// NCCL: if the communicator reported an asynchronous error (a peer died, a network
   /// failure), aborts it and ends the job naming this rank and the error. MPI: nothing to poll.
   virtual void check_async_error() {}
+  /// The error path's first step (a rank failed mid-step, its peers may wait on it forever):
+  /// NCCL: ncclCommAbort now, abandoning what is in flight; the communicator is unusable
+  /// afterwards and its destructor neither synchronises nor destroys it. MPI: nothing (the job
+  /// then ends through abort_all). Idempotent; never throws.
+  virtual void abort() noexcept {}
 
  protected:
   enum class ReduceOp { sum, avg, max };

@@ -35,50 +35,40 @@ ncclDataType_t nccl_type(DType t) {
   return ncclFloat32;
 }
 
-// Decides this rank's device, or why there is none. All ranks agree on the outcome before any
-// rank enters the NCCL bootstrap (which would otherwise hang waiting for the failed ones).
-int select_device(MPI_Comm comm, const CommunicatorOptions& options) {
-  // Collective first, on every rank, so no rank's early failure can unbalance the calls.
-  MPI_Comm node = MPI_COMM_NULL;
-  DMUON_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int local_rank = 0;
-  int local_size = 1;
-  DMUON_CHECK_MPI(MPI_Comm_rank(node, &local_rank));
-  DMUON_CHECK_MPI(MPI_Comm_size(node, &local_size));
-  DMUON_CHECK_MPI(MPI_Comm_free(&node));
-
-  std::string problem;
-  int device = -1;
+// What this process sees: the PCI bus id of every visible device, or why none.
+VisibleDevices query_visible_devices(int rank) {
+  VisibleDevices v;
+  v.rank = rank;
   int count = 0;
   const cudaError_t rc = cudaGetDeviceCount(&count);
   if (rc != cudaSuccess) {
-    problem =
+    v.problem =
         fmt::format("no CUDA device visible (cudaGetDeviceCount: {})", cudaGetErrorString(rc));
     (void)cudaGetLastError();  // reset the runtime's last-error state
-  } else if (count == 0) {
-    problem = "no CUDA device visible (cudaGetDeviceCount returned 0 devices)";
-  } else if (options.cuda_device >= 0) {
-    if (options.cuda_device < count)
-      device = options.cuda_device;
-    else
-      problem =
-          fmt::format("CUDA device {} requested but only {} visible", options.cuda_device, count);
-  } else if (local_size > count) {
-    problem = fmt::format(
-        "{} ranks on this node share {} visible CUDA device(s); NCCL needs one device per rank",
-        local_size, count);
-  } else {
-    device = local_rank % count;
+    return v;
   }
-  const int local_ok = problem.empty() ? 1 : 0;
-  int all_ok = 0;
-  DMUON_CHECK_MPI(MPI_Allreduce(&local_ok, &all_ok, 1, MPI_INT, MPI_MIN, comm));
-  if (!local_ok) throw RuntimeFailure("NCCL communicator: " + problem);
-  if (!all_ok)
-    throw RuntimeFailure(
-        "NCCL communicator: another rank could not select a CUDA device (no CUDA device "
-        "visible there, or too few devices); see that rank's error");
-  return device;
+  if (count == 0) v.problem = "no CUDA device visible (cudaGetDeviceCount returned 0 devices)";
+  for (int d = 0; d < count && v.problem.empty(); ++d) {
+    char id[32] = {};
+    const cudaError_t e = cudaDeviceGetPCIBusId(id, static_cast<int>(sizeof(id)), d);
+    if (e != cudaSuccess)
+      v.problem = fmt::format("cannot read the PCI bus id of CUDA device {} ({})", d,
+                              cudaGetErrorString(e));
+    else
+      v.bus_ids.emplace_back(id);
+  }
+  return v;
+}
+
+// Decides this rank's device, or why there is none. All ranks agree on the outcome before any
+// rank enters the NCCL bootstrap (which would otherwise hang waiting for the failed ones).
+int select_device(MPI_Comm comm, const CommunicatorOptions& options) {
+  const DeviceBinding b = bind_cuda_device(comm, options.cuda_device);
+  if (b.ok()) return b.ordinal;
+  if (!b.own_problem.empty()) throw RuntimeFailure("NCCL communicator: " + b.own_problem);
+  throw RuntimeFailure(
+      fmt::format("NCCL communicator: another rank could not select a CUDA device (rank {}: {})",
+                  b.failed_rank, b.problem));
 }
 
 // How long a host wait on an NCCL batch may take before the job is declared hung:
@@ -172,12 +162,19 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
+  // After abort() nothing waits: the stream may hold NCCL kernels that never finish.
   ~NcclCommunicator() override {
     if (stream_) {
-      cudaStreamSynchronize(stream_);
+      if (!aborted_) cudaStreamSynchronize(stream_);
       cudaStreamDestroy(stream_);
     }
-    if (nccl_) ncclCommDestroy(nccl_);
+    if (nccl_ && !aborted_) ncclCommDestroy(nccl_);
+  }
+
+  void abort() noexcept override {
+    if (nccl_ == nullptr || aborted_) return;
+    aborted_ = true;
+    ncclCommAbort(nccl_);
   }
 
   void* stream_handle() const override { return active_; }
@@ -264,9 +261,17 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t nccl_ = nullptr;
   cudaStream_t stream_ = nullptr;  // owned
   cudaStream_t active_ = nullptr;  // where batches run now (stream_ or a caller's)
+  bool aborted_ = false;           // abort(): ncclCommAbort freed the communicator
 };
 
 }  // namespace
+
+DeviceBinding bind_cuda_device(MPI_Comm comm, int requested) {
+  int world_rank = 0;
+  DMUON_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+  const bool shared = shared_gpu_allowed();  // read before the collective: InputError alike
+  return bind_device(comm, query_visible_devices(world_rank), requested, shared);
+}
 
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm,
                                                      const CommunicatorOptions& options) {

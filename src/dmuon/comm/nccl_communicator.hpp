@@ -10,8 +10,9 @@
 //
 // Declared here without CUDA/NCCL types so callers need neither header. When the library is
 // built without NCCL, the factory throws RuntimeFailure ("NCCL backend not compiled: ...").
-// At run time, every rank throws the same RuntimeFailure when any rank sees no CUDA device or
-// when a node has more ranks than devices, so no rank is left waiting in the bootstrap.
+// At run time, every rank throws a RuntimeFailure when any rank sees no CUDA device or when two
+// ranks of a node would drive the same GPU (device_binding.hpp: GPUs are told apart by PCI
+// bus id, so per-task CUDA_VISIBLE_DEVICES works), so no rank is left waiting in the bootstrap.
 
 #include <mpi.h>
 
@@ -19,11 +20,18 @@
 #include <string>
 
 #include "dmuon/comm/communicator.hpp"
+#include "dmuon/comm/device_binding.hpp"
 
 namespace dmuon::comm {
 
 /// The NCCL library's version at run time ("2.28.3"), "n/a" when built without NCCL.
 std::string nccl_version();
+
+/// This rank's CUDA device: the devices it sees, told apart by PCI bus id, bound among the
+/// ranks of its node (choose_devices); `requested` >= 0 asks for that ordinal. Collective over
+/// `comm`, the outcome agreed by every rank; DMUON_ALLOW_SHARED_GPU=1 lets ranks share a GPU.
+/// Without NCCL: RuntimeFailure ("NCCL backend not compiled: ...").
+DeviceBinding bind_cuda_device(MPI_Comm comm, int requested);
 
 /// Collective over `comm`. See make_communicator.
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm,

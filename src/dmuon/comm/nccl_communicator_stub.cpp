@@ -8,6 +8,11 @@ std::string nccl_version() {
   return "n/a";
 }
 
+DeviceBinding bind_cuda_device(MPI_Comm /*comm*/, int /*requested*/) {
+  throw RuntimeFailure(
+      "NCCL backend not compiled: rebuild with -DDMUON_ENABLE_CUDA=ON and NCCL installed");
+}
+
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm /*comm*/,
                                                      const CommunicatorOptions& /*options*/) {
   throw RuntimeFailure(

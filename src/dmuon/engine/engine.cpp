@@ -15,6 +15,7 @@
 #include "dmuon/comm/timed_barrier.hpp"
 #include "dmuon/engine/exec/channel_counters.hpp"
 #include "dmuon/engine/exec/cuda_backend.hpp"
+#include "dmuon/engine/exec/fault_injection.hpp"
 #include "dmuon/engine/exec/host_backend.hpp"
 #include "dmuon/engine/exec/host_memory.hpp"
 #include "dmuon/engine/exec/step_executor.hpp"
@@ -76,9 +77,6 @@ void validate_tp_run(const plan::Plan& plan, const EngineOptions& o) {
     throw InputError(
         fmt::format("--tp {} runs --method dmuon only (not {}: the baselines have no TP step)", tp,
                     method_name(o.step.method)));
-  if (o.backend.device != Device::host)
-    throw InputError(fmt::format(
-        "--tp {} runs on --device host only (the CUDA backend has no TP buffers yet)", tp));
   if (!plan.config.routes.empty())
     throw InputError(
         fmt::format("--tp {} runs without --route (TP shards Muon matrices only)", tp));
@@ -94,6 +92,8 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
   int size = 1;
   DMUON_CHECK_MPI(MPI_Comm_size(world, &size));
   validate_run(tree, plan, o, size);
+  const FaultInjection fault = fault_injection_from_env();  // the same on every rank
+  check_fault_injection(fault, o.run.total_steps(), size);
   comm::verify_same_on_all_ranks(plan::plan_hash(tree, plan), "DMuon plan", world);
   // --tp: every rank holds the local shards of the TP-sharded parameters.
   const model::ModuleTree local = plan.tp.tp > 1 ? plan::tp_local_tree(tree, plan) : tree;
@@ -105,6 +105,7 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
                            ? make_cuda_backend(local, layout, o, groups)
                            : make_host_backend(local, layout, o, groups);
   StepExecutor executor(layout, schedule, o.step, *backend, o.run.inject_nan_step);
+  executor.inject_fault(fault);
   std::optional<Trace> trace;
   if (o.run.trace) {
     trace.emplace(std::vector<int>{groups.world_rank()}, size, "measured");
@@ -116,7 +117,13 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
     // Every step starts together: a rank's lead is reported as step_sync, not as a late root's
     // exposed communication (comm/timed_barrier.hpp).
     const double sync_ms = comm::timed_barrier_ms(world);
-    StepMeasure m = executor.run_step(s);
+    StepMeasure m;
+    try {
+      m = executor.run_step(s);
+    } catch (...) {
+      // Peers may be waiting on this rank's collectives: abort, never synchronise, end all.
+      end_mid_step_failure(*backend, world);
+    }
     // A non-finite gradient or weight ends the run on every rank alike (exit 3 with the first
     // rank's message), after the step whose collectives every rank still completed.
     int bad_rank = -1;

@@ -29,8 +29,11 @@
 #include "dmuon/comm/abort.hpp"
 #include "dmuon/comm/first_message.hpp"
 #include "dmuon/comm/nccl_check.hpp"
+#include "dmuon/comm/nccl_communicator.hpp"
 #include "dmuon/engine/exec/cuda_event_pool.hpp"
+#include "dmuon/engine/exec/device_teardown.hpp"
 #include "dmuon/engine/exec/step_trace.hpp"
+#include "dmuon/engine/exec/tp_block_copies.hpp"
 #include "dmuon/engine/step/accumulation.hpp"
 #include "dmuon/engine/step/activation_work.hpp"
 #include "dmuon/engine/step/grad_clip.hpp"
@@ -85,31 +88,13 @@ class DeviceBuffer {
   std::int64_t n_ = 0;
 };
 
-// This process's GPU: the node-local rank modulo the visible devices, agreed by all ranks.
+// This process's GPU, bound by identity among the ranks of its node (device_binding.hpp),
+// agreed by all ranks: the same one-line error on every rank (exit 2), the first failing rank's.
 int select_device(MPI_Comm world) {
-  MPI_Comm node = MPI_COMM_NULL;
-  DMUON_CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int local_rank = 0, local_size = 1;
-  DMUON_CHECK_MPI(MPI_Comm_rank(node, &local_rank));
-  DMUON_CHECK_MPI(MPI_Comm_size(node, &local_size));
-  DMUON_CHECK_MPI(MPI_Comm_free(&node));
-  std::string problem;
-  int count = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&count);
-  if (rc != cudaSuccess) {
-    problem = fmt::format("no GPU visible (cudaGetDeviceCount: {})", cudaGetErrorString(rc));
-    (void)cudaGetLastError();
-  } else if (count == 0) {
-    problem = "no GPU visible (cudaGetDeviceCount returned 0)";
-  } else if (local_size > count) {
-    problem = fmt::format("{} ranks on one node share {} GPU(s); run one rank per GPU", local_size,
-                          count);
-  }
-  // The same one-line error on every rank (exit 2): the first failing rank's reason.
-  int first = -1;
-  const std::string theirs = comm::agree_first_message(!problem.empty(), problem, world, &first);
-  if (first >= 0) throw InputError(fmt::format("--device cuda: rank {}: {}", first, theirs));
-  return local_rank % count;
+  const comm::DeviceBinding b = comm::bind_cuda_device(world, -1);
+  if (!b.ok())
+    throw InputError(fmt::format("--device cuda: rank {}: {}", b.failed_rank, b.problem));
+  return b.ordinal;
 }
 
 // Phase segments as event pairs on the compute stream; read after the step's synchronisation.
@@ -227,6 +212,9 @@ class CudaBackend final : public StepBackend {
       static_assert(sizeof(cu::ClipPartial) <= 4 * sizeof(float));
       clip_acc_ = DeviceBuffer(4, Dtype::f32);
     }
+    if (L_.tp() > 1) allocate_tp(groups, co);
+    for (comm::Communicator* c : {shard_.get(), replicate_comm_.get(), world_.get(), tp_.get()})
+      teardown_.track(c);
     master_ = DeviceBuffer(L_.master_elems, Dtype::f32);
     state_ = DeviceBuffer(L_.state_elems, Dtype::f32);
     state2_ = DeviceBuffer(L_.second_state_elems, Dtype::f32);
@@ -287,7 +275,7 @@ class CudaBackend final : public StepBackend {
       acts_.push_back(std::move(a));
       if (p.master_offset < 0) continue;
       init.assign(static_cast<std::size_t>(p.numel), 0.0f);
-      init_weights(seed_, p.pid, init.data(), p.numel, p.shape.cols);
+      init_weights(seed_, data_key(p), init.data(), p.numel, p.shape.cols);
       const float* src = init.data();
       std::int64_t count = p.numel;
       std::vector<float> shard;
@@ -307,15 +295,17 @@ class CudaBackend final : public StepBackend {
     grad_f32_ = DeviceBuffer(staged_grad_elems(L_), Dtype::f32);
     // Newton–Schulz workspaces now: creating one synchronises, which a step must not do.
     for (const auto& p : L_.params)
-      if (p.updated_here && p.muon)
-        (void)workspace(static_cast<std::size_t>(p.shape.rows),
-                        static_cast<std::size_t>(p.shape.cols));
+      if (p.updated_here && p.muon) {
+        const MatrixShape s = tp_owner_of(p) ? p.logical : p.shape;  // --tp: the whole matrix
+        (void)workspace(static_cast<std::size_t>(s.rows), static_cast<std::size_t>(s.cols));
+      }
     DMUON_CHECK_CUDA(cudaDeviceSynchronize());
   }
 
+  // After abort() nothing waits for the device (device_teardown.hpp).
   ~CudaBackend() override {
     cudaSetDevice(device_);
-    cudaDeviceSynchronize();
+    teardown_.finish();
     ctx_.reset();
     timer_.reset();
     for (cudaStream_t s : {compute_, weights_, reduce_, replicate_})
@@ -324,9 +314,11 @@ class CudaBackend final : public StepBackend {
     cudaEventDestroy(joined_);
   }
 
+  void abort() noexcept override { teardown_.abort(); }
+
   comm::Communicator* comm(CommGroup group) override {
     if (group == CommGroup::world) return world_.get();  // only with --clip-norm
-    if (group == CommGroup::tp) return nullptr;  // no TP buffers yet: validate_tp_run refuses
+    if (group == CommGroup::tp) return tp_.get();        // --tp only
     return group == CommGroup::shard ? shard_.get() : replicate_comm_.get();
   }
 
@@ -335,8 +327,12 @@ class CudaBackend final : public StepBackend {
   void before_issue(const StepOp& op) override {
     cudaStream_t s = stream(op_traits(op.op).stream);
     // Stage 2 reads only what stage 1 wrote: order_after() made its stream wait for that,
-    // and it must not also wait for the compute queue.
-    if (op.op != Op::issue_stage2) {
+    // and it must not also wait for the compute queue. When the stage-1 batch was already
+    // consumed (its handle empty: the compute queue waited for it), order_after() had nothing
+    // to order on, and the compute queue is the one that knows stage 1 is done.
+    const bool ordered = op.op == Op::issue_stage2 && stage1_ordered_;
+    stage1_ordered_ = false;
+    if (!ordered) {
       DMUON_CHECK_CUDA(cudaEventRecord(produced_, compute_));
       DMUON_CHECK_CUDA(cudaStreamWaitEvent(s, produced_, 0));
     }
@@ -344,6 +340,7 @@ class CudaBackend final : public StepBackend {
   }
   void wait(comm::Batch& batch) override { batch.wait_on_stream(compute_); }
   void order_after(comm::Batch& batch, CommGroup) override {
+    stage1_ordered_ = batch.pending();
     batch.wait_on_stream(replicate_, /*consume=*/false);
   }
 
@@ -369,7 +366,7 @@ class CudaBackend final : public StepBackend {
     cu::synthetic_rows(*ctx_, a.x.at(0), type, static_cast<std::size_t>(b),
                        static_cast<std::size_t>(p.shape.cols), seed_,
                        static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(a.range.begin),
-                       static_cast<std::uint64_t>(p.pid), synthetic_stream::x);
+                       data_key(p), synthetic_stream::x);
     // Y = X·Wᵀ
     cu::gemm(*ctx_, type, false, true, static_cast<std::size_t>(b),
              static_cast<std::size_t>(p.shape.rows), static_cast<std::size_t>(p.shape.cols), 1.0f,
@@ -389,19 +386,18 @@ class CudaBackend final : public StepBackend {
     if (step_.compute == Compute::none) {
       // --accum K: each micro-step adds (u + w)/K (the loss averaged over the whole batch).
       cu::synthetic_grad_none(*ctx_, w, type, grad, grad_type, static_cast<std::size_t>(p.numel),
-                              seed_, static_cast<std::uint64_t>(step),
-                              static_cast<std::uint64_t>(p.pid), synthetic_stream::none,
-                              1.0f / static_cast<float>(step_.accum), op.accumulate);
+                              seed_, static_cast<std::uint64_t>(step), data_key(p),
+                              synthetic_stream::none, 1.0f / static_cast<float>(step_.accum),
+                              op.accumulate);
     } else if (b == 0 || p.numel == 0) {
       // An empty micro-batch adds nothing to what earlier micro-steps left.
       if (!op.accumulate)
         DMUON_CHECK_CUDA(cudaMemsetAsync(grad, 0, bytes_of(grad_type, p.numel), compute_));
     } else {
       const auto ub = static_cast<std::size_t>(b);
-      cu::synthetic_rows(*ctx_, target_.at(0), type, ub, rows, seed_,
-                         static_cast<std::uint64_t>(step),
-                         static_cast<std::uint64_t>(a.range.begin),
-                         static_cast<std::uint64_t>(p.pid), synthetic_stream::target);
+      cu::synthetic_rows(
+          *ctx_, target_.at(0), type, ub, rows, seed_, static_cast<std::uint64_t>(step),
+          static_cast<std::uint64_t>(a.range.begin), data_key(p), synthetic_stream::target);
       // dY = (Y − T)·G/n (the mean over the global samples, see synthetic.hpp)
       const float scale = static_cast<float>(ranks_) / static_cast<float>(a.range.n);
       cu::residual_scale(*ctx_, a.y.at(0), target_.at(0), type, ub * rows, scale);
@@ -448,15 +444,56 @@ class CudaBackend final : public StepBackend {
 
   void newton_schulz(const StepOp& op) override {
     const auto& p = param(op.param);
-    void* x = ns_matrix(op.param, op.gather_base, true);
-    const auto rows = static_cast<std::size_t>(p.shape.rows),
-               cols = static_cast<std::size_t>(p.shape.cols);
+    // --tp, on the parameter's TP owner after tp_assemble: the logical matrix.
+    const bool tp = p.tp_sharded();
+    void* x = tp ? tp_matrix_.at(0) : ns_matrix(op.param, op.gather_base, true);
+    const MatrixShape shape = tp ? p.logical : p.shape;
+    const auto rows = static_cast<std::size_t>(shape.rows),
+               cols = static_cast<std::size_t>(shape.cols);
     cu::newton_schulz(*ctx_, x, x, rows, cols, ns_type_, muon_.ns, workspace(rows, cols),
                       bad_gradient(op.param));
   }
 
+  // The TP exchange (docs/METRICS.md "Tensor parallelism"), as the host runs it: the shard of
+  // the Nesterov input goes on the gather's wire; the owner assembles the logical matrix in
+  // the NS type, orthogonalizes it (newton_schulz) and cuts it into the fp32 shards the
+  // scatter sends.
+  void tp_stage(const StepOp& op) override {
+    const auto& p = param(op.param);
+    cu::convert(*ctx_, ns_input_.at(p.state_offset), ns_type_, tp_send_.at(0), wire_,
+                static_cast<std::size_t>(p.numel));
+  }
+
+  void tp_assemble(const StepOp& op) override {
+    const auto& p = param(op.param);
+    const auto n = static_cast<std::size_t>(L_.tp() * p.numel);
+    cu::convert(*ctx_, tp_recv_.at(0), wire_, tp_blocks_.at(0), ns_type_, n);
+    copy_blocks(tp_block_copies(p.logical.rows, p.logical.cols, p.tp_dim, L_.tp(),
+                                dtype_bytes(ns_type_), /*assemble=*/true),
+                tp_blocks_.at(0), tp_matrix_.at(0));
+  }
+
+  void tp_split(const StepOp& op) override {
+    const auto& p = param(op.param);
+    copy_blocks(tp_block_copies(p.logical.rows, p.logical.cols, p.tp_dim, L_.tp(),
+                                dtype_bytes(ns_type_), /*assemble=*/false),
+                tp_matrix_.at(0), tp_blocks_.at(0));
+    cu::convert(*ctx_, tp_blocks_.at(0), ns_type_,
+                at(locate(L_, BufferRef{BufferRef::Kind::tp_shards, -1, op.param, 0})), Dtype::f32,
+                static_cast<std::size_t>(L_.tp() * p.numel));
+  }
+
   void apply(const StepOp& op, long step) override {
     const auto& p = param(op.param);
+    if (p.muon && p.tp_sharded()) {
+      // This rank's shard of the scattered update, with the logical matrix's Muon scale.
+      const float scale = kernels::muon_scale(static_cast<std::size_t>(p.logical.rows),
+                                              static_cast<std::size_t>(p.logical.cols));
+      cu::muon_apply(*ctx_, master_.f32(p.master_offset), tp_update_.at(p.state_offset), Dtype::f32,
+                     static_cast<std::size_t>(p.numel), muon_.lr, muon_.weight_decay, scale,
+                     bad_weight(op.param));
+      return;
+    }
     if (p.muon) {
       const float scale = kernels::muon_scale(static_cast<std::size_t>(p.shape.rows),
                                               static_cast<std::size_t>(p.shape.cols));
@@ -544,9 +581,10 @@ class CudaBackend final : public StepBackend {
   std::int64_t allocated_bytes() const override {
     std::size_t b = 0;
     for (const DeviceBuffer* d :
-         {&master_, &state_, &state2_, &ns_input_, &grad_arena_, &weight_pool_, &grad_pool_,
-          &gather_pool_, &gather_ns_, &alt_weights_, &alt_grads_, &alt_gather_, &alt_gather_ns_,
-          &target_, &dx_, &grad_f32_, &clip_scalar_, &clip_acc_})
+         {&master_,        &state_,       &state2_,    &ns_input_,    &grad_arena_,  &weight_pool_,
+          &grad_pool_,     &gather_pool_, &gather_ns_, &alt_weights_, &alt_grads_,   &alt_gather_,
+          &alt_gather_ns_, &target_,      &dx_,        &grad_f32_,    &clip_scalar_, &clip_acc_,
+          &tp_send_,       &tp_recv_,     &tp_matrix_, &tp_blocks_,   &tp_update_})
       b += d->bytes();
     for (const auto& a : acts_) b += a.x.bytes() + a.y.bytes();
     for (const auto& w : workspaces_) b += w.second->bytes();
@@ -587,6 +625,38 @@ class CudaBackend final : public StepBackend {
     SampleRange range;
     DeviceBuffer x, y;
   };
+
+  // --tp: the exchange's communicator and buffers (step_layout.hpp "TP exchange").
+  void allocate_tp(const comm::RankGroups& groups, const comm::CommunicatorOptions& co) {
+    tp_ = comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::tp), co);
+    tp_send_ = DeviceBuffer(L_.tp_send_elems(), wire_);
+    tp_recv_ = DeviceBuffer(L_.tp_recv_elems(), wire_);
+    tp_matrix_ = DeviceBuffer(L_.tp_matrix_elems(), Dtype::f32);
+    tp_blocks_ = DeviceBuffer(L_.tp_recv_elems(), ns_type_);
+    std::int64_t updates = 0;
+    for (const auto& p : L_.params)
+      if (p.tp_sharded() && p.updated_here && p.muon)
+        updates = std::max(updates, p.state_offset + p.numel);
+    tp_update_ = DeviceBuffer(updates, Dtype::f32);
+  }
+
+  // The synthetic-data key: a TP shard is its own Linear of the local shape (synthetic.hpp).
+  std::uint64_t data_key(const ParamLayout& p) const {
+    return p.tp_sharded() ? tp_shard_key(p.pid, L_.tp_rank()) : static_cast<std::uint64_t>(p.pid);
+  }
+  // Whether this rank orthogonalizes `p`'s logical matrix (its TP owner, --tp).
+  bool tp_owner_of(const ParamLayout& p) const {
+    return p.tp_sharded() && p.tp_owner == L_.tp_rank();
+  }
+
+  // Block copies (tp_block_copies.hpp) from `src` to `dst` on the compute stream.
+  void copy_blocks(const std::vector<BlockCopy2D>& copies, const void* src, void* dst) {
+    for (const auto& c : copies)
+      DMUON_CHECK_CUDA(
+          cudaMemcpy2DAsync(static_cast<unsigned char*>(dst) + c.dst_offset, c.dst_pitch,
+                            static_cast<const unsigned char*>(src) + c.src_offset, c.src_pitch,
+                            c.width, c.height, cudaMemcpyDeviceToDevice, compute_));
+  }
 
   // The fp32 staging weight_gradient needs: the largest gradient of a 16-bit type other than
   // its weights' (fp32 gradients take the GEMM's output directly).
@@ -644,7 +714,12 @@ class CudaBackend final : public StepBackend {
       case Arena::alt_weights: return alt_weights_.at(where.offset);
       case Arena::alt_grads: return alt_grads_.at(where.offset);
       case Arena::alt_gather: return alt_gather_.at(where.offset);
-      default: break;  // the TP exchange's: --tp is refused on this backend (validate_tp_run)
+      case Arena::tp_send: return tp_send_.at(where.offset);
+      case Arena::tp_recv: return tp_recv_.at(where.offset);
+      case Arena::tp_matrix: return tp_matrix_.at(where.offset);
+      // The TP scatter's destination: each TP-sharded parameter's fp32 update shard.
+      case Arena::ns_input: return tp_update_.at(where.offset);
+      default: break;
     }
     throw std::logic_error("CUDA backend: a buffer in an arena it does not have");
   }
@@ -712,11 +787,13 @@ class CudaBackend final : public StepBackend {
         if (c) c->check_async_error();
       const double waited =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (waited > timeout_s())
+      if (waited > timeout_s()) {
+        teardown_.abort();
         comm::abort_all(
             fmt::format("the step did not finish on the GPU within {:.0f} s "
                         "(DMUON_NCCL_TIMEOUT_S): a peer is gone or hung",
                         timeout_s()));
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
@@ -736,16 +813,25 @@ class CudaBackend final : public StepBackend {
   int rank_, ranks_;
   cudaStream_t compute_ = nullptr, weights_ = nullptr, reduce_ = nullptr, replicate_ = nullptr;
   cudaEvent_t produced_ = nullptr, joined_ = nullptr;
+  bool stage1_ordered_ = false;  // order_after() just ordered the next issue after a batch
   std::unique_ptr<cu::Context> ctx_;
   std::unique_ptr<CudaPhaseTimer> timer_;
   std::unique_ptr<CudaTraceClock> trace_clock_;  // --trace only
   std::unique_ptr<comm::Communicator> shard_, replicate_comm_, world_;
+  // Aborts those before anything synchronises on the error path; else synchronises at the end.
+  DeviceTeardown teardown_{[this] { cudaDeviceSynchronize(); }};
   DeviceBuffer act_scratch_;   // the activation work's operands (activation())
   std::int64_t act_half_ = 0;  // elements of one half of act_scratch_
   DeviceBuffer master_, state_, state2_, ns_input_, grad_arena_, weight_pool_, grad_pool_,
       gather_pool_, gather_ns_, alt_weights_, alt_grads_, alt_gather_, alt_gather_ns_, target_, dx_,
       nan_, clip_scalar_, clip_acc_;
   DeviceBuffer grad_f32_;  // dW staged in fp32 for a 16-bit gradient of another type
+  // --tp (step_layout.hpp "TP exchange"): the shard on the gather's wire; on a TP owner the
+  // gathered shards, the fp32 matrix arena (the logical matrix in the NS type in its first
+  // half, the fp32 shards the scatter sends in its second), the shards in the NS type
+  // between the two; and every TP-sharded parameter's fp32 update shard (the scatter's).
+  std::unique_ptr<comm::Communicator> tp_;
+  DeviceBuffer tp_send_, tp_recv_, tp_matrix_, tp_blocks_, tp_update_;
   std::vector<Activations> acts_;
   std::unique_ptr<cu::DeviceCounters> counters_;
   std::vector<unsigned long long> host_counters_;
@@ -758,12 +844,6 @@ class CudaBackend final : public StepBackend {
 std::unique_ptr<StepBackend> make_cuda_backend(const model::ModuleTree& tree,
                                                const StepLayout& layout, const EngineOptions& o,
                                                const comm::RankGroups& groups) {
-  // The schedule's TP exchange has no CUDA buffers yet: refuse, never skip (validate_tp_run
-  // refuses --tp --device cuda before a run; every rank alike).
-  if (layout.tp() > 1)
-    throw InputError(
-        fmt::format("--tp {} runs on --device host only (the CUDA backend has no TP buffers yet)",
-                    layout.tp()));
   const int device = select_device(groups.comm(CommGroup::world));
   return std::make_unique<CudaBackend>(tree, layout, o, groups, device);
 }

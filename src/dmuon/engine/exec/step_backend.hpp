@@ -122,6 +122,11 @@ class StepBackend {
   /// After every op the executor runs (kernel, issue, wait or bookkeeping): where a backend
   /// accounts the buffers the op filled or last read (memory_tracker.hpp).
   virtual void op_done(const StepOp& /*op*/) {}
+  /// The error path (an exception left a step mid-way): aborts every communicator before
+  /// anything synchronises, since peers may never complete what is in flight; afterwards the
+  /// backend is only destroyed, and its destructor does not wait for the device. Host: nothing
+  /// to abort (the job ends through abort_all).
+  virtual void abort() noexcept {}
   /// This rank's peak of the buffers the memory model counts; `measured` false where the
   /// backend keeps no account (CUDA).
   virtual MeasuredMemory measured_memory() const { return {}; }

@@ -167,6 +167,13 @@ void StepExecutor::issue_op(std::size_t i) {
   if (t.blocking) complete(b);
 }
 
+void StepExecutor::throw_injected_fault(long step) const {
+  if (step != fault_.step || layout_.me.rank != fault_.rank) return;
+  throw RuntimeFailure(fmt::format(
+      "injected fault (DMUON_INJECT_FAULT_STEP={}:{}) in step {}, its collectives in flight",
+      fault_.step, fault_.rank, step));
+}
+
 StepMeasure StepExecutor::run_step(long step) {
   StepMeasure m;
   PhaseTimer& timer = backend_.timer();
@@ -203,6 +210,7 @@ StepMeasure StepExecutor::run_step(long step) {
       case OpClass::compute: compute(op, step); break;
       case OpClass::issue: issue_op(i); break;
       case OpClass::wait:
+        throw_injected_fault(step);
         complete(slot(op.group, t.slot));
         if (op.op == Op::wait_weights) backend_.weights_arrived(op);
         break;

@@ -12,6 +12,7 @@
 
 #include "dmuon/base/trace.hpp"
 
+#include "dmuon/engine/exec/fault_injection.hpp"
 #include "dmuon/engine/exec/in_flight_clock.hpp"
 #include "dmuon/engine/exec/step_backend.hpp"
 #include "dmuon/engine/exec/step_trace.hpp"
@@ -43,6 +44,9 @@ class StepExecutor {
   StepExecutor& operator=(const StepExecutor&) = delete;
 
   StepMeasure run_step(long step);
+  /// Test aid (fault_injection.hpp): when `fault` names this world rank, run_step(fault.step)
+  /// throws RuntimeFailure just before that step's first wait, its collectives in flight.
+  void inject_fault(const FaultInjection& fault) { fault_ = fault; }
   /// Records this rank's timeline into `trace` from the next step on (dmuon_bench --trace):
   /// phase segments, each compute op and blocked wait, each batch, on the backend's trace
   /// clock (step_trace.hpp: host wall time, CUDA events in stream order).
@@ -64,6 +68,8 @@ class StepExecutor {
   comm::Batch& slot(int g, BatchSlot slot);
   void compute(const StepOp& op, long step);
   void issue_op(std::size_t op_index);
+  /// Throws the injected fault when `step` and this rank are the ones it names.
+  void throw_injected_fault(long step) const;
   /// --trace: the batch fields of schedule op `op_index` (name, group, bytes).
   TraceSpan batch_fields(std::size_t op_index) const;
 
@@ -72,6 +78,7 @@ class StepExecutor {
   StepBackend& backend_;
   int inject_nan_step_;
   bool poisoner_;
+  FaultInjection fault_;
   std::vector<std::vector<CollectiveCall>> calls_;  // per schedule op
   // Per group (then one row for the group-less ops): a batch per slot (step_op.hpp).
   std::vector<std::array<comm::Batch, kBatchSlotCount>> slots_;
