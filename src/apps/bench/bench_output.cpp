@@ -464,6 +464,17 @@ std::string boundary_notes(const RunOptions& o, const std::vector<BenchRun>& run
     if (!o.wide && label != run.boundary.spec)
       note(fmt::format("# boundary {} = {}", label, run.boundary.spec));
   }
+  // The baselines' FSDP units: their own rule, never the swept boundary.
+  std::vector<std::string> baselines;
+  std::string units;
+  for (const auto& run : runs)
+    if (run.baseline) {
+      baselines.push_back(engine::method_name(run.method));
+      units = run.units;
+    }
+  if (!baselines.empty())
+    note(fmt::format("# baselines ({}): FSDP units = {}, whatever the sweep (--baseline-units)",
+                     fmt::join(baselines, ", "), units));
   // Warnings grouped per boundary row (the findings are the boundary's, not the strategy's).
   for (const auto& run : runs) {
     if (run.baseline) continue;
@@ -621,6 +632,7 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
     x["baseline"] = run.baseline;
     x["boundary"] = run.baseline ? "" : run.boundary.word;
     x["boundary_spec"] = run.baseline ? "" : run.boundary.spec;
+    if (run.baseline) x["baseline_units"] = run.units;
     x["strict"] = run.baseline ? true : run.boundary.strict;
     x["owner_strategy"] = run.baseline ? "" : owners(run);
     x["status"] = run.status;

@@ -22,6 +22,7 @@ struct BenchRun {
   int plan_index = -1;                ///< into the invocation's plans; -1 when rejected
   engine::RunResult result;           ///< valid when status == "ok"
   std::vector<std::string> warnings;  ///< degradation warnings of the row's plan, one line each
+  std::string units;                  ///< baselines: what their FSDP units are (--baseline-units)
 
   bool ok() const { return status == "ok"; }
   std::string boundary_label() const { return baseline ? "-" : boundary.label(); }

@@ -80,6 +80,9 @@ struct RunOptions {
   bool lenient = false;                 ///< strictness of items without their own
   std::vector<partition::Strategy> owner_strategies = {partition::Strategy::lpt};
   std::vector<engine::Method> methods;  ///< empty: the tool's default
+  /// The baselines' FSDP units: "repeated-blocks" (boundary/repeated_blocks.hpp) or a
+  /// boundary spec; never the swept boundary.
+  std::string baseline_units = "repeated-blocks";
   engine::EngineOptions engine;
   WorkloadChoice workload;
   int repeats = 1;  ///< engine runs per row: samples = repeats x steps
