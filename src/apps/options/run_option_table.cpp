@@ -667,6 +667,13 @@ std::vector<RunOption> advisor_rows() {
                   .in(kAdvise)
                   .not_in_key("the advisor writes no results file"));
   r.push_back(one(
+                  "--tolerance", kGroupAdvisor,
+                  "percent: candidates within it of the fastest projected step count as equally "
+                  "fast, and among them the fewest changed knobs, then the least memory, win",
+                  Real{0, 100, false}, [](auto& o) -> auto& { return o.advise.tolerance_pct; })
+                  .in(kAdvise)
+                  .not_in_key("the advisor writes no results file"));
+  r.push_back(one(
                   "--max-passes", kGroupAdvisor, "coordinate-descent passes at most",
                   Integer<int>{1, 20}, [](auto& o) -> auto& { return o.advise.max_passes; })
                   .in(kAdvise)

@@ -54,6 +54,8 @@ struct AdviseChoice {
   int top = 10;
   double time_limit_s = 180;
   int max_passes = 3;
+  /// Percent of the fastest step within which the simplest, leanest candidate wins.
+  double tolerance_pct = 1;
   std::string write_config;
 };
 
