@@ -341,9 +341,21 @@ std::string table_header(const model::Topology& topo, const RunOptions& o, int w
                       : std::string(" in fp32"),
                   engine::optimizer_pipeline_name(e.step.pipeline)));
   const auto dp = world / tp;
-  const std::string batch = fmt::format("# global batch {} samples ({} per {})",
-                                        e.step.global_samples(dp), e.step.global_samples(dp) / dp,
-                                        tp > 1 ? "DP rank; its TP group shares them" : "rank");
+  // With --seq-len the engine's per-rank count is tokens (seq-len x micro-batch); without it,
+  // samples of one token each (the parameter work alone).
+  const auto& wl = o.workload;
+  const std::int64_t units = e.step.global_samples(dp);
+  const char* who = tp > 1 ? "DP rank; its TP group shares them" : "rank";
+  const std::string batch =
+      wl.seq_len > 0
+          ? fmt::format(
+                "# global batch {} tokens = {} samples of {} tokens ({} per {}: "
+                "micro-batch {} x seq-len {})",
+                units, units / wl.seq_len, wl.seq_len, units / dp, who, wl.micro_batch, wl.seq_len)
+          : fmt::format(
+                "# global batch {} samples of one token ({} per {}; the parameter work "
+                "alone: no --seq-len)",
+                units, units / dp, who);
   line(style.projected
            ? batch
            : fmt::format("{}  steps {} (+{} warmup) x {} repeat{}  seed {}", batch, e.run.steps,
@@ -475,15 +487,23 @@ std::string boundary_notes(const RunOptions& o, const std::vector<BenchRun>& run
   if (!baselines.empty())
     note(fmt::format("# baselines ({}): FSDP units = {}, whatever the sweep (--baseline-units)",
                      fmt::join(baselines, ", "), units));
+  // A baseline out of memory: what makes it fit (dmuon_project).
+  for (const auto& run : runs)
+    if (run.baseline && run.status == "oom")
+      for (const auto& r : run.remedies)
+        s += wrap_comment(
+            fmt::format("# [{}] oom; fits with {}", engine::method_name(run.method), r), width);
   // Warnings grouped per boundary row (the findings are the boundary's, not the strategy's).
   for (const auto& run : runs) {
     if (run.baseline) continue;
     const std::string head = fmt::format("{} ({})", run.boundary.label(), run.boundary.mode());
     // dmuon_project marks a row over the device memory "oom" (its error says by how much):
     // that one is the world's own, always shown.
-    if (run.status == "oom")
+    if (run.status == "oom") {
       s += wrap_comment(fmt::format("# [{}] {}", head, run.error), width);
-    else if (!run.ok())
+      for (const auto& r : run.remedies)
+        s += wrap_comment(fmt::format("# [{}]   fits with {}", head, r), width);
+    } else if (!run.ok())
       note(fmt::format("# [{}] rejected at set-up: {}", head, run.error));
     for (const auto& w : run.warnings) note(fmt::format("# [{}] {}", head, w));
   }
@@ -633,6 +653,7 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
     x["boundary"] = run.baseline ? "" : run.boundary.word;
     x["boundary_spec"] = run.baseline ? "" : run.boundary.spec;
     if (run.baseline) x["baseline_units"] = run.units;
+    if (!run.remedies.empty()) x["fits_with"] = run.remedies;
     x["strict"] = run.baseline ? true : run.boundary.strict;
     x["owner_strategy"] = run.baseline ? "" : owners(run);
     x["status"] = run.status;

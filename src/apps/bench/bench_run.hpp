@@ -23,6 +23,8 @@ struct BenchRun {
   engine::RunResult result;           ///< valid when status == "ok"
   std::vector<std::string> warnings;  ///< degradation warnings of the row's plan, one line each
   std::string units;                  ///< baselines: what their FSDP units are (--baseline-units)
+  /// dmuon_project, an oom row: the memory-saving changes that fit, with their figures.
+  std::vector<std::string> remedies;
 
   bool ok() const { return status == "ok"; }
   std::string boundary_label() const { return baseline ? "-" : boundary.label(); }

@@ -35,6 +35,8 @@ struct WorkloadChoice {
   work::AcPolicy ac = work::AcPolicy::none;
   work::Fusion fusion = work::Fusion::fused;
   work::FlopConvention flops = work::FlopConvention::six_n_attn;
+  /// Set when dmuon_project chose seq_len itself (the preset's training length): what it says.
+  std::string seq_len_note;
 };
 
 /// dmuon_project's and dmuon_advise's machine model and worlds.

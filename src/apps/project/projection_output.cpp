@@ -209,6 +209,7 @@ nlohmann::json invocation_json(const Invocation& v) {
 std::string projection_tables(const Invocation& v) {
   const auto& o = v.o;
   std::string s;
+  if (!o.workload.seq_len_note.empty()) s += "# note: " + o.workload.seq_len_note + "\n";
   if (v.setup.step_work) s += bench::step_work_lines(o, *v.setup.step_work);
   if (!v.setup.flops_note.empty()) s += "# note: " + v.setup.flops_note + "\n";
   for (const auto& n : v.setup.machine_notes) s += "# note: " + n + "\n";
