@@ -391,14 +391,18 @@ std::string table_header(const model::Topology& topo, const RunOptions& o, int w
       "per rank and kind. bcast = broadcast + all_gather calls, red = reduce + reduce_scatter + "
       "all_reduce (HSDP: row and column groups together). Baselines (boundary '-') run once",
       bytes_unit, style.projected ? "counted from the replayed batches" : "measured");
+  // The legend once per invocation (a sweep over several worlds passes `style.shown`).
+  const auto legend = [&](const std::string& text) {
+    if (!style.shown || style.shown->insert(text).second) line(text);
+  };
   if (style.projected)
-    line(fmt::format(
+    legend(fmt::format(
         "# times in ms of the projected step, the slowest rank (the replay is deterministic: one "
         "step per row); optim, exposed, sync (the wait at the step-start barrier for the slowest "
         "rank, outside step). vs best: step / the fastest undegraded dmuon row's. {}",
         columns));
   else
-    line(fmt::format(
+    legend(fmt::format(
         "# times in ms, per sample (a measured step of a repeat: {} per row) the slowest "
         "rank; step: median (min-max); optim, exposed, sync: medians (sync: the wait at the "
         "step-start barrier for the slowest rank, outside step). vs best: step median / the "
@@ -422,15 +426,21 @@ std::string table_rows(const RunOptions& o, int world, const std::vector<BenchRu
                        const std::vector<VsBest>& best, std::pair<const char*, double> unit) {
   std::string s;
   const std::string lw = std::to_string(o.wide ? 40 : kLabelWidth);
+  // The check column only where a row ran --check: the table fits 160 columns.
+  const bool checked = std::any_of(runs.begin(), runs.end(),
+                                   [](const BenchRun& r) { return r.ok() && r.result.checked; });
+  const std::string check_col = checked ? " {:>5}\n" : "{}\n";
   const std::string hdr = "# {:<" + lw +
-                          "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>9} {:>5} {:>18} "
-                          "{:>7} {:>7} {:>7} {:>6} {:>6} {:>5}\n";
+                          "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>9} {:>5} {:>15} "
+                          "{:>7} {:>7} {:>7} {:>6} {:>6}" +
+                          check_col;
   s += fmt::format(hdr, "boundary", "mode", "method", "owners", "status", "sites", "hooks", "bcast",
                    "red", unit.first, "audit", "step ms", "vs best", "optim", "exposed", "sync",
-                   "/adamw", "check");
+                   "/adamw", checked ? "check" : "");
   const std::string row = "  {:<" + lw +
                           "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>9.3f} {:>5} "
-                          "{:>18} {:>7} {:>7.2f} {:>7.2f} {:>6.2f} {:>6} {:>5}\n";
+                          "{:>15} {:>7} {:>7.2f} {:>7.2f} {:>6.2f} {:>6}" +
+                          check_col;
   const double adamw = adamw_step_ms(runs);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& run = runs[i];
@@ -455,7 +465,9 @@ std::string table_rows(const RunOptions& o, int world, const std::vector<BenchRu
                      best[i].text, ph(r, Phase::optimizer_ns) + ph(r, Phase::optimizer_other),
                      ph(r, Phase::exposed_comm), ph(r, Phase::step_sync),
                      adamw > 0 ? fmt::format("{:.2f}", step / adamw) : std::string("-"),
-                     !r.checked ? "-" : (r.check_passed ? "OK" : "FAIL"));
+                     !checked     ? ""
+                     : !r.checked ? "-"
+                                  : (r.check_passed ? "OK" : "FAIL"));
   }
   return s;
 }
