@@ -518,6 +518,7 @@ std::string boundary_notes(const RunOptions& o, const std::vector<BenchRun>& run
     } else if (!run.ok())
       note(fmt::format("# [{}] rejected at set-up: {}", head, run.error));
     for (const auto& w : run.warnings) note(fmt::format("# [{}] {}", head, w));
+    if (!run.no_suggestion.empty()) note(fmt::format("# [{}] {}", head, run.no_suggestion));
   }
   return s;
 }

@@ -97,6 +97,7 @@ RunList make_run_list(const RunOptions& o, const model::Topology& topo,
         plans.push_back(plan::make_plan(topo.tree, run.config));
         run.plan_index = static_cast<int>(plans.size()) - 1;
         run.warnings = warning_lines(plans.back());
+        run.no_suggestion = plans.back().report.no_suggestion;
       } catch (const InputError& e) {
         if (!choice.strict) throw;
         auto lenient = run.config;

@@ -247,6 +247,8 @@ void print_findings(const plan::Plan& p) {
   if (!p.report.suggested_boundary.empty())
     fmt::print("# suggested boundary: --boundary '{}'  ({} hook sites, strict)\n",
                p.report.suggested_boundary, p.report.suggested_sites);
+  else if (!p.report.no_suggestion.empty())
+    fmt::print("# {}\n", p.report.no_suggestion);
 }
 
 // The lines under the tables: --route sharded_adamw in the shown mode, --accum, --clip-norm.
