@@ -13,6 +13,7 @@
 #include "dmuon/engine/step/accumulation.hpp"
 #include "dmuon/plan/plan_json.hpp"
 #include "dmuon/plan/tp_json.hpp"
+#include "inspect/scale_advice.hpp"
 #include "options/option.hpp"
 #include "options/run_option_outputs.hpp"
 
@@ -238,16 +239,21 @@ void print_volume(const plan::Plan& p, const Modes& modes, const plan::CommVolum
         ddp->reduce.max_calls(), ddp->broadcast.max_calls(), mb(ddp->max_bytes_per_rank()));
 }
 
-void print_findings(const plan::Plan& p) {
+void print_findings(const model::Topology& topo, const plan::Plan& p, const InspectArgs& a) {
   fmt::print("#\n# findings: {} warnings, {} notes\n", p.report.warnings(),
              p.report.findings.size() - static_cast<std::size_t>(p.report.warnings()));
   for (const auto& f : p.report.findings)
     fmt::print("  {} [{}] {}\n", f.severity == boundary::Severity::warning ? "WARNING" : "note",
                boundary::finding_kind_name(f.kind), f.message);
-  if (!p.report.suggested_boundary.empty())
+  const auto advice = scale_advice(topo, *a.options, p, a.world_size);
+  if (!p.report.suggested_boundary.empty() && !advice.slower)
     fmt::print("# suggested boundary: --boundary '{}'  ({} hook sites, strict)\n",
                p.report.suggested_boundary, p.report.suggested_sites);
-  else if (!p.report.no_suggestion.empty())
+  else if (advice.slower)
+    fmt::print("# the detector's boundary '{}' ({} hook sites) is not suggested here:\n",
+               p.report.suggested_boundary, p.report.suggested_sites);
+  fmt::print("{}", advice.line);
+  if (p.report.suggested_boundary.empty() && !p.report.no_suggestion.empty())
     fmt::print("# {}\n", p.report.no_suggestion);
 }
 
@@ -407,7 +413,7 @@ void print_report(const model::Topology& topo, const Modes& modes, const plan::C
   print_sites(p, a.rows());
   print_owners(p.partition, a.rows());
   print_volume(p, modes, ddp, a);
-  print_findings(p);
+  print_findings(topo, p, a);
   if (a.options->plan.tp > 1) print_tp(topo, p, modes, a.rows());
   print_notes(topo, shown, a);
 }

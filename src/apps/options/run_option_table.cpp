@@ -588,7 +588,7 @@ std::vector<RunOption> projection_rows() {
                   "h100-96gb-500w, h100-ndr, h200) or a YAML file (e.g. one --calibrate wrote)",
                   Text{"a machine name or file"},
                   [](auto& o) -> auto& { return o.projection.machine; })
-                  .in(kProject | kAdvise)
+                  .in(kProject | kAdvise | kInspect)
                   .run_key("machine", ""));
   r.push_back(many(
                   "--world-size", kGroupProjection,
