@@ -314,6 +314,24 @@ std::string throughput_lines(const RunOptions& o, int world, const std::vector<B
 namespace {
 
 // The table's header lines: what ran (or was projected), where, and how to read the columns.
+// The global batch as meant: with --seq-len the engine's per-rank count is tokens (seq-len x
+// micro-batch); without it, samples of one token each (the parameter work alone).
+std::string batch_text(const RunOptions& o, int world) {
+  const auto& wl = o.workload;
+  const int dp = world / o.plan.tp;
+  const std::int64_t units = o.engine.step.global_samples(dp);
+  const char* who = o.plan.tp > 1 ? "DP rank; its TP group shares them" : "rank";
+  if (wl.seq_len > 0)
+    return fmt::format(
+        "# global batch {} tokens = {} samples of {} tokens ({} per {}: micro-batch {} x "
+        "seq-len {})",
+        units, units / wl.seq_len, wl.seq_len, units / dp, who, wl.micro_batch, wl.seq_len);
+  return fmt::format(
+      "# global batch {} samples of one token ({} per {}; the parameter work alone: no "
+      "--seq-len)",
+      units, units / dp, who);
+}
+
 std::string table_header(const model::Topology& topo, const RunOptions& o, int world,
                          const std::string& sweep_source, const HostInfo& host,
                          const TableStyle& style, const char* bytes_unit, std::size_t width) {
@@ -340,22 +358,7 @@ std::string table_header(const model::Topology& topo, const RunOptions& o, int w
                       ? fmt::format(" in {}", engine::dtype_flag_name(e.backend.ns_dtype))
                       : std::string(" in fp32"),
                   engine::optimizer_pipeline_name(e.step.pipeline)));
-  const auto dp = world / tp;
-  // With --seq-len the engine's per-rank count is tokens (seq-len x micro-batch); without it,
-  // samples of one token each (the parameter work alone).
-  const auto& wl = o.workload;
-  const std::int64_t units = e.step.global_samples(dp);
-  const char* who = tp > 1 ? "DP rank; its TP group shares them" : "rank";
-  const std::string batch =
-      wl.seq_len > 0
-          ? fmt::format(
-                "# global batch {} tokens = {} samples of {} tokens ({} per {}: "
-                "micro-batch {} x seq-len {})",
-                units, units / wl.seq_len, wl.seq_len, units / dp, who, wl.micro_batch, wl.seq_len)
-          : fmt::format(
-                "# global batch {} samples of one token ({} per {}; the parameter work "
-                "alone: no --seq-len)",
-                units, units / dp, who);
+  const std::string batch = batch_text(o, world);
   line(style.projected
            ? batch
            : fmt::format("{}  steps {} (+{} warmup) x {} repeat{}  seed {}", batch, e.run.steps,
@@ -391,8 +394,7 @@ std::string table_header(const model::Topology& topo, const RunOptions& o, int w
       "per rank and kind. bcast = broadcast + all_gather calls, red = reduce + reduce_scatter + "
       "all_reduce (HSDP: row and column groups together). Baselines (boundary '-') run once",
       bytes_unit, style.projected ? "counted from the replayed batches" : "measured");
-  // The legend once per invocation (a sweep over several worlds passes `style.shown`).
-  const auto legend = [&](const std::string& text) {
+  const auto legend = [&](const std::string& text) {  // once per `style.shown`
     if (!style.shown || style.shown->insert(text).second) line(text);
   };
   if (style.projected)
