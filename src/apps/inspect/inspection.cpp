@@ -390,6 +390,15 @@ nlohmann::json inspect_json(const model::Topology& topo, const Modes& modes,
                       {"world_all_reduce_bytes_per_rank", clip_bytes(shown)}};
   j["tp"] = a.options->plan.tp;
   if (!a.layout.empty()) j["layout"] = a.layout;
+  if (!p.report.no_suggestion.empty()) j["no_suggestion"] = p.report.no_suggestion;
+  if (!a.options->projection.machine.empty()) {
+    // --machine: the suggestion projected against the current boundary at this world.
+    const auto advice = scale_advice(topo, *a.options, p, a.world_size);
+    j["scale_advice"] = {{"machine", a.options->projection.machine},
+                         {"projected", advice.projected},
+                         {"suggestion_slower", advice.slower},
+                         {"text", advice.line}};
+  }
   j["tp_owners"] = plan::tp_owners_to_json(topo.tree, p);
   if (a.options->plan.tp > 1) j["tp_loads"] = plan::tp_loads_to_json(p);
   return j;
