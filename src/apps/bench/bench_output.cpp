@@ -505,8 +505,7 @@ std::string boundary_notes(const RunOptions& o, const std::vector<BenchRun>& run
   for (const auto& run : runs)
     if (run.baseline && run.status == "oom")
       for (const auto& r : run.remedies)
-        s += wrap_comment(
-            fmt::format("# [{}] oom; fits with {}", engine::method_name(run.method), r), width);
+        s += wrap_comment(fmt::format("# [{}] oom; {}", engine::method_name(run.method), r), width);
   // Warnings grouped per boundary row (the findings are the boundary's, not the strategy's).
   for (const auto& run : runs) {
     if (run.baseline) continue;
@@ -516,7 +515,7 @@ std::string boundary_notes(const RunOptions& o, const std::vector<BenchRun>& run
     if (run.status == "oom") {
       s += wrap_comment(fmt::format("# [{}] {}", head, run.error), width);
       for (const auto& r : run.remedies)
-        s += wrap_comment(fmt::format("# [{}]   fits with {}", head, r), width);
+        s += wrap_comment(fmt::format("# [{}]   {}", head, r), width);
     } else if (!run.ok())
       note(fmt::format("# [{}] rejected at set-up: {}", head, run.error));
     for (const auto& w : run.warnings) note(fmt::format("# [{}] {}", head, w));

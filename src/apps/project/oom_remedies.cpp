@@ -52,20 +52,22 @@ std::vector<std::string> oom_remedies(const RunOptions& o, const model::Topology
   }
   advise::Evaluator ev(row, topo, machine, world, machine.memory_gb);
   std::vector<std::pair<double, std::string>> fits;
+  std::string all_text;  // what all the changes together still need, when even that is oom
   for (const auto& c : tries) {
     const auto& out = ev.evaluate(c, run.method);
+    const double gb = static_cast<double>(out.peak_bytes) / 1e9;
+    if (out.status == advise::Status::oom)
+      all_text = fmt::format("{} still needs {:.1f} GB", flags(c, start), gb);
     if (out.status != advise::Status::ok) continue;
-    fits.emplace_back(out.step_ms,
-                      fmt::format("{}: {:.1f} ms, {:.1f} GB", flags(c, start), out.step_ms,
-                                  static_cast<double>(out.peak_bytes) / 1e9));
+    fits.emplace_back(out.step_ms, fmt::format("fits with {}: {:.1f} ms, {:.1f} GB",
+                                               flags(c, start), out.step_ms, gb));
   }
   std::sort(fits.begin(), fits.end());
   std::vector<std::string> lines;
   for (auto& f : fits) lines.push_back(std::move(f.second));
   if (lines.empty() && !tries.empty())
-    lines.push_back(
-        fmt::format("none of {} fits (projected): try more ranks, --tp, or dmuon_advise",
-                    flags(tries.back(), start)));
+    lines.push_back(fmt::format(
+        "no memory-saving change fits ({}): more ranks, --tp, or dmuon_advise", all_text));
   return lines;
 }
 

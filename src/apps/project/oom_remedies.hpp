@@ -14,8 +14,9 @@
 
 namespace dmuon::apps::project {
 
-/// "--ac full --comm-dtype bf16: 3012.4 ms, 61.2 GB" per change that fits the machine's memory,
-/// fastest first; a last line saying none fits when none does. `o`: the invocation's options.
+/// "fits with --ac full --comm-dtype bf16: 3012.4 ms, 61.2 GB" per change that fits the
+/// machine's memory, fastest first; one line saying none fits (and what the most saving change
+/// still needs) when none does. `o`: the invocation's options.
 std::vector<std::string> oom_remedies(const RunOptions& o, const model::Topology& topo,
                                       const dmuon::project::Machine& machine, int world,
                                       const bench::BenchRun& run);
