@@ -286,9 +286,17 @@ def phase_samples_ms(r, p):
 
 
 def hardware(runs):
-    """'device model, BLAS kernels' of the inputs (all distinct ones)."""
+    """'device model, BLAS kernels' of the inputs (all distinct ones); 'PROJECTED on machine M'
+    for a projected run."""
     seen = []
     for r in runs:
+        # A projected run ran nowhere: its hardware is the machine model it was projected on,
+        # not the host that computed the projection.
+        if text(r["summary"].get("timings_source", "")) == "projected":
+            s = f"PROJECTED on machine {text(r['summary'].get('machine', '')) or 'unknown'}"
+            if s not in seen:
+                seen.append(s)
+            continue
         p = r["prov"]
         s = p["device"]
         if p["device_model"]:

@@ -61,6 +61,7 @@ apps::advise::SearchResult run_search(const apps::RunOptions& o, const model::To
   apps::advise::SearchOptions so;
   so.max_passes = o.advise.max_passes;
   so.time_limit_s = o.advise.time_limit_s;
+  so.tolerance = o.advise.tolerance_pct / 100;
   so.baselines = o.advise.top;
   so.progress = [&](const std::string& line) { progress.show(line); };
   auto result = apps::advise::search(
@@ -99,7 +100,11 @@ int advise_main(int argc, char** argv) {
     std::cout << apps::advise::advise_table(ctx, result, o.advise.top) << std::flush;
   if (out.empty()) return fits ? apps::kOk : apps::kCheckFailed;
   if (!fits) {
-    std::cerr << fmt::format("dmuon_advise: no candidate fits; nothing written to {}\n", out);
+    std::cerr << fmt::format("dmuon_advise: {}; nothing written to {}\n",
+                             result.time_limit_hit
+                                 ? "no fitting candidate found before the time limit"
+                                 : "no candidate fits",
+                             out);
     return apps::kCheckFailed;
   }
   write_file_atomically(out, apps::advise::winner_config(ctx, result), "--write-config");

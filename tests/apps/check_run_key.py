@@ -3,7 +3,7 @@
 
 Two results files that differ in one such option are not the same run: dmuon_compare exits 3
 and names the option and both values. Checked for each option the key gained with the option
-table (ac, seq_len, micro_batch, fusion, compute_dtype, flops, machine) on projections (one
+table (ac, seq_len, micro_batch, fusion, compute_dtype, flops, machine, baseline_units) on projections (one
 process, fractions of a second each), and for the measured pair the issue reported
 (dmuon_bench --ac none / --ac full at 2 ranks). The same command twice matches (exit 0).
 
@@ -24,8 +24,11 @@ CASES = [
     ([], ["--compute-dtype", "fp32"], "compute_dtype: - vs fp32"),
     (["--flops", "6n-attn"], ["--flops", "megatron"], "flops: 6n-attn vs megatron"),
     (["--machine", "h100-ndr"], ["--machine", "a800"], "machine: h100-ndr vs a800"),
+    (["--method", "fsdp-adamw"], ["--method", "fsdp-adamw", "--baseline-units", "default"],
+     "baseline_units: repeated-blocks vs default"),
 ]
-BASE = ["--seq-len", "64", "--micro-batch", "2", "--ac", "none", "--machine", "h100-ndr"]
+BASE = ["--seq-len", "64", "--micro-batch", "2", "--ac", "none", "--machine", "h100-ndr",
+        "--method", "dmuon"]
 
 
 def fail(msg):
@@ -55,7 +58,7 @@ def with_options(base, extra):
 
 def project(args, bindir, path):
     run([os.path.join(bindir, "dmuon_project"), "--topology", "llm", "--preset", "mini",
-         "--world-size", "2", "--method", "dmuon", "--boundary", "default", "--output", path]
+         "--world-size", "2", "--boundary", "default", "--output", path]
         + args)
 
 

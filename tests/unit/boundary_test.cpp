@@ -321,3 +321,32 @@ TEST(Degradation, RootCollapse) {
 }
 
 }  // namespace
+
+namespace {
+
+// Warnings without a suggestion say why: moe-llm with every matrix dedicated (the embeddings
+// and the head too) under the default boundary swallows the experts (warnings), but a types:
+// boundary of the layer and expert types leaves the embedding (held outside every block)
+// uncovered, so the report names that parameter and what to change.
+TEST(Degradation, NoSuggestionSaysWhyAndWhatToChange) {
+  auto t = dmuon::model::build_topology("moe-llm", "tiny");
+  auto rule = dmuon::boundary::DedicationRule::parse("ndim=2");
+  auto dedicated = dmuon::boundary::select_dedicated(t.tree, rule);
+  const auto policy = dmuon::boundary::BoundaryPolicy::parse("default", true);
+  const auto plan = dmuon::boundary::resolve_hook_plan(t.tree, dedicated, policy);
+  const auto rep = dmuon::boundary::analyse_degradations(t.tree, plan, policy);
+  ASSERT_GT(rep.warnings(), 0);
+  EXPECT_TRUE(rep.suggested_boundary.empty());
+  EXPECT_NE(rep.no_suggestion.find("model.embed_tokens.weight"), std::string::npos)
+      << rep.no_suggestion;
+  EXPECT_NE(rep.no_suggestion.find("--dedicate"), std::string::npos) << rep.no_suggestion;
+  // The shipped dedication (contains:proj) leaves embeddings and head out: a suggestion.
+  const auto shipped = dmuon::boundary::select_dedicated(
+      t.tree, dmuon::boundary::DedicationRule::parse(t.dedicate_rule));
+  const auto ok = dmuon::boundary::analyse_degradations(
+      t.tree, dmuon::boundary::resolve_hook_plan(t.tree, shipped, policy), policy);
+  EXPECT_FALSE(ok.suggested_boundary.empty());
+  EXPECT_TRUE(ok.no_suggestion.empty());
+}
+
+}  // namespace

@@ -274,3 +274,55 @@ TEST(GroupKey, SiteKeysNameTheFirstUncoveredParameterInModelOrder) {
 }
 
 }  // namespace
+
+namespace {
+
+// The idle-ranks finding tries its remedies and names only those that help. moe tiny on 8
+// ranks: under the default boundary the 4 MoELayer sites are the 4 layer buckets, so
+// --group-key site gives the same 4 units (no help); --no-pack gives one unit per matrix:
+// 4 layers x (8 experts x 2 + o_proj) = 68 units, none idle. Under the recommended boundary
+// (types:Expert,MoELayer) the site buckets are 4 x (8 experts + 1 layer) = 36 units.
+TEST(PlanFindings, IdleRanksTriesItsRemediesAndNamesThoseThatHelp) {
+  const auto t = model::build_topology("moe", "tiny");
+  plan::PlanConfig c;
+  c.dedicate_rule = t.dedicate_rule;
+  c.boundary = "default";
+  c.partition.shard = 8;
+  std::string msg;
+  ASSERT_EQ(idle_findings(plan::make_plan(t.tree, c), &msg), 1);
+  EXPECT_NE(msg.find("--group-key site: 4 units, 4 idle"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(no help)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--no-pack: 68 units, 0 idle"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("; use --no-pack"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("use --group-key site"), std::string::npos) << msg;
+  c.boundary = "types:Expert,MoELayer";
+  ASSERT_EQ(idle_findings(plan::make_plan(t.tree, c), &msg), 1);
+  EXPECT_NE(msg.find("--group-key site: 36 units, 0 idle"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("; use --group-key site or --no-pack"), std::string::npos) << msg;
+}
+
+// Fewer matrices than ranks: the finding says that some ranks idle under any partition and
+// what to change. sequential tiny: 2 matrices, packed into 1 unit (3 of 4 idle); unpacked, 2
+// units (2 idle: helps, but not to 0).
+TEST(PlanFindings, IdleRanksWithFewerMatricesThanRanksSaysWhy) {
+  const auto t = model::build_topology("sequential", "tiny");
+  plan::PlanConfig c;
+  c.dedicate_rule = t.dedicate_rule;
+  c.boundary = "default";
+  c.partition.shard = 4;
+  std::string msg;
+  ASSERT_EQ(idle_findings(plan::make_plan(t.tree, c), &msg), 1);
+  EXPECT_NE(msg.find("--no-pack: 2 units, 2 idle"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("2 dedicated matrices for 4 ranks leave 2 idle under any partition"),
+            std::string::npos)
+      << msg;
+  // Already unpacked and keyed by site: nothing left to try, and it says why.
+  c.partition.pack = false;
+  c.partition.group_key = partition::GroupKey::site;
+  ASSERT_EQ(idle_findings(plan::make_plan(t.tree, c), &msg), 1);
+  EXPECT_NE(msg.find("no partition helps: 2 dedicated matrices for 4 ranks"), std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("; use "), std::string::npos) << msg;
+}
+
+}  // namespace

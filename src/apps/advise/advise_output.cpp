@@ -1,6 +1,7 @@
 #include "advise/advise_output.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 
@@ -120,14 +121,23 @@ std::string advise_table(const AdviseContext& ctx, const SearchResult& r, int to
           : std::string("none (the machine file has no memory_GB)"));
   s += fmt::format(
       "# searched {} candidates by coordinate descent ({} pass(es), {:.0f} s): {} out of memory, "
-      "{} rejected, {} dominated (another fits, is no slower and needs no more memory){}\n",
+      "{} rejected, {} dominated (another fits, is no slower and needs no more memory)\n",
       r.evaluated.size(), r.passes, r.wall_s, count_status(r, Status::oom),
-      count_status(r, Status::rejected), count_dominated(r),
-      r.time_limit_hit
-          ? fmt::format("; TIME LIMIT (--time-limit): {} candidate(s) and {} fsdp-adamw row(s) "
-                        "skipped, not searched",
-                        r.skipped, r.skipped_baselines)
-          : std::string());
+      count_status(r, Status::rejected), count_dominated(r));
+  if (!r.memory_first.empty())
+    s += fmt::format("# the start does not fit: the memory-saving knobs ({}) were searched first\n",
+                     fmt::join(r.memory_first, ", "));
+  if (r.time_limit_hit)
+    s += fmt::format(
+        "# INCOMPLETE: stopped at the time limit (--time-limit {:g} s) after {} of {} "
+        "candidates ({} not projected: each would overrun it; {} fsdp-adamw row(s) skipped); best "
+        "so far: {} ({})\n",
+        ctx.base->advise.time_limit_s, r.evaluated.size(), r.candidates(), r.skipped,
+        r.skipped_baselines, describe_changes(r.best, r.start),
+        best.outcome.status == Status::ok
+            ? fmt::format("{:.1f} ms, {:.1f} GB", best.outcome.step_ms,
+                          static_cast<double>(best.outcome.peak_bytes) / 1e9)
+            : step_text(best.outcome));
   s += "# D/A: DMuon step / fsdp-adamw step at the same knobs; dominant: the largest part of "
        "the step\n";
   s += fmt::format("# {:<6} {:>16} {:>7} {:>10} {:>8} {:>6} {:<24} {:>7} {:>6}  {}\n", "rank",
@@ -137,11 +147,26 @@ std::string advise_table(const AdviseContext& ctx, const SearchResult& r, int to
   for (const auto* e : ranked(r, top)) s += row(std::to_string(++i), *e, r.start, ctx.world);
   s += row("start", start, r.start, ctx.world);
   if (best.outcome.status != Status::ok) {
-    s += fmt::format("# no candidate fits: the closest is {} ({})\n",
-                     describe_changes(r.best, r.start), best.outcome.error);
+    if (r.time_limit_hit)
+      s += fmt::format(
+          "# none of the {} projected candidates fits, {} were not projected (time limit): the "
+          "closest is {} ({}); raise --time-limit to search them\n",
+          r.evaluated.size(), r.skipped, describe_changes(r.best, r.start), best.outcome.error);
+    else
+      s += fmt::format("# no candidate fits (all {} projected): the closest is {} ({})\n",
+                       r.evaluated.size(), describe_changes(r.best, r.start), best.outcome.error);
     return s;
   }
   s += fmt::format("# winner: {}", describe_changes(r.best, r.start));
+  if (r.best.key() != r.fastest.key()) {
+    const auto& fast = r.of(r.fastest).outcome;
+    s += fmt::format(
+        " (within {:g} % of the fastest, {} at {:.1f} ms and {:.1f} GB: fewer changed knobs "
+        "({} against {}), then less memory, win)",
+        100 * r.tolerance, describe_changes(r.fastest, r.start), fast.step_ms,
+        static_cast<double>(fast.peak_bytes) / 1e9, changed_knobs(r.best, r.start),
+        changed_knobs(r.fastest, r.start));
+  }
   if (start.outcome.status == Status::ok)
     s += fmt::format(": {:.1f} ms against the start's {:.1f} ms ({})", best.outcome.step_ms,
                      start.outcome.step_ms,
@@ -171,6 +196,11 @@ nlohmann::json advise_json(const AdviseContext& ctx, const SearchResult& r, int 
           {"wall_s", r.wall_s},
           {"start", evaluated_json(r.of(r.start), r)},
           {"winner", evaluated_json(r.of(r.best), r)},
+          {"fastest", evaluated_json(r.of(r.fastest), r)},
+          {"tolerance", r.tolerance},
+          {"memory_first", r.memory_first},
+          {"complete", !r.time_limit_hit},
+          {"candidates", r.candidates()},
           {"winner_flags", candidate_flags(r.best)},
           {"ranked", ranked_rows},
           {"evaluated", all},

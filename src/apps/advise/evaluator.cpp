@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/run_list.hpp"
 #include "common/plan_setup.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/phase.hpp"
@@ -84,7 +85,10 @@ Outcome Evaluator::project_candidate(const Candidate& c, engine::Method method) 
   try {
     auto b = options_for(base_, c, method);
     engine::validate(b.engine, world_);
-    const auto plan = plan::make_plan(topo_.tree, plan_config_for(b, c, topo_, world_));
+    // The baselines' FSDP units are their own rule (bench/run_list.hpp), not the boundary.
+    const auto plan = engine::traits(method).owners
+                          ? plan::make_plan(topo_.tree, plan_config_for(b, c, topo_, world_))
+                          : bench::baseline_plan(b, topo_, world_, nullptr);
     out.sites = static_cast<int>(plan.hooks.sites.size());
     sites_[sites_key(c)] = out.sites;
     out.idle_ranks = plan.partition.empty_slots;

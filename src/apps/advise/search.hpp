@@ -11,7 +11,10 @@
 // `types:T` for every repeated non-container module type (per-layer, per-block, per-expert
 // predicates: coarser and finer), and every suggestion the degradation detector makes for a
 // plan the search builds. A time limit skips every projection that would overrun it (its
-// cost estimated from the plan's sites); the result counts them.
+// cost estimated from the plan's sites); the result counts them. A start that does not fit
+// searches the memory-saving knobs first, so a busy machine's short search still reaches a
+// configuration that fits. The winner: among the fitting candidates within a tolerance of the
+// fastest, the fewest changed knobs, then the least memory.
 
 #include <functional>
 #include <map>
@@ -54,10 +57,19 @@ struct SearchResult {
   std::vector<Evaluated> evaluated;  ///< every distinct candidate, in the order projected
   int passes = 0;
   bool time_limit_hit = false;
-  int skipped = 0;            ///< candidates not projected: they would overrun the time limit
+  int skipped = 0;            ///< distinct candidates not projected: they would overrun the limit
   int skipped_baselines = 0;  ///< fsdp-adamw rows not projected for the same reason
   double wall_s = 0;
   SearchSpace space;
+  /// The fastest fitting candidate the descent found; `best` is the winner among those within
+  /// the tolerance of it (fewest changed knobs, then least memory), often the same.
+  Candidate fastest;
+  double tolerance = 0.01;
+  /// The start did not fit: these memory-saving knobs (of memory_knob_keys, those with a
+  /// choice) were searched first; empty otherwise.
+  std::vector<std::string> memory_first;
+  /// Candidates considered: the projected ones and the skipped ones.
+  int candidates() const { return static_cast<int>(evaluated.size()) + skipped; }
   /// The evaluated entry of `c` (std::logic_error when it was not projected).
   const Evaluated& of(const Candidate& c) const;
   Evaluated& of(const Candidate& c);
@@ -66,10 +78,16 @@ struct SearchResult {
 struct SearchOptions {
   int max_passes = 3;
   double time_limit_s = 180;
+  /// Fraction of the fastest step within which candidates count as equally fast.
+  double tolerance = 0.01;
   int baselines = 5;  ///< fsdp-adamw projected for the best this many rows (and the start)
   /// Called after every projection with a one-line state ("12 projected, best ...").
   std::function<void(const std::string&)> progress;
 };
+
+/// The knobs that save memory, in the order a start that does not fit searches them first:
+/// activation checkpointing, the wire dtype, resharding (Z3 frees weights after forward).
+const std::vector<std::string>& memory_knob_keys();
 
 /// True when `a` is a better outcome than `b` (fits, then faster; else less excess).
 bool better(const Outcome& a, const Outcome& b);

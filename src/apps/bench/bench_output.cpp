@@ -314,6 +314,24 @@ std::string throughput_lines(const RunOptions& o, int world, const std::vector<B
 namespace {
 
 // The table's header lines: what ran (or was projected), where, and how to read the columns.
+// The global batch as meant: with --seq-len the engine's per-rank count is tokens (seq-len x
+// micro-batch); without it, samples of one token each (the parameter work alone).
+std::string batch_text(const RunOptions& o, int world) {
+  const auto& wl = o.workload;
+  const int dp = world / o.plan.tp;
+  const std::int64_t units = o.engine.step.global_samples(dp);
+  const char* who = o.plan.tp > 1 ? "DP rank; its TP group shares them" : "rank";
+  if (wl.seq_len > 0)
+    return fmt::format(
+        "# global batch {} tokens = {} samples of {} tokens ({} per {}: micro-batch {} x "
+        "seq-len {})",
+        units, units / wl.seq_len, wl.seq_len, units / dp, who, wl.micro_batch, wl.seq_len);
+  return fmt::format(
+      "# global batch {} samples of one token ({} per {}; the parameter work alone: no "
+      "--seq-len)",
+      units, units / dp, who);
+}
+
 std::string table_header(const model::Topology& topo, const RunOptions& o, int world,
                          const std::string& sweep_source, const HostInfo& host,
                          const TableStyle& style, const char* bytes_unit, std::size_t width) {
@@ -340,10 +358,7 @@ std::string table_header(const model::Topology& topo, const RunOptions& o, int w
                       ? fmt::format(" in {}", engine::dtype_flag_name(e.backend.ns_dtype))
                       : std::string(" in fp32"),
                   engine::optimizer_pipeline_name(e.step.pipeline)));
-  const auto dp = world / tp;
-  const std::string batch = fmt::format("# global batch {} samples ({} per {})",
-                                        e.step.global_samples(dp), e.step.global_samples(dp) / dp,
-                                        tp > 1 ? "DP rank; its TP group shares them" : "rank");
+  const std::string batch = batch_text(o, world);
   line(style.projected
            ? batch
            : fmt::format("{}  steps {} (+{} warmup) x {} repeat{}  seed {}", batch, e.run.steps,
@@ -379,14 +394,17 @@ std::string table_header(const model::Topology& topo, const RunOptions& o, int w
       "per rank and kind. bcast = broadcast + all_gather calls, red = reduce + reduce_scatter + "
       "all_reduce (HSDP: row and column groups together). Baselines (boundary '-') run once",
       bytes_unit, style.projected ? "counted from the replayed batches" : "measured");
+  const auto legend = [&](const std::string& text) {  // once per `style.shown`
+    if (!style.shown || style.shown->insert(text).second) line(text);
+  };
   if (style.projected)
-    line(fmt::format(
+    legend(fmt::format(
         "# times in ms of the projected step, the slowest rank (the replay is deterministic: one "
         "step per row); optim, exposed, sync (the wait at the step-start barrier for the slowest "
         "rank, outside step). vs best: step / the fastest undegraded dmuon row's. {}",
         columns));
   else
-    line(fmt::format(
+    legend(fmt::format(
         "# times in ms, per sample (a measured step of a repeat: {} per row) the slowest "
         "rank; step: median (min-max); optim, exposed, sync: medians (sync: the wait at the "
         "step-start barrier for the slowest rank, outside step). vs best: step median / the "
@@ -410,15 +428,21 @@ std::string table_rows(const RunOptions& o, int world, const std::vector<BenchRu
                        const std::vector<VsBest>& best, std::pair<const char*, double> unit) {
   std::string s;
   const std::string lw = std::to_string(o.wide ? 40 : kLabelWidth);
+  // The check column only where a row ran --check: the table fits 160 columns.
+  const bool checked = std::any_of(runs.begin(), runs.end(),
+                                   [](const BenchRun& r) { return r.ok() && r.result.checked; });
+  const std::string check_col = checked ? " {:>5}\n" : "{}\n";
   const std::string hdr = "# {:<" + lw +
-                          "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>9} {:>5} {:>18} "
-                          "{:>7} {:>7} {:>7} {:>6} {:>6} {:>5}\n";
+                          "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>9} {:>5} {:>15} "
+                          "{:>7} {:>7} {:>7} {:>6} {:>6}" +
+                          check_col;
   s += fmt::format(hdr, "boundary", "mode", "method", "owners", "status", "sites", "hooks", "bcast",
                    "red", unit.first, "audit", "step ms", "vs best", "optim", "exposed", "sync",
-                   "/adamw", "check");
+                   "/adamw", checked ? "check" : "");
   const std::string row = "  {:<" + lw +
                           "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>9.3f} {:>5} "
-                          "{:>18} {:>7} {:>7.2f} {:>7.2f} {:>6.2f} {:>6} {:>5}\n";
+                          "{:>15} {:>7} {:>7.2f} {:>7.2f} {:>6.2f} {:>6}" +
+                          check_col;
   const double adamw = adamw_step_ms(runs);
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const auto& run = runs[i];
@@ -443,7 +467,9 @@ std::string table_rows(const RunOptions& o, int world, const std::vector<BenchRu
                      best[i].text, ph(r, Phase::optimizer_ns) + ph(r, Phase::optimizer_other),
                      ph(r, Phase::exposed_comm), ph(r, Phase::step_sync),
                      adamw > 0 ? fmt::format("{:.2f}", step / adamw) : std::string("-"),
-                     !r.checked ? "-" : (r.check_passed ? "OK" : "FAIL"));
+                     !checked     ? ""
+                     : !r.checked ? "-"
+                                  : (r.check_passed ? "OK" : "FAIL"));
   }
   return s;
 }
@@ -464,17 +490,36 @@ std::string boundary_notes(const RunOptions& o, const std::vector<BenchRun>& run
     if (!o.wide && label != run.boundary.spec)
       note(fmt::format("# boundary {} = {}", label, run.boundary.spec));
   }
+  // The baselines' FSDP units: their own rule, never the swept boundary.
+  std::vector<std::string> baselines;
+  std::string units;
+  for (const auto& run : runs)
+    if (run.baseline) {
+      baselines.push_back(engine::method_name(run.method));
+      units = run.units;
+    }
+  if (!baselines.empty())
+    note(fmt::format("# baselines ({}): FSDP units = {}, whatever the sweep (--baseline-units)",
+                     fmt::join(baselines, ", "), units));
+  // A baseline out of memory: what makes it fit (dmuon_project).
+  for (const auto& run : runs)
+    if (run.baseline && run.status == "oom")
+      for (const auto& r : run.remedies)
+        s += wrap_comment(fmt::format("# [{}] oom; {}", engine::method_name(run.method), r), width);
   // Warnings grouped per boundary row (the findings are the boundary's, not the strategy's).
   for (const auto& run : runs) {
     if (run.baseline) continue;
     const std::string head = fmt::format("{} ({})", run.boundary.label(), run.boundary.mode());
     // dmuon_project marks a row over the device memory "oom" (its error says by how much):
     // that one is the world's own, always shown.
-    if (run.status == "oom")
+    if (run.status == "oom") {
       s += wrap_comment(fmt::format("# [{}] {}", head, run.error), width);
-    else if (!run.ok())
+      for (const auto& r : run.remedies)
+        s += wrap_comment(fmt::format("# [{}]   {}", head, r), width);
+    } else if (!run.ok())
       note(fmt::format("# [{}] rejected at set-up: {}", head, run.error));
     for (const auto& w : run.warnings) note(fmt::format("# [{}] {}", head, w));
+    if (!run.no_suggestion.empty()) note(fmt::format("# [{}] {}", head, run.no_suggestion));
   }
   return s;
 }
@@ -621,6 +666,8 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
     x["baseline"] = run.baseline;
     x["boundary"] = run.baseline ? "" : run.boundary.word;
     x["boundary_spec"] = run.baseline ? "" : run.boundary.spec;
+    if (run.baseline) x["baseline_units"] = run.units;
+    if (!run.remedies.empty()) x["fits_with"] = run.remedies;
     x["strict"] = run.baseline ? true : run.boundary.strict;
     x["owner_strategy"] = run.baseline ? "" : owners(run);
     x["status"] = run.status;

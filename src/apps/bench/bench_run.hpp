@@ -22,6 +22,10 @@ struct BenchRun {
   int plan_index = -1;                ///< into the invocation's plans; -1 when rejected
   engine::RunResult result;           ///< valid when status == "ok"
   std::vector<std::string> warnings;  ///< degradation warnings of the row's plan, one line each
+  std::string no_suggestion;  ///< warnings and no boundary suggestion: why, and what to change
+  std::string units;          ///< baselines: what their FSDP units are (--baseline-units)
+  /// dmuon_project, an oom row: the memory-saving changes that fit, with their figures.
+  std::vector<std::string> remedies;
 
   bool ok() const { return status == "ok"; }
   std::string boundary_label() const { return baseline ? "-" : boundary.label(); }

@@ -7,6 +7,7 @@
 #include "common/plan_setup.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/degradation.hpp"
+#include "dmuon/boundary/repeated_blocks.hpp"
 
 namespace dmuon::apps::bench {
 namespace {
@@ -43,6 +44,29 @@ std::vector<BoundaryChoice> invocation_sweep(const RunOptions& o, const model::T
   return sweep;
 }
 
+plan::Plan baseline_plan(const RunOptions& o, const model::Topology& topo, int world,
+                         std::string* units) {
+  // Sized for the world first: a bad world is the world's error, not --baseline-units'.
+  auto config = apps::make_plan_config(o, topo, world, "default", true, o.owner_strategies.front());
+  const bool repeated = o.baseline_units == kRepeatedBlocks;
+  if (units)
+    *units = repeated ? boundary::repeated_blocks_description(topo.tree)
+                      : fmt::format("the sites of boundary '{}'", o.baseline_units);
+  try {
+    if (repeated) {
+      config.boundary = boundary::repeated_blocks_spec(topo.tree);
+    } else {
+      // The --boundary item syntax: an alias, a spec, a strict:/lenient: prefix.
+      const auto choice = resolve_sweep({o.baseline_units}, false, topo, false).front();
+      config.boundary = choice.spec;
+      config.strict = choice.strict;
+    }
+    return plan::make_plan(topo.tree, config);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("--baseline-units '{}': {}", o.baseline_units, e.what()));
+  }
+}
+
 RunList make_run_list(const RunOptions& o, const model::Topology& topo,
                       const std::vector<BoundaryChoice>& sweep, int world) {
   const auto& methods = o.methods;
@@ -62,8 +86,6 @@ RunList make_run_list(const RunOptions& o, const model::Topology& topo,
       owner_methods.push_back(m);
     want_baselines = want_baselines || !owner_based(m);
   }
-  plan::PlanConfig baseline_config;
-  int baseline_plan = -1;
   // dmuon rows: every boundary of the sweep under every owner strategy.
   for (const auto& choice : sweep)
     for (std::size_t strategy = 0; strategy < o.owner_strategies.size(); ++strategy) {
@@ -75,10 +97,7 @@ RunList make_run_list(const RunOptions& o, const model::Topology& topo,
         plans.push_back(plan::make_plan(topo.tree, run.config));
         run.plan_index = static_cast<int>(plans.size()) - 1;
         run.warnings = warning_lines(plans.back());
-        if (baseline_plan < 0) {
-          baseline_plan = run.plan_index;
-          baseline_config = run.config;
-        }
+        run.no_suggestion = plans.back().report.no_suggestion;
       } catch (const InputError& e) {
         if (!choice.strict) throw;
         auto lenient = run.config;
@@ -97,20 +116,18 @@ RunList make_run_list(const RunOptions& o, const model::Topology& topo,
         runs.push_back(run);
       }
     }
-  if (want_baselines && baseline_plan < 0) {
-    // Every sweep row was rejected: the baselines still run (they ignore the boundary).
-    baseline_config =
-        apps::make_plan_config(o, topo, world, "default", false, o.owner_strategies.front());
-    plans.push_back(plan::make_plan(topo.tree, baseline_config));
-    baseline_plan = static_cast<int>(plans.size()) - 1;
-  }
+  if (!want_baselines) return out;
+  // The baselines' plan by their own rule, whatever the sweep holds or rejects.
+  std::string units;
+  plans.push_back(baseline_plan(o, topo, world, &units));
   for (auto m : methods) {
     if (owner_based(m)) continue;
     BenchRun run;
     run.baseline = true;
     run.method = m;
-    run.plan_index = baseline_plan;
-    run.config = baseline_config;
+    run.plan_index = static_cast<int>(plans.size()) - 1;
+    run.config = plans.back().config;
+    run.units = units;
     runs.push_back(std::move(run));
   }
   return out;

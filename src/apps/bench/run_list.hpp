@@ -30,6 +30,16 @@ struct RunList {
   std::vector<BenchRun> runs;
 };
 
+/// --baseline-units' default: one FSDP unit per repeated block plus the root.
+inline constexpr const char* kRepeatedBlocks = "repeated-blocks";
+
+/// The baselines' plan for `world` ranks: their FSDP units by --baseline-units
+/// (boundary/repeated_blocks.hpp by default, else that boundary spec, strict), never the swept
+/// boundary, so every sweep order gives the same baseline. `units` says what the units are.
+/// InputError naming --baseline-units when its spec does not plan.
+plan::Plan baseline_plan(const RunOptions& o, const model::Topology& topo, int world,
+                         std::string* units);
+
 /// The rows for `world` ranks, the methods of `o`, in the order dmuon_bench prints them.
 RunList make_run_list(const RunOptions& o, const model::Topology& topo,
                       const std::vector<BoundaryChoice>& sweep, int world);

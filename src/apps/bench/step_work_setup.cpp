@@ -1,5 +1,7 @@
 #include "bench/step_work_setup.hpp"
 
+#include "bench/bench_output.hpp"
+
 #include <fmt/format.h>
 
 #include "dmuon/engine/step/activation_work.hpp"
@@ -36,9 +38,10 @@ std::string step_work_lines(const RunOptions& o, const work::StepWork& w) {
         f.flops * 1e-9, r.flops * 1e-9, b.flops * 1e-9, (f.bytes + r.bytes + b.bytes) * 1e-9,
         f.kernels + r.kernels + b.kernels);
   }
-  s += "\n";
-  if (!w.note.empty()) s += "# note: " + w.note + "\n";
-  for (const auto& n : w.not_modelled) s += "# note: not modelled: " + n + "\n";
+  // Every line within the tables' 160 columns.
+  s = wrap_comment(s, 160);
+  if (!w.note.empty()) s += wrap_comment("# note: " + w.note, 160);
+  for (const auto& n : w.not_modelled) s += wrap_comment("# note: not modelled: " + n, 160);
   return s;
 }
 

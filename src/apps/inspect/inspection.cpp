@@ -13,6 +13,7 @@
 #include "dmuon/engine/step/accumulation.hpp"
 #include "dmuon/plan/plan_json.hpp"
 #include "dmuon/plan/tp_json.hpp"
+#include "inspect/scale_advice.hpp"
 #include "options/option.hpp"
 #include "options/run_option_outputs.hpp"
 
@@ -238,15 +239,22 @@ void print_volume(const plan::Plan& p, const Modes& modes, const plan::CommVolum
         ddp->reduce.max_calls(), ddp->broadcast.max_calls(), mb(ddp->max_bytes_per_rank()));
 }
 
-void print_findings(const plan::Plan& p) {
+void print_findings(const model::Topology& topo, const plan::Plan& p, const InspectArgs& a) {
   fmt::print("#\n# findings: {} warnings, {} notes\n", p.report.warnings(),
              p.report.findings.size() - static_cast<std::size_t>(p.report.warnings()));
   for (const auto& f : p.report.findings)
     fmt::print("  {} [{}] {}\n", f.severity == boundary::Severity::warning ? "WARNING" : "note",
                boundary::finding_kind_name(f.kind), f.message);
-  if (!p.report.suggested_boundary.empty())
+  const auto advice = scale_advice(topo, *a.options, p, a.world_size);
+  if (!p.report.suggested_boundary.empty() && !advice.slower)
     fmt::print("# suggested boundary: --boundary '{}'  ({} hook sites, strict)\n",
                p.report.suggested_boundary, p.report.suggested_sites);
+  else if (advice.slower)
+    fmt::print("# the detector's boundary '{}' ({} hook sites) is not suggested here:\n",
+               p.report.suggested_boundary, p.report.suggested_sites);
+  fmt::print("{}", advice.line);
+  if (p.report.suggested_boundary.empty() && !p.report.no_suggestion.empty())
+    fmt::print("# {}\n", p.report.no_suggestion);
 }
 
 // The lines under the tables: --route sharded_adamw in the shown mode, --accum, --clip-norm.
@@ -382,6 +390,15 @@ nlohmann::json inspect_json(const model::Topology& topo, const Modes& modes,
                       {"world_all_reduce_bytes_per_rank", clip_bytes(shown)}};
   j["tp"] = a.options->plan.tp;
   if (!a.layout.empty()) j["layout"] = a.layout;
+  if (!p.report.no_suggestion.empty()) j["no_suggestion"] = p.report.no_suggestion;
+  if (!a.options->projection.machine.empty()) {
+    // --machine: the suggestion projected against the current boundary at this world.
+    const auto advice = scale_advice(topo, *a.options, p, a.world_size);
+    j["scale_advice"] = {{"machine", a.options->projection.machine},
+                         {"projected", advice.projected},
+                         {"suggestion_slower", advice.slower},
+                         {"text", advice.line}};
+  }
   j["tp_owners"] = plan::tp_owners_to_json(topo.tree, p);
   if (a.options->plan.tp > 1) j["tp_loads"] = plan::tp_loads_to_json(p);
   return j;
@@ -405,7 +422,7 @@ void print_report(const model::Topology& topo, const Modes& modes, const plan::C
   print_sites(p, a.rows());
   print_owners(p.partition, a.rows());
   print_volume(p, modes, ddp, a);
-  print_findings(p);
+  print_findings(topo, p, a);
   if (a.options->plan.tp > 1) print_tp(topo, p, modes, a.rows());
   print_notes(topo, shown, a);
 }

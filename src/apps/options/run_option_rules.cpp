@@ -8,6 +8,7 @@
 #include "common/config_dir.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/config/config_file.hpp"
+#include "dmuon/model/training_seq_len.hpp"
 #include "dmuon/plan/tp_layouts.hpp"
 #include "dmuon/project/machine_model.hpp"
 
@@ -108,6 +109,25 @@ void project_rules(RunOptions& o) {
   keep_first(p.world_sizes);
 }
 
+// dmuon_project on an LLM preset without --seq-len (nor --tokens, --global-tokens): the
+// preset's training sequence length, micro-batch 1, and a note saying so; not a parameter-only
+// step of one token per sample.
+void preset_seq_len(RunOptions& o) {
+  if (o.projection.calibrate || !o.model.topology_file.empty()) return;
+  for (const char* k : {"seq_len", "micro_batch", "tokens", "global_tokens"})
+    if (o.was_given(k)) return;
+  const auto known = model::training_seq_len(o.model.topology, o.model.preset);
+  if (!known) return;
+  auto& w = o.workload;
+  w.seq_len = known->tokens;
+  w.micro_batch = 1;
+  o.engine.step.tokens = w.seq_len * w.micro_batch;
+  w.seq_len_note = fmt::format(
+      "--seq-len not given: preset {}'s training sequence length, {} tokens ({}), micro-batch "
+      "1; give --seq-len/--micro-batch for another, --tokens N for the parameter work alone",
+      o.model.preset, known->tokens, known->source);
+}
+
 void advise_rules(RunOptions& o) {
   for (auto m : o.methods)
     if (m != engine::Method::dmuon)
@@ -153,7 +173,10 @@ void apply_rules(RunOptions& o, Tool tool) {
   switch (tool) {
     case kInspect: inspect_rules(o); break;
     case kBench: break;
-    case kProject: project_rules(o); break;
+    case kProject:
+      project_rules(o);
+      preset_seq_len(o);
+      break;
     case kAdvise: advise_rules(o); break;
   }
 }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/tp_shard.hpp"
 #include "dmuon/engine/step/accumulation.hpp"
@@ -263,6 +265,24 @@ std::vector<RunOption> sweep_rows() {
                   methods(), [](auto& o) -> auto& { return o.methods; }, true)
                   .in(kRunTools)
                   .field_key("method"));
+  r.push_back(one(
+                  "--baseline-units", kGroupSweep,
+                  "the FSDP units of the baselines (fsdp-adamw, fsdp-muon, ddp-muon), the same "
+                  "whichever --boundary is swept: repeated-blocks (one unit per repeated block "
+                  "plus the root, as torchtitan wraps a model) or a boundary spec",
+                  Text{"repeated-blocks or a boundary spec"},
+                  [](auto& o) -> auto& { return o.baseline_units; })
+                  .in(kRunTools)
+                  .run_key("baseline_units", "repeated-blocks")
+                  // A row's key: only a baseline row runs the units (dmuon rows keep matching).
+                  .keyed_as([](const O& o) {
+                    const bool baseline =
+                        o.methods.empty() ||
+                        std::any_of(o.methods.begin(), o.methods.end(), [](engine::Method m) {
+                          return m != engine::Method::dmuon && m != engine::Method::ddp_dmuon;
+                        });
+                    return baseline ? o.baseline_units : std::string("repeated-blocks");
+                  }));
   return r;
 }
 
@@ -568,7 +588,7 @@ std::vector<RunOption> projection_rows() {
                   "h100-96gb-500w, h100-ndr, h200) or a YAML file (e.g. one --calibrate wrote)",
                   Text{"a machine name or file"},
                   [](auto& o) -> auto& { return o.projection.machine; })
-                  .in(kProject | kAdvise)
+                  .in(kProject | kAdvise | kInspect)
                   .run_key("machine", ""));
   r.push_back(many(
                   "--world-size", kGroupProjection,
@@ -644,6 +664,13 @@ std::vector<RunOption> advisor_rows() {
                   "seconds the search may take: it stops before a projection that would "
                   "overrun (and says so)",
                   Real{0, 86400, true}, [](auto& o) -> auto& { return o.advise.time_limit_s; })
+                  .in(kAdvise)
+                  .not_in_key("the advisor writes no results file"));
+  r.push_back(one(
+                  "--tolerance", kGroupAdvisor,
+                  "percent: candidates within it of the fastest projected step count as equally "
+                  "fast, and among them the fewest changed knobs, then the least memory, win",
+                  Real{0, 100, false}, [](auto& o) -> auto& { return o.advise.tolerance_pct; })
                   .in(kAdvise)
                   .not_in_key("the advisor writes no results file"));
   r.push_back(one(

@@ -35,6 +35,8 @@ struct WorkloadChoice {
   work::AcPolicy ac = work::AcPolicy::none;
   work::Fusion fusion = work::Fusion::fused;
   work::FlopConvention flops = work::FlopConvention::six_n_attn;
+  /// Set when dmuon_project chose seq_len itself (the preset's training length): what it says.
+  std::string seq_len_note;
 };
 
 /// dmuon_project's and dmuon_advise's machine model and worlds.
@@ -54,6 +56,8 @@ struct AdviseChoice {
   int top = 10;
   double time_limit_s = 180;
   int max_passes = 3;
+  /// Percent of the fastest step within which the simplest, leanest candidate wins.
+  double tolerance_pct = 1;
   std::string write_config;
 };
 
@@ -80,6 +84,9 @@ struct RunOptions {
   bool lenient = false;                 ///< strictness of items without their own
   std::vector<partition::Strategy> owner_strategies = {partition::Strategy::lpt};
   std::vector<engine::Method> methods;  ///< empty: the tool's default
+  /// The baselines' FSDP units: "repeated-blocks" (boundary/repeated_blocks.hpp) or a
+  /// boundary spec; never the swept boundary.
+  std::string baseline_units = "repeated-blocks";
   engine::EngineOptions engine;
   WorkloadChoice workload;
   int repeats = 1;  ///< engine runs per row: samples = repeats x steps

@@ -13,23 +13,27 @@
 namespace dmuon::apps::project {
 namespace {
 
+constexpr std::size_t kWidth = 160;  // every table and comment line fits it
+
 std::string projection_table(const dm::Machine& m, const WorldRows& w,
-                             const std::string& convention, bool activations) {
+                             const std::string& convention, bool activations,
+                             std::set<std::string>& shown) {
   std::string s = fmt::format(
       "# projected on {} (world {} = {} node(s) of {} ranks): throughput ({} FLOP convention) and "
       "how the replay ran\n",
       m.name, w.world, (w.world + m.ranks_per_node - 1) / m.ranks_per_node, m.ranks_per_node,
       convention);
-  s += fmt::format(
+  const std::string legend = fmt::format(
       "# mem GB: peak device memory per rank, max over ranks, GB = 1e9 bytes (docs/MEMORY.md), "
       "at: its rank and phase{}; "
-      "{}\n",
+      "{}",
       activations ? "" : ", activations not modelled (no --seq-len)",
       m.memory_gb > 0
           ? fmt::format("over the machine's {:g} GB: oom (+excess), no time", m.memory_gb)
           : std::string("no capacity check (the machine file has no memory_GB)"));
+  if (shown.insert(legend).second) s += bench::wrap_comment(legend, kWidth);
   s += fmt::format(
-      "# {:<40} {:<10} {:>14} {:>8} {:>7} {:>8} {:>12} {:>8} {:<16} {:>9} {:>10} {:>9}\n",
+      "# {:<36} {:<10} {:>14} {:>8} {:>7} {:>8} {:>10} {:>8} {:<16} {:>8} {:>9} {:>9}\n",
       "boundary", "method", "step ms", "MFU %", "HFU %", "TFLOP/s", "tok/s/GPU", "mem GB", "at",
       "programs", "batches", "wall s");
   for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
@@ -37,20 +41,20 @@ std::string projection_table(const dm::Machine& m, const WorldRows& w,
     if (!run.ok() && !oom(run)) continue;
     const auto& p = w.projections[i];
     std::string label = run.boundary_label();
-    if (label.size() > 40) label = label.substr(0, 37) + "...";
+    if (label.size() > 36) label = label.substr(0, 33) + "...";
     const double mem_gb = static_cast<double>(p.memory.peak()) / 1e9;
     const std::string at =
         fmt::format("r{} {}", p.memory.rank, dm::memory_phase_name(p.memory.peak_phase()));
     if (oom(run)) {
       const double excess = static_cast<double>(dm::excess_bytes(p.memory, m.memory_gb)) / 1e9;
       s += fmt::format(
-          "  {:<40} {:<10} {:>14} {:>8} {:>7} {:>8} {:>12} {:>8.1f} {:<16} {:>9} {:>10} {:>9.2f}\n",
+          "  {:<36} {:<10} {:>14} {:>8} {:>7} {:>8} {:>10} {:>8.1f} {:<16} {:>8} {:>9} {:>9.2f}\n",
           label, engine::method_name(run.method), fmt::format("oom (+{:.1f} GB)", excess), "-", "-",
           "-", "-", mem_gb, at, p.programs, p.batches, p.build_s + p.replay_s);
       continue;
     }
     s += fmt::format(
-        "  {:<40} {:<10} {:>14.2f} {:>8.2f} {:>7} {:>8.1f} {:>12.5g} {:>8.1f} {:<16} {:>9} {:>10} "
+        "  {:<36} {:<10} {:>14.2f} {:>8.2f} {:>7} {:>8.1f} {:>10.5g} {:>8.1f} {:<16} {:>8} {:>9} "
         "{:>9.2f}\n",
         label, engine::method_name(run.method),
         p.result.phases_ms[static_cast<std::size_t>(engine::Phase::step)], 100 * p.mfu,
@@ -71,10 +75,12 @@ std::string projection_table(const dm::Machine& m, const WorldRows& w,
 // sweep and owner strategies), its step, MFU, tokens/s and memory; the details follow.
 std::string summary_table(const dm::Machine& m, const std::vector<WorldRows>& worlds,
                           const std::string& convention) {
-  std::string s = fmt::format(
-      "# dmuon_project summary (PROJECTED on machine {}, not measured; {} FLOP convention): per "
-      "world and method the fastest row that fits; details per world below\n",
-      m.name, convention);
+  std::string s = bench::wrap_comment(
+      fmt::format("# dmuon_project summary (PROJECTED on machine {}, not measured; {} FLOP "
+                  "convention): per world and method the fastest row that fits; details per "
+                  "world below",
+                  m.name, convention),
+      kWidth);
   s += fmt::format("# {:>6} {:<10} {:<34} {:>14} {:>7} {:>10} {:>8} {:>8}\n", "world", "method",
                    "boundary (owners)", "step ms", "MFU %", "tok/s/GPU", "mem GB", "vs adamw");
   for (const auto& w : worlds) {
@@ -100,7 +106,8 @@ std::string summary_table(const dm::Machine& m, const std::vector<WorldRows>& wo
       }
       if (best < 0) {
         s += fmt::format("  {:>6} {:<10} {}\n", w.world, engine::method_name(method),
-                         oom_rows > 0 ? "every row out of memory (oom)" : "no row ran");
+                         oom_rows > 0 ? "every row out of memory (oom): what fits is listed below"
+                                      : "no row ran");
         continue;
       }
       const auto& run = w.list.runs[static_cast<std::size_t>(best)];
@@ -209,11 +216,13 @@ nlohmann::json invocation_json(const Invocation& v) {
 std::string projection_tables(const Invocation& v) {
   const auto& o = v.o;
   std::string s;
+  const auto note = [&](const std::string& n) { s += bench::wrap_comment("# note: " + n, kWidth); };
+  if (!o.workload.seq_len_note.empty()) note(o.workload.seq_len_note);
   if (v.setup.step_work) s += bench::step_work_lines(o, *v.setup.step_work);
-  if (!v.setup.flops_note.empty()) s += "# note: " + v.setup.flops_note + "\n";
-  for (const auto& n : v.setup.machine_notes) s += "# note: " + n + "\n";
+  if (!v.setup.flops_note.empty()) note(v.setup.flops_note);
+  for (const auto& n : v.setup.machine_notes) note(n);
   s += summary_table(v.machine, v.worlds, work::flop_convention_name(o.workload.flops));
-  if (!v.demo_note.empty()) s += "# note: " + v.demo_note + "\n";
+  if (!v.demo_note.empty()) note(v.demo_note);
   bench::TableStyle style;
   style.title =
       fmt::format("dmuon_project (PROJECTED on machine {}, not measured):", v.machine.name);
@@ -225,7 +234,7 @@ std::string projection_tables(const Invocation& v) {
     s += "\n" +
          bench::format_table(v.topo, w.list.plans, v.ran, w.world, w.list.runs, v.sweep_source, {},
                              style) +
-         projection_table(v.machine, w, convention, v.activations());
+         projection_table(v.machine, w, convention, v.activations(), shown);
   return s;
 }
 

@@ -14,6 +14,7 @@
 #include "dmuon/results/provenance.hpp"
 #include "dmuon/results/results_writer.hpp"
 #include "options/option.hpp"
+#include "project/oom_remedies.hpp"
 #include "project/projection_output.hpp"
 
 namespace dmuon::apps::project {
@@ -93,6 +94,7 @@ void project_rows(Invocation& v) {
             static_cast<double>(mem.peak()) / 1e9, mem.rank,
             dm::memory_phase_name(mem.peak_phase()), v.machine.memory_gb,
             static_cast<double>(excess) / 1e9);
+        run.remedies = oom_remedies(v.o, v.topo, v.machine, w.world, run);
       }
     }
   }

@@ -19,6 +19,7 @@ ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo
   // and HFU count.
   const kernels::Dtype compute = dmuon::project::compute_type(machine, b.engine.step);
   s.step_work = bench::attach_step_work(b, topo, compute);
+  if (!b.workload.seq_len_note.empty()) s.notes.push_back(b.workload.seq_len_note);
   auto& po = s.options;
   po.engine = b.engine;
   po.symmetry = symmetry;

@@ -337,7 +337,14 @@ class DegradationAnalysis {
   // A verified types: boundary when something degraded. Healthy sites keep their type so the
   // suggestion covers them too.
   void suggest_boundary() {
-    if (rep_.warnings() == 0 || suggestion_.empty()) return;
+    if (rep_.warnings() == 0) return;
+    if (suggestion_.empty()) {
+      rep_.no_suggestion =
+          "no suggestion: no module type above the degraded sites holds their parameters as a "
+          "block (a per-Linear fallback directly under a container or the root); name the "
+          "modules with paths:REGEX, or exclude those parameters from dedication (--dedicate)";
+      return;
+    }
     std::vector<std::string> all;
     for (std::size_t si = 0; si < plan_.sites.size(); ++si) {
       if (degraded_sites_.count(static_cast<int>(si))) continue;
@@ -354,8 +361,14 @@ class DegradationAnalysis {
       auto resolved = resolve_hook_plan(tree_, plan_.dedicated, candidate, options);
       rep_.suggested_boundary = spec;
       rep_.suggested_sites = static_cast<int>(resolved.sites.size());
-    } catch (const std::exception&) {
-      // An unverifiable suggestion is worse than none.
+    } catch (const std::exception& e) {
+      // An unverifiable suggestion is worse than none: say why there is none and what to do.
+      rep_.no_suggestion = fmt::format(
+          "no suggestion: '{}' would leave a dedicated parameter uncovered ({}); dedicated "
+          "parameters outside the repeated blocks (embeddings, heads, routers) need a module type "
+          "of their own in the boundary, or exclude them from dedication (--dedicate "
+          "RULE&excludes:NAME)",
+          abbreviate_value(spec), abbreviate_value(e.what(), 200));
     }
   }
 

@@ -42,6 +42,8 @@ struct DegradationReport {
   std::vector<Finding> findings;
   std::string suggested_boundary;  ///< "" when nothing to suggest
   int suggested_sites = 0;         ///< hook sites the suggestion resolves to
+  /// Warnings and no suggestion: why none can be made and what to change ("" otherwise).
+  std::string no_suggestion;
   int warnings() const;
 };
 

@@ -1,6 +1,7 @@
 #include "dmuon/plan/plan.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <set>
@@ -54,9 +55,10 @@ std::vector<int> tp_shard_dims(const model::ModuleTree& tree, const std::vector<
 
 // The DP owners, then the TP owners (tp_owners.hpp). TP-sharded parameters are never packed.
 // --group-key site: the units are bucketed by the sites, resolved before.
-void assign_owners(const model::ModuleTree& tree, const std::vector<int>& dedicated, Plan& p) {
-  const std::vector<int> shard_dim = tp_shard_dims(tree, dedicated, p.config);
-  auto partition_options = p.config.partition;
+// The DP partition of `dedicated` under `partition_options` (site keys from p.hooks).
+partition::Partition dp_partition(const model::ModuleTree& tree, const std::vector<int>& dedicated,
+                                  const Plan& p, const std::vector<int>& shard_dim,
+                                  partition::PartitionOptions partition_options) {
   if (partition_options.group_key == partition::GroupKey::site) {
     partition_options.site_keys.assign(tree.num_parameters(), std::string());
     for (int pid : dedicated)
@@ -67,7 +69,12 @@ void assign_owners(const model::ModuleTree& tree, const std::vector<int>& dedica
   }
   for (std::size_t pid = 0; pid < shard_dim.size(); ++pid)
     if (shard_dim[pid] >= 0) partition_options.never_pack.push_back(static_cast<int>(pid));
-  p.partition = partition::partition_ownership(tree, dedicated, partition_options);
+  return partition::partition_ownership(tree, dedicated, partition_options);
+}
+
+void assign_owners(const model::ModuleTree& tree, const std::vector<int>& dedicated, Plan& p) {
+  const std::vector<int> shard_dim = tp_shard_dims(tree, dedicated, p.config);
+  p.partition = dp_partition(tree, dedicated, p, shard_dim, p.config.partition);
   p.tp = partition::assign_tp_owners(tree, p.partition, shard_dim, p.config.tp);
 }
 
@@ -106,23 +113,86 @@ bool keyless_packing(const partition::Partition& part) {
                      [](const partition::Unit& u) { return !u.key; });
 }
 
+// The remedies the idle-ranks finding can name, each tried on this plan (same sites, same
+// ranks): "--group-key site" (units bucketed by hook site, which follows --boundary), "--no-pack"
+// (one unit per matrix) and both. Under --group-key layer the owners do not depend on the
+// boundary, so a finer boundary alone changes nothing and is not tried.
+std::vector<std::pair<std::string, partition::Partition>> idle_remedies(
+    const model::ModuleTree& tree, const std::vector<int>& dedicated, const Plan& p) {
+  const auto& base = p.config.partition;
+  std::vector<std::pair<std::string, partition::PartitionOptions>> tries;
+  auto site = base, no_pack = base;
+  site.group_key = partition::GroupKey::site;
+  no_pack.pack = false;
+  const bool can_site = base.group_key == partition::GroupKey::layer;
+  const bool can_unpack = p.partition.packed_units > 0;
+  if (can_site) tries.emplace_back("--group-key site", site);
+  if (can_unpack) tries.emplace_back("--no-pack", no_pack);
+  if (can_site && can_unpack) {
+    site.pack = false;
+    tries.emplace_back("--group-key site --no-pack", site);
+  }
+  const std::vector<int> shard_dim = tp_shard_dims(tree, dedicated, p.config);
+  std::vector<std::pair<std::string, partition::Partition>> out;
+  for (auto& [flag, options] : tries)
+    out.emplace_back(flag, dp_partition(tree, dedicated, p, shard_dim, options));
+  return out;
+}
+
+// "--no-pack: 68 units, 0 idle, makespan 1.2e+05": what one remedy gives.
+std::string partition_figures(const partition::Partition& part) {
+  return fmt::format("{} units, {} idle, makespan {:.4g}", part.units.size(), part.empty_slots,
+                     static_cast<double>(part.makespan));
+}
+
+// What the idle ranks cost and what changes it, checked: every remedy tried and its figures,
+// those that help named; when none does, why (fewer matrices than ranks) and what to change.
+std::string idle_ranks_message(const model::ModuleTree& tree, const std::vector<int>& dedicated,
+                               const Plan& p) {
+  const auto& part = p.partition;
+  std::string msg = fmt::format(
+      "{} of {} ranks own no matrix (the partition has {} units for {} slots): their "
+      "Newton-Schulz capacity idles, although the ratio reads {:.4f} (now {})",
+      part.empty_slots, part.slots.size(), part.units.size(), part.slots.size(), part.ratio,
+      partition_figures(part));
+  std::vector<std::string> helps, tried;
+  for (const auto& [flag, q] : idle_remedies(tree, dedicated, p)) {
+    const bool better = q.empty_slots < part.empty_slots || q.makespan < part.makespan;
+    tried.push_back(
+        fmt::format("{}: {}{}", flag, partition_figures(q), better ? "" : " (no help)"));
+    if (better) helps.push_back(flag);
+  }
+  if (!tried.empty()) msg += fmt::format("; tried {}", fmt::join(tried, "; "));
+  // Fewer matrices than ranks: some ranks idle under any partition.
+  const std::size_t matrices = dedicated.size(), slots = part.slots.size();
+  const std::string floor =
+      matrices < slots
+          ? fmt::format(
+                "{} dedicated matrices for {} ranks leave {} idle under any partition: "
+                "use fewer ranks, or dedicate more parameters (--dedicate)",
+                matrices, slots, slots - matrices)
+          : std::string();
+  if (!helps.empty()) {
+    msg += fmt::format("; use {}", fmt::join(helps, " or "));
+    if (keyless_packing(part))
+      msg +=
+          " (no parameter name carries a layers.N / blocks.N key, so every small matrix "
+          "packs into one unit)";
+    return floor.empty() ? msg : msg + "; " + floor;
+  }
+  if (!floor.empty()) return msg + "; no partition helps: " + floor;
+  return msg + "; no remedy of the partition helps: fewer ranks would use them";
+}
+
 // The plan's own findings, after the boundary's: idle ranks and an unsharded --tp.
-void add_plan_findings(Plan& p) {
+void add_plan_findings(const model::ModuleTree& tree, const std::vector<int>& dedicated, Plan& p) {
   // A partition that leaves ranks without any matrix idles their Newton-Schulz capacity; its
   // ratio can still read 1.0000 (the busiest rank sits at the lower bound), so say it.
-  const auto& part = p.partition;
-  if (part.empty_slots > 0) {
+  if (p.partition.empty_slots > 0) {
     boundary::Finding f;
     f.kind = boundary::FindingKind::idle_ranks;
     f.severity = boundary::Severity::warning;
-    f.message = fmt::format(
-        "{} of {} ranks own no matrix (the partition has {} units for {} slots): their "
-        "Newton-Schulz capacity idles, although the ratio reads {:.4f}; more units (a lower "
-        "--pack-threshold, --no-pack, a finer boundary{}) or fewer ranks would use them",
-        part.empty_slots, part.slots.size(), part.units.size(), part.slots.size(), part.ratio,
-        keyless_packing(part) ? ", or --group-key site: no parameter name carries a layers.N / "
-                                "blocks.N key, so every small matrix packs into one unit"
-                              : "");
+    f.message = idle_ranks_message(tree, dedicated, p);
     p.report.findings.push_back(std::move(f));
   }
   if (p.config.tp > 1 && p.tp.sharded.empty()) {
@@ -165,7 +235,7 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
     resolve_sites(tree, dedicated, p);
   }
   p.report = boundary::analyse_degradations(tree, p.hooks, p.policy);
-  add_plan_findings(p);
+  add_plan_findings(tree, dedicated, p);
   return p;
 }
 

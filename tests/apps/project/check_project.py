@@ -89,6 +89,12 @@ def main():
     txt = run([sys.executable, a.plot, out, "-o", plots], env=env)
     if "scaling.png" not in txt:
         fail(f"plot_results.py wrote no scaling plot: {txt}")
+    # Plot titles name the projected machine, not the host that computed the projection.
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import plot_results as p; "
+             "print(p.title('t', p.load(sys.argv[2])))")
+    t = run([sys.executable, "-c", probe, os.path.dirname(os.path.abspath(a.plot)), out], env=env)
+    if "PROJECTED on machine a800" not in t:
+        fail(f"plot titles do not name the projected machine: {t!r}")
     print(f"OK: {len(j['runs'])} projected runs")
 
 

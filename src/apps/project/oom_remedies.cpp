@@ -1,0 +1,74 @@
+#include "project/oom_remedies.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "advise/evaluator.hpp"
+
+namespace dmuon::apps::project {
+namespace {
+
+// The memory-saving value of each knob that is not at it already: --ac full (with a step
+// work), --comm-dtype bf16, --reshard z3.
+std::vector<std::pair<std::size_t, std::string>> savings(const RunOptions& o,
+                                                         const advise::Candidate& start) {
+  std::vector<std::pair<std::size_t, std::string>> out;
+  const auto add = [&](const char* key, const char* value) {
+    if (start.value(key) != value) out.emplace_back(advise::knob(key), value);
+  };
+  if (o.workload.seq_len > 0) add("ac", "full");
+  add("comm_dtype", "bf16");
+  add("reshard", "z3");
+  return out;
+}
+
+// "--ac full --comm-dtype bf16": the changed knobs as flags.
+std::string flags(const advise::Candidate& c, const advise::Candidate& start) {
+  std::string s;
+  for (std::size_t k = 0; k < c.values.size(); ++k)
+    if (c.values[k] != start.values[k])
+      s += fmt::format("{}{} {}", s.empty() ? "" : " ", advise::knobs()[k]->flag, c.values[k]);
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> oom_remedies(const RunOptions& o, const model::Topology& topo,
+                                      const dmuon::project::Machine& machine, int world,
+                                      const bench::BenchRun& run) {
+  RunOptions row = o;
+  row.methods = {run.method};
+  row.owner_strategies = {run.config.partition.strategy};
+  const std::string boundary = run.baseline ? std::string("default") : run.boundary.spec;
+  const auto start = advise::candidate_of(row, boundary);
+  const auto changes = savings(o, start);
+  std::vector<advise::Candidate> tries;
+  for (const auto& [k, v] : changes) tries.push_back(start.with(k, v));
+  if (changes.size() > 1) {
+    auto all = start;
+    for (const auto& [k, v] : changes) all = all.with(k, v);
+    tries.push_back(all);
+  }
+  advise::Evaluator ev(row, topo, machine, world, machine.memory_gb);
+  std::vector<std::pair<double, std::string>> fits;
+  std::string all_text;  // what all the changes together still need, when even that is oom
+  for (const auto& c : tries) {
+    const auto& out = ev.evaluate(c, run.method);
+    const double gb = static_cast<double>(out.peak_bytes) / 1e9;
+    if (out.status == advise::Status::oom)
+      all_text = fmt::format("{} still needs {:.1f} GB", flags(c, start), gb);
+    if (out.status != advise::Status::ok) continue;
+    fits.emplace_back(out.step_ms, fmt::format("fits with {}: {:.1f} ms, {:.1f} GB",
+                                               flags(c, start), out.step_ms, gb));
+  }
+  std::sort(fits.begin(), fits.end());
+  std::vector<std::string> lines;
+  for (auto& f : fits) lines.push_back(std::move(f.second));
+  if (lines.empty() && !tries.empty())
+    lines.push_back(fmt::format(
+        "no memory-saving change fits ({}): more ranks, --tp, or dmuon_advise", all_text));
+  return lines;
+}
+
+}  // namespace dmuon::apps::project
