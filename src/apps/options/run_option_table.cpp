@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/tp_shard.hpp"
 #include "dmuon/engine/step/accumulation.hpp"
@@ -65,6 +67,11 @@ bool with_work(const O& o) {
 }
 bool clipping(const O& o) {
   return o.engine.step.clip_norm > 0;
+}
+// No --method list means the tools' default, which runs dmuon.
+bool runs_dmuon(const O& o) {
+  return o.methods.empty() ||
+         std::find(o.methods.begin(), o.methods.end(), engine::Method::dmuon) != o.methods.end();
 }
 
 const char* const kFormatOnly = "how results are printed, not what they are";
@@ -353,6 +360,23 @@ std::vector<RunOption> step_rows() {
                   [](auto& o) -> auto& { return o.engine.step.pipeline; })
                   .in(kRunTools)
                   .field_key("optimizer_pipeline"));
+  r.push_back(one(
+                  "--dmuon-schedule", kGroupStep,
+                  "dmuon's step: reference (the reference's default: one site's reduce in "
+                  "flight, the owners' Newton-Schulz after the whole reduce tail, no barrier "
+                  "between steps, a communicator's collectives in issue order) or overlapped "
+                  "(the earlier idealised step: what a better DMuon would save)",
+                  choice({engine::DmuonSchedule::reference, engine::DmuonSchedule::overlapped},
+                         engine::dmuon_schedule_name),
+                  [](auto& o) -> auto& { return o.engine.step.dmuon_schedule; })
+                  .in(kRunTools)
+                  .run_key("dmuon_schedule", "overlapped")
+                  // Only dmuon's step has it: other methods' records key as files made before.
+                  .keyed_as([](const O& o) {
+                    return runs_dmuon(o) ? engine::dmuon_schedule_name(o.engine.step.dmuon_schedule)
+                                         : "overlapped";
+                  })
+                  .when(runs_dmuon));
   r.push_back(one(
                   "--compute", kGroupStep, "gemm (synthetic per-Linear GEMMs) or none",
                   choice({engine::Compute::gemm, engine::Compute::none}, engine::compute_name),

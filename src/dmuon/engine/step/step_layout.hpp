@@ -19,8 +19,9 @@
 //                   reads. Z3: a ring of prefetch + 1 slots (a group is live from its issue to
 //                   the end of its compute); Z2: one slot per group (kept until backward).
 //   grad pool       reduce: gradients that only travel (pairs rooted elsewhere, FSDP padded full
-//                   gradients): a ring of grad_window slots, a slot reused once the reduce that
-//                   read it completed (the schedule waits for it first).
+//                   gradients): a ring of grad_window slots (prefetch + 2; the reference's
+//                   DMuon schedule: 2), a slot reused once the reduce that read it completed
+//                   (the schedule waits for it first).
 //   gather pool     wire: fsdp-muon's all-gathered Nesterov inputs, 2 slots (per-group
 //                   optimizer pipeline) or one per group.
 //   alt arenas      a parameter whose --route dtype (plan.route_wire_bytes, both directions)
