@@ -285,6 +285,15 @@ std::vector<RunOption> step_rows() {
                   .in(kAllTools)
                   .field_key("reshard")
                   .showing(kPlanJson | kKnob));
+  r.push_back(one(
+                  "--baseline-reshard", kGroupStep,
+                  "the baselines' (fsdp-adamw, fsdp-muon, ddp-muon) resharding, z3 or z2; "
+                  "default: --reshard. The reference benchmarked AdamW under FSDP2's default "
+                  "(z3: reshard after forward) beside DMuon z2",
+                  Optional<Choice<Reshard>>{choice({Reshard::z3, Reshard::z2}, plan::reshard_name)},
+                  [](auto& o) -> auto& { return o.baseline_reshard; })
+                  .in(kRunTools)
+                  .field_key("reshard"));
   r.push_back(
       one(
           "--grad-reduce", kGroupStep,

@@ -83,6 +83,7 @@ void explain_dmuon_rows(Invocation& v, WorldRows& w) {
   const auto& a = w.projections[static_cast<std::size_t>(adamw)];
   auto po = v.setup.options;
   po.engine.step.method = engine::Method::dmuon;
+  po.engine.step.reshard = reshard_for(v.o, engine::Method::dmuon);
   for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
     const auto& run = w.list.runs[i];
     if (run.method != engine::Method::dmuon || !run.ok()) continue;
@@ -101,6 +102,7 @@ void project_rows(Invocation& v) {
       auto& run = w.list.runs[i];
       if (!run.ok()) continue;
       po.engine.step.method = run.method;
+      po.engine.step.reshard = reshard_for(v.o, run.method);
       w.projections[i] = dm::project(
           v.topo.tree, w.list.plans[static_cast<std::size_t>(run.plan_index)], v.machine, po);
       run.result = w.projections[i].result;
