@@ -114,13 +114,13 @@ TEST(OptionTable, KeyFragmentsAsOlderFilesSpellThem) {
   const auto d = parse(kBench, {});
   EXPECT_EQ(key_fragments(d, KeyRole::plan),
             "pack=<5000000 max_owners_per_group=0 column_balance=on");
-  EXPECT_EQ(key_fragments(d, KeyRole::run), "dmuon_schedule=reference");
+  EXPECT_EQ(key_fragments(d, KeyRole::run), "dmuon_schedule=reference momentum_dtype=grad");
   EXPECT_EQ(key_fragments(parse(kBench, {"--dmuon-schedule", "overlapped"}), KeyRole::run), "");
   EXPECT_EQ(key_fragments(parse(kBench, {"--method", "fsdp-adamw"}), KeyRole::run), "");
-  const auto o = parse(kBench, {"--no-pack", "--group-key", "site", "--no-column-balance",
-                                "--seq-len", "256", "--micro-batch", "2", "--ac", "full",
-                                "--fusion", "eager", "--compute-dtype", "fp32", "--flops", "6n",
-                                "--dmuon-schedule", "overlapped"});
+  const auto o =
+      parse(kBench, {"--no-pack", "--group-key", "site", "--no-column-balance", "--seq-len", "256",
+                     "--micro-batch", "2", "--ac", "full", "--fusion", "eager", "--compute-dtype",
+                     "fp32", "--flops", "6n", "--dmuon-schedule", "overlapped"});
   EXPECT_EQ(key_fragments(o, KeyRole::plan),
             "pack=off max_owners_per_group=0 column_balance=off group_key=site");
   EXPECT_EQ(key_fragments(o, KeyRole::run),

@@ -387,6 +387,24 @@ std::vector<RunOption> step_rows() {
                   })
                   .when(runs_dmuon));
   r.push_back(one(
+                  "--momentum-dtype", kGroupStep,
+                  "the memory of dmuon's Muon momentum under the reference schedule: grad (the "
+                  "gradient's type, as the reference keeps it) or fp32 (the overlapped schedule "
+                  "and the engine's executors: fp32)",
+                  choice({engine::MomentumDtype::grad, engine::MomentumDtype::fp32},
+                         engine::momentum_dtype_name),
+                  [](auto& o) -> auto& { return o.engine.step.momentum; })
+                  .in(kProject | kAdvise)
+                  .run_key("momentum_dtype", "fp32")
+                  // What the memory model holds: fp32 wherever the reference schedule is not run.
+                  .keyed_as([](const O& o) {
+                    return runs_dmuon(o) &&
+                                   o.engine.step.dmuon_schedule == engine::DmuonSchedule::reference
+                               ? engine::momentum_dtype_name(o.engine.step.momentum)
+                               : "fp32";
+                  })
+                  .when(runs_dmuon));
+  r.push_back(one(
                   "--compute", kGroupStep, "gemm (synthetic per-Linear GEMMs) or none",
                   choice({engine::Compute::gemm, engine::Compute::none}, engine::compute_name),
                   [](auto& o) -> auto& { return o.engine.step.compute; })

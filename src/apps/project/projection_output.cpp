@@ -199,7 +199,9 @@ nlohmann::json memory_json(const dm::RankMemory& mem, const dm::Machine& m, bool
           {"capacity_GB", m.memory_gb},
           {"excess_bytes", dm::excess_bytes(mem, m.memory_gb)},
           {"oom", dm::excess_bytes(mem, m.memory_gb) > 0},
-          {"activations_modelled", activations}};
+          {"activations_modelled", activations},
+          // The reference's step: Newton-Schulz's workspace is persistent (memory_model.hpp).
+          {"ns_workspace_in_graph_pool", mem.graph_pool}};
 }
 
 nlohmann::json invocation_json(const Invocation& v) {

@@ -58,6 +58,12 @@ enum class DmuonSchedule {
 };
 const char* dmuon_schedule_name(DmuonSchedule s);
 
+/// The type the reference's DMuon keeps Muon's momentum in: the gradient's (its buffer is a
+/// clone of the reduced gradient, dmuon/optim/muon.py 1687-1690) or fp32. The projection's
+/// memory model reads it under the reference's schedule; the engine's own executors keep fp32.
+enum class MomentumDtype { grad, fp32 };
+const char* momentum_dtype_name(MomentumDtype m);
+
 /// The norm --clip-norm bounds (grad_clip.hpp): the 2-norm or the max-norm of all gradients.
 enum class ClipNormType { two, inf };
 
@@ -130,6 +136,8 @@ struct StepSpec {
   std::optional<kernels::Dtype> compute_dtype{};
   /// dmuon: the reference's step or the overlapped one (ignored by the other methods).
   DmuonSchedule dmuon_schedule = DmuonSchedule::reference;
+  /// dmuon under the reference's schedule: the momentum's type in the memory model.
+  MomentumDtype momentum = MomentumDtype::grad;
 
   bool clip() const { return clip_norm > 0; }
   /// Whether this step runs the reference's DMuon schedule (dmuon under

@@ -454,6 +454,10 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   // slots, not FSDP2's one reduce input.
   L.fsdp2 = options.fsdp2 && options.accum == 1;
   L.alt_reduce = L.reduce == kernels::Dtype::f32 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
+  L.reference_memory = options.reference_dmuon();
+  L.momentum = L.reference_memory && options.momentum == MomentumDtype::grad ? L.reduce
+                                                                             : kernels::Dtype::f32;
+  L.coalesced_clip = options.clip();
   LayoutBuilder b(tree, plan, options, L);
   b.place_params();
   b.group_params();

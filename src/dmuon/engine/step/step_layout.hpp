@@ -201,6 +201,13 @@ struct StepLayout {
   bool fsdp2_reduces(const GroupLayout& G) const {
     return fsdp2 && G.kind == GroupKind::fsdp && !G.deferred_reduce;
   }
+  /// The reference's DMuon step (StepSpec::reference_dmuon): the memory model holds the
+  /// optimizer as the reference does (momentum in `momentum`, a transient Nesterov input,
+  /// reduced-gradient clones, Newton–Schulz in a CUDA-graph pool; memory_model.hpp);
+  /// `coalesced_clip`: --clip-norm, whose coalesced wait keeps every clone live at once.
+  bool reference_memory = false;
+  kernels::Dtype momentum = kernels::Dtype::f32;
+  bool coalesced_clip = false;
   std::int64_t grad_slot_elems = 0;
   std::int64_t grad_pool_elems = 0;
   int gather_window = 2;  ///< 0: one slot per group (all_then_publish)
