@@ -55,6 +55,9 @@ TEST(MemoryMpi, HostPeakWithinTenPercentOfTheModel) {
         engine::EngineOptions o;
         o.step.method = method;
         o.step.reshard = reshard;
+        // The engine's own holding (fp32 momentum, a persistent Nesterov input): the memory
+        // model's overlapped schedule; the reference's is the reference library's (MEMORY.md).
+        o.step.dmuon_schedule = engine::DmuonSchedule::overlapped;
         o.step.global_tokens = 8;
         o.run.steps = 2;
         o.run.warmup = 0;

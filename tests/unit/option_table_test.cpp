@@ -108,15 +108,19 @@ TEST(OptionTable, ConfigKeysAreTheToolsFlags) {
 
 // The run key's fragments: a file written before the option table spelled the plan's as
 // "pack=<5000000 max_owners_per_group=0 column_balance=on" (its keys keep matching), and a run
-// at the defaults has no run fragment (an older file's empty field).
+// of what older files ran has no run fragment (an older file's empty field): the overlapped DMuon
+// schedule, or no dmuon at all; the default, the reference's DMuon schedule, is keyed.
 TEST(OptionTable, KeyFragmentsAsOlderFilesSpellThem) {
   const auto d = parse(kBench, {});
   EXPECT_EQ(key_fragments(d, KeyRole::plan),
             "pack=<5000000 max_owners_per_group=0 column_balance=on");
-  EXPECT_EQ(key_fragments(d, KeyRole::run), "");
-  const auto o = parse(kBench, {"--no-pack", "--group-key", "site", "--no-column-balance",
-                                "--seq-len", "256", "--micro-batch", "2", "--ac", "full",
-                                "--fusion", "eager", "--compute-dtype", "fp32", "--flops", "6n"});
+  EXPECT_EQ(key_fragments(d, KeyRole::run), "dmuon_schedule=reference momentum_dtype=grad");
+  EXPECT_EQ(key_fragments(parse(kBench, {"--dmuon-schedule", "overlapped"}), KeyRole::run), "");
+  EXPECT_EQ(key_fragments(parse(kBench, {"--method", "fsdp-adamw"}), KeyRole::run), "");
+  const auto o =
+      parse(kBench, {"--no-pack", "--group-key", "site", "--no-column-balance", "--seq-len", "256",
+                     "--micro-batch", "2", "--ac", "full", "--fusion", "eager", "--compute-dtype",
+                     "fp32", "--flops", "6n", "--dmuon-schedule", "overlapped"});
   EXPECT_EQ(key_fragments(o, KeyRole::plan),
             "pack=off max_owners_per_group=0 column_balance=off group_key=site");
   EXPECT_EQ(key_fragments(o, KeyRole::run),

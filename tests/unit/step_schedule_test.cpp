@@ -58,6 +58,7 @@ struct Case {
   int accum = 1;                    ///< --accum micro-steps
   bool clip = false;                ///< --clip-norm
   bool fsdp2 = false;               ///< StepSpec::fsdp2 (the projection's GPU FSDP groups)
+  engine::DmuonSchedule dmuon_schedule = engine::DmuonSchedule::reference;
 
   std::string name() const {
     std::ostringstream s;
@@ -66,7 +67,7 @@ struct Case {
       << plan::grad_reduce_name(grad_reduce) << " " << engine::optimizer_pipeline_name(pipeline)
       << " " << comm::dtype_name(wire) << "/" << comm::dtype_name(reduce) << " " << strategy
       << (no_pack ? " no-pack" : "") << " accum " << accum << (clip ? " clip" : "")
-      << (fsdp2 ? " fsdp2" : "");
+      << (fsdp2 ? " fsdp2" : "") << " " << engine::dmuon_schedule_name(dmuon_schedule);
     for (const auto& r : routes) s << " route " << r;
     return s.str();
   }
@@ -100,6 +101,7 @@ Built build(const Case& c) {
   b.options.accum = c.accum;
   b.options.clip_norm = c.clip ? 1 : 0;
   b.options.fsdp2 = c.fsdp2;
+  b.options.dmuon_schedule = c.dmuon_schedule;
   for (int r = 0; r < c.world; ++r) {
     b.layouts.push_back(engine::make_layout(b.topo.tree, b.plan, b.options, r));
     b.schedules.push_back(engine::make_schedule(b.layouts.back(), b.options));
@@ -179,6 +181,8 @@ std::vector<Case> all_cases() {
             c.accum = k % 6 == 5 ? 3 : 1;
             c.clip = k % 4 == 2;
             c.fsdp2 = k % 8 >= 4;
+            c.dmuon_schedule =
+                k % 9 < 3 ? engine::DmuonSchedule::overlapped : engine::DmuonSchedule::reference;
             cases.push_back(c);
           }
   return cases;
@@ -550,8 +554,9 @@ TEST(StepSchedule, TwoSitesTwoOwnersHandWritten) {
   const auto p = two_rank_round_robin_plan(tree, "all");
   engine::StepSpec so;
   so.prefetch = 1;
-  const auto L = engine::make_layout(
-      tree, p, {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group}, 0);
+  // The overlapped schedule (the reference's: ReferenceScheduleHandWritten).
+  so.dmuon_schedule = engine::DmuonSchedule::overlapped;
+  const auto L = engine::make_layout(tree, p, so, 0);
   ASSERT_EQ(L.groups.size(), 2u);
   EXPECT_EQ(L.params[0].storage, engine::Storage::owned);
   EXPECT_EQ(L.params[1].storage, engine::Storage::remote);
@@ -575,8 +580,7 @@ TEST(StepSchedule, TwoSitesTwoOwnersHandWritten) {
   // waited, the norm (partial, world all-reduce, wait, scale), and the optimizer.
   so.accum = 2;
   so.clip_norm = 1;
-  const auto L2 = engine::make_layout(
-      tree, p, {Method::dmuon, plan::Reshard::z3, 1, engine::OptimizerPipeline::per_group, 2}, 0);
+  const auto L2 = engine::make_layout(tree, p, so, 0);
   const std::string micro =
       "pack(0) issue_weights(0) pack(1) issue_weights(1) wait_weights(0) forward(0,0) "
       "release_weights(0) wait_weights(1) forward(1,1) release_weights(1) "
@@ -637,8 +641,8 @@ TEST(StepSchedule, ActivationWorkHandWritten) {
             "pack(1) issue_weights(1) pack(0) issue_weights(0) wait_weights(1) "
             "act_backward(1,3) act_recompute(1,2) act_backward(1,2) backward(1,1) "
             "release_weights(1) issue_reduce(1) wait_weights(0) act_backward(0,1) "
-            "act_backward(0,0) backward(0,0) release_weights(0) issue_reduce(0) "
-            "wait_reduce(0) prepare(0) newton_schulz(0,0) apply(0,0) wait_reduce(1) ");
+            "act_backward(0,0) backward(0,0) release_weights(0) wait_reduce(1) issue_reduce(0) "
+            "wait_reduce(0) prepare(0) newton_schulz(0,0) apply(0,0) ");
 }
 
 // --route sharded_adamw by hand: layers.0 {w [4,4], b [4]}, layers.1 {w [4,4], b [3]}, w
@@ -681,11 +685,13 @@ TEST(StepSchedule, ShardedAdamwReduceScatterFollowsTheLastBackward) {
             "release_weights(3) pack(1) issue_weights(1) wait_weights(2) backward(2,2) "
             "release_weights(2) issue_reduce(2) pack(0) issue_weights(0) wait_weights(1) "
             "backward(1,1) release_weights(1) wait_weights(0) backward(0,0) release_weights(0) "
-            "issue_reduce(0) "
+            // the reference's hook: site 0 waits for site 2's reduce before issuing its own
+            "wait_reduce(2) issue_reduce(0) "
             // end of backward: the deferred reduce-scatters
             "issue_reduce(3) issue_reduce(1) "
+            // the sites' reduce tail, the sites, then AdamW over the sharded_adamw groups
             "wait_reduce(0) prepare(0) newton_schulz(0,0) apply(0,0) wait_reduce(1) apply(1,1) "
-            "wait_reduce(2) wait_reduce(3) apply(3,3) ");
+            "wait_reduce(3) apply(3,3) ");
   // The deferred batch: one reduce-scatter(avg) per parameter, chunk 2, into the shard.
   for (const auto& op : s)
     if (op.op == Op::issue_reduce && (op.group == 1 || op.group == 3)) {
@@ -811,24 +817,23 @@ TEST(StepSchedule, TensorParallelHandWritten) {
       "forward(0,1) release_weights(0) wait_weights(1) forward(1,2) release_weights(1) "
       "pack(1) issue_weights(1) pack(0) issue_weights(0) wait_weights(1) backward(1,2) "
       "release_weights(1) issue_reduce(1) wait_weights(0) backward(0,1) backward(0,0) "
-      "release_weights(0) issue_reduce(0) ";
+      "release_weights(0) wait_reduce(1) issue_reduce(0) ";
   EXPECT_EQ(ops_text(engine::make_schedule(layouts[0], so)),
             step +
                 "wait_reduce(0) prepare(0) tp_stage(0,0) tp_gather(0,0) tp_assemble(0,0) "
                 "newton_schulz(0,0) "
                 "tp_split(0,0) tp_scatter(0,0) "
                 "tp_stage(0,1) tp_gather(0,1) tp_scatter(0,1) apply(0,0) apply(0,1) "
-                "wait_reduce(1) prepare(1) tp_stage(1,2) tp_gather(1,2) tp_assemble(1,2) "
+                "prepare(1) tp_stage(1,2) tp_gather(1,2) tp_assemble(1,2) "
                 "newton_schulz(1,2) "
                 "tp_split(1,2) tp_scatter(1,2) "
                 "apply(1,2) ");
-  EXPECT_EQ(
-      ops_text(engine::make_schedule(layouts[1], so)),
-      step +
-          "wait_reduce(0) prepare(0) tp_stage(0,0) tp_gather(0,0) tp_scatter(0,0) "
-          "tp_stage(0,1) tp_gather(0,1) tp_assemble(0,1) newton_schulz(0,1) "
-          "tp_split(0,1) tp_scatter(0,1) apply(0,0) apply(0,1) "
-          "wait_reduce(1) prepare(1) tp_stage(1,2) tp_gather(1,2) tp_scatter(1,2) apply(1,2) ");
+  EXPECT_EQ(ops_text(engine::make_schedule(layouts[1], so)),
+            step +
+                "wait_reduce(0) prepare(0) tp_stage(0,0) tp_gather(0,0) tp_scatter(0,0) "
+                "tp_stage(0,1) tp_gather(0,1) tp_assemble(0,1) newton_schulz(0,1) "
+                "tp_split(0,1) tp_scatter(0,1) apply(0,0) apply(0,1) "
+                "prepare(1) tp_stage(1,2) tp_gather(1,2) tp_scatter(1,2) apply(1,2) ");
   // Each exchange moves the 8-element local shard, rooted at the parameter's TP owner, on the
   // TP group, exposed in the optimizer phase.
   for (const auto& op : engine::make_schedule(layouts[1], so))
@@ -858,7 +863,7 @@ TEST(StepSchedule, TensorParallelHandWritten) {
       forward + "wait_weights(0) backward(0,1) backward(0,0) release_weights(0) ";
   const std::string micro1 = forward +
                              "issue_reduce(1) wait_weights(0) backward(0,1) backward(0,0) "
-                             "release_weights(0) issue_reduce(0) ";
+                             "release_weights(0) wait_reduce(1) issue_reduce(0) ";
   std::string tp_ops[2];
   for (int t = 0; t < 2; ++t) {
     const auto La = engine::make_layout(
@@ -872,13 +877,13 @@ TEST(StepSchedule, TensorParallelHandWritten) {
                       "newton_schulz(0,0) "
                       "tp_split(0,0) tp_scatter(0,0) tp_stage(0,1) tp_gather(0,1) tp_scatter(0,1) "
                       "apply(0,0) apply(0,1) "
-                      "wait_reduce(1) prepare(1) tp_stage(1,2) tp_gather(1,2) tp_assemble(1,2) "
+                      "prepare(1) tp_stage(1,2) tp_gather(1,2) tp_assemble(1,2) "
                       "newton_schulz(1,2) "
                       "tp_split(1,2) tp_scatter(1,2) apply(1,2) "
                     : "wait_reduce(0) prepare(0) tp_stage(0,0) tp_gather(0,0) tp_scatter(0,0) "
                       "tp_stage(0,1) tp_gather(0,1) tp_assemble(0,1) newton_schulz(0,1) "
                       "tp_split(0,1) tp_scatter(0,1) apply(0,0) "
-                      "apply(0,1) wait_reduce(1) prepare(1) tp_stage(1,2) tp_gather(1,2) "
+                      "apply(0,1) prepare(1) tp_stage(1,2) tp_gather(1,2) "
                       "tp_scatter(1,2) "
                       "apply(1,2) "))
         << "TP rank " << t;
@@ -1013,4 +1018,115 @@ TEST(StepSchedule, Fsdp2KeepsOneReduceInFlight) {
   // With --accum every group keeps its gradients to the last micro-step: the rule is off.
   so.accum = 2;
   EXPECT_FALSE(engine::make_layout(tree, p, so, 0).fsdp2);
+}
+
+namespace {
+
+// M.layers.0 … layers.(n−1), each a 4×4 weight `w` and a 4-element norm `n`.
+model::ModuleTree layers_with_norms(int n) {
+  model::ModuleTree tree("M");
+  const int list = tree.add_module(0, "layers", "ModuleList");
+  for (int i = 0; i < n; ++i) {
+    const int l = tree.add_module(list, std::to_string(i), "L");
+    tree.add_parameter(l, "w", {4, 4});
+    tree.add_parameter(l, "n", {4});
+  }
+  tree.finalize();
+  return tree;
+}
+
+}  // namespace
+
+// The reference's DMuon step written out by hand (docs/REFERENCE-STEP.md in the shared docs)
+// on three layers whose matrices are dedicated (round robin: rank 0 owns layers.0.w and
+// layers.2.w) and whose norms form the FSDP unit (group 0; sites are groups 1-3), Z2. Params
+// in model order: w0 0, n0 1, w1 2, n1 3, w2 4, n2 5.
+TEST(StepSchedule, ReferenceScheduleHandWritten) {
+  const auto tree = layers_with_norms(3);
+  const auto p = two_rank_round_robin_plan(tree, "ndim=2");
+  engine::StepSpec so;
+  so.reshard = plan::Reshard::z2;
+  const auto L = engine::make_layout(tree, p, so, 0);
+  ASSERT_EQ(L.groups.size(), 4u);
+  EXPECT_EQ(L.params[0].storage, engine::Storage::owned);
+  EXPECT_EQ(L.params[2].storage, engine::Storage::remote);
+  EXPECT_EQ(L.params[4].storage, engine::Storage::owned);
+  EXPECT_EQ(L.grad_window, 2);  // one site reducing while the next one's gradients are written
+  const std::string forward =
+      "pack(0) issue_weights(0) pack(1) issue_weights(1) wait_weights(0) forward(0,1) "
+      "forward(0,3) forward(0,5) pack(2) issue_weights(2) wait_weights(1) forward(1,0) "
+      "pack(3) issue_weights(3) wait_weights(2) forward(2,2) wait_weights(3) forward(3,4) ";
+  EXPECT_EQ(ops_text(engine::make_schedule(L, so)),
+            forward +
+                // backward: each site's hook waits for the previous site's reduce first
+                "backward(3,4) release_weights(3) issue_reduce(3) "
+                "backward(2,2) release_weights(2) wait_reduce(3) issue_reduce(2) "
+                "backward(1,0) release_weights(1) wait_reduce(2) issue_reduce(1) "
+                "backward(0,5) backward(0,3) backward(0,1) release_weights(0) issue_reduce(0) "
+                // optimizer: the whole site reduce tail, the sites in forward order, AdamW last
+                "wait_reduce(1) prepare(1) newton_schulz(1,0) apply(1,0) "
+                "prepare(3) newton_schulz(3,4) apply(3,4) "
+                "wait_reduce(0) apply(0,1) apply(0,3) apply(0,5) ");
+  // The overlapped schedule: three slots, no waits in backward, groups in forward order.
+  so.dmuon_schedule = engine::DmuonSchedule::overlapped;
+  const auto O = engine::make_layout(tree, p, so, 0);
+  EXPECT_EQ(O.grad_window, 3);
+  EXPECT_EQ(ops_text(engine::make_schedule(O, so)),
+            forward +
+                "backward(3,4) release_weights(3) issue_reduce(3) "
+                "backward(2,2) release_weights(2) issue_reduce(2) "
+                "backward(1,0) release_weights(1) issue_reduce(1) "
+                "backward(0,5) backward(0,3) backward(0,1) release_weights(0) issue_reduce(0) "
+                "wait_reduce(0) apply(0,1) apply(0,3) apply(0,5) "
+                "wait_reduce(1) prepare(1) newton_schulz(1,0) apply(1,0) wait_reduce(2) "
+                "wait_reduce(3) prepare(3) newton_schulz(3,4) apply(3,4) ");
+  // The run models the engine's loop and the replay follow.
+  so.dmuon_schedule = engine::DmuonSchedule::reference;
+  const auto ref = engine::step_run_model(so);
+  EXPECT_FALSE(ref.barrier);
+  EXPECT_TRUE(ref.comm_issue_order);
+  EXPECT_TRUE(ref.serial_rooted_calls);
+  so.method = Method::fsdp_adamw;  // the schedule is dmuon's: the baselines keep theirs
+  EXPECT_TRUE(engine::step_run_model(so).barrier);
+  EXPECT_FALSE(engine::step_run_model(so).comm_issue_order);
+}
+
+// Over the sweep, every reference dmuon schedule keeps at most one site's reduce in flight
+// (a site's reduce is issued only once every earlier site's was waited), waits for every
+// site's reduce before its first Newton–Schulz, and runs every site's optimizer ops before
+// the other groups' (AdamW last).
+TEST(StepSchedule, ReferenceDmuonKeepsOneSiteReduceInFlight) {
+  int checked = 0;
+  for (const auto& c : all_cases()) {
+    if (c.method != Method::dmuon || c.dmuon_schedule != engine::DmuonSchedule::reference ||
+        c.accum > 1 || c.pipeline != engine::OptimizerPipeline::per_group)
+      continue;
+    const Built b = build(c);
+    for (std::size_t r = 0; r < b.schedules.size(); ++r) {
+      const auto& L = b.layouts[r];
+      const auto site = [&](int g) {
+        return g >= 0 &&
+               L.groups[static_cast<std::size_t>(g)].kind == engine::GroupKind::dmuon_site;
+      };
+      std::set<int> in_flight;
+      bool optimizer = false, other_applied = false;
+      for (const auto& op : b.schedules[r]) {
+        if (op.op == Op::issue_reduce && site(op.group)) {
+          EXPECT_TRUE(in_flight.empty()) << c.name() << " rank " << r << " group " << op.group;
+          in_flight.insert(op.group);
+        }
+        if (op.op == Op::wait_reduce) in_flight.erase(op.group);
+        if (op.op == Op::newton_schulz || op.op == Op::prepare || op.op == Op::apply) {
+          if (!optimizer) {
+            EXPECT_TRUE(in_flight.empty()) << c.name() << " rank " << r;
+          }
+          optimizer = true;
+          if (!site(op.group)) other_applied = true;
+          EXPECT_FALSE(site(op.group) && other_applied) << c.name() << " rank " << r;
+        }
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 100);
 }

@@ -67,6 +67,7 @@ void set_up(int argc, char** argv, int rank, int size, Invocation& st) {
     if (run.ok()) {
       auto eo = o.engine;
       eo.step.method = run.method;
+      eo.step.reshard = reshard_for(o, run.method);
       engine::validate_run(topo.tree, st.plans[static_cast<std::size_t>(run.plan_index)], eo, size);
     }
   if (!o.trace.empty() && st.runs.size() != 1)
@@ -196,6 +197,7 @@ std::string run_rows(Invocation& st, int rank, int size) {
       if (!run.ok()) continue;
       auto eo = o.engine;
       eo.step.method = run.method;
+      eo.step.reshard = reshard_for(o, run.method);
       eo.run.on_step = [&progress](int s, int total) { progress.step(s, total); };
       progress.begin_run(fmt::format(
           "{} {}{}", engine::method_name(run.method),

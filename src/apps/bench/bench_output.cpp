@@ -346,7 +346,11 @@ std::string table_header(const model::Topology& topo, const RunOptions& o, int w
   line(fmt::format(
       "# boundary sweep: {}  owner strategy {}  reshard {}  grad reduce {}  prefetch {}  "
       "compute {}",
-      sweep_source, strategy_list(o), plan::reshard_name(e.step.reshard),
+      sweep_source, strategy_list(o),
+      o.baseline_reshard && *o.baseline_reshard != e.step.reshard
+          ? fmt::format("{} (baselines {})", plan::reshard_name(e.step.reshard),
+                        plan::reshard_name(*o.baseline_reshard))
+          : std::string(plan::reshard_name(e.step.reshard)),
       plan::grad_reduce_name(e.step.grad_reduce), e.step.prefetch,
       engine::compute_name(e.step.compute)));
   line(

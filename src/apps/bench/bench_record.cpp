@@ -167,13 +167,13 @@ std::vector<results::RunRecord> make_records(const model::Topology& topo,
     results::RunRecord rec;
     const std::string method = engine::method_name(run.method);
     if (!run.ok()) {
-      rec =
-          results::make_rejected_record(topo, run.config, run.error, method, o.engine.step.reshard);
+      rec = results::make_rejected_record(topo, run.config, run.error, method,
+                                          reshard_for(o, run.method));
     } else if (run.baseline) {
       // Baselines shard or replicate every parameter: no hook sites, no owners.
       rec = results::make_topology_record(topo);
       rec.method = method;
-      rec.reshard = plan::reshard_name(o.engine.step.reshard);
+      rec.reshard = plan::reshard_name(reshard_for(o, run.method));
       rec.world_size = run.result.world_size;
       rec.replicate = run.result.replicate;
       rec.boundary_spec = "";

@@ -68,6 +68,11 @@ bool with_work(const O& o) {
 bool clipping(const O& o) {
   return o.engine.step.clip_norm > 0;
 }
+// No --method list means the tools' default, which runs dmuon.
+bool runs_dmuon(const O& o) {
+  return o.methods.empty() ||
+         std::find(o.methods.begin(), o.methods.end(), engine::Method::dmuon) != o.methods.end();
+}
 
 const char* const kFormatOnly = "how results are printed, not what they are";
 const char* const kWhereOnly = "where results are written, not what they are";
@@ -298,6 +303,15 @@ std::vector<RunOption> step_rows() {
                   .in(kAllTools)
                   .field_key("reshard")
                   .showing(kPlanJson | kKnob));
+  r.push_back(one(
+                  "--baseline-reshard", kGroupStep,
+                  "the baselines' (fsdp-adamw, fsdp-muon, ddp-muon) resharding, z3 or z2; "
+                  "default: --reshard. The reference benchmarked AdamW under FSDP2's default "
+                  "(z3: reshard after forward) beside DMuon z2",
+                  Optional<Choice<Reshard>>{choice({Reshard::z3, Reshard::z2}, plan::reshard_name)},
+                  [](auto& o) -> auto& { return o.baseline_reshard; })
+                  .in(kRunTools)
+                  .field_key("reshard"));
   r.push_back(
       one(
           "--grad-reduce", kGroupStep,
@@ -373,6 +387,41 @@ std::vector<RunOption> step_rows() {
                   [](auto& o) -> auto& { return o.engine.step.pipeline; })
                   .in(kRunTools)
                   .field_key("optimizer_pipeline"));
+  r.push_back(one(
+                  "--dmuon-schedule", kGroupStep,
+                  "dmuon's step: reference (the reference's default: one site's reduce in "
+                  "flight, the owners' Newton-Schulz after the whole reduce tail, no barrier "
+                  "between steps, a communicator's collectives in issue order) or overlapped "
+                  "(the earlier idealised step: what a better DMuon would save)",
+                  choice({engine::DmuonSchedule::reference, engine::DmuonSchedule::overlapped},
+                         engine::dmuon_schedule_name),
+                  [](auto& o) -> auto& { return o.engine.step.dmuon_schedule; })
+                  .in(kRunTools)
+                  .run_key("dmuon_schedule", "overlapped")
+                  // Only dmuon's step has it: other methods' records key as files made before.
+                  .keyed_as([](const O& o) {
+                    return runs_dmuon(o) ? engine::dmuon_schedule_name(o.engine.step.dmuon_schedule)
+                                         : "overlapped";
+                  })
+                  .when(runs_dmuon));
+  r.push_back(one(
+                  "--momentum-dtype", kGroupStep,
+                  "the memory of dmuon's Muon momentum under the reference schedule: grad (the "
+                  "gradient's type, as the reference keeps it) or fp32 (the overlapped schedule "
+                  "and the engine's executors: fp32)",
+                  choice({engine::MomentumDtype::grad, engine::MomentumDtype::fp32},
+                         engine::momentum_dtype_name),
+                  [](auto& o) -> auto& { return o.engine.step.momentum; })
+                  .in(kProject | kAdvise)
+                  .run_key("momentum_dtype", "fp32")
+                  // What the memory model holds: fp32 wherever the reference schedule is not run.
+                  .keyed_as([](const O& o) {
+                    return runs_dmuon(o) &&
+                                   o.engine.step.dmuon_schedule == engine::DmuonSchedule::reference
+                               ? engine::momentum_dtype_name(o.engine.step.momentum)
+                               : "fp32";
+                  })
+                  .when(runs_dmuon));
   r.push_back(one(
                   "--compute", kGroupStep, "gemm (synthetic per-Linear GEMMs) or none",
                   choice({engine::Compute::gemm, engine::Compute::none}, engine::compute_name),

@@ -5,6 +5,7 @@
 // leaves the others at their defaults. Which options were given is kept in `given`.
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -88,6 +89,8 @@ struct RunOptions {
   /// boundary spec; never the swept boundary.
   std::string baseline_units = "repeated-blocks";
   engine::EngineOptions engine;
+  /// --baseline-reshard: the baselines' resharding (unset: engine.step.reshard); reshard_for.
+  std::optional<plan::Reshard> baseline_reshard;
   WorkloadChoice workload;
   int repeats = 1;  ///< engine runs per row: samples = repeats x steps
   bool json = false;
@@ -103,5 +106,13 @@ struct RunOptions {
 
   bool was_given(const std::string& key) const { return given.count(key) != 0; }
 };
+
+/// The resharding `method` runs with: the owner-based methods (dmuon, ddp-dmuon) --reshard, the
+/// baselines --baseline-reshard when given (the reference benchmarked AdamW under FSDP2's
+/// default, reshard after forward, beside DMuon Z2).
+inline plan::Reshard reshard_for(const RunOptions& o, engine::Method method) {
+  const bool owners = method == engine::Method::dmuon || method == engine::Method::ddp_dmuon;
+  return owners ? o.engine.step.reshard : o.baseline_reshard.value_or(o.engine.step.reshard);
+}
 
 }  // namespace dmuon::apps

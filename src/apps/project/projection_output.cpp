@@ -14,6 +14,24 @@ namespace dmuon::apps::project {
 namespace {
 
 constexpr std::size_t kWidth = 160;  // every table and comment line fits it
+// Each dmuon row's step against fsdp-adamw's as its terms (cost_vs_adamw.hpp), in ms.
+std::string cost_lines(const WorldRows& w) {
+  std::string s;
+  const int adamw = w.adamw_row();
+  for (std::size_t i = 0; i < w.cost_vs_adamw.size(); ++i) {
+    if (w.cost_vs_adamw[i].empty()) continue;
+    const auto step = [&](std::size_t r) {
+      return w.projections[r].result.phases_ms[static_cast<std::size_t>(engine::Phase::step)];
+    };
+    std::string label = w.list.runs[i].boundary_label();
+    if (label.size() > 40) label = label.substr(0, 37) + "...";
+    s += fmt::format("# dmuon {} vs fsdp-adamw: {:+.2f} ms =", label,
+                     step(i) - step(static_cast<std::size_t>(adamw)));
+    for (const auto& [term, ms] : w.cost_vs_adamw[i]) s += fmt::format(" {} {:+.2f}", term, ms);
+    s += "\n";
+  }
+  return s;
+}
 
 std::string projection_table(const dm::Machine& m, const WorldRows& w,
                              const std::string& convention, bool activations,
@@ -61,6 +79,7 @@ std::string projection_table(const dm::Machine& m, const WorldRows& w,
         p.hfu > 0 ? fmt::format("{:.2f}", 100 * p.hfu) : std::string("-"), p.model_tflops_per_gpu,
         p.tokens_per_s / w.world, mem_gb, at, p.programs, p.batches, p.build_s + p.replay_s);
   }
+  s += cost_lines(w);
   int oom_rows = 0;
   for (const auto& run : w.list.runs) oom_rows += oom(run);
   if (oom_rows > 0)
@@ -147,7 +166,17 @@ nlohmann::json machine_json(const dm::Machine& m) {
 
 // The bench's JSON row with the projection's own figures.
 void add_projection_json(nlohmann::json& x, const Invocation& v, const bench::BenchRun& run,
-                         const dm::Projection& p, int world) {
+                         const dm::Projection& p, int world,
+                         const std::vector<std::pair<std::string, double>>& cost,
+                         const std::vector<std::pair<std::string, std::int64_t>>& memory) {
+  if (!cost.empty()) {
+    // The terms add up to this row's step less fsdp-adamw's (cost_vs_adamw.hpp).
+    nlohmann::json c = nlohmann::json::object(), m = nlohmann::json::object();
+    for (const auto& [term, ms] : cost) c[term] = ms;
+    for (const auto& [term, bytes] : memory) m[term] = bytes;
+    x["cost_vs_adamw"] = c;
+    x["memory_vs_adamw_bytes"] = m;
+  }
   x["world_size"] = world;
   x["projected"] = true;
   if (run.ok() || oom(run)) x["memory"] = memory_json(p.memory, v.machine, v.activations());
@@ -176,7 +205,9 @@ nlohmann::json memory_json(const dm::RankMemory& mem, const dm::Machine& m, bool
           {"capacity_GB", m.memory_gb},
           {"excess_bytes", dm::excess_bytes(mem, m.memory_gb)},
           {"oom", dm::excess_bytes(mem, m.memory_gb) > 0},
-          {"activations_modelled", activations}};
+          {"activations_modelled", activations},
+          // The reference's step: Newton-Schulz's workspace is persistent (memory_model.hpp).
+          {"ns_workspace_in_graph_pool", mem.graph_pool}};
 }
 
 nlohmann::json invocation_json(const Invocation& v) {
@@ -189,7 +220,8 @@ nlohmann::json invocation_json(const Invocation& v) {
     wj.erase("host");
     for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
       auto& x = wj["runs"][i];
-      add_projection_json(x, v, w.list.runs[i], w.projections[i], w.world);
+      add_projection_json(x, v, w.list.runs[i], w.projections[i], w.world, w.cost_vs_adamw[i],
+                          w.memory_vs_adamw[i]);
       runs.push_back(x);
     }
     if (j.is_null()) j = wj;

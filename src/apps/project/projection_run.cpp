@@ -11,6 +11,7 @@
 #include "common/run_main.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/engine.hpp"
+#include "dmuon/project/cost_vs_adamw.hpp"
 #include "dmuon/results/provenance.hpp"
 #include "dmuon/results/results_writer.hpp"
 #include "options/option.hpp"
@@ -74,6 +75,25 @@ void prepare_trace(Invocation& v) {
   v.setup.options.trace = &*v.trace;
 }
 
+// Every dmuon row's step and memory against the world's fsdp-adamw row, term by term.
+void explain_dmuon_rows(Invocation& v, WorldRows& w) {
+  const int adamw = w.adamw_row();
+  w.cost_vs_adamw.assign(w.list.runs.size(), {});
+  w.memory_vs_adamw.assign(w.list.runs.size(), {});
+  if (adamw < 0) return;
+  const auto& a = w.projections[static_cast<std::size_t>(adamw)];
+  auto po = v.setup.options;
+  po.engine.step.method = engine::Method::dmuon;
+  po.engine.step.reshard = reshard_for(v.o, engine::Method::dmuon);
+  for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
+    const auto& run = w.list.runs[i];
+    if (run.method != engine::Method::dmuon || !run.ok()) continue;
+    const auto& plan = w.list.plans[static_cast<std::size_t>(run.plan_index)];
+    w.cost_vs_adamw[i] = dm::cost_vs_adamw(v.topo.tree, plan, v.machine, po, w.projections[i], a);
+    w.memory_vs_adamw[i] = dm::memory_vs_adamw(w.projections[i].memory, a.memory);
+  }
+}
+
 // Projects every row that planned; a row over the device memory gets status oom (no time).
 void project_rows(Invocation& v) {
   auto& po = v.setup.options;
@@ -83,6 +103,7 @@ void project_rows(Invocation& v) {
       auto& run = w.list.runs[i];
       if (!run.ok()) continue;
       po.engine.step.method = run.method;
+      po.engine.step.reshard = reshard_for(v.o, run.method);
       w.projections[i] = dm::project(
           v.topo.tree, w.list.plans[static_cast<std::size_t>(run.plan_index)], v.machine, po);
       run.result = w.projections[i].result;
@@ -98,6 +119,7 @@ void project_rows(Invocation& v) {
       }
     }
   }
+  for (auto& w : v.worlds) explain_dmuon_rows(v, w);
   if (v.trace) {
     const auto& run = v.worlds.front().list.runs.front();
     v.trace->write(v.o.trace,
@@ -151,6 +173,13 @@ void write_results_file(const Invocation& v, int argc, char** argv) {
 }
 
 }  // namespace
+
+int WorldRows::adamw_row() const {
+  for (std::size_t i = 0; i < list.runs.size(); ++i)
+    if (list.runs[i].ok() && list.runs[i].method == engine::Method::fsdp_adamw)
+      return static_cast<int>(i);
+  return -1;
+}
 
 Invocation::Invocation(RunOptions& options)
     : o(options),

@@ -4,8 +4,10 @@
 // and each row's step schedule replayed on the machine model (src/dmuon/project/). Also what
 // dmuon_project prints and writes of it (projection_output.hpp).
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_output.hpp"
@@ -25,6 +27,12 @@ struct WorldRows {
   int world = 0;
   bench::RunList list;
   std::vector<dm::Projection> projections;  ///< by row (empty for rejected rows)
+  /// By row: a dmuon row's cost against the world's fsdp-adamw row, term by term
+  /// (cost_vs_adamw.hpp), and its memory terms less AdamW's; empty without both rows.
+  std::vector<std::vector<std::pair<std::string, double>>> cost_vs_adamw;
+  std::vector<std::vector<std::pair<std::string, std::int64_t>>> memory_vs_adamw;
+  /// The fsdp-adamw row the dmuon rows are compared with, or -1.
+  int adamw_row() const;
 };
 
 /// A row over the machine's device memory (memory_model.hpp): status "oom", never a time.

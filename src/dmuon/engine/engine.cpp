@@ -112,11 +112,13 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
     executor.record_into(&*trace);
   }
   ResultCollector results(tree, plan, layout, o, world);
+  const StepRunModel run_model = step_run_model(o.step);
   for (long s = 1; s <= o.run.total_steps(); ++s) {
     const ChannelCounters before = channel_counters(*backend);
     // Every step starts together: a rank's lead is reported as step_sync, not as a late root's
-    // exposed communication (comm/timed_barrier.hpp).
-    const double sync_ms = comm::timed_barrier_ms(world);
+    // exposed communication (comm/timed_barrier.hpp). The reference's DMuon step has no
+    // barrier: a late owner's broadcast is waited in the next forward (StepRunModel).
+    const double sync_ms = run_model.barrier ? comm::timed_barrier_ms(world) : 0.0;
     StepMeasure m;
     try {
       m = executor.run_step(s);

@@ -87,6 +87,7 @@ nlohmann::json options_json(const model::Topology& topo, const plan::Plan& plan,
   j["ns"] = std::string(kernels::to_string(o.backend.ns));
   j["ns_dtype"] = o.backend.device == Device::cuda ? dtype_flag_name(o.backend.ns_dtype) : "fp32";
   j["optimizer_pipeline"] = optimizer_pipeline_name(o.step.pipeline);
+  j["dmuon_schedule"] = dmuon_schedule_name(o.step.dmuon_schedule);
   j["steps"] = o.run.steps;
   j["warmup"] = o.run.warmup;
   j["seed"] = o.run.seed;

@@ -89,6 +89,7 @@ CollectiveTime nccl_time(const Machine& m, CollectiveKind kind, double bytes, co
       }
       CollectiveTime t;
       t.latency_s = lat_us * 1e-6;
+      t.base_s = kBaseLatencyUs[a][p] * 1e-6;
       t.transfer_s = bytes * factor / (busbw * 1e9);
       t.algorithm = a == kRing ? "ring" : "tree";
       t.protocol = p == kSimple ? "simple" : "ll";
@@ -113,6 +114,7 @@ CollectiveTime rooted_p2p_time(const Machine& m, double total_bytes, const CommS
   const double busbw = protocol == kSimple ? link : link * (one_domain ? 1.0 / 3.0 : 1.0 / 4.0);
   CollectiveTime t;
   t.latency_s = (kBaseLatencyUs[kRing][protocol] + hop_us) * 1e-6;
+  t.base_s = kBaseLatencyUs[kRing][protocol] * 1e-6;
   t.transfer_s = total_bytes * (n - 1) / n / (busbw * 1e9);
   t.algorithm = "p2p";
   t.protocol = protocol == kSimple ? "simple" : "ll";
@@ -152,22 +154,38 @@ CollectiveTime collective_time(const Machine& m, CollectiveKind kind, std::int64
   return b.total_s() < a.total_s() ? b : a;
 }
 
+namespace {
+
+bool rooted(CollectiveKind kind) {
+  return kind == CollectiveKind::broadcast || kind == CollectiveKind::reduce;
+}
+
+}  // namespace
+
 CollectiveTime batch_time(const Machine& m, const std::vector<CallSize>& calls,
-                          const CommSpan& span) {
+                          const CommSpan& span, bool serial_rooted) {
   CollectiveTime best;
   double best_total = -1;
   for (Protocol p : {Protocol::simple, Protocol::ll}) {
     CollectiveTime t;
+    double launch = 0, hops = 0;  // serial rooted calls: one launch, every call's hops
     for (const auto& c : calls) {
       const CollectiveTime one = collective_time(m, c.kind, c.count, c.elem_bytes, span, p);
-      t.latency_s = m.device == DeviceKind::cpu ? t.latency_s + one.latency_s
-                                                : std::max(t.latency_s, one.latency_s);
+      if (m.device == DeviceKind::cpu) {
+        t.latency_s += one.latency_s;
+      } else if (serial_rooted && rooted(c.kind) && one.total_s() > 0) {
+        launch = std::max(launch, one.base_s);
+        hops += one.latency_s - one.base_s;
+      } else {
+        t.latency_s = std::max(t.latency_s, one.latency_s);
+      }
       t.transfer_s += one.transfer_s;
       if (one.total_s() > 0) {
         t.algorithm = one.algorithm;
         t.protocol = one.protocol;
       }
     }
+    t.latency_s = std::max(t.latency_s, launch + hops);
     if (best_total < 0 || t.total_s() < best_total) {
       best = t;
       best_total = t.total_s();

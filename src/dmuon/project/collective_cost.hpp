@@ -32,7 +32,10 @@ struct CommSpan {
 };
 
 struct CollectiveTime {
-  double latency_s = 0;   ///< not shared between concurrent collectives
+  double latency_s = 0;  ///< not shared between concurrent collectives
+  /// Of latency_s, the launch's share (NCCL's base latency of its algorithm and protocol),
+  /// paid once by a group of collectives in one launch; a measured latency is all per call.
+  double base_s = 0;
   double transfer_s = 0;  ///< bytes / bandwidth at the full link rate
   const char* algorithm = "none";
   const char* protocol = "none";
@@ -73,10 +76,14 @@ struct CallSize {
 
 /// A batch of collectives launched together. On a GPU (one NCCL group) they run concurrently:
 /// the batch pays the longest latency once and the sum of the transfers, and NCCL picks one
-/// protocol for the aggregated group, the one that makes the batch fastest. On a CPU (a batch
-/// of nonblocking MPI collectives) the core progresses them one after another: the latencies
-/// add up as well.
+/// protocol for the aggregated group, the one that makes the batch fastest. With
+/// `serial_rooted` (engine::StepRunModel::serial_rooted_calls) the rooted calls (broadcasts,
+/// reduces: each pipelined along the ring from or to its own root) run one after another on
+/// the channels of the one launch, each filling its pipeline anew: the batch pays the largest
+/// launch latency (base_s) once plus every rooted call's hop latency (latency_s − base_s).
+/// On a CPU (a batch of nonblocking MPI collectives) the core progresses them one after
+/// another: the latencies add up as well.
 CollectiveTime batch_time(const Machine& m, const std::vector<CallSize>& calls,
-                          const CommSpan& span);
+                          const CommSpan& span, bool serial_rooted = false);
 
 }  // namespace dmuon::project

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -90,6 +91,40 @@ std::int64_t travelling_gradients(const engine::StepLayout& L, std::int64_t weig
   return std::max<std::int64_t>(0, joint - weights);
 }
 
+// The reference's optimizer memory (memory_model.hpp) replacing the engine's: Muon momentum in
+// L.momentum, no persistent Nesterov input, the Gram Newton–Schulz workspace in the CUDA-graph
+// pool, per-shape graph buffers, the transient Nesterov input and reduced-gradient clones.
+void hold_as_the_reference(const engine::StepLayout& L, RankMemory& m) {
+  const std::int64_t g = bytes_of(L.reduce);
+  std::int64_t momentum = 0, largest = 0, workspace = 0;
+  std::set<std::pair<std::int64_t, std::int64_t>> shapes;
+  for (const auto& p : L.params) {
+    if (!p.muon || !p.updated_here) continue;
+    momentum += p.state_elems;
+    if (p.tp_sharded() && p.tp_owner != L.tp_rank()) continue;
+    const auto& s = p.tp_sharded() ? p.logical : p.shape;
+    const std::int64_t rc = s.rows * s.cols, mm = std::min(s.rows, s.cols);
+    largest = std::max(largest, rc);
+    workspace = std::max(workspace, std::max(8 * rc, 4 * rc + 12 * mm * mm));
+    shapes.emplace(s.rows, s.cols);  // a graph per input shape: [r, c] and [c, r] apart
+  }
+  m.optimizer_state -= (4 - bytes_of(L.momentum)) * momentum;
+  m.ns_input = 0;
+  m.ns_workspace = workspace;
+  m.graph_pool = true;
+  for (const auto& [a, b] : shapes) m.graph_buffers += 2 * g * a * b;
+  // The owned reduced gradients per site in forward order, cloned one group ahead.
+  std::vector<std::int64_t> owned(L.groups.size(), 0);
+  for (const auto& pr : L.pairs)
+    if (pr.owned) owned[static_cast<std::size_t>(pr.group)] += pr.numel;
+  std::int64_t clones = 0, all = 0;
+  for (std::size_t k = 0; k < owned.size(); ++k) {
+    all += owned[k];
+    clones = std::max(clones, owned[k] + (k + 1 < owned.size() ? owned[k + 1] : 0));
+  }
+  m.optimizer_transient = g * (largest + (L.coalesced_clip ? all : clones));
+}
+
 }  // namespace
 
 const char* memory_phase_name(MemoryPhase p) {
@@ -106,7 +141,8 @@ std::int64_t RankMemory::phase_bytes(MemoryPhase p) const {
     case MemoryPhase::forward: return persistent() + weights + activations;
     case MemoryPhase::backward:
       return persistent() + weights + activations + recompute + grad_buffers;
-    case MemoryPhase::optimizer: return persistent() + gather_buffers + ns_workspace;
+    case MemoryPhase::optimizer:
+      return persistent() + gather_buffers + (graph_pool ? 0 : ns_workspace) + optimizer_transient;
   }
   return 0;
 }
@@ -129,7 +165,9 @@ std::vector<std::pair<std::string, std::int64_t>> RankMemory::terms() const {
           {"ns_workspace", ns_workspace},
           {"tp_buffers", tp_buffers},
           {"activations", activations},
-          {"recompute", recompute}};
+          {"recompute", recompute},
+          {"graph_buffers", graph_buffers},
+          {"optimizer_transient", optimizer_transient}};
 }
 
 RankMemory memory_of(const engine::StepLayout& L) {
@@ -175,6 +213,7 @@ RankMemory memory_of(const engine::StepLayout& L) {
     largest_ns = std::max(largest_ns, 4 * s.rows * s.cols + 5 * mm * mm);
   }
   m.ns_workspace = 4 * largest_ns;
+  if (L.reference_memory) hold_as_the_reference(L, m);
   m.weights = L.live_weight_bytes;
   m.grad_buffers = travelling_gradients(L, m.weights);
   m.gather_buffers = wire * L.gather_pool_elems + alt * L.alt_gather_elems;

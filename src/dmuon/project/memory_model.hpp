@@ -32,10 +32,27 @@
 //                     unit's recomputed tensors and the largest gradient one of its backward
 //                     ops writes (ActivationMemory::backward_extra)
 //
+//
+// The reference's DMuon step (StepLayout::reference_memory; the reference's code, read in the
+// shared docs' REFERENCE-STEP.md) holds its optimizer otherwise:
+//   optimizer_state   Muon momentum in --momentum-dtype (default the gradient's type: a clone
+//                     of the reduced gradient), AdamW's two moments fp32
+//   ns_input          0: the Nesterov input grad + μ·buf is a temporary (optimizer_transient)
+//   ns_workspace      max(8·r·c, 4·r·c + 12·m²) of the largest matrix it owns: G.float() and
+//                     its normalised fp32 copy, then the fp16 iterate (twice at the restart,
+//                     Q·X) beside six m×m fp16 Gram buffers (R, Z, Q ping-pong, RZ, R_new;
+//                     dmuon/optim/newton_schulz.py 371-405); held by the CUDA graphs' pool
+//   graph_buffers     per distinct shape it owns, the graph's persistent input and output
+//                     (stage_in, update_out) in the gradient's type: 2·g·r·c
+//   optimizer_transient  the Nesterov input of its largest matrix (g·r·c) and the clones of
+//                     the reduced gradients it owns (_reduced_grad, one group ahead: the
+//                     largest two consecutive sites'; --clip-norm's coalesced wait: all), g bytes
+//
 // Phases: forward end = persistent + weights + activations; backward = that + recompute +
 // grad_buffers (its start: every activation still held, the first gradients travelling);
-// optimizer = persistent + gather_buffers + ns_workspace. Persistent = masters + optimizer
-// state + gradients + ns_input + tp_buffers. Peak = the largest phase.
+// optimizer = persistent + gather_buffers + ns_workspace (unless the graph pool holds it) +
+// optimizer_transient. Persistent = masters + optimizer state + gradients + ns_input +
+// tp_buffers + graph_buffers (+ ns_workspace in the graph pool). Peak = the largest phase.
 
 #include <cstdint>
 #include <string>
@@ -53,10 +70,14 @@ struct RankMemory {
   int rank = 0;  ///< world rank
   std::int64_t masters = 0, optimizer_state = 0, gradients = 0, ns_input = 0, weights = 0,
                grad_buffers = 0, gather_buffers = 0, ns_workspace = 0, tp_buffers = 0,
-               activations = 0, recompute = 0;
+               activations = 0, recompute = 0, graph_buffers = 0, optimizer_transient = 0;
+  /// The reference's step: Newton–Schulz runs as CUDA graphs captured in one memory pool,
+  /// which keeps ns_workspace allocated for the whole run (persistent, not optimizer-only).
+  bool graph_pool = false;
 
   std::int64_t persistent() const {
-    return masters + optimizer_state + gradients + ns_input + tp_buffers;
+    return masters + optimizer_state + gradients + ns_input + tp_buffers + graph_buffers +
+           (graph_pool ? ns_workspace : 0);
   }
   std::int64_t phase_bytes(MemoryPhase p) const;
   /// The largest phase (the first of equals in forward, backward, optimizer order).

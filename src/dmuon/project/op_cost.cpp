@@ -137,6 +137,7 @@ double OpCost::prepare(const engine::StepLayout& L, int group) const {
 }
 
 double OpCost::newton_schulz(const ParamLayout& p) const {
+  if (free_ns_) return 0;
   // --tp: the TP owner orthogonalizes the logical matrix it gathered.
   const engine::MatrixShape& m = p.tp_sharded() ? p.logical : p.shape;
   const auto key = std::make_pair(m.rows, m.cols);

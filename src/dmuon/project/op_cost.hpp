@@ -79,6 +79,12 @@ class OpCost {
   /// act_forward / act_recompute / act_backward of layout's activation work.
   double activation(const engine::StepLayout& layout, const engine::StepOp& op) const;
 
+  /// A counterfactual (cost_vs_adamw.hpp): Newton–Schulz costs nothing from now on.
+  void without_newton_schulz() {
+    free_ns_ = true;
+    if (held_) held_->free_ns_ = true;
+  }
+
   /// The Newton–Schulz and GEMM dtypes this machine runs the options in.
   kernels::Dtype compute_dtype() const { return compute_; }
   kernels::Dtype ns_dtype() const { return ns_; }
@@ -107,6 +113,7 @@ class OpCost {
   struct Twin {};
   OpCost(const Machine& machine, const engine::EngineOptions& options, int world, Twin);
   int held_sms_ = 0;
+  bool free_ns_ = false;  // without_newton_schulz()
   std::unique_ptr<Machine> held_machine_;
   std::unique_ptr<OpCost> held_;
   kernels::NsConfig ns_config_;

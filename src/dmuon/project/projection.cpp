@@ -149,8 +149,10 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
         "domain: world size {} does not fit (valid: 1..{})",
         machine.name, machine.nvlink_domain, world, machine.nvlink_domain));
 
-  const OpCost cost(machine, o, world);
-  const WorldPrograms programs = build_programs(tree, plan, o, cost, options.symmetry);
+  OpCost cost(machine, o, world);
+  if (options.free_newton_schulz) cost.without_newton_schulz();
+  WorldPrograms programs = build_programs(tree, plan, o, cost, options.symmetry);
+  if (options.run_model) programs.run_model = *options.run_model;
   const auto t1 = clock::now();
   const ReplayResult rep =
       replay(programs, machine, o.run.warmup + 1, options.trace, options.grouping);

@@ -14,6 +14,7 @@
 //   tokens/s              = global samples per step / step time
 
 #include <cstdint>
+#include <optional>
 
 #include "dmuon/base/trace.hpp"
 #include "dmuon/engine/step/engine_options.hpp"
@@ -44,6 +45,10 @@ struct ProjectionOptions {
   Trace* trace = nullptr;
   /// Rank classes (the default) or every rank alone (replay.hpp; tests compare the two).
   ReplayGrouping grouping = ReplayGrouping::rank_classes;
+  /// Counterfactuals (cost_vs_adamw.hpp): the replay's run model instead of the schedule's
+  /// (engine::step_run_model), and Newton–Schulz at no cost.
+  std::optional<engine::StepRunModel> run_model;
+  bool free_newton_schulz = false;
 };
 
 struct Projection {

@@ -48,6 +48,9 @@ struct Batch {
   int arrivers_head = -1, arrivers_tail = -1;
   std::vector<int> compute_waiters;  // classes
   std::vector<std::pair<int, std::uint8_t>> dep_waiters;
+  // StepRunModel::comm_issue_order: the batch issued just before it on its communicator
+  // instance, which must end first, and the one issued just after it, waiting for its end.
+  int comm_prev = -1, comm_next = -1;
   // Classes computing while it holds SMs (or may start to): woken at its end to re-rate their
   // compute (compute_contention.hpp). An entry is current while the class's `listening` names
   // this batch.
@@ -595,6 +598,8 @@ class Replayer {
       b.stream = in.stream;
       b.step = s.step;
       b.tally = &tally_of(spec, n);
+      if (w_.run_model.comm_issue_order && k > 0)
+        b.comm_prev = list[static_cast<std::size_t>(k - 1)];
       list.push_back(static_cast<int>(batches_.size()));
       batches_.push_back(std::move(b));
       if (last_step)
@@ -653,7 +658,22 @@ class Replayer {
     b.arrived += static_cast<int>(k.members.size());
     add_arriver(h.batch, c);
     b.ready = std::max(b.ready, t);
-    if (b.arrived == b.members) events_.emplace(b.ready, h.batch);
+    if (b.arrived == b.members) joined(h.batch);
+  }
+
+  // Every member has reached batch `id`: it starts at its ready time, once the batch issued
+  // before it on its communicator has ended where a communicator runs in issue order.
+  void joined(int id) {
+    Batch& b = batches_[static_cast<std::size_t>(id)];
+    if (b.comm_prev >= 0) {
+      Batch& prev = batches_[static_cast<std::size_t>(b.comm_prev)];
+      if (prev.end < 0) {
+        prev.comm_next = id;
+        return;
+      }
+      b.ready = std::max(b.ready, prev.end);
+    }
+    events_.emplace(b.ready, id);
   }
 
   // Ends the class's step if its streams have drained; false when it must wait (or is done,
@@ -691,6 +711,14 @@ class Replayer {
     if (++s.step == steps_) {
       s.done = true;
       return false;
+    }
+    if (!w_.run_model.barrier) {
+      // No barrier (StepRunModel): the class starts its next step now, at its own end.
+      s.clock = s.step_start = end;
+      s.paused = false;
+      for (int r : s.members) rewind(r);
+      split_at_chunk_start(c);
+      return true;
     }
     // The engine starts every step from a world barrier (comm/timed_barrier.hpp): wait there
     // for the slowest rank's end of this step, then all start together.
@@ -889,7 +917,7 @@ class Replayer {
         spans_[static_cast<std::size_t>(b.comm)][static_cast<std::size_t>(b.index)];
     calls_.clear();
     for (const auto& c : b.spec->calls) calls_.push_back({c.kind, c.count, c.elem_bytes});
-    const CollectiveTime ct = batch_time(m_, calls_, span);
+    const CollectiveTime ct = batch_time(m_, calls_, span, w_.run_model.serial_rooted_calls);
     const Level level = span.domains > 1 ? Level::inter : Level::intra;
     const int flow = net_.start(t, b.comm, b.index, level, ct.latency_s, ct.transfer_s);
     if (static_cast<std::size_t>(flow) >= flow_batch_.size())
@@ -907,6 +935,11 @@ class Replayer {
 
   void end_batch(int id, double t) {
     batches_[static_cast<std::size_t>(id)].end = t;
+    if (const int next = batches_[static_cast<std::size_t>(id)].comm_next; next >= 0) {
+      Batch& n = batches_[static_cast<std::size_t>(next)];
+      n.ready = std::max(n.ready, t);
+      events_.emplace(n.ready, next);
+    }
     const std::uint8_t stream = batches_[static_cast<std::size_t>(id)].stream;
     for (int c : take_arrivers(id)) {
       RankClass& k = cls(c);

@@ -15,6 +15,13 @@
 // the next one then, and the wait is its step_sync (the barrier itself is modelled as free).
 // The replicate stream keeps running: its broadcasts are waited at the next forward.
 //
+// The programs' run model (WorldPrograms::run_model, engine::StepRunModel) changes three of
+// these rules for the reference's DMuon step: no barrier (a rank starts its next step when its
+// own has ended, step_sync 0, and waits for late roots in its next forward); a communicator's
+// batches start in issue order across its streams (a batch is ready only once the batch issued
+// before it on the same communicator instance has ended); a batch's rooted calls pay their
+// hop latencies one after another (collective_cost.hpp, batch_time).
+//
 // On a CPU machine (the host backend over MPI) the rank's core moves the bytes, inside its MPI
 // calls, so communication does not overlap its compute: the compute stream waits for every
 // batch it issues.

@@ -26,6 +26,7 @@
 
 #include "dmuon/base/rank_grid.hpp"
 #include "dmuon/engine/step/engine_options.hpp"
+#include "dmuon/engine/step/step_schedule.hpp"
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/project/memory_model.hpp"
@@ -44,6 +45,10 @@ struct WorldPrograms {
   std::deque<BatchSpec> specs;
   /// Full form: every participant's batch is compared with the others' during the replay.
   bool check_batches = false;
+  /// How the steps run around the programs (engine::step_run_model of the run): a barrier
+  /// before each step, a communicator's batches in issue order, rooted calls of a batch in
+  /// series. The default is the barrier-synchronised, concurrent model.
+  engine::StepRunModel run_model;
   std::int64_t hook_calls = 0;       ///< hooks that fire, per rank per step
   std::int64_t hook_comm_calls = 0;  ///< of those, hooks that communicate
   std::int64_t groups = 0;           ///< groups of a layout (hook sites + the FSDP unit)

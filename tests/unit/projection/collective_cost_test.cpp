@@ -133,3 +133,26 @@ TEST(CollectiveCost, TpExchangeGatherAndScatter) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace dmuon;
+
+TEST(CollectiveCost, SerialRootedCallsPayOneLaunchAndEveryHop) {
+  // ABatchPaysOneLatencyAndPicksOneProtocol's ten 1 MB broadcasts run one after another inside
+  // their launch (the reference's grouped different-root broadcasts): Simple pays its base
+  // 8.4 µs once and 7 hops · 3.4 µs = 23.8 µs per call, 246.4 µs + 33.3 µs; LL 6.6 µs once
+  // and 7 · 0.47 µs = 3.29 µs per call, 39.5 µs + 10·1e6 / 100e9 s = 139.5 µs: LL wins.
+  const auto m = project::testing::nccl_machine(8, 300, 40);
+  const std::vector<project::CallSize> ten(10, {comm::CollectiveKind::broadcast, 250'000, 4});
+  const auto t = project::batch_time(m, ten, {8, 1}, /*serial_rooted=*/true);
+  EXPECT_STREQ(t.protocol, "ll");
+  EXPECT_NEAR(t.latency_s, 39.5e-6, 1e-12);
+  EXPECT_NEAR(t.transfer_s, 10 * 1e6 / 100e9, 1e-12);
+  // An unrooted call keeps the concurrent rule: ten all-gathers pay one latency either way.
+  const std::vector<project::CallSize> gathers(10, {comm::CollectiveKind::all_gather, 1000, 4});
+  EXPECT_DOUBLE_EQ(project::batch_time(m, gathers, {8, 1}, true).latency_s,
+                   project::batch_time(m, gathers, {8, 1}, false).latency_s);
+}
+
+}  // namespace

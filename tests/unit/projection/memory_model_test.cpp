@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
 #include <string>
 
 #include "../llm_tp_plan.hpp"
@@ -59,11 +61,14 @@ plan::Plan small_plan(const model::ModuleTree& t, Reshard z) {
   return plan::make_plan(t, c);
 }
 
+// The engine's own holding (--dmuon-schedule overlapped); the reference's is
+// ReferenceHoldsTheOptimizerAsTheReference below.
 engine::StepSpec spec(Method m, Reshard z) {
   engine::StepSpec s;
   s.method = m;
   s.reshard = z;
   s.wire = kernels::Dtype::bf16;
+  s.dmuon_schedule = engine::DmuonSchedule::overlapped;
   return s;
 }
 
@@ -436,3 +441,111 @@ TEST(MemoryModel, MachineMemoryKey) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace dmuon;
+
+RankMemory reference_memory(int rank, bool clip = false,
+                            engine::MomentumDtype momentum = engine::MomentumDtype::grad) {
+  const auto t = small_tree();
+  const auto p = small_plan(t, Reshard::z2);
+  auto s = spec(Method::dmuon, Reshard::z2);
+  s.dmuon_schedule = engine::DmuonSchedule::reference;
+  s.momentum = momentum;
+  s.clip_norm = clip ? 1 : 0;
+  return project::memory_of(engine::make_layout(t, p, s, rank));
+}
+
+}  // namespace
+
+// The reference's optimizer memory on the small tree (bf16 wire and gradients, g = 2 bytes), Z2.
+// Rank 0 owns l1 [8, 4] (32 elements, site b), rank 1 l0 [4, 4] (16, site a); both hold n's
+// AdamW shard (chunk 2: exp_avg and exp_avg_sq fp32).
+//   optimizer_state   momentum in bf16 + AdamW: rank 0 2·32 + 4·(2 + 2) = 80; rank 1 2·16 + 16 = 48
+//                     (--momentum-dtype fp32: 4·32 + 16 = 144, the engine's)
+//   ns_input          0 (a temporary)
+//   ns_workspace      max(8·r·c, 4·r·c + 12·m²): l1 max(256, 128 + 192) = 320; l0 max(128, 64 +
+//   192)
+//                     = 256, in the graph pool (persistent)
+//   graph_buffers     2·g·r·c per distinct shape: 128; 64
+//   optimizer_transient  g·(largest r·c + the clones of two consecutive sites' owned gradients):
+//                     2·(32 + 32) = 128; 2·(16 + 16) = 64 (clip: every owned gradient, the same)
+TEST(MemoryModel, ReferenceHoldsTheOptimizerAsTheReference) {
+  const RankMemory r0 = reference_memory(0), r1 = reference_memory(1);
+  EXPECT_EQ(r0.optimizer_state, 80);
+  EXPECT_EQ(r1.optimizer_state, 48);
+  EXPECT_EQ(reference_memory(0, false, engine::MomentumDtype::fp32).optimizer_state, 144);
+  EXPECT_EQ(r0.ns_input, 0);
+  EXPECT_EQ(r0.ns_workspace, 320);
+  EXPECT_EQ(r1.ns_workspace, 256);
+  EXPECT_EQ(r0.graph_buffers, 128);
+  EXPECT_EQ(r1.graph_buffers, 64);
+  EXPECT_EQ(r0.optimizer_transient, 128);
+  EXPECT_EQ(r1.optimizer_transient, 64);
+  EXPECT_EQ(reference_memory(0, true).optimizer_transient, 128);
+  EXPECT_TRUE(r0.graph_pool);
+  // The pool's workspace and the graph buffers are persistent; the transients only in the
+  // optimizer.
+  EXPECT_EQ(r0.persistent(),
+            r0.masters + r0.optimizer_state + r0.gradients + r0.graph_buffers + r0.ns_workspace);
+  EXPECT_EQ(r0.phase_bytes(MemoryPhase::optimizer), r0.persistent() + r0.optimizer_transient);
+  // The overlapped schedule keeps the engine's holding (the tests above).
+  const RankMemory e0 = memory(Method::dmuon, Reshard::z2, 0);
+  EXPECT_EQ(e0.optimizer_state, 144);
+  EXPECT_EQ(e0.graph_buffers, 0);
+  EXPECT_FALSE(e0.graph_pool);
+}
+
+// Llama-3-8B on 8 ranks (bf16 weights and gradients, Z2, the 2-D projections dedicated, LPT),
+// the reference's step, by hand: h 4096, kv 1024, i 14336, 32 layers, vocabulary 128256.
+//   dedicated elements  32·(2·4096² + 2·1024·4096 + 3·4096·14336) = 32·218,103,808
+//                       = 6,979,321,856; the rest: embed + lm_head 2·128256·4096 = 1,050,673,152
+//                       + 65 norms of 4096 = 266,240 → 1,050,939,392 (every one divides by 8)
+//   weights (Z2)        every rank holds all of them gathered in bf16: 2·8,030,261,248
+//                       = 16,060,522,496
+//   momentum            bf16, over the ranks 2·6,979,321,856 = 13,958,643,712
+//   AdamW state         per rank fp32 exp_avg + exp_avg_sq of its shard: 8·1,050,939,392 / 8
+//                       = 1,050,939,392
+//   ns_workspace        max(8·r·c, 4·r·c + 12·m²) of its largest matrix: 14336×4096
+//                       469,762,048; 4096×4096 268,435,456; 1024×4096 33,554,432
+//   graph_buffers       4·r·c per distinct shape it owns (gate/up [14336, 4096] and down
+//                       [4096, 14336] are two): 234,881,024 / 67,108,864 / 16,777,216
+TEST(MemoryModel, Llama3_8bOnEightRanksHeldAsTheReferenceHoldsIt) {
+  test::PlanOptions po;
+  po.topology = "llm";
+  po.preset = "llama3-8b";
+  po.dedicate = "ndim=2&contains:proj";
+  po.boundary = "recommended";
+  po.reshard = Reshard::z2;
+  const auto topo = test::load_topology(po);
+  const auto plan = plan::make_plan(topo.tree, test::make_plan_config(po, topo, 8));
+  engine::StepSpec s;
+  s.method = Method::dmuon;
+  s.reshard = Reshard::z2;
+  s.wire = kernels::Dtype::bf16;
+  std::int64_t momentum_total = 0;
+  const std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> by_size = {
+      {14336LL * 4096, {469'762'048, 234'881'024}},
+      {4096LL * 4096, {268'435'456, 67'108'864}},
+      {1024LL * 4096, {33'554'432, 16'777'216}}};
+  for (int r = 0; r < 8; ++r) {
+    const auto L = engine::make_layout(topo.tree, plan, s, r);
+    const RankMemory m = project::memory_of(L);
+    EXPECT_EQ(m.weights, 16'060'522'496) << r;
+    std::int64_t owned = 0, workspace = 0, graphs = 0;
+    std::set<std::pair<std::int64_t, std::int64_t>> shapes;
+    for (const auto& p : L.params)
+      if (p.muon && p.updated_here) {
+        owned += p.numel;
+        workspace = std::max(workspace, by_size.at(p.numel).first);
+        if (shapes.emplace(p.shape.rows, p.shape.cols).second) graphs += by_size.at(p.numel).second;
+      }
+    EXPECT_EQ(m.optimizer_state, 2 * owned + 1'050'939'392) << r;
+    EXPECT_EQ(m.ns_input, 0) << r;
+    EXPECT_EQ(m.ns_workspace, workspace) << r;
+    EXPECT_EQ(m.graph_buffers, graphs) << r;
+    momentum_total += m.optimizer_state - 1'050'939'392;
+  }
+  EXPECT_EQ(momentum_total, 13'958'643'712);
+}

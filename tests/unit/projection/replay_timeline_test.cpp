@@ -665,3 +665,125 @@ TEST(ReplayRankClasses, AClassPartingWhenItsStageOneEndsStillStartsItsStageTwo) 
 }  // namespace rank_classes
 
 }  // namespace
+
+namespace {
+
+// The reference's DMuon run model (engine::StepRunModel): no barrier, a communicator in issue
+// order, rooted calls of a batch in series.
+engine::StepRunModel reference_model() {
+  engine::StepRunModel m;
+  m.barrier = false;
+  m.comm_issue_order = true;
+  m.serial_rooted_calls = true;
+  return m;
+}
+
+}  // namespace
+
+TEST(ReplayTimeline, WithoutABarrierTheNextForwardWaitsForTheOwnersOptimizer) {
+  // EveryStepStartsFromTheBarrier's second world without the barrier: a broadcast rooted at
+  // rank 1 (0.81 ms), then rank 0 computes 1 ms, rank 1 (the owner) 3 ms. Step 1: both end the
+  // broadcast at 0.81, rank 0 ends at 1.81, rank 1 at 3.81. Step 2: rank 0 starts at 1.81 and
+  // its broadcast waits for the owner to issue it at 3.81 (the end of its optimizer): 3.81 to
+  // 4.62, so rank 0 waits 2.81 ms in its forward and ends at 5.62 (a 3.81 ms step); rank 1
+  // ends at 4.62 + 3 = 7.62 (3.81 ms). No step_sync.
+  const auto m = project::testing::measured_machine(2, 10, 5);
+  World b(1, 2);
+  b.w.run_model = reference_model();
+  const auto* bc =
+      b.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'000'000, 1);
+  auto program = [&](double ns) {
+    return Builder()
+        .phase(Phase::forward_comm, true)
+        .issue(bc, Stream::weights)
+        .wait(0)
+        .phase(Phase::optimizer_ns, false)
+        .compute(ns)
+        .p;
+  };
+  b.w.programs = {program(1e-3), program(3e-3)};
+  b.w.program_of_rank = {0, 1};
+  const auto r = project::replay(b.w, m, 3);
+  EXPECT_NEAR(ms(r, 0, Phase::step, 0), 1.81, kTol);
+  EXPECT_NEAR(ms(r, 1, Phase::step, 0), 3.81, kTol);
+  for (int s = 1; s < 3; ++s) {
+    EXPECT_NEAR(ms(r, 0, Phase::exposed_comm, s), 2.81, kTol);
+    EXPECT_NEAR(ms(r, 0, Phase::step, s), 3.81, kTol);
+    EXPECT_NEAR(ms(r, 1, Phase::exposed_comm, s), 0.81, kTol);
+    EXPECT_NEAR(ms(r, 1, Phase::step, s), 3.81, kTol);
+    for (int q = 0; q < 2; ++q) EXPECT_NEAR(ms(r, q, Phase::step_sync, s), 0.0, kTol);
+  }
+}
+
+TEST(ReplayTimeline, ACommunicatorRunsItsBatchesInIssueOrder) {
+  // LatencyIsNotShared's two batches (α = 0.5 ms; A 1 ms of transfer on the weights stream, B
+  // 3 ms on the reduce stream, same communicator) with the communicator in issue order: B does
+  // not share the link with A but starts when A ends, 1.5 ms; it ends at 1.5 + 0.5 + 3 = 5.
+  const auto m = project::testing::measured_machine(2, 500, 5);
+  World w(1, 2);
+  w.w.run_model.comm_issue_order = true;
+  const auto* a =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'250'000);
+  const auto* b =
+      w.spec(CommGroup::shard, engine::Op::issue_reduce, CollectiveKind::reduce, 3'750'000);
+  w.all(Builder()
+            .phase(Phase::forward_comm, true)
+            .issue(a, Stream::weights)
+            .issue(b, Stream::reduce)
+            .wait(0)
+            .phase(Phase::backward_comm, true)
+            .wait(1)
+            .p);
+  const auto r = project::replay(w.w, m, 1);
+  EXPECT_NEAR(ms(r, 0, Phase::forward_comm), 1.5, kTol);
+  EXPECT_NEAR(ms(r, 0, Phase::backward_comm), 3.5, kTol);
+  EXPECT_NEAR(ms(r, 0, Phase::step), 5.0, kTol);
+  // A reduce cannot overtake a queued prefetch: two 1 ms broadcasts queued on the weights
+  // stream, then a 1 ms reduce (no latency). The reduce waits for both: 2 to 3 ms.
+  const auto m0 = project::testing::measured_machine(2, 0, 5);
+  World q(1, 2);
+  q.w.run_model.comm_issue_order = true;
+  const auto* one =
+      q.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'250'000);
+  const auto* red =
+      q.spec(CommGroup::shard, engine::Op::issue_reduce, CollectiveKind::reduce, 1'250'000);
+  q.all(Builder()
+            .phase(Phase::backward_comm, true)
+            .issue(one, Stream::weights)
+            .issue(one, Stream::weights)
+            .issue(red, Stream::reduce)
+            .wait(2)
+            .p);
+  const auto rq = project::replay(q.w, m0, 1);
+  EXPECT_NEAR(ms(rq, 0, Phase::backward_comm), 3.0, kTol);
+  // Without the rule the reduce shares the link with the first broadcast from 0: both end at
+  // 2 ms, the second broadcast then runs alone to 3 ms; the reduce's wait ends at 2.
+  q.w.run_model.comm_issue_order = false;
+  const auto rf = project::replay(q.w, m0, 1);
+  EXPECT_NEAR(ms(rf, 0, Phase::backward_comm), 2.0, kTol);
+  EXPECT_NEAR(ms(rf, 0, Phase::step), 3.0, kTol);
+}
+
+TEST(ReplayTimeline, RootedCallsOfOneBatchPayTheirLatenciesInSeries) {
+  // One batch of three broadcasts from roots 0, 1, 0 (α = 10 µs measured per call, 4 MB each
+  // at 5 GB/s = 0.8 ms): concurrent, 10 µs + 2.4 ms; in series, 3 · 10 µs + 2.4 ms.
+  const auto m = project::testing::measured_machine(2, 10, 5);
+  for (bool serial : {false, true}) {
+    World w(1, 2);
+    w.w.run_model.serial_rooted_calls = serial;
+    project::BatchSpec spec;
+    spec.comm = CommGroup::shard;
+    spec.op = engine::Op::issue_weights;
+    spec.group = 0;
+    for (int root : {0, 1, 0})
+      spec.calls.push_back({CollectiveKind::broadcast, 1'000'000, 4, root});
+    w.w.specs.push_back(spec);
+    w.all(Builder()
+              .phase(Phase::forward_comm, true)
+              .issue(&w.w.specs.back(), Stream::weights)
+              .wait(0)
+              .p);
+    const auto r = project::replay(w.w, m, 1);
+    EXPECT_NEAR(ms(r, 1, Phase::step), serial ? 2.43 : 2.41, kTol) << serial;
+  }
+}

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -129,3 +130,86 @@ TEST(ReplayTrace, ARankOutsideTheWorldIsBadInput) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace dmuon;
+
+// One span of a parsed trace: its rank (pid), track (tid), step, name and [start, end] in µs.
+struct Span {
+  int rank, track, step;
+  std::string name;
+  double start, end;
+};
+
+std::vector<Span> spans_of(const Trace& trace) {
+  std::vector<Span> out;
+  const auto doc = nlohmann::json::parse(trace.json("t"));
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    const double ts = e.at("ts"), dur = e.at("dur");
+    out.push_back({e.at("pid").get<int>(), e.at("tid").get<int>(),
+                   e.at("args").at("step").get<int>(), e.at("name").get<std::string>(), ts,
+                   ts + dur});
+  }
+  return out;
+}
+
+}  // namespace
+
+// The reference's schedule in the replayed timeline (llm on 4 ranks, Z2, two steps): on every
+// rank the first Newton–Schulz starts after the last of its sites' reduces has ended, and in
+// the second step every site's broadcast starts after each of its owners has ended its first
+// step's optimizer (nothing is published after the step: the next forward carries it).
+TEST(ReplayTrace, ReferenceScheduleOrdersTheOptimizerAndTheNextForward) {
+  const Built b = build("llm", 4, 1);
+  project::ProjectionOptions po;
+  po.engine.step.method = Method::dmuon;
+  po.engine.step.reshard = plan::Reshard::z2;
+  po.engine.step.tokens = 7;
+  po.engine.run.warmup = 1;
+  Trace trace({0, 1, 2, 3}, 4, "projected");
+  po.trace = &trace;
+  (void)project::project(b.topo.tree, b.plan, project::testing::nccl_machine(4, 100, 10), po);
+  const auto spans = spans_of(trace);
+  const auto layout = engine::make_layout(b.topo.tree, b.plan, po.engine.step, 0);
+  std::set<std::string> sites;
+  for (std::size_t g = 0; g < layout.groups.size(); ++g)
+    if (layout.groups[g].kind == engine::GroupKind::dmuon_site)
+      sites.insert("g" + std::to_string(g));
+  ASSERT_GE(sites.size(), 2u);
+  const auto site_of = [&](const std::string& name) {
+    const auto at = name.rfind(' ');
+    return at == std::string::npos || sites.count(name.substr(at + 1)) == 0 ? std::string()
+                                                                            : name.substr(at + 1);
+  };
+  const int phases = static_cast<int>(TraceTrack::phases);
+  const int compute = static_cast<int>(TraceTrack::compute);
+  std::map<int, double> optimizer_end;  // rank: the end of its first step's optimizer
+  for (int r = 0; r < 4; ++r)
+    for (int step = 1; step <= 2; ++step) {
+      double last_reduce = 0, first_ns = -1;
+      for (const auto& s : spans) {
+        if (s.rank != r || s.step != step) continue;
+        if (s.name.rfind("issue_reduce", 0) == 0 && !site_of(s.name).empty())
+          last_reduce = std::max(last_reduce, s.end);
+        if (s.track == compute && s.name == "optimizer_ns" && first_ns < 0) first_ns = s.start;
+        if (step == 1 && s.track == phases && s.name.rfind("optimizer", 0) == 0)
+          optimizer_end[r] = std::max(optimizer_end[r], s.end);
+      }
+      if (first_ns >= 0) {
+        EXPECT_GE(first_ns, last_reduce - 1e-6) << "rank " << r << " step " << step;
+      }
+    }
+  int checked = 0;
+  for (const auto& s : spans) {
+    if (s.step != 2 || s.name.rfind("issue_weights", 0) != 0 || site_of(s.name).empty()) continue;
+    const int g = std::stoi(site_of(s.name).substr(1));
+    for (int pr : layout.groups[static_cast<std::size_t>(g)].pairs) {
+      const int owner = layout.pairs[static_cast<std::size_t>(pr)].owner;
+      EXPECT_GE(s.start, optimizer_end[owner] - 1e-6) << s.name << " owner " << owner;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}

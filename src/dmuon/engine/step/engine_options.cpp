@@ -51,6 +51,14 @@ const char* optimizer_pipeline_name(OptimizerPipeline p) {
   return p == OptimizerPipeline::per_group ? "per-group" : "all-then-publish";
 }
 
+const char* dmuon_schedule_name(DmuonSchedule s) {
+  return s == DmuonSchedule::reference ? "reference" : "overlapped";
+}
+
+const char* momentum_dtype_name(MomentumDtype m) {
+  return m == MomentumDtype::grad ? "grad" : "fp32";
+}
+
 OptimizerPipeline parse_optimizer_pipeline(std::string_view s) {
   if (s == "per-group") return OptimizerPipeline::per_group;
   if (s == "all-then-publish") return OptimizerPipeline::all_then_publish;

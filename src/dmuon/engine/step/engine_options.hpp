@@ -43,6 +43,27 @@ enum class OptimizerPipeline {
 const char* optimizer_pipeline_name(OptimizerPipeline p);
 OptimizerPipeline parse_optimizer_pipeline(std::string_view s);
 
+/// How a DMuon step is scheduled (docs/REFERENCE-STEP.md in the shared docs: the reference's
+/// code read term by term; step_schedule.hpp says what each one changes).
+enum class DmuonSchedule {
+  /// The reference's default step: one site's reduce in flight, the owners' Newton–Schulz
+  /// after the whole reduce tail and before AdamW, no barrier between steps (the next
+  /// forward's broadcast waits for its owner's optimizer), a group of rooted collectives run
+  /// one after another inside its NCCL launch, one communicator's collectives in issue order.
+  reference,
+  /// The suite's earlier, idealised step: a grad ring of prefetch + 2 slots in flight, the
+  /// optimizer in group order from the AdamW unit on, a world barrier before every step,
+  /// independent streams, a group's collectives concurrent. What a better DMuon would save.
+  overlapped,
+};
+const char* dmuon_schedule_name(DmuonSchedule s);
+
+/// The type the reference's DMuon keeps Muon's momentum in: the gradient's (its buffer is a
+/// clone of the reduced gradient, dmuon/optim/muon.py 1687-1690) or fp32. The projection's
+/// memory model reads it under the reference's schedule; the engine's own executors keep fp32.
+enum class MomentumDtype { grad, fp32 };
+const char* momentum_dtype_name(MomentumDtype m);
+
 /// The norm --clip-norm bounds (grad_clip.hpp): the 2-norm or the max-norm of all gradients.
 enum class ClipNormType { two, inf };
 
@@ -113,8 +134,17 @@ struct StepSpec {
   /// The type activations and GEMMs compute in (--compute-dtype); unset: the device's
   /// (fp32 on the host, the wire type on the CUDA backend, bf16 on a projected GPU).
   std::optional<kernels::Dtype> compute_dtype{};
+  /// dmuon: the reference's step or the overlapped one (ignored by the other methods).
+  DmuonSchedule dmuon_schedule = DmuonSchedule::reference;
+  /// dmuon under the reference's schedule: the momentum's type in the memory model.
+  MomentumDtype momentum = MomentumDtype::grad;
 
   bool clip() const { return clip_norm > 0; }
+  /// Whether this step runs the reference's DMuon schedule (dmuon under
+  /// DmuonSchedule::reference).
+  bool reference_dmuon() const {
+    return method == Method::dmuon && dmuon_schedule == DmuonSchedule::reference;
+  }
   /// The gradients' wire type: --reduce-dtype, else the weights'.
   kernels::Dtype reduce_dtype() const { return reduce.value_or(wire); }
   /// Global samples for a world of G shard ranks (R x G with HSDP).

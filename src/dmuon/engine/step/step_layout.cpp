@@ -170,7 +170,9 @@ class LayoutBuilder {
     const bool own_weight_slots = L_.reshard == plan::Reshard::z2 || t_.replicas;
     L_.weight_window = std::max(1, std::min(n, o_.prefetch + 1));
     // --accum: gradients accumulate over the micro-steps, so every group keeps its own slot.
-    L_.grad_window = o_.accum > 1 ? std::max(1, n) : std::max(1, std::min(n, o_.prefetch + 2));
+    // The reference's DMuon: one site's gradients reducing while the next site's are written.
+    const int ring = o_.reference_dmuon() ? 2 : o_.prefetch + 2;
+    L_.grad_window = o_.accum > 1 ? std::max(1, n) : std::max(1, std::min(n, ring));
     L_.gather_window =
         o_.pipeline == OptimizerPipeline::per_group ? std::max(1, std::min(n, 2)) : 0;
     std::int64_t weights_total = 0, gathers_total = 0;
@@ -452,6 +454,10 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   // slots, not FSDP2's one reduce input.
   L.fsdp2 = options.fsdp2 && options.accum == 1;
   L.alt_reduce = L.reduce == kernels::Dtype::f32 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
+  L.reference_memory = options.reference_dmuon();
+  L.momentum = L.reference_memory && options.momentum == MomentumDtype::grad ? L.reduce
+                                                                             : kernels::Dtype::f32;
+  L.coalesced_clip = options.clip();
   LayoutBuilder b(tree, plan, options, L);
   b.place_params();
   b.group_params();

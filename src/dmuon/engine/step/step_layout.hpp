@@ -19,8 +19,9 @@
 //                   reads. Z3: a ring of prefetch + 1 slots (a group is live from its issue to
 //                   the end of its compute); Z2: one slot per group (kept until backward).
 //   grad pool       reduce: gradients that only travel (pairs rooted elsewhere, FSDP padded full
-//                   gradients): a ring of grad_window slots, a slot reused once the reduce that
-//                   read it completed (the schedule waits for it first).
+//                   gradients): a ring of grad_window slots (prefetch + 2; the reference's
+//                   DMuon schedule: 2), a slot reused once the reduce that read it completed
+//                   (the schedule waits for it first).
 //   gather pool     wire: fsdp-muon's all-gathered Nesterov inputs, 2 slots (per-group
 //                   optimizer pipeline) or one per group.
 //   alt arenas      a parameter whose --route dtype (plan.route_wire_bytes, both directions)
@@ -200,6 +201,13 @@ struct StepLayout {
   bool fsdp2_reduces(const GroupLayout& G) const {
     return fsdp2 && G.kind == GroupKind::fsdp && !G.deferred_reduce;
   }
+  /// The reference's DMuon step (StepSpec::reference_dmuon): the memory model holds the
+  /// optimizer as the reference does (momentum in `momentum`, a transient Nesterov input,
+  /// reduced-gradient clones, Newton–Schulz in a CUDA-graph pool; memory_model.hpp);
+  /// `coalesced_clip`: --clip-norm, whose coalesced wait keeps every clone live at once.
+  bool reference_memory = false;
+  kernels::Dtype momentum = kernels::Dtype::f32;
+  bool coalesced_clip = false;
   std::int64_t grad_slot_elems = 0;
   std::int64_t grad_pool_elems = 0;
   int gather_window = 2;  ///< 0: one slot per group (all_then_publish)

@@ -76,7 +76,9 @@ class Builder {
     }
     micro_ = 0;
     if (o_.clip()) clip();
-    if (o_.pipeline == OptimizerPipeline::per_group)
+    if (o_.pipeline == OptimizerPipeline::per_group && o_.reference_dmuon())
+      optimizer_reference();
+    else if (o_.pipeline == OptimizerPipeline::per_group)
       optimizer_per_group();
     else
       optimizer_all_then_publish();
@@ -217,6 +219,7 @@ class Builder {
     issued_ = 0;
     std::vector<int> grad_slot_occupant(static_cast<std::size_t>(L_.grad_window), -1);
     int fsdp2_previous = -1;  // the FSDP group whose reduce input is in flight (fsdp2)
+    int site_previous = -1;   // the DMuon site whose reduce is in flight (reference_dmuon)
     for (int k = 0; k < n_; ++k) {
       const int g = order[static_cast<std::size_t>(k)];
       const auto& G = group(g);
@@ -238,9 +241,13 @@ class Builder {
       // previous FSDP group's reduce is waited and its input freed: one input in flight.
       const bool fsdp2_reduce = L_.fsdp2_reduces(G);
       if (last_micro() && fsdp2_reduce && fsdp2_previous >= 0) wait_reduce(fsdp2_previous);
+      // The reference's DMuon post-backward hook: the previous site's stage-1 reduce first.
+      const bool site_chain = o_.reference_dmuon() && G.kind == GroupKind::dmuon_site;
+      if (last_micro() && site_chain && site_previous >= 0) wait_reduce(site_previous);
       // Earlier micro-steps only accumulate (no_sync): the hook fires without communicating.
       if (last_micro() && !G.deferred_reduce) emit(Op::issue_reduce, g, Phase::backward_comm, true);
       if (fsdp2_reduce) fsdp2_previous = g;
+      if (site_chain) site_previous = g;
       if (G.hooked || G.kind == GroupKind::ddp) hook(g, HookPoint::backward_post, last_micro());
       if (last_micro() && k >= o_.stage2_lag)
         stage2(order[static_cast<std::size_t>(k - o_.stage2_lag)]);
@@ -393,6 +400,23 @@ class Builder {
     }
   }
 
+  // The reference's optimizer (dmuon/optim/muon.py, its asynchronous path): the whole reduce
+  // tail, then the DMuon sites group by group in forward order, then AdamW over the other
+  // groups (no gathers: dmuon's groups all-gather nothing in the optimizer).
+  void optimizer_reference() {
+    const auto site = [&](int g) { return group(g).kind == GroupKind::dmuon_site; };
+    for (int g = 0; g < n_; ++g)
+      if (site(g)) wait_reduce(g);
+    for (bool sites : {true, false})
+      for (int g = 0; g < n_; ++g) {
+        if (site(g) != sites) continue;
+        prepare_and_gather(g, 0);
+        newton_schulz(g);
+        apply(g);
+        publish(g);
+      }
+  }
+
   void optimizer_all_then_publish() {
     int position = 0;
     for (int g = 0; g < n_; ++g) prepare_and_gather(g, group(g).gathers() ? position++ : 0);
@@ -417,6 +441,15 @@ class Builder {
 };
 
 }  // namespace
+
+StepRunModel step_run_model(const StepSpec& spec) {
+  StepRunModel m;
+  if (!spec.reference_dmuon()) return m;
+  m.barrier = false;
+  m.comm_issue_order = true;
+  m.serial_rooted_calls = true;
+  return m;
+}
 
 Schedule make_schedule(const StepLayout& layout, const StepSpec& options) {
   return make_schedule(layout, options, Schedule());

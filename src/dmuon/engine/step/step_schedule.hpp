@@ -24,6 +24,14 @@
 //             backward-post hooks alone communicate; every group has its own grad-pool slot.
 //   --clip-norm: before the optimizer, every group's gradients waited, then clip_partial,
 //             issue_clip (world all-reduce of one fp32), wait_clip, clip_scale.
+//   dmuon, --dmuon-schedule reference (the default; docs/REFERENCE-STEP.md in the shared docs):
+//             backward: a site's post-backward hook waits for the previous site's stage-1
+//             reduce before it issues its own (one site's reduce in flight; the grad ring has 2
+//             slots); optimizer: every site's stage-1 reduce waited first (the whole reduce
+//             tail: the reference queues the waits on its FIFO reduce stream, and the first site
+//             was reduced last), then per site in forward order stage 2, prepare, NS, apply,
+//             publish, then the other groups (AdamW over the FSDP shards) in forward order.
+//             `overlapped`: the order above without those waits, groups in forward order.
 //   --tp T:   a TP-sharded Muon parameter updated here (its DP owner: every rank of that
 //             owner's TP group, which all share this schedule) replaces its newton_schulz by
 //             tp_stage, tp_gather, [on its TP owner: tp_assemble, newton_schulz on the logical
@@ -59,6 +67,27 @@ using ScheduleSink = std::function<void(const StepOp* ops, std::size_t count)>;
 /// them once, in order (the projection compiles one per rank: ~100,000 ops, 7 MB, at 15,000
 /// hook sites), works on ops still in cache instead of writing and rereading the whole list.
 void stream_schedule(const StepLayout& layout, const StepSpec& spec, const ScheduleSink& sink);
+
+/// How the steps of a schedule run beyond its op list, decided with it so the engine's step loop
+/// and the projection's replay follow the same model.
+struct StepRunModel {
+  /// Every step starts from a world barrier (the wait timed as step_sync). Without it (the
+  /// reference's benchmark: torch.cuda.synchronize per rank, no barrier) a rank starts its next
+  /// step when its own has ended, and the next forward's broadcast from an owner waits for that
+  /// owner's whole optimizer step: the imbalance lands in the forward, inside the step.
+  bool barrier = true;
+  /// The batches of one communicator run in their issue order whatever stream they are on: NCCL
+  /// serialises a communicator's collectives (it orders them with CUDA events; NVIDIA/nccl
+  /// #574), so a reduce cannot overtake a queued prefetch broadcast.
+  bool comm_issue_order = false;
+  /// Inside one batch (one NCCL group: one kernel launch), the rooted calls (broadcasts,
+  /// reduces, each from or to its own root) run one after another on the channels, each
+  /// filling its ring pipeline anew: one launch latency, every call's hop latency.
+  bool serial_rooted_calls = false;
+};
+/// The model of the run `spec` describes: the reference's for dmuon under
+/// DmuonSchedule::reference, the barrier-synchronised, concurrent one otherwise.
+StepRunModel step_run_model(const StepSpec& spec);
 
 /// A buffer a collective reads or writes, resolved to memory by the backend.
 struct BufferRef {
