@@ -96,6 +96,9 @@ int MPI_Allreduce(const void* send, void* recv, int count, MPI_Datatype type, MP
                   MPI_Comm comm);
 int MPI_Gather(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
                MPI_Datatype rtype, int root, MPI_Comm comm);
+int MPI_Gatherv(const void* send, int scount, MPI_Datatype stype, void* recv,
+                const int* rcounts, const int* displs, MPI_Datatype rtype, int root,
+                MPI_Comm comm);
 int MPI_Scatter(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
                 MPI_Datatype rtype, int root, MPI_Comm comm);
 int MPI_Allgather(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,

@@ -146,6 +146,13 @@ int MPI_Gather(const void* send, int scount, MPI_Datatype stype, void* recv, int
                int root, MPI_Comm c) {
   return root != 0 ? MPI_ERR_OTHER : (valid(c) ? MPI_ERR_OTHER : copy(send, recv, scount, stype));
 }
+// One rank: its block lands at displs[0] (in elements of the receive type, here the send's).
+int MPI_Gatherv(const void* send, int scount, MPI_Datatype stype, void* recv, const int*,
+                const int* displs, MPI_Datatype, int root, MPI_Comm c) {
+  if (root != 0 || valid(c)) return MPI_ERR_OTHER;
+  return copy(send, static_cast<char*>(recv) + static_cast<std::size_t>(displs[0]) * type_size(stype),
+              scount, stype);
+}
 int MPI_Scatter(const void* send, int, MPI_Datatype, void* recv, int rcount, MPI_Datatype rtype,
                 int root, MPI_Comm c) {
   if (root != 0 || valid(c)) return MPI_ERR_OTHER;
