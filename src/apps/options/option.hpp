@@ -206,20 +206,6 @@ Option<T> list(std::string flag, std::string group, std::string help, K kind, Ge
   return o;
 }
 
-/// A switch setting a bool field to true.
-template <class T, class Get>
-Option<T> flag(std::string flag_name, std::string group, std::string help, Get get) {
-  Option<T> o;
-  o.flag = std::move(flag_name);
-  o.group = std::move(group);
-  o.help = std::move(help);
-  o.arity = Arity::flag;
-  o.valid = "a switch (config: true or false)";
-  o.set = [get](T& t, const std::vector<std::string>&, const std::string&) { get(t) = true; };
-  o.values = [get](const T& t) { return std::vector<std::string>{get(t) ? "true" : "false"}; };
-  return o;
-}
-
 /// A switch with its own effect (`on` applies it; `is_on` reads whether it is in effect).
 template <class T>
 Option<T> flag_fn(std::string flag_name, std::string group, std::string help,
@@ -233,6 +219,14 @@ Option<T> flag_fn(std::string flag_name, std::string group, std::string help,
   o.set = [on](T& t, const std::vector<std::string>&, const std::string&) { on(t); };
   o.values = [is_on](const T& t) { return std::vector<std::string>{is_on(t) ? "true" : "false"}; };
   return o;
+}
+
+/// A switch setting a bool field to true.
+template <class T, class Get>
+Option<T> flag(std::string flag_name, std::string group, std::string help, Get get) {
+  return flag_fn<T>(
+      std::move(flag_name), std::move(group), std::move(help), [get](T& t) { get(t) = true; },
+      [get](const T& t) { return static_cast<bool>(get(t)); });
 }
 
 }  // namespace dmuon::apps::options
