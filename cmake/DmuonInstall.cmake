@@ -22,7 +22,8 @@ install(TARGETS ${_tools} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT 
 # Scripts and configs: the scripts find each other and the tools relative to themselves.
 install(PROGRAMS
   scripts/plot_results.py scripts/partition_quality.py scripts/export_topology.py
-  scripts/scaling_study.sh scripts/device_check.sh scripts/validate_projection.py
+  scripts/scaling_study.sh scripts/device_check.sh scripts/cuda_root.sh
+  scripts/device_mpi_pack.sh scripts/device_multirank.sh scripts/validate_projection.py
   scripts/reference_projections.py scripts/mpi_single_copy.py
   DESTINATION ${DMUON_INSTALL_DATADIR}/scripts COMPONENT tools)
 install(DIRECTORY scripts/slurm/ DESTINATION ${DMUON_INSTALL_DATADIR}/scripts/slurm

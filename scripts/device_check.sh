@@ -47,6 +47,8 @@
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=cuda_root.sh
+source "$root/scripts/cuda_root.sh"
 deps="${DMUON_DEVICE_DEPS:-$root/.device}"
 # Stage limits in seconds (sum 470 <= 480; `timeout -k 2` adds at most 2 s each).
 readonly T_CONFIGURE=25 T_BUILD=230 T_KERNELS=90 T_ENGINE=125
@@ -113,7 +115,7 @@ prepare_multirank() {
 find_nccl() {
   if [[ -n "${NCCL_HOME:-}" ]]; then echo "$NCCL_HOME"; return; fi
   local cuda
-  cuda="$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")"
+  cuda="$(cuda_root)"
   if [[ -f "$cuda/include/nccl.h" ]]; then echo "$cuda"; return; fi
   if [[ -f /usr/include/nccl.h ]]; then echo /usr; return; fi
   python3 - <<'PY' 2>/dev/null
@@ -248,7 +250,7 @@ if [[ $mode == multirank ]]; then
   rm -rf "$dir" && xz -dc "$mdeps/mpi-pack.tar.xz" | tar -C /tmp -xf - ||
     { say "# unpacking $mdeps/mpi-pack.tar.xz failed"; summary_multirank 2; }
   export NCCL_HOME="$nccl" DMUON_MULTIRANK_DIR="$dir"
-  cuda_home="$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")"
+  cuda_home="$(cuda_root)"
   if command -v nvidia-smi >/dev/null 2>&1; then
     gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 |
           head -1)

@@ -32,6 +32,8 @@ mkdir -p "$logs" || exit 2
 work="$(mktemp -d /tmp/dmuon-multirank-runs.XXXXXX)"
 trap 'tar -C "$work" -cJf "$logs/runs.tar.xz" . 2>/dev/null; rm -rf "$work"' EXIT
 say() { echo "$@"; }
+# shellcheck source=cuda_root.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cuda_root.sh"
 
 if [[ ! -x "$dir/bin/dmuon_bench" ]]; then
   mkdir -p "$(dirname "$dir")" &&
@@ -41,7 +43,7 @@ fi
 say "# multirank: pack $(cat "$dir/PACKED" 2>/dev/null), device $device, budget $budget s"
 
 # The relocated Open MPI and what the pack does not bring (CUDA runtime, cuBLAS, NCCL).
-cuda="$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")"
+cuda="$(cuda_root)"
 export OPAL_PREFIX="$dir" PMIX_PREFIX="$dir/pmix2" PATH="$dir/bin:$PATH"
 export LD_LIBRARY_PATH="$dir/lib${NCCL_HOME:+:$NCCL_HOME/lib}:$cuda/lib64:$cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1

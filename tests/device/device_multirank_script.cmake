@@ -9,7 +9,7 @@ file(MAKE_DIRECTORY ${WORK}/out)
 execute_process(
   COMMAND ${CMAKE_COMMAND} -E env DMUON_DEVICE_MPI=${WORK}/mpi DMUON_DEVICE_BENCH_BUILD=${BENCH_BUILD}
           DMUON_DEVICE_CUDA_CHECK_BUILD=${CHECK_BUILD} DMUON_CUDA_ARCH=${ARCH}
-          bash ${SCRIPT} --prepare-multirank
+          NCCL_HOME=${NCCL} "PATH=/usr/local/bin:$ENV{PATH}" bash ${SCRIPT} --prepare-multirank
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0 OR NOT out MATCHES "MiB travel with the tree \\(limit 64; carry .device-mpi\\)")
   message(FATAL_ERROR "--prepare-multirank exited ${rc}: ${out}${err}")

@@ -94,12 +94,15 @@ TEST(GpuStepEmulation, Step1NewtonSchulzOnTheEngineInputs) {
               "rule_max", "fp16gram_m", "fp16gram_x");
   bool old_failed = false;
   for (const char* t : {"moe", "vla", "llm"}) {
+    const Case c = make_case(t, engine::Method::dmuon, Dtype::f32, false);
+    const Loaded l = load(c);
+    // Step 1's Newton–Schulz inputs (the first momentum) precede every Newton–Schulz: one run
+    // gives them for both storage types.
+    engine::EngineOptions o = options(c, l, Dtype::f16, kSteps);
+    o.run.steps = 0;  // step 1 only
+    const EmulatedRun run = emulate_gpu_run(l.topo.tree, l.plan, o);
     for (Dtype st : {Dtype::f16, Dtype::bf16}) {
-      const Case c = make_case(t, engine::Method::dmuon, Dtype::f32, false);
-      const Loaded l = load(c);
-      engine::EngineOptions o = options(c, l, st, kSteps);
-      o.run.steps = 0;  // step 1 only
-      const EmulatedRun run = emulate_gpu_run(l.topo.tree, l.plan, o);
+      o = options(c, l, st, kSteps);
       const kernels::NsConfig cfg = engine::muon_config(o).ns;
       std::vector<double> rule, old;
       const auto& order = l.topo.tree.parameter_order();

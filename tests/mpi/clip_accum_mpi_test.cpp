@@ -12,6 +12,7 @@
 #include <mpi.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dmuon/engine/engine.hpp"
@@ -68,11 +69,14 @@ std::int64_t calls(const engine::RunResult& r, CommGroup g, CollectiveKind k) {
 }
 
 // 1-D Z3 and Z2, HSDP Z3 (where the world has 4 ranks or more).
-const std::pair<int, plan::Reshard> kLayouts[] = {
-    {1, plan::Reshard::z3}, {1, plan::Reshard::z2}, {2, plan::Reshard::z3}};
+// HSDP first: at 8 ranks (R = 2 x G = 4) it is the one layout run (test::axis).
+std::vector<std::pair<int, plan::Reshard>> layouts() {
+  return test::axis<std::pair<int, plan::Reshard>>(
+      {{2, plan::Reshard::z3}, {1, plan::Reshard::z3}, {1, plan::Reshard::z2}});
+}
 
 TEST(ClipNormMpi, CheckPassesAuditHoldsOneWorldAllReduce) {
-  for (auto [replicate, rs] : kLayouts) {
+  for (auto [replicate, rs] : layouts()) {
     if (replicate > replicate_here()) continue;
     const auto s = make_setup(replicate, rs);
     for (auto m : kMethods) {
@@ -130,7 +134,7 @@ TEST(ClipNormMpi, HugeThresholdChangesNothing) {
 }
 
 TEST(AccumMpi, WeightsCollectivesTimesKReducesOnceCheckPasses) {
-  for (auto [replicate, rs] : kLayouts) {
+  for (auto [replicate, rs] : layouts()) {
     if (replicate > replicate_here()) continue;
     {
       const auto s = make_setup(replicate, rs);

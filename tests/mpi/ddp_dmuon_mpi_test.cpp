@@ -104,7 +104,7 @@ TEST(DdpDmuonMpi, HandDerivedCallsAndBytes) {
 }
 
 TEST(DdpDmuonMpi, CheckPassesAndAuditHoldsOnEveryTopology) {
-  for (const char* t : {"sequential", "vla", "moe", "nested", "llm", "moe-llm"}) {
+  for (const char* t : test::axis({"moe", "sequential", "vla", "nested", "llm", "moe-llm"})) {
     test::PlanOptions po;
     po.topology = t;
     const auto topo = test::load_topology(po);

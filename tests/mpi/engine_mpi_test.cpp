@@ -57,7 +57,7 @@ engine::EngineOptions small_options(engine::Method m) {
 TEST(EngineMpi, Z2AndZ3GiveIdenticalWeights) {
   const auto s = make_setup("moe");
   const auto s2 = make_setup("moe", 1, plan::Reshard::z2);  // moe ties nothing: same sites
-  for (auto m : {engine::Method::dmuon, engine::Method::fsdp_muon}) {
+  for (auto m : test::axis({engine::Method::dmuon, engine::Method::fsdp_muon})) {
     auto o = small_options(m);
     o.step.reshard = plan::Reshard::z3;
     const auto z3 = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
@@ -75,7 +75,7 @@ TEST(EngineMpi, Z2AndZ3GiveIdenticalWeights) {
 }
 
 TEST(EngineMpi, CheckPassesForEveryTopologyAndMethod) {
-  for (const char* t : {"sequential", "vla", "moe", "nested", "llm", "moe-llm"}) {
+  for (const char* t : test::axis({"moe", "sequential", "vla", "nested", "llm", "moe-llm"})) {
     const auto s = make_setup(t);
     for (auto m : {engine::Method::dmuon, engine::Method::fsdp_adamw, engine::Method::fsdp_muon,
                    engine::Method::ddp_muon}) {
@@ -90,7 +90,7 @@ TEST(EngineMpi, CheckPassesForEveryTopologyAndMethod) {
 }
 
 TEST(EngineMpi, DmuonBytesEqualPrediction) {
-  for (const char* t : {"moe", "nested", "moe-llm"}) {
+  for (const char* t : test::axis({"moe", "nested", "moe-llm"})) {
     for (auto rs : {plan::Reshard::z3, plan::Reshard::z2}) {
       const auto s = make_setup(t, 1, rs);
       auto o = small_options(engine::Method::dmuon);
@@ -191,7 +191,7 @@ TEST(EngineMpi, PackedGradReduceSameBytesFewerCalls) {
 
 TEST(EngineMpi, HsdpMatchesOneDimensional) {
   if (test::world_size() % 2 != 0) GTEST_SKIP() << "R = 2 needs an even rank count";
-  for (const char* t : {"vla", "moe"}) {
+  for (const char* t : test::axis({"vla", "moe"})) {
     const auto flat = make_setup(t, 1);
     const auto hsdp = make_setup(t, 2);
     for (auto m : {engine::Method::dmuon, engine::Method::fsdp_adamw, engine::Method::fsdp_muon}) {
@@ -239,11 +239,11 @@ TEST(EngineMpi, HsdpBytesEqualPrediction) {
 }
 
 TEST(EngineMpi, Bf16WireHalvesTheBytesAndPassesCheck) {
-  for (int R : {1, 2}) {
+  for (int R : test::axis({2, 1})) {
     if (test::world_size() % R != 0) continue;
     const auto s = make_setup("moe", R);
-    for (auto m : {engine::Method::dmuon, engine::Method::fsdp_adamw, engine::Method::fsdp_muon,
-                   engine::Method::ddp_muon}) {
+    for (auto m : test::axis({engine::Method::dmuon, engine::Method::fsdp_adamw,
+                              engine::Method::fsdp_muon, engine::Method::ddp_muon})) {
       auto o = small_options(m);
       // Enough samples for full-rank gradients (moe tiny's experts: 64 rows, 2 of 8 experts per
       // sample): below that Newton–Schulz amplifies bf16 rounding in the null directions.
@@ -278,7 +278,8 @@ TEST(EngineMpi, Bf16WireHalvesTheBytesAndPassesCheck) {
 TEST(EngineMpi, OptimizerPipelinesComputeTheSameWeights) {
   const int R = test::world_size() % 2 == 0 ? 2 : 1;
   const auto s = make_setup("vla", R);
-  for (auto m : {engine::Method::dmuon, engine::Method::fsdp_muon, engine::Method::ddp_muon}) {
+  for (auto m :
+       test::axis({engine::Method::dmuon, engine::Method::fsdp_muon, engine::Method::ddp_muon})) {
     auto o = small_options(m);
     const auto per_group = engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
     o.step.pipeline = engine::OptimizerPipeline::all_then_publish;
@@ -338,7 +339,7 @@ TEST(EngineMpi, DeviceCudaWithoutAGpuIsBadInputOnEveryRank) {
 // track, every issue op once on a stream track with the payload its collectives_of() calls
 // carry; no negative span and no overlap on one (track, lane).
 TEST(EngineMpi, TraceHoldsEveryOpOncePerStepWithItsBytes) {
-  for (const char* topology : {"moe", "llm"})
+  for (const char* topology : test::axis({"moe", "llm"}))
     for (auto m : {engine::Method::dmuon, engine::Method::fsdp_adamw}) {
       const std::string what = std::string(topology) + " " + engine::method_name(m);
       const auto s = make_setup(topology);

@@ -42,8 +42,8 @@ engine::EngineOptions small_options(Method m) {
 
 TEST(RouteMpi, EveryMethodPassesCheckAndAudit) {
   const int n = test::world_size();
-  for (const char* t : {"llm", "moe-llm", "vla"})
-    for (int replicate : {1, 2}) {
+  for (const char* t : test::axis({"moe-llm", "llm", "vla"}))
+    for (int replicate : test::axis({2, 1})) {
       if (n % replicate != 0) continue;
       test::PlanOptions po;
       po.topology = t;
@@ -65,10 +65,10 @@ TEST(RouteMpi, EveryMethodPassesCheckAndAudit) {
 
 TEST(RouteMpi, ShardedAdamwPassesCheckAndAuditEverywhere) {
   const int n = test::world_size();
-  for (const char* t : {"llm", "moe-llm", "vla"})
-    for (int replicate : {1, 2}) {
+  for (const char* t : test::axis({"moe-llm", "llm", "vla"}))
+    for (int replicate : test::axis({2, 1})) {
       if (n % replicate != 0) continue;
-      for (auto rs : {plan::Reshard::z3, plan::Reshard::z2}) {
+      for (auto rs : test::axis({plan::Reshard::z2, plan::Reshard::z3})) {
         test::PlanOptions po;
         po.topology = t;
         po.replicate = replicate;
@@ -196,10 +196,11 @@ TEST(RouteMpi, RouteDtypeRunsEachParameterAsItsOwnTypeDoes) {
   const int n = test::world_size();
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const std::vector<std::vector<std::string>> route_sets = {
-      {"ndim=1=sharded_adamw", "contains:embed=fsdp"}, {"ndim=1=adamw", "contains:mlp=muon"}};
+  using Routes = std::vector<std::string>;
+  const auto route_sets = test::axis<Routes>(
+      {{"ndim=1=sharded_adamw", "contains:embed=fsdp"}, {"ndim=1=adamw", "contains:mlp=muon"}});
   for (const auto& routes : route_sets)
-    for (int replicate : {1, 2}) {
+    for (int replicate : test::axis({2, 1})) {
       if (n % replicate != 0) continue;
       // R = 1: bf16 routes on an fp32 wire; R = 2: fp32 routes on a bf16 wire.
       const auto wire = replicate == 1 ? kernels::Dtype::f32 : kernels::Dtype::bf16;

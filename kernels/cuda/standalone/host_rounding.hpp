@@ -31,37 +31,31 @@ inline float bf16_value(std::uint16_t b) {
   return u2f(static_cast<std::uint32_t>(b) << 16);
 }
 inline double f16_value(std::uint16_t h) {
-  const int e = (h >> 10) & 31, f = h & 1023;
-  double v;
-  if (e == 0) {
-    v = std::ldexp(static_cast<double>(f), -24);
-  } else if (e == 31) {
-    v = f ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  } else {
-    v = std::ldexp(static_cast<double>(1024 + f), e - 25);
-  }
-  return (h >> 15) ? -v : v;
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t e = (h >> 10) & 31u, f = h & 1023u;
+  if (e == 0)  // subnormal: f x 2^-24, exact in float
+    return static_cast<double>(u2f(sign | f2u(static_cast<float>(f) * 0x1p-24f)));
+  if (e == 31) return u2f(sign | 0x7F800000u | (f ? 0x400000u : 0u));  // Inf, or a quiet NaN
+  return u2f(sign | ((e + 112u) << 23) | (f << 13));  // rebias 15 -> 127, widen the mantissa
 }
-// Exact in double: the quantum is 2^-24 below 2^-14, else 2^(e-10) for |x| in [2^e, 2^(e+1));
-// nearbyint rounds ties to even; 65520 (the tie above 65504) and beyond become Inf. Checked
-// exhaustively (see the header comment).
+// Round to nearest even on the bits (no libm: the emulator rounds every product and sum).
+// Normal halves (|x| >= 2^-14): rebias the exponent and drop 13 mantissa bits, adding 0xFFF plus
+// the lowest kept bit; a carry moves into the exponent, as it should. Subnormal halves: the
+// quantum is 2^-24, so |x| x 2^24 (< 1024, exact) is rounded to an integer by adding 2^23 in
+// float arithmetic (round-to-nearest-even). 65520 (the tie above 65504) and beyond become Inf.
+// Checked exhaustively (see the header comment).
 inline std::uint16_t f16_bits(float x) {
-  if (std::isnan(x)) return 0x7E00;
-  const std::uint16_t sign = std::signbit(x) ? 0x8000 : 0;
-  const double a = std::fabs(static_cast<double>(x));
-  if (a >= 65520.0) return sign | 0x7C00;
-  int e;
-  std::frexp(a, &e);
-  const int q = a < std::ldexp(1.0, -14) ? -24 : (e - 1) - 10;
-  const double k = std::nearbyint(std::ldexp(a, -q));
-  const double r = std::ldexp(k, q);
-  if (r == 0) return sign;
-  if (r < std::ldexp(1.0, -14)) return sign | static_cast<std::uint16_t>(k);
-  int er;
-  std::frexp(r, &er);
-  const int exp = er - 1;
-  const auto mant = static_cast<std::uint16_t>(std::ldexp(r, 10 - exp) - 1024);
-  return sign | static_cast<std::uint16_t>((exp + 15) << 10) | mant;
+  const std::uint32_t u = f2u(x);
+  const auto sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return 0x7E00;          // NaN
+  if (a >= 0x477FF000u) return sign | 0x7C00;  // >= 65520: Inf
+  if (a >= 0x38800000u) {                      // >= 2^-14: a normal half
+    const std::uint32_t h = a - 0x38000000u;   // exponent bias 127 -> 15
+    return sign | static_cast<std::uint16_t>((h + 0xFFFu + ((h >> 13) & 1u)) >> 13);
+  }
+  const float scaled = u2f(a) * 0x1p24f + 0x1p23f;  // the integer nearest |x| x 2^24, even ties
+  return sign | static_cast<std::uint16_t>(f2u(scaled) - f2u(0x1p23f));
 }
 
 /// The value of x rounded to bf16 / fp16, as a float (every finite value of both is a float).

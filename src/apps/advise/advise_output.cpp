@@ -124,6 +124,11 @@ std::string advise_table(const AdviseContext& ctx, const SearchResult& r, int to
       "{} rejected, {} dominated (another fits, is no slower and needs no more memory)\n",
       r.evaluated.size(), r.passes, r.wall_s, count_status(r, Status::oom),
       count_status(r, Status::rejected), count_dominated(r));
+  if (r.pruned > 0)
+    s += fmt::format(
+        "# {} candidate(s) not projected: a smaller replicate size at the same knobs is out of "
+        "memory (a smaller shard group holds more per rank)\n",
+        r.pruned);
   if (!r.memory_first.empty())
     s += fmt::format("# the start does not fit: the memory-saving knobs ({}) were searched first\n",
                      fmt::join(r.memory_first, ", "));
@@ -193,6 +198,7 @@ nlohmann::json advise_json(const AdviseContext& ctx, const SearchResult& r, int 
           {"time_limit_hit", r.time_limit_hit},
           {"skipped", r.skipped},
           {"skipped_baselines", r.skipped_baselines},
+          {"pruned", r.pruned},
           {"wall_s", r.wall_s},
           {"start", evaluated_json(r.of(r.start), r)},
           {"winner", evaluated_json(r.of(r.best), r)},

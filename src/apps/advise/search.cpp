@@ -137,11 +137,17 @@ class Descent {
     return elapsed() + fixed_s_ + per_site_s_ * sites <= o_.time_limit_s;
   }
 
+  // Only projections with more sites than the coarsest one teach b: between projections of
+  // the coarsest boundary the time differs by noise (a busy machine), and that noise divided by
+  // their few sites, times a fine boundary's thousands, would skip the fine one for nothing.
   void learn_cost(const Outcome& out) {
     if (out.status == Status::rejected) return;
     fixed_s_ = fixed_s_ < 0 ? out.wall_s : std::min(fixed_s_, out.wall_s);
+    const int coarsest = std::max(1, out.sites);
+    fewest_sites_ = fewest_sites_ < 0 ? coarsest : std::min(fewest_sites_, coarsest);
+    per_site_s_ = 0;
     for (const auto& e : r_.evaluated)
-      if (e.outcome.status != Status::rejected)
+      if (e.outcome.status != Status::rejected && e.outcome.sites > fewest_sites_)
         per_site_s_ = std::max(
             per_site_s_, std::max(0.0, e.outcome.wall_s - fixed_s_) / std::max(1, e.outcome.sites));
   }
@@ -180,6 +186,18 @@ class Descent {
            changed_knobs(a, r_.start) < changed_knobs(b, r_.start);
   }
 
+  // Whether `c` needs at least the memory of a candidate already out of memory: the same
+  // knobs but a smaller replicate size R (search.hpp's SearchResult::pruned).
+  bool out_of_memory_by_replication(const Candidate& c) const {
+    const std::size_t rk = knob("replicate");
+    const int r = std::stoi(c.value(rk));
+    for (const auto& e : r_.evaluated)
+      if (e.outcome.status == Status::oom && std::stoi(e.candidate.value(rk)) < r &&
+          e.candidate.with(rk, c.value(rk)).key() == c.key())
+        return true;
+    return false;
+  }
+
   // One knob with the others at the best so far; true when the best changed.
   bool sweep_knob(std::size_t k) {
     const Candidate base = r_.best;
@@ -187,6 +205,10 @@ class Descent {
     // The list can grow while it is swept (boundary suggestions): index, not iterators.
     for (std::size_t i = 0; i < r_.space.of(k).size(); ++i) {
       const Candidate c = base.with(k, r_.space.of(k)[i]);
+      if (!ev_.known(c) && out_of_memory_by_replication(c)) {
+        if (pruned_.insert(c.key()).second) ++r_.pruned;
+        continue;
+      }
       if (!visit(c)) continue;
       if (preferred(c, r_.best)) {
         r_.best = c;
@@ -247,7 +269,9 @@ class Descent {
   std::chrono::steady_clock::time_point t0_;
   double fixed_s_ = -1;  // < 0: nothing projected yet
   double per_site_s_ = 0;
+  int fewest_sites_ = -1;  // the coarsest projected boundary's sites (< 0: none yet)
   std::set<std::string> skipped_;  // keys of the candidates skipped and not projected since
+  std::set<std::string> pruned_;   // keys of the candidates pruned by replication
 };
 
 // Among the fitting candidates within the tolerance of the fastest, the fewest changed knobs,

@@ -10,7 +10,8 @@
 // Boundaries searched: the start's, the default heuristic, the topology's recommended one,
 // `types:T` for every repeated non-container module type (per-layer, per-block, per-expert
 // predicates: coarser and finer), and every suggestion the degradation detector makes for a
-// plan the search builds. A time limit skips every projection that would overrun it (its
+// plan the search builds. Larger replicate sizes than one out of memory are not projected (they
+// need more memory per rank). A time limit skips every projection that would overrun it (its
 // cost estimated from the plan's sites); the result counts them. A start that does not fit
 // searches the memory-saving knobs first, so a busy machine's short search still reaches a
 // configuration that fits. The winner: among the fitting candidates within a tolerance of the
@@ -59,6 +60,10 @@ struct SearchResult {
   bool time_limit_hit = false;
   int skipped = 0;            ///< distinct candidates not projected: they would overrun the limit
   int skipped_baselines = 0;  ///< fsdp-adamw rows not projected for the same reason
+  /// Candidates not projected because a smaller replicate size R at the same other knobs was
+  /// already out of memory: the shard group G = world / (R x T) shrinks as R grows, so each
+  /// rank's share of the weights, gradients and optimizer state can only grow.
+  int pruned = 0;
   double wall_s = 0;
   SearchSpace space;
   /// The fastest fitting candidate the descent found; `best` is the winner among those within

@@ -332,6 +332,57 @@ std::string batch_text(const RunOptions& o, int world) {
       units, units / dp, who);
 }
 
+// Where the run ran: hosts, CPU and BLAS, the transport settings (none for a projection).
+std::string host_lines(const HostInfo& host, std::size_t width) {
+  std::string out;
+  std::vector<std::string> hosts;
+  for (const auto& h : host.hostnames)
+    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+  // No host line where nothing ran here (dmuon_project's projected tables).
+  if (!hosts.empty()) {
+    const std::string where =
+        hosts.size() == 1 ? fmt::format("{} ({} ranks)", hosts.front(), host.hostnames.size())
+                          : fmt::format("{} hosts ({}, ...; {} ranks)", hosts.size(), hosts.front(),
+                                        host.hostnames.size());
+    out += wrap_comment(
+        fmt::format("# host {}: {}; BLAS {} kernels; sgemm {}^3 {:.1f} GFLOP/s per rank (median "
+                    "over ranks, "
+                    "all at once)",
+                    where, host.blas.cpu_model, host.blas.core.empty() ? "unknown" : host.blas.core,
+                    host.sgemm_size, host.sgemm_gflops),
+        width);
+    out += wrap_comment("# transport " + (host.transport_settings.empty()
+                                              ? std::string("(MPI/NCCL defaults: nothing set)")
+                                              : host.transport_settings),
+                        width);
+  }
+  if (!host.warning.empty()) out += wrap_comment("# WARNING: " + host.warning, width);
+  return out;
+}
+
+// How to read the table's columns.
+std::string column_legend(const RunOptions& o, const TableStyle& style, const char* bytes_unit) {
+  const auto& e = o.engine;
+  const std::string columns = fmt::format(
+      "{} = bytes per rank per step (max over ranks), {}; the audit compares it with the formula "
+      "per rank and kind. bcast = broadcast + all_gather calls, red = reduce + reduce_scatter + "
+      "all_reduce (HSDP: row and column groups together). Baselines (boundary '-') run once",
+      bytes_unit, style.projected ? "counted from the replayed batches" : "measured");
+  if (style.projected)
+    return fmt::format(
+        "# times in ms of the projected step, the slowest rank (the replay is deterministic: one "
+        "step per row); optim, exposed, sync (the wait at the step-start barrier for the slowest "
+        "rank, outside step). vs best: step / the fastest undegraded dmuon row's. {}",
+        columns);
+  return fmt::format(
+      "# times in ms, per sample (a measured step of a repeat: {} per row) the slowest "
+      "rank; step: median (min-max); optim, exposed, sync: medians (sync: the wait at the "
+      "step-start barrier for the slowest rank, outside step). vs best: step median / the "
+      "fastest undegraded dmuon row's, ~ = not significantly slower (one-sided Mann-Whitney U, p "
+      ">= {}). {}",
+      e.run.steps * o.repeats, kTableAlpha, columns);
+}
+
 std::string table_header(const model::Topology& topo, const RunOptions& o, int world,
                          const std::string& sweep_source, const HostInfo& host,
                          const TableStyle& style, const char* bytes_unit, std::size_t width) {
@@ -374,47 +425,11 @@ std::string table_header(const model::Topology& topo, const RunOptions& o, int w
                                        engine::clip_norm_type_name(e.step.clip_norm_type))
                          : std::string("off"),
                      e.step.accum, e.step.accum == 1 ? "" : "s"));
-  std::vector<std::string> hosts;
-  for (const auto& h : host.hostnames)
-    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
-  // No host line where nothing ran here (dmuon_project's projected tables).
-  if (!hosts.empty()) {
-    const std::string where =
-        hosts.size() == 1 ? fmt::format("{} ({} ranks)", hosts.front(), host.hostnames.size())
-                          : fmt::format("{} hosts ({}, ...; {} ranks)", hosts.size(), hosts.front(),
-                                        host.hostnames.size());
-    line(fmt::format(
-        "# host {}: {}; BLAS {} kernels; sgemm {}^3 {:.1f} GFLOP/s per rank (median over ranks, "
-        "all at once)",
-        where, host.blas.cpu_model, host.blas.core.empty() ? "unknown" : host.blas.core,
-        host.sgemm_size, host.sgemm_gflops));
-    line("# transport " + (host.transport_settings.empty()
-                               ? std::string("(MPI/NCCL defaults: nothing set)")
-                               : host.transport_settings));
-  }
-  if (!host.warning.empty()) line("# WARNING: " + host.warning);
-  const std::string columns = fmt::format(
-      "{} = bytes per rank per step (max over ranks), {}; the audit compares it with the formula "
-      "per rank and kind. bcast = broadcast + all_gather calls, red = reduce + reduce_scatter + "
-      "all_reduce (HSDP: row and column groups together). Baselines (boundary '-') run once",
-      bytes_unit, style.projected ? "counted from the replayed batches" : "measured");
+  s += host_lines(host, width);
   const auto legend = [&](const std::string& text) {  // once per `style.shown`
     if (!style.shown || style.shown->insert(text).second) line(text);
   };
-  if (style.projected)
-    legend(fmt::format(
-        "# times in ms of the projected step, the slowest rank (the replay is deterministic: one "
-        "step per row); optim, exposed, sync (the wait at the step-start barrier for the slowest "
-        "rank, outside step). vs best: step / the fastest undegraded dmuon row's. {}",
-        columns));
-  else
-    legend(fmt::format(
-        "# times in ms, per sample (a measured step of a repeat: {} per row) the slowest "
-        "rank; step: median (min-max); optim, exposed, sync: medians (sync: the wait at the "
-        "step-start barrier for the slowest rank, outside step). vs best: step median / the "
-        "fastest undegraded dmuon row's, ~ = not significantly slower (one-sided Mann-Whitney U, p "
-        ">= {}). {}",
-        e.run.steps * o.repeats, kTableAlpha, columns));
+  legend(column_legend(o, style, bytes_unit));
   return s;
 }
 

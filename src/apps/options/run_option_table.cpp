@@ -117,6 +117,7 @@ std::vector<RunOption> model_rows() {
   return r;
 }
 
+// Which parameters are dedicated and where each is routed.
 std::vector<RunOption> plan_rows() {
   std::vector<RunOption> r;
   r.push_back(one(
@@ -126,6 +127,25 @@ std::vector<RunOption> plan_rows() {
                   .in(kAllTools)
                   .field_key("dedicate_rule")
                   .showing(kPlanJson));
+  r.push_back(many(
+                  "--route", kGroupPlan,
+                  "parameter route RULE=muon|adamw|fsdp|sharded_adamw (RULE as --dedicate; the "
+                  "first matching wins), e.g. 'contains:norm=adamw'; ROUTE:fp32 or ROUTE:bf16 "
+                  "sets the matched parameters' wire type, weights and gradients",
+                  Text{"RULE=ROUTE[:fp32|bf16]"}, [](auto& o) -> auto& { return o.plan.routes; },
+                  false)
+                  .in(kAllTools)
+                  .plan_key("routes", "")
+                  .keyed_as([](const O& o) {
+                    return o.plan.routes.empty() ? std::string() : plan::routes_text(o.plan.routes);
+                  })
+                  .showing(kPlanJson));
+  return r;
+}
+
+// How the partition forms its units and spreads them over owners.
+std::vector<RunOption> partition_rows() {
+  std::vector<RunOption> r;
   r.push_back(one(
                   "--cost-model", kGroupPlan,
                   "the partition's cost of a parameter: optimizer | numel",
@@ -175,19 +195,6 @@ std::vector<RunOption> plan_rows() {
                     return std::string(o.plan.partition.column_balance ? "on" : "off");
                   })
                   .showing(kPlanJson));
-  r.push_back(many(
-                  "--route", kGroupPlan,
-                  "parameter route RULE=muon|adamw|fsdp|sharded_adamw (RULE as --dedicate; the "
-                  "first matching wins), e.g. 'contains:norm=adamw'; ROUTE:fp32 or ROUTE:bf16 "
-                  "sets the matched parameters' wire type, weights and gradients",
-                  Text{"RULE=ROUTE[:fp32|bf16]"}, [](auto& o) -> auto& { return o.plan.routes; },
-                  false)
-                  .in(kAllTools)
-                  .plan_key("routes", "")
-                  .keyed_as([](const O& o) {
-                    return o.plan.routes.empty() ? std::string() : plan::routes_text(o.plan.routes);
-                  })
-                  .showing(kPlanJson));
   r.push_back(one(
                   "--group-key", kGroupPlan,
                   "what buckets the partition's units (packing, same-key spreading, "
@@ -199,6 +206,12 @@ std::vector<RunOption> plan_rows() {
                   .in(kAllTools)
                   .plan_key("group_key", "layer")
                   .showing(kPlanJson));
+  return r;
+}
+
+// The rank grid: HSDP replication and tensor parallelism.
+std::vector<RunOption> layout_rows() {
+  std::vector<RunOption> r;
   r.push_back(one(
                   "--replicate", kGroupPlan, "replicate-group size R (HSDP when > 1)",
                   Integer<int>{1, static_cast<int>(partition::kMaxSlots)},
@@ -291,6 +304,7 @@ std::vector<RunOption> sweep_rows() {
   return r;
 }
 
+// The communication side of the step: resharding, reduces, prefetch, wire types.
 std::vector<RunOption> step_rows() {
   using plan::Reshard;
   std::vector<RunOption> r;
@@ -356,6 +370,12 @@ std::vector<RunOption> step_rows() {
                   [](auto& o) -> auto& { return o.engine.step.reduce; })
                   .in(kRunTools)
                   .field_key("reduce_dtype"));
+  return r;
+}
+
+// The optimizer's side of the step: Newton-Schulz, its pipeline, clipping, accumulation.
+std::vector<RunOption> optimizer_rows() {
+  std::vector<RunOption> r;
   r.push_back(one(
                   "--ns", kGroupStep,
                   "Newton-Schulz form: gram (Gram iteration with restart, the reference's) or "
@@ -428,6 +448,12 @@ std::vector<RunOption> step_rows() {
                   [](auto& o) -> auto& { return o.engine.step.compute; })
                   .in(kRunTools)
                   .field_key("compute"));
+  return r;
+}
+
+// Clipping and accumulation.
+std::vector<RunOption> clip_accum_rows() {
+  std::vector<RunOption> r;
   r.push_back(one(
                   "--clip-norm", kGroupStep,
                   "clip the global gradient norm to this value before the optimizer, as "
@@ -757,7 +783,8 @@ std::vector<RunOption> inspect_rows() {
 
 std::vector<RunOption> make_table() {
   std::vector<RunOption> all;
-  for (auto part : {model_rows, sweep_rows, plan_rows, step_rows, work_rows, run_rows, output_rows,
+  for (auto part : {model_rows, sweep_rows, plan_rows, partition_rows, layout_rows, step_rows,
+                    optimizer_rows, clip_accum_rows, work_rows, run_rows, output_rows,
                     projection_rows, advisor_rows, inspect_rows})
     for (auto& row : part()) all.push_back(std::move(row));
   return all;

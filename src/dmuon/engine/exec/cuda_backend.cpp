@@ -189,116 +189,12 @@ class CudaBackend final : public StepBackend {
     if (groups.grid() != L_.me.grid || groups.world_rank() != L_.me.rank)
       throw std::logic_error("CUDA backend: the rank groups are not the layout's grid");
     DMUON_CHECK_CUDA(cudaSetDevice(device_));
-    int least = 0, greatest = 0;
-    DMUON_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&compute_, cudaStreamNonBlocking, least));
-    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&weights_, cudaStreamNonBlocking, least));
-    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&reduce_, cudaStreamNonBlocking, greatest));
-    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&replicate_, cudaStreamNonBlocking, least));
-    DMUON_CHECK_CUDA(cudaEventCreateWithFlags(&produced_, cudaEventDisableTiming));
-    DMUON_CHECK_CUDA(cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming));
-    ctx_ = std::make_unique<cu::Context>(compute_);
-    timer_ = std::make_unique<CudaPhaseTimer>(compute_);
-    comm::CommunicatorOptions co;
-    co.cuda_device = device_;
-    shard_ = comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::shard), co);
-    if (L_.hsdp())
-      replicate_comm_ =
-          comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::replicate), co);
-    if (o.step.clip()) {
-      // --clip-norm: the norm's one-scalar all-reduce spans the world.
-      world_ = comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::world), co);
-      clip_scalar_ = DeviceBuffer(1, Dtype::f32);
-      static_assert(sizeof(cu::ClipPartial) <= 4 * sizeof(float));
-      clip_acc_ = DeviceBuffer(4, Dtype::f32);
-    }
-    if (L_.tp() > 1) allocate_tp(groups, co);
-    for (comm::Communicator* c : {shard_.get(), replicate_comm_.get(), world_.get(), tp_.get()})
-      teardown_.track(c);
-    master_ = DeviceBuffer(L_.master_elems, Dtype::f32);
-    state_ = DeviceBuffer(L_.state_elems, Dtype::f32);
-    state2_ = DeviceBuffer(L_.second_state_elems, Dtype::f32);
-    // AdamW reads its moments at step 1 (Muon overwrites its momentum then): start them at 0.
-    for (const DeviceBuffer* b : {&state_, &state2_})
-      if (b->bytes() > 0) DMUON_CHECK_CUDA(cudaMemset(b->at(0), 0, b->bytes()));
-    ns_input_ = DeviceBuffer(L_.state_elems, ns_type_);
-    grad_arena_ = DeviceBuffer(L_.grad_arena_elems, reduce_type_);
-    weight_pool_ = DeviceBuffer(L_.weight_pool_elems, wire_);
-    grad_pool_ = DeviceBuffer(L_.grad_pool_elems, reduce_type_);
-    gather_pool_ = DeviceBuffer(L_.gather_pool_elems, wire_);
-    if (wire_ != ns_type_) gather_ns_ = DeviceBuffer(L_.gather_pool_elems, ns_type_);
-    // --route dtypes: the parameters travelling in the other type (step_layout.hpp), each in
-    // its own region of three arenas of that type; fsdp-muon's Newton–Schulz image of their
-    // gathers when it is not the NS type.
-    alt_weights_ = DeviceBuffer(L_.alt_weight_elems, L_.alt_wire);
-    alt_grads_ = DeviceBuffer(L_.alt_grad_elems, L_.alt_reduce);
-    alt_gather_ = DeviceBuffer(L_.alt_gather_elems, L_.alt_wire);
-    if (L_.alt_wire != ns_type_) alt_gather_ns_ = DeviceBuffer(L_.alt_gather_elems, ns_type_);
-    // Shared compute scratch holds any parameter's type: the wider of the two.
-    const bool alt = L_.alt_weight_elems + L_.alt_grad_elems + L_.alt_gather_elems > 0;
-    const Dtype scratch_type =
-        alt && dtype_bytes(L_.alt_wire) > dtype_bytes(wire_) ? L_.alt_wire : wire_;
-    counters_ = std::make_unique<cu::DeviceCounters>(2 * L_.params.size());
-    host_counters_.assign(2 * L_.params.size(), 0);
-    nan_ = DeviceBuffer(1, Dtype::f32);
-    if (L_.activation) {
-      // One scratch for every activation op: a GEMM's operands side by side, a memory op's
-      // source and destination halves (kMaxActivationScratch bytes at most per half).
-      act_half_ = static_cast<std::int64_t>(activation_scratch_elems(
-          *L_.activation, static_cast<int>(dtype_bytes(wire_)), kMaxActivationScratch));
-      act_scratch_ = DeviceBuffer(2 * act_half_, wire_);
-      if (act_half_ > 0) DMUON_CHECK_CUDA(cudaMemset(act_scratch_.at(0), 0, act_scratch_.bytes()));
-    }
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    DMUON_CHECK_CUDA(cudaMemcpy(nan_.at(0), &nan, sizeof(float), cudaMemcpyHostToDevice));
-
-    // Activations: X and Y of every parameter live from its forward to its backward, as a
-    // network's do; the target and dX are regenerated / discarded per call (shared scratch).
-    const std::int64_t global = o.step.global_samples(L_.me.grid.dp_size());
-    std::int64_t scratch_rows = 0, scratch_cols = 0;
-    std::vector<float> init;
-    for (const auto& p : L_.params) {
-      Activations a;
-      a.range = sample_range(tree, p.pid, global, rank_, ranks_);
-      // --accum: buffers for the largest micro-batch; forward/backward take their micro's range.
-      std::int64_t most = a.range.local();
-      if (step_.accum > 1) {
-        most = 0;
-        for (int j = 0; j < step_.accum; ++j)
-          most = std::max(most, micro_range(a.range.n, j).local());
-      }
-      const std::int64_t b = step_.compute == Compute::gemm ? most : 0;
-      a.x = DeviceBuffer(b * p.shape.cols, p.wire);
-      a.y = DeviceBuffer(b * p.shape.rows, p.wire);
-      scratch_rows = std::max(scratch_rows, b * p.shape.rows);
-      scratch_cols = std::max(scratch_cols, b * p.shape.cols);
-      acts_.push_back(std::move(a));
-      if (p.master_offset < 0) continue;
-      init.assign(static_cast<std::size_t>(p.numel), 0.0f);
-      init_weights(seed_, data_key(p), init.data(), p.numel, p.shape.cols);
-      const float* src = init.data();
-      std::int64_t count = p.numel;
-      std::vector<float> shard;
-      if (p.sharded()) {
-        shard.assign(static_cast<std::size_t>(p.chunk), 0.0f);
-        for (std::int64_t j = 0; j < p.shard_len(); ++j)
-          shard[static_cast<std::size_t>(j)] = init[static_cast<std::size_t>(p.shard_begin + j)];
-        src = shard.data();
-        count = p.chunk;
-      }
-      DMUON_CHECK_CUDA(cudaMemcpy(master_.f32(p.master_offset), src,
-                                  static_cast<std::size_t>(count) * sizeof(float),
-                                  cudaMemcpyHostToDevice));
-    }
-    target_ = DeviceBuffer(scratch_rows, scratch_type);
-    dx_ = DeviceBuffer(scratch_cols, scratch_type);
-    grad_f32_ = DeviceBuffer(staged_grad_elems(L_), Dtype::f32);
-    // Newton–Schulz workspaces now: creating one synchronises, which a step must not do.
-    for (const auto& p : L_.params)
-      if (p.updated_here && p.muon) {
-        const MatrixShape s = tp_owner_of(p) ? p.logical : p.shape;  // --tp: the whole matrix
-        (void)workspace(static_cast<std::size_t>(s.rows), static_cast<std::size_t>(s.cols));
-      }
+    create_streams();
+    create_communicators(groups, o);
+    allocate_arenas();
+    const Dtype scratch_type = allocate_scratch();
+    place_parameters(tree, o, scratch_type);
+    create_ns_workspaces();
     DMUON_CHECK_CUDA(cudaDeviceSynchronize());
   }
 
@@ -625,6 +521,141 @@ class CudaBackend final : public StepBackend {
     SampleRange range;
     DeviceBuffer x, y;
   };
+
+  // The compute stream and the three communication streams (reduce at the higher priority),
+  // their events, the kernels' context and the phase timer.
+  void create_streams() {
+    int least = 0, greatest = 0;
+    DMUON_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&compute_, cudaStreamNonBlocking, least));
+    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&weights_, cudaStreamNonBlocking, least));
+    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&reduce_, cudaStreamNonBlocking, greatest));
+    DMUON_CHECK_CUDA(cudaStreamCreateWithPriority(&replicate_, cudaStreamNonBlocking, least));
+    DMUON_CHECK_CUDA(cudaEventCreateWithFlags(&produced_, cudaEventDisableTiming));
+    DMUON_CHECK_CUDA(cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming));
+    ctx_ = std::make_unique<cu::Context>(compute_);
+    timer_ = std::make_unique<CudaPhaseTimer>(compute_);
+  }
+
+  // NCCL communicators: the shard group, HSDP's replicate group, the world for --clip-norm and
+  // the TP group; every one tracked for an abort.
+  void create_communicators(const comm::RankGroups& groups, const EngineOptions& o) {
+    comm::CommunicatorOptions co;
+    co.cuda_device = device_;
+    shard_ = comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::shard), co);
+    if (L_.hsdp())
+      replicate_comm_ =
+          comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::replicate), co);
+    if (o.step.clip()) {
+      // --clip-norm: the norm's one-scalar all-reduce spans the world.
+      world_ = comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::world), co);
+      clip_scalar_ = DeviceBuffer(1, Dtype::f32);
+      static_assert(sizeof(cu::ClipPartial) <= 4 * sizeof(float));
+      clip_acc_ = DeviceBuffer(4, Dtype::f32);
+    }
+    if (L_.tp() > 1) allocate_tp(groups, co);
+    for (comm::Communicator* c : {shard_.get(), replicate_comm_.get(), world_.get(), tp_.get()})
+      teardown_.track(c);
+  }
+
+  // Masters, optimizer state and the communication arenas (step_layout.hpp).
+  void allocate_arenas() {
+    master_ = DeviceBuffer(L_.master_elems, Dtype::f32);
+    state_ = DeviceBuffer(L_.state_elems, Dtype::f32);
+    state2_ = DeviceBuffer(L_.second_state_elems, Dtype::f32);
+    // AdamW reads its moments at step 1 (Muon overwrites its momentum then): start them at 0.
+    for (const DeviceBuffer* b : {&state_, &state2_})
+      if (b->bytes() > 0) DMUON_CHECK_CUDA(cudaMemset(b->at(0), 0, b->bytes()));
+    ns_input_ = DeviceBuffer(L_.state_elems, ns_type_);
+    grad_arena_ = DeviceBuffer(L_.grad_arena_elems, reduce_type_);
+    weight_pool_ = DeviceBuffer(L_.weight_pool_elems, wire_);
+    grad_pool_ = DeviceBuffer(L_.grad_pool_elems, reduce_type_);
+    gather_pool_ = DeviceBuffer(L_.gather_pool_elems, wire_);
+    if (wire_ != ns_type_) gather_ns_ = DeviceBuffer(L_.gather_pool_elems, ns_type_);
+    // --route dtypes: the parameters travelling in the other type (step_layout.hpp), each in
+    // its own region of three arenas of that type; fsdp-muon's Newton–Schulz image of their
+    // gathers when it is not the NS type.
+    alt_weights_ = DeviceBuffer(L_.alt_weight_elems, L_.alt_wire);
+    alt_grads_ = DeviceBuffer(L_.alt_grad_elems, L_.alt_reduce);
+    alt_gather_ = DeviceBuffer(L_.alt_gather_elems, L_.alt_wire);
+    if (L_.alt_wire != ns_type_) alt_gather_ns_ = DeviceBuffer(L_.alt_gather_elems, ns_type_);
+  }
+
+  // Counters, the NaN source and the activation scratch; returns the per-call scratch's type.
+  Dtype allocate_scratch() {
+    // Shared compute scratch holds any parameter's type: the wider of the two.
+    const bool alt = L_.alt_weight_elems + L_.alt_grad_elems + L_.alt_gather_elems > 0;
+    const Dtype scratch_type =
+        alt && dtype_bytes(L_.alt_wire) > dtype_bytes(wire_) ? L_.alt_wire : wire_;
+    counters_ = std::make_unique<cu::DeviceCounters>(2 * L_.params.size());
+    host_counters_.assign(2 * L_.params.size(), 0);
+    nan_ = DeviceBuffer(1, Dtype::f32);
+    if (L_.activation) {
+      // One scratch for every activation op: a GEMM's operands side by side, a memory op's
+      // source and destination halves (kMaxActivationScratch bytes at most per half).
+      act_half_ = static_cast<std::int64_t>(activation_scratch_elems(
+          *L_.activation, static_cast<int>(dtype_bytes(wire_)), kMaxActivationScratch));
+      act_scratch_ = DeviceBuffer(2 * act_half_, wire_);
+      if (act_half_ > 0) DMUON_CHECK_CUDA(cudaMemset(act_scratch_.at(0), 0, act_scratch_.bytes()));
+    }
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    DMUON_CHECK_CUDA(cudaMemcpy(nan_.at(0), &nan, sizeof(float), cudaMemcpyHostToDevice));
+    return scratch_type;
+  }
+
+  // Each parameter's activation buffers and its initial master weights (its shard under FSDP).
+  void place_parameters(const model::ModuleTree& tree, const EngineOptions& o, Dtype scratch_type) {
+    // Activations: X and Y of every parameter live from its forward to its backward, as a
+    // network's do; the target and dX are regenerated / discarded per call (shared scratch).
+    const std::int64_t global = o.step.global_samples(L_.me.grid.dp_size());
+    std::int64_t scratch_rows = 0, scratch_cols = 0;
+    std::vector<float> init;
+    for (const auto& p : L_.params) {
+      Activations a;
+      a.range = sample_range(tree, p.pid, global, rank_, ranks_);
+      // --accum: buffers for the largest micro-batch; forward/backward take their micro's range.
+      std::int64_t most = a.range.local();
+      if (step_.accum > 1) {
+        most = 0;
+        for (int j = 0; j < step_.accum; ++j)
+          most = std::max(most, micro_range(a.range.n, j).local());
+      }
+      const std::int64_t b = step_.compute == Compute::gemm ? most : 0;
+      a.x = DeviceBuffer(b * p.shape.cols, p.wire);
+      a.y = DeviceBuffer(b * p.shape.rows, p.wire);
+      scratch_rows = std::max(scratch_rows, b * p.shape.rows);
+      scratch_cols = std::max(scratch_cols, b * p.shape.cols);
+      acts_.push_back(std::move(a));
+      if (p.master_offset < 0) continue;
+      init.assign(static_cast<std::size_t>(p.numel), 0.0f);
+      init_weights(seed_, data_key(p), init.data(), p.numel, p.shape.cols);
+      const float* src = init.data();
+      std::int64_t count = p.numel;
+      std::vector<float> shard;
+      if (p.sharded()) {
+        shard.assign(static_cast<std::size_t>(p.chunk), 0.0f);
+        for (std::int64_t j = 0; j < p.shard_len(); ++j)
+          shard[static_cast<std::size_t>(j)] = init[static_cast<std::size_t>(p.shard_begin + j)];
+        src = shard.data();
+        count = p.chunk;
+      }
+      DMUON_CHECK_CUDA(cudaMemcpy(master_.f32(p.master_offset), src,
+                                  static_cast<std::size_t>(count) * sizeof(float),
+                                  cudaMemcpyHostToDevice));
+    }
+    target_ = DeviceBuffer(scratch_rows, scratch_type);
+    dx_ = DeviceBuffer(scratch_cols, scratch_type);
+    grad_f32_ = DeviceBuffer(staged_grad_elems(L_), Dtype::f32);
+  }
+
+  // Newton–Schulz workspaces now: creating one synchronises, which a step must not do.
+  void create_ns_workspaces() {
+    for (const auto& p : L_.params)
+      if (p.updated_here && p.muon) {
+        const MatrixShape s = tp_owner_of(p) ? p.logical : p.shape;  // --tp: the whole matrix
+        (void)workspace(static_cast<std::size_t>(s.rows), static_cast<std::size_t>(s.cols));
+      }
+  }
 
   // --tp: the exchange's communicator and buffers (step_layout.hpp "TP exchange").
   void allocate_tp(const comm::RankGroups& groups, const comm::CommunicatorOptions& co) {
