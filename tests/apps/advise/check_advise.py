@@ -160,15 +160,18 @@ def case_deepseek(args):
           f"no fitting configuration found: {win} ({j['winner']['changes']})")
     check(j["candidates"] >= len(j["evaluated"]), "candidate count below the projected ones")
     # Memory per rank grows with R at a fixed world: no R above one out of memory is projected.
+    def split_r(e):  # (the other knobs as a key, R)
+        k = dict(e["knobs"])
+        r = int(k.pop("replicate"))
+        return json.dumps(k, sort_keys=True), r
     oom_r = {}
     for e in j["evaluated"]:
-        k = dict(e["knobs"]); r = int(k.pop("replicate"))
-        key = json.dumps(k, sort_keys=True)
+        key, r = split_r(e)
         if e["outcome"]["status"] == "oom":
             oom_r[key] = min(r, oom_r.get(key, r))
     for e in j["evaluated"]:
-        k = dict(e["knobs"]); r = int(k.pop("replicate"))
-        lo = oom_r.get(json.dumps(k, sort_keys=True))
+        key, r = split_r(e)
+        lo = oom_r.get(key)
         check(lo is None or r <= lo,
               f"replicate={r} projected after replicate={lo} was out of memory: {e['changes']}")
     print(f"deepseek: {j['winner']['changes']}: {win['step_ms']:.0f} ms, {win['peak_GB']:.1f} GB "
