@@ -88,6 +88,13 @@ TEST(OptionTable, EveryRowIsWellFormed) {
         break;
     }
   }
+  // What a row excludes or needs is another row (a misspelt key would never fire).
+  for (const auto& o : run_option_table())
+    for (const auto* pairs : {&o.excludes, &o.requires_given})
+      for (const auto& [other, why] : *pairs) {
+        EXPECT_TRUE(keys.count(other) && other != o.key_name()) << o.flag << " names " << other;
+        EXPECT_FALSE(why.empty()) << o.flag;
+      }
 }
 
 TEST(OptionTable, ConfigKeysAreTheToolsFlags) {

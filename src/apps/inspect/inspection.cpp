@@ -163,7 +163,7 @@ void print_summary(const model::Topology& topo, const plan::Plan& p) {
              part.slots.size() * static_cast<std::size_t>(p.tp.tp), part.options.replicate,
              part.options.shard, p.tp.tp, partition::strategy_name(part.options.strategy),
              partition::cost_model_name(part.options.cost_model),
-             part.options.pack ? fmt::format("on (< {})", part.options.pack_threshold) : "off");
+             partition::packing_text(part.options));
 }
 
 void print_sites(const plan::Plan& p, std::size_t max_rows) {

@@ -89,6 +89,9 @@ struct Option {
   /// Whether the value means anything given the others (--topology beside --topology-file,
   /// --tokens beside --seq-len): the configs the tools write leave inactive options out.
   std::function<bool(const T&)> active;
+  /// Options this one may not be given beside (config keys, each with why), and options it
+  /// needs given beside it: run_option_rules.cpp checks both for every row.
+  std::vector<std::pair<std::string, std::string>> excludes, requires_given;
 
   /// The config key: the flag without its dashes, '-' written '_'.
   std::string key_name() const;
@@ -135,6 +138,14 @@ struct Option {
   }
   Option& when(std::function<bool(const T&)> f) {
     active = std::move(f);
+    return *this;
+  }
+  Option& excluding(std::string key, std::string why) {
+    excludes.emplace_back(std::move(key), std::move(why));
+    return *this;
+  }
+  Option& needing(std::string key, std::string why) {
+    requires_given.emplace_back(std::move(key), std::move(why));
     return *this;
   }
   bool is_active(const T& t) const { return !active || active(t); }

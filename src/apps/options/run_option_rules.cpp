@@ -1,4 +1,5 @@
 #include "options/run_option_rules.hpp"
+#include "options/run_option_table.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -29,12 +30,14 @@ std::string dashed(std::string key) {
   return "--" + key;
 }
 
-void refuse_both(const RunOptions& o, const char* a, const char* b, const char* why) {
+void refuse_both(const RunOptions& o, const std::string& a, const std::string& b,
+                 const std::string& why) {
   if (o.was_given(a) && o.was_given(b))
     throw InputError(fmt::format("{} and {} {}: give one", dashed(a), dashed(b), why));
 }
 
-void needs(const RunOptions& o, const char* option, const char* needed, const char* why) {
+void needs(const RunOptions& o, const std::string& option, const std::string& needed,
+           const std::string& why) {
   if (o.was_given(option) && !o.was_given(needed))
     throw InputError(fmt::format("{} needs {} ({})", dashed(option), dashed(needed), why));
 }
@@ -54,9 +57,17 @@ void workload_rules(RunOptions& o) {
                                  work::ac_policy_name(w.ac)));
 }
 
+// What the rows declare of each other (option.hpp: excluding, needing).
+void row_rules(const RunOptions& o) {
+  for (const auto& row : run_option_table()) {
+    const std::string key = row.key_name();
+    for (const auto& [other, why] : row.excludes) refuse_both(o, key, other, why);
+    for (const auto& [needed, why] : row.requires_given) needs(o, key, needed, why);
+  }
+}
+
 void step_rules(RunOptions& o) {
-  refuse_both(o, "no_pack", "pack_threshold", "both set packing");
-  needs(o, "clip_norm_type", "clip_norm", "the threshold");
+  row_rules(o);
   o.plan.reshard = o.engine.step.reshard;  // Z2 sites differ for tied parameters (SPEC §3)
   o.engine.run.trace = !o.trace.empty();
   if (o.engine.run.inject_nan_step > o.engine.run.total_steps())

@@ -176,6 +176,7 @@ std::vector<RunOption> partition_rows() {
                   [](const O& o) { return o.plan.partition.pack_threshold == 0; })
                   .in(kAllTools)
                   .not_in_key("the same setting as --pack-threshold 0: keyed as its pack fragment")
+                  .excluding("pack_threshold", "both set packing")
                   .showing(kNoConfig));
   r.push_back(one(
                   "--max-owners-per-group", kGroupPlan,
@@ -472,6 +473,7 @@ std::vector<RunOption> clip_accum_rows() {
                   .in(kAllTools)
                   .field_key("clip_norm")
                   .showing(kPlanJson)
+                  .needing("clip_norm", "the threshold")
                   .when(clipping));
   r.push_back(one(
                   "--accum", kGroupStep,

@@ -14,6 +14,10 @@
 
 namespace dmuon::partition {
 
+std::string packing_text(const PartitionOptions& o) {
+  return o.pack ? fmt::format("on (< {})", o.pack_threshold) : "off";
+}
+
 const char* strategy_name(Strategy s) {
   switch (s) {
     case Strategy::lpt: return "lpt";

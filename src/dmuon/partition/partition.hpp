@@ -57,6 +57,9 @@ struct PartitionOptions {
   std::vector<std::string> site_keys;
 };
 
+/// "on (< 5000000)" or "off": the packing rule as the tools' headers print it.
+std::string packing_text(const PartitionOptions& o);
+
 /// One owner position. Slots are ordered shard-major: index = shard * R + replicate.
 struct Slot {
   int shard = 0;

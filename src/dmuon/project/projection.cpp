@@ -38,7 +38,11 @@ void audit_channels(const engine::StepVolume& formula, const WorldPrograms& prog
       k.calls_per_step = std::max(k.calls_per_step, rep.calls[at]);
       k.bytes_measured = std::max(k.bytes_measured, rep.bytes[at]);
       k.bytes_formula = std::max(k.bytes_formula, expect[c].bytes);
-      if (k.calls_per_step > 0) k.group_size = programs.grid.group_size(engine::channel_group(c));
+      if (k.calls_per_step > 0) {
+        k.group_size = programs.grid.group_size(engine::channel_group(c));
+        k.message_bytes = rep.message_bytes[c];
+        k.in_flight_ms = rep.in_flight_ms[c];
+      }
       if (r.audit_ok && (rep.calls[at] != expect[c].calls || rep.bytes[at] != expect[c].bytes)) {
         r.audit_ok = false;
         r.audit_message =

@@ -252,6 +252,7 @@ class Replayer {
     }
     for (int r = 0; r < w_.world; ++r)
       if (!klass(r).done) deadlock(r);
+    fill_in_flight();
     result_.batches = static_cast<std::int64_t>(batches_.size());
     result_.rank_classes = static_cast<std::int64_t>(classes_.size());
     result_.rank_class_max = max_alive_;
@@ -271,6 +272,51 @@ class Replayer {
   }
 
  private:
+  // Per channel, as the engine's in-flight clock measures it (engine/exec/in_flight_clock.hpp)
+  // but for the last step's batches: on each instance of the channel's communicator, the union
+  // of its batches' spans and the message bytes of their calls; the max over instances (every
+  // member of an instance sees its spans, so this is the max over ranks).
+  void fill_in_flight() {
+    struct Span {
+      std::size_t channel;
+      int instance;
+      double start, end, bytes;
+    };
+    std::vector<Span> spans;
+    for (const Batch& b : batches_) {
+      if (b.step != steps_ - 1 || b.start < 0 || b.end < 0) continue;
+      for (const auto& c : b.spec->calls) {
+        const std::size_t ch = engine::channel_index(b.comm, c.kind);
+        spans.push_back({ch, b.index, b.start, b.end,
+                         comm::message_bytes(c.kind, c.count, c.elem_bytes, b.members)});
+      }
+    }
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+      return std::tie(a.channel, a.instance, a.start) < std::tie(b.channel, b.instance, b.start);
+    });
+    result_.in_flight_ms.fill(0.0);
+    result_.message_bytes.fill(0.0);
+    for (std::size_t i = 0; i < spans.size();) {
+      const Span& first = spans[i];
+      double busy = 0, bytes = 0, open = first.start, close = first.start;
+      for (; i < spans.size() && spans[i].channel == first.channel &&
+             spans[i].instance == first.instance;
+           ++i) {
+        const Span& s = spans[i];
+        bytes += s.bytes;
+        if (s.start > close) {  // a gap: the span before it is closed
+          busy += close - open;
+          open = s.start;
+        }
+        close = std::max(close, s.end);
+      }
+      busy += close - open;
+      result_.in_flight_ms[first.channel] =
+          std::max(result_.in_flight_ms[first.channel], busy * 1e3);
+      result_.message_bytes[first.channel] = std::max(result_.message_bytes[first.channel], bytes);
+    }
+  }
+
   const RankClass& klass(int rank) const {
     return classes_[static_cast<std::size_t>(class_of_[static_cast<std::size_t>(rank)])];
   }

@@ -61,6 +61,9 @@ struct ReplayResult {
   std::vector<double> rank_phases_ms;
   /// Of the last step, per channel (engine::channel_index) and rank: [channel · world + rank]
   std::vector<std::int64_t> calls, bytes;
+  /// Of the last step, per channel: the ms with one of its collectives in flight and its
+  /// calls' message bytes (comm/bus_bandwidth.hpp), each the max over ranks (engine::KindResult).
+  std::array<double, engine::kChannelCount> in_flight_ms{}, message_bytes{};
   std::int64_t batches = 0;         ///< batch instances replayed (all steps)
   std::int64_t rank_classes = 0;    ///< classes formed (the first, splits; all steps)
   std::int64_t rank_class_max = 0;  ///< most classes alive at once

@@ -64,6 +64,18 @@ def main():
             fail(f"global tokens {r['global_tokens']} at n={r['world_size']}")
         if not r["audit_ok"]:
             fail(f"audit of the replayed schedule failed: {r.get('audit_message')}")
+        # Bandwidth in the nccl-tests sense, as the engine reports it: every collective that ran
+        # was in flight for part of the step, and no link runs faster than NVLink's bus rate.
+        link = j["machine"]["intra_busbw_GBps"]
+        for kind, c in r["collectives"].items():
+            if c["calls_per_step"] == 0:
+                continue
+            t, bus, alg = c.get("in_flight_ms"), c.get("busbw_GBps"), c.get("algbw_GBps")
+            if t is None or bus is None or alg is None:
+                fail(f"{r['method']} n={r['world_size']} {kind}: in-flight time or bandwidth null")
+            if not (0 < t <= r["step_ms"] and 0 < alg and 0 < bus <= link * (1 + 1e-9)):
+                fail(f"{r['method']} n={r['world_size']} {kind}: in flight {t} ms of "
+                     f"{r['step_ms']}, algbw {alg}, busbw {bus} GB/s (NVLink {link})")
     want = {(m, n) for m in ("dmuon", "fsdp-adamw", "fsdp-muon") for n in (8, 128)}
     if seen != want:
         fail(f"runs {sorted(seen)} != {sorted(want)}")

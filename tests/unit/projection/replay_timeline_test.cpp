@@ -128,6 +128,38 @@ TEST(ReplayTimeline, SingleBroadcast) {
   EXPECT_EQ(r.calls[ch * 4 + 3], 1);
 }
 
+TEST(ReplayTimeline, InFlightTimeIsTheUnionOfAChannelsSpans) {
+  // No latency, 5 GB/s, 5 MB broadcasts (1 ms alone). Two at once on two streams share the
+  // link: both run from 0 to 2 ms; 1 ms of compute; a third runs from 3 to 4 ms. The channel
+  // had one in flight for 3 ms (not 2 + 2 + 1) with 15 MB of messages: algbw 5 GB/s, the
+  // link's rate, as nccl-tests would read it (engine/exec/in_flight_clock.hpp).
+  const auto m = project::testing::measured_machine(2, 0, 5);
+  World w(1, 2);
+  const auto* a =
+      w.spec(CommGroup::shard, engine::Op::issue_weights, CollectiveKind::broadcast, 1'250'000);
+  w.all(Builder()
+            .phase(Phase::forward_comm, true)
+            .issue(a, Stream::weights)
+            .issue(a, Stream::reduce)
+            .wait(0)
+            .wait(1)
+            .phase(Phase::forward_compute, false)
+            .compute(1e-3)
+            .phase(Phase::forward_comm, true)
+            .issue(a, Stream::weights)
+            .wait(2)
+            .p);
+  const auto r = project::replay(w.w, m, 1);
+  EXPECT_NEAR(ms(r, 0, Phase::step), 4.0, kTol);
+  const auto ch = engine::channel_index(CommGroup::shard, CollectiveKind::broadcast);
+  EXPECT_NEAR(r.in_flight_ms[ch], 3.0, kTol);
+  EXPECT_DOUBLE_EQ(r.message_bytes[ch], 15e6);
+  for (std::size_t c = 0; c < engine::kChannelCount; ++c)
+    if (c != ch) {
+      EXPECT_EQ(r.in_flight_ms[c], 0.0) << engine::channel_name(c);
+    }
+}
+
 TEST(ReplayTimeline, RingAllReduceAtKnownAlphaBeta) {
   // α = 20 µs at 4 ranks (two traversals), β = 5 GB/s, 4 MB: 20 µs + 4e6·(2·3/4)/5e9 s.
   const auto m = project::testing::measured_machine(4, 10, 5);
