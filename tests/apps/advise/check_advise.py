@@ -240,7 +240,8 @@ def case_microbatch(args):
     # Micro-batch 4: does not fit as given (189 GB) but fits with --ac full: the smaller
     # micro-batches are projected and lose (each micro-step re-gathers the weights).
     j = advise(args, llm + ["--micro-batch", "4"])
-    check(knob_values(j) == [(4, 1), (2, 2), (1, 4)], f"micro-batch 4: knob values {knob_values(j)}")
+    check(knob_values(j) == [(4, 1), (2, 2), (1, 4)],
+          f"micro-batch 4: knob values {knob_values(j)}")
     same_step_batch(j, 4, 1)
     check(j["start"]["outcome"]["status"] == "oom", "micro-batch 4 should not fit as given")
     check({e["micro_batch"] for e in j["evaluated"]} == {4, 2, 1},
