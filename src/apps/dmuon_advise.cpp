@@ -1,9 +1,10 @@
 // dmuon_advise: which hook boundary and layout to run. Starting from the invocation's own
 // choices (dmuon_project's flags), it searches the knobs of the option table (boundaries, owner
-// strategies and cost models, R x G, Z2/Z3, prefetch depth, the wire dtype, the pack threshold
-// and --ac) on the projection (advise/search.hpp), prunes what does not fit the memory cap and
-// what another candidate dominates, prints a ranked table and writes the winner as a config
-// file (docs/ADVISOR.md). One process, no MPI launch.
+// strategies and cost models, R x G, Z2/Z3, prefetch depth, the wire dtype, the pack threshold,
+// --ac and the micro-batch with the --accum that keeps the step's batch) on the projection
+// (advise/search.hpp), prunes what does not fit the memory cap and what another candidate
+// dominates, prints a ranked table and writes the winner as a config file (docs/ADVISOR.md).
+// One process, no MPI launch.
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -30,8 +31,9 @@ using apps::advise::AdviseContext;
 
 constexpr const char* kAbout =
     "dmuon_advise: searches hook boundary and layout (owner strategy, R x G, Z2/Z3, prefetch, "
-    "wire dtype, pack threshold, --ac) for DMuon on a modelled cluster, from the projection; "
-    "prints a ranked table and writes the winner as a config file";
+    "wire dtype, pack threshold, --ac, micro-batch at the same step batch) for DMuon on a "
+    "modelled cluster, from the projection; prints a ranked table and writes the winner as a "
+    "config file";
 
 std::string model_label(const apps::ModelChoice& m) {
   if (!m.topology_file.empty()) return m.topology_file;

@@ -91,6 +91,9 @@ nlohmann::json evaluated_json(const Evaluated& e, const SearchResult& r) {
                               : std::string()},
       {"outcome", outcome_json(e.outcome)},
       {"dominated", e.dominated}};
+  // The run shape: the micro-batch knob and the accum it pairs with (0: no --seq-len).
+  j["micro_batch"] = std::stoll(e.candidate.value("micro_batch"));
+  j["accum"] = e.candidate.accum;
   if (e.baseline) {
     j["fsdp_adamw"] = outcome_json(*e.baseline);
     if (e.baseline->status == Status::ok && e.outcome.status == Status::ok)
@@ -105,6 +108,18 @@ std::string speedup_text(double ratio) {
   std::string s = fmt::format("{:.1f} % faster", 100 * (ratio - 1));
   if (ratio < 1.02) s += "; under 2 %: below what the projection resolves, the start is as good";
   return s;
+}
+
+// The micro-batch knob's values, each with its accum (none without --seq-len).
+nlohmann::json micro_batch_json(const SearchResult& r) {
+  nlohmann::json out = nlohmann::json::array();
+  const std::size_t k = knob("micro_batch");
+  for (const auto& v : r.space.of(k)) {
+    if (v == "0") continue;  // no --seq-len
+    const auto c = r.start.with(k, v);
+    out.push_back({{"micro_batch", std::stoll(v)}, {"accum", c.accum}});
+  }
+  return out;
 }
 
 }  // namespace
@@ -179,6 +194,8 @@ std::string advise_table(const AdviseContext& ctx, const SearchResult& r, int to
   else
     s += fmt::format(" (the start does not run: {})", start.outcome.error);
   s += "\n";
+  if (const auto flags = changed_flags(r.best, r.start); !flags.empty())
+    s += fmt::format("# run the winner: the start's command line with {}\n", flags);
   return s;
 }
 
@@ -208,6 +225,8 @@ nlohmann::json advise_json(const AdviseContext& ctx, const SearchResult& r, int 
           {"complete", !r.time_limit_hit},
           {"candidates", r.candidates()},
           {"winner_flags", candidate_flags(r.best)},
+          {"winner_changed_flags", changed_flags(r.best, r.start)},
+          {"micro_batch_values", micro_batch_json(r)},
           {"ranked", ranked_rows},
           {"evaluated", all},
           {"oom", count_status(r, Status::oom)},

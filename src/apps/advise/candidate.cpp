@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
+
+#include "dmuon/engine/step/engine_options.hpp"
+#include "options/run_option_rules.hpp"
 
 namespace dmuon::apps::advise {
 namespace {
@@ -10,6 +14,15 @@ namespace {
 // The boundary knob's value is a spec; its flag item carries the mode.
 std::string flag_text(const options::RunOption& o, const std::string& value) {
   return o.key_name() == "boundary" ? "strict:" + value : value;
+}
+
+bool is_micro_batch(std::size_t k) {
+  return knobs()[k]->key_name() == "micro_batch";
+}
+
+// Knob k's value as a changes list shows it: the micro-batch with the accum it pairs with.
+std::string shown_value(const Candidate& c, std::size_t k) {
+  return is_micro_batch(k) ? fmt::format("{} (accum {})", c.values[k], c.accum) : c.values[k];
 }
 
 }  // namespace
@@ -34,6 +47,14 @@ std::size_t knob(const std::string& key) {
 Candidate Candidate::with(std::size_t k, const std::string& text) const {
   Candidate c = *this;
   c.values.at(k) = text;
+  if (is_micro_batch(k) && text != values[k]) {
+    // The samples per rank and optimizer step stay: accum x micro-batch.
+    const std::int64_t samples = std::stoll(values[k]) * accum, m = std::stoll(text);
+    if (m < 1 || samples % m != 0)
+      throw std::logic_error(
+          fmt::format("advise: micro-batch {} does not divide {} samples per step", m, samples));
+    c.accum = static_cast<int>(samples / m);
+  }
   return c;
 }
 
@@ -41,15 +62,19 @@ std::string Candidate::key() const {
   std::string s;
   for (std::size_t k = 0; k < values.size(); ++k)
     s += fmt::format("{}={};", knobs()[k]->key_name(), values[k]);
-  return s;
+  return s + fmt::format("accum={};", accum);
 }
 
 RunOptions Candidate::apply(const RunOptions& base) const {
   RunOptions o = base;
   for (std::size_t k = 0; k < values.size(); ++k) {
     const auto& row = *knobs()[k];
-    row.set(o, {flag_text(row, values[k])}, row.flag);
+    const std::string text = flag_text(row, values[k]);
+    // A value as given is kept as given (without --seq-len the micro-batch is 0: no value).
+    if (text != row.text(base)) row.set(o, {text}, row.flag);
   }
+  o.engine.step.accum = accum;
+  if (o.workload.seq_len > 0) o.engine.step.tokens = options::step_tokens(o);
   return o;
 }
 
@@ -57,6 +82,7 @@ Candidate candidate_of(const RunOptions& o, const std::string& boundary) {
   Candidate c;
   for (const auto* row : knobs())
     c.values.push_back(row->key_name() == "boundary" ? boundary : row->text(o));
+  c.accum = o.engine.step.accum;
   return c;
 }
 
@@ -70,15 +96,40 @@ std::string describe_changes(const Candidate& c, const Candidate& start) {
   std::string s;
   for (std::size_t k = 0; k < c.values.size(); ++k)
     if (c.values[k] != start.values[k])
-      s += fmt::format("{}{}={}", s.empty() ? "" : ", ", knobs()[k]->key_name(), c.values[k]);
+      s += fmt::format("{}{}={}", s.empty() ? "" : ", ", knobs()[k]->key_name(), shown_value(c, k));
   return s.empty() ? std::string("start") : s;
 }
 
 std::vector<std::string> candidate_flags(const Candidate& c) {
   std::vector<std::string> f;
-  for (std::size_t k = 0; k < c.values.size(); ++k)
+  for (std::size_t k = 0; k < c.values.size(); ++k) {
+    if (is_micro_batch(k) && c.values[k] == "0") continue;  // no --seq-len: no micro-batch
     f.push_back(knobs()[k]->flag + "=" + flag_text(*knobs()[k], c.values[k]));
+    if (is_micro_batch(k)) f.push_back(fmt::format("--accum={}", c.accum));
+  }
   return f;
+}
+
+std::string changed_flags(const Candidate& c, const Candidate& start) {
+  std::string s;
+  for (std::size_t k = 0; k < c.values.size(); ++k) {
+    if (c.values[k] == start.values[k]) continue;
+    s += fmt::format("{}{} {}", s.empty() ? "" : " ", knobs()[k]->flag,
+                     flag_text(*knobs()[k], c.values[k]));
+    if (is_micro_batch(k)) s += fmt::format(" --accum {}", c.accum);
+  }
+  return s;
+}
+
+std::vector<std::int64_t> micro_batch_values(std::int64_t m, int accum) {
+  std::vector<std::int64_t> out = {m};
+  if (m <= 1) return out;
+  // m / d for d = 2, 4 and m: halves, quarters, one sample per micro-step.
+  for (const std::int64_t d : {std::int64_t{2}, std::int64_t{4}, m}) {
+    if (m % d != 0 || accum * d > engine::kMaxAccum) continue;
+    if (std::find(out.begin(), out.end(), m / d) == out.end()) out.push_back(m / d);
+  }
+  return out;
 }
 
 }  // namespace dmuon::apps::advise

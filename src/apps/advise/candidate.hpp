@@ -1,9 +1,14 @@
 #pragma once
 // One point of the advisor's search: a value for each knob, the options of the option table
 // marked Shown::kKnob (hook boundary, owner strategy and cost model, pack threshold, R,
-// Z2/Z3, prefetch depth, wire dtype, activation checkpointing). Each value is the text its flag
-// takes, so a candidate is also a command line and a config file.
+// Z2/Z3, prefetch depth, wire dtype, micro-batch, activation checkpointing). Each value is the
+// text its flag takes, so a candidate is also a command line and a config file.
+//
+// The micro-batch knob carries --accum with it: a candidate's accum is set so that micro-batch
+// x accum, the samples per rank and optimizer step, stays the start's (a smaller micro-batch
+// at the same global batch; the training is the same). It counts as one knob.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,10 +25,13 @@ struct Candidate {
   /// Per knob, its value as its flag's text; the boundary knob holds a resolved spec, run
   /// strict.
   std::vector<std::string> values;
+  /// --accum, paired with the micro-batch knob (micro-batch x accum constant; see above).
+  int accum = 1;
 
   const std::string& value(std::size_t k) const { return values.at(k); }
   const std::string& value(const std::string& key) const { return values.at(knob(key)); }
-  /// The candidate with knob `k` set to `text`.
+  /// The candidate with knob `k` set to `text`; the micro-batch knob rescales `accum` so that
+  /// micro-batch x accum stays (std::logic_error when the new micro-batch does not divide it).
   Candidate with(std::size_t k, const std::string& text) const;
   /// Canonical text naming every knob: equal keys, equal runs.
   std::string key() const;
@@ -41,7 +49,16 @@ std::string describe_changes(const Candidate& c, const Candidate& start);
 /// How many knobs differ.
 int changed_knobs(const Candidate& c, const Candidate& start);
 
-/// The candidate as dmuon_bench / dmuon_project flags ("--boundary=strict:X", "--replicate=4").
+/// The candidate as dmuon_bench / dmuon_project flags ("--boundary=strict:X", "--replicate=4",
+/// "--micro-batch=2", "--accum=2"; no --micro-batch without a step work).
 std::vector<std::string> candidate_flags(const Candidate& c);
+/// What to add to the start's command line to run `c`: "--ac full --micro-batch 1 --accum 4"
+/// ("" when nothing differs).
+std::string changed_flags(const Candidate& c, const Candidate& start);
+
+/// The micro-batch knob's values for a start of micro-batch `m` and `accum` micro-steps: m, m/2,
+/// m/4 and 1, those that divide m and keep accum x m / value within --accum's range, largest
+/// first; {m} alone when m <= 1. Each pairs with accum x m / value.
+std::vector<std::int64_t> micro_batch_values(std::int64_t m, int accum);
 
 }  // namespace dmuon::apps::advise

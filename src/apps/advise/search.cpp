@@ -79,14 +79,21 @@ SearchSpace make_search_space(const model::Topology& topo, const Candidate& star
   set("owner_strategy", {"lpt", "lpt_refine", "round_robin"});
   set("cost_model", {"optimizer", "numel"});
   set("pack_threshold", {"0", "1000000", "5000000", "20000000"});
-  if (activations) set("ac", {"none", "selective", "full"});
+  if (activations) {
+    set("ac", {"none", "selective", "full"});
+    // Smaller micro-batches, each paired with the accum that keeps the step's batch.
+    std::vector<std::string> mb;
+    for (const auto m : micro_batch_values(std::stoll(start.value("micro_batch")), start.accum))
+      mb.push_back(std::to_string(m));
+    set("micro_batch", mb);
+  }
   // The start's own values are always in (a value of the user's outside these lists; --ac
-  // without --seq-len: only the start's "none").
+  // without --seq-len: only the start's "none", and its micro-batch).
   for (std::size_t k = 0; k < knobs().size(); ++k)
     if (knobs()[k]->key_name() != "boundary") add_value(s.values[k], start.value(k));
   // Largest expected effect first; a knob the list misses comes last.
   for (const char* key : {"boundary", "replicate", "reshard", "prefetch", "comm_dtype",
-                          "owner_strategy", "cost_model", "pack_threshold", "ac"})
+                          "owner_strategy", "cost_model", "pack_threshold", "ac", "micro_batch"})
     s.order.push_back(knob(key));
   for (std::size_t k = 0; k < knobs().size(); ++k)
     if (std::find(s.order.begin(), s.order.end(), k) == s.order.end()) s.order.push_back(k);
@@ -94,7 +101,7 @@ SearchSpace make_search_space(const model::Topology& topo, const Candidate& star
 }
 
 const std::vector<std::string>& memory_knob_keys() {
-  static const std::vector<std::string> keys = {"ac", "comm_dtype", "reshard"};
+  static const std::vector<std::string> keys = {"ac", "comm_dtype", "reshard", "micro_batch"};
   return keys;
 }
 

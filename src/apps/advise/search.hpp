@@ -41,7 +41,8 @@ struct SearchSpace {
 };
 
 /// The space around `start` for `topo` on `world` ranks with TP group `tp`; `activations`:
-/// the run has a step work (--seq-len), so --ac is searched.
+/// the run has a step work (--seq-len), so --ac and the micro-batch (micro_batch_values, each
+/// with the accum that keeps the step's batch) are searched.
 SearchSpace make_search_space(const model::Topology& topo, const Candidate& start, int world,
                               int tp, bool activations);
 
@@ -91,7 +92,9 @@ struct SearchOptions {
 };
 
 /// The knobs that save memory, in the order a start that does not fit searches them first:
-/// activation checkpointing, the wire dtype, resharding (Z3 frees weights after forward).
+/// activation checkpointing, the wire dtype, resharding (Z3 frees weights after forward), and
+/// last a smaller micro-batch at the same step batch (more micro-steps: every one re-gathers
+/// the weights; docs/ADVISOR.md says why this order).
 const std::vector<std::string>& memory_knob_keys();
 
 /// True when `a` is a better outcome than `b` (fits, then faster; else less excess).

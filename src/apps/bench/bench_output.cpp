@@ -315,17 +315,19 @@ namespace {
 
 // The table's header lines: what ran (or was projected), where, and how to read the columns.
 // The global batch as meant: with --seq-len the engine's per-rank count is tokens (seq-len x
-// micro-batch); without it, samples of one token each (the parameter work alone).
+// micro-batch x accum); without it, samples of one token each (the parameter work alone).
 std::string batch_text(const RunOptions& o, int world) {
   const auto& wl = o.workload;
   const int dp = world / o.plan.tp;
   const std::int64_t units = o.engine.step.global_samples(dp);
   const char* who = o.plan.tp > 1 ? "DP rank; its TP group shares them" : "rank";
+  const int accum = o.engine.step.accum;
   if (wl.seq_len > 0)
     return fmt::format(
         "# global batch {} tokens = {} samples of {} tokens ({} per {}: micro-batch {} x "
-        "seq-len {})",
-        units, units / wl.seq_len, wl.seq_len, units / dp, who, wl.micro_batch, wl.seq_len);
+        "seq-len {}{})",
+        units, units / wl.seq_len, wl.seq_len, units / dp, who, wl.micro_batch, wl.seq_len,
+        accum > 1 ? fmt::format(" x {} micro-steps", accum) : std::string());
   return fmt::format(
       "# global batch {} samples of one token ({} per {}; the parameter work alone: no "
       "--seq-len)",

@@ -42,7 +42,7 @@ void needs(const RunOptions& o, const std::string& option, const std::string& ne
     throw InputError(fmt::format("{} needs {} ({})", dashed(option), dashed(needed), why));
 }
 
-// --seq-len / --micro-batch (tokens per rank), --ac.
+// --seq-len / --micro-batch (tokens per rank and micro-step), --ac.
 void workload_rules(RunOptions& o) {
   const auto& w = o.workload;
   if (o.was_given("seq_len") != o.was_given("micro_batch"))
@@ -50,7 +50,7 @@ void workload_rules(RunOptions& o) {
   if (w.seq_len > 0) {
     refuse_both(o, "seq_len", "global_tokens", "both set the batch");
     refuse_both(o, "seq_len", "tokens", "both set the batch");
-    o.engine.step.tokens = w.seq_len * w.micro_batch;
+    o.engine.step.tokens = step_tokens(o);
   }
   if (w.ac != work::AcPolicy::none && w.seq_len == 0)
     throw InputError(fmt::format("--ac {} needs --seq-len (the activation work it recomputes)",
@@ -132,7 +132,7 @@ void preset_seq_len(RunOptions& o) {
   auto& w = o.workload;
   w.seq_len = known->tokens;
   w.micro_batch = 1;
-  o.engine.step.tokens = w.seq_len * w.micro_batch;
+  o.engine.step.tokens = step_tokens(o);
   w.seq_len_note = fmt::format(
       "--seq-len not given: preset {}'s training sequence length, {} tokens ({}), micro-batch "
       "1; give --seq-len/--micro-batch for another, --tokens N for the parameter work alone",
@@ -169,6 +169,10 @@ void advise_rules(RunOptions& o) {
 }
 
 }  // namespace
+
+std::int64_t step_tokens(const RunOptions& o) {
+  return o.workload.seq_len * o.workload.micro_batch * o.engine.step.accum;
+}
 
 void apply_rules(RunOptions& o, Tool tool) {
   workload_rules(o);

@@ -479,7 +479,8 @@ std::vector<RunOption> clip_accum_rows() {
                   "--accum", kGroupStep,
                   "gradient accumulation: split each step's global batch into this many "
                   "micro-batches (forward + backward each, weights re-gathered each time; "
-                  "gradients reduced after the last one only)",
+                  "gradients reduced after the last one only); with --seq-len each micro-batch "
+                  "is --micro-batch samples per rank",
                   Integer<int>{1, engine::kMaxAccum},
                   [](auto& o) -> auto& { return o.engine.step.accum; })
                   .in(kAllTools)
@@ -492,21 +493,23 @@ std::vector<RunOption> work_rows() {
   std::vector<RunOption> r;
   r.push_back(one(
                   "--seq-len", kGroupWork,
-                  "tokens per sample: with --micro-batch, tokens per rank = seq-len x "
-                  "micro-batch (instead of --tokens), and the step runs the model's activation "
-                  "work (docs/STEP-WORK.md)",
+                  "tokens per sample: with --micro-batch, tokens per rank and step = seq-len "
+                  "x micro-batch x --accum (instead of --tokens), and each micro-step runs the "
+                  "model's activation work (docs/STEP-WORK.md)",
                   Integer<std::int64_t>{1, std::int64_t{1} << 24},
                   [](auto& o) -> auto& { return o.workload.seq_len; })
                   .in(kRunTools)
                   .run_key("seq_len", "0")
                   .when(with_work));
   r.push_back(one(
-                  "--micro-batch", kGroupWork, "samples per rank (with --seq-len)",
+                  "--micro-batch", kGroupWork,
+                  "samples per rank and micro-step (with --seq-len; a step runs --accum of them)",
                   Integer<std::int64_t>{1, std::int64_t{1} << 16},
                   [](auto& o) -> auto& { return o.workload.micro_batch; })
                   .in(kRunTools)
                   .run_key("micro_batch", "0")
-                  .when(with_work));
+                  .when(with_work)
+                  .showing(kKnob));
   r.push_back(
       one(
           "--ac", kGroupWork,

@@ -23,15 +23,6 @@ std::vector<std::pair<std::size_t, std::string>> savings(const RunOptions& o,
   return out;
 }
 
-// "--ac full --comm-dtype bf16": the changed knobs as flags.
-std::string flags(const advise::Candidate& c, const advise::Candidate& start) {
-  std::string s;
-  for (std::size_t k = 0; k < c.values.size(); ++k)
-    if (c.values[k] != start.values[k])
-      s += fmt::format("{}{} {}", s.empty() ? "" : " ", advise::knobs()[k]->flag, c.values[k]);
-  return s;
-}
-
 }  // namespace
 
 std::vector<std::string> oom_remedies(const RunOptions& o, const model::Topology& topo,
@@ -57,10 +48,10 @@ std::vector<std::string> oom_remedies(const RunOptions& o, const model::Topology
     const auto& out = ev.evaluate(c, run.method);
     const double gb = static_cast<double>(out.peak_bytes) / 1e9;
     if (out.status == advise::Status::oom)
-      all_text = fmt::format("{} still needs {:.1f} GB", flags(c, start), gb);
+      all_text = fmt::format("{} still needs {:.1f} GB", advise::changed_flags(c, start), gb);
     if (out.status != advise::Status::ok) continue;
     fits.emplace_back(out.step_ms, fmt::format("fits with {}: {:.1f} ms, {:.1f} GB",
-                                               flags(c, start), out.step_ms, gb));
+                                               advise::changed_flags(c, start), out.step_ms, gb));
   }
   std::sort(fits.begin(), fits.end());
   std::vector<std::string> lines;

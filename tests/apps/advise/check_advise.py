@@ -15,6 +15,11 @@
   deepseek  DeepSeek-V3 on 256 H100 (seq 4096): the default layout does not fit; the advisor
             finds one that does within 30 s (a sixth of its default time limit), and larger
             replicate sizes than one out of memory are pruned, not projected.
+  microbatch  the micro-batch knob (with --seq-len, m > 1): values m, m/2, m/4, 1 that divide
+            m, each with accum x m / value micro-steps, so tokens per optimizer step stay;
+            llama3-8b on 8 ranks of a800 at seq 8192: micro-batch 16 fits with nothing but a
+            smaller micro-batch (the winner takes one, and its config reproduces it), micro-batch
+            4 fits with --ac full (the winner keeps 4); micro-batch 1 or no --seq-len: no knob.
 """
 import argparse
 import json
@@ -179,9 +184,91 @@ def case_deepseek(args):
           f"complete {j['complete']}, {j['wall_s']:.0f} s)")
 
 
+def case_microbatch(args):
+    llm = ["--topology", "llm", "--preset", "llama3-8b", "--machine", "a800", "--world-size", "8",
+           "--seq-len", "8192"]
+
+    def knob_values(j):
+        return [(v["micro_batch"], v["accum"]) for v in j["micro_batch_values"]]
+
+    def same_step_batch(j, m, a):
+        for e in j["evaluated"]:
+            check(e["micro_batch"] * e["accum"] == m * a and e["knobs"]["micro_batch"] ==
+                  str(e["micro_batch"]), f"{e['changes']}: micro-batch x accum is not {m * a}")
+            o = e["outcome"]
+            if o["status"] == "ok":  # tokens per optimizer step: seq x m x accum x 8 ranks
+                tokens = o["tokens_per_s"] * o["step_ms"] / 1e3
+                check(abs(tokens - 8192 * m * a * 8) <= 1e-6 * tokens,
+                      f"{e['changes']}: {tokens} tokens per step, not {8192 * m * a * 8}")
+
+    # Micro-batch 16: 116.5 GB per rank even with --ac full and bf16 (Z3 already): only a
+    # smaller micro-batch fits, and the step keeps 16 samples per rank in accum micro-steps.
+    os.makedirs(args.workdir, exist_ok=True)
+    cfg = os.path.join(args.workdir, "microbatch.yaml")
+    if os.path.exists(cfg):
+        os.remove(cfg)
+    j = advise(args, llm + ["--micro-batch", "16", "--write-config", cfg])
+    check(knob_values(j) == [(16, 1), (8, 2), (4, 4), (1, 16)],
+          f"micro-batch 16: knob values {knob_values(j)}")
+    check(j["memory_first"] == ["ac", "comm_dtype", "reshard", "micro_batch"],
+          f"memory-saving knobs first, the micro-batch last: {j['memory_first']}")
+    same_step_batch(j, 16, 1)
+    at16 = [e for e in j["evaluated"] if e["micro_batch"] == 16]
+    check(any(e["knobs"]["ac"] == "full" and e["knobs"]["comm_dtype"] == "bf16" and
+              e["knobs"]["reshard"] == "z3" for e in at16),
+          "the memory-saving knobs at micro-batch 16 together were not projected")
+    check(all(e["outcome"]["status"] != "ok" for e in at16),
+          "a candidate at micro-batch 16 fits: the case does not need the knob")
+    win = j["winner"]
+    m, a = win["micro_batch"], win["accum"]
+    check(win["outcome"]["status"] == "ok" and m < 16 and m * a == 16,
+          f"micro-batch 16 winner: {win['changes']} ({win['outcome']['status']})")
+    check(f"--micro-batch={m}" in j["winner_flags"] and f"--accum={a}" in j["winner_flags"],
+          f"winner flags {j['winner_flags']}")
+    check(f"--micro-batch {m} --accum {a}" in j["winner_changed_flags"],
+          f"changed flags {j['winner_changed_flags']}")
+    check(f"micro_batch={m} (accum {a})" in win["changes"], f"changes: {win['changes']}")
+    # The config carries both: dmuon_project reproduces the winner's step.
+    proj = json.loads(run([args.project, "--config", cfg, "--json", "--machine", "a800",
+                           "--world-size", "8"]).stdout)
+    got = proj["runs"][0]["step_ms"]
+    check(abs(got - win["outcome"]["step_ms"]) <= 1e-9 * got,
+          f"the winner's config projects {got} ms, the advisor said {win['outcome']['step_ms']}")
+    print(f"microbatch 16: {win['changes']}: {win['outcome']['step_ms']:.1f} ms, "
+          f"{win['outcome']['peak_GB']:.1f} GB (start {j['start']['outcome']['peak_GB']:.1f} GB)")
+
+    # Micro-batch 4: does not fit as given (189 GB) but fits with --ac full: the smaller
+    # micro-batches are projected and lose (each micro-step re-gathers the weights).
+    j = advise(args, llm + ["--micro-batch", "4"])
+    check(knob_values(j) == [(4, 1), (2, 2), (1, 4)],
+          f"micro-batch 4: knob values {knob_values(j)}")
+    same_step_batch(j, 4, 1)
+    check(j["start"]["outcome"]["status"] == "oom", "micro-batch 4 should not fit as given")
+    check({e["micro_batch"] for e in j["evaluated"]} == {4, 2, 1},
+          "micro-batch 4: the smaller micro-batches were not projected")
+    win = j["winner"]
+    check(win["outcome"]["status"] == "ok" and (win["micro_batch"], win["accum"]) == (4, 1),
+          f"micro-batch 4 fits without the knob, yet the winner is {win['changes']}")
+    print(f"microbatch 4: {win['changes']}: {win['outcome']['step_ms']:.1f} ms, "
+          f"{win['outcome']['peak_GB']:.1f} GB")
+
+    # Micro-batch 1, and no --seq-len: no such knob.
+    for extra in (llm + ["--micro-batch", "1"],
+                  ["--topology-file", os.path.join(args.data, "unnamed_blocks.json"),
+                   "--machine", "h100-ndr", "--world-size", "8"]):
+        j = advise(args, extra)
+        want = [(1, 1)] if "--seq-len" in extra else []
+        check(knob_values(j) == want, f"{extra}: knob values {knob_values(j)}, expected {want}")
+        check("micro_batch" not in j["memory_first"], "a knob without a choice searched first")
+        shapes = {(e["micro_batch"], e["accum"]) for e in j["evaluated"]}
+        check(len(shapes) == 1, f"{extra}: several micro-batches projected: {shapes}")
+    print("microbatch 1 and no --seq-len: no micro-batch knob")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["idle", "hsdp", "memcap", "config", "deepseek"])
+    ap.add_argument("case", choices=["idle", "hsdp", "memcap", "config", "deepseek",
+                                     "microbatch"])
     ap.add_argument("--advise", required=True)
     ap.add_argument("--project")
     ap.add_argument("--bench")
