@@ -26,7 +26,8 @@ std::string strategy_list(const RunOptions& o) {
 }
 
 constexpr std::size_t kWidth = 160;
-constexpr std::size_t kLabelWidth = 25;
+constexpr std::size_t kLabelWidth = 22;
+constexpr std::size_t kStepWidth = 18;  // "1300.9 (1061-1652)": the table stays within kWidth
 
 double ph(const engine::RunResult& r, Phase p) {
   return r.phases_ms[static_cast<std::size_t>(p)];
@@ -205,18 +206,12 @@ std::string verdict_line(const std::vector<BenchRun>& runs, const std::vector<Vs
   return s + "\n";
 }
 
-std::string spread_text(const Spread& s) {
-  if (s.samples == 0) return "-";
-  if (s.samples == 1) return fmt::format("{:.2f}", s.median);
-  return fmt::format("{:.1f} ({:.0f}-{:.0f})", s.median, s.min, s.max);
-}
-
 // Per row and collective kind: calls, message bytes and the bandwidth achieved while the kind
 // was busy, in the nccl-tests sense (comm/bus_bandwidth.hpp, engine/exec/in_flight_clock.hpp).
-// Appended to `s` (comment lines wrapped at `width`); nothing when no row measured it (CUDA
-// runs, projected tables).
+// Appended to `s` (comment lines wrapped at `width`; the legend once per style.shown); nothing
+// when no row measured it (CUDA runs). Projected: the replay's spans (project/replay.hpp).
 void append_collectives_block(std::string& s, const std::vector<BenchRun>& runs, bool wide,
-                              std::size_t width) {
+                              const TableStyle& style, std::size_t width) {
   const auto measured = [](const engine::KindResult& k) {
     return k.calls_per_step > 0 && std::isfinite(k.algbw_gbps());
   };
@@ -225,13 +220,19 @@ void append_collectives_block(std::string& s, const std::vector<BenchRun>& runs,
     if (run.ok())
       for (const auto& k : run.result.kinds) any = any || measured(k);
   if (!any) return;
-  s += wrap_comment(
+  const std::string busy =
+      style.projected
+          ? "busy = ms with one of the kind's collectives running in the replay, from its last "
+            "participant's join to its end (the slowest instance of the communicator)"
+          : "busy = ms with one of the kind's collectives in flight, issue to observed "
+            "completion (per step the slowest rank; median over steps; overlapped with compute, "
+            "so an upper bound)";
+  const std::string legend = fmt::format(
       "# collectives per step, per row and kind (nccl-tests sense): S = message bytes (the full "
-      "buffer for all_gather/reduce_scatter), busy = ms with one of the kind's collectives in "
-      "flight, issue to observed completion (per step the slowest rank; median over steps; "
-      "overlapped with compute, so an upper bound), algbw = S / busy, busbw = algbw x bus factor "
+      "buffer for all_gather/reduce_scatter), {}, algbw = S / busy, busbw = algbw x bus factor "
       "(2(n-1)/n all_reduce, (n-1)/n all_gather/reduce_scatter, 1 broadcast/reduce)",
-      width);
+      busy);
+  if (!style.shown || style.shown->insert(legend).second) s += wrap_comment(legend, width);
   const std::string lw = std::to_string(wide ? 40 : kLabelWidth);
   const std::string fmt_row =
       "  {:<" + lw + "} {:<10} {:<22} {:>3} {:>6} {:>10} {:>9} {:>10} {:>10}\n";
@@ -276,6 +277,17 @@ std::string wrap_comment(const std::string& text, std::size_t width) {
   }
   if (!current.empty()) out += current + "\n";
   return out;
+}
+
+std::string spread_text(const Spread& s, std::size_t width) {
+  if (s.samples == 0) return "-";
+  if (s.samples == 1) return fmt::format("{:.2f}", s.median);
+  // Fewer digits before less information: the range, then the range's upper side alone.
+  std::string t = fmt::format("{:.1f} ({:.0f}-{:.0f})", s.median, s.min, s.max);
+  if (t.size() > width) t = fmt::format("{:.0f} ({:.0f}-{:.0f})", s.median, s.min, s.max);
+  if (t.size() > width && s.median > 0)
+    t = fmt::format("{:.0f} (max +{:.0f}%)", s.median, 100 * (s.max / s.median - 1));
+  return t;
 }
 
 int failures(const std::vector<BenchRun>& runs) {
@@ -454,7 +466,7 @@ std::string table_rows(const RunOptions& o, int world, const std::vector<BenchRu
                                    [](const BenchRun& r) { return r.ok() && r.result.checked; });
   const std::string check_col = checked ? " {:>5}\n" : "{}\n";
   const std::string hdr = "# {:<" + lw +
-                          "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>9} {:>5} {:>15} "
+                          "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>9} {:>5} {:>18} "
                           "{:>7} {:>7} {:>7} {:>6} {:>6}" +
                           check_col;
   s += fmt::format(hdr, "boundary", "mode", "method", "owners", "status", "sites", "hooks", "bcast",
@@ -462,7 +474,7 @@ std::string table_rows(const RunOptions& o, int world, const std::vector<BenchRu
                    "/adamw", checked ? "check" : "");
   const std::string row = "  {:<" + lw +
                           "} {:<7} {:<10} {:<10} {:<8} {:>5} {:>5} {:>5} {:>5} {:>9.3f} {:>5} "
-                          "{:>15} {:>7} {:>7.2f} {:>7.2f} {:>6.2f} {:>6}" +
+                          "{:>18} {:>7} {:>7.2f} {:>7.2f} {:>6.2f} {:>6}" +
                           check_col;
   const double adamw = adamw_step_ms(runs);
   for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -480,17 +492,17 @@ std::string table_rows(const RunOptions& o, int world, const std::vector<BenchRu
     }
     const auto& r = run.result;
     const double step = ph(r, Phase::step);
-    s += fmt::format(row, label, run.mode(), engine::method_name(run.method), owners(run),
-                     run.status, r.hook_sites, r.hook_calls_per_step,
-                     engine::weight_calls_per_step(r), engine::reduce_calls_per_step(r),
-                     static_cast<double>(r.bytes_measured_total()) / unit.second,
-                     r.audit_ok ? "OK" : "FAIL", spread_text(phase_spread(r, Phase::step, world)),
-                     best[i].text, ph(r, Phase::optimizer_ns) + ph(r, Phase::optimizer_other),
-                     ph(r, Phase::exposed_comm), ph(r, Phase::step_sync),
-                     adamw > 0 ? fmt::format("{:.2f}", step / adamw) : std::string("-"),
-                     !checked     ? ""
-                     : !r.checked ? "-"
-                                  : (r.check_passed ? "OK" : "FAIL"));
+    s += fmt::format(
+        row, label, run.mode(), engine::method_name(run.method), owners(run), run.status,
+        r.hook_sites, r.hook_calls_per_step, engine::weight_calls_per_step(r),
+        engine::reduce_calls_per_step(r),
+        static_cast<double>(r.bytes_measured_total()) / unit.second, r.audit_ok ? "OK" : "FAIL",
+        spread_text(phase_spread(r, Phase::step, world), kStepWidth), best[i].text,
+        ph(r, Phase::optimizer_ns) + ph(r, Phase::optimizer_other), ph(r, Phase::exposed_comm),
+        ph(r, Phase::step_sync), adamw > 0 ? fmt::format("{:.2f}", step / adamw) : std::string("-"),
+        !checked     ? ""
+        : !r.checked ? "-"
+                     : (r.check_passed ? "OK" : "FAIL"));
   }
   return s;
 }
@@ -541,6 +553,7 @@ std::string boundary_notes(const RunOptions& o, const std::vector<BenchRun>& run
       note(fmt::format("# [{}] rejected at set-up: {}", head, run.error));
     for (const auto& w : run.warnings) note(fmt::format("# [{}] {}", head, w));
     if (!run.no_suggestion.empty()) note(fmt::format("# [{}] {}", head, run.no_suggestion));
+    if (!run.suggestion.empty()) note(fmt::format("# [{}] {}", head, run.suggestion));
   }
   return s;
 }
@@ -609,7 +622,7 @@ std::string format_table(const model::Topology& topo, const std::vector<plan::Pl
   const auto best = vs_best(runs, world, style.projected);
   std::string s = table_header(topo, o, world, sweep_source, host, style, unit.first, width);
   s += table_rows(o, world, runs, best, unit);
-  append_collectives_block(s, runs, o.wide, width);
+  append_collectives_block(s, runs, o.wide, style, width);
   s += boundary_notes(o, runs, style, width);
   s += run_notes(o, runs, width);
   s += style.before_verdict;

@@ -23,7 +23,12 @@ struct BenchRun {
   engine::RunResult result;           ///< valid when status == "ok"
   std::vector<std::string> warnings;  ///< degradation warnings of the row's plan, one line each
   std::string no_suggestion;  ///< warnings and no boundary suggestion: why, and what to change
-  std::string units;          ///< baselines: what their FSDP units are (--baseline-units)
+  /// The detector's suggested boundary for this row's warnings and what it gives: the table's
+  /// row where the sweep holds it; dmuon_project: projected at the row's world; dmuon_bench
+  /// otherwise: where it holds. "" without a suggestion.
+  std::string suggestion;
+  bool suggestion_swept = false;  ///< a row of the same invocation runs the suggestion
+  std::string units;              ///< baselines: what their FSDP units are (--baseline-units)
   /// dmuon_project, an oom row: the memory-saving changes that fit, with their figures.
   std::vector<std::string> remedies;
 

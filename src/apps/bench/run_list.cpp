@@ -20,6 +20,34 @@ std::vector<std::string> warning_lines(const plan::Plan& p) {
   return w;
 }
 
+// Per dmuon row whose plan suggests a boundary: the table's row that runs it, or (not swept)
+// where it holds. dmuon_project replaces the latter with the suggestion projected at its world
+// (project/projection_run.cpp).
+void suggest_boundaries(std::vector<BenchRun>& runs, const std::vector<plan::Plan>& plans) {
+  for (auto& run : runs) {
+    if (run.plan_index < 0) continue;
+    const auto& report = plans[static_cast<std::size_t>(run.plan_index)].report;
+    const std::string& spec = report.suggested_boundary;
+    if (spec.empty()) continue;
+    const std::string head =
+        fmt::format("suggested boundary: --boundary '{}' ({} hook sites, strict)", spec,
+                    report.suggested_sites);
+    const auto swept = std::find_if(runs.begin(), runs.end(), [&](const BenchRun& r) {
+      return !r.baseline && r.plan_index >= 0 && r.boundary.strict && r.boundary.spec == spec;
+    });
+    run.suggestion_swept = swept != runs.end();
+    run.suggestion =
+        swept != runs.end()
+            ? fmt::format("{}: the table's row '{}' ({}) runs it", head, swept->boundary.label(),
+                          swept->boundary.mode())
+            : fmt::format(
+                  "{}, not in this sweep: it holds where compute dominates (finer sites overlap "
+                  "more communication but send more, smaller messages); dmuon_project --machine "
+                  "M projects it at a world size",
+                  head);
+  }
+}
+
 }  // namespace
 
 std::vector<BoundaryChoice> invocation_sweep(const RunOptions& o, const model::Topology& topo,
@@ -116,6 +144,7 @@ RunList make_run_list(const RunOptions& o, const model::Topology& topo,
         runs.push_back(run);
       }
     }
+  suggest_boundaries(runs, plans);
   if (!want_baselines) return out;
   // The baselines' plan by their own rule, whatever the sweep holds or rejects.
   std::string units;

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "advise/scale_advice.hpp"
 #include "common/plan_setup.hpp"
 #include "dmuon/base/abbreviate.hpp"
 #include "dmuon/base/error.hpp"
@@ -13,7 +14,6 @@
 #include "dmuon/engine/step/accumulation.hpp"
 #include "dmuon/plan/plan_json.hpp"
 #include "dmuon/plan/tp_json.hpp"
-#include "inspect/scale_advice.hpp"
 #include "options/option.hpp"
 #include "options/run_option_outputs.hpp"
 
@@ -245,7 +245,7 @@ void print_findings(const model::Topology& topo, const plan::Plan& p, const Insp
   for (const auto& f : p.report.findings)
     fmt::print("  {} [{}] {}\n", f.severity == boundary::Severity::warning ? "WARNING" : "note",
                boundary::finding_kind_name(f.kind), f.message);
-  const auto advice = scale_advice(topo, *a.options, p, a.world_size);
+  const auto advice = advise::scale_advice(topo, *a.options, p, a.world_size);
   if (!p.report.suggested_boundary.empty() && !advice.slower)
     fmt::print("# suggested boundary: --boundary '{}'  ({} hook sites, strict)\n",
                p.report.suggested_boundary, p.report.suggested_sites);
@@ -393,7 +393,7 @@ nlohmann::json inspect_json(const model::Topology& topo, const Modes& modes,
   if (!p.report.no_suggestion.empty()) j["no_suggestion"] = p.report.no_suggestion;
   if (!a.options->projection.machine.empty()) {
     // --machine: the suggestion projected against the current boundary at this world.
-    const auto advice = scale_advice(topo, *a.options, p, a.world_size);
+    const auto advice = advise::scale_advice(topo, *a.options, p, a.world_size);
     j["scale_advice"] = {{"machine", a.options->projection.machine},
                          {"projected", advice.projected},
                          {"suggestion_slower", advice.slower},

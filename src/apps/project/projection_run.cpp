@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 
+#include "advise/scale_advice.hpp"
 #include "bench/bench_record.hpp"
 #include "common/config_dir.hpp"
 #include "common/plan_setup.hpp"
@@ -94,6 +96,26 @@ void explain_dmuon_rows(Invocation& v, WorldRows& w) {
   }
 }
 
+// Each dmuon row's suggested boundary that no row of the sweep runs, projected at the world
+// against the row's own (advise/scale_advice.hpp): the finding states what it gives at this
+// scale. Once per boundary.
+void project_suggestions(const Invocation& v, WorldRows& w) {
+  std::map<std::string, std::string> by_boundary;
+  for (auto& run : w.list.runs) {
+    if (run.suggestion.empty() || run.suggestion_swept || run.method != engine::Method::dmuon)
+      continue;
+    auto it = by_boundary.find(run.boundary.spec);
+    if (it == by_boundary.end()) {
+      const auto& plan = w.list.plans[static_cast<std::size_t>(run.plan_index)];
+      std::string line = advise::scale_advice(v.topo, v.o, plan, w.world).line;
+      if (line.rfind("# ", 0) == 0) line.erase(0, 2);
+      while (!line.empty() && line.back() == '\n') line.pop_back();
+      it = by_boundary.emplace(run.boundary.spec, std::move(line)).first;
+    }
+    run.suggestion = it->second;
+  }
+}
+
 // Projects every row that planned; a row over the device memory gets status oom (no time).
 void project_rows(Invocation& v) {
   auto& po = v.setup.options;
@@ -119,7 +141,10 @@ void project_rows(Invocation& v) {
       }
     }
   }
-  for (auto& w : v.worlds) explain_dmuon_rows(v, w);
+  for (auto& w : v.worlds) {
+    explain_dmuon_rows(v, w);
+    project_suggestions(v, w);
+  }
   if (v.trace) {
     const auto& run = v.worlds.front().list.runs.front();
     v.trace->write(v.o.trace,

@@ -1,9 +1,10 @@
 #pragma once
-// Scale-aware boundary advice for dmuon_inspect: the degradation detector's suggested boundary
-// projected against the current one at the user's scale (--machine M --world-size N), so the
-// finding states the trade-off with the figure, and a suggestion the projection puts slower is
-// not offered as an improvement. Without a machine the suggestion is marked as holding where
-// compute dominates (finer sites overlap more communication but send more, smaller messages).
+// Scale-aware boundary advice for dmuon_inspect and dmuon_project: the degradation detector's
+// suggested boundary projected against the current one at the user's scale (--machine M
+// --world-size N), so the finding states the trade-off with the figure, and a suggestion the
+// projection puts slower is not offered as an improvement. Without a machine the suggestion is
+// marked as holding where compute dominates (finer sites overlap more communication but send more,
+// smaller messages).
 
 #include <string>
 
@@ -11,7 +12,7 @@
 #include "dmuon/plan/plan.hpp"
 #include "options/run_options.hpp"
 
-namespace dmuon::apps::inspect {
+namespace dmuon::apps::advise {
 
 struct ScaleAdvice {
   bool projected = false;  ///< a machine was given and both boundaries were projected
@@ -23,4 +24,4 @@ struct ScaleAdvice {
 ScaleAdvice scale_advice(const model::Topology& topo, const RunOptions& o, const plan::Plan& p,
                          int world);
 
-}  // namespace dmuon::apps::inspect
+}  // namespace dmuon::apps::advise

@@ -1,4 +1,4 @@
-#include "inspect/scale_advice.hpp"
+#include "advise/scale_advice.hpp"
 
 #include <fmt/format.h>
 
@@ -6,13 +6,13 @@
 #include "common/config_dir.hpp"
 #include "dmuon/project/machine_model.hpp"
 
-namespace dmuon::apps::inspect {
+namespace dmuon::apps::advise {
 namespace {
 
-std::string figures(const advise::Outcome& out) {
-  if (out.status == advise::Status::rejected) return "rejected: " + out.error;
+std::string figures(const Outcome& out) {
+  if (out.status == Status::rejected) return "rejected: " + out.error;
   const double gb = static_cast<double>(out.peak_bytes) / 1e9;
-  if (out.status == advise::Status::oom) return fmt::format("out of memory ({:.1f} GB)", gb);
+  if (out.status == Status::oom) return fmt::format("out of memory ({:.1f} GB)", gb);
   return fmt::format("{:.2f} ms ({} {:.2f} ms), {:.1f} GB", out.step_ms, out.dominant_phase,
                      out.dominant_ms, gb);
 }
@@ -34,21 +34,21 @@ ScaleAdvice scale_advice(const model::Topology& topo, const RunOptions& o, const
       o.projection.machine, config_dir().empty() ? std::string() : config_dir() + "/machines");
   RunOptions row = o;
   row.methods = {engine::Method::dmuon};
-  advise::Evaluator ev(row, topo, machine, world, machine.memory_gb);
-  const auto current = advise::candidate_of(row, p.config.boundary);
-  const auto proposed = current.with(advise::knob("boundary"), suggested);
+  Evaluator ev(row, topo, machine, world, machine.memory_gb);
+  const auto current = candidate_of(row, p.config.boundary);
+  const auto proposed = current.with(knob("boundary"), suggested);
   const auto& now = ev.evaluate(current);
   const auto& then = ev.evaluate(proposed);
   a.projected = true;
-  const bool both_run = now.status == advise::Status::ok && then.status == advise::Status::ok;
-  a.slower = then.status != advise::Status::ok || (both_run && then.step_ms > now.step_ms);
+  const bool both_run = now.status == Status::ok && then.status == Status::ok;
+  a.slower = then.status != Status::ok || (both_run && then.step_ms > now.step_ms);
   std::string verdict;
   if (both_run)
     verdict = then.step_ms <= now.step_ms
                   ? fmt::format("{:.2f}x faster", now.step_ms / then.step_ms)
                   : fmt::format("{:.2f}x slower: not an improvement at this scale",
                                 then.step_ms / now.step_ms);
-  else if (then.status != advise::Status::ok)
+  else if (then.status != Status::ok)
     verdict = "it does not run: not an improvement at this scale";
   else
     verdict = "the current boundary does not run; the suggestion does";
@@ -58,4 +58,4 @@ ScaleAdvice scale_advice(const model::Topology& topo, const RunOptions& o, const
   return a;
 }
 
-}  // namespace dmuon::apps::inspect
+}  // namespace dmuon::apps::advise
