@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -264,6 +265,7 @@ TEST(StepSchedule, CountingItsCollectivesGivesTheFormula) {
     vo.reduce_bytes = static_cast<int>(comm::dtype_size(c.reduce));
     vo.accum = c.accum;
     vo.clip = c.clip;
+    vo.fsdp2 = c.fsdp2 && c.reshard == plan::Reshard::z3;  // the root unit gathered once
     const auto predicted = engine::predict_step_volume(b.topo.tree, b.plan, vo);
     for (int r = 0; r < c.world; ++r) {
       const auto& L = b.layouts[static_cast<std::size_t>(r)];
@@ -384,7 +386,10 @@ TEST(StepSchedule, PoolSlotsAreNeverSharedWhileLive) {
       expect_no_overlap(grads, "grad", what);
       expect_no_overlap(gathers, "gather", what);
       if (c.reshard == plan::Reshard::z3 && !engine::is_ddp(c.method)) {
-        EXPECT_LE(max_live, static_cast<std::size_t>(c.prefetch + 1)) << what;
+        // The ring, and FSDP2's root unit beside it (its own slot) when it stays gathered.
+        const auto kept = std::count_if(L.groups.begin(), L.groups.end(),
+                                        [&](const auto& g) { return L.stays_gathered(g); });
+        EXPECT_LE(max_live, static_cast<std::size_t>(c.prefetch + 1 + kept)) << what;
       }
       // Every pool offset a schedule uses lies inside the pool.
       for (const StepOp& op : S) {
@@ -1018,6 +1023,95 @@ TEST(StepSchedule, Fsdp2KeepsOneReduceInFlight) {
   // With --accum every group keeps its gradients to the last micro-step: the rule is off.
   so.accum = 2;
   EXPECT_FALSE(engine::make_layout(tree, p, so, 0).fsdp2);
+}
+
+// FSDP2's root unit (StepLayout::stays_gathered; torch/distributed/fsdp/_fully_shard/
+// _fsdp_state.py, FSDPState._lazy_init: the root's post_forward_mesh_info = None) by hand:
+// M.layers.0.w, M.layers.1.w (4×4, dedicated: the block units 1 and 2) and the root's norm M.n
+// (4 elements: the root unit, group 0), fsdp-adamw on 2 ranks, prefetch 0. Params in model
+// order (the root's own first): n 0, w0 1, w1 2: group g holds param g. Z3 with fsdp2: group 0 is
+// gathered once, never released between its forward and its backward, and released after its
+// backward; groups 1 and 2 as before. Off without fsdp2 (the engine's own executors) and in Z2
+// (every group stays anyway).
+TEST(StepSchedule, Fsdp2KeepsTheRootUnitGatheredFromForwardToBackward) {
+  model::ModuleTree tree("M");
+  const int list = tree.add_module(0, "layers", "ModuleList");
+  for (int i = 0; i < 2; ++i)
+    tree.add_parameter(tree.add_module(list, std::to_string(i), "L"), "w", {4, 4});
+  tree.add_parameter(0, "n", {4});
+  tree.finalize();
+  const auto p = two_rank_round_robin_plan(tree, "ndim=2");
+  engine::StepSpec so;
+  so.method = Method::fsdp_adamw;
+  so.prefetch = 0;
+  const std::string blocks_forward =
+      "pack(1) issue_weights(1) wait_weights(1) forward(1,1) release_weights(1) "
+      "pack(2) issue_weights(2) wait_weights(2) forward(2,2) release_weights(2) "
+      "pack(2) issue_weights(2) wait_weights(2) backward(2,2) release_weights(2) "
+      "issue_reduce(2) pack(1) issue_weights(1) wait_weights(1) backward(1,1) "
+      "release_weights(1) ";
+  // Without fsdp2: the engine's ring (2 slots: group 0 waits for group 2's reduce).
+  const std::string off =
+      "pack(0) issue_weights(0) wait_weights(0) forward(0,0) "
+      "release_weights(0) " +
+      blocks_forward +
+      "issue_reduce(1) pack(0) issue_weights(0) wait_weights(0) "
+      "wait_reduce(2) backward(0,0) release_weights(0) issue_reduce(0) "
+      "wait_reduce(0) apply(0,0) wait_reduce(1) apply(1,1) apply(2,2) ";
+  // fsdp2: no release after group 0's forward, no re-gather before its backward.
+  const std::string on = "pack(0) issue_weights(0) wait_weights(0) forward(0,0) " + blocks_forward +
+                         "wait_reduce(2) issue_reduce(1) backward(0,0) release_weights(0) "
+                         "wait_reduce(1) issue_reduce(0) "
+                         "wait_reduce(0) apply(0,0) apply(1,1) apply(2,2) ";
+  for (bool fsdp2 : {false, true}) {
+    so.fsdp2 = fsdp2;
+    const auto L = engine::make_layout(tree, p, so, 0);
+    ASSERT_EQ(L.groups.size(), 3u);
+    EXPECT_TRUE(L.groups[0].root_unit);
+    EXPECT_FALSE(L.groups[1].root_unit || L.groups[2].root_unit);
+    EXPECT_EQ(L.stays_gathered(L.groups[0]), fsdp2);
+    EXPECT_EQ(ops_text(engine::make_schedule(L, so)), fsdp2 ? on : off) << fsdp2;
+    // Layout (elements): chunks w 8, n 2; padded w 16, n 4. One ring slot of 16 (prefetch 0);
+    // fsdp2: the root's own slot after it, 16 + 4 = 20, live from its forward on: 4 + 16.
+    EXPECT_EQ(L.weight_slot_elems, 16);
+    EXPECT_EQ(L.weight_pool_elems, fsdp2 ? 20 : 16);
+    EXPECT_EQ(L.weight_base(0, 0), fsdp2 ? 16 : 0);
+    EXPECT_EQ(L.weight_base(1, 1), 0);
+    EXPECT_EQ(L.live_weight_elems, fsdp2 ? 20 : 16);
+
+    // The formula by hand (fp32, G = 2: an all_gather receives 4·(G−1)·c bytes): w0 and w1
+    // 32 B each, n 8 B. Z3 gathers the blocks twice: 4 calls, 128 B; the root unit twice
+    // without fsdp2 (6 calls, 144 B), once with it (5 calls, 136 B); the reduce_scatters once
+    // (3 calls, 72 B). --accum 2 repeats every gather pass: 10 calls, 272 B with fsdp2.
+    for (int accum : {1, 2}) {
+      engine::StepSpec a = so;
+      a.accum = accum;
+      const auto v = engine::predict_step_volume(tree, p, engine::volume_options(a)).of_rank(0);
+      const auto& gather =
+          v[engine::channel_index(CommGroup::shard, comm::CollectiveKind::all_gather)];
+      const auto& scatter =
+          v[engine::channel_index(CommGroup::shard, comm::CollectiveKind::reduce_scatter)];
+      EXPECT_EQ(gather.calls, accum * (fsdp2 ? 5 : 6)) << fsdp2 << accum;
+      EXPECT_EQ(gather.bytes, accum * (fsdp2 ? 136 : 144)) << fsdp2 << accum;
+      EXPECT_EQ(scatter.calls, 3);
+      EXPECT_EQ(scatter.bytes, 72);
+    }
+  }
+  // Z2: every group stays gathered already; the rule is off and the step unchanged by fsdp2
+  // (its reduce rule aside).
+  so.reshard = plan::Reshard::z2;
+  so.fsdp2 = true;
+  const auto z2 = engine::make_layout(tree, p, so, 0);
+  EXPECT_FALSE(z2.fsdp2_root);
+  EXPECT_EQ(ops_text(engine::make_schedule(z2, so)),
+            "pack(0) issue_weights(0) wait_weights(0) forward(0,0) "
+            "pack(1) issue_weights(1) wait_weights(1) forward(1,1) "
+            "pack(2) issue_weights(2) wait_weights(2) forward(2,2) "
+            "backward(2,2) release_weights(2) issue_reduce(2) backward(1,1) release_weights(1) "
+            "wait_reduce(2) issue_reduce(1) backward(0,0) release_weights(0) wait_reduce(1) "
+            "issue_reduce(0) wait_reduce(0) apply(0,0) apply(1,1) apply(2,2) ");
+  const auto v = engine::predict_step_volume(tree, p, engine::volume_options(so)).of_rank(0);
+  EXPECT_EQ(v[engine::channel_index(CommGroup::shard, comm::CollectiveKind::all_gather)].bytes, 72);
 }
 
 namespace {

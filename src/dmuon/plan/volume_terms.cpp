@@ -177,9 +177,9 @@ std::vector<VolumeRow> owner_world_term(const TermContext& c, CommVolume& facts)
 }
 
 std::vector<VolumeRow> sharded_term(const TermContext& c, const std::vector<int>& pids,
-                                    VolumeRoute route) {
+                                    VolumeRoute route, Repeat gathers) {
   const std::int64_t G = c.plan.partition.options.shard, R = c.plan.partition.options.replicate;
-  auto gather = make_row(route, CommGroup::shard, CollectiveKind::all_gather, Repeat::weight_pass);
+  auto gather = make_row(route, CommGroup::shard, CollectiveKind::all_gather, gathers);
   auto scatter = make_row(route, CommGroup::shard, CollectiveKind::reduce_scatter, Repeat::once);
   auto replicas = make_row(route, CommGroup::replicate, CollectiveKind::all_reduce, Repeat::once);
   for (int pid : pids) {

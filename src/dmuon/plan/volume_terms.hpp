@@ -27,6 +27,7 @@
 //   sharded      FSDP, and dmuon's --route fsdp / sharded_adamw: per parameter of n elements,
 //                c = ceil(n / G) per rank:
 //                  shard all_gather     weight pass  1                     e·(G−1)·c
+//                                       (FSDP2's root unit: forward pass)
 //                  shard reduce_scatter once         1                     e_g·(G−1)·c
 //                  HSDP replicate all_reduce, once, 1, e_g·⌊c·(R−1)/R⌋
 //   fsdp-muon    the optimizer's all_gather of each Muon parameter's Nesterov input: shard
@@ -55,7 +56,10 @@ const char* volume_route_name(VolumeRoute r);
 /// How often a row's pass happens per step.
 enum class Repeat {
   weight_pass,  ///< moves weights: Z3 twice per micro-step (forward, backward), Z2 once; × K
-  once,         ///< gradients after the last micro-step, or the optimizer step: once per step
+  /// moves weights once per micro-step even in Z3: FSDP2's root unit, gathered before its
+  /// forward and kept through its backward (engine/step/step_volume.hpp); × K
+  forward_pass,
+  once,  ///< gradients after the last micro-step, or the optimizer step: once per step
 };
 
 /// One (group, kind) of a route. `volume` holds one entry (the same on every rank) or one per
@@ -98,9 +102,10 @@ inline std::int64_t shard_chunk(std::int64_t numel, int shard) {
 /// each rank owns and the largest parameter (its kinds are left to the caller).
 std::vector<VolumeRow> owner_rows_term(const TermContext& c, CommVolume& facts);
 std::vector<VolumeRow> owner_world_term(const TermContext& c, CommVolume& facts);
-/// FSDP's (and dmuon's sharded routes') rows over `pids`, labelled `route`.
+/// FSDP's (and dmuon's sharded routes') rows over `pids`, labelled `route`; `gathers`: how
+/// often its all_gather repeats (forward_pass: FSDP2's root unit).
 std::vector<VolumeRow> sharded_term(const TermContext& c, const std::vector<int>& pids,
-                                    VolumeRoute route);
+                                    VolumeRoute route, Repeat gathers = Repeat::weight_pass);
 /// fsdp-muon's optimizer all_gather over `pids` (the dedicated Muon parameters).
 VolumeRow optimizer_gather_term(const TermContext& c, const std::vector<int>& pids);
 VolumeRow ddp_term(const TermContext& c, const std::vector<int>& pids);

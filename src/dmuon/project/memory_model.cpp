@@ -30,12 +30,14 @@ std::int64_t rounded(double bytes) {
 // reuses the slot (position k, slot k mod grad_window, when it has pooled gradients) waits
 // for its reduce just before writing. `weights` is the forward's live weights; the result is
 // the joint peak less them (never negative: the position where the largest weight window is
-// live holds at least those weights). Taking the two maxima apart would add a weight window
-// and a gradient window that are never live together. With FSDP2 (L.fsdp2) an FSDP group's
-// pooled gradients are autograd's, each in its parameter's weight type, while it computes,
-// beside the one FSDP reduce input in flight (kept apart from the ring: FSDP2 allocates it);
-// then its weights are released (FSDP2 reshards first), that input is waited and freed, and
-// the group's own is written (the copy-in: both of its copies live). O(groups) per rank.
+// live holds at least those weights). Z3 with FSDP2's root unit kept gathered
+// (StepLayout::stays_gathered): its weights are live through backward until its own backward.
+// Taking the two maxima apart would add a weight window and a gradient window that are never live
+// together. With FSDP2 (L.fsdp2) an FSDP group's pooled gradients are autograd's, each in its
+// parameter's weight type, while it computes, beside the one FSDP reduce input in flight (kept
+// apart from the ring: FSDP2 allocates it); then its weights are released (FSDP2 reshards first),
+// that input is waited and freed, and the group's own is written (the copy-in: both of its copies
+// live). O(groups) per rank.
 std::int64_t travelling_gradients(const engine::StepLayout& L, std::int64_t weights) {
   const std::int64_t wire = bytes_of(L.wire);
   const std::int64_t alt = bytes_of(L.alt_wire);
@@ -62,12 +64,16 @@ std::int64_t travelling_gradients(const engine::StepLayout& L, std::int64_t weig
     }
     return b;
   };
-  std::int64_t live_w = 0;  // Z3: positions [k, k + ahead]; Z2: [k, n)
-  for (std::int64_t k = 0; k < (all_kept ? n : std::min(n, ahead)); ++k) live_w += weight_bytes(k);
+  // Z3: a group that stays gathered (FSDP2's root unit) is live from the start of backward,
+  // not from its prefetch; it is released after its own backward like the others.
+  const auto kept = [&](std::int64_t k) { return L.stays_gathered(at(k)); };
+  std::int64_t live_w = 0;  // Z3: positions [k, k + ahead] and the kept ones; Z2: [k, n)
+  for (std::int64_t k = 0; k < n; ++k)
+    if (all_kept || k < ahead || kept(k)) live_w += weight_bytes(k);
   std::vector<std::int64_t> ring(slots, 0);  // each slot's occupant's pooled gradient bytes
   std::int64_t in_ring = 0, fsdp2_input = 0, joint = 0;
   for (std::int64_t k = 0; k < n; ++k) {
-    if (!all_kept && k + ahead < n) live_w += weight_bytes(k + ahead);
+    if (!all_kept && k + ahead < n && !kept(k + ahead)) live_w += weight_bytes(k + ahead);
     joint = std::max(joint, live_w + in_ring + fsdp2_input);  // before the oldest is waited
     const auto& G = at(k);
     const std::int64_t g = reduce * G.grad_elems;

@@ -17,7 +17,8 @@
 //                     engine keeps per parameter, which Newton–Schulz overwrites
 //   weights           gathered / packed weights live at once (StepLayout::live_weight_bytes:
 //                     Z3 prefetch + 1 groups, Z2 every group from forward to backward; DDP
-//                     computes on its replicas: 0)
+//                     computes on its replicas: 0); Z3 on a GPU (StepLayout::stays_gathered)
+//                     adds FSDP2's root unit, live from its forward to its backward
 //   grad_buffers      backward's travelling gradients (pairs rooted elsewhere, FSDP padded full
 //                     gradients) in the grad_window-slot ring, where weights and travelling
 //                     gradients (reduce dtype) together peak as the schedule holds them, less

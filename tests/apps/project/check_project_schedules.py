@@ -3,7 +3,11 @@
 before the reference's schedule existed (commit cdf8fe4, recorded here as literals: step, every
 phase and the peak memory, bit for bit up to 1e-12 relative), and the default `reference`
 schedule leaves the baselines' figures alone while it has no barrier (step_sync 0) and waits
-for late owners in the forward instead. Exit 0 with 'OK', 1 with the first failed check."""
+for late owners in the forward instead. The three Z3 runs were re-recorded when FSDP2's root unit
+started staying gathered from forward to backward on a GPU (StepLayout::stays_gathered): one
+all-gather of the FSDP unit fewer (backward_comm, exposed_comm and the step lower by exactly
+it; every other phase the main branch's to 1e-15) and its gathered weights live through
+backward (the peak higher by them). Exit 0 with 'OK', 1 with the first failed check."""
 import argparse
 import json
 import subprocess
@@ -27,28 +31,28 @@ MAIN = [
            "step_sync": 0.0}, 3331808)]),
     ("--topology moe --world-size 16 --replicate 2 --machine h100-ndr --method dmuon "
      "--boundary default --reshard z3", [
-         ("dmuon", 2.653893951667705,
-          {"backward_comm": 0.13122494399595833, "backward_compute": 0.5806878117235996,
-           "exposed_comm": 0.21812332102732904, "forward_comm": 0.09033299593684324,
-           "forward_compute": 0.29067816092498944, "optimizer_ns": 1.484096046383164,
-           "optimizer_other": 0.08030861160862297, "step": 2.653893951667705,
-           "step_sync": 1.618460865261744}, 19472384)]),
+         ("dmuon", 2.645881565514293,
+          {"backward_comm": 0.12321255784254662, "backward_compute": 0.5806878117235996,
+           "exposed_comm": 0.21011093487391733, "forward_comm": 0.09033299593684324,
+           "forward_compute": 0.29067816092498944, "optimizer_ns": 1.4840960463831636,
+           "optimizer_other": 0.08030861160862297, "step": 2.645881565514293,
+           "step_sync": 1.6184608652617438}, 19488768)]),
     ("--topology llm --world-size 8 --machine a800 --method dmuon --boundary recommended "
      "--reshard z3 --seq-len 256 --micro-batch 1 --comm-dtype bf16 --clip-norm 1", [
-         ("dmuon", 2.0963146608454686,
-          {"backward_comm": 0.06351909165292803, "backward_compute": 0.8345302655166039,
-           "exposed_comm": 0.1178917334679723, "forward_comm": 0.04349602302451552,
+         ("dmuon", 2.0736017721351594,
+          {"backward_comm": 0.04080620294261844, "backward_compute": 0.8345302655166039,
+           "exposed_comm": 0.09517884475766271, "forward_comm": 0.04349602302451552,
            "forward_compute": 0.4035913516889046, "optimizer_ns": 0.6837676760376084,
-           "optimizer_other": 0.0698655872391151, "step": 2.0963146608454686,
-           "step_sync": 0.7137407913991691}, 8371936)]),
+           "optimizer_other": 0.0698655872391151, "step": 2.0736017721351594,
+           "step_sync": 0.7137407913991691}, 8650464)]),
     ("--topology vla --world-size 16 --machine h200 --method dmuon --grad-reduce packed "
      "--replicate 2 --boundary default", [
-         ("dmuon", 1.1379630095073194,
-          {"backward_comm": 0.06222759796350986, "backward_compute": 0.3774434065612728,
-           "exposed_comm": 0.10205151053538213, "forward_comm": 0.03982391257187226,
-           "forward_compute": 0.18934685957370362, "optimizer_ns": 0.43211915876288665,
-           "optimizer_other": 0.037002074074074305, "step": 1.1379630095073194,
-           "step_sync": 0.45312040320733094}, 7218176)]),
+         ("dmuon", 1.121960799445234,
+          {"backward_comm": 0.04622538790142474, "backward_compute": 0.3774434065612728,
+           "exposed_comm": 0.08604930047329701, "forward_comm": 0.03982391257187226,
+           "forward_compute": 0.18934685957370362, "optimizer_ns": 0.4321191587628864,
+           "optimizer_other": 0.037002074074074305, "step": 1.121960799445234,
+           "step_sync": 0.4531204032073308}, 7222272)]),
 ]
 
 

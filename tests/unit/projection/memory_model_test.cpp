@@ -199,6 +199,37 @@ TEST(MemoryModel, Fsdp2HoldsOneReduceInputBesideAutogradsGradients) {
   }
 }
 
+// FSDP2's root unit (StepLayout::stays_gathered: fsdp2 under Z3) is live from its forward to
+// its backward. The small tree, bf16, prefetch 1; the root unit is n (padded 4: 8 B), then a
+// (32 B) and b (64 B). Forward: n + a = 40, a + b and n kept = 104, b + n = 72: 104 B (the
+// engine's ring of two groups: 96). Backward (b, a, n), fsdp-adamw: b + a and n 104, b's
+// autograd gradients 64 beside them: 168; b's weights freed and its input (64) written beside
+// its 64: 40 + 128 = 168; a (40 + 64 + 32 = 136) and n hold less: 168 − 104 = 64, as without the
+// rule (96 + 64 = 160 there): the backward phase holds 8 B more, n's gathered weights. dmuon
+// rank 1 (l1's 32 travel, rooted on rank 0): b + a and n 104 with b's 64 = 168, 64 B again.
+// Z2 keeps every group anyway: 104 B either way.
+TEST(MemoryModel, Fsdp2KeepsTheRootUnitsWeightsFromForwardToBackward) {
+  const auto t = small_tree();
+  for (Method m : {Method::fsdp_adamw, Method::dmuon}) {
+    const int r = m == Method::dmuon ? 1 : 0;
+    auto s = spec(m, Reshard::z3);
+    for (bool fsdp2 : {false, true}) {
+      s.fsdp2 = fsdp2;
+      const auto L = engine::make_layout(t, small_plan(t, Reshard::z3), s, r);
+      const RankMemory mem = project::memory_of(L);
+      EXPECT_EQ(mem.weights, fsdp2 ? 104 : 96) << engine::method_name(m) << fsdp2;
+      EXPECT_EQ(mem.grad_buffers, 64) << engine::method_name(m) << fsdp2;
+      EXPECT_EQ(mem.phase_bytes(MemoryPhase::backward) - mem.persistent(), fsdp2 ? 168 : 160);
+    }
+    s = spec(m, Reshard::z2);
+    for (bool fsdp2 : {false, true}) {
+      s.fsdp2 = fsdp2;
+      const auto L = engine::make_layout(t, small_plan(t, Reshard::z2), s, r);
+      EXPECT_EQ(project::memory_of(L).weights, 104) << engine::method_name(m) << fsdp2;
+    }
+  }
+}
+
 // The projection applies FSDP2's rule on a GPU machine only (projection.cpp sets
 // StepSpec::fsdp2 there): the small tree's hand values above, 128 B on a GPU, the engine's
 // ring's 136 B on a CPU.
@@ -285,11 +316,12 @@ TEST(MemoryModel, ProjectionPeakRankAndPhase) {
     EXPECT_EQ(proj.memory.rank, 0);
     EXPECT_EQ(proj.memory.peak_phase(), MemoryPhase::optimizer);
     // With activations, every rank's backward grows alike: rank 0's is 572 + 2100 = 2672
-    // (rank 1's 412 + 2100).
+    // (rank 1's 412 + 2100), and 8 B more on a GPU, where FSDP2's root unit n (4 bf16
+    // elements gathered) stays live from its forward to its backward: 2680.
     po.activations = activations(2000, 100);
     const auto with =
         project::project(t, p, project::testing::measured_machine(2, 10, 5, "gpu"), po);
-    EXPECT_EQ(with.memory.peak(), 2672);
+    EXPECT_EQ(with.memory.peak(), 2680);
     EXPECT_EQ(with.memory.rank, 0);
     EXPECT_EQ(with.memory.peak_phase(), MemoryPhase::backward);
   }

@@ -33,8 +33,8 @@ std::int64_t ParamLayout::shard_len_at(int column) const {
 }
 
 std::int64_t StepLayout::weight_base(int group, int position) const {
-  if (reshard == plan::Reshard::z2 || is_ddp(method))
-    return groups.at(static_cast<std::size_t>(group)).own_weight_slot;
+  const GroupLayout& g = groups.at(static_cast<std::size_t>(group));
+  if (reshard == plan::Reshard::z2 || is_ddp(method) || stays_gathered(g)) return g.own_weight_slot;
   return static_cast<std::int64_t>(position % weight_window) * weight_slot_elems;
 }
 
@@ -89,6 +89,7 @@ class LayoutBuilder {
   void group_params() {
     GroupLayout rest;
     rest.kind = t_.replicas ? GroupKind::ddp : GroupKind::fsdp;
+    rest.root_unit = rest.kind == GroupKind::fsdp;
     for (int pid : tree_.parameter_order())
       if (!dedicated(pid) && !deferred(pid))
         rest.members.push_back(index_of_[static_cast<std::size_t>(pid)]);
@@ -177,7 +178,8 @@ class LayoutBuilder {
         o_.pipeline == OptimizerPipeline::per_group ? std::max(1, std::min(n, 2)) : 0;
     std::int64_t weights_total = 0, gathers_total = 0;
     for (auto& g : L_.groups) {
-      L_.weight_slot_elems = std::max(L_.weight_slot_elems, g.weight_elems);
+      if (!L_.stays_gathered(g))
+        L_.weight_slot_elems = std::max(L_.weight_slot_elems, g.weight_elems);
       L_.grad_slot_elems = std::max(L_.grad_slot_elems, g.grad_elems);
       L_.gather_slot_elems = std::max(L_.gather_slot_elems, g.gather_elems);
       g.own_weight_slot = take(weights_total, g.weight_elems);
@@ -185,6 +187,10 @@ class LayoutBuilder {
     }
     L_.weight_pool_elems =
         own_weight_slots ? weights_total : L_.weight_window * L_.weight_slot_elems;
+    // Z3: a group that stays gathered holds its own slot after the ring for the whole step.
+    for (auto& g : L_.groups)
+      if (!own_weight_slots && L_.stays_gathered(g))
+        g.own_weight_slot = take(L_.weight_pool_elems, g.weight_elems);
     L_.grad_pool_elems = L_.grad_window * L_.grad_slot_elems;
     L_.gather_pool_elems =
         L_.gather_window == 0 ? gathers_total : L_.gather_window * L_.gather_slot_elems;
@@ -417,15 +423,22 @@ class LayoutBuilder {
       for (const auto& g : L_.groups) L_.live_weight_bytes += bytes_of(g);
       return;
     }
+    // Z3: at forward position i the groups i .. i + prefetch, and every earlier group that
+    // stays gathered (the root unit, from its forward to its backward).
     const std::size_t window = static_cast<std::size_t>(o_.prefetch) + 1;
+    std::int64_t kept_w = 0, kept_b = 0;
     for (std::size_t i = 0; i < L_.groups.size(); ++i) {
-      std::int64_t w = 0, b = 0;
+      std::int64_t w = kept_w, b = kept_b;
       for (std::size_t j = i; j < std::min(L_.groups.size(), i + window); ++j) {
         w += L_.groups[j].weight_elems;
         b += bytes_of(L_.groups[j]);
       }
       L_.live_weight_elems = std::max(L_.live_weight_elems, w);
       L_.live_weight_bytes = std::max(L_.live_weight_bytes, b);
+      if (L_.stays_gathered(L_.groups[i])) {
+        kept_w += L_.groups[i].weight_elems;
+        kept_b += bytes_of(L_.groups[i]);
+      }
     }
   }
 
@@ -453,6 +466,9 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   // With --accum every group keeps its gradients until the last micro-step: the engine's own
   // slots, not FSDP2's one reduce input.
   L.fsdp2 = options.fsdp2 && options.accum == 1;
+  // FSDP2's root unit stays gathered in every micro-step, --accum or not (it reshards after
+  // its backward: post_backward).
+  L.fsdp2_root = options.fsdp2 && options.reshard == plan::Reshard::z3;
   L.alt_reduce = L.reduce == kernels::Dtype::f32 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
   L.reference_memory = options.reference_dmuon();
   L.momentum = L.reference_memory && options.momentum == MomentumDtype::grad ? L.reduce

@@ -17,7 +17,9 @@
 //                   FSDP gradient shards; DDP full gradients).
 //   weight pool     wire: the groups' packed broadcasts / all-gathered weights that compute
 //                   reads. Z3: a ring of prefetch + 1 slots (a group is live from its issue to
-//                   the end of its compute); Z2: one slot per group (kept until backward).
+//                   the end of its compute), and after it the root unit's own slot when it
+//                   stays gathered (StepLayout::stays_gathered); Z2: one slot per group (kept
+//                   until backward).
 //   grad pool       reduce: gradients that only travel (pairs rooted elsewhere, FSDP padded full
 //                   gradients): a ring of grad_window slots (prefetch + 2; the reference's
 //                   DMuon schedule: 2), a slot reused once the reduce that read it completed
@@ -162,13 +164,18 @@ struct GroupLayout {
   /// fsdp, unhooked), all-gathered where it runs; its reduce-scatter (and HSDP stage 2) runs
   /// after the last backward op, so its full gradients stay in the grad arena until then.
   bool deferred_reduce = false;
+  /// The FSDP unit of the parameters no site holds (the first group, kind fsdp): what FSDP2's
+  /// root unit holds (embeddings, final norm, output; here also any per-block norm left
+  /// undedicated, which FSDP2 would put in its block's unit). StepLayout::stays_gathered.
+  bool root_unit = false;
   std::int64_t weight_elems = 0;      ///< elements of its weights while live (packed / gathered)
   std::int64_t alt_weight_elems = 0;  ///< of which in the alt weight arena (alt_wire members)
   std::int64_t alt_gather_elems = 0;  ///< fsdp-muon gathers in the alt gather arena
   std::int64_t grad_elems = 0;        ///< elements it needs in a grad-pool slot
   std::int64_t gather_elems = 0;      ///< fsdp-muon: its all-gathered Nesterov inputs
-  std::int64_t own_weight_slot = 0;   ///< Z2: offset of its own slot in the weight pool
-  std::int64_t own_gather_slot = 0;   ///< all_then_publish: offset of its own gather slot
+  /// Z2 (and a Z3 group that stays gathered): offset of its own slot in the weight pool
+  std::int64_t own_weight_slot = 0;
+  std::int64_t own_gather_slot = 0;  ///< all_then_publish: offset of its own gather slot
   bool gathers() const { return gather_elems + alt_gather_elems > 0; }
   bool has_weight_comm() const {
     return kind != GroupKind::ddp && weight_elems + alt_weight_elems > 0;
@@ -189,8 +196,10 @@ struct StepLayout {
   std::int64_t state_elems = 0;
   std::int64_t second_state_elems = 0;
   std::int64_t grad_arena_elems = 0;
-  int weight_window = 1;  ///< slots of the weight ring (Z3); Z2: every group has its own
-  std::int64_t weight_slot_elems = 0;  ///< one ring slot (the largest group)
+  /// Slots of the weight ring (Z3); Z2: every group has its own (Z3: so has one that stays
+  /// gathered, after the ring).
+  int weight_window = 1;
+  std::int64_t weight_slot_elems = 0;  ///< one ring slot (the largest group in the ring)
   std::int64_t weight_pool_elems = 0;
   int grad_window = 2;
   /// StepSpec::fsdp2 without --accum: FSDP groups keep one reduce input in flight and hold
@@ -201,6 +210,15 @@ struct StepLayout {
   bool fsdp2_reduces(const GroupLayout& G) const {
     return fsdp2 && G.kind == GroupKind::fsdp && !G.deferred_reduce;
   }
+  /// StepSpec::fsdp2 under Z3: the root unit is all-gathered once per micro-step and stays
+  /// gathered from its forward to its backward, as FSDP2 keeps its root's parameters
+  /// unsharded after forward (torch/distributed/fsdp/_fully_shard/_fsdp_state.py,
+  /// FSDPState._lazy_init: the root's post_forward_mesh_info = None, "the parameters would
+  /// be freed and all-gathered immediately" for backward). Every method's FSDP root unit.
+  bool fsdp2_root = false;
+  /// Whether G follows that rule: no release after its forward, no re-gather before its
+  /// backward, released after its backward; its own weight slot for the whole step.
+  bool stays_gathered(const GroupLayout& G) const { return fsdp2_root && G.root_unit; }
   /// The reference's DMuon step (StepSpec::reference_dmuon): the memory model holds the
   /// optimizer as the reference does (momentum in `momentum`, a transient Nesterov input,
   /// reduced-gradient clones, Newton–Schulz in a CUDA-graph pool; memory_model.hpp);

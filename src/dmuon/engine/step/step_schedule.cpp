@@ -173,11 +173,13 @@ class Builder {
   }
 
   // Issues the weight collectives of order[issued_ .. k + prefetch] and waits for order[k].
+  // Backward skips a group that stays gathered from its forward (FSDP2's root unit).
   void weights_ready(const std::vector<int>& order, int k, bool backward_pass) {
     const Phase ph = backward_pass ? Phase::backward_comm : Phase::forward_comm;
     for (; issued_ < n_ && issued_ <= k + o_.prefetch; ++issued_) {
       const int g = order[static_cast<std::size_t>(issued_)];
       const auto& G = group(g);
+      if (backward_pass && L_.stays_gathered(G)) continue;
       weight_base_[static_cast<std::size_t>(g)] = L_.weight_base(g, issued_);
       if (G.kind == GroupKind::ddp) {
         // Replicas: the compute copy is made once per step, no collective. ddp-dmuon: first
@@ -194,7 +196,8 @@ class Builder {
       emit(Op::issue_weights, g, ph, true);
     }
     const int g = order[static_cast<std::size_t>(k)];
-    if (group(g).has_weight_comm()) emit(Op::wait_weights, g, ph, true);
+    if (group(g).has_weight_comm() && !(backward_pass && L_.stays_gathered(group(g))))
+      emit(Op::wait_weights, g, ph, true);
   }
 
   void forward() {
@@ -208,7 +211,7 @@ class Builder {
       if (G.hooked) hook(g, HookPoint::forward_pre, true);
       for (int p : G.members) compute(Op::forward, g, p, Phase::forward_compute);
       activation_forward(g);
-      if (z3_ && G.kind != GroupKind::ddp) untimed(Op::release_weights, g);
+      if (z3_ && G.kind != GroupKind::ddp && !L_.stays_gathered(G)) untimed(Op::release_weights, g);
       if (G.hooked) hook(g, HookPoint::forward_post, false);
     }
   }
@@ -224,7 +227,7 @@ class Builder {
       const int g = order[static_cast<std::size_t>(k)];
       const auto& G = group(g);
       if (z3_ && G.kind != GroupKind::ddp) weights_ready(order, k, true);
-      if (G.hooked) hook(g, HookPoint::backward_pre, z3_);
+      if (G.hooked) hook(g, HookPoint::backward_pre, z3_ && !L_.stays_gathered(G));
       if (G.grad_elems > 0) {
         grad_base_[static_cast<std::size_t>(g)] = L_.grad_base(k);
         // The reduce that last read this grad-pool slot must be done before it is rewritten

@@ -15,6 +15,10 @@
 //             (fsdp2: an FSDP group first waits for the previous FSDP group's reduce)
 //   Hooks: the four per hooked group fire in Z3 and Z2 alike (as the reference installs
 //   them); forward-post and the Z2 backward-pre do not communicate.
+//   fsdp2 under Z3 (StepLayout::stays_gathered): the root unit (the FSDP unit of the
+//             parameters no site holds) skips its forward release and its backward prefetch
+//             and wait: gathered once per micro-step, released after its backward, as FSDP2
+//             keeps its root unsharded after forward.
 //   optimizer per_group: per g in forward order wait its gradients, prepare (momentum),
 //             [fsdp-muon: all-gather the Nesterov inputs, one group ahead], newton_schulz and
 //             apply per parameter, publish (HSDP: the owners' replicate broadcasts);

@@ -22,9 +22,20 @@ std::int64_t weight_passes(const VolumeOptions& o) {
   return (o.reshard == plan::Reshard::z3 ? 2 : 1) * static_cast<std::int64_t>(o.accum);
 }
 
+// How often a row's pass runs per step.
+std::int64_t passes_of(plan::Repeat r, const VolumeOptions& o) {
+  switch (r) {
+    case Repeat::weight_pass: return weight_passes(o);
+    case Repeat::forward_pass: return o.accum;
+    case Repeat::once: return 1;
+  }
+  return 1;
+}
+
 // The parameters by what the methods' routes tell apart.
 struct ParamClasses {
   std::vector<int> all;
+  std::vector<int> sited;   // dedicated: held by a hook site (the FSDP methods' block units)
   std::vector<int> muon;    // dedicated (hooked, owner-based) and updated with Muon
   std::vector<int> others;  // not dedicated: by their route, sharded or sharded_adamw
   std::vector<int> others_sharded, others_sharded_adamw;
@@ -36,6 +47,7 @@ ParamClasses classify(const model::ModuleTree& tree, const plan::Plan& plan) {
     const auto i = static_cast<std::size_t>(pid);
     c.all.push_back(pid);
     if (plan.hooks.site_of_param.at(i) >= 0) {
+      c.sited.push_back(pid);
       if (plan.muon(pid)) c.muon.push_back(pid);  // not --route adamw
       continue;
     }
@@ -48,23 +60,32 @@ ParamClasses classify(const model::ModuleTree& tree, const plan::Plan& plan) {
 }
 
 // The rows of every route the method's parameters take (the table in step_volume.hpp).
-std::vector<VolumeRow> route_rows(const plan::TermContext& c, Method method, StepVolume& v) {
+std::vector<VolumeRow> route_rows(const plan::TermContext& c, const VolumeOptions& o,
+                                  StepVolume& v) {
   const ParamClasses p = classify(c.tree, c.plan);
   std::vector<VolumeRow> rows;
   const auto append = [&rows](std::vector<VolumeRow> more) {
     rows.insert(rows.end(), std::make_move_iterator(more.begin()),
                 std::make_move_iterator(more.end()));
   };
-  switch (method) {
+  // FSDP2's root unit (the parameters no site holds; dmuon: those of route fsdp, the
+  // sharded_adamw ones having sites of their own) is gathered once per micro-step.
+  const Repeat root = o.fsdp2 ? Repeat::forward_pass : Repeat::weight_pass;
+  const auto fsdp_units = [&] {
+    if (!o.fsdp2) return append(plan::sharded_term(c, p.all, VolumeRoute::sharded));
+    append(plan::sharded_term(c, p.sited, VolumeRoute::sharded));
+    append(plan::sharded_term(c, p.others, VolumeRoute::sharded, root));
+  };
+  switch (o.method) {
     case Method::dmuon:
       append(plan::owner_rows_term(c, v.owners));
-      append(plan::sharded_term(c, p.others_sharded, VolumeRoute::sharded));
+      append(plan::sharded_term(c, p.others_sharded, VolumeRoute::sharded, root));
       append(plan::sharded_term(c, p.others_sharded_adamw, VolumeRoute::sharded_adamw));
       if (v.grid.tp > 1) append(plan::tp_term(c, v.tp_exchange));
       break;
-    case Method::fsdp_adamw: append(plan::sharded_term(c, p.all, VolumeRoute::sharded)); break;
+    case Method::fsdp_adamw: fsdp_units(); break;
     case Method::fsdp_muon:
-      append(plan::sharded_term(c, p.all, VolumeRoute::sharded));
+      fsdp_units();
       rows.push_back(plan::optimizer_gather_term(c, p.muon));
       break;
     case Method::ddp_muon: rows.push_back(plan::ddp_term(c, p.all)); break;
@@ -86,10 +107,11 @@ std::string overflow_message(const VolumeRow& row, std::size_t r, const plan::Co
                      plan::volume_route_name(row.route), kind, r);
 }
 
-void repeat_weight_passes(std::vector<VolumeRow>& rows, std::int64_t passes,
+void repeat_weight_passes(std::vector<VolumeRow>& rows, const VolumeOptions& o,
                           const plan::CommVolume& owners) {
   for (auto& row : rows) {
-    if (row.repeat != Repeat::weight_pass) continue;
+    const std::int64_t passes = passes_of(row.repeat, o);
+    if (passes == 1) continue;
     auto& k = row.volume;
     for (std::size_t r = 0; r < k.bytes_per_rank.size(); ++r) {
       const auto overflow = [&] { return overflow_message(row, r, owners); };
@@ -147,6 +169,7 @@ VolumeOptions volume_options(const StepSpec& step) {
   o.reduce_bytes = static_cast<int>(kernels::dtype_bytes(step.reduce_dtype()));
   o.accum = step.accum;
   o.clip = step.clip();
+  o.fsdp2 = step.fsdp2 && step.reshard == plan::Reshard::z3;
   return o;
 }
 
@@ -191,9 +214,9 @@ StepVolume predict_step_volume(const model::ModuleTree& tree, const plan::Plan& 
   v.grid = RankGrid{po.replicate, po.shard, tp ? plan.tp.tp : 1};
   const int reduce_bytes = o.reduce_bytes < 0 ? o.wire_bytes : o.reduce_bytes;
   const plan::TermContext context{tree, plan, o.grad_reduce, o.wire_bytes, reduce_bytes, tp};
-  v.rows = route_rows(context, o.method, v);
+  v.rows = route_rows(context, o, v);
   if (o.clip) v.rows.push_back(plan::clip_term(v.grid.world()));
-  repeat_weight_passes(v.rows, weight_passes(o), v.owners);
+  repeat_weight_passes(v.rows, o, v.owners);
   if (traits(o.method).reference_hooks) {
     const auto sites = static_cast<std::int64_t>(plan.hooks.sites.size());
     v.hooks_fired = 4 * sites * o.accum;

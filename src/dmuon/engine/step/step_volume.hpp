@@ -9,7 +9,10 @@
 //   * weight passes: every weight collective (dmuon's row broadcasts, the FSDP and sharded_adamw
 //     all-gathers) runs twice per micro-step in Z3 (before forward, again before backward) and
 //     once in Z2, and K times with --accum K (accumulation.hpp); gradient reduces, HSDP stage 2,
-//     the optimizer's collectives and the TP exchange run once per step;
+//     the optimizer's collectives and the TP exchange run once per step; with `fsdp2` (Z3 on a
+//     projected GPU: StepLayout::stays_gathered) the root unit's all-gathers (the FSDP unit of
+//     the parameters no site holds) run once per micro-step: FSDP2 keeps its root unsharded
+//     from forward to backward;
 //   * hooks (methods with the reference's hooks): all four per site fire every micro-step; the
 //     forward-pre and Z3 backward-pre hooks communicate in every weight pass, the backward-post
 //     one once per step: fired 4·S·K, communicating (passes + 1)·S for S sites;
@@ -54,6 +57,8 @@ struct VolumeOptions {
   int reduce_bytes = -1;
   int accum = 1;      ///< --accum K
   bool clip = false;  ///< --clip-norm
+  /// StepSpec::fsdp2 under Z3: the root unit is gathered once per micro-step, not twice.
+  bool fsdp2 = false;
   /// The plan's tensor parallelism: DP channels on local shards plus the TP exchange. false:
   /// the logical model on the DP world (what a plan record describes).
   bool tp = true;
