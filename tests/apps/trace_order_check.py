@@ -66,6 +66,20 @@ run([a.project] + flags + ["--machine", "h200", "--world-size", "2", "--trace", 
                            "--trace-ranks", "0,1"])
 h, h_spans = orders(host)
 p, p_spans = orders(projected)
+# One known difference: on a GPU the projection runs FSDP groups as FSDP2 does, whose root unit
+# (group 0: the parameters no site holds) stays gathered from forward to backward (PyTorch's
+# FSDPState._lazy_init; docs/PROJECTION.md); the host engine re-gathers it for backward. So the
+# host issues group 0's weights twice per step and the projection once: the host's second one
+# is left out of the comparison, and everything else must agree.
+ROOT = "issue_weights g0"
+for key in sorted(h):
+    hn, pn = h[key].count(ROOT), p.get(key, []).count(ROOT)
+    if (hn, pn) not in ((0, 0), (2, 1)):
+        fail(f"rank {key[0]} step {key[1]} {key[2]}: the root unit's weights issued {hn} times "
+             f"on the host, {pn} projected (want 2 and 1: FSDP2 keeps it gathered)")
+    if hn == 2:
+        second = [i for i, n in enumerate(h[key]) if n == ROOT][1]
+        del h[key][second]
 if not h or set(h) != set(p):
     fail(f"(rank, step, communicator) keys differ: host {sorted(h)}, projected {sorted(p)}")
 for key in sorted(h):

@@ -210,6 +210,17 @@ TEST(OptionTable, ParsesByKindAndAppliesTheRules) {
             "--ac full needs --seq-len (the activation work it recomputes)");
   EXPECT_EQ(error_of(kBench, {"--clip-norm-type", "inf"}),
             "--clip-norm-type needs --clip-norm (the threshold)");
+  // Parallelisms not modelled yet: refused as such, their trivial value accepted (config too).
+  EXPECT_EQ(error_of(kProject, {"--ep", "4"}),
+            "--ep 4: expert parallelism is not modelled yet (valid: 1; docs/PROJECTION.md lists "
+            "what is)");
+  EXPECT_EQ(error_of(kBench, {"--pp", "2"}).rfind("--pp 2: pipeline parallelism is not", 0), 0u);
+  EXPECT_EQ(error_of(kAdvise, {"--cp", "8"}).rfind("--cp 8: context parallelism is not", 0), 0u);
+  EXPECT_EQ(error_of(kInspect, {"--sequence-parallel"})
+                .rfind("--sequence-parallel: sequence parallelism is not modelled yet", 0),
+            0u);
+  EXPECT_EQ(error_of(kBench, {"--ep", "1", "--pp", "1", "--cp", "1"}), "");
+  EXPECT_EQ(error_of(kProject, {"--ep", "0"}), "--ep '0' is invalid (valid: an integer 1..65536)");
   // A flag of another tool is not this tool's.
   EXPECT_NE(error_of(kBench, {"--machine", "h100-ndr"}), "");
   EXPECT_NE(error_of(kProject, {"--steps", "3"}), "");

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "common/config_dir.hpp"
 #include "dmuon/base/error.hpp"
@@ -66,8 +67,25 @@ void row_rules(const RunOptions& o) {
   }
 }
 
+// The parallelisms the suite does not model: refused, naming the value and what is valid.
+void unmodelled_rules(const RunOptions& o) {
+  const auto& u = o.unmodelled;
+  for (const auto& [flag, value, what] : {std::tuple{"--ep", u.ep, "expert parallelism"},
+                                          std::tuple{"--pp", u.pp, "pipeline parallelism"},
+                                          std::tuple{"--cp", u.cp, "context parallelism"}})
+    if (value != 1)
+      throw InputError(
+          fmt::format("{} {}: {} is not modelled yet (valid: 1; docs/PROJECTION.md lists what is)",
+                      flag, value, what));
+  if (u.sequence_parallel)
+    throw InputError(
+        "--sequence-parallel: sequence parallelism is not modelled yet (with --tp T each TP rank "
+        "runs its DP group's whole activation work)");
+}
+
 void step_rules(RunOptions& o) {
   row_rules(o);
+  unmodelled_rules(o);
   o.plan.reshard = o.engine.step.reshard;  // Z2 sites differ for tied parameters (SPEC §3)
   o.engine.run.trace = !o.trace.empty();
   if (o.engine.run.inject_nan_step > o.engine.run.total_steps())

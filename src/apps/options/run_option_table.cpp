@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/tp_shard.hpp"
@@ -786,11 +787,38 @@ std::vector<RunOption> inspect_rows() {
   return r;
 }
 
+// Parallelisms not modelled yet: a run asking for one is refused as such (run_option_rules.cpp),
+// never read as a typo; the trivial value every run has is accepted.
+std::vector<RunOption> unmodelled_rows() {
+  std::vector<RunOption> r;
+  const std::string why = "only 1 (none) is accepted, which every run has";
+  for (const auto& [name, what, get] :
+       {std::tuple{"--ep", "expert-parallel group size", &UnmodelledParallelism::ep},
+        std::tuple{"--pp", "pipeline-parallel stages", &UnmodelledParallelism::pp},
+        std::tuple{"--cp", "context-parallel group size", &UnmodelledParallelism::cp}}) {
+    const std::string help = fmt::format("{}: not modelled yet (only 1)", what);
+    r.push_back(
+        one(
+            name, kGroupPlan, help.c_str(),
+            Integer<int>{1, 1 << 16}, [get = get](auto& o) -> auto& { return o.unmodelled.*get; })
+            .in(kAllTools)
+            .not_in_key(why));
+  }
+  r.push_back(on_off(
+                  "--sequence-parallel", kGroupPlan,
+                  "tensor parallelism with sequence parallelism: not modelled yet",
+                  [](auto& o) -> auto& { return o.unmodelled.sequence_parallel; })
+                  .in(kAllTools)
+                  .not_in_key("refused when given: no run has it")
+                  .showing(kNoConfig));
+  return r;
+}
+
 std::vector<RunOption> make_table() {
   std::vector<RunOption> all;
   for (auto part : {model_rows, sweep_rows, plan_rows, partition_rows, layout_rows, step_rows,
                     optimizer_rows, clip_accum_rows, work_rows, run_rows, output_rows,
-                    projection_rows, advisor_rows, inspect_rows})
+                    projection_rows, advisor_rows, inspect_rows, unmodelled_rows})
     for (auto& row : part()) all.push_back(std::move(row));
   return all;
 }

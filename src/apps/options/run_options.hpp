@@ -51,6 +51,16 @@ struct ProjectionChoice {
   std::vector<int> trace_ranks;  ///< -1: every rank; empty: rank 0
 };
 
+/// The parallelisms large runs use that the suite does not model yet (docs/PROJECTION.md): their
+/// flags exist so that a run asking for one is refused as "not modelled", and only their
+/// trivial value (1, off) is accepted.
+struct UnmodelledParallelism {
+  int ep = 1;  ///< expert parallelism
+  int pp = 1;  ///< pipeline parallelism
+  int cp = 1;  ///< context parallelism
+  bool sequence_parallel = false;
+};
+
 /// dmuon_advise's search.
 struct AdviseChoice {
   double memory_cap_gb = 0;  ///< 0: the machine's memory_GB
@@ -92,6 +102,7 @@ struct RunOptions {
   /// --baseline-reshard: the baselines' resharding (unset: engine.step.reshard); reshard_for.
   std::optional<plan::Reshard> baseline_reshard;
   WorkloadChoice workload;
+  UnmodelledParallelism unmodelled;
   int repeats = 1;  ///< engine runs per row: samples = repeats x steps
   bool json = false;
   bool wide = false;   ///< tables: long specs in full instead of fitting 160 columns

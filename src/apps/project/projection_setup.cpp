@@ -44,6 +44,13 @@ ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo
   if (!s.step_work) return s;
   if (!s.step_work->note.empty()) s.notes.push_back(s.step_work->note);
   for (const auto& n : s.step_work->not_modelled) s.notes.push_back("not modelled: " + n);
+  if (b.plan.tp > 1) {
+    s.tp_note = fmt::format(
+        "not modelled: sequence parallelism under --tp {}: each TP rank runs its DP group's whole "
+        "activation work (attention, norms, loss), unsplit; MFU is understated by that much",
+        b.plan.tp);
+    s.notes.push_back(s.tp_note);
+  }
   const auto convention = b.workload.flops;
   const auto flops = work::model_flops_per_token(topo, b.workload.seq_len);
   if (flops.has_geometry || convention == work::FlopConvention::six_n)

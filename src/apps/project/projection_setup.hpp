@@ -21,6 +21,7 @@ struct ProjectionSetup {
   std::optional<work::StepWork> step_work;  ///< nullopt without --seq-len
   std::vector<std::string> notes;           ///< "# note:" lines (what the work leaves out)
   std::string flops_note;                   ///< --flops asked for a geometry the model lacks
+  std::string tp_note;  ///< --tp with --seq-len: the activation work TP does not split here
   /// GPU machines: whether compute slows under communication, what the FSDP groups stand for
   std::vector<std::string> machine_notes;
 };
