@@ -707,6 +707,7 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
     x["status"] = run.status;
     if (!run.ok()) x["error"] = run.error;
     x["warnings"] = run.warnings;
+    if (!run.suggestion.empty()) x["suggestion"] = run.suggestion;
     j["runs"].push_back(x);
   }
   j["failures"] = failures(runs);
