@@ -5,7 +5,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <tuple>
 
 #include "common/config_dir.hpp"
 #include "dmuon/base/error.hpp"
@@ -70,13 +69,11 @@ void row_rules(const RunOptions& o) {
 // The parallelisms the suite does not model: refused, naming the value and what is valid.
 void unmodelled_rules(const RunOptions& o) {
   const auto& u = o.unmodelled;
-  for (const auto& [flag, value, what] : {std::tuple{"--ep", u.ep, "expert parallelism"},
-                                          std::tuple{"--pp", u.pp, "pipeline parallelism"},
-                                          std::tuple{"--cp", u.cp, "context parallelism"}})
-    if (value != 1)
+  for (const auto& s : kUnmodelledSizes)
+    if (u.*s.size != 1)
       throw InputError(
           fmt::format("{} {}: {} is not modelled yet (valid: 1; docs/PROJECTION.md lists what is)",
-                      flag, value, what));
+                      s.flag, u.*s.size, s.what));
   if (u.sequence_parallel)
     throw InputError(
         "--sequence-parallel: sequence parallelism is not modelled yet (with --tp T each TP rank "

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <tuple>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/tp_shard.hpp"
@@ -792,17 +791,14 @@ std::vector<RunOption> inspect_rows() {
 std::vector<RunOption> unmodelled_rows() {
   std::vector<RunOption> r;
   const std::string why = "only 1 (none) is accepted, which every run has";
-  for (const auto& [name, what, get] :
-       {std::tuple{"--ep", "expert-parallel group size", &UnmodelledParallelism::ep},
-        std::tuple{"--pp", "pipeline-parallel stages", &UnmodelledParallelism::pp},
-        std::tuple{"--cp", "context-parallel group size", &UnmodelledParallelism::cp}}) {
-    const std::string help = fmt::format("{}: not modelled yet (only 1)", what);
-    r.push_back(
-        one(
-            name, kGroupPlan, help.c_str(),
-            Integer<int>{1, 1 << 16}, [get = get](auto& o) -> auto& { return o.unmodelled.*get; })
-            .in(kAllTools)
-            .not_in_key(why));
+  for (const auto& s : kUnmodelledSizes) {
+    const std::string help = fmt::format("{}: not modelled yet (only 1)", s.size_name);
+    r.push_back(one(
+                    s.flag, kGroupPlan, help.c_str(), Integer<int>{1, 1 << 16},
+                    [size = s.size](auto& o) -> auto& { return o.unmodelled.*size; })
+                    .in(kAllTools)
+                    .not_in_key(why)
+                    .showing(kNoConfig));
   }
   r.push_back(on_off(
                   "--sequence-parallel", kGroupPlan,

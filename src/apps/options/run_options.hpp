@@ -61,6 +61,20 @@ struct UnmodelledParallelism {
   bool sequence_parallel = false;
 };
 
+/// The group-size flags of UnmodelledParallelism: the option table's rows and the rule that
+/// refuses them both read this list.
+struct UnmodelledSize {
+  const char* flag;
+  int UnmodelledParallelism::*size;
+  const char* what;       ///< "expert parallelism" (the refusal)
+  const char* size_name;  ///< "expert-parallel group size" (--help)
+};
+inline constexpr UnmodelledSize kUnmodelledSizes[] = {
+    {"--ep", &UnmodelledParallelism::ep, "expert parallelism", "expert-parallel group size"},
+    {"--pp", &UnmodelledParallelism::pp, "pipeline parallelism", "pipeline-parallel stages"},
+    {"--cp", &UnmodelledParallelism::cp, "context parallelism", "context-parallel group size"},
+};
+
 /// dmuon_advise's search.
 struct AdviseChoice {
   double memory_cap_gb = 0;  ///< 0: the machine's memory_GB
