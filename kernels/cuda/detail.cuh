@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/cuda/cublas_library.hpp"
 #include "kernels/cuda/kernels.hpp"
 #include "kernels/cuda/ns_plan.hpp"
 #include "kernels/kernel_error.hpp"
@@ -37,8 +38,9 @@ inline void check_cuda(cudaError_t err, const char* call, const char* file, int 
 }
 inline void check_cublas(cublasStatus_t st, const char* call, const char* file, int line) {
   if (st != CUBLAS_STATUS_SUCCESS) {
-    throw KernelError(std::string("cuBLAS call ") + call + " failed: " + cublasGetStatusString(st) +
-                      " (" + file + ":" + std::to_string(line) + ")");
+    throw KernelError(std::string("cuBLAS call ") + call +
+                      " failed: " + cublas_library().status_string(st) + " (" + file + ":" +
+                      std::to_string(line) + ")");
   }
 }
 

@@ -36,20 +36,21 @@ Context::Context(void* stream) : impl_(std::make_unique<Impl>()) {
   Impl& c = *impl_;
   c.stream = static_cast<cudaStream_t>(stream);
   try {
-    DMUON_CUBLAS_CHECK(cublasCreate(&c.cublas));
-    DMUON_CUBLAS_CHECK(cublasSetStream(c.cublas, c.stream));
+    DMUON_CUBLAS_CHECK(cublas_library().create(&c.cublas));
+    DMUON_CUBLAS_CHECK(cublas_library().set_stream(c.cublas, c.stream));
     // After cublasSetStream, which resets the handle to cuBLAS's shared default pool.
     c.cublas_workspace = device_alloc(kCublasWorkspaceBytes);
-    DMUON_CUBLAS_CHECK(cublasSetWorkspace(c.cublas, c.cublas_workspace, kCublasWorkspaceBytes));
+    DMUON_CUBLAS_CHECK(
+        cublas_library().set_workspace(c.cublas, c.cublas_workspace, kCublasWorkspaceBytes));
     // Plain fp32 math for fp32 storage (no TF32): the host path is the oracle. 16-bit inputs
     // with CUBLAS_COMPUTE_32F use the tensor cores regardless. No reduced-precision reductions:
     // without this flag cuBLAS may sum split-K partials of a 16-bit output in 16 bits, beyond
     // the fp32-accumulation bounds dmuon_cuda_check holds the GEMMs to.
-    DMUON_CUBLAS_CHECK(cublasSetMathMode(
+    DMUON_CUBLAS_CHECK(cublas_library().set_math_mode(
         c.cublas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
                                             CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   } catch (...) {
-    if (c.cublas) cublasDestroy(c.cublas);
+    if (c.cublas) cublas_library().destroy(c.cublas);
     device_free(c.cublas_workspace);
     throw;
   }
@@ -57,7 +58,7 @@ Context::Context(void* stream) : impl_(std::make_unique<Impl>()) {
 
 Context::~Context() {
   if (!impl_) return;
-  if (impl_->cublas) cublasDestroy(impl_->cublas);
+  if (impl_->cublas) cublas_library().destroy(impl_->cublas);
   device_free(impl_->cublas_workspace);
 }
 
@@ -177,17 +178,17 @@ void gemm_rm(cublasHandle_t h, cudaDataType_t ab_type, cudaDataType_t c_type,
              const plan::RowMajorGemm& g, float alpha, const void* a, const void* b, float beta,
              void* c) {
   const plan::ColumnMajorGemm cm = plan::to_column_major(g);
-  DMUON_CUBLAS_CHECK(cublasGemmEx(h, op(cm.trans_first), op(cm.trans_second), as_int(cm.m),
-                                  as_int(cm.n), as_int(cm.k), &alpha, b, ab_type,
-                                  as_int(cm.ld_first), a, ab_type, as_int(cm.ld_second), &beta, c,
-                                  c_type, as_int(cm.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  DMUON_CUBLAS_CHECK(cublas_library().gemm_ex(
+      h, op(cm.trans_first), op(cm.trans_second), as_int(cm.m), as_int(cm.n), as_int(cm.k), &alpha,
+      b, ab_type, as_int(cm.ld_first), a, ab_type, as_int(cm.ld_second), &beta, c, c_type,
+      as_int(cm.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 void gemm_batched_rm(cublasHandle_t h, cudaDataType_t ab_type, cudaDataType_t c_type,
                      const plan::RowMajorGemm& g, float alpha, const void* const* a,
                      const void* const* b, float beta, void* const* c, int batch) {
   const plan::ColumnMajorGemm cm = plan::to_column_major(g);
-  DMUON_CUBLAS_CHECK(cublasGemmBatchedEx(
+  DMUON_CUBLAS_CHECK(cublas_library().gemm_batched_ex(
       h, op(cm.trans_first), op(cm.trans_second), as_int(cm.m), as_int(cm.n), as_int(cm.k), &alpha,
       b, ab_type, as_int(cm.ld_first), a, ab_type, as_int(cm.ld_second), &beta, c, c_type,
       as_int(cm.ldc), batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
