@@ -525,8 +525,12 @@ std::vector<RunOption> work_rows() {
   r.push_back(one(
                   "--compute-dtype", kGroupWork,
                   "the type activations and GEMMs compute in (default: the device's; a "
-                  "projected GPU bf16, the host fp32, the CUDA backend the wire type)",
-                  Optional<Choice<Dtype>>{dtypes({Dtype::bf16, Dtype::f16, Dtype::f32})},
+                  "projected GPU bf16, the host fp32, the CUDA backend the wire type); fp8: "
+                  "projection only, torchtitan's float8 Linears (tensorwise), the rest bf16",
+                  Optional<Choice<engine::ComputeDtype>>{
+                      choice({engine::ComputeDtype::bf16, engine::ComputeDtype::f16,
+                              engine::ComputeDtype::f32, engine::ComputeDtype::fp8},
+                             engine::compute_dtype_name)},
                   [](auto& o) -> auto& { return o.engine.step.compute_dtype; })
                   .in(kRunTools)
                   .run_key("compute_dtype", ""));

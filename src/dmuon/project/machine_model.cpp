@@ -146,9 +146,9 @@ void read_compute(const MapReader& top, Machine& m) {
                     {"peak_tflops", "gemm_efficiency", "gemm_half_dim", "sm_count", "gemm_tile",
                      "memory_bandwidth_GBps", "memory_efficiency", "kernel_overhead_us",
                      "synthetic_elements_per_s", "cores", "attention_efficiency",
-                     "memory_bound_efficiency", "launch_us"});
+                     "memory_bound_efficiency", "launch_us", "fp8_gemm_efficiency"});
   const MapReader peak(c.get("peak_tflops"), "compute.peak_tflops", m.source,
-                       {"fp32", "bf16", "fp16"});
+                       {"fp32", "bf16", "fp16", "fp8"});
   auto& s = m.compute;
   s.peak_tflops[static_cast<std::size_t>(kernels::Dtype::f32)] = peak.number("fp32", kPeak);
   // The host computes in fp32 only; a GPU needs every type the engine can run.
@@ -157,6 +157,8 @@ void read_compute(const MapReader& top, Machine& m) {
     s.peak_tflops[static_cast<std::size_t>(t)] =
         gpu ? peak.number(key, kPeak) : peak.number_or(key, peak.number("fp32", kPeak), kPeak);
   s.gemm_efficiency = c.number("gemm_efficiency", kEfficiency);
+  s.fp8_peak_tflops = peak.has("fp8") ? peak.number("fp8", kPeak) : 0.0;
+  s.fp8_gemm_efficiency = c.number_or("fp8_gemm_efficiency", s.gemm_efficiency, kEfficiency);
   s.gemm_half_dim = c.number_or("gemm_half_dim", 0.0, {0, 1e6, "0..1e6 elements"});
   s.sm_count = c.has("sm_count") ? c.integer("sm_count", 0, 1 << 20) : 0;
   if (c.has("gemm_tile")) {
@@ -352,6 +354,15 @@ double peak_flops(const Machine& machine, kernels::Dtype dtype) {
     throw InputError(fmt::format("machine '{}' has no {} peak (compute.peak_tflops)", machine.name,
                                  kernels::dtype_name(dtype)));
   return p;
+}
+
+double fp8_peak_flops(const Machine& machine) {
+  if (!(machine.compute.fp8_peak_tflops > 0))
+    throw InputError(fmt::format(
+        "--compute-dtype fp8 is invalid on machine '{}': it has no fp8 peak "
+        "(compute.peak_tflops.fp8; valid: a GPU with fp8 tensor cores, e.g. h100-ndr, h200)",
+        machine.name));
+  return machine.compute.fp8_peak_tflops * 1e12;
 }
 
 }  // namespace dmuon::project
