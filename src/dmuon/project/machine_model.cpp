@@ -312,9 +312,12 @@ std::string to_yaml(const Machine& m, const std::string& comment) {
   s += fmt::format("ranks_per_node: {}\nnvlink_domain: {}\n", m.ranks_per_node, m.nvlink_domain);
   if (m.memory_gb > 0) s += fmt::format("memory_GB: {}\n", num(m.memory_gb));
   s += "compute:\n";
-  s += fmt::format("  peak_tflops: {{fp32: {}, bf16: {}, fp16: {}}}\n", num(c.peak_tflops[0]),
-                   num(c.peak_tflops[1]), num(c.peak_tflops[2]));
+  s += fmt::format("  peak_tflops: {{fp32: {}, bf16: {}, fp16: {}{}}}\n", num(c.peak_tflops[0]),
+                   num(c.peak_tflops[1]), num(c.peak_tflops[2]),
+                   c.fp8_peak_tflops > 0 ? ", fp8: " + num(c.fp8_peak_tflops) : "");
   s += fmt::format("  gemm_efficiency: {}\n", num(c.gemm_efficiency));
+  if (c.fp8_peak_tflops > 0)
+    s += fmt::format("  fp8_gemm_efficiency: {}\n", num(c.fp8_gemm_efficiency));
   s += fmt::format("  gemm_half_dim: {}\n", num(c.gemm_half_dim));
   s += fmt::format("  sm_count: {}\n", c.sm_count);
   s += fmt::format("  gemm_tile: [{}, {}]\n", c.tile_m, c.tile_n);
