@@ -27,11 +27,11 @@ OpPair float8_scaling_ops(double tokens, std::int64_t in_features, std::int64_t 
   const double dy = tokens * static_cast<double>(out_features);  // grad output elements
   constexpr double f8 = 1;
   OpPair p;
-  p.forward = {scaling_op("float8.amax", Phase::forward, x * e, 0),
+  p.forward = {scaling_op(kFloat8Amax, Phase::forward, x * e, 0),
                scaling_op("float8.cast", Phase::forward, x * e, x * f8),
-               scaling_op("float8.amax", Phase::forward, w * e, 0),
+               scaling_op(kFloat8Amax, Phase::forward, w * e, 0),
                scaling_op("float8.cast", Phase::forward, w * e, w * f8)};
-  p.backward = {scaling_op("float8.amax", Phase::backward, dy * e, 0),
+  p.backward = {scaling_op(kFloat8Amax, Phase::backward, dy * e, 0),
                 scaling_op("float8.cast", Phase::backward, dy * e, dy * f8),
                 scaling_op("float8.transpose", Phase::backward, w * f8, w * f8),
                 scaling_op("float8.transpose", Phase::backward, dy * f8, dy * f8),

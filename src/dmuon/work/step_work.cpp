@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <string_view>
+
 #include "dmuon/base/error.hpp"
 #include "dmuon/work/block_work.hpp"
 #include "dmuon/work/float8.hpp"
@@ -39,9 +41,12 @@ std::vector<Op> recompute_ops(const WorkUnit& unit, AcPolicy ac) {
       case AcPolicy::selective_layer: redo = (unit.index + 1) % 2 == 0; break;
       case AcPolicy::core_attn: redo = op.kind == OpKind::attention; break;
       case AcPolicy::selective:
-        // Saved: every odd-numbered matmul and the attention core; all else recomputed.
+        // Saved: every odd-numbered matmul, the attention core and a float8 amax (torchtitan's
+        // _save_list keeps aten.abs and aten.max "for low precision training": work/float8.hpp);
+        // all else recomputed.
         if (op.kind == OpKind::gemm) ++matmuls;
-        redo = !(op.kind == OpKind::attention || (op.kind == OpKind::gemm && matmuls % 2 == 1));
+        redo = !(op.kind == OpKind::attention || (op.kind == OpKind::gemm && matmuls % 2 == 1) ||
+                 std::string_view(op.name) == kFloat8Amax);
         break;
     }
     if (!redo) continue;
