@@ -18,6 +18,7 @@ std::optional<work::StepWork> attach_step_work(RunOptions& o, const model::Topol
   shape.dtype = dtype;
   shape.ac = wl.ac;
   shape.fusion = wl.fusion;
+  shape.float8 = o.engine.step.float8();
   auto w = work::build_step_work(topology, shape);
   o.engine.step.activation = engine::activation_work(w);
   return w;
@@ -25,10 +26,11 @@ std::optional<work::StepWork> attach_step_work(RunOptions& o, const model::Topol
 
 std::string step_work_lines(const RunOptions& o, const work::StepWork& w) {
   const auto& wl = o.workload;
-  std::string s =
-      fmt::format("# step work: seq {} x micro-batch {} per rank, ac {}, fusion {}, compute {}",
-                  wl.seq_len, wl.micro_batch, work::ac_policy_name(wl.ac),
-                  work::fusion_name(wl.fusion), engine::dtype_flag_name(w.shape.dtype));
+  std::string s = fmt::format(
+      "# step work: seq {} x micro-batch {} per rank, ac {}, fusion {}, compute {}", wl.seq_len,
+      wl.micro_batch, work::ac_policy_name(wl.ac), work::fusion_name(wl.fusion),
+      w.shape.float8 ? "fp8 (float8 linears, the rest bf16)"
+                     : engine::dtype_flag_name(w.shape.dtype));
   if (w.has_geometry) {
     const auto f = w.totals(work::Phase::forward), r = w.totals(work::Phase::recompute),
                b = w.totals(work::Phase::backward);

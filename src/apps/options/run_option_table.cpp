@@ -489,6 +489,22 @@ std::vector<RunOption> clip_accum_rows() {
   return r;
 }
 
+// --compute-dtype: fp8 is the projection's only (work/float8.hpp).
+RunOption compute_dtype_row() {
+  return one(
+             "--compute-dtype", kGroupWork,
+             "the type activations and GEMMs compute in (default: the device's; a "
+             "projected GPU bf16, the host fp32, the CUDA backend the wire type); fp8: "
+             "projection only, torchtitan's float8 Linears (tensorwise), the rest bf16",
+             Optional<Choice<engine::ComputeDtype>>{
+                 choice({engine::ComputeDtype::bf16, engine::ComputeDtype::f16,
+                         engine::ComputeDtype::f32, engine::ComputeDtype::fp8},
+                        engine::compute_dtype_name)},
+             [](auto& o) -> auto& { return o.engine.step.compute_dtype; })
+      .in(kRunTools)
+      .run_key("compute_dtype", "");
+}
+
 std::vector<RunOption> work_rows() {
   std::vector<RunOption> r;
   r.push_back(one(
@@ -522,14 +538,7 @@ std::vector<RunOption> work_rows() {
           .in(kRunTools)
           .run_key("ac", "none")
           .showing(kKnob));
-  r.push_back(one(
-                  "--compute-dtype", kGroupWork,
-                  "the type activations and GEMMs compute in (default: the device's; a "
-                  "projected GPU bf16, the host fp32, the CUDA backend the wire type)",
-                  Optional<Choice<Dtype>>{dtypes({Dtype::bf16, Dtype::f16, Dtype::f32})},
-                  [](auto& o) -> auto& { return o.engine.step.compute_dtype; })
-                  .in(kRunTools)
-                  .run_key("compute_dtype", ""));
+  r.push_back(compute_dtype_row());
   r.push_back(one(
                   "--fusion", kGroupWork,
                   "how the activation work's elementwise ops run: fused (torch.compile) or "

@@ -233,11 +233,12 @@ nlohmann::json invocation_json(const Invocation& v) {
   j["machine"] = machine_json(v.machine);
   j["runs"] = runs;
   if (const auto& work = v.setup.step_work)
-    j["step_work"] = {{"seq_len", o.workload.seq_len},
-                      {"micro_batch", o.workload.micro_batch},
-                      {"ac", work::ac_policy_name(o.workload.ac)},
-                      {"fusion", work::fusion_name(o.workload.fusion)},
-                      {"compute_dtype", engine::dtype_flag_name(work->shape.dtype)}};
+    j["step_work"] = {
+        {"seq_len", o.workload.seq_len},
+        {"micro_batch", o.workload.micro_batch},
+        {"ac", work::ac_policy_name(o.workload.ac)},
+        {"fusion", work::fusion_name(o.workload.fusion)},
+        {"compute_dtype", work->shape.float8 ? "fp8" : engine::dtype_flag_name(work->shape.dtype)}};
   j["notes"] = v.setup.notes;
   j["oom"] = v.oom_rows();  // rows over the device memory: status "oom", not failures
   j["failures"] = v.failures();

@@ -62,10 +62,12 @@ void validate_compute(const EngineOptions& o) {
   const bool cuda = o.backend.device == Device::cuda;
   if (!o.step.compute_dtype) return;
   const kernels::Dtype want = cuda ? o.step.wire : kernels::Dtype::f32;
-  if (*o.step.compute_dtype != want)
+  // fp8 has no kernel here: refused, never run in another type.
+  if (o.step.float8() || activation_dtype(*o.step.compute_dtype) != want)
     throw InputError(fmt::format(
-        "--compute-dtype {} is invalid on --device {} (valid: {}: the {} computes in {})",
-        dtype_flag_name(*o.step.compute_dtype), device_name(o.backend.device),
+        "--compute-dtype {} is invalid on --device {} (valid: {}: the {} computes in {}; fp8 is "
+        "dmuon_project's only)",
+        compute_dtype_name(*o.step.compute_dtype), device_name(o.backend.device),
         dtype_flag_name(want), cuda ? "CUDA backend" : "host",
         cuda ? "the wire type (--comm-dtype)" : "fp32"));
 }

@@ -18,6 +18,7 @@ Machine with_sms_held(const Machine& m, int held) {
   const double left = static_cast<double>(sms - held) / static_cast<double>(sms);
   c.compute.sm_count = sms - held;
   for (double& p : c.compute.peak_tflops) p *= left;
+  c.compute.fp8_peak_tflops *= left;
   return c;
 }
 

@@ -59,6 +59,24 @@ double ComputeCost::memory_time(double bytes) const {
 double ComputeCost::gemm_work(double m, double n, double k, kernels::Dtype t,
                               double fraction) const {
   const auto& c = m_.compute;
+  const double flops = 2.0 * m * n * k * fraction;
+  const double compute =
+      flops / (c.peak_flops(t) * c.gemm_efficiency * utilization(m, n, k, fraction));
+  const double memory = memory_time((m * k + k * n + m * n * fraction) * bytes_of(t));
+  return share_ * (overhead() + std::max(compute, memory));
+}
+
+double ComputeCost::gemm_fp8(std::int64_t mi, std::int64_t ni, std::int64_t ki) const {
+  if (mi <= 0 || ni <= 0 || ki <= 0) return 0;
+  const auto m = static_cast<double>(mi), n = static_cast<double>(ni), k = static_cast<double>(ki);
+  const double peak = fp8_peak_flops(m_) * m_.compute.fp8_gemm_efficiency;
+  const double compute = 2.0 * m * n * k / (peak * utilization(m, n, k, 1.0));
+  const double memory = memory_time(m * k + k * n + 2.0 * m * n);
+  return share_ * (overhead() + std::max(compute, memory));
+}
+
+double ComputeCost::utilization(double m, double n, double k, double fraction) const {
+  const auto& c = m_.compute;
   double util = 1.0;
   if (c.sm_count > 0) {
     const double tiles = std::ceil(m / c.tile_m) * std::ceil(n / c.tile_n) * fraction;
@@ -69,10 +87,7 @@ double ComputeCost::gemm_work(double m, double n, double k, kernels::Dtype t,
     const double d = std::min({m, n, k});
     util *= d / (d + c.gemm_half_dim);
   }
-  const double flops = 2.0 * m * n * k * fraction;
-  const double compute = flops / (c.peak_flops(t) * c.gemm_efficiency * util);
-  const double memory = memory_time((m * k + k * n + m * n * fraction) * bytes_of(t));
-  return share_ * (overhead() + std::max(compute, memory));
+  return util;
 }
 
 double ComputeCost::gemm(std::int64_t m, std::int64_t n, std::int64_t k, kernels::Dtype t) const {

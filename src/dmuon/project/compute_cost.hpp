@@ -12,6 +12,8 @@
 //                             bytes_moved / (memory_bandwidth · memory_efficiency))
 //     bytes_moved = (m·k + k·n + m·n) · element size    (each operand once: the roofline's
 //                                                       memory side, which bounds thin GEMMs)
+//   fp8 GEMM (--compute-dtype fp8)  the same with peak_fp8 · fp8_gemm_efficiency and
+//     bytes_moved = m·k + k·n + 2·m·n (fp8 operands, bf16 output)
 //   symmetric product (X·Xᵀ, R², …) by tiles of the upper block triangle: the same with
 //     (b+1)/(2b) of the work (GPU: ns_plan's b; CPU: BLAS SYRK, half the work)
 //   elementwise kernel  time = overhead + bytes / (memory_bandwidth · memory_efficiency)
@@ -40,6 +42,10 @@ class ComputeCost {
 
   /// One GEMM with an m×n output and inner dimension k (0 when any dimension is 0).
   double gemm(std::int64_t m, std::int64_t n, std::int64_t k, kernels::Dtype t) const;
+  /// One fp8 GEMM (torch._scaled_mm: e4m3/e5m2 operands, 1 byte each, bf16 output) at the
+  /// machine's fp8 peak · fp8_gemm_efficiency, with the same wave and thin-GEMM terms;
+  /// InputError when the machine has no fp8 peak.
+  double gemm_fp8(std::int64_t m, std::int64_t n, std::int64_t k) const;
   /// The upper block triangle of an m×m symmetric product with inner dimension k, done as
   /// `fraction` of the full GEMM's work (one kernel).
   double symmetric(std::int64_t m, std::int64_t k, kernels::Dtype t, double fraction) const;
@@ -58,6 +64,7 @@ class ComputeCost {
   double memory_time(double bytes) const;
   double overhead() const { return m_.compute.kernel_overhead_us * 1e-6; }
   double gemm_work(double m, double n, double k, kernels::Dtype t, double fraction) const;
+  double utilization(double m, double n, double k, double fraction) const;
 
   const Machine& m_;
   double share_ = 1.0;

@@ -146,9 +146,9 @@ void read_compute(const MapReader& top, Machine& m) {
                     {"peak_tflops", "gemm_efficiency", "gemm_half_dim", "sm_count", "gemm_tile",
                      "memory_bandwidth_GBps", "memory_efficiency", "kernel_overhead_us",
                      "synthetic_elements_per_s", "cores", "attention_efficiency",
-                     "memory_bound_efficiency", "launch_us"});
+                     "memory_bound_efficiency", "launch_us", "fp8_gemm_efficiency"});
   const MapReader peak(c.get("peak_tflops"), "compute.peak_tflops", m.source,
-                       {"fp32", "bf16", "fp16"});
+                       {"fp32", "bf16", "fp16", "fp8"});
   auto& s = m.compute;
   s.peak_tflops[static_cast<std::size_t>(kernels::Dtype::f32)] = peak.number("fp32", kPeak);
   // The host computes in fp32 only; a GPU needs every type the engine can run.
@@ -157,6 +157,8 @@ void read_compute(const MapReader& top, Machine& m) {
     s.peak_tflops[static_cast<std::size_t>(t)] =
         gpu ? peak.number(key, kPeak) : peak.number_or(key, peak.number("fp32", kPeak), kPeak);
   s.gemm_efficiency = c.number("gemm_efficiency", kEfficiency);
+  s.fp8_peak_tflops = peak.has("fp8") ? peak.number("fp8", kPeak) : 0.0;
+  s.fp8_gemm_efficiency = c.number_or("fp8_gemm_efficiency", s.gemm_efficiency, kEfficiency);
   s.gemm_half_dim = c.number_or("gemm_half_dim", 0.0, {0, 1e6, "0..1e6 elements"});
   s.sm_count = c.has("sm_count") ? c.integer("sm_count", 0, 1 << 20) : 0;
   if (c.has("gemm_tile")) {
@@ -310,9 +312,12 @@ std::string to_yaml(const Machine& m, const std::string& comment) {
   s += fmt::format("ranks_per_node: {}\nnvlink_domain: {}\n", m.ranks_per_node, m.nvlink_domain);
   if (m.memory_gb > 0) s += fmt::format("memory_GB: {}\n", num(m.memory_gb));
   s += "compute:\n";
-  s += fmt::format("  peak_tflops: {{fp32: {}, bf16: {}, fp16: {}}}\n", num(c.peak_tflops[0]),
-                   num(c.peak_tflops[1]), num(c.peak_tflops[2]));
+  s += fmt::format("  peak_tflops: {{fp32: {}, bf16: {}, fp16: {}{}}}\n", num(c.peak_tflops[0]),
+                   num(c.peak_tflops[1]), num(c.peak_tflops[2]),
+                   c.fp8_peak_tflops > 0 ? ", fp8: " + num(c.fp8_peak_tflops) : "");
   s += fmt::format("  gemm_efficiency: {}\n", num(c.gemm_efficiency));
+  if (c.fp8_peak_tflops > 0)
+    s += fmt::format("  fp8_gemm_efficiency: {}\n", num(c.fp8_gemm_efficiency));
   s += fmt::format("  gemm_half_dim: {}\n", num(c.gemm_half_dim));
   s += fmt::format("  sm_count: {}\n", c.sm_count);
   s += fmt::format("  gemm_tile: [{}, {}]\n", c.tile_m, c.tile_n);
@@ -352,6 +357,15 @@ double peak_flops(const Machine& machine, kernels::Dtype dtype) {
     throw InputError(fmt::format("machine '{}' has no {} peak (compute.peak_tflops)", machine.name,
                                  kernels::dtype_name(dtype)));
   return p;
+}
+
+double fp8_peak_flops(const Machine& machine) {
+  if (!(machine.compute.fp8_peak_tflops > 0))
+    throw InputError(fmt::format(
+        "--compute-dtype fp8 is invalid on machine '{}': it has no fp8 peak "
+        "(compute.peak_tflops.fp8; valid: a GPU with fp8 tensor cores, e.g. h100-ndr, h200)",
+        machine.name));
+  return machine.compute.fp8_peak_tflops * 1e12;
 }
 
 }  // namespace dmuon::project

@@ -32,6 +32,11 @@ struct ComputeSpec {
   std::array<double, 3> peak_tflops{};
   /// Fraction of the peak a large, well-shaped GEMM reaches (cuBLAS / OpenBLAS measured).
   double gemm_efficiency = 1.0;
+  /// Dense fp8 (e4m3/e5m2) tensor-core peak, TFLOP/s (`peak_tflops.fp8`; 0 = the GPU has no
+  /// fp8: --compute-dtype fp8 is refused), and the fraction of it a large cuBLASLt fp8 GEMM
+  /// reaches (`fp8_gemm_efficiency`; default gemm_efficiency).
+  double fp8_peak_tflops = 0;
+  double fp8_gemm_efficiency = 1.0;
   /// Thin GEMMs: the smallest of m, n, k at which the rate is half the large-GEMM rate
   /// (efficiency d / (d + half_dim) for smallest dimension d); 0 = no such term.
   double gemm_half_dim = 0;
@@ -137,5 +142,7 @@ std::string to_yaml(const Machine& m, const std::string& comment = "");
 /// The machine's dense peak in `dtype`, FLOP/s (what MFU divides by); InputError naming the
 /// machine and the dtype when its file gives none: never a silent fallback.
 double peak_flops(const Machine& machine, kernels::Dtype dtype);
+/// The machine's dense fp8 peak, FLOP/s; InputError naming the machine when it has none.
+double fp8_peak_flops(const Machine& machine);
 
 }  // namespace dmuon::project

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/grad_clip.hpp"
 #include "dmuon/engine/step/optimizer_config.hpp"
 #include "dmuon/project/compute_contention.hpp"
@@ -15,7 +16,7 @@ using engine::Storage;
 
 kernels::Dtype compute_type(const Machine& machine, const engine::StepSpec& step) {
   if (machine.device != DeviceKind::gpu) return kernels::Dtype::f32;
-  return step.compute_dtype.value_or(kernels::Dtype::bf16);
+  return step.compute_dtype ? engine::activation_dtype(*step.compute_dtype) : kernels::Dtype::bf16;
 }
 
 OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options, int world)
@@ -42,6 +43,22 @@ OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options, int
   g_ = static_cast<double>(kernels::dtype_bytes(options.step.reduce_dtype()));
   n_ = static_cast<double>(kernels::dtype_bytes(ns_));
   ns_config_ = engine::muon_config(options).ns;
+  if (options.step.float8()) {
+    fp8_peak_flops(machine);  // refused (one line naming the machine) where there is none
+    if (!options.step.activation)
+      throw InputError(
+          "--compute-dtype fp8 needs --seq-len (the step work names the linears "
+          "torchtitan runs in float8)");
+    float8_params_ = options.step.activation->float8_params;
+  }
+}
+
+bool OpCost::float8(const ParamLayout& p) const {
+  return std::binary_search(float8_params_.begin(), float8_params_.end(), p.pid);
+}
+
+double OpCost::linear_gemm(std::int64_t m, std::int64_t n, std::int64_t k, bool fp8) const {
+  return fp8 ? cost_.gemm_fp8(m, n, k) : cost_.gemm(m, n, k, compute_);
 }
 
 double OpCost::forward(const ParamLayout& p, std::int64_t local) const {
@@ -49,7 +66,7 @@ double OpCost::forward(const ParamLayout& p, std::int64_t local) const {
   const std::int64_t b = local, rows = p.shape.rows, cols = p.shape.cols;
   double s = cost_.synthetic(b * cols, compute_);
   if (!gpu_) s += cost_.synthetic(b * rows, compute_);  // the host draws T with X
-  return s + cost_.gemm(b, rows, cols, compute_);
+  return s + linear_gemm(b, rows, cols, float8(p));
 }
 
 // FSDP2 (the FSDP the baselines stand for: torchtitan's) interleaves a group's shards in one
@@ -85,8 +102,8 @@ double OpCost::backward(const ParamLayout& p, std::int64_t local) const {
     if (gpu_) s += cost_.synthetic(b * rows, compute_);
     s += cost_.elementwise(3.0 * static_cast<double>(b * rows) *
                            static_cast<double>(kernels::dtype_bytes(compute_)));
-    s += cost_.gemm(b, cols, rows, compute_);  // dX = dY·W
-    s += cost_.gemm(rows, cols, b, compute_);  // dW = dYᵀ·X
+    s += linear_gemm(b, cols, rows, float8(p));  // dX = dY·W
+    s += linear_gemm(rows, cols, b, float8(p));  // dW = dYᵀ·X
   }
   if (p.padding() > 0) s += cost_.elementwise(static_cast<double>(p.padding()) * grad_bytes(p));
   return s + fsdp2_copy_in(p);

@@ -31,6 +31,9 @@
 //   act_*       the activation work of a unit (engine/step/activation_work.hpp: attention, norms,
 //               activations, loss, routing, recompute), each op by OpTime in the compute
 //               type (GPU: --compute-dtype, bf16 by default; CPU: fp32)
+// --compute-dtype fp8: the GEMMs of forward and backward of every parameter the step work
+// marks float8 (work/float8.hpp: torchtitan's Linears but the output head) at the fp8 peak
+// (ComputeCost::gemm_fp8); their scaling ops are act_* ops; everything else in bf16.
 // --compute none: forward costs nothing and backward draws the synthetic gradient.
 
 #include <cstdint>
@@ -107,6 +110,11 @@ class OpCost {
   double grad_bytes(const engine::ParamLayout& p) const {
     return p.alt_grad ? static_cast<double>(kernels::dtype_bytes(p.grad_wire)) : g_;
   }
+  /// --compute-dtype fp8: the parameters whose Linear GEMMs run in fp8 (sorted pids; their
+  /// scaling ops are in the activation work), and a Linear's GEMM in fp8 or the compute type.
+  std::vector<int> float8_params_;
+  bool float8(const engine::ParamLayout& p) const;
+  double linear_gemm(std::int64_t m, std::int64_t n, std::int64_t k, bool fp8) const;
   /// FSDP2's per-gather copy-out and per-reduce copy-in of a sharded parameter on a GPU.
   double fsdp2_copy_out(const engine::ParamLayout& p) const;
   double fsdp2_copy_in(const engine::ParamLayout& p) const;

@@ -43,6 +43,8 @@ double OpTime::gemm(const Op& op) const {
   const auto& g = op.gemm;
   if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch < 1) return 0;
   const double b = static_cast<double>(g.batch);
+  // A float8 Linear (never batched: work/float8.hpp): fp8 operands at the fp8 peak.
+  if (op.float8) return launch_floor(cost_.gemm_fp8(whole(g.m), whole(g.n), whole(g.k)), 1);
   // A batch (grouped experts, batched attention products) is one kernel whose tiles fill the
   // waves together: the GEMM of the stacked rows, but reading every member's second operand.
   const double stacked = cost_.gemm(whole(std::ceil(g.m * b)), whole(g.n), whole(g.k), dtype_);

@@ -2,7 +2,8 @@
 // Seconds one rank's device spends on an op of the step work, from the machine model
 // (project/machine_model.hpp; docs/STEP-WORK.md §5):
 //
-//   gemm          ComputeCost::gemm (wave quantization, thin-GEMM and roofline terms); a
+//   gemm          ComputeCost::gemm (wave quantization, thin-GEMM and roofline terms), a
+//                 float8 Linear's (Op::float8, --compute-dtype fp8) ComputeCost::gemm_fp8; a
 //                 batch of b (grouped experts) is one kernel: the GEMM of the b·m stacked rows
 //                 (all tiles share the waves), but never faster than reading every member's
 //                 operands at the GEMM's memory rate

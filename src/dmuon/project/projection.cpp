@@ -100,7 +100,9 @@ void fill_throughput(const model::ModuleTree& tree, const engine::EngineOptions&
                                : model_flops_per_step(tree, o, dp_world);
   if (step_s <= 0) return;
   p.tokens_per_s = tokens / step_s;
-  const double peak = peak_flops(machine, cost.compute_dtype());
+  // fp8 runs are scored against the fp8 peak (torchtitan's Float8 MFUs divide by it).
+  const double peak =
+      o.step.float8() ? fp8_peak_flops(machine) : peak_flops(machine, cost.compute_dtype());
   p.model_tflops_per_gpu = p.model_flops_per_step / (step_s * world) / 1e12;
   p.mfu = p.model_flops_per_step / (step_s * world * peak);
   if (options.hardware_flops_per_token > 0)

@@ -66,6 +66,8 @@ struct Op {
   int param = -1;
   /// Grouped expert GEMM: the index of the linear inside each expert (pre-order), else -1.
   int member = -1;
+  /// A float8 Linear's GEMM (--compute-dtype fp8: work/float8.hpp): fp8 operands, bf16 output.
+  bool float8 = false;
 
   double bytes() const { return bytes_read + bytes_written; }
 };

@@ -37,6 +37,9 @@ struct RunShape {
   kernels::Dtype dtype = kernels::Dtype::bf16;  ///< activations and GEMMs
   AcPolicy ac = AcPolicy::none;
   Fusion fusion = Fusion::fused;
+  /// torchtitan's float8 Linears (--compute-dtype fp8, work/float8.hpp); `dtype` is then the
+  /// type of everything else (bf16).
+  bool float8 = false;
 
   double element_bytes() const { return static_cast<double>(kernels::dtype_bytes(dtype)); }
 };

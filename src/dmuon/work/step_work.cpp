@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <string_view>
+
 #include "dmuon/base/error.hpp"
 #include "dmuon/work/block_work.hpp"
+#include "dmuon/work/float8.hpp"
 #include "dmuon/work/memory_ops.hpp"
 #include "dmuon/work/parameter_tokens.hpp"
 #include "dmuon/work/unit_builder.hpp"
@@ -38,9 +41,12 @@ std::vector<Op> recompute_ops(const WorkUnit& unit, AcPolicy ac) {
       case AcPolicy::selective_layer: redo = (unit.index + 1) % 2 == 0; break;
       case AcPolicy::core_attn: redo = op.kind == OpKind::attention; break;
       case AcPolicy::selective:
-        // Saved: every odd-numbered matmul and the attention core; all else recomputed.
+        // Saved: every odd-numbered matmul, the attention core and a float8 amax (torchtitan's
+        // _save_list keeps aten.abs and aten.max "for low precision training": work/float8.hpp);
+        // all else recomputed.
         if (op.kind == OpKind::gemm) ++matmuls;
-        redo = !(op.kind == OpKind::attention || (op.kind == OpKind::gemm && matmuls % 2 == 1));
+        redo = !(op.kind == OpKind::attention || (op.kind == OpKind::gemm && matmuls % 2 == 1) ||
+                 std::string_view(op.name) == kFloat8Amax);
         break;
     }
     if (!redo) continue;
@@ -103,6 +109,8 @@ WorkUnit head_unit(const model::Topology& t, const RunShape& shape) {
   WorkUnit unit;
   unit.kind = "head";
   builder.finish(unit);
+  // torchtitan's filter: every Linear but the output head (work/float8.hpp).
+  if (shape.float8) apply_float8(unit.forward, unit.backward, head, e);
   return unit;
 }
 
@@ -147,6 +155,11 @@ StepWork build_step_work(const model::Topology& t, const RunShape& shape) {
   StepWork w;
   w.shape = shape;
   w.text_tokens = static_cast<double>(shape.micro_batch) * static_cast<double>(shape.seq_len);
+  if (!t.geometry && shape.float8)
+    throw InputError(fmt::format(
+        "--compute-dtype fp8 needs a model with a geometry (topology '{}' has none: which of its "
+        "linears torchtitan would run in float8 is unknown)",
+        t.name));
   if (!t.geometry) return parameter_work(t, shape, std::move(w));
   const auto& g = *t.geometry;
   w.has_geometry = true;
@@ -163,6 +176,7 @@ StepWork build_step_work(const model::Topology& t, const RunShape& shape) {
     const auto blocks = model::stack_blocks(s, t.tree);
     for (std::size_t k = 0; k < blocks.size(); ++k) {
       WorkUnit unit = detail::block_unit(t, s, blocks[k], static_cast<std::int64_t>(k), shape);
+      if (shape.float8) apply_float8(unit.forward, unit.backward, -1, shape.element_bytes());
       unit.recompute = recompute_ops(unit, shape.ac);
       w.units.push_back(std::move(unit));
     }

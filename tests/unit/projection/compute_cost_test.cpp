@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dmuon/base/error.hpp"
 #include "dmuon/project/compute_cost.hpp"
 #include "test_machines.hpp"
 
@@ -83,6 +84,40 @@ TEST(ComputeCost, NewtonSchulzGramFollowsTheCudaPlan) {
   const auto h = machine("cpu", 0, 1e9, 0);
   EXPECT_NEAR(project::ComputeCost(h).newton_schulz(256, 1024, cfg, Dtype::f32, Dtype::f32),
               host / 1e12, 1e-6 * host / 1e12);
+}
+
+// --compute-dtype fp8: the fp8 peak (16 TFLOP/s) at fp8_gemm_efficiency 0.5, with the same
+// wave quantization, and 1-byte operands with a 2-byte (bf16) output on the memory side.
+TEST(ComputeCost, Fp8GemmAtTheFp8Peak) {
+  const auto m = project::parse_machine(
+      "name: hand\ndevice: gpu\nranks_per_node: 1\nnvlink_domain: 1\n"
+      "compute:\n  peak_tflops: {fp32: 1, bf16: 8, fp16: 8, fp8: 16}\n  gemm_efficiency: 1\n"
+      "  fp8_gemm_efficiency: 0.5\n  sm_count: 4\n  gemm_tile: [128, 128]\n"
+      "  memory_bandwidth_GBps: 100\nnetwork:\n  intra: {busbw_GBps: 1}\n",
+      "test");
+  const project::ComputeCost c(m);
+  // 512×256: 8 tiles, 2 full waves: 2·512·256·1024 flops at 16 · 0.5 = 8 TFLOP/s = 33.554 µs.
+  EXPECT_NEAR(c.gemm_fp8(512, 256, 1024), 2.0 * 512 * 256 * 1024 / 8e12, 1e-15);
+  EXPECT_NEAR(c.gemm_fp8(512, 256, 1024), 33.554432e-6, 1e-12);
+  // 384×256: 6 tiles in 2 waves of 4 (75 % busy).
+  EXPECT_NEAR(c.gemm_fp8(384, 256, 1024), 2.0 * 384 * 256 * 1024 / (8e12 * 0.75), 1e-15);
+  // 8 × 4096, k = 4096: 8·4096 + 4096·4096 fp8 bytes read, 8·4096·2 written at 100 GB/s.
+  EXPECT_NEAR(c.gemm_fp8(8, 4096, 4096), (8.0 * 4096 + 4096.0 * 4096 + 2 * 8.0 * 4096) / 100e9,
+              1e-15);
+  EXPECT_EQ(c.gemm_fp8(0, 10, 10), 0);
+}
+
+TEST(ComputeCost, Fp8RefusedWithoutAnFp8Peak) {
+  const auto m = machine("gpu", 0, 100, 0);
+  const project::ComputeCost c(m);
+  try {
+    (void)c.gemm_fp8(128, 128, 128);
+    FAIL() << "no fp8 peak: expected InputError";
+  } catch (const InputError& err) {
+    EXPECT_NE(std::string(err.what()).find("invalid on machine 'hand': it has no fp8 peak"),
+              std::string::npos)
+        << err.what();
+  }
 }
 
 }  // namespace

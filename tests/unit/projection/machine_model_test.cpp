@@ -198,6 +198,13 @@ TEST(MachineModel, WrittenFilesReadBack) {
   EXPECT_DOUBLE_EQ(r->latency_us, 12.5);
   EXPECT_DOUBLE_EQ(r->busbw_gbps, 3.25);
   EXPECT_FALSE(back.measured.kinds[0].has_value());
+  EXPECT_EQ(back.compute.fp8_peak_tflops, 0);  // none given: none written
+  // An fp8 peak and its GEMM efficiency (--compute-dtype fp8) are written and read back.
+  m.compute.fp8_peak_tflops = 1979;
+  m.compute.fp8_gemm_efficiency = 0.67;
+  const auto fp8 = parse_machine(project::to_yaml(m), "w.yaml");
+  EXPECT_DOUBLE_EQ(fp8.compute.fp8_peak_tflops, 1979);
+  EXPECT_DOUBLE_EQ(fp8.compute.fp8_gemm_efficiency, 0.67);
 }
 
 }  // namespace

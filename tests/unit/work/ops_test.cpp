@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "dmuon/work/attention_ops.hpp"
+#include "dmuon/work/float8.hpp"
 #include "dmuon/work/gemm_ops.hpp"
 #include "dmuon/work/memory_ops.hpp"
 
@@ -250,6 +251,59 @@ TEST(MemoryOps, MlaAssemble) {
   const auto p = mla_assemble_ops(3, 2, 4, 2, e);
   expect_op(p.forward[0], "mla_assemble", Phase::forward, 0, 0, 66 * e, 72 * e, 2);
   expect_op(p.backward[0], "mla_assemble.bwd", Phase::backward, 0, 12, 72 * e, 66 * e, 2);
+}
+
+// torchao's tensorwise Float8Linear (work/float8.hpp) around a linear of T = 8 tokens, in = 4,
+// out = 2, bf16 (e = 2): X is 32 elements, W 8, dY 16; fp8 elements are 1 byte.
+TEST(Float8, ScalingBytesOfOneLinear) {
+  const OpPair p = float8_scaling_ops(8, 4, 2, e);
+  ASSERT_EQ(p.forward.size(), 4u);
+  ASSERT_EQ(p.backward.size(), 5u);
+  // Forward: amax(X) reads 64; cast(X) reads 64, writes 32; amax(W) reads 16; cast(W) 16 → 8.
+  const std::vector<Pass> fwd{{64, 0}, {64, 32}, {16, 0}, {16, 8}};
+  // Backward: amax(dY) reads 32; cast(dY) 32 → 16; the fp8 transposes of W (8 → 8), dY (16 →
+  // 16) and X (32 → 32) that torch._scaled_mm's layouts need.
+  const std::vector<Pass> bwd{{32, 0}, {32, 16}, {8, 8}, {16, 16}, {32, 32}};
+  for (std::size_t i = 0; i < fwd.size(); ++i) {
+    EXPECT_EQ(p.forward[i].bytes_read, fwd[i].read) << i;
+    EXPECT_EQ(p.forward[i].bytes_written, fwd[i].written) << i;
+    EXPECT_EQ(p.forward[i].kind, OpKind::memory);
+    EXPECT_EQ(p.forward[i].kernels, 1);
+  }
+  for (std::size_t i = 0; i < bwd.size(); ++i) {
+    EXPECT_EQ(p.backward[i].bytes_read, bwd[i].read) << i;
+    EXPECT_EQ(p.backward[i].bytes_written, bwd[i].written) << i;
+    EXPECT_EQ(p.backward[i].phase, Phase::backward);
+  }
+  // In all: forward 160 read + 40 written, backward 120 + 72.
+  EXPECT_EQ(reads(fwd) + writes(fwd), 200);
+  EXPECT_EQ(reads(bwd) + writes(bwd), 192);
+}
+
+// apply_float8 marks the linear's three GEMMs and puts each scaling op before its GEMM; the
+// excluded module (the output head) keeps bf16.
+TEST(Float8, AppliedToALinearButNotTheExcludedOne) {
+  OpPair a = linear_ops(8, 4, 2, 1, false, e), b = linear_ops(8, 4, 2, 1, false, e);
+  for (auto* l : {&a.forward, &a.backward})
+    for (auto& op : *l) op.module = 1, op.param = 10;
+  for (auto* l : {&b.forward, &b.backward})
+    for (auto& op : *l) op.module = 2, op.param = 20;
+  std::vector<Op> fwd = a.forward, bwd = a.backward;
+  fwd.insert(fwd.end(), b.forward.begin(), b.forward.end());
+  bwd.insert(bwd.end(), b.backward.begin(), b.backward.end());
+  apply_float8(fwd, bwd, 2, e);
+  ASSERT_EQ(fwd.size(), 6u);  // 4 scaling ops, the fp8 linear, the excluded linear
+  EXPECT_TRUE(fwd[4].float8);
+  EXPECT_STREQ(fwd[0].name, "float8.amax");
+  EXPECT_EQ(fwd[0].module, 1);
+  EXPECT_FALSE(fwd[5].float8);
+  ASSERT_EQ(bwd.size(), 9u);  // 3 + dgrad, 2 + wgrad, the excluded dgrad and wgrad
+  EXPECT_STREQ(bwd[3].name, "linear.dgrad");
+  EXPECT_TRUE(bwd[3].float8);
+  EXPECT_STREQ(bwd[6].name, "linear.wgrad");
+  EXPECT_TRUE(bwd[6].float8);
+  EXPECT_FALSE(bwd[7].float8);
+  EXPECT_FALSE(bwd[8].float8);
 }
 
 }  // namespace

@@ -154,6 +154,50 @@ TEST(StepWork, SelectiveRecomputesEveryOtherMatmulAndNotTheAttention) {
                    2 * T * 32 * 128 * 2);
 }
 
+// --compute-dtype fp8 (work/float8.hpp): torchtitan's filter converts the block's seven Linears
+// but not the output head; --ac selective recomputes the casts, never an amax (saved by
+// torchtitan's _save_list), --ac full both.
+TEST(StepWork, Float8LinearsAndTheirScalingOps) {
+  const auto t = build_topology("llm", "llama3-8b");
+  auto s = shape(1024, AcPolicy::selective);
+  s.float8 = true;
+  const auto w = build_step_work(t, s);
+  const auto count = [](const std::vector<Op>& ops, const char* name, bool fp8_gemm = false) {
+    return std::count_if(ops.begin(), ops.end(), [&](const Op& op) {
+      return fp8_gemm ? op.kind == OpKind::gemm && op.float8 : std::string(op.name) == name;
+    });
+  };
+  const auto& block = w.units[1];
+  ASSERT_EQ(block.kind, "block");
+  EXPECT_EQ(count(block.forward, "", true), 7);
+  EXPECT_EQ(count(block.forward, "float8.amax"), 14);  // input and weight of each
+  EXPECT_EQ(count(block.forward, "float8.cast"), 14);
+  EXPECT_EQ(count(block.backward, "", true), 14);  // dgrad and wgrad
+  EXPECT_EQ(count(block.backward, "float8.transpose"), 21);
+  // Forward scaling bytes per Linear (K in, N out, bf16 e = 2): amax and cast of the input
+  // (T·K·2 + T·K·2 + T·K) and of the weight (N·K likewise) = 5·K·(T + N). T = 1024, h 4096,
+  // kv 1024, ffn 14336: q and o 4096·5120, k and v 4096·2048, gate and up 4096·15360, down
+  // 14336·5120; Σ K·(T + N) = 257,949,696, so 1,289,748,480 bytes.
+  double scaling = 0;
+  for (const auto& op : block.forward)
+    if (std::string(op.name).rfind("float8.", 0) == 0) scaling += op.bytes();
+  EXPECT_DOUBLE_EQ(scaling, 1289748480.0);
+  // Selective: the 2nd, 4th and 6th GEMMs again (in fp8), the 14 casts, no amax.
+  EXPECT_EQ(count(block.recompute, "", true), 3);
+  EXPECT_EQ(count(block.recompute, "float8.cast"), 14);
+  EXPECT_EQ(count(block.recompute, "float8.amax"), 0);
+  s.ac = AcPolicy::full;
+  const auto full = build_step_work(t, s);
+  EXPECT_EQ(count(full.units[1].recompute, "float8.amax"), 14);
+  EXPECT_EQ(count(full.units[1].recompute, "", true), 7);
+  // The head: its Linear (the output projection) stays bf16, with no scaling op.
+  const auto& head = w.units.back();
+  ASSERT_EQ(head.kind, "head");
+  EXPECT_EQ(count(head.forward, "", true), 0);
+  EXPECT_EQ(count(head.forward, "float8.amax"), 0);
+  EXPECT_EQ(count(head.backward, "float8.transpose"), 0);
+}
+
 TEST(StepWork, OtherPolicies) {
   const auto t = build_topology("llm", "tiny");  // 4 layers
   const auto layer = build_step_work(t, shape(64, AcPolicy::selective_layer));
@@ -295,6 +339,18 @@ TEST(StepWork, TopologyFileWithoutGeometryHasNone) {
   const auto back = model::parse_topology_json(model::write_topology_json(t), "mem");
   EXPECT_FALSE(back.geometry.has_value());
   EXPECT_FALSE(build_step_work(back, shape(8)).has_geometry);
+  // --compute-dtype fp8 needs the geometry (which Linear is the output head): refused, one line.
+  auto fp8 = shape(8);
+  fp8.float8 = true;
+  try {
+    (void)build_step_work(back, fp8);
+    FAIL() << "fp8 without a geometry: expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--compute-dtype fp8 needs a model with a geometry"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(StepWork, BadRunShape) {

@@ -29,6 +29,8 @@ std::shared_ptr<const ActivationWork> activation_work(const work::StepWork& work
   auto out = std::make_shared<ActivationWork>();
   if (!work.has_geometry) out->note = work.note;
   for (const auto& u : work.units) {
+    for (const auto& op : u.forward)
+      if (op.float8 && op.param >= 0) out->float8_params.push_back(op.param);
     ActivationUnit a;
     a.forward = without_parameter_gemms(u.forward);
     a.recompute = u.recompute;  // recomputed linears run again: work beyond the parameters'
@@ -38,6 +40,9 @@ std::shared_ptr<const ActivationWork> activation_work(const work::StepWork& work
     if (a.forward.empty() && a.recompute.empty() && a.backward.empty()) continue;
     out->units.push_back(std::move(a));
   }
+  std::sort(out->float8_params.begin(), out->float8_params.end());
+  out->float8_params.erase(std::unique(out->float8_params.begin(), out->float8_params.end()),
+                           out->float8_params.end());
   return out;
 }
 

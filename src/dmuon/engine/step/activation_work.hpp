@@ -28,6 +28,8 @@ struct ActivationUnit {
 
 struct ActivationWork {
   std::vector<ActivationUnit> units;  ///< forward order
+  /// Parameters whose Linear GEMMs run in fp8 (--compute-dtype fp8: work/float8.hpp), sorted.
+  std::vector<int> float8_params;
   /// Why the step has no activation work (a model without a geometry), "" otherwise.
   std::string note;
 };

@@ -66,6 +66,26 @@ OptimizerPipeline parse_optimizer_pipeline(std::string_view s) {
       fmt::format("unknown optimizer pipeline '{}' (valid: per-group, all-then-publish)", s));
 }
 
+const char* compute_dtype_name(ComputeDtype t) {
+  switch (t) {
+    case ComputeDtype::f32: return "fp32";
+    case ComputeDtype::bf16: return "bf16";
+    case ComputeDtype::f16: return "fp16";
+    case ComputeDtype::fp8: return "fp8";
+  }
+  return "?";
+}
+
+kernels::Dtype activation_dtype(ComputeDtype t) {
+  switch (t) {
+    case ComputeDtype::f32: return kernels::Dtype::f32;
+    case ComputeDtype::f16: return kernels::Dtype::f16;
+    case ComputeDtype::bf16:
+    case ComputeDtype::fp8: return kernels::Dtype::bf16;
+  }
+  return kernels::Dtype::bf16;
+}
+
 const char* dtype_flag_name(kernels::Dtype t) {
   switch (t) {
     case kernels::Dtype::f32: return "fp32";

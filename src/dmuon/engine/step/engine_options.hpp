@@ -70,6 +70,16 @@ enum class ClipNormType { two, inf };
 /// "fp32" | "bf16" (the wire types of --comm-dtype) and "fp16" (--ns-dtype).
 kernels::Dtype parse_dtype(std::string_view s, std::string_view flag, bool allow_f16);
 const char* dtype_flag_name(kernels::Dtype t);
+
+/// The type a step's GEMMs compute in (--compute-dtype). fp8 is projection-only (no kernel of
+/// kernels/ computes in it, so kernels::Dtype has no such member): torchtitan's float8 training
+/// (torchao Float8Linear, tensorwise dynamic scaling) — its Linear layers' GEMMs in fp8, every
+/// other op (attention, norms, the output head) in bf16 (work/float8.hpp).
+enum class ComputeDtype { f32, bf16, f16, fp8 };
+/// "fp32" | "bf16" | "fp16" | "fp8".
+const char* compute_dtype_name(ComputeDtype t);
+/// The type activations and the GEMMs not run in fp8 compute in: fp8 runs them in bf16.
+kernels::Dtype activation_dtype(ComputeDtype t);
 /// "gram" | "direct".
 kernels::NsVariant parse_ns_variant(std::string_view s);
 
@@ -133,7 +143,9 @@ struct StepSpec {
   std::shared_ptr<const ActivationWork> activation{};
   /// The type activations and GEMMs compute in (--compute-dtype); unset: the device's
   /// (fp32 on the host, the wire type on the CUDA backend, bf16 on a projected GPU).
-  std::optional<kernels::Dtype> compute_dtype{};
+  std::optional<ComputeDtype> compute_dtype{};
+  /// Whether the step runs torchtitan's float8 Linears (--compute-dtype fp8).
+  bool float8() const { return compute_dtype == ComputeDtype::fp8; }
   /// dmuon: the reference's step or the overlapped one (ignored by the other methods).
   DmuonSchedule dmuon_schedule = DmuonSchedule::reference;
   /// dmuon under the reference's schedule: the momentum's type in the memory model.
