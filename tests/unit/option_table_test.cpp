@@ -216,9 +216,24 @@ TEST(OptionTable, ParsesByKindAndAppliesTheRules) {
             "what is)");
   EXPECT_EQ(error_of(kBench, {"--pp", "2"}).rfind("--pp 2: pipeline parallelism is not", 0), 0u);
   EXPECT_EQ(error_of(kAdvise, {"--cp", "8"}).rfind("--cp 8: context parallelism is not", 0), 0u);
-  EXPECT_EQ(error_of(kInspect, {"--sequence-parallel"})
-                .rfind("--sequence-parallel: sequence parallelism is not modelled yet", 0),
+  // Sequence parallelism is projected, with a TP group and activation work, and not run.
+  EXPECT_EQ(error_of(kBench, {"--sequence-parallel"})
+                .rfind("--sequence-parallel is projected, "
+                       "not run (valid: dmuon_project, "
+                       "dmuon_advise)",
+                       0),
             0u);
+  EXPECT_EQ(error_of(kProject, {"--sequence-parallel", "--seq-len", "8", "--micro-batch", "1",
+                                "--world-size", "4", "--machine", "h200"})
+                .rfind("--sequence-parallel needs --tp T > 1", 0),
+            0u);
+  EXPECT_EQ(error_of(kProject, {"--sequence-parallel", "--tp", "2", "--tokens", "64",
+                                "--world-size", "4", "--machine", "h200"}),
+            "--sequence-parallel needs --seq-len (the activation work it splits over the TP "
+            "group)");
+  EXPECT_EQ(error_of(kProject, {"--sequence-parallel", "--tp", "2", "--seq-len", "8",
+                                "--micro-batch", "1", "--world-size", "4", "--machine", "h200"}),
+            "");
   EXPECT_EQ(error_of(kBench, {"--ep", "1", "--pp", "1", "--cp", "1"}), "");
   EXPECT_EQ(error_of(kProject, {"--ep", "0"}), "--ep '0' is invalid (valid: an integer 1..65536)");
   // A flag of another tool is not this tool's.

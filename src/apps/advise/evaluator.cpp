@@ -93,7 +93,8 @@ Outcome Evaluator::project_candidate(const Candidate& c, engine::Method method) 
     sites_[sites_key(c)] = out.sites;
     out.idle_ranks = plan.partition.empty_slots;
     out.suggested_boundary = plan.report.suggested_boundary;
-    auto setup = project::make_projection_setup(b, topo_, machine_, base_.projection.symmetry);
+    auto setup =
+        project::make_projection_setup(b, topo_, machine_, base_.projection.symmetry, &plan);
     setup.options.engine.step.method = method;
     ++projections_;
     const auto p = dmuon::project::project(topo_.tree, plan, machine_, setup.options);

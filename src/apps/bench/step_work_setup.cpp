@@ -9,7 +9,8 @@
 namespace dmuon::apps::bench {
 
 std::optional<work::StepWork> attach_step_work(RunOptions& o, const model::Topology& topology,
-                                               kernels::Dtype dtype) {
+                                               kernels::Dtype dtype,
+                                               const work::TensorParallel& tp) {
   const auto& wl = o.workload;
   if (wl.seq_len <= 0) return std::nullopt;
   work::RunShape shape;
@@ -19,6 +20,7 @@ std::optional<work::StepWork> attach_step_work(RunOptions& o, const model::Topol
   shape.ac = wl.ac;
   shape.fusion = wl.fusion;
   shape.float8 = o.engine.step.float8();
+  shape.tp = tp;
   auto w = work::build_step_work(topology, shape);
   o.engine.step.activation = engine::activation_work(w);
   return w;
@@ -31,6 +33,9 @@ std::string step_work_lines(const RunOptions& o, const work::StepWork& w) {
       wl.micro_batch, work::ac_policy_name(wl.ac), work::fusion_name(wl.fusion),
       w.shape.float8 ? "fp8 (float8 linears, the rest bf16)"
                      : engine::dtype_flag_name(w.shape.dtype));
+  if (w.shape.tp.size > 1)
+    s += fmt::format("; one TP rank's of {}{}", w.shape.tp.size,
+                     w.shape.tp.sequence ? ", sequence-parallel" : "");
   if (w.has_geometry) {
     const auto f = w.totals(work::Phase::forward), r = w.totals(work::Phase::recompute),
                b = w.totals(work::Phase::backward);

@@ -74,10 +74,23 @@ void unmodelled_rules(const RunOptions& o) {
       throw InputError(
           fmt::format("{} {}: {} is not modelled yet (valid: 1; docs/PROJECTION.md lists what is)",
                       s.flag, u.*s.size, s.what));
-  if (u.sequence_parallel)
+}
+
+// --sequence-parallel: the projection's (the engine's TP Linears have no activation
+// collectives), with a TP group and the activation work it splits.
+void sequence_parallel_rules(const RunOptions& o, Tool tool) {
+  if (!o.workload.sequence_parallel) return;
+  if (tool == kBench || tool == kInspect)
     throw InputError(
-        "--sequence-parallel: sequence parallelism is not modelled yet (with --tp T each TP rank "
-        "runs its DP group's whole activation work)");
+        "--sequence-parallel is projected, not run (valid: dmuon_project, dmuon_advise): the "
+        "engine's TP shards are Linears without activation collectives");
+  if (o.plan.tp == 1)
+    throw InputError(
+        "--sequence-parallel needs --tp T > 1 (it splits the tokens of a TP group; valid: "
+        "--tp 2.. with --seq-len)");
+  if (o.workload.seq_len <= 0)
+    throw InputError(
+        "--sequence-parallel needs --seq-len (the activation work it splits over the TP group)");
 }
 
 void step_rules(RunOptions& o) {
@@ -209,6 +222,7 @@ void apply_rules(RunOptions& o, Tool tool) {
       break;
     case kAdvise: advise_rules(o); break;
   }
+  sequence_parallel_rules(o, tool);
 }
 
 }  // namespace dmuon::apps::options

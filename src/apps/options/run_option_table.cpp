@@ -505,6 +505,18 @@ RunOption compute_dtype_row() {
       .run_key("compute_dtype", "");
 }
 
+// --sequence-parallel: the projection's (work::TensorParallel); dmuon_bench refuses it.
+RunOption sequence_parallel_row() {
+  return on_off(
+             "--sequence-parallel", kGroupWork,
+             "with --tp T and --seq-len: sequence parallelism (norms, residuals and embedding "
+             "on 1/T of the tokens, an all-gather into and a reduce-scatter out of each TP "
+             "region); projection only",
+             [](auto& o) -> auto& { return o.workload.sequence_parallel; })
+      .in(kAllTools)
+      .run_key("sequence_parallel", "false");
+}
+
 std::vector<RunOption> work_rows() {
   std::vector<RunOption> r;
   r.push_back(one(
@@ -539,6 +551,7 @@ std::vector<RunOption> work_rows() {
           .run_key("ac", "none")
           .showing(kKnob));
   r.push_back(compute_dtype_row());
+  r.push_back(sequence_parallel_row());
   r.push_back(one(
                   "--fusion", kGroupWork,
                   "how the activation work's elementwise ops run: fused (torch.compile) or "
@@ -809,13 +822,6 @@ std::vector<RunOption> unmodelled_rows() {
                     .not_in_key(why)
                     .showing(kNoConfig));
   }
-  r.push_back(on_off(
-                  "--sequence-parallel", kGroupPlan,
-                  "tensor parallelism with sequence parallelism: not modelled yet",
-                  [](auto& o) -> auto& { return o.unmodelled.sequence_parallel; })
-                  .in(kAllTools)
-                  .not_in_key("refused when given: no run has it")
-                  .showing(kNoConfig));
   return r;
 }
 

@@ -36,6 +36,8 @@ struct WorkloadChoice {
   work::AcPolicy ac = work::AcPolicy::none;
   work::Fusion fusion = work::Fusion::fused;
   work::FlopConvention flops = work::FlopConvention::six_n_attn;
+  /// --sequence-parallel (with --tp T > 1 and --seq-len; the projection's: work::TensorParallel)
+  bool sequence_parallel = false;
   /// Set when dmuon_project chose seq_len itself (the preset's training length): what it says.
   std::string seq_len_note;
 };
@@ -58,7 +60,6 @@ struct UnmodelledParallelism {
   int ep = 1;  ///< expert parallelism
   int pp = 1;  ///< pipeline parallelism
   int cp = 1;  ///< context parallelism
-  bool sequence_parallel = false;
 };
 
 /// The group-size flags of UnmodelledParallelism: the option table's rows and the rule that

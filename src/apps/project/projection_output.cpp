@@ -239,6 +239,11 @@ nlohmann::json invocation_json(const Invocation& v) {
         {"ac", work::ac_policy_name(o.workload.ac)},
         {"fusion", work::fusion_name(o.workload.fusion)},
         {"compute_dtype", work->shape.float8 ? "fp8" : engine::dtype_flag_name(work->shape.dtype)}};
+  if (const auto& tp = v.setup.tp_activation)
+    j["step_work"]["tp_activation"] = {{"tp", tp->tp},
+                                       {"sequence_parallel", tp->sequence_parallel},
+                                       {"calls_per_step", tp->calls},
+                                       {"bytes_per_rank_per_step", tp->bytes_per_rank}};
   j["notes"] = v.setup.notes;
   j["oom"] = v.oom_rows();  // rows over the device memory: status "oom", not failures
   j["failures"] = v.failures();

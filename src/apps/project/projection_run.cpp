@@ -48,6 +48,22 @@ void plan_worlds(Invocation& v, const std::string& config_path) {
   }
 }
 
+// --tp: a plan whose TP-sharded parameters the step work splits (work::TensorParallel); every
+// row's must be the same (they are, unless boundaries differ in what they dedicate).
+const plan::Plan* tp_plan(const Invocation& v) {
+  const plan::Plan* first = nullptr;
+  for (const auto& w : v.worlds)
+    for (const auto& p : w.list.plans) {
+      if (p.tp.tp == 1) continue;
+      if (!first) first = &p;
+      if (p.tp.shard_dim != first->tp.shard_dim)
+        throw InputError(
+            "--tp with --seq-len: the rows TP-shard different parameters (their boundaries "
+            "dedicate different ones); project them one --boundary at a time");
+    }
+  return first;
+}
+
 // --trace: the timeline of one run (a sweep's would not fit one view).
 void prepare_trace(Invocation& v) {
   const auto& o = v.o;
@@ -216,7 +232,7 @@ int run_projection(RunOptions& o, int argc, char** argv, const std::string& conf
   Invocation v(o);
   plan_worlds(v, config_path);
   if (!o.output.empty()) results::check_output_writable(o.output);
-  v.setup = make_projection_setup(o, v.topo, v.machine, o.projection.symmetry);
+  v.setup = make_projection_setup(o, v.topo, v.machine, o.projection.symmetry, tp_plan(v));
   if (!o.trace.empty()) prepare_trace(v);
   project_rows(v);
   v.ran = o;

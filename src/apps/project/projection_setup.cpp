@@ -4,21 +4,73 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+
+#include "dmuon/plan/tp_local_tree.hpp"
 #include "dmuon/project/compute_contention.hpp"
 #include "dmuon/project/op_cost.hpp"
 #include "dmuon/work/flop_convention.hpp"
 #include "dmuon/work/throughput.hpp"
 
 namespace dmuon::apps::project {
+namespace {
+
+// One TP rank's work (work::TensorParallel): built on the rank's local tree, split as the
+// plan's TP-sharded parameters say.
+std::optional<work::StepWork> tp_step_work(RunOptions& b, const model::Topology& topo,
+                                           kernels::Dtype compute, const plan::Plan& plan) {
+  model::Topology local = topo;
+  local.tree = plan::tp_local_tree(topo.tree, plan);
+  work::TensorParallel tp;
+  tp.size = plan.tp.tp;
+  tp.sequence = b.workload.sequence_parallel;
+  tp.sharded_dim = plan.tp.shard_dim;
+  return bench::attach_step_work(b, local, compute, tp);
+}
+
+// The TP activation collectives of a step (its micro-steps' forward, recompute and backward).
+TpActivation tp_activation(const work::StepWork& w, int accum) {
+  TpActivation a;
+  a.tp = w.shape.tp.size;
+  a.sequence_parallel = w.shape.tp.sequence;
+  for (const auto& u : w.units)
+    for (const auto* ops : {&u.forward, &u.recompute, &u.backward})
+      for (const auto& op : *ops)
+        if (op.kind == work::OpKind::tp_collective) {
+          a.calls += accum;
+          a.bytes_per_rank += accum * op.tp.bytes_per_rank();
+        }
+  return a;
+}
+
+std::string tp_note(const TpActivation& a) {
+  return fmt::format(
+      "--tp {}{}: the attention's heads and the MLP's hidden units split over the TP group{}; "
+      "{:.0f} TP activation collectives per rank and step ({:.4g} MB sent per rank), each "
+      "waited for in the compute stream; not modelled: their overlap with compute (async TP), "
+      "their sharing of the link with the DP collectives, MoE and MLA layers under TP, an "
+      "AdamW baseline under TP",
+      a.tp, a.sequence_parallel ? " --sequence-parallel" : "",
+      a.sequence_parallel ? ", the norms, residuals and embedding over the sequence" : "", a.calls,
+      a.bytes_per_rank * 1e-6);
+}
+
+}  // namespace
 
 ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo,
                                       const dmuon::project::Machine& machine,
-                                      dmuon::project::Symmetry symmetry) {
+                                      dmuon::project::Symmetry symmetry,
+                                      const plan::Plan* tp_plan) {
   ProjectionSetup s;
   // --seq-len: the model's activation work, in the machine's compute type, and the FLOPs MFU
   // and HFU count.
   const kernels::Dtype compute = dmuon::project::compute_type(machine, b.engine.step);
-  s.step_work = bench::attach_step_work(b, topo, compute);
+  if (b.plan.tp > 1 && b.workload.seq_len > 0) {
+    if (!tp_plan) throw std::logic_error("make_projection_setup: --tp without a plan");
+    s.step_work = tp_step_work(b, topo, compute, *tp_plan);
+  } else {
+    s.step_work = bench::attach_step_work(b, topo, compute);
+  }
   if (!b.workload.seq_len_note.empty()) s.notes.push_back(b.workload.seq_len_note);
   auto& po = s.options;
   po.engine = b.engine;
@@ -45,10 +97,8 @@ ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo
   if (!s.step_work->note.empty()) s.notes.push_back(s.step_work->note);
   for (const auto& n : s.step_work->not_modelled) s.notes.push_back("not modelled: " + n);
   if (b.plan.tp > 1) {
-    s.tp_note = fmt::format(
-        "not modelled: sequence parallelism under --tp {}: each TP rank runs its DP group's whole "
-        "activation work (attention, norms, loss), unsplit; MFU is understated by that much",
-        b.plan.tp);
+    s.tp_activation = tp_activation(*s.step_work, b.engine.step.accum);
+    s.tp_note = tp_note(*s.tp_activation);
     s.notes.push_back(s.tp_note);
   }
   const auto convention = b.workload.flops;

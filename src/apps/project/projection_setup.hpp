@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dmuon/model/topology.hpp"
+#include "dmuon/plan/plan.hpp"
 #include "dmuon/project/machine_model.hpp"
 #include "dmuon/project/projection.hpp"
 #include "dmuon/work/step_work.hpp"
@@ -16,20 +17,34 @@
 
 namespace dmuon::apps::project {
 
+/// The TP activation collectives of a step (docs/STEP-WORK.md "Tensor parallelism"): its
+/// micro-steps' forward, recompute and backward, per rank (the step work's, not audited).
+struct TpActivation {
+  int tp = 1;
+  bool sequence_parallel = false;
+  double calls = 0;
+  double bytes_per_rank = 0;  ///< sent (= received) on NCCL's rings
+};
+
 struct ProjectionSetup {
   dmuon::project::ProjectionOptions options;
   std::optional<work::StepWork> step_work;  ///< nullopt without --seq-len
   std::vector<std::string> notes;           ///< "# note:" lines (what the work leaves out)
   std::string flops_note;                   ///< --flops asked for a geometry the model lacks
-  std::string tp_note;  ///< --tp with --seq-len: the activation work TP does not split here
+  /// --tp with --seq-len: the TP activation collectives per rank and step, and what of TP's
+  /// activation work is not modelled
+  std::string tp_note;
+  std::optional<TpActivation> tp_activation;  ///< --tp with --seq-len
   /// GPU machines: whether compute slows under communication, what the FSDP groups stand for
   std::vector<std::string> machine_notes;
 };
 
 /// For the options `b` of a projection; sets the step's activation work in b.engine as
-/// bench::attach_step_work does.
+/// bench::attach_step_work does. With --tp T > 1, `tp_plan` is a plan of the invocation (its
+/// TP-sharded parameters): the work is one TP rank's, split as work::TensorParallel says.
 ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo,
                                       const dmuon::project::Machine& machine,
-                                      dmuon::project::Symmetry symmetry);
+                                      dmuon::project::Symmetry symmetry,
+                                      const plan::Plan* tp_plan = nullptr);
 
 }  // namespace dmuon::apps::project

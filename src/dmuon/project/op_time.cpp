@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/project/collective_cost.hpp"
 #include "dmuon/work/attention_ops.hpp"
 
 namespace dmuon::project {
@@ -86,8 +87,20 @@ double OpTime::seconds(const Op& op) const {
     case OpKind::batched_gemm: return gemm(op);
     case OpKind::attention: return attention(op);
     case OpKind::memory: return memory(op.bytes(), op.vector_flops, op.kernels);
+    case OpKind::tp_collective: return tp_collective(op.tp);
   }
   return 0;
+}
+
+double OpTime::tp_collective(const work::TpCall& c) const {
+  static constexpr comm::CollectiveKind kinds[] = {comm::CollectiveKind::all_reduce,
+                                                   comm::CollectiveKind::all_gather,
+                                                   comm::CollectiveKind::reduce_scatter};
+  // A TP group is T consecutive ranks (world_programs.hpp): its first one's domains.
+  const CommSpan span{c.group, m_.domain_of(c.group - 1) + 1};
+  return collective_time(m_, kinds[static_cast<int>(c.kind)], whole(c.count),
+                         static_cast<std::size_t>(c.elem_bytes), span)
+      .total_s();
 }
 
 double OpTime::seconds(const std::vector<Op>& ops) const {

@@ -17,9 +17,13 @@
 //   batched_gemm  the same (batch = sequences × heads)
 //   memory        kernels · kernel_overhead + max(bytes / (memory_bandwidth ·
 //                 memory_bound_efficiency), vector_flops / fp32 peak)
+//   tp_collective the TP group's collective alone on its link (collective_cost.hpp: NCCL's
+//                 model, the group's T consecutive ranks), the compute stream waiting for it
+//                 (Megatron and torchtitan issue it on the compute stream; async TP's overlap
+//                 is not modelled)
 //   every op      at least kernels · launch_us (the host launching back to back)
 //
-// All times × share (compute_share: ranks of a node sharing cores; 1 on GPUs).
+// All compute times × share (compute_share: ranks of a node sharing cores; 1 on GPUs).
 
 #include <vector>
 
@@ -45,6 +49,7 @@ class OpTime {
   double attention(const work::Op& op) const;
   double memory(double bytes, double vector_flops, int kernels) const;
   double launch_floor(double seconds, int kernels) const;
+  double tp_collective(const work::TpCall& call) const;
 
   const Machine& m_;
   ComputeCost cost_;

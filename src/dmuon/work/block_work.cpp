@@ -25,7 +25,11 @@ struct Context {
   std::int64_t batch, seq;  // sequences and tokens per sequence (the attention's)
   double e;
   Fusion fusion;
+  const TensorParallel& tp;
   double hidden() const { return static_cast<double>(stack.hidden); }
+  /// Tokens of the residual stream's ops (norms, residual adds) on this rank: 1/T of `rows`
+  /// under sequence parallelism.
+  double stream_rows() const { return tp.sequence ? rows / tp.size : rows; }
 };
 
 // The block's modules, split by the geometry's prefixes.
@@ -84,16 +88,81 @@ int consumers_of(const std::vector<Linear>& inputs, std::int64_t hidden) {
 }
 
 void pre_norm(UnitBuilder& b, const Context& c) {
-  b.add(norm_ops(c.stack.norm, c.rows, c.hidden(), c.e, c.fusion), c.block);
+  b.add(norm_ops(c.stack.norm, c.stream_rows(), c.hidden(), c.e, c.fusion), c.block);
 }
 
 void residual(UnitBuilder& b, const Context& c) {
-  if (c.stack.residual) b.add(residual_ops(c.rows, c.hidden(), c.e), c.block);
+  if (c.stack.residual) b.add(residual_ops(c.stream_rows(), c.hidden(), c.e), c.block);
 }
 
-AttentionShape attention_shape(const Context& c) {
+[[noreturn]] void bad_block(const Context& c, const std::string& what) {
+  throw InputError(fmt::format("geometry: stack '{}': block '{}': {}", c.stack.name,
+                               c.tree.module(c.block).path, what));
+}
+
+// Whether a region (attention, MLP) runs TP-split (RunShape::tp): its input linears
+// column-parallel and its output linear row-parallel. None sharded: it runs whole on every TP
+// rank (and may not under sequence parallelism, whose tokens are split); anything else is
+// refused, naming the region.
+bool tp_split(const Context& c, const std::vector<Linear>& inputs, const Linear& out,
+              const char* region) {
+  if (c.tp.size == 1) return false;
+  int sharded = c.tp.dim(out.param) >= 0 ? 1 : 0;
+  bool canonical = c.tp.dim(out.param) == 1;
+  for (const auto& l : inputs) {
+    sharded += c.tp.dim(l.param) >= 0 ? 1 : 0;
+    canonical = canonical && c.tp.dim(l.param) == 0;
+  }
+  if (canonical) return true;
+  if (sharded == 0 && !c.tp.sequence) return false;
+  bad_block(c, fmt::format("--tp {}{}: its {} is not modelled split this way (valid: every input "
+                           "linear column-parallel and the output linear row-parallel: "
+                           "--tp-shard / --tp-row)",
+                           c.tp.size, c.tp.sequence ? " --sequence-parallel" : "", region));
+}
+
+// The TP collectives entering and leaving a split region (RunShape::tp) over its `rows` × hidden
+// activations. Without sequence parallelism the input is whole on every rank: forward nothing,
+// backward the all-reduce of its gradient; the output's partial sums are all-reduced. With it,
+// the input is all-gathered from the sequence shards and the output reduce-scattered back to
+// them; each one's backward is the other.
+OpPair tp_enter(const Context& c) {
+  const double n = c.rows * c.hidden();
+  const int t = c.tp.size;
+  if (!c.tp.sequence)
+    return {{}, {tp_collective_op("tp_all_reduce", TpCollectiveKind::all_reduce, n, c.e, t)}};
+  return {{tp_collective_op("tp_all_gather", TpCollectiveKind::all_gather, n / t, c.e, t)},
+          {tp_collective_op("tp_reduce_scatter", TpCollectiveKind::reduce_scatter, n / t, c.e, t)}};
+}
+
+OpPair tp_leave(const Context& c) {
+  const double n = c.rows * c.hidden();
+  const int t = c.tp.size;
+  if (!c.tp.sequence)
+    return {{tp_collective_op("tp_all_reduce", TpCollectiveKind::all_reduce, n, c.e, t)}, {}};
+  return {{tp_collective_op("tp_reduce_scatter", TpCollectiveKind::reduce_scatter, n / t, c.e, t)},
+          {tp_collective_op("tp_all_gather", TpCollectiveKind::all_gather, n / t, c.e, t)}};
+}
+
+// Heads of one TP rank: all, or 1/T of them in a split attention (each rank whole heads).
+std::int64_t local_heads(const Context& c, std::int64_t heads, bool split, const char* what) {
+  if (!split) return heads;
+  if (heads % c.tp.size != 0)
+    bad_block(c, fmt::format("--tp {}: {} {} do not split over {} ranks (valid: a T dividing "
+                             "it)",
+                             c.tp.size, heads, what, c.tp.size));
+  return heads / c.tp.size;
+}
+
+AttentionShape attention_shape(const Context& c, bool split) {
   const auto& a = c.stack.attention;
-  return {c.batch, c.seq, a.heads, a.k_heads(), a.qk_dim(), a.v_dim(), a.causal};
+  return {c.batch,
+          c.seq,
+          local_heads(c, a.heads, split, "attention heads"),
+          local_heads(c, a.k_heads(), split, "key/value heads"),
+          a.qk_dim(),
+          a.v_dim(),
+          a.causal};
 }
 
 void emit_attention(UnitBuilder& b, const Context& c, const std::vector<int>& items) {
@@ -104,7 +173,11 @@ void emit_attention(UnitBuilder& b, const Context& c, const std::vector<int>& it
   if (linears.empty()) return;
   const Linear out = linears.back();
   linears.pop_back();
+  const bool mla = a.kind == model::AttentionKind::mla;
+  const bool split = tp_split(c, linears, out, "attention");
+  if (split && mla) bad_block(c, "--tp: a TP-split MLA attention is not modelled");
   pre_norm(b, c);
+  if (split) b.add(tp_enter(c), c.block);
   b.add(fanout_ops(consumers_of(linears, c.stack.hidden), c.rows, c.hidden(), c.e), c.block);
   bool normed_kept = false;  // the linears reading the normed hidden state share one input
   for (int m : items) {
@@ -119,26 +192,23 @@ void emit_attention(UnitBuilder& b, const Context& c, const std::vector<int>& it
             m);
     }
   }
-  const double heads = static_cast<double>(a.heads), seq = static_cast<double>(c.seq);
-  const bool mla = a.kind == model::AttentionKind::mla;
+  const AttentionShape shape = attention_shape(c, split);
+  const double heads = static_cast<double>(shape.heads), seq = static_cast<double>(c.seq);
   if (a.rope) {
     const double rope = static_cast<double>(a.rope_dim());
-    const double rotated = mla ? c.rows * heads * rope + c.rows * rope
-                               : c.rows * (heads + static_cast<double>(a.kv_heads)) * rope;
+    const double kv_heads = static_cast<double>(local_heads(c, a.kv_heads, split, "kv heads"));
+    const double rotated =
+        mla ? c.rows * heads * rope + c.rows * rope : c.rows * (heads + kv_heads) * rope;
     b.add(rope_ops(rotated, seq * rope, c.e, c.fusion), c.block);
   }
   if (mla)
     b.add(mla_assemble_ops(c.rows, heads, static_cast<double>(a.qk_nope),
                            static_cast<double>(a.qk_rope), c.e),
           c.block);
-  b.add(fused_attention_ops(attention_shape(c), c.e), c.block);
+  b.add(fused_attention_ops(shape, c.e), c.block);
   b.linear(out, c.rows, c.e, true);  // its input is the attention's output, kept there
+  if (split) b.add(tp_leave(c), c.block);
   residual(b, c);
-}
-
-[[noreturn]] void bad_block(const Context& c, const std::string& what) {
-  throw InputError(fmt::format("geometry: stack '{}': block '{}': {}", c.stack.name,
-                               c.tree.module(c.block).path, what));
 }
 
 void emit_activation(UnitBuilder& b, const Context& c, std::size_t inputs, double rows,
@@ -169,10 +239,13 @@ void emit_mlp_linears(UnitBuilder& b, const Context& c, std::vector<Linear> line
 
 void emit_dense_mlp(UnitBuilder& b, const Context& c, const std::vector<Linear>& linears) {
   if (linears.empty()) return;
-  pre_norm(b, c);
   const std::vector<Linear> inputs(linears.begin(), linears.end() - 1);
+  const bool split = tp_split(c, inputs, linears.back(), "MLP");
+  pre_norm(b, c);
+  if (split) b.add(tp_enter(c), c.block);
   b.add(fanout_ops(consumers_of(inputs, c.stack.hidden), c.rows, c.hidden(), c.e), c.block);
   emit_mlp_linears(b, c, linears, c.rows, c.block, false);
+  if (split) b.add(tp_leave(c), c.block);
   residual(b, c);
 }
 
@@ -235,6 +308,16 @@ void emit_moe(UnitBuilder& b, const Context& c, int moe) {
   const double dk = static_cast<double>(k), routed_rows = c.rows * dk;
   const auto expert = expert_linears(c, container);
   const MoeParts p = moe_parts(c, moe, container);
+  if (c.tp.size > 1) {
+    bool sharded = false;
+    for (int x : subtree(c.tree, moe))
+      if (const auto l = linear_of(c.tree, x)) sharded = sharded || c.tp.dim(l->param) >= 0;
+    if (sharded || c.tp.sequence)
+      bad_block(c, fmt::format("--tp {}{}: an MoE layer under tensor parallelism is not modelled "
+                               "(its linears TP-sharded, or its tokens split by sequence "
+                               "parallelism; expert parallelism: issue 41)",
+                               c.tp.size, c.tp.sequence ? " --sequence-parallel" : ""));
+  }
   pre_norm(b, c);
   const std::vector<Linear> shared_inputs(p.shared.begin(),
                                           p.shared.empty() ? p.shared.end() : p.shared.end() - 1);
@@ -272,7 +355,8 @@ WorkUnit block_unit(const model::Topology& t, const model::StackGeometry& s, int
                   shape.micro_batch,
                   seq,
                   shape.element_bytes(),
-                  shape.fusion};
+                  shape.fusion,
+                  shape.tp};
   const Parts parts = classify(c);
   UnitBuilder b;
   emit_attention(b, c, parts.attention);
@@ -280,7 +364,14 @@ WorkUnit block_unit(const model::Topology& t, const model::StackGeometry& s, int
     emit_moe(b, c, parts.moe);
   else
     emit_dense_mlp(b, c, parts.mlp);
-  for (const auto& l : parts.other) b.linear(l, c.rows, c.e);
+  for (const auto& l : parts.other) {
+    if (c.tp.dim(l.param) >= 0 || c.tp.sequence)
+      bad_block(c, fmt::format("--tp {}: linear '{}' outside the attention and MLP is not "
+                               "modelled under {}",
+                               c.tp.size, c.tree.module(l.module).path,
+                               c.tp.sequence ? "sequence parallelism" : "tensor parallelism"));
+    b.linear(l, c.rows, c.e);
+  }
   WorkUnit unit;
   unit.kind = "block";
   unit.stack = s.name;

@@ -17,8 +17,34 @@ const char* op_kind_name(OpKind k) {
     case OpKind::attention: return "attention";
     case OpKind::batched_gemm: return "batched_gemm";
     case OpKind::memory: return "memory";
+    case OpKind::tp_collective: return "tp_collective";
   }
   return "?";
+}
+
+const char* tp_collective_name(TpCollectiveKind k) {
+  switch (k) {
+    case TpCollectiveKind::all_reduce: return "all_reduce";
+    case TpCollectiveKind::all_gather: return "all_gather";
+    case TpCollectiveKind::reduce_scatter: return "reduce_scatter";
+  }
+  return "?";
+}
+
+double TpCall::bytes_per_rank() const {
+  const double n = group, share = (n - 1) / n;
+  if (kind == TpCollectiveKind::all_reduce) return 2 * share * count * elem_bytes;
+  return share * n * count * elem_bytes;
+}
+
+Op tp_collective_op(const char* name, TpCollectiveKind kind, double count, double elem_bytes,
+                    int group) {
+  Op op;
+  op.name = name;
+  op.kind = OpKind::tp_collective;
+  op.kernels = 1;
+  op.tp = {kind, count, elem_bytes, group};
+  return op;
 }
 
 double AttentionShape::scores() const {

@@ -15,10 +15,28 @@ enum class Phase { forward, backward, recompute };
 const char* phase_name(Phase p);
 
 enum class OpKind {
-  gemm,          ///< a parameter's linear (forward, dgrad, wgrad), batch > 1: grouped experts
-  attention,     ///< the fused attention core (FlashAttention-style), forward or backward
-  batched_gemm,  ///< QKᵀ / PV products of the unfused attention (attention_ops.hpp)
-  memory,        ///< memory-bound: norms, activations, RoPE, residuals, embedding, loss, routing
+  gemm,           ///< a parameter's linear (forward, dgrad, wgrad), batch > 1: grouped experts
+  attention,      ///< the fused attention core (FlashAttention-style), forward or backward
+  batched_gemm,   ///< QKᵀ / PV products of the unfused attention (attention_ops.hpp)
+  memory,         ///< memory-bound: norms, activations, RoPE, residuals, embedding, loss, routing
+  tp_collective,  ///< a TP group's activation collective, in the compute stream (RunShape::tp)
+};
+
+/// The collectives tensor parallelism runs on activations (tp_collective ops).
+enum class TpCollectiveKind { all_reduce, all_gather, reduce_scatter };
+const char* tp_collective_name(TpCollectiveKind k);
+
+/// A tp_collective op's call, in nccl-tests' terms: `count` elements of `elem_bytes` each,
+/// the whole buffer for an all-reduce, each rank's chunk for an all-gather or reduce-scatter
+/// (the buffer is group · count).
+struct TpCall {
+  TpCollectiveKind kind = TpCollectiveKind::all_reduce;
+  double count = 0;
+  double elem_bytes = 0;
+  int group = 1;  ///< T
+  /// Bytes each rank sends (= receives) on a ring: 2(T-1)/T of the buffer for an all-reduce,
+  /// (T-1)/T for the others.
+  double bytes_per_rank() const;
 };
 const char* op_kind_name(OpKind k);
 
@@ -68,6 +86,8 @@ struct Op {
   int member = -1;
   /// A float8 Linear's GEMM (--compute-dtype fp8: work/float8.hpp): fp8 operands, bf16 output.
   bool float8 = false;
+  /// A tp_collective op's call.
+  TpCall tp;
 
   double bytes() const { return bytes_read + bytes_written; }
 };
@@ -81,6 +101,11 @@ struct OpPair {
 /// A memory-bound op (kind memory) with these totals.
 Op memory_op(const char* name, double bytes_read, double bytes_written, double vector_flops,
              int kernels);
+
+/// A tp_collective op (no FLOPs; its device-memory traffic is the collective's own, not in
+/// `bytes`).
+Op tp_collective_op(const char* name, TpCollectiveKind kind, double count, double elem_bytes,
+                    int group);
 
 /// Sums over a list of ops.
 struct OpTotals {

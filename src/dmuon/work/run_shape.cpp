@@ -48,6 +48,15 @@ void validate_run_shape(const RunShape& s) {
         fmt::format("sequence length {} x micro-batch {} is too large (each must be "
                     "<= 16777216)",
                     s.seq_len, s.micro_batch));
+  if (s.tp.size < 1 || s.tp.size > 1024)
+    throw InputError(fmt::format("TP size {} is invalid (valid: 1..1024)", s.tp.size));
+  if (s.tp.sequence && s.tp.size == 1)
+    throw InputError("--sequence-parallel needs --tp T > 1 (it splits the TP group's tokens)");
+  if (s.tp.sequence && s.seq_len % s.tp.size != 0)
+    throw InputError(fmt::format(
+        "--seq-len {} does not split over the {} ranks of --sequence-parallel (valid: a "
+        "multiple of {})",
+        s.seq_len, s.tp.size, s.tp.size));
 }
 
 }  // namespace dmuon::work

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "kernels/dtype.hpp"
 
@@ -31,6 +32,28 @@ enum class Fusion { fused, eager };
 const char* fusion_name(Fusion f);
 Fusion parse_fusion(std::string_view s);
 
+/// Tensor parallelism as the step work sees it (--tp T, dmuon_project: docs/STEP-WORK.md
+/// "Tensor parallelism"). The work is one TP rank's: the topology it is built from is the TP
+/// rank's (plan/tp_local_tree.hpp: sharded linears with their local shapes). A block whose
+/// attention (MLP) linears are TP-sharded, column-parallel in and row-parallel out, runs 1/T of
+/// the heads (hidden units) and its TP collectives in the compute stream: without
+/// `sequence`, Megatron's all-reduces (forward after the out projection, backward before the
+/// in projections); with `sequence` (--sequence-parallel, torchtitan's and Megatron's sequence
+/// parallelism), the norms, residuals and embedding run on 1/T of the tokens, and an all-gather
+/// enters and a reduce-scatter leaves each region (backward: the other way round).
+struct TensorParallel {
+  int size = 1;           ///< T
+  bool sequence = false;  ///< sequence parallelism
+  /// Per parameter id: -1 not TP-sharded, 0 column-parallel, 1 row-parallel
+  /// (boundary/tp_shard.hpp); empty with size 1.
+  std::vector<int> sharded_dim;
+  int dim(int param) const {
+    return param >= 0 && static_cast<std::size_t>(param) < sharded_dim.size()
+               ? sharded_dim[static_cast<std::size_t>(param)]
+               : -1;
+  }
+};
+
 struct RunShape {
   std::int64_t seq_len = 0;                     ///< text tokens per sample
   std::int64_t micro_batch = 1;                 ///< samples per micro-batch on one rank
@@ -40,11 +63,13 @@ struct RunShape {
   /// torchtitan's float8 Linears (--compute-dtype fp8, work/float8.hpp); `dtype` is then the
   /// type of everything else (bf16).
   bool float8 = false;
+  TensorParallel tp;
 
   double element_bytes() const { return static_cast<double>(kernels::dtype_bytes(dtype)); }
 };
 
-/// InputError (one line) unless seq_len >= 1 and micro_batch >= 1 (and their product fits).
+/// InputError (one line) unless seq_len >= 1 and micro_batch >= 1 (and their product fits),
+/// and a TP size of 1..1024 (sequence parallelism with one above 1 that divides seq_len).
 void validate_run_shape(const RunShape& s);
 
 }  // namespace dmuon::work

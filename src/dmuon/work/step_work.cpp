@@ -41,12 +41,15 @@ std::vector<Op> recompute_ops(const WorkUnit& unit, AcPolicy ac) {
       case AcPolicy::selective_layer: redo = (unit.index + 1) % 2 == 0; break;
       case AcPolicy::core_attn: redo = op.kind == OpKind::attention; break;
       case AcPolicy::selective:
-        // Saved: every odd-numbered matmul, the attention core and a float8 amax (torchtitan's
-        // _save_list keeps aten.abs and aten.max "for low precision training": work/float8.hpp);
+        // Saved: every odd-numbered matmul, the attention core, a float8 amax (torchtitan's
+        // _save_list keeps aten.abs and aten.max "for low precision training": work/float8.hpp)
+        // and a TP reduce-scatter's output (_c10d_functional.reduce_scatter_tensor is on it);
         // all else recomputed.
         if (op.kind == OpKind::gemm) ++matmuls;
-        redo = !(op.kind == OpKind::attention || (op.kind == OpKind::gemm && matmuls % 2 == 1) ||
-                 std::string_view(op.name) == kFloat8Amax);
+        redo =
+            !(op.kind == OpKind::attention || (op.kind == OpKind::gemm && matmuls % 2 == 1) ||
+              std::string_view(op.name) == kFloat8Amax ||
+              (op.kind == OpKind::tp_collective && op.tp.kind == TpCollectiveKind::reduce_scatter));
         break;
     }
     if (!redo) continue;
@@ -77,6 +80,34 @@ StepWork parameter_work(const model::Topology& t, const RunShape& shape, StepWor
   return w;
 }
 
+[[noreturn]] void not_under_tp(const model::ModuleTree& tree, int m, const RunShape& shape) {
+  throw InputError(fmt::format(
+      "--tp {}{}: linear '{}' outside the model's blocks is not modelled {} (valid: the output "
+      "head, column-parallel or whole)",
+      shape.tp.size, shape.tp.sequence ? " --sequence-parallel" : "", tree.module(m).path,
+      shape.tp.dim(linear_of(tree, m)->param) >= 0 ? "TP-sharded" : "on split tokens"));
+}
+
+// The TP collectives before the output head over its `n` input elements (RunShape::tp): with
+// sequence parallelism the sequence shards are all-gathered (backward: a column-parallel
+// head's partial input gradients reduce-scattered; a whole head's gradient is whole on every
+// rank, each keeps its shard); without, a column-parallel head's input gradient is all-reduced.
+OpPair head_input_collectives(const TensorParallel& tp, int dim, double n, double e) {
+  if (tp.size == 1) return {};
+  const int t = tp.size;
+  if (dim == 1) throw InputError("--tp: a row-parallel output head is not modelled");
+  OpPair p;
+  if (tp.sequence)
+    p.forward.push_back(
+        tp_collective_op("tp_all_gather", TpCollectiveKind::all_gather, n / t, e, t));
+  if (dim == 0)
+    p.backward.push_back(
+        tp.sequence
+            ? tp_collective_op("tp_reduce_scatter", TpCollectiveKind::reduce_scatter, n / t, e, t)
+            : tp_collective_op("tp_all_reduce", TpCollectiveKind::all_reduce, n, e, t));
+  return p;
+}
+
 // Linears outside every stack (an action head, the LM head), the final norm, the logits' loss.
 WorkUnit head_unit(const model::Topology& t, const RunShape& shape) {
   const auto& g = *t.geometry;
@@ -88,23 +119,38 @@ WorkUnit head_unit(const model::Topology& t, const RunShape& shape) {
     return path.empty() ? -1 : tree.find_module(path).value_or(-1);
   };
   const int head = id(g.head), embedding = id(g.embedding);
+  const auto& tp = shape.tp;
   UnitBuilder builder;
   for (int m : tree.preorder()) {
     if (m == head || m == embedding || is_embedding(tree, m)) continue;
     if (g.stack_of(tree, tree.module(m).path)) continue;
-    if (const auto l = linear_of(tree, m))
+    if (const auto l = linear_of(tree, m)) {
+      if (tp.dim(l->param) >= 0 || tp.sequence) not_under_tp(tree, m, shape);
       builder.linear(*l, b * module_tokens_per_sample(t, m, shape.seq_len), e);
+    }
   }
+  // Sequence parallelism: the final norm on this rank's tokens, then the head's input gathered.
+  const double stream = tp.sequence ? text / tp.size : text;
   if (!g.final_norm.empty()) {
     const int norm = *tree.find_module(g.final_norm);
     const auto& w = tree.parameter(tree.module(norm).params.front());
-    builder.add(norm_ops(g.final_norm_kind, text, static_cast<double>(w.numel()), e, shape.fusion),
-                norm);
+    builder.add(
+        norm_ops(g.final_norm_kind, stream, static_cast<double>(w.numel()), e, shape.fusion), norm);
   }
   if (head >= 0) {
     const Linear l = *linear_of(tree, head);
+    builder.add(head_input_collectives(tp, tp.dim(l.param), text * static_cast<double>(l.in), e),
+                head);
     builder.linear(l, text, e);
     builder.add(cross_entropy_ops(text, static_cast<double>(l.out), e, shape.fusion), head);
+    // A column-parallel head's logits are vocabulary shards: the loss reduces its row maxima,
+    // exponent sums and target logits over the group (torchtitan's loss_parallel), fp32.
+    if (tp.dim(l.param) == 0)
+      for (int k = 0; k < 3; ++k)
+        builder.add({{tp_collective_op("tp_loss_all_reduce", TpCollectiveKind::all_reduce, text,
+                                       kF32Bytes, tp.size)},
+                     {}},
+                    head);
   }
   WorkUnit unit;
   unit.kind = "head";
@@ -166,7 +212,12 @@ StepWork build_step_work(const model::Topology& t, const RunShape& shape) {
   if (!g.embedding.empty()) {
     UnitBuilder stem;
     const int m = *t.tree.find_module(g.embedding);
-    stem.add(lookup(t.tree, m, w.text_tokens, shape.element_bytes()), m);
+    if (shape.tp.dim(linear_of(t.tree, m) ? linear_of(t.tree, m)->param : -1) >= 0)
+      throw InputError(fmt::format("--tp {}: a TP-sharded embedding '{}' is not modelled",
+                                   shape.tp.size, g.embedding));
+    // Sequence parallelism: each rank looks up its own tokens.
+    const double rows = shape.tp.sequence ? w.text_tokens / shape.tp.size : w.text_tokens;
+    stem.add(lookup(t.tree, m, rows, shape.element_bytes()), m);
     WorkUnit unit;
     unit.kind = "stem";
     stem.finish(unit);

@@ -21,7 +21,8 @@ double mfu(double flops_per_token, double tokens_per_s_per_gpu, double peak) {
 double hardware_flops_per_token(const StepWork& w) {
   const double flops = w.totals(Phase::forward).flops + w.totals(Phase::backward).flops +
                        w.totals(Phase::recompute).flops;
-  return w.text_tokens > 0 ? flops / w.text_tokens : 0.0;
+  // Under TP the work is one TP rank's and each of the T ranks runs it on the same tokens.
+  return w.text_tokens > 0 ? flops * w.shape.tp.size / w.text_tokens : 0.0;
 }
 
 double hfu(const StepWork& w, double tokens_per_s_per_gpu, double peak) {

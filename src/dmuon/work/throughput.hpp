@@ -15,7 +15,8 @@ double model_tflops_per_gpu(double flops_per_token, double tokens_per_s_per_gpu)
 /// Model FLOP/s per GPU over `peak_flops` (FLOP/s); InputError unless peak_flops > 0.
 double mfu(double flops_per_token, double tokens_per_s_per_gpu, double peak_flops);
 
-/// Matmul FLOPs per text token the step runs: forward, backward and recompute.
+/// Matmul FLOPs per text token the step runs: forward, backward and recompute (under TP, of
+/// the T ranks that share the tokens).
 double hardware_flops_per_token(const StepWork& w);
 
 /// HFU of a step's work at `tokens_per_s_per_gpu`.

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <stdexcept>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -500,6 +501,8 @@ class CudaBackend final : public StepBackend {
     const int e = static_cast<int>(dtype_bytes(wire_));
     for (const auto& o : ops)
       for (const auto& u : unfused_ops(o, e)) {
+        if (u.kind == work::OpKind::tp_collective)  // TP work is the projection's only
+          throw std::logic_error("cuda activation: a TP collective op is not run by the engine");
         if (u.kind == work::OpKind::memory) {
           const auto n =
               static_cast<std::size_t>(std::ceil(std::max(u.bytes_read, u.bytes_written) / e));
