@@ -207,7 +207,7 @@ void apply_rules(RunOptions& o, Tool tool) {
   step_rules(o);
   if (o.methods.empty() && tool != kAdvise)  // the advisor's rule: dmuon alone
     o.methods = o.plan.tp > 1
-                    ? std::vector<engine::Method>{engine::Method::dmuon}
+                    ? std::vector<engine::Method>{engine::Method::dmuon, engine::Method::fsdp_adamw}
                     : std::vector<engine::Method>{engine::Method::dmuon, engine::Method::fsdp_adamw,
                                                   engine::Method::fsdp_muon};
   // Each method and strategy once, in the order given.

@@ -279,7 +279,8 @@ std::vector<RunOption> sweep_rows() {
   r.push_back(many(
                   "--method", kGroupSweep,
                   "dmuon|fsdp-adamw|fsdp-muon|ddp-muon|ddp-dmuon (default dmuon,fsdp-adamw,"
-                  "fsdp-muon; with --tp > 1 dmuon, the baselines have no TP step); baselines run "
+                  "fsdp-muon; with --tp > 1 dmuon,fsdp-adamw, the others have no TP step); "
+                  "baselines run "
                   "once, dmuon and ddp-dmuon once per boundary",
                   methods(), [](auto& o) -> auto& { return o.methods; }, true)
                   .in(kRunTools)

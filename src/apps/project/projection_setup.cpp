@@ -48,8 +48,7 @@ std::string tp_note(const TpActivation& a) {
       "--tp {}{}: the attention's heads and the MLP's hidden units split over the TP group{}; "
       "{:.0f} TP activation collectives per rank and step ({:.4g} MB sent per rank), each "
       "waited for in the compute stream; not modelled: their overlap with compute (async TP), "
-      "their sharing of the link with the DP collectives, MoE and MLA layers under TP, an "
-      "AdamW baseline under TP",
+      "their sharing of the link with the DP collectives, MoE and MLA layers under TP",
       a.tp, a.sequence_parallel ? " --sequence-parallel" : "",
       a.sequence_parallel ? ", the norms, residuals and embedding over the sequence" : "", a.calls,
       a.bytes_per_rank * 1e-6);

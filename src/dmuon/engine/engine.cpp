@@ -76,9 +76,8 @@ void validate_tp_run(const plan::Plan& plan, const EngineOptions& o) {
   const int tp = plan.tp.tp;
   if (tp == 1) return;
   if (!traits(o.step.method).tensor_parallel)
-    throw InputError(
-        fmt::format("--tp {} runs --method dmuon only (not {}: the baselines have no TP step)", tp,
-                    method_name(o.step.method)));
+    throw InputError(fmt::format("--tp {} runs --method dmuon or fsdp-adamw (not {}: no TP step)",
+                                 tp, method_name(o.step.method)));
   if (!plan.config.routes.empty())
     throw InputError(
         fmt::format("--tp {} runs without --route (TP shards Muon matrices only)", tp));

@@ -247,7 +247,7 @@ class ProgramBuilder {
   void reduced() {
     const int T = plan_.tp.tp;
     if (T > 1 && !engine::traits(spec_.method).tensor_parallel)
-      throw std::logic_error("build_programs: --tp runs dmuon only (validate_tp_run)");
+      throw std::logic_error("build_programs: --tp runs dmuon and fsdp-adamw (validate_tp_run)");
     const StepLayout ref = engine::make_layout(tree_, plan_, spec_, 0);
     const engine::Schedule ref_schedule = engine::make_schedule(ref, spec_);
     const ReferenceBatches batches = reference_batches(w_, ref, ref_schedule, spec_);
@@ -325,8 +325,9 @@ class ProgramBuilder {
     std::map<std::pair<int, std::vector<std::pair<int, std::int64_t>>>, int> program_of_key;
     for (int r = 0; r < w_.world; ++r) {
       const int column = w_.grid.column(r);
-      auto key =
-          std::make_pair(samples_.class_of(r), short_of_column[static_cast<std::size_t>(column)]);
+      // Sample classes are per DP rank (--tp: the TP group's ranks share its samples).
+      auto key = std::make_pair(samples_.class_of(w_.grid.dp(r)),
+                                short_of_column[static_cast<std::size_t>(column)]);
       auto it = program_of_key.find(key);
       if (it == program_of_key.end()) {
         StepLayout L = ref;  // durations read me.column() (apply of a last shard)

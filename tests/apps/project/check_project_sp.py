@@ -21,9 +21,11 @@ def project(exe, *extra):
     j = json.loads(run([exe, "--topology", "llm", "--preset", "llama3-8b", "--machine", "h100-ndr",
                         "--world-size", "16", "--tp", "8", "--seq-len", "2048", "--micro-batch",
                         "1", "--boundary", "default", "--json", *extra]))
-    if not j.get("passed") or len(j["runs"]) != 1:
-        fail(f"{extra}: passed {j.get('passed')}, {len(j['runs'])} runs")
-    return j, j["runs"][0]
+    methods = sorted(r["method"] for r in j["runs"])
+    if not j.get("passed") or methods != ["dmuon", "fsdp-adamw"]:
+        fail(f"{extra}: passed {j.get('passed')}, runs {methods} (expected dmuon and its AdamW "
+             f"baseline)")
+    return j, next(r for r in j["runs"] if r["method"] == "dmuon")
 
 
 def expect_volume(j, extra, calls, bytes_per_call):

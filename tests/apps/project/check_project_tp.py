@@ -3,7 +3,7 @@
 (R x G x T with T = 2); every run's collectives include the TP gathers and scatters, whose
 calls and bytes per rank per step (max over ranks) are what dmuon_inspect --tp 2 predicts for
 that world, as are the DP broadcasts and reduces (on the local shards); the global batch is the
-DP groups' (world / T ranks). With --accum K (K micro-steps, accumulation.hpp): the TP gathers
+DP groups' (world / T ranks). The AdamW baseline runs beside it, with no TP exchange. With --accum K (K micro-steps, accumulation.hpp): the TP gathers
 and scatters are still once per step (the optimizer runs once), the dmuon row broadcasts K
 times inspect's (Z3 forward and backward of every micro-step), the reduces once. Exit 0 with 'OK' on success, 1 with the first failed check."""
 import argparse
@@ -24,10 +24,19 @@ def main():
     if j.get("world_sizes") != [4, 8] or not j.get("passed") or j.get("tp") != 2:
         fail(f"world_sizes {j.get('world_sizes')}, passed {j.get('passed')}, tp {j.get('tp')}")
     checked = 0
+    adamw = 0
     for r in j["runs"]:
         n = r["world_size"]
-        if r["method"] != "dmuon" or not r["audit_ok"]:
-            fail(f"run {r['method']} n={n}: only dmuon runs with --tp, audited OK")
+        if r["method"] not in ("dmuon", "fsdp-adamw") or not r["audit_ok"]:
+            fail(f"run {r['method']} n={n}: dmuon and fsdp-adamw run with --tp, audited OK")
+        if r["method"] == "fsdp-adamw":
+            # AdamW on the local shards: no TP exchange; its global batch is the DP groups'.
+            c = r["collectives"]
+            if any(c.get(k, {}).get("calls_per_step", 0) for k in ("tp_gather", "tp_scatter")) \
+                    or r["global_tokens"] != n // 2 * 16 or not r["step_ms"] > 0:
+                fail(f"fsdp-adamw n={n}: {c.get('tp_gather')}, {r['global_tokens']} tokens")
+            adamw += 1
+            continue
         pred = json.loads(run([a.inspect, "--topology", "llm", "--preset", "tiny", "--tp", "2",
                                "--world-size", str(n), "--json"]))["comm"]["z3"]
         c = r["collectives"]
@@ -57,8 +66,9 @@ def main():
         if not (r["step_ms"] > 0 and r["phases_ms"]["optimizer_ns"] > 0):
             fail(f"n={n}: step {r['step_ms']} ms, Newton-Schulz {r['phases_ms']['optimizer_ns']} ms")
         checked += 1
-    if checked != 2:
-        fail(f"{checked} runs checked, expected 2 (default boundary at n = 4 and 8)")
+    if checked != 2 or adamw != 2:
+        fail(f"{checked} dmuon and {adamw} fsdp-adamw runs checked, expected 2 each (default "
+             f"boundary at n = 4 and 8)")
     print(f"OK: {checked} projected TP runs match dmuon_inspect --tp 2 (accum {a.accum})")
 
 

@@ -26,14 +26,15 @@ struct MethodTraits {
   bool muon;
   /// Its hooks are the reference's (SPEC §3): sites and hook counts audited against the plan.
   bool reference_hooks;
-  /// Runs under tensor parallelism (--tp).
+  /// Runs under tensor parallelism (--tp): dmuon (the TP owner's Newton–Schulz on the gathered
+  /// logical matrix) and fsdp-adamw (elementwise on the local shards: no TP exchange).
   bool tensor_parallel;
 };
 
 inline constexpr MethodTraits traits(Method m) {
   switch (m) {
     case Method::dmuon: return {true, false, true, true, true};
-    case Method::fsdp_adamw: return {false, false, false, false, false};
+    case Method::fsdp_adamw: return {false, false, false, false, true};
     case Method::fsdp_muon: return {false, false, true, false, false};
     case Method::ddp_muon: return {false, true, true, false, false};
     case Method::ddp_dmuon: return {true, true, true, false, false};

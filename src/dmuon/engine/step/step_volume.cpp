@@ -154,6 +154,15 @@ void fill_views(StepVolume& v) {
   }
   for (int r = 0; r < o.world; ++r) (void)o.total_bytes(r);  // throws on overflow
   if (t.tp == 1) return;
+  // fsdp-adamw under TP: its optimizer is elementwise on the local shards, no TP exchange.
+  const auto world = static_cast<std::size_t>(t.world);
+  for (auto* k : {&t.gather, &t.scatter})
+    if (k->bytes_per_rank.empty()) {
+      k->calls_per_rank.assign(world, 0);
+      k->bytes_per_rank.assign(world, 0);
+    }
+  for (auto* b : {&t.gather_received, &t.scatter_sent})
+    if (b->empty()) b->assign(world, 0);
   t.dp = o;
   for (int w = 0; w < t.world; ++w) (void)t.total_bytes(w);  // throws on overflow
 }
