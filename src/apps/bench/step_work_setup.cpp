@@ -48,6 +48,14 @@ std::string step_work_lines(const RunOptions& o, const work::StepWork& w) {
   // Every line within the tables' 160 columns.
   s = wrap_comment(s, 160);
   if (!w.note.empty()) s += wrap_comment("# note: " + w.note, 160);
+  // dmuon_bench --tp: the engine's TP shards are Linears of the local shape, nothing more.
+  if (o.plan.tp > 1 && w.shape.tp.size == 1)
+    s += wrap_comment(
+        fmt::format("# note: --tp {}: each TP rank runs its DP group's whole activation work "
+                    "(attention, norms, loss), unsplit and without TP activation collectives "
+                    "(dmuon_project splits it: docs/STEP-WORK.md \"Tensor parallelism\")",
+                    o.plan.tp),
+        160);
   for (const auto& n : w.not_modelled) s += wrap_comment("# note: not modelled: " + n, 160);
   return s;
 }
