@@ -221,7 +221,6 @@ int run_mpi_main(const char* app_name, int& argc, char**& argv, const std::funct
   // failing MPI call becomes an exception naming the call (DMUON_CHECK_MPI), which ends here.
   std::unique_ptr<comm::MpiEnvironment> mpi;
   comm::prefer_progress_friendly_collectives();
-  comm::prefer_quick_singleton_start();
   try {
     mpi = std::make_unique<comm::MpiEnvironment>(&argc, &argv);
   } catch (const std::exception& e) {

@@ -15,14 +15,6 @@ void prefer_progress_friendly_collectives() {
   setenv("OMPI_MCA_coll_libnbc_ibcast_algorithm", "2", /*overwrite=*/0);   // 2 = binomial
 }
 
-void prefer_quick_singleton_start() {
-  for (const char* launched : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"})
-    if (std::getenv(launched) != nullptr) return;
-  setenv("OMPI_MCA_ess_singleton_isolated", "1", /*overwrite=*/0);
-  setenv("OMPI_MCA_pml", "ob1", /*overwrite=*/0);
-  setenv("OMPI_MCA_btl", "self", /*overwrite=*/0);
-}
-
 MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
   int initialized = 0;
   DMUON_CHECK_MPI(MPI_Initialized(&initialized));

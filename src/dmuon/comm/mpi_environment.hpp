@@ -17,14 +17,6 @@ namespace dmuon::comm {
 /// OMPI_MCA_coll_libnbc_ireduce_algorithm / _ibcast_algorithm. No effect on other MPIs.
 void prefer_progress_friendly_collectives();
 
-/// Called before MPI_Init. A process no launcher started (no OMPI_COMM_WORLD_SIZE, PMIX_RANK or
-/// PMI_RANK: `dmuon_project ...` typed alone) is an MPI singleton of one rank, for which Open
-/// MPI would start an orted daemon (only MPI_Comm_spawn needs it; dmuon never spawns) and probe
-/// its network transports: 0.43 s before main on the 2-core CI machine, 0.07 s isolated on the
-/// self transport. Sets that, unless the user set those parameters. No effect under a launcher
-/// or on other MPIs.
-void prefer_quick_singleton_start();
-
 class MpiEnvironment {
  public:
   /// argc/argv may be null. Throws RuntimeFailure if MPI cannot provide FUNNELED.
