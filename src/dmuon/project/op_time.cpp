@@ -93,13 +93,9 @@ double OpTime::seconds(const Op& op) const {
 }
 
 double OpTime::tp_collective(const work::TpCall& c) const {
-  static constexpr comm::CollectiveKind kinds[] = {comm::CollectiveKind::all_reduce,
-                                                   comm::CollectiveKind::all_gather,
-                                                   comm::CollectiveKind::reduce_scatter};
   // A TP group is T consecutive ranks (world_programs.hpp): its first one's domains.
   const CommSpan span{c.group, m_.domain_of(c.group - 1) + 1};
-  return collective_time(m_, kinds[static_cast<int>(c.kind)], whole(c.count),
-                         static_cast<std::size_t>(c.elem_bytes), span)
+  return collective_time(m_, c.kind, whole(c.count), static_cast<std::size_t>(c.elem_bytes), span)
       .total_s();
 }
 

@@ -121,27 +121,14 @@ bool tp_split(const Context& c, const std::vector<Linear>& inputs, const Linear&
                            c.tp.size, c.tp.sequence ? " --sequence-parallel" : "", region));
 }
 
-// The TP collectives entering and leaving a split region (RunShape::tp) over its `rows` × hidden
-// activations. Without sequence parallelism the input is whole on every rank: forward nothing,
-// backward the all-reduce of its gradient; the output's partial sums are all-reduced. With it,
-// the input is all-gathered from the sequence shards and the output reduce-scattered back to
-// them; each one's backward is the other.
+// The TP collectives entering and leaving a split region over its `rows` × hidden activations
+// (work/op.hpp); its input linears are TP-sharded, so their input gradients are partial sums.
 OpPair tp_enter(const Context& c) {
-  const double n = c.rows * c.hidden();
-  const int t = c.tp.size;
-  if (!c.tp.sequence)
-    return {{}, {tp_collective_op("tp_all_reduce", TpCollectiveKind::all_reduce, n, c.e, t)}};
-  return {{tp_collective_op("tp_all_gather", TpCollectiveKind::all_gather, n / t, c.e, t)},
-          {tp_collective_op("tp_reduce_scatter", TpCollectiveKind::reduce_scatter, n / t, c.e, t)}};
+  return tp_region_input(c.tp.size, c.tp.sequence, c.rows * c.hidden(), c.e, true);
 }
 
 OpPair tp_leave(const Context& c) {
-  const double n = c.rows * c.hidden();
-  const int t = c.tp.size;
-  if (!c.tp.sequence)
-    return {{tp_collective_op("tp_all_reduce", TpCollectiveKind::all_reduce, n, c.e, t)}, {}};
-  return {{tp_collective_op("tp_reduce_scatter", TpCollectiveKind::reduce_scatter, n / t, c.e, t)},
-          {tp_collective_op("tp_all_gather", TpCollectiveKind::all_gather, n / t, c.e, t)}};
+  return tp_region_output(c.tp.size, c.tp.sequence, c.rows * c.hidden(), c.e);
 }
 
 // Heads of one TP rank: all, or 1/T of them in a split attention (each rank whole heads).
@@ -196,7 +183,7 @@ void emit_attention(UnitBuilder& b, const Context& c, const std::vector<int>& it
   const double heads = static_cast<double>(shape.heads), seq = static_cast<double>(c.seq);
   if (a.rope) {
     const double rope = static_cast<double>(a.rope_dim());
-    const double kv_heads = static_cast<double>(local_heads(c, a.kv_heads, split, "kv heads"));
+    const double kv_heads = static_cast<double>(shape.kv_heads);  // k_heads(): not MLA here
     const double rotated =
         mla ? c.rows * heads * rope + c.rows * rope : c.rows * (heads + kv_heads) * rope;
     b.add(rope_ops(rotated, seq * rope, c.e, c.fusion), c.block);

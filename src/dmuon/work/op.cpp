@@ -1,5 +1,9 @@
 #include "dmuon/work/op.hpp"
 
+#include <cmath>
+
+#include "dmuon/comm/bus_bandwidth.hpp"
+
 namespace dmuon::work {
 
 const char* phase_name(Phase p) {
@@ -22,22 +26,13 @@ const char* op_kind_name(OpKind k) {
   return "?";
 }
 
-const char* tp_collective_name(TpCollectiveKind k) {
-  switch (k) {
-    case TpCollectiveKind::all_reduce: return "all_reduce";
-    case TpCollectiveKind::all_gather: return "all_gather";
-    case TpCollectiveKind::reduce_scatter: return "reduce_scatter";
-  }
-  return "?";
-}
-
 double TpCall::bytes_per_rank() const {
-  const double n = group, share = (n - 1) / n;
-  if (kind == TpCollectiveKind::all_reduce) return 2 * share * count * elem_bytes;
-  return share * n * count * elem_bytes;
+  return comm::busbw_factor(kind, group) * comm::message_bytes(kind, std::llround(count),
+                                                               static_cast<std::size_t>(elem_bytes),
+                                                               group);
 }
 
-Op tp_collective_op(const char* name, TpCollectiveKind kind, double count, double elem_bytes,
+Op tp_collective_op(const char* name, comm::CollectiveKind kind, double count, double elem_bytes,
                     int group) {
   Op op;
   op.name = name;
@@ -45,6 +40,29 @@ Op tp_collective_op(const char* name, TpCollectiveKind kind, double count, doubl
   op.kernels = 1;
   op.tp = {kind, count, elem_bytes, group};
   return op;
+}
+
+OpPair tp_region_input(int group, bool sequence, double n, double e, bool partial_gradient) {
+  using comm::CollectiveKind;
+  OpPair p;
+  if (sequence)
+    p.forward.push_back(
+        tp_collective_op("tp_all_gather", CollectiveKind::all_gather, n / group, e, group));
+  if (partial_gradient)
+    p.backward.push_back(
+        sequence ? tp_collective_op("tp_reduce_scatter", CollectiveKind::reduce_scatter, n / group,
+                                    e, group)
+                 : tp_collective_op("tp_all_reduce", CollectiveKind::all_reduce, n, e, group));
+  return p;
+}
+
+OpPair tp_region_output(int group, bool sequence, double n, double e) {
+  using comm::CollectiveKind;
+  if (!sequence)
+    return {{tp_collective_op("tp_all_reduce", CollectiveKind::all_reduce, n, e, group)}, {}};
+  return {
+      {tp_collective_op("tp_reduce_scatter", CollectiveKind::reduce_scatter, n / group, e, group)},
+      {tp_collective_op("tp_all_gather", CollectiveKind::all_gather, n / group, e, group)}};
 }
 
 double AttentionShape::scores() const {

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "dmuon/comm/collective_counters.hpp"
+
 namespace dmuon::work {
 
 /// Bytes of one fp32 element: the side tensors kernels keep in fp32 whatever the compute dtype.
@@ -22,20 +24,15 @@ enum class OpKind {
   tp_collective,  ///< a TP group's activation collective, in the compute stream (RunShape::tp)
 };
 
-/// The collectives tensor parallelism runs on activations (tp_collective ops).
-enum class TpCollectiveKind { all_reduce, all_gather, reduce_scatter };
-const char* tp_collective_name(TpCollectiveKind k);
-
-/// A tp_collective op's call, in nccl-tests' terms: `count` elements of `elem_bytes` each,
-/// the whole buffer for an all-reduce, each rank's chunk for an all-gather or reduce-scatter
-/// (the buffer is group · count).
+/// A tp_collective op's call (all_reduce, all_gather or reduce_scatter) in nccl-tests' terms
+/// (comm/bus_bandwidth.hpp): `count` elements of `elem_bytes` each, the whole buffer for an
+/// all-reduce, each rank's chunk for an all-gather or reduce-scatter.
 struct TpCall {
-  TpCollectiveKind kind = TpCollectiveKind::all_reduce;
+  comm::CollectiveKind kind = comm::CollectiveKind::all_reduce;
   double count = 0;
   double elem_bytes = 0;
   int group = 1;  ///< T
-  /// Bytes each rank sends (= receives) on a ring: 2(T-1)/T of the buffer for an all-reduce,
-  /// (T-1)/T for the others.
+  /// Bytes each rank sends (= receives) on a ring: the message size times the bus factor.
   double bytes_per_rank() const;
 };
 const char* op_kind_name(OpKind k);
@@ -104,8 +101,20 @@ Op memory_op(const char* name, double bytes_read, double bytes_written, double v
 
 /// A tp_collective op (no FLOPs; its device-memory traffic is the collective's own, not in
 /// `bytes`).
-Op tp_collective_op(const char* name, TpCollectiveKind kind, double count, double elem_bytes,
+Op tp_collective_op(const char* name, comm::CollectiveKind kind, double count, double elem_bytes,
                     int group);
+
+/// The TP collectives where the input of a TP region (`n` elements of `e` bytes, whole) enters
+/// it, over a group of `group` ranks (docs/STEP-WORK.md "Tensor parallelism"): with
+/// `sequence`, the sequence shards all-gathered in forward; in backward, when the region's
+/// input gradients are partial sums (its linears TP-sharded), their reduce-scatter back to the
+/// shards (`sequence`) or their all-reduce.
+OpPair tp_region_input(int group, bool sequence, double n, double e, bool partial_gradient);
+
+/// The TP collectives where a TP region's output (partial sums of `n` elements) leaves it: its
+/// all-reduce, or with `sequence` its reduce-scatter to the sequence shards (backward: the
+/// all-gather of their gradients).
+OpPair tp_region_output(int group, bool sequence, double n, double e);
 
 /// Sums over a list of ops.
 struct OpTotals {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/boundary/tp_shard.hpp"
 
 namespace dmuon::work {
 
@@ -48,8 +49,9 @@ void validate_run_shape(const RunShape& s) {
         fmt::format("sequence length {} x micro-batch {} is too large (each must be "
                     "<= 16777216)",
                     s.seq_len, s.micro_batch));
-  if (s.tp.size < 1 || s.tp.size > 1024)
-    throw InputError(fmt::format("TP size {} is invalid (valid: 1..1024)", s.tp.size));
+  if (s.tp.size < 1 || s.tp.size > boundary::kMaxTp)
+    throw InputError(
+        fmt::format("TP size {} is invalid (valid: 1..{})", s.tp.size, boundary::kMaxTp));
   if (s.tp.sequence && s.tp.size == 1)
     throw InputError("--sequence-parallel needs --tp T > 1 (it splits the TP group's tokens)");
   if (s.tp.sequence && s.seq_len % s.tp.size != 0)

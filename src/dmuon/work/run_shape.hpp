@@ -69,7 +69,8 @@ struct RunShape {
 };
 
 /// InputError (one line) unless seq_len >= 1 and micro_batch >= 1 (and their product fits),
-/// and a TP size of 1..1024 (sequence parallelism with one above 1 that divides seq_len).
+/// and a TP size of 1..boundary::kMaxTp (sequence parallelism with one above 1 that divides
+/// seq_len).
 void validate_run_shape(const RunShape& s);
 
 }  // namespace dmuon::work

@@ -46,10 +46,10 @@ std::vector<Op> recompute_ops(const WorkUnit& unit, AcPolicy ac) {
         // and a TP reduce-scatter's output (_c10d_functional.reduce_scatter_tensor is on it);
         // all else recomputed.
         if (op.kind == OpKind::gemm) ++matmuls;
-        redo =
-            !(op.kind == OpKind::attention || (op.kind == OpKind::gemm && matmuls % 2 == 1) ||
-              std::string_view(op.name) == kFloat8Amax ||
-              (op.kind == OpKind::tp_collective && op.tp.kind == TpCollectiveKind::reduce_scatter));
+        redo = !(op.kind == OpKind::attention || (op.kind == OpKind::gemm && matmuls % 2 == 1) ||
+                 std::string_view(op.name) == kFloat8Amax ||
+                 (op.kind == OpKind::tp_collective &&
+                  op.tp.kind == comm::CollectiveKind::reduce_scatter));
         break;
     }
     if (!redo) continue;
@@ -88,24 +88,13 @@ StepWork parameter_work(const model::Topology& t, const RunShape& shape, StepWor
       shape.tp.dim(linear_of(tree, m)->param) >= 0 ? "TP-sharded" : "on split tokens"));
 }
 
-// The TP collectives before the output head over its `n` input elements (RunShape::tp): with
-// sequence parallelism the sequence shards are all-gathered (backward: a column-parallel
-// head's partial input gradients reduce-scattered; a whole head's gradient is whole on every
-// rank, each keeps its shard); without, a column-parallel head's input gradient is all-reduced.
+// The TP collectives before the output head over its `n` input elements (RunShape::tp):
+// a TP region's input (work/op.hpp) whose gradients are partial sums only when the head is
+// column-parallel (a whole head's is whole on every rank, each keeps its shard).
 OpPair head_input_collectives(const TensorParallel& tp, int dim, double n, double e) {
   if (tp.size == 1) return {};
-  const int t = tp.size;
   if (dim == 1) throw InputError("--tp: a row-parallel output head is not modelled");
-  OpPair p;
-  if (tp.sequence)
-    p.forward.push_back(
-        tp_collective_op("tp_all_gather", TpCollectiveKind::all_gather, n / t, e, t));
-  if (dim == 0)
-    p.backward.push_back(
-        tp.sequence
-            ? tp_collective_op("tp_reduce_scatter", TpCollectiveKind::reduce_scatter, n / t, e, t)
-            : tp_collective_op("tp_all_reduce", TpCollectiveKind::all_reduce, n, e, t));
-  return p;
+  return tp_region_input(tp.size, tp.sequence, n, e, dim == 0);
 }
 
 // Linears outside every stack (an action head, the LM head), the final norm, the logits' loss.
@@ -147,7 +136,7 @@ WorkUnit head_unit(const model::Topology& t, const RunShape& shape) {
     // exponent sums and target logits over the group (torchtitan's loss_parallel), fp32.
     if (tp.dim(l.param) == 0)
       for (int k = 0; k < 3; ++k)
-        builder.add({{tp_collective_op("tp_loss_all_reduce", TpCollectiveKind::all_reduce, text,
+        builder.add({{tp_collective_op("tp_loss_all_reduce", comm::CollectiveKind::all_reduce, text,
                                        kF32Bytes, tp.size)},
                      {}},
                     head);

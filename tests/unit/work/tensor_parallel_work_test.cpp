@@ -117,7 +117,7 @@ TEST(TensorParallelWork, TpSplitsHeadsAndHiddenUnitsAndAllReducesEachRegion) {
     const auto c = collectives(*ops);
     ASSERT_EQ(c.size(), 2u);
     for (const auto* op : c) {
-      EXPECT_EQ(op->tp.kind, TpCollectiveKind::all_reduce);
+      EXPECT_EQ(op->tp.kind, comm::CollectiveKind::all_reduce);
       EXPECT_DOUBLE_EQ(op->tp.count, kS * kH);
       EXPECT_DOUBLE_EQ(op->tp.elem_bytes, kBf16);
       EXPECT_EQ(op->tp.group, 2);
@@ -157,7 +157,7 @@ TEST(TensorParallelWork, SequenceParallelSplitsTheStreamAndGathersIntoEachRegion
   // Each rank's chunk is S/2 x h; a ring all-gather or reduce-scatter sends (T-1)/T of the
   // S x h buffer: together what the all-reduce sends (Korthikanti et al. 2022, §4.2.2).
   const auto& ag = first(block.forward, "tp_all_gather");
-  EXPECT_EQ(ag.tp.kind, TpCollectiveKind::all_gather);
+  EXPECT_EQ(ag.tp.kind, comm::CollectiveKind::all_gather);
   EXPECT_DOUBLE_EQ(ag.tp.count, kS / 2 * kH);
   EXPECT_DOUBLE_EQ(ag.tp.bytes_per_rank(), 0.5 * kS * kH * kBf16);
   const auto& rs = first(block.forward, "tp_reduce_scatter");
@@ -166,11 +166,11 @@ TEST(TensorParallelWork, SequenceParallelSplitsTheStreamAndGathersIntoEachRegion
       ag.tp.bytes_per_rank() + rs.tp.bytes_per_rank(),
       first(work_of(llama(2, false)).units[1].forward, "tp_all_reduce").tp.bytes_per_rank());
   // Backward: each the other's conjugate, in reverse order.
-  std::vector<TpCollectiveKind> bwd;
+  std::vector<comm::CollectiveKind> bwd;
   for (const auto* op : collectives(block.backward)) bwd.push_back(op->tp.kind);
-  EXPECT_EQ(bwd, (std::vector<TpCollectiveKind>{
-                     TpCollectiveKind::all_gather, TpCollectiveKind::reduce_scatter,
-                     TpCollectiveKind::all_gather, TpCollectiveKind::reduce_scatter}));
+  EXPECT_EQ(bwd, (std::vector<comm::CollectiveKind>{
+                     comm::CollectiveKind::all_gather, comm::CollectiveKind::reduce_scatter,
+                     comm::CollectiveKind::all_gather, comm::CollectiveKind::reduce_scatter}));
   // The stem looks up half the tokens; the head normalizes them, then gathers the sequence
   // for the whole head (whose input gradient is whole on every rank: no backward collective).
   EXPECT_DOUBLE_EQ(w.units.front().forward.front().bytes(),
@@ -218,7 +218,7 @@ TEST(TensorParallelWork, ColumnParallelHeadComputesTheLossOverVocabularyShards) 
   EXPECT_DOUBLE_EQ(loss.tp.elem_bytes, 4);
   const auto back = collectives(w.units.back().backward);
   ASSERT_EQ(back.size(), 1u);  // the partial input gradients, reduce-scattered to the shards
-  EXPECT_EQ(back.front()->tp.kind, TpCollectiveKind::reduce_scatter);
+  EXPECT_EQ(back.front()->tp.kind, comm::CollectiveKind::reduce_scatter);
 }
 
 TEST(TensorParallelWork, RefusedWhereNotModelled) {
