@@ -215,7 +215,26 @@ TEST(OptionTable, ParsesByKindAndAppliesTheRules) {
             "--ep 4: expert parallelism is not modelled yet (valid: 1; docs/PROJECTION.md lists "
             "what is)");
   EXPECT_EQ(error_of(kBench, {"--pp", "2"}).rfind("--pp 2: pipeline parallelism is not", 0), 0u);
-  EXPECT_EQ(error_of(kAdvise, {"--cp", "8"}).rfind("--cp 8: context parallelism is not", 0), 0u);
+  // Context parallelism is projected only, with activation work that 2C chunks divide.
+  EXPECT_EQ(error_of(kAdvise, {"--cp", "8"}),
+            "--cp 8 is projected, not run or searched (valid: dmuon_project; here only 1)");
+  EXPECT_EQ(error_of(kBench, {"--cp", "2"}).rfind("--cp 2 is projected, not run", 0), 0u);
+  EXPECT_EQ(
+      error_of(kProject, {"--cp", "2", "--tokens", "64", "--world-size", "4", "--machine", "h200"}),
+      "--cp 2 needs --seq-len (the activation work it splits over the CP group)");
+  EXPECT_EQ(error_of(kProject, {"--cp", "3", "--seq-len", "8", "--micro-batch", "1", "--world-size",
+                                "6", "--machine", "h200"}),
+            "--seq-len 8 does not split into the 2 x 3 chunks of --cp 3 (valid: a multiple of 6)");
+  EXPECT_EQ(error_of(kProject, {"--cp", "2", "--tp", "2", "--seq-len", "8", "--micro-batch", "1",
+                                "--world-size", "4", "--machine", "h200"})
+                .rfind("--cp 2 with --tp 2: context and tensor parallelism together are not "
+                       "modelled",
+                       0),
+            0u);
+  EXPECT_EQ(error_of(kProject, {"--cp", "2", "--seq-len", "8", "--micro-batch", "1", "--world-size",
+                                "4", "--machine", "h200"}),
+            "");
+  EXPECT_EQ(error_of(kProject, {"--cp", "65"}), "--cp '65' is invalid (valid: an integer 1..64)");
   // Sequence parallelism is projected, with a TP group and activation work, and not run.
   EXPECT_EQ(error_of(kBench, {"--sequence-parallel"})
                 .rfind("--sequence-parallel is projected, "

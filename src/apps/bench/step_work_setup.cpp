@@ -21,6 +21,7 @@ std::optional<work::StepWork> attach_step_work(RunOptions& o, const model::Topol
   shape.fusion = wl.fusion;
   shape.float8 = o.engine.step.float8();
   shape.tp = tp;
+  shape.cp.size = wl.cp;
   auto w = work::build_step_work(topology, shape);
   o.engine.step.activation = engine::activation_work(w);
   return w;
@@ -36,6 +37,9 @@ std::string step_work_lines(const RunOptions& o, const work::StepWork& w) {
   if (w.shape.tp.size > 1)
     s += fmt::format("; one TP rank's of {}{}", w.shape.tp.size,
                      w.shape.tp.sequence ? ", sequence-parallel" : "");
+  if (w.shape.cp.size > 1)
+    s += fmt::format("; one CP rank's {} tokens of each sequence (--cp {})",
+                     w.shape.local_seq_len(), w.shape.cp.size);
   if (w.has_geometry) {
     const auto f = w.totals(work::Phase::forward), r = w.totals(work::Phase::recompute),
                b = w.totals(work::Phase::backward);

@@ -93,6 +93,33 @@ void sequence_parallel_rules(const RunOptions& o, Tool tool) {
         "--sequence-parallel needs --seq-len (the activation work it splits over the TP group)");
 }
 
+// --cp: the projection's (the engine has no attention ring, the advisor does not search it).
+void context_parallel_tool(const RunOptions& o, Tool tool) {
+  if (o.workload.cp != 1 && tool != kProject)
+    throw InputError(
+        fmt::format("--cp {} is projected, not run or searched (valid: dmuon_project; here only 1)",
+                    o.workload.cp));
+}
+
+// --cp: on the activation work it splits (after the projection's preset sequence length).
+void context_parallel_rules(const RunOptions& o) {
+  const int cp = o.workload.cp;
+  if (cp == 1) return;
+  if (o.workload.seq_len <= 0)
+    throw InputError(fmt::format(
+        "--cp {} needs --seq-len (the activation work it splits over the CP group)", cp));
+  if (o.plan.tp > 1)
+    throw InputError(
+        fmt::format("--cp {} with --tp {}: context and tensor parallelism together "
+                    "are not modelled (valid: one of them)",
+                    cp, o.plan.tp));
+  if (o.workload.seq_len % (2 * cp) != 0)
+    throw InputError(
+        fmt::format("--seq-len {} does not split into the 2 x {} chunks of --cp {} "
+                    "(valid: a multiple of {})",
+                    o.workload.seq_len, cp, cp, 2 * cp));
+}
+
 void step_rules(RunOptions& o) {
   row_rules(o);
   unmodelled_rules(o);
@@ -199,7 +226,8 @@ void advise_rules(RunOptions& o) {
 }  // namespace
 
 std::int64_t step_tokens(const RunOptions& o) {
-  return o.workload.seq_len * o.workload.micro_batch * o.engine.step.accum;
+  // --cp C: each rank holds 1/C of every sequence (context_parallel_rules: C divides it).
+  return o.workload.seq_len / o.workload.cp * o.workload.micro_batch * o.engine.step.accum;
 }
 
 void apply_rules(RunOptions& o, Tool tool) {
@@ -213,6 +241,7 @@ void apply_rules(RunOptions& o, Tool tool) {
   // Each method and strategy once, in the order given.
   keep_first(o.methods);
   keep_first(o.owner_strategies);
+  context_parallel_tool(o, tool);
   switch (tool) {
     case kInspect: inspect_rules(o); break;
     case kBench: break;
@@ -223,6 +252,7 @@ void apply_rules(RunOptions& o, Tool tool) {
     case kAdvise: advise_rules(o); break;
   }
   sequence_parallel_rules(o, tool);
+  context_parallel_rules(o);
 }
 
 }  // namespace dmuon::apps::options

@@ -518,6 +518,17 @@ RunOption sequence_parallel_row() {
       .run_key("sequence_parallel", "false");
 }
 
+// --cp: the projection's (work::ContextParallel); the other tools refuse C > 1.
+RunOption context_parallel_row() {
+  return one(
+             "--cp", kGroupPlan,
+             "context-parallel group size C, with --seq-len: every sequence split over C ranks of "
+             "a shard group, its attention a ring (torch's context_parallel); projection only",
+             Integer<int>{1, work::kMaxCp}, [](auto& o) -> auto& { return o.workload.cp; })
+      .in(kAllTools)
+      .run_key("cp", "1");
+}
+
 std::vector<RunOption> work_rows() {
   std::vector<RunOption> r;
   r.push_back(one(
@@ -553,6 +564,7 @@ std::vector<RunOption> work_rows() {
           .showing(kKnob));
   r.push_back(compute_dtype_row());
   r.push_back(sequence_parallel_row());
+  r.push_back(context_parallel_row());
   r.push_back(one(
                   "--fusion", kGroupWork,
                   "how the activation work's elementwise ops run: fused (torch.compile) or "

@@ -38,6 +38,9 @@ struct WorkloadChoice {
   work::FlopConvention flops = work::FlopConvention::six_n_attn;
   /// --sequence-parallel (with --tp T > 1 and --seq-len; the projection's: work::TensorParallel)
   bool sequence_parallel = false;
+  /// --cp C (with --seq-len; the projection's: work::ContextParallel): every sequence split
+  /// over C ranks of a shard group, tokens per rank and step seq-len / C x micro-batch x accum.
+  int cp = 1;
   /// Set when dmuon_project chose seq_len itself (the preset's training length): what it says.
   std::string seq_len_note;
 };
@@ -59,7 +62,6 @@ struct ProjectionChoice {
 struct UnmodelledParallelism {
   int ep = 1;  ///< expert parallelism
   int pp = 1;  ///< pipeline parallelism
-  int cp = 1;  ///< context parallelism
 };
 
 /// The group-size flags of UnmodelledParallelism: the option table's rows and the rule that
@@ -73,7 +75,6 @@ struct UnmodelledSize {
 inline constexpr UnmodelledSize kUnmodelledSizes[] = {
     {"--ep", &UnmodelledParallelism::ep, "expert parallelism", "expert-parallel group size"},
     {"--pp", &UnmodelledParallelism::pp, "pipeline parallelism", "pipeline-parallel stages"},
-    {"--cp", &UnmodelledParallelism::cp, "context parallelism", "context-parallel group size"},
 };
 
 /// dmuon_advise's search.

@@ -240,10 +240,14 @@ nlohmann::json invocation_json(const Invocation& v) {
         {"fusion", work::fusion_name(o.workload.fusion)},
         {"compute_dtype", work->shape.float8 ? "fp8" : engine::dtype_flag_name(work->shape.dtype)}};
   if (const auto& tp = v.setup.tp_activation)
-    j["step_work"]["tp_activation"] = {{"tp", tp->tp},
+    j["step_work"]["tp_activation"] = {{"tp", tp->size},
                                        {"sequence_parallel", tp->sequence_parallel},
                                        {"calls_per_step", tp->calls},
                                        {"bytes_per_rank_per_step", tp->bytes_per_rank}};
+  if (const auto& cp = v.setup.cp_activation)
+    j["step_work"]["cp_activation"] = {{"cp", cp->size},
+                                       {"calls_per_step", cp->calls},
+                                       {"bytes_per_rank_per_step", cp->bytes_per_rank}};
   j["notes"] = v.setup.notes;
   j["oom"] = v.oom_rows();  // rows over the device memory: status "oom", not failures
   j["failures"] = v.failures();
@@ -258,7 +262,7 @@ std::string projection_tables(const Invocation& v) {
   if (!o.workload.seq_len_note.empty()) note(o.workload.seq_len_note);
   if (v.setup.step_work) s += bench::step_work_lines(o, *v.setup.step_work);
   if (!v.setup.flops_note.empty()) note(v.setup.flops_note);
-  if (!v.setup.tp_note.empty()) note(v.setup.tp_note);
+  if (!v.setup.group_note.empty()) note(v.setup.group_note);
   for (const auto& n : v.setup.machine_notes) note(n);
   s += summary_table(v.machine, v.worlds, work::flop_convention_name(o.workload.flops));
   if (!v.demo_note.empty()) note(v.demo_note);

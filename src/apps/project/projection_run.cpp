@@ -23,6 +23,18 @@
 namespace dmuon::apps::project {
 namespace {
 
+// --cp C: the CP groups are C consecutive ranks of a shard group (torchtitan shards FSDP over
+// the data-parallel and context-parallel ranks together): the shard group must hold whole ones.
+void check_cp_world(const RunOptions& o, int world) {
+  const int C = o.workload.cp, R = o.plan.partition.replicate;
+  if (C == 1 || world % R != 0) return;  // a world R does not divide: the plan says so
+  if ((world / R) % C != 0)
+    throw InputError(
+        fmt::format("--cp {}: world size {} gives shard groups of {} ranks, not a "
+                    "multiple of {} (valid: a world size that is a multiple of {})",
+                    C, world, world / R, C, R * C));
+}
+
 // The rows of every world, validated before the first projection (a bad world fails at once).
 void plan_worlds(Invocation& v, const std::string& config_path) {
   auto& o = v.o;
@@ -41,6 +53,7 @@ void plan_worlds(Invocation& v, const std::string& config_path) {
   }
   for (int world : o.projection.world_sizes) {
     engine::validate(o.engine, world);
+    check_cp_world(o, world);
     WorldRows w;
     w.world = world;
     w.list = bench::make_run_list(o, v.topo, sweep, world);

@@ -28,30 +28,42 @@ std::optional<work::StepWork> tp_step_work(RunOptions& b, const model::Topology&
   return bench::attach_step_work(b, local, compute, tp);
 }
 
-// The TP activation collectives of a step (its micro-steps' forward, recompute and backward).
-TpActivation tp_activation(const work::StepWork& w, int accum) {
-  TpActivation a;
-  a.tp = w.shape.tp.size;
-  a.sequence_parallel = w.shape.tp.sequence;
+// The TP or CP activation collectives of a step (its micro-steps' forward, recompute and
+// backward).
+ActivationCollectives activation_collectives(const work::StepWork& w, int accum,
+                                             work::OpKind kind) {
+  ActivationCollectives a;
+  const bool tp = kind == work::OpKind::tp_collective;
+  a.size = tp ? w.shape.tp.size : w.shape.cp.size;
+  a.sequence_parallel = tp && w.shape.tp.sequence;
   for (const auto& u : w.units)
     for (const auto* ops : {&u.forward, &u.recompute, &u.backward})
       for (const auto& op : *ops)
-        if (op.kind == work::OpKind::tp_collective) {
+        if (op.kind == kind) {
           a.calls += accum;
-          a.bytes_per_rank += accum * op.tp.bytes_per_rank();
+          a.bytes_per_rank += accum * op.call.bytes_per_rank();
         }
   return a;
 }
 
-std::string tp_note(const TpActivation& a) {
+std::string tp_note(const ActivationCollectives& a) {
   return fmt::format(
       "--tp {}{}: the attention's heads and the MLP's hidden units split over the TP group{}; "
       "{:.0f} TP activation collectives per rank and step ({:.4g} MB sent per rank), each "
       "waited for in the compute stream; not modelled: their overlap with compute (async TP), "
       "their sharing of the link with the DP collectives, MoE and MLA layers under TP",
-      a.tp, a.sequence_parallel ? " --sequence-parallel" : "",
+      a.size, a.sequence_parallel ? " --sequence-parallel" : "",
       a.sequence_parallel ? ", the norms, residuals and embedding over the sequence" : "", a.calls,
       a.bytes_per_rank * 1e-6);
+}
+
+std::string cp_note(const ActivationCollectives& a) {
+  return fmt::format(
+      "--cp {}: every sequence split over the CP group (torch's context_parallel: causal load "
+      "balance, a ring attention with the all-gather rotation); {:.0f} CP collectives per rank "
+      "and step ({:.4g} MB sent per rank), each hidden behind one attention sub-call where it "
+      "can be; not modelled: their sharing of the link with the DP collectives",
+      a.size, a.calls, a.bytes_per_rank * 1e-6);
 }
 
 }  // namespace
@@ -96,9 +108,16 @@ ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo
   if (!s.step_work->note.empty()) s.notes.push_back(s.step_work->note);
   for (const auto& n : s.step_work->not_modelled) s.notes.push_back("not modelled: " + n);
   if (b.plan.tp > 1) {
-    s.tp_activation = tp_activation(*s.step_work, b.engine.step.accum);
-    s.tp_note = tp_note(*s.tp_activation);
-    s.notes.push_back(s.tp_note);
+    s.tp_activation =
+        activation_collectives(*s.step_work, b.engine.step.accum, work::OpKind::tp_collective);
+    s.group_note = tp_note(*s.tp_activation);
+    s.notes.push_back(s.group_note);
+  }
+  if (b.workload.cp > 1) {
+    s.cp_activation =
+        activation_collectives(*s.step_work, b.engine.step.accum, work::OpKind::cp_collective);
+    s.group_note = cp_note(*s.cp_activation);
+    s.notes.push_back(s.group_note);
   }
   const auto convention = b.workload.flops;
   const auto flops = work::model_flops_per_token(topo, b.workload.seq_len);

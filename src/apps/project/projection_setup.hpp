@@ -17,10 +17,11 @@
 
 namespace dmuon::apps::project {
 
-/// The TP activation collectives of a step (docs/STEP-WORK.md "Tensor parallelism"): its
-/// micro-steps' forward, recompute and backward, per rank (the step work's, not audited).
-struct TpActivation {
-  int tp = 1;
+/// The TP or CP activation collectives of a step (docs/STEP-WORK.md "Tensor parallelism",
+/// "Context parallelism"): its micro-steps' forward, recompute and backward, per rank (the
+/// step work's, not audited).
+struct ActivationCollectives {
+  int size = 1;  ///< T or C
   bool sequence_parallel = false;
   double calls = 0;
   double bytes_per_rank = 0;  ///< sent (= received) on NCCL's rings
@@ -31,10 +32,11 @@ struct ProjectionSetup {
   std::optional<work::StepWork> step_work;  ///< nullopt without --seq-len
   std::vector<std::string> notes;           ///< "# note:" lines (what the work leaves out)
   std::string flops_note;                   ///< --flops asked for a geometry the model lacks
-  /// --tp with --seq-len: the TP activation collectives per rank and step, and what of TP's
-  /// activation work is not modelled
-  std::string tp_note;
-  std::optional<TpActivation> tp_activation;  ///< --tp with --seq-len
+  /// --tp or --cp with --seq-len: the group's activation collectives per rank and step, and
+  /// what of its activation work is not modelled
+  std::string group_note;
+  std::optional<ActivationCollectives> tp_activation;  ///< --tp with --seq-len
+  std::optional<ActivationCollectives> cp_activation;  ///< --cp with --seq-len
   /// GPU machines: whether compute slows under communication, what the FSDP groups stand for
   std::vector<std::string> machine_notes;
 };

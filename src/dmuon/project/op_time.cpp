@@ -87,16 +87,29 @@ double OpTime::seconds(const Op& op) const {
     case OpKind::batched_gemm: return gemm(op);
     case OpKind::attention: return attention(op);
     case OpKind::memory: return memory(op.bytes(), op.vector_flops, op.kernels);
-    case OpKind::tp_collective: return tp_collective(op.tp);
+    case OpKind::tp_collective:
+    case OpKind::cp_collective: return collective(op);
   }
   return 0;
 }
 
-double OpTime::tp_collective(const work::TpCall& c) const {
-  // A TP group is T consecutive ranks (world_programs.hpp): its first one's domains.
-  const CommSpan span{c.group, m_.domain_of(c.group - 1) + 1};
-  return collective_time(m_, c.kind, whole(c.count), static_cast<std::size_t>(c.elem_bytes), span)
-      .total_s();
+double OpTime::collective(const Op& op) const {
+  const auto& c = op.call;
+  // A TP or CP group is consecutive ranks (world_programs.hpp): its first one's domains.
+  const int span = c.span > 0 ? c.span : c.group;
+  const CommSpan ranks{c.group, m_.domain_of(span - 1) + 1};
+  const double transfer =
+      collective_time(m_, c.kind, whole(c.count), static_cast<std::size_t>(c.elem_bytes), ranks)
+          .total_s();
+  // A CPU rank progresses its MPI calls on the cores that compute: nothing hides.
+  if (!(c.behind_attention_flops > 0) || m_.device == DeviceKind::cpu) return transfer;
+  // On NCCL's stream behind an attention sub-call of the same phase: only the excess shows.
+  Op behind;
+  behind.kind = OpKind::attention;
+  behind.phase = op.phase;
+  behind.flops = c.behind_attention_flops;
+  behind.kernels = 1;
+  return std::max(0.0, transfer - attention(behind));
 }
 
 double OpTime::seconds(const std::vector<Op>& ops) const {

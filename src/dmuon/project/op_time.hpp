@@ -21,6 +21,10 @@
 //                 model, the group's T consecutive ranks), the compute stream waiting for it
 //                 (Megatron and torchtitan issue it on the compute stream; async TP's overlap
 //                 is not modelled)
+//   cp_collective the same on the CP group (a ring permute: a 2-rank exchange, over the
+//                 domains the ring crosses); one issued behind an attention sub-call
+//                 (GroupCall::behind_attention_flops) costs only what its transfer takes beyond
+//                 that sub-call's time
 //   every op      at least kernels · launch_us (the host launching back to back)
 //
 // All compute times × share (compute_share: ranks of a node sharing cores; 1 on GPUs).
@@ -49,7 +53,7 @@ class OpTime {
   double attention(const work::Op& op) const;
   double memory(double bytes, double vector_flops, int kernels) const;
   double launch_floor(double seconds, int kernels) const;
-  double tp_collective(const work::TpCall& call) const;
+  double collective(const work::Op& op) const;
 
   const Machine& m_;
   ComputeCost cost_;

@@ -16,12 +16,22 @@
 // Formulas: docs/STEP-WORK.md §3.
 
 #include "dmuon/work/op.hpp"
+#include "dmuon/work/run_shape.hpp"
 
 namespace dmuon::work {
 
 /// The fused attention forward and backward; when kv_heads < heads, K and V are first expanded
 /// to every query head (forward) and dK, dV summed back (backward), each an op of its own.
 OpPair fused_attention_ops(const AttentionShape& a, double e);
+
+/// The same core under context parallelism (a.context_parallel C > 1: RunShape::cp, torch's
+/// ring attention with the "allgather" rotation and the causal load balance): forward, the
+/// all-gather of the K, V chunks (cp_collective, behind the first sub-call), C sub-calls of
+/// 1/C of the scores each and their fp32 merge; backward, K, V gathered again, C backward
+/// sub-calls with fp32 accumulators and C ring permutes of the fp32 dK, dV (all but the last
+/// behind the next sub-call). GQA's expand and reduce as in fused_attention_ops (the chunks
+/// travel expanded: torchtitan repeats K, V before SDPA).
+OpPair ring_attention_ops(const AttentionShape& a, double e, Fusion fusion);
 
 /// The unfused decomposition of one phase (forward or backward) of the same attention core (the
 /// GQA expand and reduce stay the ops fused_attention_ops lists beside it); the

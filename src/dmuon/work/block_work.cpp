@@ -21,11 +21,12 @@ struct Context {
   const ModuleTree& tree;
   const model::StackGeometry& stack;
   int block;
-  double rows;              // tokens of the micro-batch in this stack's stream
-  std::int64_t batch, seq;  // sequences and tokens per sequence (the attention's)
+  double rows;              // tokens of the micro-batch in this stack's stream on this rank
+  std::int64_t batch, seq;  // sequences and tokens per sequence (the attention's, whole)
   double e;
   Fusion fusion;
   const TensorParallel& tp;
+  int cp;  // context-parallel ranks: rows are 1/C of each sequence's tokens
   double hidden() const { return static_cast<double>(stack.hidden); }
   /// Tokens of the residual stream's ops (norms, residual adds) on this rank: 1/T of `rows`
   /// under sequence parallelism.
@@ -149,7 +150,8 @@ AttentionShape attention_shape(const Context& c, bool split) {
           local_heads(c, a.k_heads(), split, "key/value heads"),
           a.qk_dim(),
           a.v_dim(),
-          a.causal};
+          a.causal,
+          c.cp};
 }
 
 void emit_attention(UnitBuilder& b, const Context& c, const std::vector<int>& items) {
@@ -192,7 +194,8 @@ void emit_attention(UnitBuilder& b, const Context& c, const std::vector<int>& it
     b.add(mla_assemble_ops(c.rows, heads, static_cast<double>(a.qk_nope),
                            static_cast<double>(a.qk_rope), c.e),
           c.block);
-  b.add(fused_attention_ops(shape, c.e), c.block);
+  b.add(c.cp > 1 ? ring_attention_ops(shape, c.e, c.fusion) : fused_attention_ops(shape, c.e),
+        c.block);
   b.linear(out, c.rows, c.e, true);  // its input is the attention's output, kept there
   if (split) b.add(tp_leave(c), c.block);
   residual(b, c);
@@ -338,12 +341,14 @@ WorkUnit block_unit(const model::Topology& t, const model::StackGeometry& s, int
   const Context c{t.tree,
                   s,
                   block,
-                  static_cast<double>(shape.micro_batch) * static_cast<double>(seq),
+                  static_cast<double>(shape.micro_batch) * static_cast<double>(seq) /
+                      static_cast<double>(shape.cp.size),
                   shape.micro_batch,
                   seq,
                   shape.element_bytes(),
                   shape.fusion,
-                  shape.tp};
+                  shape.tp,
+                  shape.cp.size};
   const Parts parts = classify(c);
   UnitBuilder b;
   emit_attention(b, c, parts.attention);

@@ -22,11 +22,12 @@ const char* op_kind_name(OpKind k) {
     case OpKind::batched_gemm: return "batched_gemm";
     case OpKind::memory: return "memory";
     case OpKind::tp_collective: return "tp_collective";
+    case OpKind::cp_collective: return "cp_collective";
   }
   return "?";
 }
 
-double TpCall::bytes_per_rank() const {
+double GroupCall::bytes_per_rank() const {
   return comm::busbw_factor(kind, group) * comm::message_bytes(kind, std::llround(count),
                                                                static_cast<std::size_t>(elem_bytes),
                                                                group);
@@ -38,7 +39,16 @@ Op tp_collective_op(const char* name, comm::CollectiveKind kind, double count, d
   op.name = name;
   op.kind = OpKind::tp_collective;
   op.kernels = 1;
-  op.tp = {kind, count, elem_bytes, group};
+  op.call = {kind, count, elem_bytes, group};
+  return op;
+}
+
+Op cp_collective_op(const char* name, const GroupCall& call) {
+  Op op;
+  op.name = name;
+  op.kind = OpKind::cp_collective;
+  op.kernels = 1;
+  op.call = call;
   return op;
 }
 
@@ -67,7 +77,13 @@ OpPair tp_region_output(int group, bool sequence, double n, double e) {
 
 double AttentionShape::scores() const {
   const double s = static_cast<double>(seq);
-  return static_cast<double>(batch) * static_cast<double>(heads) * s * s * score_fraction();
+  return static_cast<double>(batch) * static_cast<double>(heads) * s * s * score_fraction() /
+         static_cast<double>(context_parallel);
+}
+
+double AttentionShape::local_tokens() const {
+  return static_cast<double>(batch) * static_cast<double>(seq) /
+         static_cast<double>(context_parallel);
 }
 
 Op memory_op(const char* name, double bytes_read, double bytes_written, double vector_flops,

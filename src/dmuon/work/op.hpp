@@ -22,16 +22,29 @@ enum class OpKind {
   batched_gemm,   ///< QKᵀ / PV products of the unfused attention (attention_ops.hpp)
   memory,         ///< memory-bound: norms, activations, RoPE, residuals, embedding, loss, routing
   tp_collective,  ///< a TP group's activation collective, in the compute stream (RunShape::tp)
+  cp_collective,  ///< a CP group's ring-attention exchange (RunShape::cp)
 };
 
-/// A tp_collective op's call (all_reduce, all_gather or reduce_scatter) in nccl-tests' terms
+/// Whether ops of this kind are collectives (GroupCall), not device work.
+inline bool is_collective(OpKind k) {
+  return k == OpKind::tp_collective || k == OpKind::cp_collective;
+}
+
+/// A collective op's call (all_reduce, all_gather or reduce_scatter) in nccl-tests' terms
 /// (comm/bus_bandwidth.hpp): `count` elements of `elem_bytes` each, the whole buffer for an
 /// all-reduce, each rank's chunk for an all-gather or reduce-scatter.
-struct TpCall {
+struct GroupCall {
   comm::CollectiveKind kind = comm::CollectiveKind::all_reduce;
   double count = 0;
   double elem_bytes = 0;
-  int group = 1;  ///< T
+  int group = 1;  ///< T or C ranks (2 for a ring permute: each rank's chunk to its neighbour)
+  /// The consecutive ranks whose NVLink domains the call crosses; 0: `group`'s. A CP ring
+  /// permute is a 2-rank exchange on every link of the C-rank ring at once: its slowest hop.
+  int span = 0;
+  /// Attention FLOPs of the same phase the call runs behind on NCCL's stream (issued before a
+  /// ring-attention sub-call, waited for after it): the op costs only what the transfer takes
+  /// beyond them. 0: waited for at once.
+  double behind_attention_flops = 0;
   /// Bytes each rank sends (= receives) on a ring: the message size times the bus factor.
   double bytes_per_rank() const;
 };
@@ -43,16 +56,22 @@ struct GemmShape {
   std::int64_t batch = 1;
 };
 
-/// Attention of `batch` sequences of `seq` tokens (queries and keys alike).
+/// Attention of `batch` sequences of `seq` tokens (queries and keys alike), or under context
+/// parallelism (`context_parallel` C > 1, RunShape::cp) one rank's share of it: seq/C queries
+/// of each sequence against all its keys, load-balanced so the rank computes 1/C of the scores.
 struct AttentionShape {
   std::int64_t batch = 0, seq = 0;
   std::int64_t heads = 0, kv_heads = 0, qk_dim = 0, v_dim = 0;
   bool causal = true;
+  std::int64_t context_parallel = 1;
   /// Fraction of the s×s scores computed: 1/2 with a causal mask (the FlashAttention and
   /// Megatron convention), 1 without.
   double score_fraction() const { return causal ? 0.5 : 1.0; }
-  /// Scores per head and sequence pair counted, s² · score_fraction, times batch · heads.
+  /// Scores per head and sequence pair counted, s² · score_fraction, times batch · heads,
+  /// over the context-parallel ranks.
   double scores() const;
+  /// Query tokens on this rank: batch · seq / C.
+  double local_tokens() const;
 };
 
 struct Op {
@@ -83,8 +102,8 @@ struct Op {
   int member = -1;
   /// A float8 Linear's GEMM (--compute-dtype fp8: work/float8.hpp): fp8 operands, bf16 output.
   bool float8 = false;
-  /// A tp_collective op's call.
-  TpCall tp;
+  /// A collective op's call (is_collective(kind)).
+  GroupCall call;
 
   double bytes() const { return bytes_read + bytes_written; }
 };
@@ -103,6 +122,9 @@ Op memory_op(const char* name, double bytes_read, double bytes_written, double v
 /// `bytes`).
 Op tp_collective_op(const char* name, comm::CollectiveKind kind, double count, double elem_bytes,
                     int group);
+
+/// A cp_collective op (as tp_collective_op) with its call.
+Op cp_collective_op(const char* name, const GroupCall& call);
 
 /// The TP collectives where the input of a TP region (`n` elements of `e` bytes, whole) enters
 /// it, over a group of `group` ranks (docs/STEP-WORK.md "Tensor parallelism"): with

@@ -59,6 +59,19 @@ void validate_run_shape(const RunShape& s) {
         "--seq-len {} does not split over the {} ranks of --sequence-parallel (valid: a "
         "multiple of {})",
         s.seq_len, s.tp.size, s.tp.size));
+  if (s.cp.size < 1 || s.cp.size > kMaxCp)
+    throw InputError(fmt::format("--cp {} is invalid (valid: 1..{})", s.cp.size, kMaxCp));
+  if (s.cp.size > 1 && s.tp.size > 1)
+    throw InputError(
+        fmt::format("--cp {} with --tp {}: context and tensor parallelism together "
+                    "are not modelled (valid: one of them)",
+                    s.cp.size, s.tp.size));
+  // The causal load balance cuts every sequence into 2C chunks.
+  if (s.cp.size > 1 && s.seq_len % (2 * s.cp.size) != 0)
+    throw InputError(
+        fmt::format("--seq-len {} does not split into the 2 x {} chunks of --cp {} "
+                    "(valid: a multiple of {})",
+                    s.seq_len, s.cp.size, s.cp.size, 2 * s.cp.size));
 }
 
 }  // namespace dmuon::work

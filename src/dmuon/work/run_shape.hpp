@@ -54,6 +54,18 @@ struct TensorParallel {
   }
 };
 
+/// Context parallelism as the step work sees it (--cp C, dmuon_project: docs/STEP-WORK.md
+/// "Context parallelism"), PyTorch's (torch.distributed.tensor.experimental context_parallel,
+/// torchtitan's --parallelism.context_parallel_degree) with its defaults: every sequence split
+/// into 2C chunks, rank r holding chunks r and 2C−1−r (the causal load balance), so every op
+/// but the attention core runs on seq/C tokens; the attention is a ring of C sub-calls per
+/// layer over the key/value chunks, gathered with one all-gather (the rotate method
+/// "allgather"), their outputs merged in fp32; its backward gathers K and V again and passes
+/// the fp32 dK, dV accumulators round the ring (C permutes).
+struct ContextParallel {
+  int size = 1;  ///< C
+};
+
 struct RunShape {
   std::int64_t seq_len = 0;                     ///< text tokens per sample
   std::int64_t micro_batch = 1;                 ///< samples per micro-batch on one rank
@@ -64,13 +76,19 @@ struct RunShape {
   /// type of everything else (bf16).
   bool float8 = false;
   TensorParallel tp;
+  ContextParallel cp;
 
+  /// Tokens of one sequence on this rank: seq_len / C.
+  std::int64_t local_seq_len() const { return seq_len / cp.size; }
   double element_bytes() const { return static_cast<double>(kernels::dtype_bytes(dtype)); }
 };
 
 /// InputError (one line) unless seq_len >= 1 and micro_batch >= 1 (and their product fits),
 /// and a TP size of 1..boundary::kMaxTp (sequence parallelism with one above 1 that divides
-/// seq_len).
+/// seq_len), a CP size of 1..kMaxCp whose 2C chunks divide seq_len, not both TP and CP.
 void validate_run_shape(const RunShape& s);
+
+/// The largest --cp accepted (the public runs use up to 8).
+inline constexpr int kMaxCp = 64;
 
 }  // namespace dmuon::work

@@ -29,6 +29,13 @@ OpPair lookup(const model::ModuleTree& tree, int m, double rows, double e) {
   return embedding_ops(rows, static_cast<double>(l->in), static_cast<double>(l->out), e);
 }
 
+// The attention core's ops: the kernel, and under context parallelism its ring's all-gather and
+// merge (all inside one SDPA call, which per-op SAC saves whole).
+bool attention_core(const Op& op) {
+  return op.kind == OpKind::attention || op.kind == OpKind::cp_collective ||
+         std::string_view(op.name) == "attention.cp_merge";
+}
+
 // The ops checkpointing recomputes before a block's backward (run_shape.hpp).
 std::vector<Op> recompute_ops(const WorkUnit& unit, AcPolicy ac) {
   std::vector<Op> out;
@@ -39,17 +46,17 @@ std::vector<Op> recompute_ops(const WorkUnit& unit, AcPolicy ac) {
       case AcPolicy::none: break;
       case AcPolicy::full: redo = true; break;
       case AcPolicy::selective_layer: redo = (unit.index + 1) % 2 == 0; break;
-      case AcPolicy::core_attn: redo = op.kind == OpKind::attention; break;
+      case AcPolicy::core_attn: redo = attention_core(op); break;
       case AcPolicy::selective:
         // Saved: every odd-numbered matmul, the attention core, a float8 amax (torchtitan's
         // _save_list keeps aten.abs and aten.max "for low precision training": work/float8.hpp)
         // and a TP reduce-scatter's output (_c10d_functional.reduce_scatter_tensor is on it);
         // all else recomputed.
         if (op.kind == OpKind::gemm) ++matmuls;
-        redo = !(op.kind == OpKind::attention || (op.kind == OpKind::gemm && matmuls % 2 == 1) ||
+        redo = !(attention_core(op) || (op.kind == OpKind::gemm && matmuls % 2 == 1) ||
                  std::string_view(op.name) == kFloat8Amax ||
                  (op.kind == OpKind::tp_collective &&
-                  op.tp.kind == comm::CollectiveKind::reduce_scatter));
+                  op.call.kind == comm::CollectiveKind::reduce_scatter));
         break;
     }
     if (!redo) continue;
@@ -102,7 +109,7 @@ WorkUnit head_unit(const model::Topology& t, const RunShape& shape) {
   const auto& g = *t.geometry;
   const auto& tree = t.tree;
   const double b = static_cast<double>(shape.micro_batch), e = shape.element_bytes();
-  const double text = b * static_cast<double>(shape.seq_len);
+  const double text = b * static_cast<double>(shape.local_seq_len());
   // Paths validated with the geometry; -1 when the model has none.
   const auto id = [&](const std::string& path) {
     return path.empty() ? -1 : tree.find_module(path).value_or(-1);
@@ -115,7 +122,7 @@ WorkUnit head_unit(const model::Topology& t, const RunShape& shape) {
     if (g.stack_of(tree, tree.module(m).path)) continue;
     if (const auto l = linear_of(tree, m)) {
       if (tp.dim(l->param) >= 0 || tp.sequence) not_under_tp(tree, m, shape);
-      builder.linear(*l, b * module_tokens_per_sample(t, m, shape.seq_len), e);
+      builder.linear(*l, b * module_tokens_per_sample(t, m, shape.local_seq_len()), e);
     }
   }
   // Sequence parallelism: the final norm on this rank's tokens, then the head's input gathered.
@@ -147,6 +154,22 @@ WorkUnit head_unit(const model::Topology& t, const RunShape& shape) {
   // torchtitan's filter: every Linear but the output head (work/float8.hpp).
   if (shape.float8) apply_float8(unit.forward, unit.backward, head, e);
   return unit;
+}
+
+// Context parallelism splits the text sequence under a causal mask (its load balance needs one).
+void refuse_under_cp(const model::ModelGeometry& g, int cp) {
+  for (const auto& s : g.stacks) {
+    if (s.tokens != model::TokenStream::text)
+      throw InputError(
+          fmt::format("--cp {}: stack '{}' runs on {} tokens; context parallelism is "
+                      "modelled for text stacks only",
+                      cp, s.name, model::token_stream_name(s.tokens)));
+    if (s.attention.kind != model::AttentionKind::none && !s.attention.causal)
+      throw InputError(
+          fmt::format("--cp {}: stack '{}' has bidirectional attention; context "
+                      "parallelism's load balance needs a causal mask",
+                      cp, s.name));
+  }
 }
 
 std::vector<std::string> not_modelled(const model::ModelGeometry& g) {
@@ -189,14 +212,21 @@ StepWork build_step_work(const model::Topology& t, const RunShape& shape) {
   validate_run_shape(shape);
   StepWork w;
   w.shape = shape;
-  w.text_tokens = static_cast<double>(shape.micro_batch) * static_cast<double>(shape.seq_len);
+  w.text_tokens =
+      static_cast<double>(shape.micro_batch) * static_cast<double>(shape.local_seq_len());
   if (!t.geometry && shape.float8)
     throw InputError(fmt::format(
         "--compute-dtype fp8 needs a model with a geometry (topology '{}' has none: which of its "
         "linears torchtitan would run in float8 is unknown)",
         t.name));
+  if (!t.geometry && shape.cp.size > 1)
+    throw InputError(
+        fmt::format("--cp {} needs a model with a geometry (topology '{}' has none: "
+                    "no attention to split)",
+                    shape.cp.size, t.name));
   if (!t.geometry) return parameter_work(t, shape, std::move(w));
   const auto& g = *t.geometry;
+  if (shape.cp.size > 1) refuse_under_cp(g, shape.cp.size);
   w.has_geometry = true;
   if (!g.embedding.empty()) {
     UnitBuilder stem;

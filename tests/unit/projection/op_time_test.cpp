@@ -10,6 +10,7 @@
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/model/topology.hpp"
+#include "dmuon/project/collective_cost.hpp"
 #include "dmuon/project/compute_cost.hpp"
 #include "dmuon/project/machine_model.hpp"
 #include "dmuon/project/op_time.hpp"
@@ -188,6 +189,25 @@ TEST(OpTime, CpuMachinesRunTheUnfusedAttention) {
   // peak (10 TFLOP/s) against 4 heads' Q, K and scores at 1000 GB/s: compute-bound.
   const auto qk = unfused_attention_ops(a, 4, Phase::forward)[0];
   EXPECT_NEAR(t.seconds(qk), 2.0 * 4 * 256 * 256 * 64 / 10e12 + 2e-6, 1e-15);
+}
+
+TEST(OpTime, CpCollectivesShowOnlyWhatTheirSubCallDoesNotHide) {
+  const auto m = parse_machine(kHand, "m.yaml");
+  const OpTime t(m, kernels::Dtype::bf16);
+  // A ring permute of 1e8 fp32 elements: a 2-rank exchange on the NVLink domain.
+  GroupCall call{comm::CollectiveKind::all_gather, 1e8, 4, 2, 8, 0};
+  const double transfer =
+      project::collective_time(m, comm::CollectiveKind::all_gather, 100000000, 4, {2, 1}).total_s();
+  ASSERT_GT(transfer, 2e-3);
+  Op op = cp_collective_op("cp_dkv_permute", call);
+  op.phase = Phase::backward;
+  EXPECT_DOUBLE_EQ(t.seconds(op), transfer);  // waited for at once
+  // Behind a backward sub-call of 2e10 FLOPs: 1.25 · 2e10 at 40 TFLOP/s = 0.625 ms + 2 µs.
+  op.call.behind_attention_flops = 2e10;
+  EXPECT_NEAR(t.seconds(op), transfer - (0.625e-3 + 2e-6), 1e-12);
+  // A sub-call longer than the transfer hides it whole.
+  op.call.behind_attention_flops = 1e15;
+  EXPECT_DOUBLE_EQ(t.seconds(op), 0);
 }
 
 TEST(Throughput, MfuHfuAndPeaks) {

@@ -117,11 +117,11 @@ TEST(TensorParallelWork, TpSplitsHeadsAndHiddenUnitsAndAllReducesEachRegion) {
     const auto c = collectives(*ops);
     ASSERT_EQ(c.size(), 2u);
     for (const auto* op : c) {
-      EXPECT_EQ(op->tp.kind, comm::CollectiveKind::all_reduce);
-      EXPECT_DOUBLE_EQ(op->tp.count, kS * kH);
-      EXPECT_DOUBLE_EQ(op->tp.elem_bytes, kBf16);
-      EXPECT_EQ(op->tp.group, 2);
-      EXPECT_DOUBLE_EQ(op->tp.bytes_per_rank(), 2 * 0.5 * kS * kH * kBf16);
+      EXPECT_EQ(op->call.kind, comm::CollectiveKind::all_reduce);
+      EXPECT_DOUBLE_EQ(op->call.count, kS * kH);
+      EXPECT_DOUBLE_EQ(op->call.elem_bytes, kBf16);
+      EXPECT_EQ(op->call.group, 2);
+      EXPECT_DOUBLE_EQ(op->call.bytes_per_rank(), 2 * 0.5 * kS * kH * kBf16);
     }
   }
   // The backward all-reduce of the MLP's input follows the gate/up projections' backward.
@@ -157,17 +157,17 @@ TEST(TensorParallelWork, SequenceParallelSplitsTheStreamAndGathersIntoEachRegion
   // Each rank's chunk is S/2 x h; a ring all-gather or reduce-scatter sends (T-1)/T of the
   // S x h buffer: together what the all-reduce sends (Korthikanti et al. 2022, §4.2.2).
   const auto& ag = first(block.forward, "tp_all_gather");
-  EXPECT_EQ(ag.tp.kind, comm::CollectiveKind::all_gather);
-  EXPECT_DOUBLE_EQ(ag.tp.count, kS / 2 * kH);
-  EXPECT_DOUBLE_EQ(ag.tp.bytes_per_rank(), 0.5 * kS * kH * kBf16);
+  EXPECT_EQ(ag.call.kind, comm::CollectiveKind::all_gather);
+  EXPECT_DOUBLE_EQ(ag.call.count, kS / 2 * kH);
+  EXPECT_DOUBLE_EQ(ag.call.bytes_per_rank(), 0.5 * kS * kH * kBf16);
   const auto& rs = first(block.forward, "tp_reduce_scatter");
-  EXPECT_DOUBLE_EQ(rs.tp.count, kS / 2 * kH);
+  EXPECT_DOUBLE_EQ(rs.call.count, kS / 2 * kH);
   EXPECT_DOUBLE_EQ(
-      ag.tp.bytes_per_rank() + rs.tp.bytes_per_rank(),
-      first(work_of(llama(2, false)).units[1].forward, "tp_all_reduce").tp.bytes_per_rank());
+      ag.call.bytes_per_rank() + rs.call.bytes_per_rank(),
+      first(work_of(llama(2, false)).units[1].forward, "tp_all_reduce").call.bytes_per_rank());
   // Backward: each the other's conjugate, in reverse order.
   std::vector<comm::CollectiveKind> bwd;
-  for (const auto* op : collectives(block.backward)) bwd.push_back(op->tp.kind);
+  for (const auto* op : collectives(block.backward)) bwd.push_back(op->call.kind);
   EXPECT_EQ(bwd, (std::vector<comm::CollectiveKind>{
                      comm::CollectiveKind::all_gather, comm::CollectiveKind::reduce_scatter,
                      comm::CollectiveKind::all_gather, comm::CollectiveKind::reduce_scatter}));
@@ -214,11 +214,11 @@ TEST(TensorParallelWork, ColumnParallelHeadComputesTheLossOverVocabularyShards) 
       (std::vector<std::string>{"rms_norm", "tp_all_gather", "linear", "cross_entropy",
                                 "tp_loss_all_reduce", "tp_loss_all_reduce", "tp_loss_all_reduce"}));
   const auto& loss = first(w.units.back().forward, "tp_loss_all_reduce");
-  EXPECT_DOUBLE_EQ(loss.tp.count, kS);  // one fp32 per token
-  EXPECT_DOUBLE_EQ(loss.tp.elem_bytes, 4);
+  EXPECT_DOUBLE_EQ(loss.call.count, kS);  // one fp32 per token
+  EXPECT_DOUBLE_EQ(loss.call.elem_bytes, 4);
   const auto back = collectives(w.units.back().backward);
   ASSERT_EQ(back.size(), 1u);  // the partial input gradients, reduce-scattered to the shards
-  EXPECT_EQ(back.front()->tp.kind, comm::CollectiveKind::reduce_scatter);
+  EXPECT_EQ(back.front()->call.kind, comm::CollectiveKind::reduce_scatter);
 }
 
 TEST(TensorParallelWork, RefusedWhereNotModelled) {

@@ -501,8 +501,9 @@ class CudaBackend final : public StepBackend {
     const int e = static_cast<int>(dtype_bytes(wire_));
     for (const auto& o : ops)
       for (const auto& u : unfused_ops(o, e)) {
-        if (u.kind == work::OpKind::tp_collective)  // TP work is the projection's only
-          throw std::logic_error("cuda activation: a TP collective op is not run by the engine");
+        if (work::is_collective(u.kind))  // TP and CP work is the projection's only
+          throw std::logic_error(
+              "cuda activation: a TP or CP collective op is not run by the engine");
         if (u.kind == work::OpKind::memory) {
           const auto n =
               static_cast<std::size_t>(std::ceil(std::max(u.bytes_read, u.bytes_written) / e));

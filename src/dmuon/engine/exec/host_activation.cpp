@@ -31,9 +31,9 @@ void HostActivation::run(const std::vector<work::Op>& ops, const std::function<v
 }
 
 void HostActivation::run_one(const work::Op& op, const std::function<void()>& between) {
-  // The engine's TP Linears have no activation collectives: TP work is the projection's.
-  if (op.kind == work::OpKind::tp_collective)
-    throw std::logic_error("HostActivation: a TP collective op is not run by the engine");
+  // The engine has no activation collectives: TP and CP work is the projection's.
+  if (work::is_collective(op.kind))
+    throw std::logic_error("HostActivation: a TP or CP collective op is not run by the engine");
   if (op.kind != work::OpKind::memory) {
     gemm(op.gemm, between);
     return;
