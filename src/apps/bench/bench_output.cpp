@@ -337,8 +337,9 @@ std::string batch_text(const RunOptions& o, int world) {
   if (wl.seq_len > 0)
     return fmt::format(
         "# global batch {} tokens = {} samples of {} tokens ({} per {}: micro-batch {} x "
-        "seq-len {}{})",
+        "seq-len {}{}{})",
         units, units / wl.seq_len, wl.seq_len, units / dp, who, wl.micro_batch, wl.seq_len,
+        wl.cp > 1 ? fmt::format(" / --cp {}", wl.cp) : std::string(),
         accum > 1 ? fmt::format(" x {} micro-steps", accum) : std::string());
   return fmt::format(
       "# global batch {} samples of one token ({} per {}; the parameter work alone: no "

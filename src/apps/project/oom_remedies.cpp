@@ -56,9 +56,18 @@ std::vector<std::string> oom_remedies(const RunOptions& o, const model::Topology
   std::sort(fits.begin(), fits.end());
   std::vector<std::string> lines;
   for (auto& f : fits) lines.push_back(std::move(f.second));
+  // What is left beyond these knobs; context parallelism splits long sequences' activations.
+  const std::string more =
+      o.workload.seq_len > 0 && o.plan.tp == 1 && o.workload.cp == 1
+          ? "more ranks, --tp, --cp (activations of long sequences), or dmuon_advise"
+          : "more ranks, --tp, or dmuon_advise";
   if (lines.empty() && !tries.empty())
+    lines.push_back(fmt::format("no memory-saving change fits ({}): {}", all_text, more));
+  if (tries.empty())
     lines.push_back(fmt::format(
-        "no memory-saving change fits ({}): more ranks, --tp, or dmuon_advise", all_text));
+        "no memory-saving knob left to change (--ac full, --comm-dtype bf16 and --reshard z3 "
+        "already): {}",
+        more));
   return lines;
 }
 

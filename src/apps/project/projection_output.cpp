@@ -125,8 +125,9 @@ std::string summary_table(const dm::Machine& m, const std::vector<WorldRows>& wo
       }
       if (best < 0) {
         s += fmt::format("  {:>6} {:<10} {}\n", w.world, engine::method_name(method),
-                         oom_rows > 0 ? "every row out of memory (oom): what fits is listed below"
-                                      : "no row ran");
+                         oom_rows > 0
+                             ? "every row out of memory (oom): what would fit is listed below"
+                             : "no row ran");
         continue;
       }
       const auto& run = w.list.runs[static_cast<std::size_t>(best)];
