@@ -108,16 +108,18 @@ void context_parallel_rules(const RunOptions& o) {
   if (o.workload.seq_len <= 0)
     throw InputError(fmt::format(
         "--cp {} needs --seq-len (the activation work it splits over the CP group)", cp));
-  if (o.plan.tp > 1)
+  if (o.workload.seq_len % (2 * cp) != 0) {
+    // dmuon_project may have taken the length from the preset (preset_seq_len): say whose.
+    const std::string length =
+        o.workload.seq_len_note.empty()
+            ? fmt::format("--seq-len {}", o.workload.seq_len)
+            : fmt::format("the preset's sequence length {} (--seq-len not given)",
+                          o.workload.seq_len);
     throw InputError(
-        fmt::format("--cp {} with --tp {}: context and tensor parallelism together "
-                    "are not modelled (valid: one of them)",
-                    cp, o.plan.tp));
-  if (o.workload.seq_len % (2 * cp) != 0)
-    throw InputError(
-        fmt::format("--seq-len {} does not split into the 2 x {} chunks of --cp {} "
-                    "(valid: a multiple of {})",
-                    o.workload.seq_len, cp, cp, 2 * cp));
+        fmt::format("{} does not split into the 2 x {} chunks of --cp {} (valid: a "
+                    "multiple of {})",
+                    length, cp, cp, 2 * cp));
+  }
 }
 
 void step_rules(RunOptions& o) {

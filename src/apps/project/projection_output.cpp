@@ -263,7 +263,7 @@ std::string projection_tables(const Invocation& v) {
   if (!o.workload.seq_len_note.empty()) note(o.workload.seq_len_note);
   if (v.setup.step_work) s += bench::step_work_lines(o, *v.setup.step_work);
   if (!v.setup.flops_note.empty()) note(v.setup.flops_note);
-  if (!v.setup.group_note.empty()) note(v.setup.group_note);
+  for (const auto& n : v.setup.group_notes) note(n);
   for (const auto& n : v.setup.machine_notes) note(n);
   s += summary_table(v.machine, v.worlds, work::flop_convention_name(o.workload.flops));
   if (!v.demo_note.empty()) note(v.demo_note);

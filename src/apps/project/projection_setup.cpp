@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 
+#include "dmuon/base/error.hpp"
 #include "dmuon/plan/tp_local_tree.hpp"
 #include "dmuon/project/compute_contention.hpp"
 #include "dmuon/project/op_cost.hpp"
@@ -76,6 +77,13 @@ ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo
   // --seq-len: the model's activation work, in the machine's compute type, and the FLOPs MFU
   // and HFU count.
   const kernels::Dtype compute = dmuon::project::compute_type(machine, b.engine.step);
+  // torch's ring attention wraps the CUDA SDPA kernels (flash, efficient, cuDNN) only.
+  if (b.workload.cp > 1 && machine.device == dmuon::project::DeviceKind::cpu)
+    throw InputError(
+        fmt::format("--cp {}: context parallelism runs on GPUs (torch's ring "
+                    "attention wraps the CUDA attention kernels) and machine '{}' is "
+                    "a CPU (valid: a GPU machine, or --cp 1)",
+                    b.workload.cp, machine.name));
   if (b.plan.tp > 1 && b.workload.seq_len > 0) {
     if (!tp_plan) throw std::logic_error("make_projection_setup: --tp without a plan");
     s.step_work = tp_step_work(b, topo, compute, *tp_plan);
@@ -110,14 +118,14 @@ ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo
   if (b.plan.tp > 1) {
     s.tp_activation =
         activation_collectives(*s.step_work, b.engine.step.accum, work::OpKind::tp_collective);
-    s.group_note = tp_note(*s.tp_activation);
-    s.notes.push_back(s.group_note);
+    s.group_notes.push_back(tp_note(*s.tp_activation));
+    s.notes.push_back(s.group_notes.back());
   }
   if (b.workload.cp > 1) {
     s.cp_activation =
         activation_collectives(*s.step_work, b.engine.step.accum, work::OpKind::cp_collective);
-    s.group_note = cp_note(*s.cp_activation);
-    s.notes.push_back(s.group_note);
+    s.group_notes.push_back(cp_note(*s.cp_activation));
+    s.notes.push_back(s.group_notes.back());
   }
   const auto convention = b.workload.flops;
   const auto flops = work::model_flops_per_token(topo, b.workload.seq_len);

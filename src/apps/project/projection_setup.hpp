@@ -32,9 +32,9 @@ struct ProjectionSetup {
   std::optional<work::StepWork> step_work;  ///< nullopt without --seq-len
   std::vector<std::string> notes;           ///< "# note:" lines (what the work leaves out)
   std::string flops_note;                   ///< --flops asked for a geometry the model lacks
-  /// --tp or --cp with --seq-len: the group's activation collectives per rank and step, and
+  /// --tp and --cp with --seq-len: each group's activation collectives per rank and step, and
   /// what of its activation work is not modelled
-  std::string group_note;
+  std::vector<std::string> group_notes;
   std::optional<ActivationCollectives> tp_activation;  ///< --tp with --seq-len
   std::optional<ActivationCollectives> cp_activation;  ///< --cp with --seq-len
   /// GPU machines: whether compute slows under communication, what the FSDP groups stand for

@@ -23,6 +23,13 @@ double written(const std::vector<Op>& ops) {
   return s;
 }
 
+// What per-op SAC caches of these ops when it saves them (Op::cached_bytes).
+double cached(const std::vector<Op>& ops) {
+  double s = 0;
+  for (const auto& op : ops) s += op.cached_bytes >= 0 ? op.cached_bytes : op.bytes_written;
+  return s;
+}
+
 // The largest output of one backward op: gradients are made and consumed op by op, so one
 // op's output bounds what the backward adds beside the saved set at a time (an eager op's
 // written bytes sum its kernels' outputs: an upper bound, unless the op states the most of
@@ -45,8 +52,7 @@ double log_sum_exp(const std::vector<Op>& ops) {
   double s = 0;
   for (const auto& op : ops)
     if (op.kind == work::OpKind::attention)
-      s += work::kF32Bytes *
-           static_cast<double>(op.attention.batch * op.attention.seq * op.attention.heads);
+      s += work::kF32Bytes * op.attention.local_tokens() * static_cast<double>(op.attention.heads);
   return s;
 }
 
@@ -68,7 +74,7 @@ UnitMemory unit_memory(const work::WorkUnit& unit, AcPolicy ac) {
     case AcPolicy::selective: {
       // SAC caches the outputs of the ops its policy saves; everything else is recreated,
       // with its own saved tensors, before the block's backward.
-      const double kept = written(unit.forward) - written(unit.recompute);
+      const double kept = cached(unit.forward) - cached(unit.recompute);
       return {checkpoint + kept, std::max(0.0, all - kept) + grad};
     }
     default: return {checkpoint, all + grad};  // full, selective-layer: the whole block again

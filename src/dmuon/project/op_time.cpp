@@ -95,9 +95,14 @@ double OpTime::seconds(const Op& op) const {
 
 double OpTime::collective(const Op& op) const {
   const auto& c = op.call;
-  // A TP or CP group is consecutive ranks (world_programs.hpp): its first one's domains.
+  // A TP or CP group spans consecutive ranks (world_programs.hpp); groups follow each other,
+  // and the slowest sets the step: the most domains one of them crosses (a group size that
+  // does not divide the domain straddles two).
   const int span = c.span > 0 ? c.span : c.group;
-  const CommSpan ranks{c.group, m_.domain_of(span - 1) + 1};
+  int domains = 1;
+  for (int k = 0; k < std::max(1, m_.nvlink_domain); ++k)
+    domains = std::max(domains, m_.domain_of(k * span + span - 1) - m_.domain_of(k * span) + 1);
+  const CommSpan ranks{c.group, domains};
   const double transfer =
       collective_time(m_, c.kind, whole(c.count), static_cast<std::size_t>(c.elem_bytes), ranks)
           .total_s();

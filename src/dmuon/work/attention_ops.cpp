@@ -126,6 +126,8 @@ OpPair ring_gradient_accumulation(const Sizes& z, double kv, double e, double C,
   const double written = C * (q + 2 * kv) * kF32Bytes + (q + kv) * e;
   const int kernels = static_cast<int>(C) * (fusion == Fusion::eager ? 4 : 1) + 2;
   Op acc = memory_op("attention.cp_grad_accumulate", read, written, C * (q + kv), kernels);
+  // Live at once: the accumulators, the next permute's fp32 chunk and a sub-call's gradients.
+  acc.live_bytes = (q + kv) * kF32Bytes + kv * kF32Bytes + (q + kv) * e;
   zero.phase = acc.phase = Phase::backward;
   return {{}, {zero, acc}};
 }
@@ -144,13 +146,19 @@ OpPair ring_attention_ops(const AttentionShape& a, double e, Fusion fusion) {
   // chunk) and waited for after it.
   GroupCall gather{comm::CollectiveKind::all_gather, kv, e, group, 0, 2 * S * dims / C};
   p.forward.push_back(cp_collective_op("cp_kv_all_gather", gather));
-  // C sub-calls, each 1/C of the scores (load-balanced): their Q, their K, V chunk in, their
-  // output and LSE out.
-  p.forward.push_back(attention_op("attention", Phase::forward, a, 2 * S * dims, C * (z.q + kv) * e,
-                                   C * (z.o * e + z.rows * kF32Bytes), 5 * S, group));
-  // Kept for the backward (which gathers K, V again): the local Q, K, V, output and LSE.
-  p.forward.back().saved_bytes = (z.q + kv + z.o) * e + z.rows * kF32Bytes;
+  // C sub-calls, each 1/C of the scores (load-balanced): the first over the local Q and K, V;
+  // of the others, on rank r, r over all of Q and half of a K, V chunk and C−1−r over half of
+  // Q and a whole chunk: over the ranks, 1 + 3(C−1)/4 local calls' worth of tensors in and out.
+  const double calls = 1 + 0.75 * (C - 1);
+  const double output = z.o * e + z.rows * kF32Bytes;
+  p.forward.push_back(attention_op("attention", Phase::forward, a, 2 * S * dims,
+                                   calls * (z.q + kv) * e, calls * output, 5 * S, group));
+  // Kept for the backward (which gathers K, V again): the local Q, K, V, output and LSE; SAC
+  // caches the merged output and LSE.
+  p.forward.back().saved_bytes = (z.q + kv) * e + output;
+  p.forward.back().cached_bytes = output;
   p.forward.push_back(ring_merge(z, e, C, fusion));
+  p.forward.back().cached_bytes = 0;  // part of the same SDPA call
 
   Op regather = cp_collective_op("cp_kv_all_gather", gather);
   regather.phase = Phase::backward;
@@ -158,11 +166,12 @@ OpPair ring_attention_ops(const AttentionShape& a, double e, Fusion fusion) {
   p.backward.push_back(regather);
   auto acc = ring_gradient_accumulation(z, kv, e, C, fusion);
   p.backward.push_back(acc.backward.front());
-  // C backward sub-calls (3 kernels each, as fused_attention_ops' backward) over local sizes.
+  // C backward sub-calls (3 kernels each, as fused_attention_ops' backward), their tensors as
+  // the forward's.
   const double read = 2 * z.o * e + (z.q + kv + z.o) * e + 2 * z.rows * kF32Bytes + z.q * kF32Bytes;
   const double written = z.rows * kF32Bytes + z.q * kF32Bytes + kv * e + z.q * e;
-  Op bwd = attention_op("attention.bwd", Phase::backward, a, 4 * S * dims, C * read, C * written,
-                        7 * S, 3 * group);
+  Op bwd = attention_op("attention.bwd", Phase::backward, a, 4 * S * dims, calls * read,
+                        calls * written, 7 * S, 3 * group);
   // Live while it runs: the gathered K, V, the fp32 accumulators, the permute's send and
   // receive buffers and one sub-call's gradients.
   bwd.live_bytes = C * kv * e + (z.q + kv) * kF32Bytes + 2 * kv * kF32Bytes + (z.q + kv) * e;

@@ -154,6 +154,17 @@ AttentionShape attention_shape(const Context& c, bool split) {
           c.cp};
 }
 
+// The attention core: fused, or under context parallelism a ring whose CP group's ranks are T
+// apart (CP next to TP in torchtitan's mesh): its calls cross the domains of C·T ranks.
+OpPair attention_core(const Context& c, const AttentionShape& shape) {
+  if (c.cp == 1) return fused_attention_ops(shape, c.e);
+  OpPair core = ring_attention_ops(shape, c.e, c.fusion);
+  for (auto* ops : {&core.forward, &core.backward})
+    for (auto& op : *ops)
+      if (op.kind == OpKind::cp_collective) op.call.span = c.cp * c.tp.size;
+  return core;
+}
+
 void emit_attention(UnitBuilder& b, const Context& c, const std::vector<int>& items) {
   const auto& a = c.stack.attention;
   std::vector<Linear> linears;
@@ -188,14 +199,14 @@ void emit_attention(UnitBuilder& b, const Context& c, const std::vector<int>& it
     const double kv_heads = static_cast<double>(shape.kv_heads);  // k_heads(): not MLA here
     const double rotated =
         mla ? c.rows * heads * rope + c.rows * rope : c.rows * (heads + kv_heads) * rope;
-    b.add(rope_ops(rotated, seq * rope, c.e, c.fusion), c.block);
+    // The cos/sin table of this rank's positions (torchtitan shards freqs_cis under CP).
+    b.add(rope_ops(rotated, seq / c.cp * rope, c.e, c.fusion), c.block);
   }
   if (mla)
     b.add(mla_assemble_ops(c.rows, heads, static_cast<double>(a.qk_nope),
                            static_cast<double>(a.qk_rope), c.e),
           c.block);
-  b.add(c.cp > 1 ? ring_attention_ops(shape, c.e, c.fusion) : fused_attention_ops(shape, c.e),
-        c.block);
+  b.add(attention_core(c, shape), c.block);
   b.linear(out, c.rows, c.e, true);  // its input is the attention's output, kept there
   if (split) b.add(tp_leave(c), c.block);
   residual(b, c);

@@ -86,6 +86,10 @@ struct Op {
   /// when its backward reads them, its side tensors (rstd, LSE, fp32 copies, indices). Each
   /// tensor is counted once per unit (docs/MEMORY.md "Activations"). 0 for other phases.
   double saved_bytes = 0;
+  /// Forward ops: the bytes of the output per-op SAC caches when its policy saves the op (it
+  /// keeps the op's result, not its temporaries); < 0: bytes_written. A ring attention's
+  /// sub-calls cache their merged result only.
+  double cached_bytes = -1;
   int kernels = 1;  ///< launches (an eager decomposition launches several)
   /// The most of its outputs live at once while it runs, where an eager decomposition frees
   /// a kernel's output once the next has read it; 0: all of `bytes_written` (one kernel, or

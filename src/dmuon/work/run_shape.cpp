@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <numeric>
+
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/tp_shard.hpp"
 
@@ -54,24 +56,21 @@ void validate_run_shape(const RunShape& s) {
         fmt::format("TP size {} is invalid (valid: 1..{})", s.tp.size, boundary::kMaxTp));
   if (s.tp.sequence && s.tp.size == 1)
     throw InputError("--sequence-parallel needs --tp T > 1 (it splits the TP group's tokens)");
-  if (s.tp.sequence && s.seq_len % s.tp.size != 0)
-    throw InputError(fmt::format(
-        "--seq-len {} does not split over the {} ranks of --sequence-parallel (valid: a "
-        "multiple of {})",
-        s.seq_len, s.tp.size, s.tp.size));
   if (s.cp.size < 1 || s.cp.size > kMaxCp)
     throw InputError(fmt::format("--cp {} is invalid (valid: 1..{})", s.cp.size, kMaxCp));
-  if (s.cp.size > 1 && s.tp.size > 1)
-    throw InputError(
-        fmt::format("--cp {} with --tp {}: context and tensor parallelism together "
-                    "are not modelled (valid: one of them)",
-                    s.cp.size, s.tp.size));
   // The causal load balance cuts every sequence into 2C chunks.
   if (s.cp.size > 1 && s.seq_len % (2 * s.cp.size) != 0)
     throw InputError(
         fmt::format("--seq-len {} does not split into the 2 x {} chunks of --cp {} "
                     "(valid: a multiple of {})",
                     s.seq_len, s.cp.size, s.cp.size, 2 * s.cp.size));
+  // Sequence parallelism splits a rank's tokens of each sequence (S/C under CP) over T.
+  if (s.tp.sequence && s.local_seq_len() % s.tp.size != 0)
+    throw InputError(fmt::format(
+        "--seq-len {}{} does not split over the {} ranks of --sequence-parallel (valid: a "
+        "multiple of {})",
+        s.seq_len, s.cp.size > 1 ? fmt::format(" / --cp {}", s.cp.size) : std::string(), s.tp.size,
+        s.cp.size > 1 ? s.cp.size * std::lcm(2, s.tp.size) : s.tp.size));
 }
 
 }  // namespace dmuon::work

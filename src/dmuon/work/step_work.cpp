@@ -162,12 +162,14 @@ void refuse_under_cp(const model::ModelGeometry& g, int cp) {
     if (s.tokens != model::TokenStream::text)
       throw InputError(
           fmt::format("--cp {}: stack '{}' runs on {} tokens; context parallelism is "
-                      "modelled for text stacks only",
+                      "modelled for text stacks only (valid: a model whose stacks are all text, or "
+                      "--cp 1)",
                       cp, s.name, model::token_stream_name(s.tokens)));
     if (s.attention.kind != model::AttentionKind::none && !s.attention.causal)
       throw InputError(
           fmt::format("--cp {}: stack '{}' has bidirectional attention; context "
-                      "parallelism's load balance needs a causal mask",
+                      "parallelism's load balance needs a causal mask (valid: causal attention, "
+                      "or --cp 1)",
                       cp, s.name));
   }
 }

@@ -210,6 +210,23 @@ TEST(OpTime, CpCollectivesShowOnlyWhatTheirSubCallDoesNotHide) {
   EXPECT_DOUBLE_EQ(t.seconds(op), 0);
 }
 
+TEST(OpTime, AGroupThatStraddlesNodesCostsAcrossThem) {
+  const auto m = parse_machine(kHand + "  inter: {busbw_GBps: 10}\n", "m.yaml");
+  const OpTime t(m, kernels::Dtype::bf16);
+  // Groups of 3 consecutive ranks on 8-rank domains: {6, 7, 8} crosses into the next node and
+  // sets the step; groups of 4 stay inside one.
+  const Op three =
+      cp_collective_op("cp_kv_all_gather", {comm::CollectiveKind::all_gather, 1e6, 2, 3, 0, 0});
+  EXPECT_DOUBLE_EQ(
+      t.seconds(three),
+      project::collective_time(m, comm::CollectiveKind::all_gather, 1000000, 2, {3, 2}).total_s());
+  const Op four =
+      cp_collective_op("cp_kv_all_gather", {comm::CollectiveKind::all_gather, 1e6, 2, 4, 0, 0});
+  EXPECT_DOUBLE_EQ(
+      t.seconds(four),
+      project::collective_time(m, comm::CollectiveKind::all_gather, 1000000, 2, {4, 1}).total_s());
+}
+
 TEST(Throughput, MfuHfuAndPeaks) {
   // torchtitan's A100 rows (Apr 2024: 6·N_all + 12·L·h·s, embedding included): Llama-3-8B at
   // 2,904 and 2,973 tokens/s per GPU over 312 TFLOP/s are its published 56.8 % and 58.2 %.
