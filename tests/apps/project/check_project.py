@@ -27,6 +27,14 @@ def run(cmd, env=None, expect=0):
     return run_process(cmd, env, expect).stdout
 
 
+def expect_refusal(cmd, want):
+    """FAILED unless cmd exits 2 with one line on stderr that contains want."""
+    p = run_process(cmd, expect=2)
+    lines = p.stderr.strip().splitlines()
+    if len(lines) != 1 or want not in lines[0]:
+        fail(f"{cmd}: expected one line with '{want}', got {p.stderr!r}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--project", required=True)

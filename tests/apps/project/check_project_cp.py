@@ -15,7 +15,7 @@ Exit 0 with 'OK' on success, 1 with the first failed check."""
 import argparse
 import json
 
-from check_project import fail, run, run_process
+from check_project import expect_refusal, fail, run
 
 S = 2048
 BLOCKS = 32
@@ -83,11 +83,7 @@ def main():
                        (["--topology", "llm", "--world-size", "2", "--cp", "2", "--machine",
                          a.host_machine],
                         "context parallelism runs on GPUs")):
-        args = args + common
-        p = run_process([a.project, *args], expect=2)
-        lines = p.stderr.strip().splitlines()
-        if len(lines) != 1 or want not in lines[0]:
-            fail(f"{args}: expected one line with '{want}', got {p.stderr!r}")
+        expect_refusal([a.project, *args, *common], want)
     print(f"OK: CP collectives as counted by hand (step {base_run['step_ms']:.1f} ms at "
           f"{base_run['tokens_per_s'] / WORLD:.0f} tok/s/GPU -> cp 2 {cp2_run['step_ms']:.1f} ms "
           f"at {cp2_run['tokens_per_s'] / WORLD:.0f}, cp 4 {cp4_run['step_ms']:.1f} ms at "

@@ -14,11 +14,13 @@
 #include "dmuon/project/activation_memory.hpp"
 #include "dmuon/work/step_work.hpp"
 #include "dmuon/work/throughput.hpp"
+#include "op_lookup.hpp"
 
 namespace {
 
 using namespace dmuon;
 using namespace dmuon::work;
+using namespace dmuon::work::test;
 
 constexpr double kS = 64, kH = 4096, kBf16 = 2, kF32 = 4;
 constexpr double kHeads = 32, kDims = 128 + 128;  // q·k and v widths per head
@@ -29,25 +31,6 @@ StepWork work_at(int cp, AcPolicy ac = AcPolicy::none) {
   shape.ac = ac;
   shape.cp.size = cp;
   return build_step_work(model::build_topology("llm", "llama3-8b"), shape);
-}
-
-std::vector<std::string> names(const std::vector<Op>& ops) {
-  std::vector<std::string> out;
-  for (const auto& op : ops) out.emplace_back(op.name);
-  return out;
-}
-
-const Op& first(const std::vector<Op>& ops, const std::string& name) {
-  const auto it = std::find_if(ops.begin(), ops.end(), [&](const Op& o) { return o.name == name; });
-  if (it == ops.end()) throw std::runtime_error("no op " + name);
-  return *it;
-}
-
-std::vector<const Op*> of_kind(const std::vector<Op>& ops, OpKind kind) {
-  std::vector<const Op*> out;
-  for (const auto& op : ops)
-    if (op.kind == kind) out.push_back(&op);
-  return out;
 }
 
 std::string error_of(int cp, std::int64_t seq,

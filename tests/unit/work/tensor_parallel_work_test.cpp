@@ -13,11 +13,13 @@
 #include "dmuon/model/topology.hpp"
 #include "dmuon/work/step_work.hpp"
 #include "dmuon/work/throughput.hpp"
+#include "op_lookup.hpp"
 
 namespace {
 
 using namespace dmuon;
 using namespace dmuon::work;
+using namespace dmuon::work::test;
 
 constexpr double kS = 64, kH = 4096, kBf16 = 2;
 
@@ -69,23 +71,8 @@ Sharded llama(int t, bool sequence) {
   return shard(model::build_topology("llm", "llama3-8b"), t, sequence);
 }
 
-std::vector<std::string> names(const std::vector<Op>& ops) {
-  std::vector<std::string> out;
-  for (const auto& op : ops) out.emplace_back(op.name);
-  return out;
-}
-
-const Op& first(const std::vector<Op>& ops, const std::string& name) {
-  const auto it = std::find_if(ops.begin(), ops.end(), [&](const Op& o) { return o.name == name; });
-  if (it == ops.end()) throw std::runtime_error("no op " + name);
-  return *it;
-}
-
 std::vector<const Op*> collectives(const std::vector<Op>& ops) {
-  std::vector<const Op*> out;
-  for (const auto& op : ops)
-    if (op.kind == OpKind::tp_collective) out.push_back(&op);
-  return out;
+  return of_kind(ops, OpKind::tp_collective);
 }
 
 TEST(TensorParallelWork, TpSplitsHeadsAndHiddenUnitsAndAllReducesEachRegion) {
