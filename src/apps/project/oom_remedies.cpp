@@ -58,7 +58,7 @@ std::vector<std::string> oom_remedies(const RunOptions& o, const model::Topology
   for (auto& f : fits) lines.push_back(std::move(f.second));
   // What is left beyond these knobs; context parallelism splits long sequences' activations.
   const std::string more =
-      o.workload.seq_len > 0 && o.plan.tp == 1 && o.workload.cp == 1
+      o.workload.seq_len > 0 && o.workload.cp == 1
           ? "more ranks, --tp, --cp (activations of long sequences), or dmuon_advise"
           : "more ranks, --tp, or dmuon_advise";
   if (lines.empty() && !tries.empty())

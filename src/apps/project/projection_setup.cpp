@@ -63,7 +63,9 @@ std::string cp_note(const ActivationCollectives& a) {
       "--cp {}: every sequence split over the CP group (torch's context_parallel: causal load "
       "balance, a ring attention with the all-gather rotation); {:.0f} CP collectives per rank "
       "and step ({:.4g} MB sent per rank), each hidden behind one attention sub-call where it "
-      "can be; not modelled: their sharing of the link with the DP collectives",
+      "can be; not modelled: their sharing of the link with the DP collectives; torchtitan's "
+      "public CP 4 and CP 8 runs took about 1.6x the projected time (docs/STEP-WORK.md "
+      "\"Validation gap\")",
       a.size, a.calls, a.bytes_per_rank * 1e-6);
 }
 

@@ -85,7 +85,7 @@ struct RunShape {
 
 /// InputError (one line) unless seq_len >= 1 and micro_batch >= 1 (and their product fits),
 /// and a TP size of 1..boundary::kMaxTp (sequence parallelism with one above 1 that divides
-/// seq_len), a CP size of 1..kMaxCp whose 2C chunks divide seq_len, not both TP and CP.
+/// the rank's seq_len / C), a CP size of 1..kMaxCp whose 2C chunks divide seq_len.
 void validate_run_shape(const RunShape& s);
 
 /// The largest --cp accepted (the public runs use up to 8).

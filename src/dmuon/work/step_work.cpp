@@ -224,7 +224,7 @@ StepWork build_step_work(const model::Topology& t, const RunShape& shape) {
   if (!t.geometry && shape.cp.size > 1)
     throw InputError(
         fmt::format("--cp {} needs a model with a geometry (topology '{}' has none: "
-                    "no attention to split)",
+                    "no attention to split; valid: a model with a geometry, or --cp 1)",
                     shape.cp.size, t.name));
   if (!t.geometry) return parameter_work(t, shape, std::move(w));
   const auto& g = *t.geometry;
