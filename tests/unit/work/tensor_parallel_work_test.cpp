@@ -169,10 +169,9 @@ TEST(TensorParallelWork, SequenceParallelSplitsTheStreamAndGathersIntoEachRegion
 
 TEST(TensorParallelWork, CheckpointingRecomputesTheGathersNotTheSavedReduceScatters) {
   // torchtitan's per-op SAC saves _c10d_functional.reduce_scatter_tensor's output.
+  const auto selective = work_of(llama(2, true), AcPolicy::selective);  // outlives the pointers
   std::vector<std::string> sel;
-  for (const auto* op :
-       collectives(work_of(llama(2, true), AcPolicy::selective).units[1].recompute))
-    sel.emplace_back(op->name);
+  for (const auto* op : collectives(selective.units[1].recompute)) sel.emplace_back(op->name);
   EXPECT_EQ(sel, (std::vector<std::string>{"tp_all_gather", "tp_all_gather"}));
   // Full checkpointing reruns the whole forward, collectives included.
   EXPECT_EQ(collectives(work_of(llama(2, true), AcPolicy::full).units[1].recompute).size(), 4u);
