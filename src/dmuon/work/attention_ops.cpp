@@ -117,24 +117,30 @@ Op ring_merge(const Sizes& z, double e, double C, Fusion fusion) {
                    static_cast<int>(merges) * (eager ? 10 : 1) + 2);
 }
 
-// The backward's fp32 accumulators: dQ, dK, dV zeroed, each sub-call's gradients added in
-// (dK, dV concatenated for the next permute), and the results converted back.
-OpPair ring_gradient_accumulation(const Sizes& z, double kv, double e, double C, Fusion fusion) {
+// The backward's fp32 accumulators of dQ, dK, dV, zeroed before the first sub-call.
+Op ring_zero_grads(const Sizes& z, double kv) {
+  Op zero = memory_op("attention.cp_zero_grads", 0, (z.q + kv) * kF32Bytes, 0, 3);
+  zero.phase = Phase::backward;
+  return zero;
+}
+
+// Each sub-call's gradients added into the accumulators (dK, dV concatenated for the next
+// permute), and the results converted back.
+Op ring_grad_accumulate(const Sizes& z, double kv, double e, double C, Fusion fusion) {
   const double q = z.q;
-  Op zero = memory_op("attention.cp_zero_grads", 0, (q + kv) * kF32Bytes, 0, 3);
   const double read = C * ((q + kv) * (kF32Bytes + e) + kv * kF32Bytes) + (q + kv) * kF32Bytes;
   const double written = C * (q + 2 * kv) * kF32Bytes + (q + kv) * e;
   const int kernels = static_cast<int>(C) * (fusion == Fusion::eager ? 4 : 1) + 2;
   Op acc = memory_op("attention.cp_grad_accumulate", read, written, C * (q + kv), kernels);
+  acc.phase = Phase::backward;
   // Live at once: the accumulators, the next permute's fp32 chunk and a sub-call's gradients.
   acc.live_bytes = (q + kv) * kF32Bytes + kv * kF32Bytes + (q + kv) * e;
-  zero.phase = acc.phase = Phase::backward;
-  return {{}, {zero, acc}};
+  return acc;
 }
 
 }  // namespace
 
-OpPair ring_attention_ops(const AttentionShape& a, double e, Fusion fusion) {
+OpPair ring_attention_ops(const AttentionShape& a, double e, Fusion fusion, int span) {
   const Sizes z(a);
   const double C = static_cast<double>(a.context_parallel);
   const int group = static_cast<int>(a.context_parallel);
@@ -144,7 +150,7 @@ OpPair ring_attention_ops(const AttentionShape& a, double e, Fusion fusion) {
   if (grouped(a)) p.forward.push_back(gqa_expand(a, e));
   // One all-gather of every rank's K, V chunk, issued before the first sub-call (on the local
   // chunk) and waited for after it.
-  GroupCall gather{comm::CollectiveKind::all_gather, kv, e, group, 0, 2 * S * dims / C};
+  GroupCall gather{comm::CollectiveKind::all_gather, kv, e, group, span, 2 * S * dims / C};
   p.forward.push_back(cp_collective_op("cp_kv_all_gather", gather));
   // C sub-calls, each 1/C of the scores (load-balanced): the first over the local Q and K, V;
   // of the others, on rank r, r over all of Q and half of a K, V chunk and C−1−r over half of
@@ -164,8 +170,7 @@ OpPair ring_attention_ops(const AttentionShape& a, double e, Fusion fusion) {
   regather.phase = Phase::backward;
   regather.call.behind_attention_flops = 4 * S * dims / C;
   p.backward.push_back(regather);
-  auto acc = ring_gradient_accumulation(z, kv, e, C, fusion);
-  p.backward.push_back(acc.backward.front());
+  p.backward.push_back(ring_zero_grads(z, kv));
   // C backward sub-calls (3 kernels each, as fused_attention_ops' backward), their tensors as
   // the forward's.
   const double read = 2 * z.o * e + (z.q + kv + z.o) * e + 2 * z.rows * kF32Bytes + z.q * kF32Bytes;
@@ -180,12 +185,12 @@ OpPair ring_attention_ops(const AttentionShape& a, double e, Fusion fusion) {
   // peer): C permutes, each waited for after the next sub-call but the last.
   for (int i = 0; i < group; ++i) {
     const double behind = i + 1 < group ? 4 * S * dims / C : 0.0;
-    const GroupCall permute{comm::CollectiveKind::all_gather, kv, kF32Bytes, 2, group, behind};
+    const GroupCall permute{comm::CollectiveKind::all_gather, kv, kF32Bytes, 2, span, behind};
     Op op = cp_collective_op("cp_dkv_permute", permute);
     op.phase = Phase::backward;
     p.backward.push_back(op);
   }
-  p.backward.push_back(acc.backward.back());
+  p.backward.push_back(ring_grad_accumulate(z, kv, e, C, fusion));
   if (grouped(a)) p.backward.push_back(gqa_reduce(a, e));
   return p;
 }

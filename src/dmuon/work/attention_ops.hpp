@@ -30,8 +30,9 @@ OpPair fused_attention_ops(const AttentionShape& a, double e);
 /// 1/C of the scores each and their fp32 merge; backward, K, V gathered again, C backward
 /// sub-calls with fp32 accumulators and C ring permutes of the fp32 dK, dV (all but the last
 /// behind the next sub-call). GQA's expand and reduce as in fused_attention_ops (the chunks
-/// travel expanded: torchtitan repeats K, V before SDPA).
-OpPair ring_attention_ops(const AttentionShape& a, double e, Fusion fusion);
+/// travel expanded: torchtitan repeats K, V before SDPA). `span`: the consecutive ranks a CP
+/// group spans (C; C·T under TP, its ranks T apart), whose NVLink domains its calls cross.
+OpPair ring_attention_ops(const AttentionShape& a, double e, Fusion fusion, int span);
 
 /// The unfused decomposition of one phase (forward or backward) of the same attention core (the
 /// GQA expand and reduce stay the ops fused_attention_ops lists beside it); the

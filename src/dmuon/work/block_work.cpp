@@ -157,12 +157,8 @@ AttentionShape attention_shape(const Context& c, bool split) {
 // The attention core: fused, or under context parallelism a ring whose CP group's ranks are T
 // apart (CP next to TP in torchtitan's mesh): its calls cross the domains of C·T ranks.
 OpPair attention_core(const Context& c, const AttentionShape& shape) {
-  if (c.cp == 1) return fused_attention_ops(shape, c.e);
-  OpPair core = ring_attention_ops(shape, c.e, c.fusion);
-  for (auto* ops : {&core.forward, &core.backward})
-    for (auto& op : *ops)
-      if (op.kind == OpKind::cp_collective) op.call.span = c.cp * c.tp.size;
-  return core;
+  return c.cp == 1 ? fused_attention_ops(shape, c.e)
+                   : ring_attention_ops(shape, c.e, c.fusion, c.cp * c.tp.size);
 }
 
 void emit_attention(UnitBuilder& b, const Context& c, const std::vector<int>& items) {

@@ -33,23 +33,26 @@ double GroupCall::bytes_per_rank() const {
                                                                group);
 }
 
-Op tp_collective_op(const char* name, comm::CollectiveKind kind, double count, double elem_bytes,
-                    int group) {
-  Op op;
-  op.name = name;
-  op.kind = OpKind::tp_collective;
-  op.kernels = 1;
-  op.call = {kind, count, elem_bytes, group};
-  return op;
-}
+namespace {
 
-Op cp_collective_op(const char* name, const GroupCall& call) {
+Op collective_op(const char* name, OpKind kind, const GroupCall& call) {
   Op op;
   op.name = name;
-  op.kind = OpKind::cp_collective;
+  op.kind = kind;
   op.kernels = 1;
   op.call = call;
   return op;
+}
+
+}  // namespace
+
+Op tp_collective_op(const char* name, comm::CollectiveKind kind, double count, double elem_bytes,
+                    int group) {
+  return collective_op(name, OpKind::tp_collective, {kind, count, elem_bytes, group});
+}
+
+Op cp_collective_op(const char* name, const GroupCall& call) {
+  return collective_op(name, OpKind::cp_collective, call);
 }
 
 OpPair tp_region_input(int group, bool sequence, double n, double e, bool partial_gradient) {
