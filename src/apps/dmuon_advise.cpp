@@ -1,7 +1,8 @@
 // dmuon_advise: which hook boundary and layout to run. Starting from the invocation's own
 // choices (dmuon_project's flags), it searches the knobs of the option table (boundaries, owner
 // strategies and cost models, R x G, Z2/Z3, prefetch depth, the wire dtype, the pack threshold,
-// --ac and the micro-batch with the --accum that keeps the step's batch) on the projection
+// --ac, and the micro-batch and the context-parallel size with the --accum that keeps the
+// step's batch) on the projection
 // (advise/search.hpp), prunes what does not fit the memory cap and what another candidate
 // dominates, prints a ranked table and writes the winner as a config file (docs/ADVISOR.md).
 // One process, no MPI launch.
@@ -22,7 +23,9 @@
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/config/config_file.hpp"
+#include "dmuon/work/step_work.hpp"
 #include "options/tool_options.hpp"
+#include "project/projection_setup.hpp"
 
 namespace {
 
@@ -31,9 +34,9 @@ using apps::advise::AdviseContext;
 
 constexpr const char* kAbout =
     "dmuon_advise: searches hook boundary and layout (owner strategy, R x G, Z2/Z3, prefetch, "
-    "wire dtype, pack threshold, --ac, micro-batch at the same step batch) for DMuon on a "
-    "modelled cluster, from the projection; prints a ranked table and writes the winner as a "
-    "config file";
+    "wire dtype, pack threshold, --ac, micro-batch and --cp at the same step batch) for DMuon "
+    "on a modelled cluster, from the projection; prints a ranked table and writes the winner "
+    "as a config file";
 
 std::string model_label(const apps::ModelChoice& m) {
   if (!m.topology_file.empty()) return m.topology_file;
@@ -52,6 +55,29 @@ void set_capacity(AdviseContext& ctx, const apps::RunOptions& o) {
   }
 }
 
+// The CP sizes to search: with a step work, on a GPU machine, for a model context parallelism
+// splits (every stack causal text; work::check_context_parallel); else the start's alone. A
+// start above 1 that the machine or the model refuses fails at once, as dmuon_project would.
+std::vector<int> searched_cp(const apps::RunOptions& o, const model::Topology& topo,
+                             const AdviseContext& ctx) {
+  if (o.workload.cp > 1) {
+    apps::project::require_cp_machine(o.workload.cp, *ctx.machine);
+    work::check_context_parallel(topo, o.workload.cp);
+    // At R = 1 the shard groups are the largest: no R holds whole CP groups if it does not.
+    auto flat = o;
+    flat.plan.partition.replicate = 1;
+    apps::project::check_cp_world(flat, ctx.world);
+  }
+  if (o.workload.seq_len <= 0 || ctx.machine->device != project::DeviceKind::gpu) return {};
+  try {
+    work::check_context_parallel(topo, 2);
+  } catch (const InputError&) {
+    return {};
+  }
+  return apps::advise::cp_values(o.workload.cp, o.engine.step.accum, o.workload.seq_len, ctx.world,
+                                 o.plan.tp, o.workload.sequence_parallel);
+}
+
 apps::advise::SearchResult run_search(const apps::RunOptions& o, const model::Topology& topo,
                                       const AdviseContext& ctx) {
   const std::string start_boundary = apps::resolve_boundary_alias(
@@ -68,7 +94,8 @@ apps::advise::SearchResult run_search(const apps::RunOptions& o, const model::To
   so.progress = [&](const std::string& line) { progress.show(line); };
   auto result = apps::advise::search(
       evaluator, start,
-      apps::advise::make_search_space(topo, start, ctx.world, o.plan.tp, o.workload.seq_len > 0),
+      apps::advise::make_search_space(topo, start, ctx.world, o.plan.tp, o.workload.seq_len > 0,
+                                      searched_cp(o, topo, ctx)),
       so);
   progress.done();
   return result;

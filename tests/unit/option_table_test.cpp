@@ -215,10 +215,15 @@ TEST(OptionTable, ParsesByKindAndAppliesTheRules) {
             "--ep 4: expert parallelism is not modelled yet (valid: 1; docs/PROJECTION.md lists "
             "what is)");
   EXPECT_EQ(error_of(kBench, {"--pp", "2"}).rfind("--pp 2: pipeline parallelism is not", 0), 0u);
-  // Context parallelism is projected only, with activation work that 2C chunks divide.
-  EXPECT_EQ(error_of(kAdvise, {"--cp", "8"}),
-            "--cp 8 is projected, not run or searched (valid: dmuon_project; here only 1)");
-  EXPECT_EQ(error_of(kBench, {"--cp", "2"}).rfind("--cp 2 is projected, not run", 0), 0u);
+  // Context parallelism is projected and searched only, with activation work that 2C chunks
+  // divide.
+  EXPECT_EQ(error_of(kBench, {"--cp", "8"}),
+            "--cp 8 is projected and searched, not run (valid: dmuon_project, dmuon_advise; here "
+            "only 1)");
+  EXPECT_EQ(error_of(kInspect, {"--cp", "2"}).rfind("--cp 2 is projected and searched", 0), 0u);
+  EXPECT_EQ(error_of(kAdvise, {"--cp", "2", "--seq-len", "8", "--micro-batch", "1", "--world-size",
+                               "8", "--machine", "h200"}),
+            "");
   EXPECT_EQ(
       error_of(kProject, {"--cp", "2", "--tokens", "64", "--world-size", "4", "--machine", "h200"}),
       "--cp 2 needs --seq-len (the activation work it splits over the CP group)");

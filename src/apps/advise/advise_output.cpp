@@ -93,6 +93,7 @@ nlohmann::json evaluated_json(const Evaluated& e, const SearchResult& r) {
       {"dominated", e.dominated}};
   // The run shape: the micro-batch knob and the accum it pairs with (0: no --seq-len).
   j["micro_batch"] = std::stoll(e.candidate.value("micro_batch"));
+  j["cp"] = std::stoi(e.candidate.value("cp"));
   j["accum"] = e.candidate.accum;
   if (e.baseline) {
     j["fsdp_adamw"] = outcome_json(*e.baseline);
@@ -119,6 +120,15 @@ nlohmann::json micro_batch_json(const SearchResult& r) {
     const auto c = r.start.with(k, v);
     out.push_back({{"micro_batch", std::stoll(v)}, {"accum", c.accum}});
   }
+  return out;
+}
+
+// The CP knob's values, each with its accum (the start's alone where no CP is searched).
+nlohmann::json cp_json(const SearchResult& r) {
+  nlohmann::json out = nlohmann::json::array();
+  const std::size_t k = knob("cp");
+  for (const auto& v : r.space.of(k))
+    out.push_back({{"cp", std::stoi(v)}, {"accum", r.start.with(k, v).accum}});
   return out;
 }
 
@@ -227,6 +237,7 @@ nlohmann::json advise_json(const AdviseContext& ctx, const SearchResult& r, int 
           {"winner_flags", candidate_flags(r.best)},
           {"winner_changed_flags", changed_flags(r.best, r.start)},
           {"micro_batch_values", micro_batch_json(r)},
+          {"cp_values", cp_json(r)},
           {"ranked", ranked_rows},
           {"evaluated", all},
           {"oom", count_status(r, Status::oom)},
@@ -241,17 +252,21 @@ std::string winner_config(const AdviseContext& ctx, const SearchResult& r) {
       "# dmuon_advise winner for {} on {}, world {}: {}\n"
       "# projected step {} ms, peak {:.3g} GB per rank; changed against the start: {}\n"
       "# Project it: dmuon_project --config THIS --machine {} --world-size {}\n"
-      "# Run it:     mpirun -n N dmuon_bench --config THIS (replicate must divide N)\n",
+      "# Run it:     {}\n",
       ctx.model, ctx.machine->name, ctx.world, "dmuon",
       o.status == Status::ok ? fmt::format("{:.1f}", o.step_ms) : std::string("-"),
       static_cast<double>(o.peak_bytes) / 1e9, describe_changes(w, r.start), ctx.machine->name,
-      ctx.world);
+      ctx.world,
+      w.value("cp") == "1"
+          ? std::string("mpirun -n N dmuon_bench --config THIS (replicate must divide N)")
+          : fmt::format("not with dmuon_bench: --cp {} is projected, not run", w.value("cp")));
   RunOptions winner = w.apply(*ctx.base);
   winner.methods = {engine::Method::dmuon};
   // Absolute: a config's paths are read from wherever the tool runs, not from the config.
   if (!winner.model.topology_file.empty())
     winner.model.topology_file = std::filesystem::absolute(winner.model.topology_file).string();
-  // What both tools take: dmuon_bench and dmuon_project run it as it is.
+  // What both tools take: dmuon_project projects it as it is, and dmuon_bench runs it (but for
+  // a CP size above 1, which it refuses in one line).
   return options::config_yaml(winner, options::kBench | options::kProject, header);
 }
 

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 
 #include "dmuon/engine/step/engine_options.hpp"
+#include "dmuon/work/run_shape.hpp"
 #include "options/run_option_rules.hpp"
 
 namespace dmuon::apps::advise {
@@ -20,9 +22,21 @@ bool is_micro_batch(std::size_t k) {
   return knobs()[k]->key_name() == "micro_batch";
 }
 
-// Knob k's value as a changes list shows it: the micro-batch with the accum it pairs with.
+bool is_cp(std::size_t k) {
+  return knobs()[k]->key_name() == "cp";
+}
+
+// Knob k's value as a changes list shows it: the micro-batch and the CP size with the accum
+// they pair with.
 std::string shown_value(const Candidate& c, std::size_t k) {
-  return is_micro_batch(k) ? fmt::format("{} (accum {})", c.values[k], c.accum) : c.values[k];
+  return is_micro_batch(k) || is_cp(k) ? fmt::format("{} (accum {})", c.values[k], c.accum)
+                                       : c.values[k];
+}
+
+// The accum at CP size `to` that keeps the sequences per optimizer step of `accum` at `from`:
+// the data-parallel ranks are world / (T x C), so accum / C stays; 0 when it is no integer.
+std::int64_t accum_at_cp(std::int64_t accum, std::int64_t from, std::int64_t to) {
+  return (accum * to) % from == 0 ? accum * to / from : 0;
 }
 
 }  // namespace
@@ -54,6 +68,13 @@ Candidate Candidate::with(std::size_t k, const std::string& text) const {
       throw std::logic_error(
           fmt::format("advise: micro-batch {} does not divide {} samples per step", m, samples));
     c.accum = static_cast<int>(samples / m);
+  }
+  if (is_cp(k) && text != values[k]) {
+    const std::int64_t a = accum_at_cp(accum, std::stoll(values[k]), std::stoll(text));
+    if (a < 1)
+      throw std::logic_error(fmt::format("advise: --cp {} from {} leaves no whole accum for {}",
+                                         text, values[k], accum));
+    c.accum = static_cast<int>(a);
   }
   return c;
 }
@@ -104,6 +125,7 @@ std::vector<std::string> candidate_flags(const Candidate& c) {
   std::vector<std::string> f;
   for (std::size_t k = 0; k < c.values.size(); ++k) {
     if (is_micro_batch(k) && c.values[k] == "0") continue;  // no --seq-len: no micro-batch
+    if (is_cp(k) && c.values[k] == "1") continue;  // no context parallelism: dmuon_bench's too
     f.push_back(knobs()[k]->flag + "=" + flag_text(*knobs()[k], c.values[k]));
     if (is_micro_batch(k)) f.push_back(fmt::format("--accum={}", c.accum));
   }
@@ -116,8 +138,9 @@ std::string changed_flags(const Candidate& c, const Candidate& start) {
     if (c.values[k] == start.values[k]) continue;
     s += fmt::format("{}{} {}", s.empty() ? "" : " ", knobs()[k]->flag,
                      flag_text(*knobs()[k], c.values[k]));
-    if (is_micro_batch(k)) s += fmt::format(" --accum {}", c.accum);
   }
+  // Once, after the knobs that move it (the micro-batch, the CP size).
+  if (c.accum != start.accum) s += fmt::format(" --accum {}", c.accum);
   return s;
 }
 
@@ -128,6 +151,22 @@ std::vector<std::int64_t> micro_batch_values(std::int64_t m, int accum) {
   for (const std::int64_t d : {std::int64_t{2}, std::int64_t{4}, m}) {
     if (m % d != 0 || accum * d > engine::kMaxAccum) continue;
     if (std::find(out.begin(), out.end(), m / d) == out.end()) out.push_back(m / d);
+  }
+  return out;
+}
+
+std::vector<int> cp_values(int start, int accum, std::int64_t seq_len, int world, int tp,
+                           bool sequence_parallel) {
+  std::vector<int> out = {start};
+  for (int c = 1; c <= work::kMaxCp; c *= 2) {
+    // Whole chunks (2C per sequence; with SP, each CP rank's tokens over the TP ranks too),
+    // whole CP groups in the world, and an accum in range that keeps the step's sequences.
+    const std::int64_t chunks = sequence_parallel ? std::int64_t{c} * std::lcm(2, tp) : 2 * c;
+    const std::int64_t a = accum_at_cp(accum, start, c);
+    if (c == start || seq_len % chunks != 0 || world % (c * tp) != 0 || a < 1 ||
+        a > engine::kMaxAccum)
+      continue;
+    out.push_back(c);
   }
   return out;
 }

@@ -85,6 +85,7 @@ Outcome Evaluator::project_candidate(const Candidate& c, engine::Method method) 
   try {
     auto b = options_for(base_, c, method);
     engine::validate(b.engine, world_);
+    project::check_cp_world(b, world_);
     // The baselines' FSDP units are their own rule (bench/run_list.hpp), not the boundary.
     const auto plan = engine::traits(method).owners
                           ? plan::make_plan(topo_.tree, plan_config_for(b, c, topo_, world_))

@@ -61,7 +61,7 @@ void SearchSpace::add_boundary(const std::string& spec, const std::string& origi
 }
 
 SearchSpace make_search_space(const model::Topology& topo, const Candidate& start, int world,
-                              int tp, bool activations) {
+                              int tp, bool activations, const std::vector<int>& cp) {
   SearchSpace s;
   s.values.resize(knobs().size());
   s.add_boundary(start.value("boundary"), "start");
@@ -86,14 +86,18 @@ SearchSpace make_search_space(const model::Topology& topo, const Candidate& star
     for (const auto m : micro_batch_values(std::stoll(start.value("micro_batch")), start.accum))
       mb.push_back(std::to_string(m));
     set("micro_batch", mb);
+    std::vector<std::string> sizes;
+    for (const int c : cp) sizes.push_back(std::to_string(c));
+    set("cp", sizes);
   }
   // The start's own values are always in (a value of the user's outside these lists; --ac
   // without --seq-len: only the start's "none", and its micro-batch).
   for (std::size_t k = 0; k < knobs().size(); ++k)
     if (knobs()[k]->key_name() != "boundary") add_value(s.values[k], start.value(k));
   // Largest expected effect first; a knob the list misses comes last.
-  for (const char* key : {"boundary", "replicate", "reshard", "prefetch", "comm_dtype",
-                          "owner_strategy", "cost_model", "pack_threshold", "ac", "micro_batch"})
+  for (const char* key :
+       {"boundary", "replicate", "reshard", "prefetch", "comm_dtype", "owner_strategy",
+        "cost_model", "pack_threshold", "ac", "micro_batch", "cp"})
     s.order.push_back(knob(key));
   for (std::size_t k = 0; k < knobs().size(); ++k)
     if (std::find(s.order.begin(), s.order.end(), k) == s.order.end()) s.order.push_back(k);
@@ -101,7 +105,7 @@ SearchSpace make_search_space(const model::Topology& topo, const Candidate& star
 }
 
 const std::vector<std::string>& memory_knob_keys() {
-  static const std::vector<std::string> keys = {"ac", "comm_dtype", "reshard", "micro_batch"};
+  static const std::vector<std::string> keys = {"ac", "comm_dtype", "reshard", "micro_batch", "cp"};
   return keys;
 }
 
@@ -276,7 +280,7 @@ class Descent {
   std::chrono::steady_clock::time_point t0_;
   double fixed_s_ = -1;  // < 0: nothing projected yet
   double per_site_s_ = 0;
-  int fewest_sites_ = -1;  // the coarsest projected boundary's sites (< 0: none yet)
+  int fewest_sites_ = -1;          // the coarsest projected boundary's sites (< 0: none yet)
   std::set<std::string> skipped_;  // keys of the candidates skipped and not projected since
   std::set<std::string> pruned_;   // keys of the candidates pruned by replication
 };

@@ -42,9 +42,10 @@ struct SearchSpace {
 
 /// The space around `start` for `topo` on `world` ranks with TP group `tp`; `activations`:
 /// the run has a step work (--seq-len), so --ac and the micro-batch (micro_batch_values, each
-/// with the accum that keeps the step's batch) are searched.
+/// with the accum that keeps the step's batch) are searched; `cp`: the CP sizes to search
+/// (cp_values; empty: the start's alone, where the machine or the model takes no --cp).
 SearchSpace make_search_space(const model::Topology& topo, const Candidate& start, int world,
-                              int tp, bool activations);
+                              int tp, bool activations, const std::vector<int>& cp = {});
 
 struct Evaluated {
   Candidate candidate;
@@ -94,7 +95,8 @@ struct SearchOptions {
 /// The knobs that save memory, in the order a start that does not fit searches them first:
 /// activation checkpointing, the wire dtype, resharding (Z3 frees weights after forward), and
 /// last a smaller micro-batch at the same step batch (more micro-steps: every one re-gathers
-/// the weights; docs/ADVISOR.md says why this order).
+/// the weights), then context parallelism (more ranks share each sequence: its activations
+/// shrink, its ring attention exchanges K and V; docs/ADVISOR.md says why this order).
 const std::vector<std::string>& memory_knob_keys();
 
 /// True when `a` is a better outcome than `b` (fits, then faster; else less excess).

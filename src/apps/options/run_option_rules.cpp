@@ -95,10 +95,11 @@ void sequence_parallel_rules(const RunOptions& o, Tool tool) {
 
 // --cp: the projection's (the engine has no attention ring, the advisor does not search it).
 void context_parallel_tool(const RunOptions& o, Tool tool) {
-  if (o.workload.cp != 1 && tool != kProject)
-    throw InputError(
-        fmt::format("--cp {} is projected, not run or searched (valid: dmuon_project; here only 1)",
-                    o.workload.cp));
+  if (o.workload.cp != 1 && tool != kProject && tool != kAdvise)
+    throw InputError(fmt::format(
+        "--cp {} is projected and searched, not run (valid: dmuon_project, dmuon_advise; here "
+        "only 1)",
+        o.workload.cp));
 }
 
 // --cp: on the activation work it splits (after the projection's preset sequence length).

@@ -523,10 +523,12 @@ RunOption context_parallel_row() {
   return one(
              "--cp", kGroupPlan,
              "context-parallel group size C, with --seq-len: every sequence split over C ranks of "
-             "a shard group, its attention a ring (torch's context_parallel); projection only",
+             "a shard group, its attention a ring (torch's context_parallel); projected and "
+             "searched, not run",
              Integer<int>{1, work::kMaxCp}, [](auto& o) -> auto& { return o.workload.cp; })
       .in(kAllTools)
-      .run_key("cp", "1");
+      .run_key("cp", "1")
+      .showing(kKnob);
 }
 
 std::vector<RunOption> work_rows() {

@@ -23,20 +23,6 @@
 namespace dmuon::apps::project {
 namespace {
 
-// --cp C: the CP groups are C ranks of a shard group (torchtitan shards FSDP over the
-// data-parallel and context-parallel ranks together; CP next to TP in its mesh, so a CP
-// group's ranks are T apart): the shard group must hold whole ones.
-void check_cp_world(const RunOptions& o, int world) {
-  const int C = o.workload.cp, R = o.plan.partition.replicate, T = o.plan.tp;
-  if (C == 1 || world % (R * T) != 0) return;  // a world R x T does not divide: the plan says so
-  const int G = world / (R * T);
-  if (G % C != 0)
-    throw InputError(
-        fmt::format("--cp {}: world size {} gives shard groups of {} ranks, not a "
-                    "multiple of {} (valid: a world size that is a multiple of {})",
-                    C, world, G, C, R * T * C));
-}
-
 // The rows of every world, validated before the first projection (a bad world fails at once).
 void plan_worlds(Invocation& v, const std::string& config_path) {
   auto& o = v.o;

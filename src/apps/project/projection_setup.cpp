@@ -71,6 +71,30 @@ std::string cp_note(const ActivationCollectives& a) {
 
 }  // namespace
 
+// --cp C: the CP groups are C ranks of a shard group (torchtitan shards FSDP over the
+// data-parallel and context-parallel ranks together; CP next to TP in its mesh, so a CP
+// group's ranks are T apart): the shard group must hold whole ones.
+void check_cp_world(const RunOptions& o, int world) {
+  const int C = o.workload.cp, R = o.plan.partition.replicate, T = o.plan.tp;
+  if (C == 1 || world % (R * T) != 0) return;  // a world R x T does not divide: the plan says so
+  const int G = world / (R * T);
+  if (G % C != 0)
+    throw InputError(
+        fmt::format("--cp {}: world size {} gives shard groups of {} ranks, not a "
+                    "multiple of {} (valid: a world size that is a multiple of {})",
+                    C, world, G, C, R * T * C));
+}
+
+void require_cp_machine(int cp, const dmuon::project::Machine& machine) {
+  // torch's ring attention wraps the CUDA SDPA kernels (flash, efficient, cuDNN) only.
+  if (cp > 1 && machine.device == dmuon::project::DeviceKind::cpu)
+    throw InputError(
+        fmt::format("--cp {}: context parallelism runs on GPUs (torch's ring "
+                    "attention wraps the CUDA attention kernels) and machine '{}' is "
+                    "a CPU (valid: a GPU machine, or --cp 1)",
+                    cp, machine.name));
+}
+
 ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo,
                                       const dmuon::project::Machine& machine,
                                       dmuon::project::Symmetry symmetry,
@@ -79,13 +103,7 @@ ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo
   // --seq-len: the model's activation work, in the machine's compute type, and the FLOPs MFU
   // and HFU count.
   const kernels::Dtype compute = dmuon::project::compute_type(machine, b.engine.step);
-  // torch's ring attention wraps the CUDA SDPA kernels (flash, efficient, cuDNN) only.
-  if (b.workload.cp > 1 && machine.device == dmuon::project::DeviceKind::cpu)
-    throw InputError(
-        fmt::format("--cp {}: context parallelism runs on GPUs (torch's ring "
-                    "attention wraps the CUDA attention kernels) and machine '{}' is "
-                    "a CPU (valid: a GPU machine, or --cp 1)",
-                    b.workload.cp, machine.name));
+  require_cp_machine(b.workload.cp, machine);
   if (b.plan.tp > 1 && b.workload.seq_len > 0) {
     if (!tp_plan) throw std::logic_error("make_projection_setup: --tp without a plan");
     s.step_work = tp_step_work(b, topo, compute, *tp_plan);

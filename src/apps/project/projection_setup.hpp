@@ -41,6 +41,13 @@ struct ProjectionSetup {
   std::vector<std::string> machine_notes;
 };
 
+/// --cp C on `world` ranks: the shard groups G = world / (R x T) must hold whole CP groups
+/// (InputError naming the world that would); nothing to check at C = 1.
+void check_cp_world(const RunOptions& o, int world);
+
+/// --cp C > 1 on a CPU machine: InputError (torch's ring attention wraps CUDA kernels only).
+void require_cp_machine(int cp, const dmuon::project::Machine& machine);
+
 /// For the options `b` of a projection; sets the step's activation work in b.engine as
 /// bench::attach_step_work does. With --tp T > 1, `tp_plan` is a plan of the invocation (its
 /// TP-sharded parameters): the work is one TP rank's, split as work::TensorParallel says.

@@ -157,22 +157,6 @@ WorkUnit head_unit(const model::Topology& t, const RunShape& shape) {
 }
 
 // Context parallelism splits the text sequence under a causal mask (its load balance needs one).
-void refuse_under_cp(const model::ModelGeometry& g, int cp) {
-  for (const auto& s : g.stacks) {
-    if (s.tokens != model::TokenStream::text)
-      throw InputError(
-          fmt::format("--cp {}: stack '{}' runs on {} tokens; context parallelism is "
-                      "modelled for text stacks only (valid: a model whose stacks are all text, or "
-                      "--cp 1)",
-                      cp, s.name, model::token_stream_name(s.tokens)));
-    if (s.attention.kind != model::AttentionKind::none && !s.attention.causal)
-      throw InputError(
-          fmt::format("--cp {}: stack '{}' has bidirectional attention; context "
-                      "parallelism's load balance needs a causal mask (valid: causal attention, "
-                      "or --cp 1)",
-                      cp, s.name));
-  }
-}
 
 std::vector<std::string> not_modelled(const model::ModelGeometry& g) {
   std::vector<std::string> out{
@@ -202,6 +186,30 @@ std::vector<std::string> not_modelled(const model::ModelGeometry& g) {
 
 }  // namespace
 
+void check_context_parallel(const model::Topology& t, int cp) {
+  if (cp <= 1) return;
+  if (!t.geometry)
+    throw InputError(
+        fmt::format("--cp {} needs a model with a geometry (topology '{}' has none: "
+                    "no attention to split; valid: a model with a geometry, or --cp 1)",
+                    cp, t.name));
+  const auto& g = *t.geometry;
+  for (const auto& s : g.stacks) {
+    if (s.tokens != model::TokenStream::text)
+      throw InputError(
+          fmt::format("--cp {}: stack '{}' runs on {} tokens; context parallelism is "
+                      "modelled for text stacks only (valid: a model whose stacks are all text, or "
+                      "--cp 1)",
+                      cp, s.name, model::token_stream_name(s.tokens)));
+    if (s.attention.kind != model::AttentionKind::none && !s.attention.causal)
+      throw InputError(
+          fmt::format("--cp {}: stack '{}' has bidirectional attention; context "
+                      "parallelism's load balance needs a causal mask (valid: causal attention, "
+                      "or --cp 1)",
+                      cp, s.name));
+  }
+}
+
 OpTotals StepWork::totals(Phase phase) const {
   OpTotals t;
   for (const auto& u : units)
@@ -221,14 +229,9 @@ StepWork build_step_work(const model::Topology& t, const RunShape& shape) {
         "--compute-dtype fp8 needs a model with a geometry (topology '{}' has none: which of its "
         "linears torchtitan would run in float8 is unknown)",
         t.name));
-  if (!t.geometry && shape.cp.size > 1)
-    throw InputError(
-        fmt::format("--cp {} needs a model with a geometry (topology '{}' has none: "
-                    "no attention to split; valid: a model with a geometry, or --cp 1)",
-                    shape.cp.size, t.name));
+  check_context_parallel(t, shape.cp.size);
   if (!t.geometry) return parameter_work(t, shape, std::move(w));
   const auto& g = *t.geometry;
-  if (shape.cp.size > 1) refuse_under_cp(g, shape.cp.size);
   w.has_geometry = true;
   if (!g.embedding.empty()) {
     UnitBuilder stem;

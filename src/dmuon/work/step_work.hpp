@@ -41,6 +41,11 @@ struct StepWork {
   OpTotals totals(Phase phase) const;
 };
 
+/// Whether the step work can split every sequence over `cp` ranks (context parallelism): a
+/// model with a geometry whose stacks are all causal text stacks; InputError naming what
+/// refuses it otherwise. Nothing to check at cp <= 1.
+void check_context_parallel(const model::Topology& topology, int cp);
+
 /// Builds the step's work (InputError for a bad run shape, or a geometry its tree contradicts,
 /// e.g. experts of different shapes in one layer).
 StepWork build_step_work(const model::Topology& topology, const RunShape& shape);

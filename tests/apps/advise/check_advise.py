@@ -20,6 +20,12 @@
             llama3-8b on 8 ranks of a800 at seq 8192: micro-batch 16 fits with nothing but a
             smaller micro-batch (the winner takes one, and its config reproduces it), micro-batch
             4 fits with --ac full (the winner keeps 4); micro-batch 1 or no --seq-len: no knob.
+  cp        the context-parallel knob (--cp C, with accum x C / start so the sequences per
+            optimizer step stay): llama3-8b on 64 H100 at seq 131,072 fits at no CP size 1 (the
+            activations of one sequence outgrow a rank whatever else moves); the winner splits
+            the sequence, each rank's tokens per step stay, its config reproduces it in
+            dmuon_project and dmuon_bench refuses it in one line; a CPU machine, a vision model
+            or no --seq-len: no knob.
 """
 import argparse
 import json
@@ -159,7 +165,7 @@ def case_deepseek(args):
                       "1", "--time-limit", "30"])
     start, win = j["start"]["outcome"], j["winner"]["outcome"]
     check(start["status"] == "oom", f"the default layout should not fit: {start}")
-    check(j["memory_first"] == ["ac", "comm_dtype", "reshard"],
+    check(j["memory_first"] == ["ac", "comm_dtype", "reshard", "cp"],
           f"the start does not fit: memory knobs first, got {j['memory_first']}")
     check(win["status"] == "ok" and win["peak_GB"] <= j["memory_cap_GB"],
           f"no fitting configuration found: {win} ({j['winner']['changes']})")
@@ -192,11 +198,13 @@ def case_microbatch(args):
         return [(v["micro_batch"], v["accum"]) for v in j["micro_batch_values"]]
 
     def same_step_batch(j, m, a):
+        # The CP knob (a800 is a GPU machine) keeps micro-batch x accum / C.
         for e in j["evaluated"]:
-            check(e["micro_batch"] * e["accum"] == m * a and e["knobs"]["micro_batch"] ==
-                  str(e["micro_batch"]), f"{e['changes']}: micro-batch x accum is not {m * a}")
+            check(e["micro_batch"] * e["accum"] == m * a * e["cp"] and
+                  e["knobs"]["micro_batch"] == str(e["micro_batch"]),
+                  f"{e['changes']}: micro-batch x accum / C is not {m * a}")
             o = e["outcome"]
-            if o["status"] == "ok":  # tokens per optimizer step: seq x m x accum x 8 ranks
+            if o["status"] == "ok":  # tokens per optimizer step: seq x m x accum x 8 ranks / C
                 tokens = o["tokens_per_s"] * o["step_ms"] / 1e3
                 check(abs(tokens - 8192 * m * a * 8) <= 1e-6 * tokens,
                       f"{e['changes']}: {tokens} tokens per step, not {8192 * m * a * 8}")
@@ -210,8 +218,9 @@ def case_microbatch(args):
     j = advise(args, llm + ["--micro-batch", "16", "--write-config", cfg])
     check(knob_values(j) == [(16, 1), (8, 2), (4, 4), (1, 16)],
           f"micro-batch 16: knob values {knob_values(j)}")
-    check(j["memory_first"] == ["ac", "comm_dtype", "reshard", "micro_batch"],
-          f"memory-saving knobs first, the micro-batch last: {j['memory_first']}")
+    check(j["memory_first"] == ["ac", "comm_dtype", "reshard", "micro_batch", "cp"],
+          f"memory-saving knobs first, the micro-batch and the CP size last: "
+          f"{j['memory_first']}")
     same_step_batch(j, 16, 1)
     at16 = [e for e in j["evaluated"] if e["micro_batch"] == 16]
     check(any(e["knobs"]["ac"] == "full" and e["knobs"]["comm_dtype"] == "bf16" and
@@ -225,7 +234,8 @@ def case_microbatch(args):
           f"micro-batch 16 winner: {win['changes']} ({win['outcome']['status']})")
     check(f"--micro-batch={m}" in j["winner_flags"] and f"--accum={a}" in j["winner_flags"],
           f"winner flags {j['winner_flags']}")
-    check(f"--micro-batch {m} --accum {a}" in j["winner_changed_flags"],
+    check(f"--micro-batch {m}" in j["winner_changed_flags"] and
+          j["winner_changed_flags"].endswith(f"--accum {a}"),
           f"changed flags {j['winner_changed_flags']}")
     check(f"micro_batch={m} (accum {a})" in win["changes"], f"changes: {win['changes']}")
     # The config carries both: dmuon_project reproduces the winner's step.
@@ -260,15 +270,78 @@ def case_microbatch(args):
         want = [(1, 1)] if "--seq-len" in extra else []
         check(knob_values(j) == want, f"{extra}: knob values {knob_values(j)}, expected {want}")
         check("micro_batch" not in j["memory_first"], "a knob without a choice searched first")
-        shapes = {(e["micro_batch"], e["accum"]) for e in j["evaluated"]}
+        shapes = {(e["micro_batch"], e["accum"] // e["cp"]) for e in j["evaluated"]}
         check(len(shapes) == 1, f"{extra}: several micro-batches projected: {shapes}")
     print("microbatch 1 and no --seq-len: no micro-batch knob")
+
+
+def case_cp(args):
+    seq = 131072
+    llm = ["--topology", "llm", "--preset", "llama3-8b", "--machine", "h100-ndr",
+           "--world-size", "64", "--seq-len", str(seq), "--micro-batch", "1"]
+    os.makedirs(args.workdir, exist_ok=True)
+    cfg = os.path.join(args.workdir, "cp.yaml")
+    if os.path.exists(cfg):
+        os.remove(cfg)
+    j = advise(args, llm + ["--write-config", cfg])
+    # 2C divides 131,072 and C divides 64 for every power of two to 64; accum x C / 1 is whole.
+    check([(v["cp"], v["accum"]) for v in j["cp_values"]] == [(c, c) for c in
+                                                               (1, 2, 4, 8, 16, 32, 64)],
+          f"cp values {j['cp_values']}")
+    check(j["memory_first"][-1] == "cp", f"the CP size is not the last memory knob: "
+                                         f"{j['memory_first']}")
+    for e in j["evaluated"]:
+        check(e["knobs"]["cp"] == str(e["cp"]) and e["accum"] == e["cp"],
+              f"{e['changes']}: accum {e['accum']} at --cp {e['cp']} (the start's accum x C)")
+        o = e["outcome"]
+        if o["status"] == "ok":  # each rank's tokens per step: seq / C x accum, 64 ranks
+            tokens = o["tokens_per_s"] * o["step_ms"] / 1e3
+            check(abs(tokens - seq * 64) <= 1e-6 * tokens,
+                  f"{e['changes']}: {tokens} tokens per step, not {seq * 64}")
+    at1 = [e for e in j["evaluated"] if e["cp"] == 1]
+    check(any(e["knobs"]["ac"] == "full" and e["knobs"]["comm_dtype"] == "bf16" for e in at1),
+          "--ac full with bf16 at --cp 1 was not projected")
+    check(all(e["outcome"]["status"] != "ok" for e in at1),
+          "a candidate at --cp 1 fits: the case does not need the knob")
+    win = j["winner"]
+    c = win["cp"]
+    check(win["outcome"]["status"] == "ok" and c > 1, f"winner {win['changes']}")
+    check(f"--cp {c}" in j["winner_changed_flags"] and
+          j["winner_changed_flags"].endswith(f"--accum {c}"),
+          f"changed flags {j['winner_changed_flags']}")
+    proj = json.loads(run([args.project, "--config", cfg, "--json", "--machine", "h100-ndr",
+                           "--world-size", "64"]).stdout)
+    got = proj["runs"][0]["step_ms"]
+    check(abs(got - win["outcome"]["step_ms"]) <= 1e-9 * got,
+          f"the winner's config projects {got} ms, the advisor said {win['outcome']['step_ms']}")
+    p = run([args.mpiexec, args.npflag, "1", args.bench, "--config", cfg, "--steps", "1"],
+            expect_rc=2)
+    # One line of the tool's (mpiexec adds its own about the exit code).
+    lines = [x for x in p.stderr.splitlines() if x.startswith("dmuon_bench")]
+    check(len(lines) == 1 and f"--cp {c} is projected and searched, not run" in lines[0],
+          f"dmuon_bench on the CP config: {p.stderr.strip()}")
+    print(f"cp: {win['changes']}: {win['outcome']['step_ms']:.1f} ms, "
+          f"{win['outcome']['peak_GB']:.1f} GB (start {j['start']['outcome']['peak_GB']:.1f} GB)")
+    # No knob: a CPU machine (torch's ring wraps CUDA kernels), a vision stack, no --seq-len.
+    host = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "project", "data",
+                        "two_rank_host.yaml")
+    for extra in (["--topology", "llm", "--preset", "llama3-8b", "--machine", host,
+                   "--world-size", "2", "--seq-len", "4096", "--micro-batch", "1"],
+                  ["--topology", "vla", "--machine", "h100-ndr", "--world-size", "8",
+                   "--seq-len", "4096", "--micro-batch", "1"],
+                  ["--topology", "llm", "--preset", "llama3-8b", "--machine", "h100-ndr",
+                   "--world-size", "8"]):
+        j = advise(args, extra)
+        check([(v["cp"], v["accum"]) for v in j["cp_values"]] == [(1, 1)],
+              f"{extra}: cp values {j['cp_values']}")
+        check({e["cp"] for e in j["evaluated"]} == {1}, f"{extra}: a CP size above 1 projected")
+    print("cp on a CPU machine, a vision model, without --seq-len: no knob")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=["idle", "hsdp", "memcap", "config", "deepseek",
-                                     "microbatch"])
+                                     "microbatch", "cp"])
     ap.add_argument("--advise", required=True)
     ap.add_argument("--project")
     ap.add_argument("--bench")
