@@ -39,35 +39,114 @@ OpPair float8_scaling_ops(double tokens, std::int64_t in_features, std::int64_t 
   return p;
 }
 
-void apply_float8(std::vector<Op>& forward, std::vector<Op>& backward, int excluded, double e) {
-  // The forward GEMM of a Linear carries its shape: T × out, k = in.
-  std::map<std::pair<int, int>, OpPair> scaling;  // (module, param) -> its scaling ops
+namespace {
+
+// The all-reduce of one fp32 amax over the TP group: a tensorwise cast of a TP-sharded tensor
+// (a DTensor) scales by the global max (torchao's tensor_to_amax with reduce_amax).
+Op amax_all_reduce(Phase phase, int group) {
+  Op op = tp_collective_op("float8.amax_all_reduce", comm::CollectiveKind::all_reduce, 1, kF32Bytes,
+                           group);
+  op.phase = phase;
+  return op;
+}
+
+// The forward scaling ops of one converted GEMM under --tp (TP-sharded weight: its amax
+// all-reduced; `input` false: its input arrives cast, the region's shared cast).
+std::vector<Op> tp_forward_scaling(const std::vector<Op>& plain, bool input, int group) {
+  std::vector<Op> out;
+  for (std::size_t i = input ? 0 : 2; i < plain.size(); ++i) {
+    out.push_back(plain[i]);
+    if (std::string_view(plain[i].name) == kFloat8Amax)
+      out.push_back(amax_all_reduce(Phase::forward, group));
+  }
+  return out;
+}
+
+// The cast of a TP region's input (`elements` of it on this rank) that its column-parallel
+// float8 Linears share (torchao's PrepareFloat8ModuleInput): amax, its all-reduce, the cast.
+std::vector<Op> region_input_cast(double elements, double e, int group, int module) {
+  std::vector<Op> ops = {scaling_op(kFloat8Amax, Phase::forward, elements * e, 0),
+                         amax_all_reduce(Phase::forward, group),
+                         scaling_op("float8.cast", Phase::forward, elements * e, elements)};
+  for (auto& op : ops) op.module = module;
+  return ops;
+}
+
+// Forward: converts the GEMMs, inserts their scaling ops; under TP the region inputs' shared
+// casts (before the sequence all-gather, which then moves fp8) and the amax all-reduces.
+std::vector<Op> float8_forward(const std::vector<Op>& forward, int excluded, double e,
+                               const TensorParallel& tp,
+                               std::map<std::pair<int, int>, OpPair>& scaling) {
   std::vector<Op> fwd;
+  std::ptrdiff_t gather = -1;  // the region's sequence all-gather in `fwd`, -1: none
+  bool region_cast = false;    // the region's input is cast (its colwise Linears share it)
   for (Op op : forward) {
-    if (converted(op, excluded)) {
-      OpPair s = float8_scaling_ops(op.gemm.m, static_cast<std::int64_t>(op.gemm.k),
-                                    static_cast<std::int64_t>(op.gemm.n), e);
-      for (auto* list : {&s.forward, &s.backward})
-        for (auto& sop : *list) sop.module = op.module;
-      fwd.insert(fwd.end(), s.forward.begin(), s.forward.end());
-      op.float8 = true;
-      scaling[{op.module, op.param}] = std::move(s);
+    if (op.kind == OpKind::tp_collective) {
+      const bool entry = std::string_view(op.name) == "tp_all_gather";
+      gather = entry ? static_cast<std::ptrdiff_t>(fwd.size()) : -1;
+      region_cast = false;
+      fwd.push_back(op);
+      continue;
     }
+    if (!converted(op, excluded)) {
+      fwd.push_back(op);
+      continue;
+    }
+    OpPair s = float8_scaling_ops(op.gemm.m, static_cast<std::int64_t>(op.gemm.k),
+                                  static_cast<std::int64_t>(op.gemm.n), e);
+    for (auto* list : {&s.forward, &s.backward})
+      for (auto& sop : *list) sop.module = op.module;
+    const int dim = tp.size > 1 ? tp.dim(op.param) : -1;
+    if (dim < 0) {
+      fwd.insert(fwd.end(), s.forward.begin(), s.forward.end());
+    } else if (dim == 1) {  // row-parallel: its local input cast here
+      const auto ops = tp_forward_scaling(s.forward, true, tp.size);
+      fwd.insert(fwd.end(), ops.begin(), ops.end());
+    } else {
+      if (!region_cast) {
+        // Under SP the shard is cast before its all-gather, which then moves 1 byte a value.
+        const double elements =
+            gather >= 0 ? fwd[static_cast<std::size_t>(gather)].call.count : op.gemm.m * op.gemm.k;
+        const auto cast = region_input_cast(elements, e, tp.size, op.module);
+        const auto at = gather >= 0 ? fwd.begin() + gather : fwd.end();
+        if (gather >= 0) fwd[static_cast<std::size_t>(gather)].call.elem_bytes = 1;
+        fwd.insert(at, cast.begin(), cast.end());
+        region_cast = true;
+        gather = -1;
+      }
+      const auto ops = tp_forward_scaling(s.forward, false, tp.size);
+      fwd.insert(fwd.end(), ops.begin(), ops.end());
+    }
+    op.float8 = true;
+    scaling[{op.module, op.param}] = std::move(s);
     fwd.push_back(op);
   }
-  forward = std::move(fwd);
+  return fwd;
+}
+
+}  // namespace
+
+void apply_float8(std::vector<Op>& forward, std::vector<Op>& backward, int excluded, double e,
+                  const TensorParallel& tp) {
+  std::map<std::pair<int, int>, OpPair> scaling;  // (module, param) -> its scaling ops
+  forward = float8_forward(forward, excluded, e, tp, scaling);
   std::vector<Op> bwd;
   for (Op op : backward) {
     const auto it = converted(op, excluded) ? scaling.find({op.module, op.param}) : scaling.end();
     if (it != scaling.end()) {
       const auto& s = it->second.backward;
-      // Before dgrad: the grad output's amax and cast, the weight's transpose; before wgrad:
-      // the grad output's and the input's transposes.
+      // Before dgrad: the grad output's amax (all-reduced when its Linear is TP-sharded) and
+      // cast, the weight's transpose; before wgrad: the grad output's and the input's
+      // transposes.
       const bool dgrad = std::string_view(op.name) == "linear.dgrad";
-      if (dgrad)
-        bwd.insert(bwd.end(), s.begin(), s.begin() + 3);
-      else
+      const bool sharded = tp.size > 1 && tp.dim(op.param) >= 0;
+      if (dgrad) {
+        bwd.push_back(s[0]);
+        if (sharded) bwd.push_back(amax_all_reduce(Phase::backward, tp.size));
+        bwd.insert(bwd.end(), s.begin() + 1, s.begin() + 3);
+      } else {
         bwd.insert(bwd.end(), s.begin() + 3, s.end());
+      }
       op.float8 = true;
     }
     bwd.push_back(op);

@@ -38,6 +38,15 @@
 //             float8.transpose (input, for wgrad)    T·K → T·K
 //             dgrad and wgrad GEMMs in fp8
 //
+// Under tensor parallelism (torchtitan's float8 TP plan; torchao/float8/float8_tensor_parallel
+// .py): PrepareFloat8ModuleInput casts a region's input (the attention's, the MLP's) before it
+// redistributes it, so under sequence parallelism the rank's shard is cast and the all-gather
+// moves fp8, once for every column-parallel Float8Linear reading it (Float8ColwiseParallel and
+// Float8Linear skip an input already cast); Float8RowwiseParallel casts its local input. The
+// cast of a DTensor (a TP shard, a weight shard) takes the amax of the whole tensor: an
+// all-reduce of one fp32 over the TP group after each amax (torchao's tensor_to_amax with
+// reduce_amax), forward and for each grad output in backward.
+//
 // One kernel each (torch.compile fuses each cast's multiply, clamp and conversion; an amax
 // needs the whole tensor before its cast, so they stay two kernels). Not modelled: compile
 // fusing an amax into the op that produced its input or a transpose into its cast, FSDP's
@@ -54,6 +63,7 @@
 
 #include "dmuon/model/topology.hpp"
 #include "dmuon/work/op.hpp"
+#include "dmuon/work/run_shape.hpp"
 
 namespace dmuon::work {
 
@@ -67,7 +77,12 @@ OpPair float8_scaling_ops(double tokens, std::int64_t in, std::int64_t out, doub
 
 /// Turns a unit's Linear GEMMs to float8 (Op::float8) except the module `excluded` (the
 /// output head; -1 for none) and grouped expert GEMMs, and inserts each one's scaling ops
-/// (module set, param -1) before its GEMMs in the unit's forward and backward lists.
-void apply_float8(std::vector<Op>& forward, std::vector<Op>& backward, int excluded, double e);
+/// (module set, param -1) before its GEMMs in the unit's forward and backward lists. Under
+/// `tp` (size > 1) as torchtitan's float8 TP plan (above): a TP region's input is cast once
+/// for its column-parallel Linears, before its sequence all-gather (which then carries fp8)
+/// or, without SP, before the first of them; and every cast of a TP-sharded tensor all-reduces
+/// its amax over the group (a one-element fp32 tp_collective, "float8.amax_all_reduce").
+void apply_float8(std::vector<Op>& forward, std::vector<Op>& backward, int excluded, double e,
+                  const TensorParallel& tp = {});
 
 }  // namespace dmuon::work

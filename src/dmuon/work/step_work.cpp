@@ -152,7 +152,7 @@ WorkUnit head_unit(const model::Topology& t, const RunShape& shape) {
   unit.kind = "head";
   builder.finish(unit);
   // torchtitan's filter: every Linear but the output head (work/float8.hpp).
-  if (shape.float8) apply_float8(unit.forward, unit.backward, head, e);
+  if (shape.float8) apply_float8(unit.forward, unit.backward, head, e, shape.tp);
   return unit;
 }
 
@@ -251,7 +251,8 @@ StepWork build_step_work(const model::Topology& t, const RunShape& shape) {
     const auto blocks = model::stack_blocks(s, t.tree);
     for (std::size_t k = 0; k < blocks.size(); ++k) {
       WorkUnit unit = detail::block_unit(t, s, blocks[k], static_cast<std::int64_t>(k), shape);
-      if (shape.float8) apply_float8(unit.forward, unit.backward, -1, shape.element_bytes());
+      if (shape.float8)
+        apply_float8(unit.forward, unit.backward, -1, shape.element_bytes(), shape.tp);
       unit.recompute = recompute_ops(unit, shape.ac);
       w.units.push_back(std::move(unit));
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/validate_public.py as a user runs it: every row of the committed rows file projects
 (its flags still parse), the MFU column is the row's published MFU scaled by projected over
-published tokens/s, 'within' is the tolerance test of both errors, and bad input is a one-line
+published tokens/s, 'within' is the tolerance test of both errors, the error summary (mean
+|error|, the worst row, how many fast and slow) is the rows', and bad input is a one-line
 exit 2 (an unknown --only id, a rows file with an impossible MFU, a missing binary, --json into
 a missing directory) while --strict with a tolerance no projection meets exits 3. Exit 0 with
 'OK', 1 with the first failed check."""
@@ -51,6 +52,15 @@ def main():
         within = sum(r["within"] for r in got)
         if f"{within} of {len(got)} rows within" not in p.stdout:
             fail(f"the summary line does not say {within} of {len(got)}")
+        # The error summary, from the rows: mean |error|, the worst row, the signs.
+        errs = [(r["tokens_error"], r["id"]) for r in got if "tokens_error" in r]
+        mean = 100 * sum(abs(e) for e, _ in errs) / len(errs)
+        worst = max(errs, key=lambda x: abs(x[0]))
+        want = (f"tokens/s error over the {len(errs)} projected rows: mean |error| {mean:.1f} %, "
+                f"max {100 * abs(worst[0]):.1f} % ({worst[1]}), "
+                f"{sum(e > 0 for e, _ in errs)} fast and {sum(e < 0 for e, _ in errs)} slow")
+        if want not in p.stdout:
+            fail(f"the error summary is not '{want}'")
 
         # No projection is exact to a millionth: --strict exits 3 and says how many are outside.
         run_process(base + ["--only", rows[0]["id"], "--tolerance-tokens", "1e-6", "--strict"],

@@ -207,6 +207,81 @@ TEST(TensorParallelWork, ColumnParallelHeadComputesTheLossOverVocabularyShards) 
   EXPECT_EQ(back.front()->call.kind, comm::CollectiveKind::reduce_scatter);
 }
 
+// --compute-dtype fp8 under TP (work/float8.hpp): torchao's float8 TP plan. Each region's input
+// is cast once for its column-parallel Linears (PrepareFloat8ModuleInput), before the sequence
+// all-gather, which then moves 1 byte a value; o and down cast their local inputs; every cast
+// of a TP-sharded tensor all-reduces its amax (one fp32) over the group.
+StepWork float8_work(const Sharded& s, AcPolicy ac = AcPolicy::none) {
+  RunShape shape;
+  shape.seq_len = static_cast<std::int64_t>(kS);
+  shape.ac = ac;
+  shape.tp = s.tp;
+  shape.float8 = true;
+  return build_step_work(s.topo, shape);
+}
+
+int count(const std::vector<Op>& ops, const std::string& name) {
+  return static_cast<int>(
+      std::count_if(ops.begin(), ops.end(), [&](const Op& op) { return op.name == name; }));
+}
+
+TEST(TensorParallelWork, Float8CastsEachRegionInputOnceAndGathersItInFp8) {
+  const auto w = float8_work(llama(2, true));
+  const auto& f = w.units[1].forward;
+  // Amaxes: 2 region inputs, the o and down inputs, 7 weight shards; each all-reduced.
+  EXPECT_EQ(count(f, "float8.amax"), 11);
+  EXPECT_EQ(count(f, "float8.cast"), 11);
+  EXPECT_EQ(count(f, "float8.amax_all_reduce"), 11);
+  EXPECT_EQ(count(w.units[1].backward, "float8.amax_all_reduce"), 7);  // each dgrad's dy
+  const auto& ar = first(f, "float8.amax_all_reduce");
+  EXPECT_EQ(ar.call.kind, comm::CollectiveKind::all_reduce);
+  EXPECT_EQ(ar.call.count, 1);
+  EXPECT_EQ(ar.call.elem_bytes, 4);
+  EXPECT_EQ(ar.call.group, 2);
+  // Each all-gather carries fp8 and follows the cast of the rank's 32 x 4096 shard.
+  int gathers = 0;
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    if (std::string(f[i].name) != "tp_all_gather") continue;
+    ++gathers;
+    EXPECT_EQ(f[i].call.count, 32 * kH);
+    EXPECT_EQ(f[i].call.elem_bytes, 1);
+    ASSERT_GE(i, 3u);
+    EXPECT_EQ(names({f[i - 3], f[i - 2], f[i - 1]}),
+              (std::vector<std::string>{"float8.amax", "float8.amax_all_reduce", "float8.cast"}));
+    EXPECT_EQ(f[i - 1].bytes_read, 32 * kH * kBf16);
+    EXPECT_EQ(f[i - 1].bytes_written, 32 * kH);
+  }
+  EXPECT_EQ(gathers, 2);
+  // q_proj's GEMM reads the gathered fp8 input: only its weight shard (2048 x 4096) is cast
+  // between the gather and it.
+  std::size_t q = 0;
+  while (!(f[q].kind == OpKind::gemm && f[q].float8)) ++q;
+  EXPECT_EQ(std::string(f[q - 1].name), "float8.cast");
+  EXPECT_EQ(f[q - 1].bytes_read, 2048 * kH * kBf16);
+  // The same run in bf16 gathers 2 bytes a value.
+  EXPECT_EQ(first(work_of(llama(2, true)).units[1].forward, "tp_all_gather").call.elem_bytes,
+            kBf16);
+}
+
+TEST(TensorParallelWork, Float8WithoutSequenceParallelCastsTheWholeInputOnce) {
+  const auto& f = float8_work(llama(2, false)).units[1].forward;
+  EXPECT_EQ(count(f, "float8.amax"), 11);
+  EXPECT_EQ(count(f, "tp_all_gather"), 0);
+  // The attention's input cast: all 64 tokens, once, before q_proj's weight cast.
+  const auto& cast = first(f, "float8.cast");
+  EXPECT_EQ(cast.bytes_read, kS * kH * kBf16);
+  EXPECT_EQ(cast.bytes_written, kS * kH);
+}
+
+TEST(TensorParallelWork, Float8SelectiveCheckpointingKeepsAmaxesAndRedoesTheirAllReduces) {
+  const auto w = float8_work(llama(2, true), AcPolicy::selective);
+  const auto& r = w.units[1].recompute;
+  EXPECT_EQ(count(r, "float8.amax"), 0);  // torchtitan's _save_list keeps aten.max
+  EXPECT_EQ(count(r, "float8.amax_all_reduce"), 11);
+  EXPECT_EQ(count(r, "float8.cast"), 11);
+  EXPECT_EQ(count(r, "tp_all_gather"), 2);
+}
+
 TEST(TensorParallelWork, RefusedWhereNotModelled) {
   const auto error = [](const Sharded& s) -> std::string {
     try {
