@@ -43,6 +43,7 @@ OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options, int
   g_ = static_cast<double>(kernels::dtype_bytes(options.step.reduce_dtype()));
   n_ = static_cast<double>(kernels::dtype_bytes(ns_));
   ns_config_ = engine::muon_config(options).ns;
+  if (options.step.activation) lookup_params_ = options.step.activation->lookup_params;
   if (options.step.float8()) {
     fp8_peak_flops(machine);  // refused (one line naming the machine) where there is none
     if (!options.step.activation)
@@ -51,6 +52,13 @@ OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options, int
           "torchtitan runs in float8)");
     float8_params_ = options.step.activation->float8_params;
   }
+}
+
+engine::Compute OpCost::compute_of(const ParamLayout& p) const {
+  if (compute_mode_ == engine::Compute::none) return compute_mode_;
+  return std::binary_search(lookup_params_.begin(), lookup_params_.end(), p.pid)
+             ? engine::Compute::none
+             : compute_mode_;
 }
 
 bool OpCost::float8(const ParamLayout& p) const {
@@ -62,7 +70,7 @@ double OpCost::linear_gemm(std::int64_t m, std::int64_t n, std::int64_t k, bool 
 }
 
 double OpCost::forward(const ParamLayout& p, std::int64_t local) const {
-  if (compute_mode_ == engine::Compute::none || local <= 0 || p.shape.cols <= 0) return 0;
+  if (compute_of(p) == engine::Compute::none || local <= 0 || p.shape.cols <= 0) return 0;
   const std::int64_t b = local, rows = p.shape.rows, cols = p.shape.cols;
   double s = cost_.synthetic(b * cols, compute_);
   if (!gpu_) s += cost_.synthetic(b * rows, compute_);  // the host draws T with X
@@ -94,7 +102,7 @@ double OpCost::fsdp2_copy_in(const ParamLayout& p) const {
 double OpCost::backward(const ParamLayout& p, std::int64_t local) const {
   const std::int64_t rows = p.shape.rows, cols = p.shape.cols, b = local;
   double s = 0;
-  if (compute_mode_ == engine::Compute::none) {
+  if (compute_of(p) == engine::Compute::none) {
     s = cost_.synthetic(p.numel, p.grad_wire);
   } else if (b <= 0 || p.numel == 0) {
     s = cost_.elementwise(static_cast<double>(p.numel) * grad_bytes(p));

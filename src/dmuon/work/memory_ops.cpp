@@ -116,6 +116,21 @@ OpPair embedding_ops(double rows, double width, double vocab, double e) {
               rows * idx);  // the token ids
 }
 
+OpPair vocab_parallel_embedding_ops(double rows, double width, double local_vocab, double e) {
+  const double N = rows * width;
+  // torch's _MaskPartial: ids outside the shard masked (offset ids and a bool mask written),
+  // the lookup of every row, the masked rows zeroed; backward zeroes their gradient rows
+  // before the dense backward into the local V/T × W gradient.
+  OpPair p = embedding_ops(rows, width, local_vocab, e);
+  p.forward.insert(p.forward.begin(),
+                   memory_op("embedding.vocab_mask", rows * idx, rows * (idx + 1), rows, 1));
+  p.forward.front().saved_bytes = rows * (idx + 1);  // the offset ids and the mask
+  p.forward.push_back(memory_op("embedding.mask_rows", N * e + rows, N * e, N, 1));
+  p.backward.insert(p.backward.begin(),
+                    bwd(memory_op("embedding.mask_rows", N * e + rows, N * e, N, 1)));
+  return p;
+}
+
 OpPair cross_entropy_ops(double rows, double vocab, double e, Fusion fusion) {
   const double L = rows * vocab;
   if (fusion == Fusion::fused)

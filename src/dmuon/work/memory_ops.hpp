@@ -35,6 +35,12 @@ OpPair fanout_ops(int consumers, double rows, double width, double e);
 /// Embedding lookup of R token ids into a V×W table, and its dense backward.
 OpPair embedding_ops(double rows, double width, double vocab, double e);
 
+/// The lookup of R token ids into this rank's `local_vocab` rows of a vocabulary-parallel
+/// table (torch's RowwiseParallel on an Embedding, torchtitan's TP plan): every id masked to
+/// the shard, all R rows looked up, the rows of ids outside it zeroed (forward and, on the
+/// gradient, backward). The partial rows' TP collectives are the caller's.
+OpPair vocab_parallel_embedding_ops(double rows, double width, double local_vocab, double e);
+
 /// Cross-entropy of R rows of V logits (the logits come from the head's linear).
 OpPair cross_entropy_ops(double rows, double vocab, double e, Fusion fusion);
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <set>
 #include <string_view>
 
 #include "dmuon/base/error.hpp"
@@ -34,6 +36,49 @@ OpPair lookup(const model::ModuleTree& tree, int m, double rows, double e) {
 bool attention_core(const Op& op) {
   return op.kind == OpKind::attention || op.kind == OpKind::cp_collective ||
          std::string_view(op.name) == "attention.cp_merge";
+}
+
+// The embedding lookup of `text` tokens (module `m`). Whole on every TP rank: under sequence
+// parallelism each rank looks up its own tokens. Vocabulary-parallel (TP-sharded along the
+// vocabulary, torchtitan's RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))):
+// every rank looks up all tokens in its rows, and the partial rows leave as a TP region's
+// output does (a reduce-scatter to the sequence shards under SP, else an all-reduce).
+void stem_ops(detail::UnitBuilder& stem, const model::ModuleTree& tree, int m,
+              const RunShape& shape, double text) {
+  const auto l = linear_of(tree, m);
+  const double e = shape.element_bytes();
+  const auto& tp = shape.tp;
+  const int dim = tp.dim(l ? l->param : -1);
+  if (dim == 1)
+    throw InputError(
+        fmt::format("--tp {}: embedding '{}' split along its width is not modelled "
+                    "(valid: vocabulary-parallel, not in --tp-row)",
+                    tp.size, tree.module(m).path));
+  if (dim < 0) {
+    stem.add(lookup(tree, m, tp.sequence ? text / tp.size : text, e), m);
+    return;
+  }
+  const double width = static_cast<double>(l->in);
+  stem.add(vocab_parallel_embedding_ops(text, width, static_cast<double>(l->out), e), m);
+  stem.add(tp_region_output(tp.size, tp.sequence, text * width, e), m);
+}
+
+// The Embedding modules' 2-D weights no GEMM of `w` multiplies (StepWork::lookup_params).
+std::vector<int> lookup_params(const model::ModuleTree& tree, const StepWork& w) {
+  std::set<int> multiplied;
+  for (const auto& u : w.units)
+    for (const auto* list : {&u.forward, &u.backward})
+      for (const auto& op : *list)
+        for (int p : gemm_params(tree, op)) multiplied.insert(p);
+  std::vector<int> out;
+  for (int m : tree.preorder()) {
+    if (!is_embedding(tree, m)) continue;
+    const auto l = linear_of(tree, m);
+    if (l && !multiplied.count(l->param)) out.push_back(l->param);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 // The ops checkpointing recomputes before a block's backward (run_shape.hpp).
@@ -236,12 +281,7 @@ StepWork build_step_work(const model::Topology& t, const RunShape& shape) {
   if (!g.embedding.empty()) {
     UnitBuilder stem;
     const int m = *t.tree.find_module(g.embedding);
-    if (shape.tp.dim(linear_of(t.tree, m) ? linear_of(t.tree, m)->param : -1) >= 0)
-      throw InputError(fmt::format("--tp {}: a TP-sharded embedding '{}' is not modelled",
-                                   shape.tp.size, g.embedding));
-    // Sequence parallelism: each rank looks up its own tokens.
-    const double rows = shape.tp.sequence ? w.text_tokens / shape.tp.size : w.text_tokens;
-    stem.add(lookup(t.tree, m, rows, shape.element_bytes()), m);
+    stem_ops(stem, t.tree, m, shape, w.text_tokens);
     WorkUnit unit;
     unit.kind = "stem";
     stem.finish(unit);
@@ -259,6 +299,7 @@ StepWork build_step_work(const model::Topology& t, const RunShape& shape) {
   }
   w.units.push_back(head_unit(t, shape));
   w.not_modelled = not_modelled(g);
+  w.lookup_params = lookup_params(t.tree, w);
   return w;
 }
 

@@ -36,6 +36,11 @@ struct StepWork {
   std::vector<WorkUnit> units;  ///< forward order
   /// What the work model leaves out for this model (print once with MoE / VLA results).
   std::vector<std::string> not_modelled;
+  /// Parameters the step looks up, not multiplies: the 2-D weights of Embedding modules that
+  /// no GEMM of the work uses (an untied input embedding; a head tied to it multiplies it, so
+  /// it is not here), sorted. Their work is the lookup and its backward (the stem's ops), so
+  /// the engine runs no Linear for them (engine::StepSpec::compute_of).
+  std::vector<int> lookup_params;
 
   /// Sums of one phase over every unit.
   OpTotals totals(Phase phase) const;

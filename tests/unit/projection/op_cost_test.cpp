@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dmuon/engine/step/activation_work.hpp"
 #include "dmuon/engine/step/engine_options.hpp"
 #include "dmuon/engine/step/step_layout.hpp"
 #include "dmuon/project/op_cost.hpp"
@@ -63,6 +64,30 @@ TEST(OpCost, NoCopiesOnACpuOrForReplicas) {
   const project::OpCost device(gpu, bf16_wire(true), 2);
   const auto R = one_fsdp_group(engine::Storage::replicated);
   EXPECT_NEAR(device.backward(R.params[0], 0), 20e-9, 1e-15);
+}
+
+// A table the activation work looks up (an input embedding) runs no synthetic Linear: no
+// forward GEMM, and its backward is the --compute none gradient fill, whatever the samples.
+TEST(OpCost, ALookedUpTableRunsNoLinear) {
+  const auto gpu = project::testing::measured_machine(2, 10, 5, "gpu", 100);
+  auto L = one_fsdp_group(engine::Storage::replicated);
+  L.params[0].pid = 0;
+  auto gemm = bf16_wire(false);
+  const project::OpCost plain(gpu, gemm, 2);
+  EXPECT_GT(plain.forward(L.params[0], 64), 0);
+  auto looked = gemm;
+  auto work = std::make_shared<engine::ActivationWork>();
+  work->lookup_params = {0};
+  looked.step.activation = work;
+  EXPECT_EQ(looked.step.compute_of(0), engine::Compute::none);
+  EXPECT_EQ(looked.step.compute_of(1), engine::Compute::gemm);
+  const project::OpCost lookup(gpu, looked, 2);
+  EXPECT_EQ(lookup.forward(L.params[0], 64), 0);
+  auto none = gemm;
+  none.step.compute = engine::Compute::none;
+  const project::OpCost fill(gpu, none, 2);
+  EXPECT_DOUBLE_EQ(lookup.backward(L.params[0], 64), fill.backward(L.params[0], 64));
+  EXPECT_LT(lookup.backward(L.params[0], 64), plain.backward(L.params[0], 64));
 }
 
 }  // namespace

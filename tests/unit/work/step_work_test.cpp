@@ -98,6 +98,21 @@ TEST(StepWork, MatmulFlopsEqualTheCausalConvention) {
   }
 }
 
+// An input embedding is a lookup (the stem's ops), not a Linear: the engine must not run a
+// synthetic GEMM for it (engine::StepSpec::compute_of). A head tied to it multiplies the same
+// table, so a tied model has nothing looked up only.
+TEST(StepWork, AnUntiedEmbeddingIsLookedUpNotMultiplied) {
+  const auto t = build_topology("llm", "llama3-8b");
+  const auto w = build_step_work(t, shape(64, AcPolicy::none, 1));
+  const int embed = *t.tree.find_parameter("model.embed_tokens.weight");
+  EXPECT_EQ(w.lookup_params, std::vector<int>{embed});
+  for (const auto& u : w.units)
+    for (const auto& op : u.forward) EXPECT_NE(op.param, embed) << op.name;
+  EXPECT_EQ(std::string(w.units.front().forward.front().name), "embedding");
+  const auto tied = build_topology("llm", "qwen2.5-1.5b");  // tie_embeddings 1
+  EXPECT_TRUE(build_step_work(tied, shape(64, AcPolicy::none, 1)).lookup_params.empty());
+}
+
 TEST(StepWork, FullCheckpointingAddsExactlyOneForward) {
   const auto t = build_topology("llm", "llama3-8b");
   const auto none = build_step_work(t, shape(2048));

@@ -282,6 +282,43 @@ TEST(TensorParallelWork, Float8SelectiveCheckpointingKeepsAmaxesAndRedoesTheirAl
   EXPECT_EQ(count(r, "tp_all_gather"), 2);
 }
 
+// A vocabulary-parallel embedding (torchtitan's RowwiseParallel on tok_embeddings): each TP rank
+// holds 128,256 / 2 = 64,128 rows, looks up all 64 tokens with the ids outside its rows masked,
+// zeroes their rows, and the partial rows leave as a region's output: a reduce-scatter to the
+// 32-token shards under SP (backward: their gradient all-gathered, masked, scattered into the
+// 64,128 x 4096 gradient), an all-reduce without SP (nothing in backward).
+Sharded llama_vocab_parallel(int t, bool sequence) {
+  return shard(model::build_topology("llm", "llama3-8b"), t, sequence,
+               R"(.*\.(embed_tokens|q_proj|k_proj|v_proj|gate_proj|up_proj)\.weight)");
+}
+
+TEST(TensorParallelWork, VocabularyParallelEmbeddingLooksUpEveryTokenInItsRows) {
+  const auto w = work_of(llama_vocab_parallel(2, true));
+  const auto& stem = w.units.front();
+  EXPECT_EQ(names(stem.forward),
+            (std::vector<std::string>{"embedding.vocab_mask", "embedding", "embedding.mask_rows",
+                                      "tp_reduce_scatter"}));
+  EXPECT_EQ(first(stem.forward, "embedding").bytes_written, kS * kH * kBf16);  // all 64 rows
+  const auto& rs = first(stem.forward, "tp_reduce_scatter");
+  EXPECT_EQ(rs.call.count, 32 * kH);
+  EXPECT_EQ(rs.call.group, 2);
+  EXPECT_EQ(names(stem.backward),
+            (std::vector<std::string>{"tp_all_gather", "embedding.mask_rows", "embedding.bwd"}));
+  // The dense gradient of the rank's 64,128 rows, plus the 64 gathered rows of dy.
+  EXPECT_EQ(first(stem.backward, "embedding.bwd").bytes_written, (64128 * kH + kS * kH) * kBf16);
+  // The masked ids and the mask are saved (8 + 1 bytes per token), with the ids themselves.
+  EXPECT_EQ(stem.forward.front().saved_bytes, kS * 9);
+  // Nothing multiplies the table: it stays a looked-up parameter.
+  EXPECT_EQ(w.lookup_params.size(), 1u);
+  const auto plain = work_of(llama_vocab_parallel(2, false)).units.front();
+  EXPECT_EQ(names(plain.forward),
+            (std::vector<std::string>{"embedding.vocab_mask", "embedding", "embedding.mask_rows",
+                                      "tp_all_reduce"}));
+  EXPECT_EQ(first(plain.forward, "tp_all_reduce").call.count, kS * kH);
+  EXPECT_EQ(names(plain.backward),
+            (std::vector<std::string>{"embedding.mask_rows", "embedding.bwd"}));
+}
+
 TEST(TensorParallelWork, RefusedWhereNotModelled) {
   const auto error = [](const Sharded& s) -> std::string {
     try {

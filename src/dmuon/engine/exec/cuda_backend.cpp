@@ -258,7 +258,7 @@ class CudaBackend final : public StepBackend {
     auto& a = acts_[static_cast<std::size_t>(op.param)];
     if (step_.accum > 1) a.range = micro_range(a.range.n, op.micro);
     const std::int64_t b = a.range.local();
-    if (step_.compute == Compute::none || b == 0 || p.shape.cols == 0) return;
+    if (step_.compute_of(p.pid) == Compute::none || b == 0 || p.shape.cols == 0) return;
     const Dtype type = p.wire;
     cu::synthetic_rows(*ctx_, a.x.at(0), type, static_cast<std::size_t>(b),
                        static_cast<std::size_t>(p.shape.cols), seed_,
@@ -280,7 +280,7 @@ class CudaBackend final : public StepBackend {
                cols = static_cast<std::size_t>(p.shape.cols);
     if (step_.accum > 1) a.range = micro_range(a.range.n, op.micro);
     const std::int64_t b = a.range.local();
-    if (step_.compute == Compute::none) {
+    if (step_.compute_of(p.pid) == Compute::none) {
       // --accum K: each micro-step adds (u + w)/K (the loss averaged over the whole batch).
       cu::synthetic_grad_none(*ctx_, w, type, grad, grad_type, static_cast<std::size_t>(p.numel),
                               seed_, static_cast<std::uint64_t>(step), data_key(p),
@@ -624,7 +624,7 @@ class CudaBackend final : public StepBackend {
         for (int j = 0; j < step_.accum; ++j)
           most = std::max(most, micro_range(a.range.n, j).local());
       }
-      const std::int64_t b = step_.compute == Compute::gemm ? most : 0;
+      const std::int64_t b = step_.compute_of(p.pid) == Compute::gemm ? most : 0;
       a.x = DeviceBuffer(b * p.shape.cols, p.wire);
       a.y = DeviceBuffer(b * p.shape.rows, p.wire);
       scratch_rows = std::max(scratch_rows, b * p.shape.rows);

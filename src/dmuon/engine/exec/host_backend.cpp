@@ -156,7 +156,8 @@ class HostBackend final : public StepBackend {
     for (const auto& p : L_.params) {
       const std::uint64_t key =
           p.tp_sharded() ? tp_shard_key(p.pid, L_.tp_rank()) : static_cast<std::uint64_t>(p.pid);
-      work_.emplace_back(tree, p.pid, global, L_.me.dp(), L_.me.grid.dp_size(), o.step.accum, key);
+      work_.emplace_back(tree, p.pid, global, L_.me.dp(), L_.me.grid.dp_size(), o.step.accum, key,
+                         o.step.compute_of(p.pid));
       if (p.master_offset < 0) continue;
       init.assign(n(p.numel), 0.0f);
       init_weights(o.run.seed, key, init.data(), p.numel, p.shape.cols);
@@ -226,7 +227,7 @@ class HostBackend final : public StepBackend {
     const auto& p = param(op.param);
     auto& work = work_[static_cast<std::size_t>(op.param)];
     work.set_micro(op.micro);
-    work.forward(step_.compute, seed_, step, weights_of(p, op.weight_base), poll_);
+    work.forward(step_.compute_of(p.pid), seed_, step, weights_of(p, op.weight_base), poll_);
   }
 
   void backward(const StepOp& op, long step) override {
@@ -239,7 +240,7 @@ class HostBackend final : public StepBackend {
       kernels::host::convert(grad, type, out, Dtype::f32, static_cast<std::size_t>(p.numel));
     auto& work = work_[static_cast<std::size_t>(op.param)];
     work.set_micro(op.micro);
-    work.backward(step_.compute, seed_, step, weights_of(p, op.weight_base), out, poll_,
+    work.backward(step_.compute_of(p.pid), seed_, step, weights_of(p, op.weight_base), out, poll_,
                   op.accumulate);
     if (type != Dtype::f32) to_wire(out, grad, p.numel, type);
     if (p.padding() > 0) {

@@ -20,7 +20,7 @@ struct LinearWork::Buffers {
 };
 
 LinearWork::LinearWork(const model::ModuleTree& tree, int pid, std::int64_t global_tokens, int rank,
-                       int ranks, int accum, std::uint64_t key)
+                       int ranks, int accum, std::uint64_t key, Compute compute)
     : pid_(pid),
       key_(key == kPidKey ? static_cast<std::uint64_t>(pid) : key),
       shape_(matrix_shape(tree.parameter(pid))),
@@ -30,8 +30,8 @@ LinearWork::LinearWork(const model::ModuleTree& tree, int pid, std::int64_t glob
       ranks_(ranks),
       accum_(accum),
       buf_(std::make_unique<Buffers>()) {
-  std::int64_t most = 0;  // the largest micro-batch's local samples
-  for (int j = 0; j < accum_; ++j)
+  std::int64_t most = 0;  // the largest micro-batch's local samples (none: no GEMM runs)
+  for (int j = 0; j < accum_ && compute == Compute::gemm; ++j)
     most = std::max(most, micro_sample_range(n_, j, accum_, rank_, ranks_).local());
   set_micro(0);
   const auto b = static_cast<std::size_t>(most);

@@ -20,9 +20,11 @@ class LinearWork {
   /// Parameter `pid` of `tree`; this rank's share of its global samples among `ranks` ranks,
   /// in `accum` micro-batches (accumulation.hpp). Requires an initialised Kokkos.
   /// `key` keys the synthetic data (default: the parameter id; a tensor-parallel shard has its
-  /// own, tp_shard_key).
+  /// own, tp_shard_key). `compute` none (the run's, or a looked-up table's:
+  /// StepSpec::compute_of): no GEMM runs, so no activation buffers are allocated.
   LinearWork(const model::ModuleTree& tree, int pid, std::int64_t global_tokens, int rank,
-             int ranks, int accum = 1, std::uint64_t key = kPidKey);
+             int ranks, int accum = 1, std::uint64_t key = kPidKey,
+             Compute compute = Compute::gemm);
   static constexpr std::uint64_t kPidKey = ~std::uint64_t{0};
   ~LinearWork();
   LinearWork(LinearWork&&) noexcept;

@@ -40,6 +40,7 @@ std::shared_ptr<const ActivationWork> activation_work(const work::StepWork& work
     if (a.forward.empty() && a.recompute.empty() && a.backward.empty()) continue;
     out->units.push_back(std::move(a));
   }
+  out->lookup_params = work.lookup_params;
   std::sort(out->float8_params.begin(), out->float8_params.end());
   out->float8_params.erase(std::unique(out->float8_params.begin(), out->float8_params.end()),
                            out->float8_params.end());

@@ -30,6 +30,9 @@ struct ActivationWork {
   std::vector<ActivationUnit> units;  ///< forward order
   /// Parameters whose Linear GEMMs run in fp8 (--compute-dtype fp8: work/float8.hpp), sorted.
   std::vector<int> float8_params;
+  /// Parameters the step looks up instead of multiplying (work::StepWork::lookup_params: an
+  /// input embedding), sorted: their synthetic Linear does not run (StepSpec::compute_of).
+  std::vector<int> lookup_params;
   /// Why the step has no activation work (a model without a geometry), "" otherwise.
   std::string note;
 };

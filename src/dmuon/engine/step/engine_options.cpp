@@ -6,6 +6,7 @@
 
 #include "dmuon/base/comma_list.hpp"
 #include "dmuon/base/error.hpp"
+#include "dmuon/engine/step/activation_work.hpp"
 
 namespace dmuon::engine {
 
@@ -134,6 +135,12 @@ double EngineOptions::effective_check_tolerance(kernels::Dtype route_wire) const
       {unit_roundoff(step.wire), unit_roundoff(step.reduce_dtype()), unit_roundoff(route_wire)});
   if (backend.device == Device::cuda) u = std::max(u, unit_roundoff(backend.ns_dtype));
   return u <= 0x1p-24 ? 1e-4 : 8 * u;
+}
+
+Compute StepSpec::compute_of(int pid) const {
+  if (compute == Compute::none || !activation) return compute;
+  const auto& l = activation->lookup_params;
+  return std::binary_search(l.begin(), l.end(), pid) ? Compute::none : compute;
 }
 
 const char* compute_name(Compute c) {

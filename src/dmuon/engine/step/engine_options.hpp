@@ -127,6 +127,11 @@ struct StepSpec {
   double clip_norm = 0;
   ClipNormType clip_norm_type = ClipNormType::two;
   Compute compute = Compute::gemm;
+  /// The compute of parameter `pid`'s synthetic Linear: `compute`, but none for a parameter
+  /// the activation work looks up (an input embedding: its forward is the lookup, its gradient
+  /// the lookup's backward, both in the activation work; the engine fills its gradient as
+  /// --compute none does, so backends and the --check reference agree).
+  Compute compute_of(int pid) const;
   std::int64_t tokens = 64;        ///< per rank; used when global_tokens == 0
   std::int64_t global_tokens = 0;  ///< global batch in samples; 0 = tokens x G
   /// HSDP: stage 2 of a group is issued this many groups after its stage 1.

@@ -81,8 +81,8 @@ class Reference {
       for (int t = 0; t < (sharded ? plan.tp.tp : 1); ++t) {
         const std::uint64_t key = sharded ? tp_shard_key(pid, t) : static_cast<std::uint64_t>(pid);
         // One rank holding every sample.
-        Copy c{LinearWork(local_, pid, global, 0, 1, o.step.accum, key), std::vector<float>(n),
-               std::vector<float>(n, 0.0f), std::vector<float>(n, 0.0f),
+        Copy c{LinearWork(local_, pid, global, 0, 1, o.step.accum, key, o.step.compute_of(pid)),
+               std::vector<float>(n), std::vector<float>(n, 0.0f), std::vector<float>(n, 0.0f),
                std::vector<float>(n, 0.0f)};
         init_weights(o.run.seed, key, c.w.data(), p.numel(), matrix_shape(p).cols);
         copies_.back().push_back(std::move(c));
@@ -126,13 +126,16 @@ class Reference {
   // Every gradient first: K micro-batches accumulated (accumulation.hpp), then the clip over
   // every element of every gradient (grad_clip.hpp; TP: each shard once).
   void gradients(long s) {
-    for (auto& param : copies_)
-      for (auto& c : param)
+    const auto& order = local_.parameter_order();
+    for (std::size_t i = 0; i < copies_.size(); ++i) {
+      const Compute compute = o_.step.compute_of(order[i]);  // none for a looked-up table
+      for (auto& c : copies_[i])
         for (int j = 0; j < o_.step.accum; ++j) {
           c.work.set_micro(j);
-          c.work.forward(o_.step.compute, o_.run.seed, s, c.w.data());
-          c.work.backward(o_.step.compute, o_.run.seed, s, c.w.data(), c.g.data(), {}, j > 0);
+          c.work.forward(compute, o_.run.seed, s, c.w.data());
+          c.work.backward(compute, o_.run.seed, s, c.w.data(), c.g.data(), {}, j > 0);
         }
+    }
     if (o_.step.clip_norm <= 0) return;
     std::vector<GradSpan> spans;
     for (auto& param : copies_)
