@@ -54,6 +54,22 @@ RunOptions parse_advise(std::vector<std::string> args, const std::string& machin
   return o;
 }
 
+// `start` with knob `key` at `value`: one knob changed, paired with `accum`, shown as `shown`,
+// flagged as `flags`, and each rank's tokens per step the start's.
+advise::Candidate expect_paired(const RunOptions& base, const advise::Candidate& start,
+                                const std::string& key, const std::string& value, int accum,
+                                const std::string& shown, const std::string& flags) {
+  const auto c = start.with(advise::knob(key), value);
+  EXPECT_EQ(c.accum, accum);
+  EXPECT_EQ(advise::changed_knobs(c, start), 1);
+  EXPECT_EQ(advise::describe_changes(c, start), shown);
+  EXPECT_EQ(advise::changed_flags(c, start), flags);
+  const auto o = c.apply(base);
+  EXPECT_EQ(o.engine.step.accum, accum);
+  EXPECT_EQ(o.engine.step.tokens, base.engine.step.tokens);
+  return c;
+}
+
 TEST(MicroBatchKnob, CandidatePairsAccumAndKeepsTheStepTokens) {
   const auto base = parse_advise({"--seq-len", "8192", "--micro-batch", "8", "--accum", "2"});
   EXPECT_EQ(base.engine.step.tokens, 8192 * 8 * 2);  // seq-len x micro-batch x accum
@@ -61,15 +77,10 @@ TEST(MicroBatchKnob, CandidatePairsAccumAndKeepsTheStepTokens) {
   EXPECT_EQ(start.accum, 2);
   const std::size_t k = advise::knob("micro_batch");
   EXPECT_EQ(start.value(k), "8");
-  const auto c = start.with(k, "2");
-  EXPECT_EQ(c.accum, 8);
-  EXPECT_EQ(advise::changed_knobs(c, start), 1);  // micro-batch and accum: one knob
-  EXPECT_EQ(advise::describe_changes(c, start), "micro_batch=2 (accum 8)");
-  EXPECT_EQ(advise::changed_flags(c, start), "--micro-batch 2 --accum 8");
-  const auto o = c.apply(base);
-  EXPECT_EQ(o.workload.micro_batch, 2);
-  EXPECT_EQ(o.engine.step.accum, 8);
-  EXPECT_EQ(o.engine.step.tokens, base.engine.step.tokens);
+  // Micro-batch and accum: one knob.
+  const auto c = expect_paired(base, start, "micro_batch", "2", 8, "micro_batch=2 (accum 8)",
+                               "--micro-batch 2 --accum 8");
+  EXPECT_EQ(c.apply(base).workload.micro_batch, 2);
   EXPECT_EQ(c.with(k, "8").accum, 2);  // and back
   EXPECT_NE(c.key(), start.key());
   EXPECT_THROW(start.with(k, "3"), std::logic_error);  // 3 does not divide 16 samples
@@ -114,16 +125,10 @@ TEST(CpKnob, CandidatePairsAccumAndKeepsEachRanksTokens) {
   const auto start = advise::candidate_of(base, "default");
   const std::size_t k = advise::knob("cp"), mb = advise::knob("micro_batch");
   EXPECT_EQ(start.value(k), "1");
-  const auto c = start.with(k, "4");
-  EXPECT_EQ(c.accum, 8);  // 4 ranks share each sequence: 4x the micro-steps, the same sequences
-  EXPECT_EQ(advise::changed_knobs(c, start), 1);
-  EXPECT_EQ(advise::describe_changes(c, start), "cp=4 (accum 8)");
-  EXPECT_EQ(advise::changed_flags(c, start), "--cp 4 --accum 8");
-  const auto o = c.apply(base);
-  EXPECT_EQ(o.workload.cp, 4);
-  EXPECT_EQ(o.engine.step.accum, 8);
-  // Tokens per rank and step: 8,192 / 4 x 2 x 8, the start's.
-  EXPECT_EQ(o.engine.step.tokens, base.engine.step.tokens);
+  // 4 ranks share each sequence: 4x the micro-steps, the same sequences; each rank's tokens
+  // per step, 8,192 / 4 x 2 x 8, the start's.
+  const auto c = expect_paired(base, start, "cp", "4", 8, "cp=4 (accum 8)", "--cp 4 --accum 8");
+  EXPECT_EQ(c.apply(base).workload.cp, 4);
   // Both knobs moved: micro-batch 1 doubles the accum again, and --accum is named once.
   const auto both = c.with(mb, "1");
   EXPECT_EQ(both.accum, 16);
