@@ -64,6 +64,7 @@ nlohmann::json outcome_json(const Outcome& o) {
   j["peak_rank"] = o.peak_rank;
   j["peak_phase"] = o.peak_phase;
   j["excess_bytes"] = o.excess_bytes;
+  j["activation_bytes"] = o.activation_bytes;
   if (o.status == Status::oom) {
     j["error"] = o.error;
     return j;
@@ -154,6 +155,11 @@ std::string advise_table(const AdviseContext& ctx, const SearchResult& r, int to
         "# {} candidate(s) not projected: a smaller replicate size at the same knobs is out of "
         "memory (a smaller shard group holds more per rank)\n",
         r.pruned);
+  if (r.pruned_cp > 0)
+    s += fmt::format(
+        "# {} candidate(s) not projected: a smaller --cp at the same knobs is out of memory by "
+        "more than its activations (context parallelism splits nothing else)\n",
+        r.pruned_cp);
   if (!r.memory_first.empty())
     s += fmt::format("# the start does not fit: the memory-saving knobs ({}) were searched first\n",
                      fmt::join(r.memory_first, ", "));
@@ -226,6 +232,7 @@ nlohmann::json advise_json(const AdviseContext& ctx, const SearchResult& r, int 
           {"skipped", r.skipped},
           {"skipped_baselines", r.skipped_baselines},
           {"pruned", r.pruned},
+          {"pruned_cp", r.pruned_cp},
           {"wall_s", r.wall_s},
           {"start", evaluated_json(r.of(r.start), r)},
           {"winner", evaluated_json(r.of(r.best), r)},

@@ -107,6 +107,7 @@ Outcome Evaluator::project_candidate(const Candidate& c, engine::Method method) 
     out.peak_rank = p.memory.rank;
     out.peak_phase = dmuon::project::memory_phase_name(p.memory.peak_phase());
     out.excess_bytes = dmuon::project::excess_bytes(p.memory, capacity_gb_);
+    out.activation_bytes = p.memory.activations + p.memory.recompute;
     for (const auto phase : kStepParts) {
       if (ms[static_cast<std::size_t>(phase)] <= out.dominant_ms) continue;
       out.dominant_ms = ms[static_cast<std::size_t>(phase)];

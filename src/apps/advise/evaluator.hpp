@@ -34,7 +34,9 @@ struct Outcome {
   int peak_rank = 0;
   std::string peak_phase;
   std::int64_t excess_bytes = 0;  ///< over the cap (> 0: oom)
-  std::string dominant_phase;     ///< the largest part of the step (compute, NS, exposed comm...)
+  /// The peak rank's activations and recompute: all a larger --cp could take off the peak.
+  std::int64_t activation_bytes = 0;
+  std::string dominant_phase;  ///< the largest part of the step (compute, NS, exposed comm...)
   double dominant_ms = 0;
   int sites = 0;                   ///< hook sites of the plan
   int idle_ranks = 0;              ///< ranks of a column owning no matrix

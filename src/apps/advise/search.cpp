@@ -209,6 +209,25 @@ class Descent {
     return false;
   }
 
+  // Whether `c` cannot fit because a smaller CP size at the same knobs is out of memory by
+  // more than all its activations (search.hpp's SearchResult::pruned_cp).
+  bool out_of_memory_by_context_parallel(const Candidate& c) const {
+    const std::size_t ck = knob("cp");
+    const int cp = std::stoi(c.value(ck));
+    for (const auto& e : r_.evaluated) {
+      const auto& o = e.outcome;
+      if (o.status != Status::oom || o.excess_bytes <= o.activation_bytes ||
+          std::stoi(e.candidate.value(ck)) >= cp)
+        continue;
+      try {
+        if (e.candidate.with(ck, c.value(ck)).key() == c.key()) return true;
+      } catch (const std::logic_error&) {
+        // No whole accum from that CP size to this one: not the same knobs.
+      }
+    }
+    return false;
+  }
+
   // One knob with the others at the best so far; true when the best changed.
   bool sweep_knob(std::size_t k) {
     const Candidate base = r_.best;
@@ -218,6 +237,10 @@ class Descent {
       const Candidate c = base.with(k, r_.space.of(k)[i]);
       if (!ev_.known(c) && out_of_memory_by_replication(c)) {
         if (pruned_.insert(c.key()).second) ++r_.pruned;
+        continue;
+      }
+      if (!ev_.known(c) && out_of_memory_by_context_parallel(c)) {
+        if (pruned_.insert(c.key()).second) ++r_.pruned_cp;
         continue;
       }
       if (!visit(c)) continue;

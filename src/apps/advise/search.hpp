@@ -66,6 +66,11 @@ struct SearchResult {
   /// already out of memory: the shard group G = world / (R x T) shrinks as R grows, so each
   /// rank's share of the weights, gradients and optimizer state can only grow.
   int pruned = 0;
+  /// Candidates not projected because a smaller CP size at the same other knobs was out of
+  /// memory by more than its activations: CP splits only the activations (the parameters,
+  /// optimizer state and gradient buffers stay, or grow with the accum it carries), so no
+  /// larger C can fit.
+  int pruned_cp = 0;
   double wall_s = 0;
   SearchSpace space;
   /// The fastest fitting candidate the descent found; `best` is the winner among those within

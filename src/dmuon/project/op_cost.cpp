@@ -43,7 +43,7 @@ OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options, int
   g_ = static_cast<double>(kernels::dtype_bytes(options.step.reduce_dtype()));
   n_ = static_cast<double>(kernels::dtype_bytes(ns_));
   ns_config_ = engine::muon_config(options).ns;
-  if (options.step.activation) lookup_params_ = options.step.activation->lookup_params;
+  step_ = options.step;
   if (options.step.float8()) {
     fp8_peak_flops(machine);  // refused (one line naming the machine) where there is none
     if (!options.step.activation)
@@ -52,13 +52,6 @@ OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options, int
           "torchtitan runs in float8)");
     float8_params_ = options.step.activation->float8_params;
   }
-}
-
-engine::Compute OpCost::compute_of(const ParamLayout& p) const {
-  if (compute_mode_ == engine::Compute::none) return compute_mode_;
-  return std::binary_search(lookup_params_.begin(), lookup_params_.end(), p.pid)
-             ? engine::Compute::none
-             : compute_mode_;
 }
 
 bool OpCost::float8(const ParamLayout& p) const {

@@ -114,10 +114,11 @@ class OpCost {
   /// scaling ops are in the activation work), and a Linear's GEMM in fp8 or the compute type.
   std::vector<int> float8_params_;
   bool float8(const engine::ParamLayout& p) const;
-  /// engine::StepSpec::compute_of: none for a parameter the activation work looks up (its
-  /// lookup and gradient are activation ops; the engine only fills its synthetic gradient).
-  std::vector<int> lookup_params_;
-  engine::Compute compute_of(const engine::ParamLayout& p) const;
+  /// The step's activation work: engine::StepSpec::compute_of reads it (none for a parameter
+  /// it looks up: its lookup and gradient are activation ops; the engine only fills its
+  /// synthetic gradient).
+  engine::StepSpec step_;
+  engine::Compute compute_of(const engine::ParamLayout& p) const { return step_.compute_of(p.pid); }
   double linear_gemm(std::int64_t m, std::int64_t n, std::int64_t k, bool fp8) const;
   /// FSDP2's per-gather copy-out and per-reduce copy-in of a sharded parameter on a GPU.
   double fsdp2_copy_out(const engine::ParamLayout& p) const;

@@ -14,7 +14,8 @@
             and is accepted by dmuon_bench.
   deepseek  DeepSeek-V3 on 256 H100 (seq 4096): the default layout does not fit; the advisor
             finds one that does within 30 s (a sixth of its default time limit), and larger
-            replicate sizes than one out of memory are pruned, not projected.
+            replicate sizes than one out of memory are pruned, not projected, and so are CP
+            sizes above 1 (out of memory by more than the activations CP could split).
   microbatch  the micro-batch knob (with --seq-len, m > 1): values m, m/2, m/4, 1 that divide
             m, each with accum x m / value micro-steps, so tokens per optimizer step stay;
             llama3-8b on 8 ranks of a800 at seq 8192: micro-batch 16 fits with nothing but a
@@ -185,6 +186,14 @@ def case_deepseek(args):
         lo = oom_r.get(key)
         check(lo is None or r <= lo,
               f"replicate={r} projected after replicate={lo} was out of memory: {e['changes']}")
+    # Out of memory by far more than its activations at --cp 1 (the parameters, not the
+    # sequence, overflow): no larger CP size can fit, so none is projected.
+    at1 = [e for e in j["evaluated"] if e["cp"] == 1 and e["outcome"]["status"] == "oom"]
+    check(any(e["outcome"]["excess_bytes"] > e["outcome"]["activation_bytes"] for e in at1),
+          "no --cp 1 candidate out of memory by more than its activations")
+    check(all(e["cp"] == 1 for e in j["evaluated"]) and j["pruned_cp"] > 0,
+          f"CP sizes projected ({sorted({e['cp'] for e in j['evaluated']})}) or none pruned "
+          f"({j['pruned_cp']})")
     print(f"deepseek: {j['winner']['changes']}: {win['step_ms']:.0f} ms, {win['peak_GB']:.1f} GB "
           f"({len(j['evaluated'])} of {j['candidates']} candidates projected, "
           f"complete {j['complete']}, {j['wall_s']:.0f} s)")
@@ -299,6 +308,9 @@ def case_cp(args):
             check(abs(tokens - seq * 64) <= 1e-6 * tokens,
                   f"{e['changes']}: {tokens} tokens per step, not {seq * 64}")
     at1 = [e for e in j["evaluated"] if e["cp"] == 1]
+    # The activations are what overflows: every CP size is projected, not pruned.
+    check({e["cp"] for e in j["evaluated"]} == {1, 2, 4, 8, 16, 32, 64},
+          f"CP sizes projected: {sorted({e['cp'] for e in j['evaluated']})}")
     check(any(e["knobs"]["ac"] == "full" and e["knobs"]["comm_dtype"] == "bf16" for e in at1),
           "--ac full with bf16 at --cp 1 was not projected")
     check(all(e["outcome"]["status"] != "ok" for e in at1),

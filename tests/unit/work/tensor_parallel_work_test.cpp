@@ -264,7 +264,8 @@ TEST(TensorParallelWork, Float8CastsEachRegionInputOnceAndGathersItInFp8) {
 }
 
 TEST(TensorParallelWork, Float8WithoutSequenceParallelCastsTheWholeInputOnce) {
-  const auto& f = float8_work(llama(2, false)).units[1].forward;
+  const auto w = float8_work(llama(2, false));  // alive while `f` is read
+  const auto& f = w.units[1].forward;
   EXPECT_EQ(count(f, "float8.amax"), 11);
   EXPECT_EQ(count(f, "tp_all_gather"), 0);
   // The attention's input cast: all 64 tokens, once, before q_proj's weight cast.
