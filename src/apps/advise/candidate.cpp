@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <numeric>
 #include <stdexcept>
 
+#include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/engine_options.hpp"
 #include "dmuon/work/run_shape.hpp"
 #include "options/run_option_rules.hpp"
@@ -37,6 +37,22 @@ std::string shown_value(const Candidate& c, std::size_t k) {
 // the data-parallel ranks are world / (T x C), so accum / C stays; 0 when it is no integer.
 std::int64_t accum_at_cp(std::int64_t accum, std::int64_t from, std::int64_t to) {
   return (accum * to) % from == 0 ? accum * to / from : 0;
+}
+
+// Whether the step work splits `seq_len` over `cp` ranks (and, with sequence parallelism, the
+// rank's tokens over the TP ranks): work::validate_run_shape's own rule.
+bool splits(std::int64_t seq_len, int cp, int tp, bool sequence_parallel) {
+  work::RunShape shape;
+  shape.seq_len = seq_len;
+  shape.tp.size = tp;
+  shape.tp.sequence = sequence_parallel;
+  shape.cp.size = cp;
+  try {
+    work::validate_run_shape(shape);
+  } catch (const InputError&) {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -161,10 +177,9 @@ std::vector<int> cp_values(int start, int accum, std::int64_t seq_len, int world
   for (int c = 1; c <= work::kMaxCp; c *= 2) {
     // Whole chunks (2C per sequence; with SP, each CP rank's tokens over the TP ranks too),
     // whole CP groups in the world, and an accum in range that keeps the step's sequences.
-    const std::int64_t chunks = sequence_parallel ? std::int64_t{c} * std::lcm(2, tp) : 2 * c;
     const std::int64_t a = accum_at_cp(accum, start, c);
-    if (c == start || seq_len % chunks != 0 || world % (c * tp) != 0 || a < 1 ||
-        a > engine::kMaxAccum)
+    if (c == start || world % (c * tp) != 0 || a < 1 || a > engine::kMaxAccum ||
+        !splits(seq_len, c, tp, sequence_parallel))
       continue;
     out.push_back(c);
   }

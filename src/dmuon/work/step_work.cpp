@@ -63,13 +63,14 @@ void stem_ops(detail::UnitBuilder& stem, const model::ModuleTree& tree, int m,
   stem.add(tp_region_output(tp.size, tp.sequence, text * width, e), m);
 }
 
-// The Embedding modules' 2-D weights no GEMM of `w` multiplies (StepWork::lookup_params).
+// The Embedding modules' 2-D weights no GEMM of `w` multiplies (StepWork::lookup_params). A
+// Linear's forward GEMM names its weight (a tied head the embedding's); grouped expert GEMMs
+// (param -1) multiply experts' weights, never an Embedding's.
 std::vector<int> lookup_params(const model::ModuleTree& tree, const StepWork& w) {
   std::set<int> multiplied;
   for (const auto& u : w.units)
-    for (const auto* list : {&u.forward, &u.backward})
-      for (const auto& op : *list)
-        for (int p : gemm_params(tree, op)) multiplied.insert(p);
+    for (const auto& op : u.forward)
+      if (op.kind == OpKind::gemm && op.param >= 0) multiplied.insert(op.param);
   std::vector<int> out;
   for (int m : tree.preorder()) {
     if (!is_embedding(tree, m)) continue;
