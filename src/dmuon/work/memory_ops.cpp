@@ -124,7 +124,9 @@ OpPair vocab_parallel_embedding_ops(double rows, double width, double local_voca
   OpPair p = embedding_ops(rows, width, local_vocab, e);
   p.forward.insert(p.forward.begin(),
                    memory_op("embedding.vocab_mask", rows * idx, rows * (idx + 1), rows, 1));
-  p.forward.front().saved_bytes = rows * (idx + 1);  // the offset ids and the mask
+  // The mask is saved for backward; the offset ids it writes are the lookup's input, which
+  // the lookup already keeps.
+  p.forward.front().saved_bytes = rows;
   p.forward.push_back(memory_op("embedding.mask_rows", N * e + rows, N * e, N, 1));
   p.backward.insert(p.backward.begin(),
                     bwd(memory_op("embedding.mask_rows", N * e + rows, N * e, N, 1)));

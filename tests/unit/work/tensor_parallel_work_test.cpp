@@ -307,8 +307,10 @@ TEST(TensorParallelWork, VocabularyParallelEmbeddingLooksUpEveryTokenInItsRows) 
             (std::vector<std::string>{"tp_all_gather", "embedding.mask_rows", "embedding.bwd"}));
   // The dense gradient of the rank's 64,128 rows, plus the 64 gathered rows of dy.
   EXPECT_EQ(first(stem.backward, "embedding.bwd").bytes_written, (64128 * kH + kS * kH) * kBf16);
-  // The masked ids and the mask are saved (8 + 1 bytes per token), with the ids themselves.
-  EXPECT_EQ(stem.forward.front().saved_bytes, kS * 9);
+  // The mask is saved (1 byte per token); the offset ids are the lookup's input, kept once
+  // by the lookup (8 bytes per token).
+  EXPECT_EQ(stem.forward.front().saved_bytes, kS * 1);
+  EXPECT_EQ(first(stem.forward, "embedding").saved_bytes, kS * 8);
   // Nothing multiplies the table: it stays a looked-up parameter.
   EXPECT_EQ(w.lookup_params.size(), 1u);
   const auto plain = work_of(llama_vocab_parallel(2, false)).units.front();
