@@ -47,6 +47,9 @@ TEST(CollectiveCounters, ConventionTable) {
   EXPECT_EQ(collective_payload(K::scatter, 4, false, 10, 4), kc(1, 0, 40));
   EXPECT_EQ(collective_payload(K::scatter, 4, true, 10, 4), kc(1, 120, 0));
   EXPECT_EQ(collective_payload(K::gather, 2, false, 10, 2), kc(1, 20, 0));  // bf16
+  // all_to_all of 10 elements to each of 4 ranks: 3 chunks leave, 3 arrive.
+  EXPECT_EQ(collective_payload(K::all_to_all, 4, false, 10, 4), kc(1, 120, 120));
+  EXPECT_EQ(collective_payload(K::all_to_all, 1, false, 10, 4), kc(1, 0, 0));
   EXPECT_THROW(collective_payload(K::broadcast, 0, true, 1, 4), InputError);
   // volume: received for broadcast/all_gather, sent for the rest.
   EXPECT_EQ(collective_volume(K::broadcast, kc(1, 40, 0)), 0u);
@@ -60,6 +63,8 @@ TEST(CollectiveCounters, ConventionTable) {
   EXPECT_EQ(collective_volume(K::gather, kc(1, 0, 120)), 0u);
   EXPECT_EQ(collective_volume(K::scatter, kc(1, 0, 40)), 40u);
   EXPECT_EQ(collective_volume(K::scatter, kc(1, 120, 0)), 0u);
+  EXPECT_EQ(collective_volume(K::all_to_all, kc(1, 120, 90)), 120u);  // sent
+  EXPECT_STREQ(collective_kind_name(K::all_to_all), "all_to_all");
   EXPECT_STREQ(collective_kind_name(K::gather), "gather");
   EXPECT_STREQ(collective_kind_name(K::scatter), "scatter");
   EXPECT_STREQ(collective_kind_name(K::reduce_scatter), "reduce_scatter");
@@ -79,6 +84,8 @@ TEST(CollectiveCounters, MatchConventionThroughCommunicator) {
   comm->all_reduce_sum(a.data(), b.data(), 12, DType::f32);                      // 48 bytes
   comm->gather(a.data(), me == last ? b.data() : nullptr, 3, DType::f32, last);  // 12 bytes
   comm->scatter(me == 0 ? a.data() : nullptr, b.data(), 2, DType::f32, 0);       // 8 bytes
+  std::vector<float> to_all(2 * n, 1.0f), from_all(2 * n, 0.0f);
+  comm->all_to_all(to_all.data(), from_all.data(), 2, DType::f32);  // 8 bytes to each rank
   const bool many = n > 1;
   const auto& c = comm->counters();
   using K = CollectiveKind;
@@ -95,11 +102,12 @@ TEST(CollectiveCounters, MatchConventionThroughCommunicator) {
   EXPECT_EQ(c[K::scatter], kc(1, me == 0 ? 8 * (n - 1) : 0, me != 0 ? 8 : 0));
   EXPECT_EQ(c.volume(K::broadcast), me != 0 ? 24u : 0u);
   EXPECT_EQ(c.volume(K::all_reduce), ar_bytes.at(n));
-  EXPECT_EQ(c.total().calls, 7u);
+  EXPECT_EQ(c[K::all_to_all], kc(1, 8 * (n - 1), 8 * (n - 1)));
+  EXPECT_EQ(c.total().calls, 8u);
   EXPECT_EQ(c.total_volume(), c.volume(K::broadcast) + c.volume(K::reduce) +
                                   c.volume(K::all_gather) + c.volume(K::reduce_scatter) +
                                   c.volume(K::all_reduce) + c.volume(K::gather) +
-                                  c.volume(K::scatter));
+                                  c.volume(K::scatter) + c.volume(K::all_to_all));
 }
 
 TEST(CollectiveCounters, SnapshotDifferenceAndReset) {

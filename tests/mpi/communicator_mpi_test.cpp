@@ -148,6 +148,32 @@ TEST(MpiCommunicator, AllGather) {
   EXPECT_EQ(inplace, all);
 }
 
+// Expert parallelism's dispatch: rank r's chunk i lands in rank i's slot r, in a batch with
+// a broadcast; bf16 moves bit for bit; buffers that overlap are refused.
+TEST(MpiCommunicator, AllToAllSendsEveryChunkToItsRank) {
+  auto comm = make_communicator(Backend::mpi, MPI_COMM_WORLD);
+  const int n = comm->size();
+  const int me = comm->rank();
+  constexpr std::size_t kChunk = 3;
+  std::vector<float> send(kChunk * n), recv(kChunk * n, -1.0f);
+  for (int i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < kChunk; ++j) send[i * kChunk + j] = 100.0f * me + 10.0f * i + j;
+  float root_value = me == 0 ? 7.0f : 0.0f;
+  comm->group_start();
+  comm->all_to_all(send.data(), recv.data(), kChunk, DType::f32);
+  comm->broadcast(&root_value, 1, DType::f32, 0);
+  comm->group_end().wait();
+  for (int r = 0; r < n; ++r)
+    for (std::size_t j = 0; j < kChunk; ++j)
+      EXPECT_EQ(recv[r * kChunk + j], 100.0f * r + 10.0f * me + j) << "from rank " << r;
+  EXPECT_EQ(root_value, 7.0f);
+  std::vector<std::uint16_t> bsend(n), brecv(n, 0);
+  for (int i = 0; i < n; ++i) bsend[i] = static_cast<std::uint16_t>(0x3f80 + 16 * me + i);
+  comm->all_to_all(bsend.data(), brecv.data(), 1, DType::bf16);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(brecv[r], 0x3f80 + 16 * r + me);
+  EXPECT_THROW(comm->all_to_all(send.data(), send.data(), 1, DType::f32), InputError);
+}
+
 // Rooted gather and scatter (the TP exchange): every root, batched with a broadcast, bf16
 // moved bit for bit, and the root's in-place forms.
 TEST(MpiCommunicator, GatherAndScatterAtEveryRoot) {

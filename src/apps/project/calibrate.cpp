@@ -179,6 +179,9 @@ void run_collective(comm::Communicator& comm, comm::CollectiveKind kind, std::si
     case comm::CollectiveKind::scatter:
       comm.scatter(rank == 0 ? buf.data() : nullptr, out.data(), count, comm::DType::f32, 0);
       break;
+    case comm::CollectiveKind::all_to_all:
+      comm.all_to_all(buf.data(), out.data(), count, comm::DType::f32);
+      break;
   }
   comm.group_end().wait();
 }

@@ -9,7 +9,8 @@ double busbw_factor(CollectiveKind kind, int n) {
     case CollectiveKind::all_gather:
     case CollectiveKind::reduce_scatter:
     case CollectiveKind::gather:
-    case CollectiveKind::scatter: return static_cast<double>(n - 1) / n;
+    case CollectiveKind::scatter:
+    case CollectiveKind::all_to_all: return static_cast<double>(n - 1) / n;
     case CollectiveKind::broadcast:
     case CollectiveKind::reduce: return 1.0;
   }
@@ -20,7 +21,7 @@ double message_bytes(CollectiveKind kind, std::int64_t count, std::size_t elem_b
   const double s = static_cast<double>(count) * static_cast<double>(elem_bytes);
   const bool chunked = kind == CollectiveKind::all_gather ||
                        kind == CollectiveKind::reduce_scatter || kind == CollectiveKind::gather ||
-                       kind == CollectiveKind::scatter;
+                       kind == CollectiveKind::scatter || kind == CollectiveKind::all_to_all;
   return chunked ? s * n : s;
 }
 

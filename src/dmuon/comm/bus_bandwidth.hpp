@@ -2,10 +2,11 @@
 // Collective sizes and bandwidths in the nccl-tests sense, so figures read like nccl-tests'
 // and like the projection's machine files:
 //   message size S = count·e for broadcast, reduce and all_reduce; S = n·count·e (the full
-//   buffer) for all_gather, reduce_scatter, gather and scatter, whose `count` is the per-rank
-//   chunk as the Communicator takes it;
+//   buffer) for all_gather, reduce_scatter, gather, scatter and all_to_all, whose `count` is
+//   the per-rank (all_to_all: per-peer) chunk as the Communicator takes it;
 //   algbw = S / t;  busbw = algbw · factor, factor = 2(n−1)/n for all_reduce, (n−1)/n for
-//   all_gather, reduce_scatter, gather and scatter (nccl-tests' gather_perf / scatter_perf), 1
+//   all_gather, reduce_scatter, gather, scatter and all_to_all (nccl-tests' gather_perf,
+//   scatter_perf, alltoall_perf), 1
 //   for broadcast and reduce (the bandwidth a link must carry,
 //   comparable across kinds and group sizes).
 

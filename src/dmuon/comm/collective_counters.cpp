@@ -17,6 +17,7 @@ const char* collective_kind_name(CollectiveKind kind) {
     case CollectiveKind::all_reduce: return "all_reduce";
     case CollectiveKind::gather: return "gather";
     case CollectiveKind::scatter: return "scatter";
+    case CollectiveKind::all_to_all: return "all_to_all";
   }
   return "?";
 }
@@ -48,6 +49,10 @@ KindCounters collective_payload(CollectiveKind kind, int group_size, bool is_roo
     case CollectiveKind::scatter:
       (is_root ? p.bytes_sent : p.bytes_received) = is_root ? (n - 1) * s : s;
       break;
+    case CollectiveKind::all_to_all:
+      p.bytes_sent = (n - 1) * s;
+      p.bytes_received = (n - 1) * s;
+      break;
     case CollectiveKind::all_reduce: {
       const std::uint64_t moved = static_cast<std::uint64_t>(count) * (n - 1) / n * e;
       p.bytes_sent = moved;
@@ -66,7 +71,8 @@ std::uint64_t collective_volume(CollectiveKind kind, const KindCounters& c) {
     case CollectiveKind::reduce:
     case CollectiveKind::reduce_scatter:
     case CollectiveKind::all_reduce:
-    case CollectiveKind::gather: return c.bytes_sent;
+    case CollectiveKind::gather:
+    case CollectiveKind::all_to_all: return c.bytes_sent;
   }
   return 0;
 }

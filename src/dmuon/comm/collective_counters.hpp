@@ -16,6 +16,8 @@
 //                              Non-root: sent c. Root: received (n−1)·c.
 //   scatter(chunk) from root   c = chunk·e (each rank's part; the root's input n·c).
 //                              Root: sent (n−1)·c. Non-root: received c.
+//   all_to_all(chunk)          c = chunk·e (what this rank sends each rank; input and
+//                              output n·c). sent (n−1)·c, received (n−1)·c.
 //   all_reduce(count)          as reduce-scatter + all-gather on a chunked payload:
 //                              sent = received = floor(count·(n−1)/n)·e.
 //                              Rounding: the element count is floored, so bytes stay a multiple
@@ -24,7 +26,7 @@
 //
 // volume(kind) is the one-directional quantity SPEC §6's per-rank formulas count:
 //   broadcast, all_gather, scatter -> received;  reduce, reduce_scatter, all_reduce,
-//   gather -> sent.
+//   gather, all_to_all -> sent.
 // E.g. DMuon Z3 per rank per step = 3·(P_M − elements owned by this rank) elements:
 //   2 broadcasts received + 1 reduce sent per non-owned parameter.
 
@@ -42,21 +44,23 @@ enum class CollectiveKind {
   reduce_scatter,
   all_gather,
   all_reduce,
-  gather,   ///< rooted: every rank's chunk to the root (the TP exchange's gather)
-  scatter,  ///< rooted: the root's chunks to every rank (the TP exchange's scatter)
+  gather,      ///< rooted: every rank's chunk to the root (the TP exchange's gather)
+  scatter,     ///< rooted: the root's chunks to every rank (the TP exchange's scatter)
+  all_to_all,  ///< every rank's chunk i to rank i (expert parallelism's token dispatch)
 };
-inline constexpr std::size_t kCollectiveKindCount = 7;
+inline constexpr std::size_t kCollectiveKindCount = 8;
 inline constexpr std::array<CollectiveKind, kCollectiveKindCount> kAllCollectiveKinds = {
     CollectiveKind::broadcast,  CollectiveKind::reduce,     CollectiveKind::reduce_scatter,
     CollectiveKind::all_gather, CollectiveKind::all_reduce, CollectiveKind::gather,
-    CollectiveKind::scatter};
+    CollectiveKind::scatter,    CollectiveKind::all_to_all};
 /// A collective with a root (broadcast, reduce, gather, scatter).
 inline constexpr bool is_rooted(CollectiveKind k) {
   return k == CollectiveKind::broadcast || k == CollectiveKind::reduce ||
          k == CollectiveKind::gather || k == CollectiveKind::scatter;
 }
 
-/// "broadcast", "reduce", "reduce_scatter", "all_gather", "all_reduce", "gather", "scatter".
+/// "broadcast", "reduce", "reduce_scatter", "all_gather", "all_reduce", "gather", "scatter",
+/// "all_to_all".
 const char* collective_kind_name(CollectiveKind kind);
 
 /// One kind's tally on one rank.
@@ -73,7 +77,8 @@ struct KindCounters {
 
 /// The payload of ONE call under the convention above (calls = 1). `count` is the element
 /// count as passed to the Communicator: the message for broadcast/reduce/all_reduce, the
-/// per-rank chunk for all_gather (send), reduce_scatter (receive), gather and scatter.
+/// per-rank chunk for all_gather (send), reduce_scatter (receive), gather and scatter, the
+/// per-peer chunk for all_to_all.
 /// `is_root` matters only for the rooted kinds. Throws InputError for group_size < 1.
 KindCounters collective_payload(CollectiveKind kind, int group_size, bool is_root,
                                 std::size_t count, std::size_t elem_bytes);

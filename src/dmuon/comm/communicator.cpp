@@ -131,6 +131,19 @@ void Communicator::scatter(const void* send, void* recv, std::size_t chunk, DTyp
       collective_payload(CollectiveKind::scatter, size_, rank_ == root, chunk, dtype_size(dtype)));
 }
 
+void Communicator::all_to_all(const void* send, void* recv, std::size_t chunk, DType dtype) {
+  require_buffer(send, chunk, "all_to_all", "send");
+  require_buffer(recv, chunk, "all_to_all", "receive");
+  const std::size_t bytes = chunk * static_cast<std::size_t>(size_) * dtype_size(dtype);
+  const auto* s = static_cast<const unsigned char*>(send);
+  const auto* r = static_cast<const unsigned char*>(recv);
+  DMUON_REQUIRE(bytes == 0 || s >= r + bytes || r >= s + bytes,
+                "all_to_all: the send and receive buffers overlap (valid: disjoint buffers)");
+  issue([&] { do_all_to_all(send, recv, chunk, dtype); });
+  counters_.record(CollectiveKind::all_to_all, collective_payload(CollectiveKind::all_to_all, size_,
+                                                                  false, chunk, dtype_size(dtype)));
+}
+
 void Communicator::all_reduce_avg(const void* send, void* recv, std::size_t count, DType dtype) {
   require_buffer(send, count, "all_reduce_avg", "send");
   require_buffer(recv, count, "all_reduce_avg", "receive");

@@ -71,6 +71,9 @@ class Communicator {
   /// The root's `send` holds size()·chunk elements; rank i receives chunk i into `recv` (send
   /// unused off the root, may be null there).
   void scatter(const void* send, void* recv, std::size_t chunk, DType dtype, int root);
+  /// `send` holds size()·chunk elements, chunk i for rank i; `recv` gets size()·chunk, rank
+  /// i's chunk for this rank at offset i·chunk. Not in place (send and recv must not overlap).
+  void all_to_all(const void* send, void* recv, std::size_t chunk, DType dtype);
   /// Mean (or sum) over the group of every rank's `send`, into every rank's `recv`.
   void all_reduce_avg(const void* send, void* recv, std::size_t count, DType dtype);
   void all_reduce_sum(const void* send, void* recv, std::size_t count, DType dtype);
@@ -121,6 +124,7 @@ class Communicator {
                           int root) = 0;
   virtual void do_all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
                              ReduceOp op) = 0;
+  virtual void do_all_to_all(const void* send, void* recv, std::size_t chunk, DType dtype) = 0;
   virtual void do_group_start() = 0;
   virtual std::unique_ptr<detail::BatchState> do_group_end() = 0;
 

@@ -209,6 +209,15 @@ void MpiCommunicator::do_all_gather(const void* send, void* recv, std::size_t ch
   open_->requests.push_back(req);
 }
 
+void MpiCommunicator::do_all_to_all(const void* send, void* recv, std::size_t chunk, DType dtype) {
+  const int n = mpi_count(chunk, "all_to_all");
+  (void)mpi_count(chunk * static_cast<std::size_t>(size()), "all_to_all (total)");
+  MPI_Request req = MPI_REQUEST_NULL;
+  DMUON_CHECK_MPI(
+      MPI_Ialltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), comm_.get(), &req));
+  open_->requests.push_back(req);
+}
+
 void MpiCommunicator::do_gather(const void* send, void* recv, std::size_t chunk, DType dtype,
                                 int root) {
   const int n = mpi_count(chunk, "gather");

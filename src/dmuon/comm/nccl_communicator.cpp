@@ -206,6 +206,24 @@ class NcclCommunicator final : public Communicator {
   void do_all_gather(const void* send, void* recv, std::size_t chunk, DType dtype) override {
     DMUON_CHECK_NCCL(ncclAllGather(send, recv, chunk, nccl_type(dtype), nccl_, active_));
   }
+  // NCCL has no all-to-all: a send to and a receive from every peer inside the open group
+  // (nccl-tests' alltoall_perf does the same); the rank's own chunk is a device copy.
+  void do_all_to_all(const void* send, void* recv, std::size_t chunk, DType dtype) override {
+    const std::size_t bytes = chunk * dtype_size(dtype);
+    const auto* in = static_cast<const unsigned char*>(send);
+    auto* out = static_cast<unsigned char*>(recv);
+    for (int r = 0; r < size(); ++r) {
+      const auto off = static_cast<std::size_t>(r) * bytes;
+      if (r == rank()) {
+        if (bytes > 0)
+          DMUON_CHECK_CUDA(
+              cudaMemcpyAsync(out + off, in + off, bytes, cudaMemcpyDeviceToDevice, active_));
+        continue;
+      }
+      DMUON_CHECK_NCCL(ncclSend(in + off, chunk, nccl_type(dtype), r, nccl_, active_));
+      DMUON_CHECK_NCCL(ncclRecv(out + off, chunk, nccl_type(dtype), r, nccl_, active_));
+    }
+  }
   // NCCL has no rooted gather or scatter: point-to-point inside the open group (nccl-tests'
   // gather_perf / scatter_perf do the same); the root's own chunk is a device copy.
   void do_gather(const void* send, void* recv, std::size_t chunk, DType dtype, int root) override {

@@ -121,6 +121,32 @@ CollectiveTime rooted_p2p_time(const Machine& m, double total_bytes, const CommS
   return t;
 }
 
+// An all-to-all (NCCL has none: a send to and a receive from every peer inside one group,
+// as nccl-tests' alltoall_perf): each rank's chunks to the peers of its own domain cross the
+// NVLink fabric, those to other domains its own NIC (one per GPU, rail-optimized), both at
+// once; the slower of the two is the transfer, one hop of latency.
+CollectiveTime all_to_all_time(const Machine& m, double total_bytes, const CommSpan& span,
+                               int protocol) {
+  const int n = span.ranks, nodes = std::max(1, span.domains);
+  const double chunk = total_bytes / n;
+  const int local = std::max(1, n / nodes);  // ranks of one domain
+  const double intra_bytes = (local - 1) * chunk, inter_bytes = (n - local) * chunk;
+  const double ll = protocol == kSimple ? 1.0 : (nodes > 1 ? 1.0 / 4.0 : 1.0 / 3.0);
+  double transfer = intra_bytes / (m.intra.busbw_gbps * ll * 1e9);
+  if (inter_bytes > 0) {
+    const double nic = m.inter.busbw_gbps > 0 ? m.inter.busbw_gbps : m.intra.busbw_gbps;
+    transfer = std::max(transfer, inter_bytes / (nic * ll * 1e9));
+  }
+  const double hop_us = nodes > 1 ? kNetStepUs[kRing][protocol] : kNvlinkStepUs[kRing][protocol];
+  CollectiveTime t;
+  t.latency_s = (kBaseLatencyUs[kRing][protocol] + hop_us) * 1e-6;
+  t.base_s = kBaseLatencyUs[kRing][protocol] * 1e-6;
+  t.transfer_s = transfer;
+  t.algorithm = "p2p";
+  t.protocol = protocol == kSimple ? "simple" : "ll";
+  return t;
+}
+
 }  // namespace
 
 CollectiveTime collective_time(const Machine& m, CollectiveKind kind, std::int64_t count,
@@ -144,6 +170,7 @@ CollectiveTime collective_time(const Machine& m, CollectiveKind kind, std::int64
   const int p = protocol == Protocol::simple ? kSimple : kLL;
   if (kind == CollectiveKind::gather || kind == CollectiveKind::scatter)
     return rooted_p2p_time(m, bytes, span, p);
+  if (kind == CollectiveKind::all_to_all) return all_to_all_time(m, bytes, span, p);
   return nccl_time(m, kind, bytes, span, p);
 }
 

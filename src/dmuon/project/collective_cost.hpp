@@ -61,6 +61,11 @@ enum class Protocol { simple, ll };
 /// where the bandwidth is the intra link's bus bandwidth inside one domain, else
 /// min(intra, inter) (one NIC at the root), a quarter of it with LL (the ring's LL factor
 /// across domains, 1/3 inside one), with NCCL's ring constants.
+/// An all-to-all of `count` elements to each peer: each rank's (local − 1) chunks to the ranks
+/// of its domain (local = n / domains) on the intra link and its (n − local) chunks to other
+/// domains on its own NIC, concurrently:
+///   time = base latency + one hop + max(intra bytes / intra busbw, inter bytes / inter busbw)
+/// (a third of the bandwidth with LL inside one domain, a quarter across, as above).
 CollectiveTime collective_time(const Machine& m, comm::CollectiveKind kind, std::int64_t count,
                                std::size_t elem_bytes, const CommSpan& span, Protocol protocol);
 /// The same with the faster protocol, as NCCL picks for a collective on its own.

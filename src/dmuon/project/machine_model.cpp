@@ -125,7 +125,7 @@ class MapReader {
 };
 
 const char* const kKindKeys[] = {"broadcast",  "reduce", "reduce_scatter", "all_gather",
-                                 "all_reduce", "gather", "scatter"};
+                                 "all_reduce", "gather", "scatter",        "all_to_all"};
 
 // The step-work keys (attention, memory-bound kernels, launches): optional.
 void read_step_work_keys(const MapReader& c, Machine& m) {

@@ -96,9 +96,8 @@ int MPI_Allreduce(const void* send, void* recv, int count, MPI_Datatype type, MP
                   MPI_Comm comm);
 int MPI_Gather(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
                MPI_Datatype rtype, int root, MPI_Comm comm);
-int MPI_Gatherv(const void* send, int scount, MPI_Datatype stype, void* recv,
-                const int* rcounts, const int* displs, MPI_Datatype rtype, int root,
-                MPI_Comm comm);
+int MPI_Gatherv(const void* send, int scount, MPI_Datatype stype, void* recv, const int* rcounts,
+                const int* displs, MPI_Datatype rtype, int root, MPI_Comm comm);
 int MPI_Scatter(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
                 MPI_Datatype rtype, int root, MPI_Comm comm);
 int MPI_Allgather(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
@@ -115,6 +114,8 @@ int MPI_Iscatter(const void* send, int scount, MPI_Datatype stype, void* recv, i
                  MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req);
 int MPI_Iallgather(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
                    MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req);
+int MPI_Ialltoall(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
+                  MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req);
 int MPI_Ireduce_scatter_block(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
                               MPI_Comm comm, MPI_Request* req);
 int MPI_Wait(MPI_Request* req, MPI_Status* status);

@@ -150,7 +150,8 @@ int MPI_Gather(const void* send, int scount, MPI_Datatype stype, void* recv, int
 int MPI_Gatherv(const void* send, int scount, MPI_Datatype stype, void* recv, const int*,
                 const int* displs, MPI_Datatype, int root, MPI_Comm c) {
   if (root != 0 || valid(c)) return MPI_ERR_OTHER;
-  return copy(send, static_cast<char*>(recv) + static_cast<std::size_t>(displs[0]) * type_size(stype),
+  return copy(send,
+              static_cast<char*>(recv) + static_cast<std::size_t>(displs[0]) * type_size(stype),
               scount, stype);
 }
 int MPI_Scatter(const void* send, int, MPI_Datatype, void* recv, int rcount, MPI_Datatype rtype,
@@ -185,6 +186,10 @@ int MPI_Iscatter(const void* send, int scount, MPI_Datatype stype, void* recv, i
 int MPI_Iallgather(const void* send, int scount, MPI_Datatype stype, void* recv, int rcount,
                    MPI_Datatype rtype, MPI_Comm c, MPI_Request* req) {
   return done(req, MPI_Allgather(send, scount, stype, recv, rcount, rtype, c));
+}
+int MPI_Ialltoall(const void* send, int scount, MPI_Datatype stype, void* recv, int, MPI_Datatype,
+                  MPI_Comm c, MPI_Request* req) {
+  return done(req, valid(c) ? MPI_ERR_OTHER : copy(send, recv, scount, stype));  // one rank
 }
 int MPI_Ireduce_scatter_block(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op,
                               MPI_Comm c, MPI_Request* req) {

@@ -132,6 +132,32 @@ TEST(CollectiveCost, TpExchangeGatherAndScatter) {
       project::collective_time(m, comm::CollectiveKind::gather, 1'000'000, 4, {4, 1}).total_s());
 }
 
+// An all-to-all (expert parallelism's dispatch): each rank's chunks to its own domain on
+// NVLink, those to other domains on its NIC, at once; the slower sets the transfer.
+TEST(CollectiveCost, AllToAllSplitsItsChunksBetweenNvlinkAndTheNic) {
+  const auto m = project::testing::nccl_machine(8, 300, 40);
+  // 8 ranks in one domain, 1e6 floats to each: 7 chunks of 4 MB leave on NVLink. Simple:
+  // 8.4 + 3.4 µs + 28e6 / 300e9 s.
+  auto t = project::collective_time(m, comm::CollectiveKind::all_to_all, 1'000'000, 4, {8, 1});
+  EXPECT_STREQ(t.protocol, "simple");
+  EXPECT_STREQ(t.algorithm, "p2p");
+  EXPECT_NEAR(t.latency_s, 11.8 * us, 1e-12);
+  EXPECT_NEAR(t.transfer_s, 28e6 / 300e9, 1e-12);
+  // 16 ranks over two domains of 8: 7 chunks on NVLink (28 MB at 300 GB/s, 93 µs) and 8 on the
+  // NIC (32 MB at 40 GB/s, 800 µs): the NIC's; the net hop 9.6 µs.
+  t = project::collective_time(m, comm::CollectiveKind::all_to_all, 1'000'000, 4, {16, 2});
+  EXPECT_NEAR(t.total_s(), 18.0 * us + 32e6 / 40e9, 1e-12);
+  // 1 KB to each of 2 ranks: LL's latency wins, 7.07 µs + 1024 B at 100 GB/s.
+  t = project::collective_time(m, comm::CollectiveKind::all_to_all, 256, 4, {2, 1});
+  EXPECT_STREQ(t.protocol, "ll");
+  EXPECT_NEAR(t.total_s(), 7.07 * us + 1024 / 100e9, 1e-12);
+  EXPECT_EQ(
+      project::collective_time(m, comm::CollectiveKind::all_to_all, 1000, 4, {1, 1}).total_s(), 0);
+  // The bus bandwidth convention: S = n · count · e, factor (n − 1)/n.
+  EXPECT_DOUBLE_EQ(comm::message_bytes(comm::CollectiveKind::all_to_all, 10, 4, 8), 320.0);
+  EXPECT_DOUBLE_EQ(comm::busbw_factor(comm::CollectiveKind::all_to_all, 8), 7.0 / 8);
+}
+
 }  // namespace
 
 namespace {

@@ -48,6 +48,9 @@ void issue_call(comm::Communicator& c, StepBackend& backend, const CollectiveCal
     case CollectiveKind::scatter:
       c.scatter(root ? buf : nullptr, backend.buffer(call.recv), count, call.dtype, call.root);
       break;
+    case CollectiveKind::all_to_all:
+      c.all_to_all(buf, backend.buffer(call.recv), count, call.dtype);
+      break;
   }
 }
 
