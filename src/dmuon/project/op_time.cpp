@@ -88,7 +88,8 @@ double OpTime::seconds(const Op& op) const {
     case OpKind::attention: return attention(op);
     case OpKind::memory: return memory(op.bytes(), op.vector_flops, op.kernels);
     case OpKind::tp_collective:
-    case OpKind::cp_collective: return collective(op);
+    case OpKind::cp_collective:
+    case OpKind::ep_collective: return collective(op);
   }
   return 0;
 }

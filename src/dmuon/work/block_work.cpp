@@ -6,6 +6,7 @@
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/work/attention_ops.hpp"
+#include "dmuon/work/expert_parallel_ops.hpp"
 #include "dmuon/work/memory_ops.hpp"
 #include "dmuon/work/parameter_tokens.hpp"
 #include "dmuon/work/unit_builder.hpp"
@@ -27,6 +28,7 @@ struct Context {
   Fusion fusion;
   const TensorParallel& tp;
   int cp;  // context-parallel ranks: rows are 1/C of each sequence's tokens
+  int ep;  // expert-parallel ranks: each runs 1/E of every MoE layer's experts
   double hidden() const { return static_cast<double>(stack.hidden); }
   /// Tokens of the residual stream's ops (norms, residual adds) on this rank: 1/T of `rows`
   /// under sequence parallelism.
@@ -301,8 +303,15 @@ void emit_moe(UnitBuilder& b, const Context& c, int moe) {
   if (experts < 1)
     bad_block(c,
               fmt::format("experts' container '{}' has no experts", c.tree.module(container).path));
+  if (experts % c.ep != 0)
+    bad_block(c, fmt::format("--ep {}: the {} experts of '{}' do not split over {} ranks (valid: "
+                             "an EP size dividing {})",
+                             c.ep, experts, c.tree.module(container).path, c.ep, experts));
   const std::int64_t k = std::min(m.top_k, experts);
   const double dk = static_cast<double>(k), routed_rows = c.rows * dk;
+  // This rank's experts, and the rows they run: with balanced routing every EP rank receives
+  // as many rows as it routes.
+  const std::int64_t local = experts / c.ep;
   const auto expert = expert_linears(c, container);
   const MoeParts p = moe_parts(c, moe, container);
   if (c.tp.size > 1) {
@@ -323,13 +332,16 @@ void emit_moe(UnitBuilder& b, const Context& c, int moe) {
   for (const auto& l : p.router) b.linear(l, c.rows, c.e);
   b.add(router_ops(m.scoring, c.rows, static_cast<double>(experts), dk, c.e), moe);
   b.add(dispatch_ops(c.rows, dk, c.hidden(), c.e), moe);
-  const double per_expert = routed_rows / static_cast<double>(experts);
+  if (c.ep > 1)
+    b.add(ep_dispatch_ops(c.ep, routed_rows, c.hidden(), c.e, static_cast<double>(experts)), moe);
+  const double per_expert = routed_rows / static_cast<double>(local);
   for (std::size_t j = 0; j + 1 < expert.size(); ++j)  // the dispatched rows, kept once
-    b.grouped_linear(expert[j], container, static_cast<int>(j), experts, per_expert, c.e, j > 0);
+    b.grouped_linear(expert[j], container, static_cast<int>(j), local, per_expert, c.e, j > 0);
   if (expert.size() > 1)
     emit_activation(b, c, expert.size() - 1, routed_rows, expert.front().out, container);
-  b.grouped_linear(expert.back(), container, static_cast<int>(expert.size() - 1), experts,
-                   per_expert, c.e);
+  b.grouped_linear(expert.back(), container, static_cast<int>(expert.size() - 1), local, per_expert,
+                   c.e);
+  if (c.ep > 1) b.add(ep_combine_ops(c.ep, routed_rows, c.hidden(), c.e), moe);
   b.add(combine_ops(c.rows, dk, c.hidden(), c.e), moe);
   if (!p.shared.empty()) {
     emit_mlp_linears(b, c, p.shared, c.rows, moe, !p.router.empty());  // the router keeps it
@@ -355,7 +367,8 @@ WorkUnit block_unit(const model::Topology& t, const model::StackGeometry& s, int
                   shape.element_bytes(),
                   shape.fusion,
                   shape.tp,
-                  shape.cp.size};
+                  shape.cp.size,
+                  shape.ep.size};
   const Parts parts = classify(c);
   UnitBuilder b;
   emit_attention(b, c, parts.attention);

@@ -23,6 +23,7 @@ const char* op_kind_name(OpKind k) {
     case OpKind::memory: return "memory";
     case OpKind::tp_collective: return "tp_collective";
     case OpKind::cp_collective: return "cp_collective";
+    case OpKind::ep_collective: return "ep_collective";
   }
   return "?";
 }
@@ -53,6 +54,10 @@ Op tp_collective_op(const char* name, comm::CollectiveKind kind, double count, d
 
 Op cp_collective_op(const char* name, const GroupCall& call) {
   return collective_op(name, OpKind::cp_collective, call);
+}
+
+Op ep_collective_op(const char* name, const GroupCall& call) {
+  return collective_op(name, OpKind::ep_collective, call);
 }
 
 OpPair tp_region_input(int group, bool sequence, double n, double e, bool partial_gradient) {

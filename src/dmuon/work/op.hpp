@@ -23,21 +23,23 @@ enum class OpKind {
   memory,         ///< memory-bound: norms, activations, RoPE, residuals, embedding, loss, routing
   tp_collective,  ///< a TP group's activation collective, in the compute stream (RunShape::tp)
   cp_collective,  ///< a CP group's ring-attention exchange (RunShape::cp)
+  ep_collective,  ///< an EP group's token dispatch or combine (RunShape::ep)
 };
 
 /// Whether ops of this kind are collectives (GroupCall), not device work.
 inline bool is_collective(OpKind k) {
-  return k == OpKind::tp_collective || k == OpKind::cp_collective;
+  return k == OpKind::tp_collective || k == OpKind::cp_collective || k == OpKind::ep_collective;
 }
 
-/// A collective op's call (all_reduce, all_gather or reduce_scatter) in nccl-tests' terms
-/// (comm/bus_bandwidth.hpp): `count` elements of `elem_bytes` each, the whole buffer for an
-/// all-reduce, each rank's chunk for an all-gather or reduce-scatter.
+/// A collective op's call (all_reduce, all_gather, reduce_scatter or all_to_all) in nccl-tests'
+/// terms (comm/bus_bandwidth.hpp): `count` elements of `elem_bytes` each, the whole buffer for
+/// an all-reduce, each rank's chunk for an all-gather or reduce-scatter, each rank's chunk to
+/// every peer for an all-to-all.
 struct GroupCall {
   comm::CollectiveKind kind = comm::CollectiveKind::all_reduce;
   double count = 0;
   double elem_bytes = 0;
-  int group = 1;  ///< T or C ranks (2 for a ring permute: each rank's chunk to its neighbour)
+  int group = 1;  ///< T, C or E ranks (2 for a ring permute: each rank's chunk to its neighbour)
   /// The consecutive ranks whose NVLink domains the call crosses; 0: `group`'s. A CP ring
   /// permute is a 2-rank exchange on every link of the C-rank ring at once: its slowest hop.
   int span = 0;
@@ -129,6 +131,8 @@ Op tp_collective_op(const char* name, comm::CollectiveKind kind, double count, d
 
 /// A cp_collective op (as tp_collective_op) with its call.
 Op cp_collective_op(const char* name, const GroupCall& call);
+/// An ep_collective op (as tp_collective_op) with its call.
+Op ep_collective_op(const char* name, const GroupCall& call);
 
 /// The TP collectives where the input of a TP region (`n` elements of `e` bytes, whole) enters
 /// it, over a group of `group` ranks (docs/STEP-WORK.md "Tensor parallelism"): with

@@ -56,6 +56,8 @@ void validate_run_shape(const RunShape& s) {
         fmt::format("TP size {} is invalid (valid: 1..{})", s.tp.size, boundary::kMaxTp));
   if (s.tp.sequence && s.tp.size == 1)
     throw InputError("--sequence-parallel needs --tp T > 1 (it splits the TP group's tokens)");
+  if (s.ep.size < 1 || s.ep.size > kMaxEp)
+    throw InputError(fmt::format("--ep {} is invalid (valid: 1..{})", s.ep.size, kMaxEp));
   if (s.cp.size < 1 || s.cp.size > kMaxCp)
     throw InputError(fmt::format("--cp {} is invalid (valid: 1..{})", s.cp.size, kMaxCp));
   // The causal load balance cuts every sequence into 2C chunks.

@@ -66,6 +66,18 @@ struct ContextParallel {
   int size = 1;  ///< C
 };
 
+/// Expert parallelism as the step work sees it (--ep E, docs/STEP-WORK.md "Expert
+/// parallelism"), torchtitan's: each MoE layer's experts split over the E ranks of an EP
+/// group, E_l = experts / E on each. After routing, every rank sends each routed token copy to
+/// the rank of its expert (an all-to-all of the tokens, after one of the per-expert counts),
+/// permutes what it receives into its experts' order, runs its E_l experts on them, and sends
+/// the outputs back (the combine's all-to-all); backward the other way round. Routing is taken
+/// as balanced (each expert receives the mean, as NVIDIA's force-balanced runs), so a rank's
+/// expert rows equal its own routed rows.
+struct ExpertParallel {
+  int size = 1;  ///< E
+};
+
 struct RunShape {
   std::int64_t seq_len = 0;                     ///< text tokens per sample
   std::int64_t micro_batch = 1;                 ///< samples per micro-batch on one rank
@@ -77,6 +89,7 @@ struct RunShape {
   bool float8 = false;
   TensorParallel tp;
   ContextParallel cp;
+  ExpertParallel ep;
 
   /// Tokens of one sequence on this rank: seq_len / C.
   std::int64_t local_seq_len() const { return seq_len / cp.size; }
@@ -85,10 +98,13 @@ struct RunShape {
 
 /// InputError (one line) unless seq_len >= 1 and micro_batch >= 1 (and their product fits),
 /// and a TP size of 1..boundary::kMaxTp (sequence parallelism with one above 1 that divides
-/// the rank's seq_len / C), a CP size of 1..kMaxCp whose 2C chunks divide seq_len.
+/// the rank's seq_len / C), a CP size of 1..kMaxCp whose 2C chunks divide seq_len, an EP
+/// size of 1..kMaxEp.
 void validate_run_shape(const RunShape& s);
 
 /// The largest --cp accepted (the public runs use up to 8).
 inline constexpr int kMaxCp = 64;
+/// The largest --ep accepted (DeepSeek-V3's 256 experts over 256 ranks).
+inline constexpr int kMaxEp = 256;
 
 }  // namespace dmuon::work

@@ -96,13 +96,14 @@ std::vector<Op> recompute_ops(const WorkUnit& unit, AcPolicy ac) {
       case AcPolicy::selective:
         // Saved: every odd-numbered matmul, the attention core, a float8 amax (torchtitan's
         // _save_list keeps aten.abs and aten.max "for low precision training": work/float8.hpp)
-        // and a TP reduce-scatter's output (_c10d_functional.reduce_scatter_tensor is on it);
-        // all else recomputed.
+        // a TP reduce-scatter's output (_c10d_functional.reduce_scatter_tensor is on it) and
+        // an EP all-to-all's (all_to_all_single, likewise); all else recomputed.
         if (op.kind == OpKind::gemm) ++matmuls;
         redo = !(attention_core(op) || (op.kind == OpKind::gemm && matmuls % 2 == 1) ||
                  std::string_view(op.name) == kFloat8Amax ||
                  (op.kind == OpKind::tp_collective &&
-                  op.call.kind == comm::CollectiveKind::reduce_scatter));
+                  op.call.kind == comm::CollectiveKind::reduce_scatter) ||
+                 op.kind == OpKind::ep_collective);
         break;
     }
     if (!redo) continue;
@@ -202,9 +203,23 @@ WorkUnit head_unit(const model::Topology& t, const RunShape& shape) {
   return unit;
 }
 
-// Context parallelism splits the text sequence under a causal mask (its load balance needs one).
+}  // namespace
 
-std::vector<std::string> not_modelled(const model::ModelGeometry& g) {
+void check_expert_parallel(const model::Topology& t, int ep) {
+  if (ep <= 1) return;
+  bool moe = false;
+  if (t.geometry)
+    for (const auto& s : t.geometry->stacks) moe = moe || s.moe.has_value();
+  if (!moe)
+    throw InputError(fmt::format(
+        "--ep {}: topology '{}' has no MoE layer {}(valid: --ep 1, or an MoE model such as "
+        "--topology moe-llm)",
+        ep, t.name, t.geometry ? "" : "whose routing the step work knows "));
+}
+
+namespace {
+
+std::vector<std::string> not_modelled(const model::ModelGeometry& g, int ep) {
   std::vector<std::string> out{
       "dropout, data loading and the optimizer's elementwise work (priced elsewhere)"};
   bool moe = false, vision = false, mla = false;
@@ -213,10 +228,15 @@ std::vector<std::string> not_modelled(const model::ModelGeometry& g) {
     vision = vision || s.tokens == model::TokenStream::vision;
     mla = mla || s.attention.kind == model::AttentionKind::mla;
   }
-  if (moe) {
+  if (moe && ep == 1)
     out.emplace_back(
         "expert parallelism: every rank runs all experts of its layers on its own tokens (no "
         "all-to-all dispatch or combine between ranks)");
+  if (moe && ep > 1)
+    out.emplace_back(
+        "the host's wait for the dispatch's row counts (torchtitan reads the all-to-all's "
+        "split sizes on the CPU) and the dispatch's overlap with the shared expert");
+  if (moe) {
     out.emplace_back("expert load imbalance: every expert gets tokens x k / E (balanced routing)");
     out.emplace_back(
         "auxiliary load-balancing losses, group-limited routing and multi-token "
@@ -276,6 +296,7 @@ StepWork build_step_work(const model::Topology& t, const RunShape& shape) {
         "linears torchtitan would run in float8 is unknown)",
         t.name));
   check_context_parallel(t, shape.cp.size);
+  check_expert_parallel(t, shape.ep.size);
   if (!t.geometry) return parameter_work(t, shape, std::move(w));
   const auto& g = *t.geometry;
   w.has_geometry = true;
@@ -299,7 +320,7 @@ StepWork build_step_work(const model::Topology& t, const RunShape& shape) {
     }
   }
   w.units.push_back(head_unit(t, shape));
-  w.not_modelled = not_modelled(g);
+  w.not_modelled = not_modelled(g, shape.ep.size);
   w.lookup_params = lookup_params(t.tree, w);
   return w;
 }

@@ -51,6 +51,11 @@ struct StepWork {
 /// refuses it otherwise. Nothing to check at cp <= 1.
 void check_context_parallel(const model::Topology& topology, int cp);
 
+/// Expert parallelism (ep > 1, RunShape::ep) needs a model with a geometry that has MoE layers;
+/// InputError naming the model otherwise. Each layer's experts must split over the EP ranks
+/// (build_step_work says which layer does not).
+void check_expert_parallel(const model::Topology& topology, int ep);
+
 /// Builds the step's work (InputError for a bad run shape, or a geometry its tree contradicts,
 /// e.g. experts of different shapes in one layer).
 StepWork build_step_work(const model::Topology& topology, const RunShape& shape);

@@ -227,6 +227,24 @@ TEST(OpTime, AGroupThatStraddlesNodesCostsAcrossThem) {
       project::collective_time(m, comm::CollectiveKind::all_gather, 1000000, 2, {4, 1}).total_s());
 }
 
+// An EP dispatch is the all-to-all the collective model prices, waited for at once; 16 ranks
+// on 8-rank domains send half their chunks over the NIC.
+TEST(OpTime, EpCollectivesCostTheirAllToAll) {
+  const auto m = parse_machine(kHand + "  inter: {busbw_GBps: 10}\n", "m.yaml");
+  const OpTime t(m, kernels::Dtype::bf16);
+  const Op eight =
+      ep_collective_op("ep_dispatch", {comm::CollectiveKind::all_to_all, 1e6, 2, 8, 0, 0});
+  EXPECT_DOUBLE_EQ(
+      t.seconds(eight),
+      project::collective_time(m, comm::CollectiveKind::all_to_all, 1000000, 2, {8, 1}).total_s());
+  const Op sixteen =
+      ep_collective_op("ep_dispatch", {comm::CollectiveKind::all_to_all, 1e6, 2, 16, 0, 0});
+  EXPECT_DOUBLE_EQ(
+      t.seconds(sixteen),
+      project::collective_time(m, comm::CollectiveKind::all_to_all, 1000000, 2, {16, 2}).total_s());
+  EXPECT_GT(t.seconds(sixteen), t.seconds(eight));
+}
+
 TEST(Throughput, MfuHfuAndPeaks) {
   // torchtitan's A100 rows (Apr 2024: 6·N_all + 12·L·h·s, embedding included): Llama-3-8B at
   // 2,904 and 2,973 tokens/s per GPU over 312 TFLOP/s are its published 56.8 % and 58.2 %.

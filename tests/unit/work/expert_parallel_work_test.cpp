@@ -1,0 +1,147 @@
+// One EP rank's step work (work::ExpertParallel) against torchtitan's expert parallelism,
+// computed by hand: Mixtral-8x7B (h 4096, 8 experts of 14336, top-2) at S = 64 tokens, EP 2:
+// 128 routed rows per rank, 4 experts per rank, 32 rows each.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "dmuon/base/error.hpp"
+#include "dmuon/model/topology.hpp"
+#include "dmuon/work/step_work.hpp"
+#include "op_lookup.hpp"
+
+namespace {
+
+using namespace dmuon;
+using namespace dmuon::work;
+using namespace dmuon::work::test;
+
+constexpr double kS = 64, kH = 4096, kI = 14336, kBf16 = 2, kRouted = kS * 2;
+
+StepWork mixtral(int ep, AcPolicy ac = AcPolicy::none) {
+  RunShape shape;
+  shape.seq_len = static_cast<std::int64_t>(kS);
+  shape.ac = ac;
+  shape.ep.size = ep;
+  return build_step_work(model::build_topology("moe-llm", "mixtral-8x7b"), shape);
+}
+
+// The names between two ops of a list (both included).
+std::vector<std::string> span(const std::vector<Op>& ops, const std::string& from,
+                              const std::string& to) {
+  const auto all = names(ops);
+  const auto a = std::find(all.begin(), all.end(), from);
+  const auto b = std::find(a, all.end(), to);
+  if (b == all.end()) return {};
+  return {a, b + 1};
+}
+
+std::string error_of(const std::string& topology, const std::string& preset, int ep) {
+  try {
+    RunShape shape;
+    shape.seq_len = 64;
+    shape.ep.size = ep;
+    (void)build_step_work(model::build_topology(topology, preset), shape);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ExpertParallelWork, TheRoutedRowsLeaveAndComeBackAroundTheRanksExperts) {
+  const auto w = mixtral(2);
+  const auto& layer = w.units[1];
+  EXPECT_EQ(span(layer.forward, "moe_dispatch", "moe_combine"),
+            (std::vector<std::string>{"moe_dispatch", "ep_token_counts", "ep_dispatch",
+                                      "ep_permute", "linear", "linear", "swiglu", "linear",
+                                      "ep_unpermute", "ep_combine", "moe_combine"}));
+  // Each rank sends the other half of its 128 routed rows: 64 rows of 4096 bf16 = 512 KiB.
+  const auto& dispatch = first(layer.forward, "ep_dispatch");
+  EXPECT_EQ(dispatch.kind, OpKind::ep_collective);
+  EXPECT_EQ(dispatch.call.kind, comm::CollectiveKind::all_to_all);
+  EXPECT_EQ(dispatch.call.group, 2);
+  EXPECT_DOUBLE_EQ(dispatch.call.count, kRouted * kH / 2);
+  EXPECT_DOUBLE_EQ(dispatch.call.bytes_per_rank(), 64 * kH * kBf16);
+  EXPECT_DOUBLE_EQ(first(layer.forward, "ep_combine").call.bytes_per_rank(), 64 * kH * kBf16);
+  // The counts: 8 experts' int64 counts, 4 to each rank.
+  const auto& counts = first(layer.forward, "ep_token_counts");
+  EXPECT_DOUBLE_EQ(counts.call.count, 4);
+  EXPECT_DOUBLE_EQ(counts.call.elem_bytes, 8);
+  // Backward: the combine's gradient comes back before the experts' backward, the dispatch's
+  // leaves after it.
+  EXPECT_EQ(span(layer.backward, "moe_combine.bwd", "moe_dispatch.bwd").front(), "moe_combine.bwd");
+  const auto back = names(layer.backward);
+  const auto at = [&](const char* n) {
+    return std::find(back.begin(), back.end(), n) - back.begin();
+  };
+  EXPECT_LT(at("ep_combine.bwd"), at("ep_unpermute.bwd"));
+  EXPECT_LT(at("ep_unpermute.bwd"), at("linear.dgrad"));
+  EXPECT_LT(at("ep_permute.bwd"), at("ep_dispatch.bwd"));
+  EXPECT_LT(at("ep_dispatch.bwd"), at("moe_dispatch.bwd"));
+  EXPECT_EQ(of_kind(layer.backward, OpKind::ep_collective).size(), 2u);
+}
+
+TEST(ExpertParallelWork, EachRankRunsHalfTheExpertsOnTwiceTheRows) {
+  const auto one = mixtral(1), two = mixtral(2);
+  double flops1 = 0, flops2 = 0;
+  for (const auto& op : two.units[1].forward)
+    if (op.member >= 0) {
+      EXPECT_EQ(op.gemm.batch, 4);
+      EXPECT_DOUBLE_EQ(op.gemm.m, 32);  // 128 rows over 4 experts
+      flops2 += op.flops;
+    }
+  for (const auto& op : one.units[1].forward)
+    if (op.member >= 0) {
+      EXPECT_EQ(op.gemm.batch, 8);
+      EXPECT_DOUBLE_EQ(op.gemm.m, 16);
+      flops1 += op.flops;
+    }
+  // Balanced routing: the same expert FLOPs on every rank, 2 · 128 · 3 · 4096 · 14336.
+  EXPECT_DOUBLE_EQ(flops2, 2 * kRouted * 3 * kH * kI);
+  EXPECT_DOUBLE_EQ(flops1, flops2);
+  // The router still scores all 8 experts.
+  EXPECT_DOUBLE_EQ(first(two.units[1].forward, "router_scores").bytes_written, kS * 8 * 4);
+  EXPECT_TRUE(of_kind(one.units[1].forward, OpKind::ep_collective).empty());
+}
+
+TEST(ExpertParallelWork, FullCheckpointingRedoesTheAllToAllsAndSacKeepsTheirOutputs) {
+  const auto full = mixtral(2, AcPolicy::full);
+  EXPECT_EQ(of_kind(full.units[1].recompute, OpKind::ep_collective).size(), 3u);
+  const auto sac = mixtral(2, AcPolicy::selective);
+  EXPECT_TRUE(of_kind(sac.units[1].recompute, OpKind::ep_collective).empty());
+  // What SAC caches of them: the received rows (and counts), not their ring traffic.
+  EXPECT_DOUBLE_EQ(first(sac.units[1].forward, "ep_dispatch").cached_bytes, kRouted * kH * kBf16);
+  EXPECT_DOUBLE_EQ(first(sac.units[1].forward, "ep_token_counts").cached_bytes, 8 * 8);
+  // The permute keeps its index for backward; the rows it writes are the experts' input,
+  // which the first grouped GEMM keeps.
+  EXPECT_DOUBLE_EQ(first(sac.units[1].forward, "ep_permute").saved_bytes, kRouted * 8);
+}
+
+TEST(ExpertParallelWork, RefusesWhatDoesNotSplit) {
+  EXPECT_NE(error_of("moe-llm", "mixtral-8x7b", 3).find("--ep 3: the 8 experts of"),
+            std::string::npos);
+  EXPECT_NE(error_of("moe-llm", "mixtral-8x7b", 3).find("valid: an EP size dividing 8"),
+            std::string::npos);
+  EXPECT_NE(error_of("llm", "llama3-8b", 2).find("--ep 2: topology 'llm' has no MoE layer"),
+            std::string::npos);
+  EXPECT_NE(error_of("moe-llm", "mixtral-8x7b", 0).find("--ep 0 is invalid (valid: 1..256)"),
+            std::string::npos);
+  EXPECT_EQ(error_of("moe-llm", "mixtral-8x7b", 8), "");  // one expert per rank
+  EXPECT_EQ(error_of("moe-llm", "deepseek-v3", 64), "");
+}
+
+TEST(ExpertParallelWork, SaysWhatIsNotModelled) {
+  const auto has = [](const StepWork& w, const std::string& needle) {
+    return std::any_of(w.not_modelled.begin(), w.not_modelled.end(),
+                       [&](const std::string& n) { return n.find(needle) != std::string::npos; });
+  };
+  EXPECT_TRUE(has(mixtral(1), "expert parallelism: every rank runs all experts"));
+  EXPECT_FALSE(has(mixtral(2), "expert parallelism: every rank runs all experts"));
+  EXPECT_TRUE(has(mixtral(2), "split sizes on the CPU"));
+  EXPECT_TRUE(has(mixtral(2), "balanced routing"));
+}
+
+}  // namespace
