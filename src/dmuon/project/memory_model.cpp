@@ -6,6 +6,10 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "dmuon/base/abbreviate.hpp"
+#include "dmuon/base/error.hpp"
 #include "kernels/dtype.hpp"
 
 namespace dmuon::project {
@@ -16,6 +20,26 @@ namespace {
 
 std::int64_t bytes_of(kernels::Dtype t) {
   return static_cast<std::int64_t>(kernels::dtype_bytes(t));
+}
+
+// Every memory term is a few bytes per element of the layout's parameters and arenas (at
+// most 4 B × 9 for a Newton–Schulz workspace of 4·r·c + 5·min(r, c)² fp32 values), summed over
+// a dozen terms: sizes within 2^63 / 128 element-units keep every product and sum in int64.
+constexpr long double kMaxUnits = 9223372036854775807.0L / 128;
+
+// The backstop of require_memory_representable for a layout (reduced layouts keep no names).
+void require_representable(const engine::StepLayout& L) {
+  long double units = static_cast<long double>(L.master_elems) + L.state_elems +
+                      L.second_state_elems + L.gather_pool_elems + L.alt_gather_elems +
+                      L.live_weight_bytes;
+  for (const auto& p : L.params) {
+    const auto& s = p.tp_sharded() ? p.logical : p.shape;
+    units += static_cast<long double>(p.numel) + p.padded +
+             static_cast<long double>(s.rows) * static_cast<long double>(s.cols);
+  }
+  if (units > kMaxUnits)
+    throw InputError(fmt::format(
+        "the memory of rank {} overflows 64 bits (limit: 2^63-1 bytes per rank)", L.me.rank));
 }
 
 std::int64_t rounded(double bytes) {
@@ -177,6 +201,7 @@ std::vector<std::pair<std::string, std::int64_t>> RankMemory::terms() const {
 }
 
 RankMemory memory_of(const engine::StepLayout& L) {
+  require_representable(L);
   RankMemory m;
   m.rank = L.me.rank;
   const std::int64_t wire = bytes_of(L.wire);
@@ -228,6 +253,21 @@ RankMemory memory_of(const engine::StepLayout& L) {
   m.tp_buffers =
       wire * (tp_chunk + (tp_root ? T * tp_chunk : 0)) + 4 * (tp_root ? 2 * T * tp_chunk : 0);
   return m;
+}
+
+void require_memory_representable(const model::ModuleTree& tree) {
+  long double units = 0;
+  int largest = -1;
+  for (int pid = 0; pid < static_cast<int>(tree.num_parameters()); ++pid) {
+    const auto n = tree.parameter(pid).numel();
+    units += 2.0L * static_cast<long double>(n);  // the parameter, and its matrix view
+    if (largest < 0 || n > tree.parameter(largest).numel()) largest = pid;
+  }
+  if (units <= kMaxUnits) return;
+  throw InputError(fmt::format(
+      "the model's memory per rank overflows 64 bits (limit: 2^63-1 bytes per rank; the "
+      "largest parameter is '{}', {} elements)",
+      abbreviate_value(tree.parameter(largest).name), tree.parameter(largest).numel()));
 }
 
 RankMemory with_activations(RankMemory m, const ActivationMemory& a) {

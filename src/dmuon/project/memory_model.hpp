@@ -88,6 +88,11 @@ struct RankMemory {
   std::vector<std::pair<std::string, std::int64_t>> terms() const;
 };
 
+/// InputError naming the largest parameter when a model's sizes would overflow the int64 byte
+/// counts of its memory (more than 2^56 elements in all: no real model comes near), checked
+/// before any layout sums them; memory_of keeps a nameless backstop.
+void require_memory_representable(const model::ModuleTree& tree);
+
 /// The memory of the rank whose layout is `L` (a full layout or a reduced one:
 /// reduced_layout.hpp), without activations (add them with with_activations).
 RankMemory memory_of(const engine::StepLayout& L);

@@ -155,6 +155,10 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
         "domain: world size {} does not fit (valid: 1..{})",
         machine.name, machine.nvlink_domain, world, machine.nvlink_domain));
 
+  // The collectives' formula first: a model whose volumes overflow 64 bits is refused here,
+  // naming its largest parameter, before any layout sums its sizes.
+  const auto formula = engine::predict_step_volume(tree, plan, engine::volume_options(o.step));
+  require_memory_representable(tree);
   OpCost cost(machine, o, world);
   if (options.free_newton_schulz) cost.without_newton_schulz();
   WorldPrograms programs = build_programs(tree, plan, o, cost, options.symmetry);
@@ -181,7 +185,6 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   r.tp = T;
   fill_phases(rep, world, r);
   // Collectives and hooks of the replayed step against the formula, per rank and channel.
-  const auto formula = engine::predict_step_volume(tree, plan, engine::volume_options(o.step));
   audit_channels(formula, programs, rep, r);
   audit_hooks(formula, plan, programs, r);
   r.peak_packed_bytes = programs.peak_packed_bytes;
