@@ -197,35 +197,35 @@ class Descent {
            changed_knobs(a, r_.start) < changed_knobs(b, r_.start);
   }
 
-  // Whether `c` needs at least the memory of a candidate already out of memory: the same
-  // knobs but a smaller replicate size R (search.hpp's SearchResult::pruned).
-  bool out_of_memory_by_replication(const Candidate& c) const {
-    const std::size_t rk = knob("replicate");
-    const int r = std::stoi(c.value(rk));
-    for (const auto& e : r_.evaluated)
-      if (e.outcome.status == Status::oom && std::stoi(e.candidate.value(rk)) < r &&
-          e.candidate.with(rk, c.value(rk)).key() == c.key())
-        return true;
-    return false;
-  }
-
-  // Whether `c` cannot fit because a smaller CP size at the same knobs is out of memory by
-  // more than all its activations (search.hpp's SearchResult::pruned_cp).
-  bool out_of_memory_by_context_parallel(const Candidate& c) const {
-    const std::size_t ck = knob("cp");
-    const int cp = std::stoi(c.value(ck));
+  // Whether a candidate already evaluated out of memory, and passing `also`, has the knobs of
+  // `c` but a smaller value of knob `k` (the pruning rules of search.hpp's SearchResult).
+  template <class Also>
+  bool smaller_out_of_memory(const Candidate& c, std::size_t k, Also also) const {
+    const int v = std::stoi(c.value(k));
     for (const auto& e : r_.evaluated) {
-      const auto& o = e.outcome;
-      if (o.status != Status::oom || o.excess_bytes <= o.activation_bytes ||
-          std::stoi(e.candidate.value(ck)) >= cp)
+      if (e.outcome.status != Status::oom || std::stoi(e.candidate.value(k)) >= v ||
+          !also(e.outcome))
         continue;
       try {
-        if (e.candidate.with(ck, c.value(ck)).key() == c.key()) return true;
+        if (e.candidate.with(k, c.value(k)).key() == c.key()) return true;
       } catch (const std::logic_error&) {
-        // No whole accum from that CP size to this one: not the same knobs.
+        // No paired value from there (the CP knob's whole accum): not the same knobs.
       }
     }
     return false;
+  }
+
+  // Whether `c` needs at least the memory of a candidate already out of memory: the same
+  // knobs but a smaller replicate size R (SearchResult::pruned).
+  bool out_of_memory_by_replication(const Candidate& c) const {
+    return smaller_out_of_memory(c, knob("replicate"), [](const Outcome&) { return true; });
+  }
+
+  // Whether `c` cannot fit because a smaller CP size at the same knobs is out of memory by
+  // more than all its activations (SearchResult::pruned_cp).
+  bool out_of_memory_by_context_parallel(const Candidate& c) const {
+    return smaller_out_of_memory(
+        c, knob("cp"), [](const Outcome& o) { return o.excess_bytes > o.activation_bytes; });
   }
 
   // One knob with the others at the best so far; true when the best changed.

@@ -5,19 +5,12 @@
 namespace dmuon::work {
 namespace {
 
-constexpr double kIndexBytes = 8;  // int64 token indices and counts
-
 // An all-to-all of `rows` rows of `width` elements (1/ep of them to each rank); SAC caches its
 // whole output.
 Op rows_all_to_all(const char* name, int ep, double rows, double width, double e) {
   GroupCall call{comm::CollectiveKind::all_to_all, rows * width / ep, e, ep};
   Op op = ep_collective_op(name, call);
   op.cached_bytes = rows * width * e;
-  return op;
-}
-
-Op backward(Op op) {
-  op.phase = Phase::backward;
   return op;
 }
 
@@ -35,8 +28,9 @@ OpPair ep_dispatch_ops(int ep, double routed_rows, double width, double e, doubl
   // The received rows gathered into the local experts' order by an index (kept for backward).
   p.forward.push_back(memory_op("ep_permute", N * e + R * kIndexBytes, N * e, 0, 2));
   p.forward.back().saved_bytes = R * kIndexBytes;
-  p.backward.push_back(backward(memory_op("ep_permute.bwd", N * e + R * kIndexBytes, N * e, 0, 2)));
-  p.backward.push_back(backward(rows_all_to_all("ep_dispatch.bwd", ep, R, width, e)));
+  p.backward.push_back(
+      backward_op(memory_op("ep_permute.bwd", N * e + R * kIndexBytes, N * e, 0, 2)));
+  p.backward.push_back(backward_op(rows_all_to_all("ep_dispatch.bwd", ep, R, width, e)));
   return p;
 }
 
@@ -45,9 +39,9 @@ OpPair ep_combine_ops(int ep, double routed_rows, double width, double e) {
   OpPair p;
   p.forward.push_back(memory_op("ep_unpermute", N * e + R * kIndexBytes, N * e, 0, 1));
   p.forward.push_back(rows_all_to_all("ep_combine", ep, R, width, e));
-  p.backward.push_back(backward(rows_all_to_all("ep_combine.bwd", ep, R, width, e)));
+  p.backward.push_back(backward_op(rows_all_to_all("ep_combine.bwd", ep, R, width, e)));
   p.backward.push_back(
-      backward(memory_op("ep_unpermute.bwd", N * e + R * kIndexBytes, N * e, 0, 1)));
+      backward_op(memory_op("ep_unpermute.bwd", N * e + R * kIndexBytes, N * e, 0, 1)));
   return p;
 }
 

@@ -3,19 +3,12 @@
 namespace dmuon::work {
 namespace {
 
-constexpr double idx = 8;  // int64 index bytes
-
-Op bwd(Op op) {
-  op.phase = Phase::backward;
-  return op;
-}
-
 // `saved`: what autograd keeps from the forward op for backward (Op::saved_bytes).
 OpPair pair(Op forward, Op backward, double saved) {
   forward.saved_bytes = saved;
   OpPair p;
   p.forward.push_back(forward);
-  p.backward.push_back(bwd(backward));
+  p.backward.push_back(backward_op(backward));
   return p;
 }
 
@@ -104,16 +97,17 @@ OpPair fanout_ops(int consumers, double rows, double width, double e) {
   OpPair p;
   const double N = rows * width;
   for (int c = 1; c < consumers; ++c)
-    p.backward.push_back(bwd(memory_op("grad_accumulate", 2 * N * e, N * e, N, 1)));
+    p.backward.push_back(backward_op(memory_op("grad_accumulate", 2 * N * e, N * e, N, 1)));
   return p;
 }
 
 OpPair embedding_ops(double rows, double width, double vocab, double e) {
   const double N = rows * width;
   // Backward: the dense V×W gradient is zero-filled, then the rows of dy are added into it.
-  return pair(memory_op("embedding", rows * idx + N * e, N * e, 0, 1),
-              memory_op("embedding.bwd", rows * idx + 2 * N * e, vocab * width * e + N * e, N, 2),
-              rows * idx);  // the token ids
+  return pair(
+      memory_op("embedding", rows * kIndexBytes + N * e, N * e, 0, 1),
+      memory_op("embedding.bwd", rows * kIndexBytes + 2 * N * e, vocab * width * e + N * e, N, 2),
+      rows * kIndexBytes);  // the token ids
 }
 
 OpPair vocab_parallel_embedding_ops(double rows, double width, double local_vocab, double e) {
@@ -122,14 +116,14 @@ OpPair vocab_parallel_embedding_ops(double rows, double width, double local_voca
   // the lookup of every row, the masked rows zeroed; backward zeroes their gradient rows
   // before the dense backward into the local V/T × W gradient.
   OpPair p = embedding_ops(rows, width, local_vocab, e);
-  p.forward.insert(p.forward.begin(),
-                   memory_op("embedding.vocab_mask", rows * idx, rows * (idx + 1), rows, 1));
+  p.forward.insert(p.forward.begin(), memory_op("embedding.vocab_mask", rows * kIndexBytes,
+                                                rows * (kIndexBytes + 1), rows, 1));
   // The mask is saved for backward; the offset ids it writes are the lookup's input, which
   // the lookup already keeps.
   p.forward.front().saved_bytes = rows;
   p.forward.push_back(memory_op("embedding.mask_rows", N * e + rows, N * e, N, 1));
   p.backward.insert(p.backward.begin(),
-                    bwd(memory_op("embedding.mask_rows", N * e + rows, N * e, N, 1)));
+                    backward_op(memory_op("embedding.mask_rows", N * e + rows, N * e, N, 1)));
   return p;
 }
 
@@ -137,22 +131,24 @@ OpPair cross_entropy_ops(double rows, double vocab, double e, Fusion fusion) {
   const double L = rows * vocab;
   if (fusion == Fusion::fused)
     return pair(
-        memory_op("cross_entropy", L * e + rows * idx, 2 * rows * kF32Bytes, 4 * L, 1),
-        memory_op("cross_entropy.bwd", L * e + rows * idx + rows * kF32Bytes, L * e, 3 * L, 1),
-        L * e + rows * (kF32Bytes + idx));  // the logits, the log-sum-exp and the labels
+        memory_op("cross_entropy", L * e + rows * kIndexBytes, 2 * rows * kF32Bytes, 4 * L, 1),
+        memory_op("cross_entropy.bwd", L * e + rows * kIndexBytes + rows * kF32Bytes, L * e, 3 * L,
+                  1),
+        L * e + rows * (kF32Bytes + kIndexBytes));  // the logits, the log-sum-exp and the labels
   // torchtitan: F.cross_entropy(logits.float(), labels) = cast, log_softmax, nll_loss; backward
   // nll (fill + scatter), log_softmax's backward, the cast back.
-  Op backward = memory_op("cross_entropy.bwd", 3 * L * kF32Bytes + rows * idx,
+  Op backward = memory_op("cross_entropy.bwd", 3 * L * kF32Bytes + rows * kIndexBytes,
                           2 * L * kF32Bytes + L * e + rows * kF32Bytes, 3 * L, 4);
   // Autograd frees nll's fp32 gradient once log_softmax's backward has read it: at most the
   // two fp32 gradients (then the fp32 one and its bf16 cast) are live together.
   backward.live_bytes = 2 * L * kF32Bytes + rows * kF32Bytes;
-  return pair(memory_op("cross_entropy", L * e + L * kF32Bytes + rows * idx + rows * kF32Bytes,
-                        2 * L * kF32Bytes, 4 * L + rows, 3),
-              backward,
-              // log_softmax keeps its fp32 output, nll_loss the labels; neither keeps the
-              // logits or their fp32 copy.
-              L * kF32Bytes + rows * idx);
+  return pair(
+      memory_op("cross_entropy", L * e + L * kF32Bytes + rows * kIndexBytes + rows * kF32Bytes,
+                2 * L * kF32Bytes, 4 * L + rows, 3),
+      backward,
+      // log_softmax keeps its fp32 output, nll_loss the labels; neither keeps the
+      // logits or their fp32 copy.
+      L * kF32Bytes + rows * kIndexBytes);
 }
 
 OpPair router_ops(model::RouterScoring scoring, double rows, double experts, double top_k,
@@ -163,34 +159,36 @@ OpPair router_ops(model::RouterScoring scoring, double rows, double experts, dou
   p.forward.push_back(
       memory_op("router_scores", RE * e, RE * kF32Bytes, (softmax ? 5 : 4) * RE, 1));
   p.forward.back().saved_bytes = RE * kF32Bytes;  // softmax and sigmoid keep their output
-  p.forward.push_back(memory_op("router_topk", RE * kF32Bytes, Rk * (kF32Bytes + idx), RE, 1));
-  p.forward.back().saved_bytes = Rk * idx;  // the indices its backward scatters into
+  p.forward.push_back(
+      memory_op("router_topk", RE * kF32Bytes, Rk * (kF32Bytes + kIndexBytes), RE, 1));
+  p.forward.back().saved_bytes = Rk * kIndexBytes;  // the indices its backward scatters into
   // Backward in reverse: the top-k values' gradient scattered into the R×E scores, then the
   // scores' backward.
-  p.backward.push_back(
-      bwd(memory_op("router_topk.bwd", Rk * (kF32Bytes + idx), RE * kF32Bytes, 0, 2)));
-  p.backward.push_back(
-      bwd(memory_op("router_scores.bwd", 2 * RE * kF32Bytes, RE * e, (softmax ? 3 : 2) * RE, 1)));
+  p.backward.push_back(backward_op(
+      memory_op("router_topk.bwd", Rk * (kF32Bytes + kIndexBytes), RE * kF32Bytes, 0, 2)));
+  p.backward.push_back(backward_op(
+      memory_op("router_scores.bwd", 2 * RE * kF32Bytes, RE * e, (softmax ? 3 : 2) * RE, 1)));
   return p;
 }
 
 OpPair dispatch_ops(double rows, double top_k, double width, double e) {
   const double Rk = rows * top_k;
-  return pair(
-      memory_op("moe_dispatch", Rk * idx + Rk * width * e, Rk * idx + Rk * width * e, 0, 2),
-      memory_op("moe_dispatch.bwd", Rk * width * e + Rk * idx, rows * width * e, Rk * width, 1),
-      Rk * idx);  // the token indices (its input rows are not needed)
+  return pair(memory_op("moe_dispatch", Rk * kIndexBytes + Rk * width * e,
+                        Rk * kIndexBytes + Rk * width * e, 0, 2),
+              memory_op("moe_dispatch.bwd", Rk * width * e + Rk * kIndexBytes, rows * width * e,
+                        Rk * width, 1),
+              Rk * kIndexBytes);  // the token indices (its input rows are not needed)
 }
 
 OpPair combine_ops(double rows, double top_k, double width, double e) {
   const double Rk = rows * top_k;
-  return pair(
-      memory_op("moe_combine", Rk * width * e + Rk * (kF32Bytes + idx), rows * width * e,
-                2 * Rk * width, 1),
-      memory_op("moe_combine.bwd", rows * width * e + Rk * width * e + Rk * (kF32Bytes + idx),
-                Rk * width * e + Rk * kF32Bytes, 3 * Rk * width, 1),
-      // The experts' outputs (for the weights' gradient), the weights and the indices.
-      Rk * width * e + Rk * (kF32Bytes + idx));
+  return pair(memory_op("moe_combine", Rk * width * e + Rk * (kF32Bytes + kIndexBytes),
+                        rows * width * e, 2 * Rk * width, 1),
+              memory_op("moe_combine.bwd",
+                        rows * width * e + Rk * width * e + Rk * (kF32Bytes + kIndexBytes),
+                        Rk * width * e + Rk * kF32Bytes, 3 * Rk * width, 1),
+              // The experts' outputs (for the weights' gradient), the weights and the indices.
+              Rk * width * e + Rk * (kF32Bytes + kIndexBytes));
 }
 
 OpPair mla_assemble_ops(double rows, double heads, double nope, double rope, double e) {

@@ -12,6 +12,8 @@ namespace dmuon::work {
 
 /// Bytes of one fp32 element: the side tensors kernels keep in fp32 whatever the compute dtype.
 inline constexpr double kF32Bytes = 4;
+/// Bytes of one int64 token index or count (routing, dispatch, embedding ids).
+inline constexpr double kIndexBytes = 8;
 
 enum class Phase { forward, backward, recompute };
 const char* phase_name(Phase p);
@@ -119,6 +121,12 @@ struct Op {
 struct OpPair {
   std::vector<Op> forward, backward;
 };
+
+/// `op` as a backward op (its phase set to backward).
+inline Op backward_op(Op op) {
+  op.phase = Phase::backward;
+  return op;
+}
 
 /// A memory-bound op (kind memory) with these totals.
 Op memory_op(const char* name, double bytes_read, double bytes_written, double vector_flops,
