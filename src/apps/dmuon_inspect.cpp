@@ -21,7 +21,7 @@ int inspect(int argc, char** argv) {
   if (apps::options::parse_tool_options(apps::options::kInspect, kAbout, argc, argv, o).exit_now)
     return apps::kOk;
   const auto a = apps::inspect::inspect_args(o);
-  const auto topo = apps::load_topology(o.model);
+  const auto topo = apps::load_rank_topology(o);
   const auto modes = apps::inspect::resolve_modes(topo, a);
   const auto ddp = apps::inspect::ddp_volume(topo, apps::inspect::shown_mode(modes, a), a);
   if (o.json)

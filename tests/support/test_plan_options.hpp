@@ -33,6 +33,7 @@ struct PlanOptions {
   int replicate = 1;
   int tp = 1;
   std::string tp_shard, tp_row;
+  int ep = 1;
   plan::Reshard reshard = plan::Reshard::z3;
 };
 
@@ -49,6 +50,7 @@ inline apps::RunOptions run_options(const PlanOptions& p) {
   part.column_balance = !p.no_column_balance;
   part.replicate = p.replicate;
   o.plan.tp = p.tp;
+  o.plan.ep = p.ep;
   o.plan.tp_shard_rule = p.tp_shard;
   o.plan.tp_row_rule = p.tp_row;
   o.engine.step.reshard = p.reshard;
@@ -56,7 +58,7 @@ inline apps::RunOptions run_options(const PlanOptions& p) {
 }
 
 inline model::Topology load_topology(const PlanOptions& p) {
-  return apps::load_topology(run_options(p).model);
+  return apps::load_rank_topology(run_options(p));
 }
 
 inline plan::PlanConfig make_plan_config(const PlanOptions& p, const model::Topology& t,

@@ -211,9 +211,16 @@ TEST(OptionTable, ParsesByKindAndAppliesTheRules) {
   EXPECT_EQ(error_of(kBench, {"--clip-norm-type", "inf"}),
             "--clip-norm-type needs --clip-norm (the threshold)");
   // Parallelisms not modelled yet: refused as such, their trivial value accepted (config too).
+  // Expert parallelism is run and planned, not yet projected; not with activation work.
   EXPECT_EQ(error_of(kProject, {"--ep", "4"}),
-            "--ep 4: expert parallelism is not modelled yet (valid: 1; docs/PROJECTION.md lists "
-            "what is)");
+            "--ep 4: expert parallelism is run and planned, not yet projected (valid: "
+            "dmuon_bench, dmuon_inspect; here only 1)");
+  EXPECT_EQ(error_of(kAdvise, {"--ep", "2"}).rfind("--ep 2: expert parallelism is run", 0), 0u);
+  EXPECT_EQ(error_of(kBench, {"--ep", "4"}), "");
+  EXPECT_EQ(error_of(kInspect, {"--ep", "4"}), "");
+  EXPECT_EQ(error_of(kBench, {"--ep", "4", "--seq-len", "8", "--micro-batch", "1"}),
+            "--ep 4 with --seq-len is not run: the engine's activation work has no all-to-all "
+            "token dispatch (valid: --ep without --seq-len, the experts' parameter work)");
   EXPECT_EQ(error_of(kBench, {"--pp", "2"}).rfind("--pp 2: pipeline parallelism is not", 0), 0u);
   // Context parallelism is projected and searched only, with activation work that 2C chunks
   // divide.
@@ -256,7 +263,7 @@ TEST(OptionTable, ParsesByKindAndAppliesTheRules) {
                                 "--micro-batch", "1", "--world-size", "4", "--machine", "h200"}),
             "");
   EXPECT_EQ(error_of(kBench, {"--ep", "1", "--pp", "1", "--cp", "1"}), "");
-  EXPECT_EQ(error_of(kProject, {"--ep", "0"}), "--ep '0' is invalid (valid: an integer 1..65536)");
+  EXPECT_EQ(error_of(kProject, {"--ep", "0"}), "--ep '0' is invalid (valid: an integer 1..256)");
   // A flag of another tool is not this tool's.
   EXPECT_NE(error_of(kBench, {"--machine", "h100-ndr"}), "");
   EXPECT_NE(error_of(kProject, {"--steps", "3"}), "");

@@ -27,6 +27,8 @@
 #include "dmuon/engine/step/activation_work.hpp"
 #include "dmuon/engine/step/step_schedule.hpp"
 #include "dmuon/engine/step/step_volume.hpp"
+#include "dmuon/engine/step/synthetic.hpp"
+#include "dmuon/model/expert_local_tree.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/tp_local_tree.hpp"
 #include "dmuon/plan/tp_volume.hpp"
@@ -60,6 +62,7 @@ struct Case {
   bool clip = false;                ///< --clip-norm
   bool fsdp2 = false;               ///< StepSpec::fsdp2 (the projection's GPU FSDP groups)
   engine::DmuonSchedule dmuon_schedule = engine::DmuonSchedule::reference;
+  int ep = 1;  ///< --ep (E = the world: each rank's own experts)
 
   std::string name() const {
     std::ostringstream s;
@@ -68,7 +71,8 @@ struct Case {
       << plan::grad_reduce_name(grad_reduce) << " " << engine::optimizer_pipeline_name(pipeline)
       << " " << comm::dtype_name(wire) << "/" << comm::dtype_name(reduce) << " " << strategy
       << (no_pack ? " no-pack" : "") << " accum " << accum << (clip ? " clip" : "")
-      << (fsdp2 ? " fsdp2" : "") << " " << engine::dmuon_schedule_name(dmuon_schedule);
+      << (fsdp2 ? " fsdp2" : "") << " " << engine::dmuon_schedule_name(dmuon_schedule)
+      << (ep > 1 ? " ep " + std::to_string(ep) : "");
     for (const auto& r : routes) s << " route " << r;
     return s.str();
   }
@@ -90,6 +94,7 @@ Built build(const Case& c) {
   po.reshard = c.reshard;
   po.owner_strategy = c.strategy;
   po.routes = c.routes;
+  po.ep = c.ep;
   Built b{test::load_topology(po), {}, {}, {}, {}};
   b.plan = plan::make_plan(b.topo.tree, test::make_plan_config(po, b.topo, c.world));
   b.options.prefetch = c.prefetch;
@@ -135,6 +140,40 @@ CommGroup expected_comm(const engine::StepLayout& L, Op op) {
   }
 }
 
+// Varies the options along the sweep rather than as a full product (case number k).
+void vary(Case& c, int k) {
+  // Vary the remaining options along the sweep rather than as a full product.
+  c.grad_reduce = k % 2 ? plan::GradReduce::packed : plan::GradReduce::per_param;
+  c.pipeline = k % 3 == 1 ? engine::OptimizerPipeline::all_then_publish
+                          : engine::OptimizerPipeline::per_group;
+  c.wire = k % 5 == 2 ? comm::DType::bf16 : comm::DType::f32;
+  // --reduce-dtype: gradients in the other type on every seventh case (both ways).
+  c.reduce = k % 7 != 2                   ? c.wire
+             : c.wire == comm::DType::f32 ? comm::DType::bf16
+                                          : comm::DType::f32;
+  // Unpacked units spread a site's parameters over several owners (several packed
+  // broadcasts per site), which the tiny presets' packed units do not.
+  c.no_pack = k % 4 != 0;
+  c.strategy = k % 7 == 3 ? "round_robin" : "lpt";
+  // Routes: 1-D parameters owner-based with AdamW (or sharded_adamw), embeddings Muon,
+  // routers FSDP.
+  // Per-route dtypes: routers, embeddings (Muon) and some 1-D parameters in the other
+  // type than the wire's, in the alt arenas and (owner-based) pairs of their own.
+  const std::string other = c.wire == comm::DType::bf16 ? ":fp32" : ":bf16";
+  const std::string router_dtype = (k / 3) % 2 == 0 ? other : "";
+  if (k % 3 == 2)
+    c.routes = {(k / 3) % 4 == 1   ? "ndim=1=sharded_adamw" + other
+                : (k / 3) % 4 == 2 ? std::string("ndim=1=sharded_adamw")
+                : (k / 3) % 4 == 3 ? "ndim=1=adamw" + other
+                                   : std::string("ndim=1=adamw"),
+                "contains:embed=muon" + router_dtype, "contains:router=fsdp" + router_dtype};
+  c.accum = k % 6 == 5 ? 3 : 1;
+  c.clip = k % 4 == 2;
+  c.fsdp2 = k % 8 >= 4;
+  c.dmuon_schedule =
+      k % 9 < 3 ? engine::DmuonSchedule::overlapped : engine::DmuonSchedule::reference;
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
   const Method methods[] = {Method::dmuon, Method::fsdp_adamw, Method::fsdp_muon, Method::ddp_muon,
@@ -152,40 +191,24 @@ std::vector<Case> all_cases() {
             c.method = m;
             c.reshard = rs;
             c.prefetch = prefetch;
-            // Vary the remaining options along the sweep rather than as a full product.
-            const int k = static_cast<int>(cases.size());
-            c.grad_reduce = k % 2 ? plan::GradReduce::packed : plan::GradReduce::per_param;
-            c.pipeline = k % 3 == 1 ? engine::OptimizerPipeline::all_then_publish
-                                    : engine::OptimizerPipeline::per_group;
-            c.wire = k % 5 == 2 ? comm::DType::bf16 : comm::DType::f32;
-            // --reduce-dtype: gradients in the other type on every seventh case (both ways).
-            c.reduce = k % 7 != 2                   ? c.wire
-                       : c.wire == comm::DType::f32 ? comm::DType::bf16
-                                                    : comm::DType::f32;
-            // Unpacked units spread a site's parameters over several owners (several packed
-            // broadcasts per site), which the tiny presets' packed units do not.
-            c.no_pack = k % 4 != 0;
-            c.strategy = k % 7 == 3 ? "round_robin" : "lpt";
-            // Routes: 1-D parameters owner-based with AdamW (or sharded_adamw), embeddings Muon,
-            // routers FSDP.
-            // Per-route dtypes: routers, embeddings (Muon) and some 1-D parameters in the other
-            // type than the wire's, in the alt arenas and (owner-based) pairs of their own.
-            const std::string other = c.wire == comm::DType::bf16 ? ":fp32" : ":bf16";
-            const std::string router_dtype = (k / 3) % 2 == 0 ? other : "";
-            if (k % 3 == 2)
-              c.routes = {(k / 3) % 4 == 1   ? "ndim=1=sharded_adamw" + other
-                          : (k / 3) % 4 == 2 ? std::string("ndim=1=sharded_adamw")
-                          : (k / 3) % 4 == 3 ? "ndim=1=adamw" + other
-                                             : std::string("ndim=1=adamw"),
-                          "contains:embed=muon" + router_dtype,
-                          "contains:router=fsdp" + router_dtype};
-            c.accum = k % 6 == 5 ? 3 : 1;
-            c.clip = k % 4 == 2;
-            c.fsdp2 = k % 8 >= 4;
-            c.dmuon_schedule =
-                k % 9 < 3 ? engine::DmuonSchedule::overlapped : engine::DmuonSchedule::reference;
+            vary(c, static_cast<int>(cases.size()));
             cases.push_back(c);
           }
+  // --ep E = G: every rank of a row holds its own 1/E of the routed experts (8 per layer in
+  // both tiny presets), outside the owners and the FSDP units.
+  for (const char* t : {"moe", "moe-llm"})
+    for (int world : {2, 4, 8})
+      for (Method m : methods)
+        for (auto rs : {plan::Reshard::z3, plan::Reshard::z2}) {
+          Case c;
+          c.topology = t;
+          c.world = world;
+          c.method = m;
+          c.reshard = rs;
+          c.ep = world;
+          vary(c, static_cast<int>(cases.size()));
+          cases.push_back(c);
+        }
   return cases;
 }
 
@@ -344,7 +367,7 @@ TEST(StepSchedule, PoolSlotsAreNeverSharedWhileLive) {
             op.op == Op::pack || op.op == Op::issue_weights || op.op == Op::wait_weights ||
             op.op == Op::forward ||
             (op.op == Op::backward &&
-             L.groups[static_cast<std::size_t>(op.group)].kind != engine::GroupKind::ddp) ||
+             !engine::computes_on_master(L.groups[static_cast<std::size_t>(op.group)].kind)) ||
             op.op == Op::release_weights;
         if (weight_use && L.groups[static_cast<std::size_t>(op.group)].weight_elems > 0) {
           ASSERT_GE(op.weight_base, 0) << what << " op " << i << " " << engine::op_name(op.op);
@@ -386,9 +409,10 @@ TEST(StepSchedule, PoolSlotsAreNeverSharedWhileLive) {
       expect_no_overlap(grads, "grad", what);
       expect_no_overlap(gathers, "gather", what);
       if (c.reshard == plan::Reshard::z3 && !engine::is_ddp(c.method)) {
-        // The ring, and FSDP2's root unit beside it (its own slot) when it stays gathered.
+        // The ring, and beside it (own slots) FSDP2's root unit when it stays gathered and
+        // --ep's experts' compute copies.
         const auto kept = std::count_if(L.groups.begin(), L.groups.end(),
-                                        [&](const auto& g) { return L.stays_gathered(g); });
+                                        [&](const auto& g) { return L.keeps_own_slot(g); });
         EXPECT_LE(max_live, static_cast<std::size_t>(c.prefetch + 1 + kept)) << what;
       }
       // Every pool offset a schedule uses lies inside the pool.
@@ -1223,4 +1247,76 @@ TEST(StepSchedule, ReferenceDmuonKeepsOneSiteReduceInFlight) {
     }
   }
   EXPECT_GT(checked, 100);
+}
+
+// --ep 2 on two ranks: layers.{0,1}, each a dense w and a container of four routed experts;
+// rank 1 holds experts 2 and 3 of each container as its local 0 and 1. The experts are outside
+// the owners and the sites: a group of their own after each layer's site, updated with Muon
+// where they are, computed on a copy of their masters, no collective, no hook.
+TEST(StepSchedule, ExpertParallelHandWritten) {
+  model::ModuleTree full("M");
+  const int list = full.add_module(0, "layers", "ModuleList");
+  for (const char* l : {"0", "1"}) {
+    const int layer = full.add_module(list, l, "L");
+    full.add_parameter(layer, "w", {4, 4});
+    const int experts = full.add_module(layer, "experts", "ModuleList");
+    for (const char* e : {"0", "1", "2", "3"})
+      full.add_parameter(full.add_module(experts, e, "E"), "w", {4, 4});
+  }
+  full.finalize();
+  const model::ModuleTree tree = model::expert_local_tree(full, 2);
+  ASSERT_EQ(tree.num_parameters(), 6u);  // per layer: w, experts.0.w, experts.1.w
+  plan::PlanConfig pc;
+  pc.dedicate_rule = "ndim=2";
+  pc.partition.shard = 2;
+  pc.partition.strategy = partition::parse_strategy("round_robin");
+  pc.partition.pack = false;
+  pc.ep = 2;
+  const auto p = plan::make_plan(tree, pc);
+  // Only the dense matrices have owners and sites: layers.0.w rank 0, layers.1.w rank 1.
+  EXPECT_EQ(p.partition.owner_rank(0), 0);
+  EXPECT_EQ(p.partition.owner_rank(3), 1);
+  EXPECT_EQ(p.hooks.sites.size(), 2u);
+  for (int pid : {1, 2, 4, 5}) {
+    EXPECT_TRUE(p.is_expert(pid));
+    EXPECT_LT(p.hooks.site_of_param[static_cast<std::size_t>(pid)], 0);
+  }
+  engine::StepSpec so;
+  so.prefetch = 1;
+  so.dmuon_schedule = engine::DmuonSchedule::overlapped;
+  const auto L = engine::make_layout(tree, p, so, 1);
+  ASSERT_EQ(L.groups.size(), 4u);  // site 0, experts 0, site 1, experts 1
+  EXPECT_EQ(L.groups[1].kind, engine::GroupKind::expert);
+  EXPECT_EQ(L.groups[3].kind, engine::GroupKind::expert);
+  EXPECT_EQ(L.groups[1].members, (std::vector<int>{1, 2}));
+  for (int i : {1, 2, 4, 5}) {
+    const auto& e = L.params[static_cast<std::size_t>(i)];
+    EXPECT_EQ(e.storage, engine::Storage::expert);
+    EXPECT_TRUE(e.updated_here && e.muon);
+    EXPECT_GE(e.master_offset, 0);
+    // Every sample routed to it arrives: rank 0 of 1 of its data.
+    EXPECT_EQ(e.data_rank, 0);
+    EXPECT_EQ(e.data_ranks, 1);
+  }
+  // Rank 1's local expert 1 of layers.1 is the model's expert 3.
+  EXPECT_EQ(L.params[5].data_key, engine::expert_data_key("layers.1.experts.3.w"));
+  EXPECT_EQ(L.params[3].data_key, 3u);  // a dense parameter keeps its id
+  EXPECT_EQ(L.params[3].data_rank, 1);
+  EXPECT_EQ(L.params[3].data_ranks, 2);
+  EXPECT_EQ(ops_text(engine::make_schedule(L, so)),
+            // forward: the sites' broadcasts; the experts' compute copy, no collective (an
+            // expert group takes its place in the prefetch window: site 1's broadcast is issued
+            // before experts 0 compute)
+            "pack(0) issue_weights(0) pack(1) wait_weights(0) forward(0,0) release_weights(0) "
+            "pack(2) issue_weights(2) forward(1,1) forward(1,2) pack(3) wait_weights(2) "
+            "forward(2,3) release_weights(2) forward(3,4) forward(3,5) "
+            // backward: the experts' gradients stay where they are computed
+            "backward(3,5) backward(3,4) pack(2) issue_weights(2) wait_weights(2) backward(2,3) "
+            "release_weights(2) issue_reduce(2) backward(1,2) backward(1,1) pack(0) "
+            "issue_weights(0) wait_weights(0) backward(0,0) release_weights(0) issue_reduce(0) "
+            // optimizer: Muon on each of rank 1's experts (no reduce to wait) and on its own
+            // site parameter
+            "wait_reduce(0) prepare(1) newton_schulz(1,1) newton_schulz(1,2) apply(1,1) "
+            "apply(1,2) wait_reduce(2) prepare(2) newton_schulz(2,3) apply(2,3) "
+            "prepare(3) newton_schulz(3,4) newton_schulz(3,5) apply(3,4) apply(3,5) ");
 }

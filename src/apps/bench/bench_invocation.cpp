@@ -52,7 +52,7 @@ void set_up(int argc, char** argv, int rank, int size, Invocation& st) {
   st.exit_now = cl.exit_now;
   if (st.exit_now) return;
   engine::validate(o.engine, size);
-  st.topo = load_topology(o.model);
+  st.topo = load_rank_topology(o);
   const auto& topo = *st.topo;
   // --seq-len: the model's activation work, computed where the backend computes (the host in
   // fp32, the CUDA backend in the wire type).

@@ -405,10 +405,14 @@ std::string table_header(const model::Topology& topo, const RunOptions& o, int w
   std::string s;
   const auto line = [&](const std::string& text) { s += wrap_comment(text, width); };
   const int replicate = o.plan.partition.replicate, tp = o.plan.tp;
-  line(fmt::format("# {}  topology {} (preset {})  world {} = R {} x G {}{}{}", style.title,
+  line(fmt::format("# {}  topology {} (preset {})  world {} = R {} x G {}{}{}{}", style.title,
                    topo.name, topo.preset.empty() ? "file" : topo.preset, world, replicate,
                    world / replicate / tp, tp > 1 ? fmt::format(" x T {}", tp) : "",
-                   replicate > 1 ? " (HSDP)" : ""));
+                   replicate > 1 ? " (HSDP)" : "",
+                   o.plan.ep > 1 ? fmt::format("  --ep {}: each rank's own experts, whole, no "
+                                               "collective (dmuon_inspect --ep says which)",
+                                               o.plan.ep)
+                                 : ""));
   line(fmt::format(
       "# boundary sweep: {}  owner strategy {}  reshard {}  grad reduce {}  prefetch {}  "
       "compute {}",
@@ -644,6 +648,7 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
   j["owner_strategy"] = fmt::format("{}", strategy_list(o));
   j["replicate"] = o.plan.partition.replicate;
   j["tp"] = o.plan.tp;
+  j["ep"] = o.plan.ep;
   j["reshard"] = plan::reshard_name(e.step.reshard);
   j["grad_reduce"] = plan::grad_reduce_name(e.step.grad_reduce);
   j["prefetch"] = e.step.prefetch;

@@ -5,6 +5,7 @@
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/tp_shard.hpp"
+#include "dmuon/model/expert_local_tree.hpp"
 #include "dmuon/model/topology_file.hpp"
 #include "dmuon/partition/partition.hpp"
 
@@ -59,6 +60,12 @@ std::string resolve_boundary_alias(const std::string& boundary, const model::Top
     return t.incomplete_boundary;
   }
   return boundary;
+}
+
+model::Topology load_rank_topology(const RunOptions& o) {
+  model::Topology t = load_topology(o.model);
+  if (o.plan.ep > 1) t.tree = model::expert_local_tree(t.tree, o.plan.ep);
+  return t;
 }
 
 plan::PlanConfig make_plan_config(const RunOptions& o, const model::Topology& t, int world_size,

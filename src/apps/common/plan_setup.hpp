@@ -18,6 +18,11 @@ std::string list_topologies_text();
 /// Builds the topology `m` names (built-in or file). Throws InputError on bad input.
 model::Topology load_topology(const ModelChoice& m);
 
+/// The model as one rank holds it: `load_topology(o.model)`, and with --ep E its tree an EP
+/// rank's (model/expert_local_tree.hpp: 1/E of every layer's routed experts). The engine, the
+/// plans and the inspection of an EP run are made from it. Throws InputError on bad input.
+model::Topology load_rank_topology(const RunOptions& o);
+
 /// Resolves "recommended"/"incomplete" to the topology's boundary strings.
 std::string resolve_boundary_alias(const std::string& boundary, const model::Topology& t);
 

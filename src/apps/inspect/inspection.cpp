@@ -12,6 +12,7 @@
 #include "dmuon/boundary/tp_shard.hpp"
 #include "dmuon/config/config_file.hpp"
 #include "dmuon/engine/step/accumulation.hpp"
+#include "dmuon/model/expert_local_tree.hpp"
 #include "dmuon/plan/plan_json.hpp"
 #include "dmuon/plan/tp_json.hpp"
 #include "options/option.hpp"
@@ -164,6 +165,28 @@ void print_summary(const model::Topology& topo, const plan::Plan& p) {
              part.options.shard, p.tp.tp, partition::strategy_name(part.options.strategy),
              partition::cost_model_name(part.options.cost_model),
              partition::packing_text(part.options));
+}
+
+// --ep: what each rank holds of the routed experts, outside the owners and the sites.
+void print_expert_parallel(const model::Topology& topo, const plan::Plan& p) {
+  if (p.config.ep == 1) return;
+  const auto& tree = topo.tree;
+  std::int64_t count = 0, numel = 0, muon = 0;
+  for (int pid : tree.parameter_order())
+    if (p.is_expert(pid)) {
+      ++count;
+      numel += tree.parameter(pid).numel();
+      muon += p.muon(pid) ? 1 : 0;
+    }
+  const auto containers = model::expert_containers(tree);
+  const auto& first = tree.module(containers.front());
+  fmt::print(
+      "# expert parallelism --ep {}: each rank holds {} of the {} routed experts of each of {} "
+      "layers whole ({} parameters, {:.3f} M elements; {} Muon, {} AdamW), updated where they "
+      "are, with no collective: outside the owners and the hook sites below\n",
+      p.config.ep, first.children.size(),
+      first.children.size() * static_cast<std::size_t>(first.ep_size), containers.size(), count,
+      static_cast<double>(numel) / 1e6, muon, count - muon);
 }
 
 void print_sites(const plan::Plan& p, std::size_t max_rows) {
@@ -389,6 +412,7 @@ nlohmann::json inspect_json(const model::Topology& topo, const Modes& modes,
                       {"world_all_reduce_calls_per_rank", 1},
                       {"world_all_reduce_bytes_per_rank", clip_bytes(shown)}};
   j["tp"] = a.options->plan.tp;
+  j["ep"] = a.options->plan.ep;
   if (!a.layout.empty()) j["layout"] = a.layout;
   if (!p.report.no_suggestion.empty()) j["no_suggestion"] = p.report.no_suggestion;
   if (!a.options->projection.machine.empty()) {
@@ -419,6 +443,7 @@ void print_report(const model::Topology& topo, const Modes& modes, const plan::C
   const Mode& shown = shown_mode(modes, a);
   const plan::Plan& p = *shown.plan;
   print_summary(topo, p);
+  print_expert_parallel(topo, p);
   print_sites(p, a.rows());
   print_owners(p.partition, a.rows());
   print_volume(p, modes, ddp, a);

@@ -102,6 +102,24 @@ void context_parallel_tool(const RunOptions& o, Tool tool) {
         o.workload.cp));
 }
 
+// --ep: run and planned (the engine's layout: model/expert_local_tree.hpp), not yet projected
+// (the projection's memory and cost of the experts' layout are not built).
+void expert_parallel_tool(const RunOptions& o, Tool tool) {
+  if (o.plan.ep == 1) return;
+  if (tool == kProject || tool == kAdvise)
+    throw InputError(
+        fmt::format("--ep {}: expert parallelism is run and planned, not yet projected (valid: "
+                    "dmuon_bench, dmuon_inspect; here only 1)",
+                    o.plan.ep));
+  // The engine's activation work has no all-to-all token dispatch (work::ExpertParallel is
+  // the projection's, when it takes --ep).
+  if (tool == kBench && o.workload.seq_len > 0)
+    throw InputError(fmt::format(
+        "--ep {} with --seq-len is not run: the engine's activation work has no all-to-all "
+        "token dispatch (valid: --ep without --seq-len, the experts' parameter work)",
+        o.plan.ep));
+}
+
 // --cp: on the activation work it splits (after the projection's preset sequence length).
 void context_parallel_rules(const RunOptions& o) {
   const int cp = o.workload.cp;
@@ -245,6 +263,7 @@ void apply_rules(RunOptions& o, Tool tool) {
   keep_first(o.methods);
   keep_first(o.owner_strategies);
   context_parallel_tool(o, tool);
+  expert_parallel_tool(o, tool);
   switch (tool) {
     case kInspect: inspect_rules(o); break;
     case kBench: break;

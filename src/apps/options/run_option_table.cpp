@@ -229,6 +229,16 @@ std::vector<RunOption> layout_rows() {
                   .field_key("tp")
                   .showing(kPlanJson));
   r.push_back(one(
+                  "--ep", kGroupPlan,
+                  "expert-parallel group size E: each rank of a shard group holds its 1/E of "
+                  "every layer's routed experts whole, its tokens dispatched to them by "
+                  "all-to-all (docs/STEP-WORK.md); E = G (the shard group), without --replicate "
+                  "or --tp; run by dmuon_bench and planned by dmuon_inspect, not yet projected",
+                  Integer<int>{1, work::kMaxEp}, [](auto& o) -> auto& { return o.plan.ep; })
+                  .in(kAllTools)
+                  .plan_key("ep", "1")
+                  .showing(kPlanJson));
+  r.push_back(one(
                   "--tp-shard", kGroupPlan,
                   "rule (as --dedicate) picking the TP-sharded dedicated parameters (default: "
                   "the built-in rule, docs/METRICS.md)",

@@ -60,7 +60,6 @@ struct ProjectionChoice {
 /// flags exist so that a run asking for one is refused as "not modelled", and only their
 /// trivial value (1, off) is accepted.
 struct UnmodelledParallelism {
-  int ep = 1;  ///< expert parallelism
   int pp = 1;  ///< pipeline parallelism
 };
 
@@ -73,7 +72,6 @@ struct UnmodelledSize {
   const char* size_name;  ///< "expert-parallel group size" (--help)
 };
 inline constexpr UnmodelledSize kUnmodelledSizes[] = {
-    {"--ep", &UnmodelledParallelism::ep, "expert parallelism", "expert-parallel group size"},
     {"--pp", &UnmodelledParallelism::pp, "pipeline parallelism", "pipeline-parallel stages"},
 };
 

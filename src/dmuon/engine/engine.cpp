@@ -40,6 +40,11 @@ void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const E
     throw InputError(fmt::format("plan laid out for {} x {} x {} ranks, run on {} (re-plan for {})",
                                  po.replicate, po.shard, tp, world_size, world_size));
   validate_tp_run(plan, o);
+  if (plan.config.ep > 1 && o.run.check_reference)
+    throw InputError(fmt::format(
+        "--ep {}: a reference computed elsewhere cannot check an EP run (each rank's experts "
+        "have their own synthetic data); use --check",
+        plan.config.ep));
   for (int pid : tree.parameter_order()) {
     const auto& p = tree.parameter(pid);
     if (p.dtype != model::DType::f32)

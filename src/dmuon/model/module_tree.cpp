@@ -260,6 +260,14 @@ void ModuleTree::set_routed_top_k(int module, int k) {
   m.routed_top_k = k;
 }
 
+void ModuleTree::set_ep_size(int module, int ep) {
+  auto& m = modules_.at(static_cast<std::size_t>(module));
+  if (ep < 1)
+    throw InputError("module '" + m.path + "': expert-parallel size " + std::to_string(ep) +
+                     " is invalid (must be >= 1)");
+  m.ep_size = ep;
+}
+
 std::int64_t ModuleTree::total_numel() const {
   std::int64_t n = 0;
   for (const auto& p : params_) n += p.numel();

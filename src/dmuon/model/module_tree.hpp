@@ -68,6 +68,9 @@ struct Module {
   /// A container of routed experts: the experts each token is routed to (the geometry's
   /// top-k, geometry.hpp); 0 = not known (the engine then routes min(2, experts)).
   int routed_top_k = 0;
+  /// A container of routed experts under expert parallelism (expert_local_tree.hpp): its
+  /// children are one EP rank's 1/ep_size of the model's experts; 1 = all of them.
+  int ep_size = 1;
 };
 
 /// A model's module hierarchy. Build with add_module / add_parameter / tie_parameter, then
@@ -129,6 +132,8 @@ class ModuleTree {
   void reshape_parameter(int param, std::vector<std::int64_t> shape);
   /// Sets module `module`'s Module::routed_top_k (k >= 1; InputError otherwise).
   void set_routed_top_k(int module, int k);
+  /// Sets module `module`'s Module::ep_size (>= 1; InputError otherwise).
+  void set_ep_size(int module, int ep);
 
  private:
   void require_finalized() const;

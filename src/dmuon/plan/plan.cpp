@@ -11,6 +11,7 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/boundary/tp_shard.hpp"
 #include "dmuon/comm/hash.hpp"
+#include "dmuon/model/expert_local_tree.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/sharded_sites.hpp"
 
@@ -20,14 +21,26 @@ namespace {
 
 // The owner-based parameters: the dedication rule's, or with --route those on an owner-based
 // route (muon or adamw).
+// --ep: a rank's own experts are neither (Plan::expert).
 std::vector<int> dedicated_params(const model::ModuleTree& tree, const Plan& p,
                                   const std::vector<RouteRule>& route_rules) {
   const PlanConfig& config = p.config;
-  if (route_rules.empty())
-    return boundary::select_dedicated(tree, p.rule, config.allow_empty_dedication);
+  if (route_rules.empty()) {
+    auto dedicated = boundary::select_dedicated(tree, p.rule, config.allow_empty_dedication);
+    dedicated.erase(std::remove_if(dedicated.begin(), dedicated.end(),
+                                   [&](int pid) { return p.is_expert(pid); }),
+                    dedicated.end());
+    if (dedicated.empty() && !config.allow_empty_dedication)
+      throw InputError(fmt::format(
+          "--ep {}: every parameter the dedication rule '{}' matches is a routed expert's, "
+          "which each EP rank updates itself: no parameter is left for DMuon's owners",
+          config.ep, abbreviate_value(p.rule.spec())));
+    return dedicated;
+  }
   std::vector<int> dedicated;
   for (int pid : tree.parameter_order())
-    if (owner_based(p.route[static_cast<std::size_t>(pid)])) dedicated.push_back(pid);
+    if (owner_based(p.route[static_cast<std::size_t>(pid)]) && !p.is_expert(pid))
+      dedicated.push_back(pid);
   if (dedicated.empty() && !config.allow_empty_dedication)
     throw InputError(fmt::format(
         "dedication rule '{}' and --route '{}' leave none of the model's {} parameters on an "
@@ -98,7 +111,7 @@ void resolve_sites(const model::ModuleTree& tree, const std::vector<int>& dedica
   }
   std::vector<int> sharded_adamw;
   for (int pid : tree.parameter_order())
-    if (p.route[static_cast<std::size_t>(pid)] == ParamRoute::sharded_adamw)
+    if (p.route[static_cast<std::size_t>(pid)] == ParamRoute::sharded_adamw && !p.is_expert(pid))
       sharded_adamw.push_back(pid);
   if (!sharded_adamw.empty())
     p.sharded_hooks = resolve_sharded_sites(tree, sharded_adamw, p.config.boundary,
@@ -207,6 +220,28 @@ void add_plan_findings(const model::ModuleTree& tree, const std::vector<int>& de
   }
 }
 
+// --ep: the routed experts' parameters of an EP rank's tree (per parameter id; empty
+// without EP). The tree must be one (model::expert_local_tree with E = config.ep).
+std::vector<char> expert_params(const model::ModuleTree& tree, const PlanConfig& config) {
+  if (config.ep == 1) return {};
+  const auto containers = model::expert_containers(tree);
+  if (config.ep < 1 || containers.empty() ||
+      std::any_of(containers.begin(), containers.end(),
+                  [&](int c) { return tree.module(c).ep_size != config.ep; }))
+    throw InputError(fmt::format(
+        "--ep {}: the plan is made from an EP rank's model (model::expert_local_tree)", config.ep));
+  const auto& part = config.partition;
+  if (config.ep != part.shard || part.replicate != 1 || config.tp != 1)
+    throw InputError(fmt::format(
+        "--ep {} on R {} x G {} x T {} ranks is not modelled (valid: --ep {}, the shard group "
+        "size G, without --replicate or --tp: each rank holds its own experts whole)",
+        config.ep, part.replicate, part.shard, config.tp, part.shard * part.replicate * config.tp));
+  std::vector<char> expert(tree.num_parameters(), 0);
+  for (int pid : tree.parameter_order())
+    expert[static_cast<std::size_t>(pid)] = model::expert_slot(tree, pid).container >= 0;
+  return expert;
+}
+
 }  // namespace
 
 Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
@@ -219,11 +254,13 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
          {},
          {},
          {},
+         {},
          {}};
   std::vector<RouteRule> route_rules;
   for (const auto& spec : config.routes) route_rules.push_back(parse_route_rule(spec));
   p.route = resolve_routes(tree, p.rule, route_rules);
   p.route_wire_bytes = resolve_route_wire_bytes(tree, route_rules);
+  p.expert = expert_params(tree, config);
   const std::vector<int> dedicated = dedicated_params(tree, p, route_rules);
   // With the reference's layer keys, ownership does not depend on the sites; it comes first
   // because its visiting order decides which uncovered parameter a strict failure names.
@@ -288,6 +325,9 @@ std::uint64_t plan_hash(const model::ModuleTree& tree, const Plan& plan) {
     if (b > 0)
       h = comm::fnv1a_64_u64(static_cast<std::uint64_t>(pid) << 8 | static_cast<unsigned>(b), h);
   }
+  // --ep (absent without it: earlier hashes are unchanged).
+  if (plan.config.ep > 1)
+    h = comm::fnv1a_64_u64(0xe9000000u + static_cast<unsigned>(plan.config.ep), h);
   // sharded_adamw sites (absent without that route: earlier hashes are unchanged).
   for (const auto& s : plan.sharded_hooks.sites) {
     h = comm::fnv1a_64_u64(0x5a4d3du, h);

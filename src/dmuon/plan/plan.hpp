@@ -36,6 +36,10 @@ struct PlanConfig {
   int tp = 1;
   std::string tp_shard_rule;  ///< "" = boundary::kDefaultTpShardRule
   std::string tp_row_rule;    ///< "" = boundary::kDefaultTpRowRule
+  /// Expert parallelism (model/expert_local_tree.hpp): E; the plan is then made from an EP
+  /// rank's tree (every expert container's ep_size E). E equals the shard group size G: each
+  /// rank of a row holds its own experts whole, outside the partition and the hook sites.
+  int ep = 1;
 };
 
 struct Plan {
@@ -65,6 +69,12 @@ struct Plan {
   /// 0 when none has one.
   int narrowest_route_wire_bytes() const;
   partition::TpPlan tp;  ///< TP-sharded parameters and their TP owners (tp = 1: none)
+  /// Per parameter id, --ep > 1: a routed expert's, held whole by this rank (never owner-based,
+  /// sharded or at a hook site; Muon where its route is muon, else AdamW). Empty without EP.
+  std::vector<char> expert;
+  bool is_expert(int pid) const {
+    return !expert.empty() && expert.at(static_cast<std::size_t>(pid)) != 0;
+  }
   /// --route sharded_adamw: the sites of those parameters (sharded_sites.hpp: the boundary
   /// rule's, the root for a parameter no boundary module holds); empty without any. Not hook
   /// sites of DMuon: the engine all-gathers each site's parameters where it runs.

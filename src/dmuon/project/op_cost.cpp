@@ -130,6 +130,7 @@ double OpCost::pack(const engine::StepLayout& L, int group) const {
       }
       break;
     case GroupKind::ddp:
+    case GroupKind::expert:  // --ep: the rank's experts' compute copy, as a replica's
       for (int pi : g.members) {
         const auto& p = L.params[static_cast<std::size_t>(pi)];
         // The host computes on fp32 replicas directly: nothing to convert then.

@@ -184,9 +184,7 @@ class CudaBackend final : public StepBackend {
         reduce_type_(layout.reduce),
         ns_type_(o.backend.ns_dtype),
         muon_(muon_config(o)),
-        device_(device),
-        rank_(layout.me.dp()),
-        ranks_(layout.me.grid.dp_size()) {
+        device_(device) {
     if (groups.grid() != L_.me.grid || groups.world_rank() != L_.me.rank)
       throw std::logic_error("CUDA backend: the rank groups are not the layout's grid");
     DMUON_CHECK_CUDA(cudaSetDevice(device_));
@@ -256,7 +254,7 @@ class CudaBackend final : public StepBackend {
   void forward(const StepOp& op, long step) override {
     const auto& p = param(op.param);
     auto& a = acts_[static_cast<std::size_t>(op.param)];
-    if (step_.accum > 1) a.range = micro_range(a.range.n, op.micro);
+    if (step_.accum > 1) a.range = micro_range(p, a.range.n, op.micro);
     const std::int64_t b = a.range.local();
     if (step_.compute_of(p.pid) == Compute::none || b == 0 || p.shape.cols == 0) return;
     const Dtype type = p.wire;
@@ -278,7 +276,7 @@ class CudaBackend final : public StepBackend {
     const Dtype type = p.wire, grad_type = p.grad_wire;  // compute; the gradient's wire
     const auto rows = static_cast<std::size_t>(p.shape.rows),
                cols = static_cast<std::size_t>(p.shape.cols);
-    if (step_.accum > 1) a.range = micro_range(a.range.n, op.micro);
+    if (step_.accum > 1) a.range = micro_range(p, a.range.n, op.micro);
     const std::int64_t b = a.range.local();
     if (step_.compute_of(p.pid) == Compute::none) {
       // --accum K: each micro-step adds (u + w)/K (the loss averaged over the whole batch).
@@ -296,7 +294,7 @@ class CudaBackend final : public StepBackend {
           *ctx_, target_.at(0), type, ub, rows, seed_, static_cast<std::uint64_t>(step),
           static_cast<std::uint64_t>(a.range.begin), data_key(p), synthetic_stream::target);
       // dY = (Y − T)·G/n (the mean over the global samples, see synthetic.hpp)
-      const float scale = static_cast<float>(ranks_) / static_cast<float>(a.range.n);
+      const float scale = static_cast<float>(p.data_ranks) / static_cast<float>(a.range.n);
       cu::residual_scale(*ctx_, a.y.at(0), target_.at(0), type, ub * rows, scale);
       // dX = dY·W, then dW (+)= dYᵀ·X in the gradient's type.
       cu::gemm(*ctx_, type, false, false, ub, cols, rows, 1.0f, a.y.at(0), w, 0.0f, dx_.at(0));
@@ -616,13 +614,13 @@ class CudaBackend final : public StepBackend {
     std::vector<float> init;
     for (const auto& p : L_.params) {
       Activations a;
-      a.range = sample_range(tree, p.pid, global, rank_, ranks_);
+      a.range = sample_range(tree, p.pid, global, p.data_rank, p.data_ranks);
       // --accum: buffers for the largest micro-batch; forward/backward take their micro's range.
       std::int64_t most = a.range.local();
       if (step_.accum > 1) {
         most = 0;
         for (int j = 0; j < step_.accum; ++j)
-          most = std::max(most, micro_range(a.range.n, j).local());
+          most = std::max(most, micro_range(p, a.range.n, j).local());
       }
       const std::int64_t b = step_.compute_of(p.pid) == Compute::gemm ? most : 0;
       a.x = DeviceBuffer(b * p.shape.cols, p.wire);
@@ -675,10 +673,9 @@ class CudaBackend final : public StepBackend {
     tp_update_ = DeviceBuffer(updates, Dtype::f32);
   }
 
-  // The synthetic-data key: a TP shard is its own Linear of the local shape (synthetic.hpp).
-  std::uint64_t data_key(const ParamLayout& p) const {
-    return p.tp_sharded() ? tp_shard_key(p.pid, L_.tp_rank()) : static_cast<std::uint64_t>(p.pid);
-  }
+  // The synthetic-data key (ParamLayout::data_key): a TP shard is its own Linear of the local
+  // shape, an EP expert keyed by its name in the full model (synthetic.hpp).
+  static std::uint64_t data_key(const ParamLayout& p) { return p.data_key; }
   // Whether this rank orthogonalizes `p`'s logical matrix (its TP owner, --tp).
   bool tp_owner_of(const ParamLayout& p) const {
     return p.tp_sharded() && p.tp_owner == L_.tp_rank();
@@ -723,8 +720,8 @@ class CudaBackend final : public StepBackend {
   }
 
   // This rank's samples in micro-step `micro` of --accum (accumulation.hpp).
-  SampleRange micro_range(std::int64_t n, int micro) const {
-    return micro_sample_range(n, micro, step_.accum, rank_, ranks_);
+  SampleRange micro_range(const ParamLayout& p, std::int64_t n, int micro) const {
+    return micro_sample_range(n, micro, step_.accum, p.data_rank, p.data_ranks);
   }
   const GroupLayout& group(int g) const { return L_.groups[static_cast<std::size_t>(g)]; }
   const ParamLayout& param(int p) const { return L_.params[static_cast<std::size_t>(p)]; }
@@ -845,7 +842,6 @@ class CudaBackend final : public StepBackend {
   Dtype wire_, reduce_type_, ns_type_;  // weights, gradients (StepLayout::reduce), Newton–Schulz
   kernels::MuonConfig muon_;
   int device_;
-  int rank_, ranks_;
   cudaStream_t compute_ = nullptr, weights_ = nullptr, reduce_ = nullptr, replicate_ = nullptr;
   cudaEvent_t produced_ = nullptr, joined_ = nullptr;
   bool stage1_ordered_ = false;  // order_after() just ordered the next issue after a batch

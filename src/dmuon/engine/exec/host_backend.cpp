@@ -154,9 +154,8 @@ class HostBackend final : public StepBackend {
     std::vector<float> init;
     work_.reserve(L_.params.size());
     for (const auto& p : L_.params) {
-      const std::uint64_t key =
-          p.tp_sharded() ? tp_shard_key(p.pid, L_.tp_rank()) : static_cast<std::uint64_t>(p.pid);
-      work_.emplace_back(tree, p.pid, global, L_.me.dp(), L_.me.grid.dp_size(), o.step.accum, key,
+      const std::uint64_t key = p.data_key;
+      work_.emplace_back(tree, p.pid, global, p.data_rank, p.data_ranks, o.step.accum, key,
                          o.step.compute_of(p.pid));
       if (p.master_offset < 0) continue;
       init.assign(n(p.numel), 0.0f);
@@ -193,7 +192,7 @@ class HostBackend final : public StepBackend {
   void begin_step(long) override {}
 
   void pack(const StepOp& op) override {
-    const bool replicas = group(op.group).kind == GroupKind::ddp;
+    const bool replicas = computes_on_master(group(op.group).kind);
     for (const PackCopy& c : pack_copies(L_, op)) {
       // Replicas in fp32: compute reads the master itself (weights_of), nothing to copy.
       if (replicas && c.dtype == Dtype::f32) continue;
@@ -404,7 +403,7 @@ class HostBackend final : public StepBackend {
     switch (op.op) {
       case Op::pack: {
         // Replicas: fp32 compute reads the masters, a 16-bit one a rounded copy in the pool.
-        const bool fills = g.kind == GroupKind::ddp ? wire_ != Dtype::f32 : g.has_weight_comm();
+        const bool fills = computes_on_master(g.kind) ? wire_ != Dtype::f32 : g.has_weight_comm();
         if (fills) mem_.hold(MemoryTerm::weights, key, wire * g.weight_elems);
         break;
       }
@@ -528,7 +527,7 @@ class HostBackend final : public StepBackend {
   // fp32 weights compute reads: the slot itself (fp32 wire), its fp32 image, or a replica.
   const float* weights_of(const ParamLayout& p, std::int64_t base) {
     const Dtype type = p.wire;
-    if (p.storage == Storage::replicated && type == Dtype::f32)
+    if ((p.storage == Storage::replicated || p.storage == Storage::expert) && type == Dtype::f32)
       return master_.data() + p.master_offset;
     if (p.alt_wire)  // its own region, no pool base
       return type == Dtype::f32 ? static_cast<const float*>(alt_weights_.at(p.weight_offset))

@@ -55,6 +55,8 @@ ClipSpan clip_counted(const StepLayout& L, const ParamLayout& p) {
       const std::int64_t begin = p.numel * r / w, end = p.numel * (r + 1) / w;
       return {begin, end - begin};
     }
+    // --ep: this rank's experts, whole (each row holds the same: row 0's count).
+    case Storage::expert: return L.me.row() == 0 ? ClipSpan{0, p.numel} : ClipSpan{};
     case Storage::column:
     case Storage::remote: return {};
   }

@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <stdexcept>
 #include <tuple>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/step_volume.hpp"
+#include "dmuon/model/expert_local_tree.hpp"
 
 namespace dmuon::engine {
 
@@ -19,6 +21,7 @@ const char* storage_name(Storage s) {
     case Storage::remote: return "remote";
     case Storage::sharded: return "sharded";
     case Storage::replicated: return "replicated";
+    case Storage::expert: return "expert";
   }
   return "?";
 }
@@ -34,7 +37,7 @@ std::int64_t ParamLayout::shard_len_at(int column) const {
 
 std::int64_t StepLayout::weight_base(int group, int position) const {
   const GroupLayout& g = groups.at(static_cast<std::size_t>(group));
-  if (reshard == plan::Reshard::z2 || is_ddp(method) || stays_gathered(g)) return g.own_weight_slot;
+  if (reshard == plan::Reshard::z2 || is_ddp(method) || keeps_own_slot(g)) return g.own_weight_slot;
   return static_cast<std::int64_t>(position % weight_window) * weight_slot_elems;
 }
 
@@ -91,17 +94,16 @@ class LayoutBuilder {
     rest.kind = t_.replicas ? GroupKind::ddp : GroupKind::fsdp;
     rest.root_unit = rest.kind == GroupKind::fsdp;
     for (int pid : tree_.parameter_order())
-      if (!dedicated(pid) && !deferred(pid))
+      if (!dedicated(pid) && !deferred(pid) && !plan_.is_expert(pid))
         rest.members.push_back(index_of_[static_cast<std::size_t>(pid)]);
     if (!rest.members.empty()) add_group(std::move(rest));
     for (const auto& ref : sites_in_forward_order()) {
       GroupLayout g;
-      g.kind = ref.sharded ? GroupKind::fsdp : site_kind();
-      g.deferred_reduce = ref.sharded;
-      for (int pid : ref.site->params)
-        g.members.push_back(index_of_[static_cast<std::size_t>(pid)]);
+      g.kind = ref.kind;
+      g.deferred_reduce = ref.kind == GroupKind::fsdp && ref.sharded;
+      for (int pid : *ref.params) g.members.push_back(index_of_[static_cast<std::size_t>(pid)]);
       const int gi = static_cast<int>(L_.groups.size());
-      if (!ref.sharded && t_.owners) pack_pairs(g, gi);
+      if (g.kind == site_kind() && !ref.sharded && t_.owners) pack_pairs(g, gi);
       add_group(std::move(g));
     }
     for (auto& g : L_.groups)
@@ -119,7 +121,7 @@ class LayoutBuilder {
         if (p.pair >= 0) continue;
         if (p.sharded())
           lay_out_sharded(p, g);
-        else if (p.storage == Storage::replicated)
+        else if (p.storage == Storage::replicated || p.storage == Storage::expert)
           lay_out_replica(p, g);
       }
   }
@@ -178,7 +180,7 @@ class LayoutBuilder {
         o_.pipeline == OptimizerPipeline::per_group ? std::max(1, std::min(n, 2)) : 0;
     std::int64_t weights_total = 0, gathers_total = 0;
     for (auto& g : L_.groups) {
-      if (!L_.stays_gathered(g))
+      if (!L_.keeps_own_slot(g))
         L_.weight_slot_elems = std::max(L_.weight_slot_elems, g.weight_elems);
       L_.grad_slot_elems = std::max(L_.grad_slot_elems, g.grad_elems);
       L_.gather_slot_elems = std::max(L_.gather_slot_elems, g.gather_elems);
@@ -187,9 +189,10 @@ class LayoutBuilder {
     }
     L_.weight_pool_elems =
         own_weight_slots ? weights_total : L_.weight_window * L_.weight_slot_elems;
-    // Z3: a group that stays gathered holds its own slot after the ring for the whole step.
+    // Z3: a group that stays gathered (or an EP rank's experts, a compute copy of its own
+    // masters) holds its own slot after the ring for the whole step.
     for (auto& g : L_.groups)
-      if (!own_weight_slots && L_.stays_gathered(g))
+      if (!own_weight_slots && L_.keeps_own_slot(g))
         g.own_weight_slot = take(L_.weight_pool_elems, g.weight_elems);
     L_.grad_pool_elems = L_.grad_window * L_.grad_slot_elems;
     L_.gather_pool_elems =
@@ -198,10 +201,14 @@ class LayoutBuilder {
   }
 
  private:
+  // A group after the root unit: a hook site, a sharded_adamw site or (--ep) the routed
+  // experts of one container.
   struct SiteRef {
     int preorder;
+    int rank;  // at one module: the owner-based site, its sharded_adamw site, its experts
+    GroupKind kind;
     bool sharded;
-    const boundary::Site* site;
+    const std::vector<int>* params;
   };
 
   bool dedicated(int pid) const {
@@ -228,6 +235,7 @@ class LayoutBuilder {
     p.numel = prm.numel();
     p.logical = p.shape;
     if (L_.tp() > 1 && plan_.tp.is_sharded(pid)) place_tp(p);
+    place_data(p);
     const bool ded = dedicated(pid);
     p.muon = ded && plan_.muon(pid) && t_.muon;  // --route adamw: AdamW
     // --route RULE=ROUTE:DTYPE: weights and gradients travel in that dtype (alt arenas where
@@ -240,7 +248,10 @@ class LayoutBuilder {
     p.grad_wire = route_or(o_.reduce_dtype());
     p.alt_wire = p.wire != o_.wire;
     p.alt_grad = p.grad_wire != o_.reduce_dtype();
-    if (t_.replicas) {
+    if (plan_.is_expert(pid)) {
+      p.storage = Storage::expert;  // its route decides the optimizer, not the dedication
+      p.muon = plan_.muon(pid) && t_.muon;
+    } else if (t_.replicas) {
       p.storage = Storage::replicated;
       if (t_.owners && ded) p.owner = plan_.partition.owner_rank(pid);
     } else if (t_.owners && ded) {
@@ -255,8 +266,18 @@ class LayoutBuilder {
       p.shard_begin = L_.me.column() * p.chunk;
     }
     p.updated_here = p.storage == Storage::owned || p.storage == Storage::sharded ||
+                     p.storage == Storage::expert ||
                      (p.storage == Storage::replicated && (p.owner < 0 || p.owner == rank()));
     return p;
+  }
+
+  void place_data(ParamLayout& p) const {
+    const bool expert = plan_.is_expert(p.pid);
+    p.data_key = p.tp_sharded() ? tp_shard_key(p.pid, L_.tp_rank())
+                 : expert ? expert_data_key(model::global_parameter_name(tree_, p.pid, rank()))
+                          : static_cast<std::uint64_t>(p.pid);
+    p.data_rank = expert ? 0 : rank();
+    p.data_ranks = expert ? 1 : L_.me.grid.dp_size();
   }
 
   void place_tp(ParamLayout& p) const {
@@ -271,15 +292,26 @@ class LayoutBuilder {
     (p.tp_dim == 0 ? p.logical.rows : p.logical.cols) *= L_.tp();
   }
 
-  std::vector<SiteRef> sites_in_forward_order() const {
+  std::vector<SiteRef> sites_in_forward_order() {
     std::vector<SiteRef> sites;
     for (const auto& site : plan_.hooks.sites)
-      sites.push_back({tree_.preorder_index(site.module), false, &site});
+      sites.push_back({tree_.preorder_index(site.module), 0, site_kind(), false, &site.params});
     if (o_.method == Method::dmuon)
       for (const auto& site : plan_.sharded_hooks.sites)
-        sites.push_back({tree_.preorder_index(site.module), true, &site});
+        sites.push_back(
+            {tree_.preorder_index(site.module), 1, GroupKind::fsdp, true, &site.params});
+    expert_groups_.clear();
+    if (!plan_.expert.empty())
+      for (int c : model::expert_containers(tree_)) {
+        auto& members = expert_groups_.emplace_back();
+        for (int pid : tree_.parameter_order())
+          if (plan_.is_expert(pid) && model::expert_slot(tree_, pid).container == c)
+            members.push_back(pid);
+        if (!members.empty())
+          sites.push_back({tree_.preorder_index(c), 2, GroupKind::expert, false, &members});
+      }
     std::stable_sort(sites.begin(), sites.end(), [](const SiteRef& a, const SiteRef& b) {
-      return a.preorder != b.preorder ? a.preorder < b.preorder : a.sharded < b.sharded;
+      return a.preorder != b.preorder ? a.preorder < b.preorder : a.rank < b.rank;
     });
     return sites;
   }
@@ -423,13 +455,20 @@ class LayoutBuilder {
       for (const auto& g : L_.groups) L_.live_weight_bytes += bytes_of(g);
       return;
     }
-    // Z3: at forward position i the groups i .. i + prefetch, and every earlier group that
-    // stays gathered (the root unit, from its forward to its backward).
+    // Z3: at forward position i the groups i .. i + prefetch, every earlier group that stays
+    // gathered (the root unit, from its forward to its backward) and, the whole step, the
+    // compute copies of an EP rank's experts.
     const std::size_t window = static_cast<std::size_t>(o_.prefetch) + 1;
     std::int64_t kept_w = 0, kept_b = 0;
+    for (const auto& g : L_.groups)
+      if (g.kind == GroupKind::expert) {
+        kept_w += g.weight_elems;
+        kept_b += bytes_of(g);
+      }
     for (std::size_t i = 0; i < L_.groups.size(); ++i) {
       std::int64_t w = kept_w, b = kept_b;
       for (std::size_t j = i; j < std::min(L_.groups.size(), i + window); ++j) {
+        if (L_.groups[j].kind == GroupKind::expert) continue;
         w += L_.groups[j].weight_elems;
         b += bytes_of(L_.groups[j]);
       }
@@ -447,7 +486,8 @@ class LayoutBuilder {
   const StepSpec& o_;
   StepLayout& L_;
   MethodTraits t_;
-  std::vector<int> index_of_;  // per parameter id: its index in L_.params
+  std::vector<int> index_of_;                   // per parameter id: its index in L_.params
+  std::deque<std::vector<int>> expert_groups_;  // --ep: each container's experts (stable)
 };
 
 }  // namespace

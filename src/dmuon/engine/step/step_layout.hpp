@@ -65,10 +65,18 @@ enum class Storage {
   remote,      ///< dmuon: only the packed copy received for compute
   sharded,     ///< FSDP: 1/G of it (padded) in this row, replicated across rows
   replicated,  ///< DDP: everything everywhere
+  expert,      ///< --ep: one of this rank's own routed experts, whole (no other rank has it)
 };
 const char* storage_name(Storage s);
 
-enum class GroupKind { fsdp, dmuon_site, ddp };
+/// expert: --ep, the routed experts of one container this rank holds (Storage::expert): no
+/// collective, the compute copy made once per step as DDP's, updated here.
+enum class GroupKind { fsdp, dmuon_site, ddp, expert };
+/// Computes on a copy of this rank's own master (DDP replicas, EP experts): nothing gathered
+/// or released.
+inline bool computes_on_master(GroupKind k) {
+  return k == GroupKind::ddp || k == GroupKind::expert;
+}
 
 struct ParamLayout {
   int pid = -1;
@@ -113,6 +121,12 @@ struct ParamLayout {
   int tp_dim = -1;
   int tp_owner = -1;
   MatrixShape logical;
+  /// Its synthetic data (synthetic.hpp): the key (a TP shard's own, an EP expert's global
+  /// one, else the parameter id) and this rank's share of the global samples, rank data_rank
+  /// of data_ranks (the DP rank; an EP rank's expert sees every sample routed to it: 0 of 1).
+  std::uint64_t data_key = 0;
+  int data_rank = 0;
+  int data_ranks = 1;
   bool tp_sharded() const { return tp_dim >= 0; }
 
   bool sharded() const { return storage == Storage::sharded; }
@@ -178,7 +192,7 @@ struct GroupLayout {
   std::int64_t own_gather_slot = 0;  ///< all_then_publish: offset of its own gather slot
   bool gathers() const { return gather_elems + alt_gather_elems > 0; }
   bool has_weight_comm() const {
-    return kind != GroupKind::ddp && weight_elems + alt_weight_elems > 0;
+    return !computes_on_master(kind) && weight_elems + alt_weight_elems > 0;
   }
 };
 
@@ -219,6 +233,11 @@ struct StepLayout {
   /// Whether G follows that rule: no release after its forward, no re-gather before its
   /// backward, released after its backward; its own weight slot for the whole step.
   bool stays_gathered(const GroupLayout& G) const { return fsdp2_root && G.root_unit; }
+  /// Z3: G's weights have a slot of their own after the ring for the whole step (one that
+  /// stays gathered; --ep, a rank's experts' compute copy).
+  bool keeps_own_slot(const GroupLayout& G) const {
+    return stays_gathered(G) || G.kind == GroupKind::expert;
+  }
   /// The reference's DMuon step (StepSpec::reference_dmuon): the memory model holds the
   /// optimizer as the reference does (momentum in `momentum`, a transient Nesterov input,
   /// reduced-gradient clones, Newton–Schulz in a CUDA-graph pool; memory_model.hpp);

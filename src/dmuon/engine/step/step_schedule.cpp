@@ -181,9 +181,9 @@ class Builder {
       const auto& G = group(g);
       if (backward_pass && L_.stays_gathered(G)) continue;
       weight_base_[static_cast<std::size_t>(g)] = L_.weight_base(g, issued_);
-      if (G.kind == GroupKind::ddp) {
-        // Replicas: the compute copy is made once per step, no collective. ddp-dmuon: first
-        // complete the previous step's post-step broadcast of the owners' updates.
+      if (computes_on_master(G.kind)) {
+        // Replicas (and EP experts): the compute copy is made once per step, no collective.
+        // ddp-dmuon: first complete the previous step's post-step broadcast of the owners' updates.
         if (!backward_pass && publishes_replicas(L_, G)) emit(Op::take_replica, g, ph, true);
         if (!backward_pass) emit(Op::pack, g, Phase::forward_compute, false);
         continue;
@@ -211,7 +211,8 @@ class Builder {
       if (G.hooked) hook(g, HookPoint::forward_pre, true);
       for (int p : G.members) compute(Op::forward, g, p, Phase::forward_compute);
       activation_forward(g);
-      if (z3_ && G.kind != GroupKind::ddp && !L_.stays_gathered(G)) untimed(Op::release_weights, g);
+      if (z3_ && !computes_on_master(G.kind) && !L_.stays_gathered(G))
+        untimed(Op::release_weights, g);
       if (G.hooked) hook(g, HookPoint::forward_post, false);
     }
   }
@@ -226,7 +227,7 @@ class Builder {
     for (int k = 0; k < n_; ++k) {
       const int g = order[static_cast<std::size_t>(k)];
       const auto& G = group(g);
-      if (z3_ && G.kind != GroupKind::ddp) weights_ready(order, k, true);
+      if (z3_ && !computes_on_master(G.kind)) weights_ready(order, k, true);
       if (G.hooked) hook(g, HookPoint::backward_pre, z3_ && !L_.stays_gathered(G));
       if (G.grad_elems > 0) {
         grad_base_[static_cast<std::size_t>(g)] = L_.grad_base(k);
@@ -239,7 +240,7 @@ class Builder {
       activation_backward(g);
       for (auto it = G.members.rbegin(); it != G.members.rend(); ++it)
         compute(Op::backward, g, *it, Phase::backward_compute);
-      if (G.kind != GroupKind::ddp) untimed(Op::release_weights, g);
+      if (!computes_on_master(G.kind)) untimed(Op::release_weights, g);
       // FSDP2 (StepSpec::fsdp2): before this group's gradients go into its reduce input, the
       // previous FSDP group's reduce is waited and its input freed: one input in flight.
       const bool fsdp2_reduce = L_.fsdp2_reduces(G);
@@ -248,7 +249,8 @@ class Builder {
       const bool site_chain = o_.reference_dmuon() && G.kind == GroupKind::dmuon_site;
       if (last_micro() && site_chain && site_previous >= 0) wait_reduce(site_previous);
       // Earlier micro-steps only accumulate (no_sync): the hook fires without communicating.
-      if (last_micro() && !G.deferred_reduce) emit(Op::issue_reduce, g, Phase::backward_comm, true);
+      if (last_micro() && !G.deferred_reduce && reduces(G))
+        emit(Op::issue_reduce, g, Phase::backward_comm, true);
       if (fsdp2_reduce) fsdp2_previous = g;
       if (site_chain) site_previous = g;
       if (G.hooked || G.kind == GroupKind::ddp) hook(g, HookPoint::backward_post, last_micro());
@@ -277,8 +279,12 @@ class Builder {
       emit(Op::issue_stage2, g, Phase::backward_comm, true);
   }
 
+  // An EP rank's experts: every token routed to them arrived by the dispatch, so their
+  // gradients are whole where they are computed.
+  static bool reduces(const GroupLayout& G) { return G.kind != GroupKind::expert; }
+
   void wait_reduce(int g) {
-    if (reduce_waited_[static_cast<std::size_t>(g)]) return;
+    if (reduce_waited_[static_cast<std::size_t>(g)] || !reduces(group(g))) return;
     reduce_waited_[static_cast<std::size_t>(g)] = true;
     emit(Op::wait_reduce, g, Phase::backward_comm, true);
   }

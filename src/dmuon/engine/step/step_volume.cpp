@@ -32,7 +32,8 @@ std::int64_t passes_of(plan::Repeat r, const VolumeOptions& o) {
   return 1;
 }
 
-// The parameters by what the methods' routes tell apart.
+// The parameters by what the methods' routes tell apart (--ep: an EP rank's experts are in
+// none, their gradients being whole where they are computed).
 struct ParamClasses {
   std::vector<int> all;
   std::vector<int> sited;   // dedicated: held by a hook site (the FSDP methods' block units)
@@ -45,6 +46,7 @@ ParamClasses classify(const model::ModuleTree& tree, const plan::Plan& plan) {
   ParamClasses c;
   for (int pid : tree.parameter_order()) {
     const auto i = static_cast<std::size_t>(pid);
+    if (plan.is_expert(pid)) continue;  // --ep: a rank's own experts move nothing
     c.all.push_back(pid);
     if (plan.hooks.site_of_param.at(i) >= 0) {
       c.sited.push_back(pid);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string_view>
 
+#include "dmuon/comm/hash.hpp"
+
 namespace dmuon::engine {
 namespace {
 
@@ -61,6 +63,10 @@ void init_weights(std::uint64_t seed, std::uint64_t pid, float* w, std::int64_t 
   for (std::int64_t i = 0; i < numel; ++i) w[i] *= s;
 }
 
+std::uint64_t expert_data_key(std::string_view global_name) {
+  return comm::fnv1a_64(global_name, comm::kFnv1aOffset) | (std::uint64_t{1} << 63);
+}
+
 std::int64_t param_samples(const model::ModuleTree& tree, int pid, std::int64_t global_tokens) {
   static constexpr std::string_view kExperts = ".experts.";
   const std::string& name = tree.parameter(pid).name;
@@ -69,7 +75,9 @@ std::int64_t param_samples(const model::ModuleTree& tree, int pid, std::int64_t 
   const auto container =
       tree.find_module(std::string_view(name).substr(0, at + kExperts.size() - 1));
   if (!container) return global_tokens;
-  const auto experts = static_cast<std::int64_t>(tree.module(*container).children.size());
+  // Under --ep the container holds this rank's 1/ep_size of them (expert_local_tree.hpp).
+  const auto experts = static_cast<std::int64_t>(tree.module(*container).children.size()) *
+                       tree.module(*container).ep_size;
   if (experts < 1) return global_tokens;
   // The model's routing (geometry.hpp: DeepSeek-V3 8 of 256, Mixtral 2 of 8), else top-2.
   const int routed = tree.module(*container).routed_top_k;

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string_view>
 
 #include "dmuon/engine/step/engine_options.hpp"
 #include "dmuon/model/module_tree.hpp"
@@ -46,6 +47,12 @@ void synthetic_fill_row(std::uint64_t seed, std::uint64_t step, std::uint64_t sa
 inline std::uint64_t tp_shard_key(int pid, int tp_rank) {
   return static_cast<std::uint64_t>(pid) + (static_cast<std::uint64_t>(tp_rank + 1) << 40);
 }
+
+/// The synthetic-data key of a routed expert's parameter under --ep, from its name in the
+/// full model (model/expert_local_tree.hpp): the same on the EP rank holding it and in the
+/// one-process reference of the full model, whose parameter ids differ (bit 63 set: never
+/// a parameter id or a TP shard's key).
+std::uint64_t expert_data_key(std::string_view global_name);
 
 /// Deterministic initial weights of parameter `pid` (same on every rank and in the reference);
 /// `pid` is the data key (a tensor-parallel shard's own key, tp_shard_key).

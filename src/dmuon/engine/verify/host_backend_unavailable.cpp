@@ -14,7 +14,8 @@ std::unique_ptr<StepBackend> make_host_backend(const model::ModuleTree&, const S
 }
 
 std::vector<std::vector<float>> reference_weights(const model::ModuleTree&, const plan::Plan&,
-                                                  const EngineOptions&, int, AdamwEpsRegime*, int) {
+                                                  const EngineOptions&, int, AdamwEpsRegime*, int,
+                                                  int) {
   throw InputError(
       "--check: this build cannot compute the one-process reference (no Kokkos/"
       "BLAS); check against a reference file written by a full build "

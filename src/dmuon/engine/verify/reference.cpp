@@ -9,6 +9,7 @@
 #include "dmuon/engine/step/grad_clip.hpp"
 #include "dmuon/engine/step/optimizer_config.hpp"
 #include "dmuon/engine/step/synthetic.hpp"
+#include "dmuon/model/expert_local_tree.hpp"
 #include "dmuon/plan/tp_local_tree.hpp"
 #include "kernels/convert.hpp"
 #include "kernels/tp_blocks.hpp"
@@ -74,12 +75,20 @@ class Reference {
     for (int pid : local_.parameter_order()) {
       const auto& p = local_.parameter(pid);
       const bool sharded = plan.tp.tp > 1 && plan.tp.is_sharded(pid);
-      muon_.push_back(plan.hooks.site_of_param[static_cast<std::size_t>(pid)] >= 0 &&
-                      plan.muon(pid) && traits(o.step.method).muon);  // --route adamw: AdamW
+      // --route adamw: AdamW; --ep: an expert by its route (no site holds it).
+      const bool owner_or_expert =
+          plan.hooks.site_of_param[static_cast<std::size_t>(pid)] >= 0 || plan.is_expert(pid);
+      muon_.push_back(owner_or_expert && plan.muon(pid) && traits(o.step.method).muon);
       copies_.emplace_back();
       const auto n = static_cast<std::size_t>(p.numel());
-      for (int t = 0; t < (sharded ? plan.tp.tp : 1); ++t) {
-        const std::uint64_t key = sharded ? tp_shard_key(pid, t) : static_cast<std::uint64_t>(pid);
+      // --ep: a local expert stands for E experts of the full model, one per EP rank, each
+      // keyed by its name there.
+      const int copies = sharded ? plan.tp.tp : plan.is_expert(pid) ? plan.config.ep : 1;
+      for (int t = 0; t < copies; ++t) {
+        const std::uint64_t key =
+            sharded               ? tp_shard_key(pid, t)
+            : plan.is_expert(pid) ? expert_data_key(model::global_parameter_name(local_, pid, t))
+                                  : static_cast<std::uint64_t>(pid);
         // One rank holding every sample.
         Copy c{LinearWork(local_, pid, global, 0, 1, o.step.accum, key, o.step.compute_of(pid)),
                std::vector<float>(n), std::vector<float>(n, 0.0f), std::vector<float>(n, 0.0f),
@@ -107,10 +116,14 @@ class Reference {
     }
   }
 
-  std::vector<std::vector<float>> weights(int tp_rank) {
+  std::vector<std::vector<float>> weights(int tp_rank, int ep_rank) {
     std::vector<std::vector<float>> out;
-    for (auto& c : copies_)
-      out.push_back(std::move(c[c.size() > 1 ? static_cast<std::size_t>(tp_rank) : 0].w));
+    const auto& order = local_.parameter_order();
+    for (std::size_t i = 0; i < copies_.size(); ++i) {
+      auto& c = copies_[i];
+      const int pick = c.size() == 1 ? 0 : plan_.is_expert(order[i]) ? ep_rank : tp_rank;
+      out.push_back(std::move(c[static_cast<std::size_t>(pick)].w));
+    }
     return out;
   }
 
@@ -151,7 +164,21 @@ class Reference {
     }
   }
 
+  // --ep: each EP rank's copy of an expert is its own matrix.
+  void expert_muon(std::size_t i, long s) {
+    const auto shape = matrix_shape(local_.parameter(local_.parameter_order()[i]));
+    for (auto& c : copies_[i]) {
+      x_.resize(c.w.size());
+      if (opt_.prepare(c.g.data(), c.m.data(), x_.data(), x_.size(), s) != 0)
+        throw bad(i, "gradient");
+      opt_.newton_schulz(x_.data(), shape.rows, shape.cols, name(i));
+      if (opt_.apply(c.w.data(), x_.data(), x_.size(), shape.rows, shape.cols) != 0)
+        throw bad(i, "weight");
+    }
+  }
+
   void muon(std::size_t i, long s) {
+    if (plan_.is_expert(local_.parameter_order()[i])) return expert_muon(i, s);
     auto& param = copies_[i];
     const std::size_t n = param.front().w.size();
     x_.resize(n * param.size());
@@ -194,11 +221,11 @@ class Reference {
 
 std::vector<std::vector<float>> reference_weights(const model::ModuleTree& tree,
                                                   const plan::Plan& plan, const EngineOptions& o,
-                                                  int dp_size, AdamwEpsRegime* regime,
-                                                  int tp_rank) {
+                                                  int dp_size, AdamwEpsRegime* regime, int tp_rank,
+                                                  int ep_rank) {
   Reference ref(tree, plan, o, dp_size);
   ref.run(regime);
-  return ref.weights(tp_rank);
+  return ref.weights(tp_rank, ep_rank);
 }
 
 }  // namespace dmuon::engine

@@ -5,7 +5,8 @@
 // Under tensor parallelism (plan.tp.tp = T > 1) every TP shard is its own synthetic Linear of
 // the local shape (tp_shard_key); the reference runs all T shards and Newton–Schulz on the
 // logical matrix they assemble to (each shard's Nesterov input rounded to the wire type first,
-// as the TP gather sends it), and returns TP rank t's weights.
+// as the TP gather sends it), and returns TP rank t's weights. Under expert parallelism the
+// same for each EP rank's experts (reference_weights).
 
 #include <cstdint>
 #include <string>
@@ -39,11 +40,14 @@ struct AdamwEpsRegime {
 /// Final weights after o.total_steps() steps, per parameter in tree.parameter_order() (with
 /// TP: of plan::tp_local_tree's, TP rank `tp_rank`'s shard of a TP-sharded one); `dp_size` is
 /// the R x G ranks the global batch is counted for (o.global_samples). `regime` (optional)
-/// receives the AdamW elements in the eps regime.
+/// receives the AdamW elements in the eps regime. --ep E (plan.config.ep; `tree` an EP rank's,
+/// model/expert_local_tree.hpp): every local expert is computed for all E EP ranks (each its
+/// own synthetic Linear keyed by its name in the full model, expert_data_key), the clip norm
+/// over all of them, and EP rank `ep_rank`'s are returned.
 std::vector<std::vector<float>> reference_weights(const model::ModuleTree& tree,
                                                   const plan::Plan& plan, const EngineOptions& o,
                                                   int dp_size, AdamwEpsRegime* regime = nullptr,
-                                                  int tp_rank = 0);
+                                                  int tp_rank = 0, int ep_rank = 0);
 
 /// Max over parameters of ‖a − b‖_F / ‖b‖_F (Frobenius, so AdamW's isolated sign flips on
 /// near-zero gradients do not dominate); `worst` names the worst parameter. With `excuse`,

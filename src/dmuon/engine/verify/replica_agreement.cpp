@@ -15,15 +15,18 @@ ReplicaDivergence replica_divergence(const StepLayout& L, StepBackend& backend, 
   DMUON_CHECK_MPI(MPI_Comm_rank(world, &rank));
   std::vector<std::size_t> offset;
   std::size_t total = 0;
+  // --ep: a rank's own experts have no replica (the reference checks each rank's).
+  const auto replica = [](const ParamLayout& p) { return p.storage != Storage::expert; };
   for (const auto& p : L.params) {
-    if (p.master_offset < 0 || p.storage != Storage::replicated)
+    if (p.master_offset < 0 || (replica(p) && p.storage != Storage::replicated))
       throw std::logic_error("replica_divergence: the layout is not a full replica");
     offset.push_back(total);
-    total += static_cast<std::size_t>(p.numel);
+    if (replica(p)) total += static_cast<std::size_t>(p.numel);
   }
   std::vector<float> mine(total), first(total);
   for (std::size_t i = 0; i < L.params.size(); ++i)
-    backend.read_masters(L.params[i].master_offset, L.params[i].numel, mine.data() + offset[i]);
+    if (replica(L.params[i]))
+      backend.read_masters(L.params[i].master_offset, L.params[i].numel, mine.data() + offset[i]);
   if (rank == 0) first = mine;
   const std::size_t max_chunk = std::size_t{1} << 28;  // counts below INT_MAX
   for (std::size_t off = 0; off < total; off += max_chunk)
@@ -35,6 +38,7 @@ ReplicaDivergence replica_divergence(const StepLayout& L, StepBackend& backend, 
     int index;
   } local{0.0, -1};
   for (std::size_t i = 0; i < L.params.size(); ++i) {
+    if (!replica(L.params[i])) continue;
     double diff2 = 0, ref2 = 0;
     for (std::size_t j = offset[i]; j < offset[i] + static_cast<std::size_t>(L.params[i].numel);
          ++j) {

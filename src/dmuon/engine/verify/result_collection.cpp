@@ -14,6 +14,7 @@
 #include "dmuon/engine/step/synthetic.hpp"
 #include "dmuon/engine/verify/reference.hpp"
 #include "dmuon/engine/verify/replica_agreement.hpp"
+#include "dmuon/model/expert_local_tree.hpp"
 #include "dmuon/plan/tp_local_tree.hpp"
 
 namespace dmuon::engine {
@@ -183,8 +184,10 @@ std::vector<std::vector<float>> ResultCollector::gather_final(StepBackend& backe
   for (std::size_t i = 0; i < layout_.params.size(); ++i) {
     const auto& p = layout_.params[i];
     float* dst = mine.data() + offset[i];
+    // --ep: each rank's experts are its own; rank 0's stand in the result.
     const bool owner_copy =
-        p.storage == Storage::owned || (p.storage == Storage::replicated && dp_rank == 0);
+        p.storage == Storage::owned ||
+        ((p.storage == Storage::replicated || p.storage == Storage::expert) && dp_rank == 0);
     if (owner_copy) backend.read_masters(p.master_offset, p.numel, dst);
     // Every row holds the same shards: row 0's.
     if (p.sharded() && layout_.me.row() == 0 && p.shard_len() > 0)
@@ -204,6 +207,18 @@ std::vector<std::vector<float>> ResultCollector::gather_final(StepBackend& backe
           all.begin() + static_cast<std::ptrdiff_t>(offset[i]),
           all.begin() + static_cast<std::ptrdiff_t>(
                             offset[i] + static_cast<std::size_t>(layout_.params[i].numel)));
+  return out;
+}
+
+// --ep: this rank's experts from its masters, every other parameter empty.
+std::vector<std::vector<float>> ResultCollector::own_experts(StepBackend& backend) const {
+  std::vector<std::vector<float>> out(layout_.params.size());
+  for (std::size_t i = 0; i < layout_.params.size(); ++i) {
+    const auto& p = layout_.params[i];
+    if (p.storage != Storage::expert) continue;
+    out[i].resize(static_cast<std::size_t>(p.numel));
+    backend.read_masters(p.master_offset, p.numel, out[i].data());
+  }
   return out;
 }
 
@@ -310,7 +325,11 @@ void ResultCollector::check(RunResult& r, StepBackend& backend) {
     int rank;
   } mine{0, rank_}, worst{0, 0};
   std::int64_t excused = 0;
-  if (!r.final_weights.empty()) {  // rank 0 of its DP group
+  // Rank 0 of its DP group checks what it gathered; --ep: every other rank its own experts
+  // (against the reference of its EP rank, its column: E = G).
+  std::vector<std::vector<float>> got = r.final_weights;
+  if (got.empty() && plan_.config.ep > 1) got = own_experts(backend);
+  if (!got.empty()) {
     // The eps-regime excuse where the tolerance is fp32's (1e-4): a 16-bit tolerance (8 unit
     // roundoffs) already covers AdamW's isolated flips. A reference file brings its own.
     ReferenceWeights ref;
@@ -319,12 +338,17 @@ void ResultCollector::check(RunResult& r, StepBackend& backend) {
     } else {
       auto regime = std::make_shared<AdamwEpsRegime>();
       ref.weights = reference_weights(tree_, plan_, o_, layout_.me.grid.dp_size(),
-                                      sixteen_bit ? nullptr : regime.get(), layout_.tp_rank());
+                                      sixteen_bit ? nullptr : regime.get(), layout_.tp_rank(),
+                                      plan_.config.ep > 1 ? layout_.me.column() : 0);
       ref.eps_regime = std::move(regime);
     }
     const AdamwEpsRegime* excuse = sixteen_bit ? nullptr : ref.eps_regime.get();
-    mine.err =
-        max_relative_error(local_, r.final_weights, ref.weights, &r.worst_param, excuse, &excused);
+    for (std::size_t i = 0; i < got.size() && i < ref.weights.size(); ++i)
+      if (got[i].empty()) got[i] = ref.weights[i];  // not this rank's to check (own_experts)
+    mine.err = max_relative_error(local_, got, ref.weights, &r.worst_param, excuse, &excused);
+    // --ep: an expert by its name in the full model (this rank's local index is ambiguous).
+    if (const auto pid = local_.find_parameter(r.worst_param); pid && plan_.is_expert(*pid))
+      r.worst_param = model::global_parameter_name(local_, *pid, layout_.me.column());
   }
   // The other ranks wait politely: with oversubscribed ranks a spinning collective would take
   // the cores the reference needs.
@@ -360,8 +384,9 @@ std::string ResultCollector::check_note(std::int64_t excused, bool sixteen_bit_m
         excused, AdamwEpsRegime::kRelative);
   if (!sixteen_bit_muon || !traits(o_.step.method).muon) return note;
   const auto& site_of = plan_.hooks.site_of_param;
-  const std::int64_t need = full_rank_global_tokens(
-      local_, [&](int pid) { return site_of[static_cast<std::size_t>(pid)] >= 0; });
+  const std::int64_t need = full_rank_global_tokens(local_, [&](int pid) {
+    return site_of[static_cast<std::size_t>(pid)] >= 0 || plan_.is_expert(pid);
+  });
   if (o_.step.global_samples(layout_.me.grid.dp_size()) < need)
     note += std::string(note.empty() ? "" : "; ") +
             fmt::format(

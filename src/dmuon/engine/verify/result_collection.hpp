@@ -48,6 +48,7 @@ class ResultCollector {
   void reduce_channels(RunResult& r) const;
   void reduce_counts(RunResult& r) const;
   void check(RunResult& r, StepBackend& backend);
+  std::vector<std::vector<float>> own_experts(StepBackend& backend) const;
   std::string check_note(std::int64_t excused, bool sixteen_bit_muon) const;
 
   const model::ModuleTree& tree_;
