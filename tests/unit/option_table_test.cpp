@@ -211,11 +211,14 @@ TEST(OptionTable, ParsesByKindAndAppliesTheRules) {
   EXPECT_EQ(error_of(kBench, {"--clip-norm-type", "inf"}),
             "--clip-norm-type needs --clip-norm (the threshold)");
   // Parallelisms not modelled yet: refused as such, their trivial value accepted (config too).
-  // Expert parallelism is run and planned, not yet projected; not with activation work.
-  EXPECT_EQ(error_of(kProject, {"--ep", "4"}),
-            "--ep 4: expert parallelism is run and planned, not yet projected (valid: "
-            "dmuon_bench, dmuon_inspect; here only 1)");
-  EXPECT_EQ(error_of(kAdvise, {"--ep", "2"}).rfind("--ep 2: expert parallelism is run", 0), 0u);
+  // Expert parallelism is run, planned and projected, not searched; not run with activation
+  // work.
+  EXPECT_EQ(error_of(kAdvise, {"--ep", "2"}),
+            "--ep 2: expert parallelism is run, planned and projected, not searched (valid: "
+            "dmuon_bench, dmuon_inspect, dmuon_project; here only 1)");
+  EXPECT_EQ(error_of(kProject, {"--ep", "4", "--seq-len", "8", "--micro-batch", "1", "--world-size",
+                                "4", "--machine", "h200"}),
+            "");
   EXPECT_EQ(error_of(kBench, {"--ep", "4"}), "");
   EXPECT_EQ(error_of(kInspect, {"--ep", "4"}), "");
   EXPECT_EQ(error_of(kBench, {"--ep", "4", "--seq-len", "8", "--micro-batch", "1"}),

@@ -44,8 +44,14 @@ const char* status_name(Status s) {
 }
 
 Evaluator::Evaluator(const RunOptions& base, const model::Topology& topo,
-                     const dmuon::project::Machine& machine, int world, double capacity_gb)
-    : base_(base), topo_(topo), machine_(machine), world_(world), capacity_gb_(capacity_gb) {}
+                     const dmuon::project::Machine& machine, int world, double capacity_gb,
+                     const model::Topology* whole)
+    : base_(base),
+      topo_(topo),
+      whole_(whole ? *whole : topo),
+      machine_(machine),
+      world_(world),
+      capacity_gb_(capacity_gb) {}
 
 std::string Evaluator::sites_key(const Candidate& c) {
   return c.value("boundary") + ";" + c.value("reshard");
@@ -94,8 +100,8 @@ Outcome Evaluator::project_candidate(const Candidate& c, engine::Method method) 
     sites_[sites_key(c)] = out.sites;
     out.idle_ranks = plan.partition.empty_slots;
     out.suggested_boundary = plan.report.suggested_boundary;
-    auto setup =
-        project::make_projection_setup(b, topo_, machine_, base_.projection.symmetry, &plan);
+    auto setup = project::make_projection_setup(b, whole_, machine_, base_.projection.symmetry,
+                                                &plan, &whole_ == &topo_ ? nullptr : &topo_.tree);
     setup.options.engine.step.method = method;
     ++projections_;
     const auto p = dmuon::project::project(topo_.tree, plan, machine_, setup.options);

@@ -47,9 +47,11 @@ struct Outcome {
 class Evaluator {
  public:
   /// `base`: the invocation's options (its fixed choices); `capacity_gb`: the memory cap per
-  /// rank (0: none).
+  /// rank (0: none). `topo` is the model as a rank holds it (load_rank_topology), `whole` the
+  /// whole model whose activation work runs (--ep: not the same; null: `topo`).
   Evaluator(const RunOptions& base, const model::Topology& topo,
-            const dmuon::project::Machine& machine, int world, double capacity_gb);
+            const dmuon::project::Machine& machine, int world, double capacity_gb,
+            const model::Topology* whole = nullptr);
 
   const Outcome& evaluate(const Candidate& c, engine::Method method = engine::Method::dmuon);
   /// True when evaluate(c, method) would not project anything (already known).
@@ -69,6 +71,7 @@ class Evaluator {
 
   RunOptions base_;
   const model::Topology& topo_;
+  const model::Topology& whole_;
   const dmuon::project::Machine& machine_;
   int world_;
   double capacity_gb_;

@@ -22,6 +22,7 @@ std::optional<work::StepWork> attach_step_work(RunOptions& o, const model::Topol
   shape.float8 = o.engine.step.float8();
   shape.tp = tp;
   shape.cp.size = wl.cp;
+  shape.ep.size = o.plan.ep;  // the projection's (dmuon_bench refuses --ep with --seq-len)
   auto w = work::build_step_work(topology, shape);
   o.engine.step.activation = engine::activation_work(w);
   return w;

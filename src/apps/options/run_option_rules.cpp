@@ -106,10 +106,10 @@ void context_parallel_tool(const RunOptions& o, Tool tool) {
 // (the projection's memory and cost of the experts' layout are not built).
 void expert_parallel_tool(const RunOptions& o, Tool tool) {
   if (o.plan.ep == 1) return;
-  if (tool == kProject || tool == kAdvise)
+  if (tool == kAdvise)
     throw InputError(
-        fmt::format("--ep {}: expert parallelism is run and planned, not yet projected (valid: "
-                    "dmuon_bench, dmuon_inspect; here only 1)",
+        fmt::format("--ep {}: expert parallelism is run, planned and projected, not searched "
+                    "(valid: dmuon_bench, dmuon_inspect, dmuon_project; here only 1)",
                     o.plan.ep));
   // The engine's activation work has no all-to-all token dispatch (work::ExpertParallel is
   // the projection's, when it takes --ep).

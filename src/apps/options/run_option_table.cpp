@@ -233,7 +233,8 @@ std::vector<RunOption> layout_rows() {
                   "expert-parallel group size E: each rank of a shard group holds its 1/E of "
                   "every layer's routed experts whole, its tokens dispatched to them by "
                   "all-to-all (docs/STEP-WORK.md); E = G (the shard group), without --replicate "
-                  "or --tp; run by dmuon_bench and planned by dmuon_inspect, not yet projected",
+                  "or --tp; run (without --seq-len), planned and projected; not searched by "
+                  "dmuon_advise",
                   Integer<int>{1, work::kMaxEp}, [](auto& o) -> auto& { return o.plan.ep; })
                   .in(kAllTools)
                   .plan_key("ep", "1")

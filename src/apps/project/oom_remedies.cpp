@@ -26,6 +26,7 @@ std::vector<std::pair<std::size_t, std::string>> savings(const RunOptions& o,
 }  // namespace
 
 std::vector<std::string> oom_remedies(const RunOptions& o, const model::Topology& topo,
+                                      const model::Topology& whole,
                                       const dmuon::project::Machine& machine, int world,
                                       const bench::BenchRun& run) {
   RunOptions row = o;
@@ -41,7 +42,7 @@ std::vector<std::string> oom_remedies(const RunOptions& o, const model::Topology
     for (const auto& [k, v] : changes) all = all.with(k, v);
     tries.push_back(all);
   }
-  advise::Evaluator ev(row, topo, machine, world, machine.memory_gb);
+  advise::Evaluator ev(row, topo, machine, world, machine.memory_gb, &whole);
   std::vector<std::pair<double, std::string>> fits;
   std::string all_text;  // what all the changes together still need, when even that is oom
   for (const auto& c : tries) {
@@ -62,7 +63,9 @@ std::vector<std::string> oom_remedies(const RunOptions& o, const model::Topology
           ? "more ranks, --tp, --cp (activations of long sequences), or dmuon_advise"
           : "more ranks, --tp, or dmuon_advise";
   if (lines.empty() && !tries.empty())
-    lines.push_back(fmt::format("no memory-saving change fits ({}): {}", all_text, more));
+    lines.push_back(all_text.empty()
+                        ? fmt::format("no memory-saving change fits: {}", more)
+                        : fmt::format("no memory-saving change fits ({}): {}", all_text, more));
   if (tries.empty())
     lines.push_back(fmt::format(
         "no memory-saving knob left to change (--ac full, --comm-dtype bf16 and --reshard z3 "

@@ -18,6 +18,7 @@ namespace dmuon::apps::project {
 /// machine's memory, fastest first; one line saying none fits (and what the most saving change
 /// still needs) when none does. `o`: the invocation's options.
 std::vector<std::string> oom_remedies(const RunOptions& o, const model::Topology& topo,
+                                      const model::Topology& whole,
                                       const dmuon::project::Machine& machine, int world,
                                       const bench::BenchRun& run);
 

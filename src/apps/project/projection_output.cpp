@@ -249,6 +249,10 @@ nlohmann::json invocation_json(const Invocation& v) {
     j["step_work"]["cp_activation"] = {{"cp", cp->size},
                                        {"calls_per_step", cp->calls},
                                        {"bytes_per_rank_per_step", cp->bytes_per_rank}};
+  if (const auto& ep = v.setup.ep_activation)
+    j["step_work"]["ep_activation"] = {{"ep", ep->size},
+                                       {"calls_per_step", ep->calls},
+                                       {"bytes_per_rank_per_step", ep->bytes_per_rank}};
   j["notes"] = v.setup.notes;
   j["oom"] = v.oom_rows();  // rows over the device memory: status "oom", not failures
   j["failures"] = v.failures();

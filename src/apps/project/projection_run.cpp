@@ -154,7 +154,7 @@ void project_rows(Invocation& v) {
             static_cast<double>(mem.peak()) / 1e9, mem.rank,
             dm::memory_phase_name(mem.peak_phase()), v.machine.memory_gb,
             static_cast<double>(excess) / 1e9);
-        run.remedies = oom_remedies(v.o, v.topo, v.machine, w.world, run);
+        run.remedies = oom_remedies(v.o, v.topo, v.whole, v.machine, w.world, run);
       }
     }
   }
@@ -227,13 +227,15 @@ Invocation::Invocation(RunOptions& options)
     : o(options),
       machine(dm::load_machine(o.projection.machine,
                                config_dir().empty() ? std::string() : config_dir() + "/machines")),
-      topo(load_topology(o.model)) {}
+      topo(load_rank_topology(o)),
+      whole(o.plan.ep > 1 ? load_topology(o.model) : topo) {}
 
 int run_projection(RunOptions& o, int argc, char** argv, const std::string& config_path) {
   Invocation v(o);
   plan_worlds(v, config_path);
   if (!o.output.empty()) results::check_output_writable(o.output);
-  v.setup = make_projection_setup(o, v.topo, v.machine, o.projection.symmetry, tp_plan(v));
+  v.setup = make_projection_setup(o, v.whole, v.machine, o.projection.symmetry, tp_plan(v),
+                                  o.plan.ep > 1 ? &v.topo.tree : nullptr);
   if (!o.trace.empty()) prepare_trace(v);
   project_rows(v);
   v.ran = o;

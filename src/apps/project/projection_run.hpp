@@ -47,7 +47,10 @@ struct Invocation {
 
   RunOptions& o;
   dm::Machine machine;
+  /// The model as one rank holds it (the plans and layouts: load_rank_topology, --ep an EP
+  /// rank's experts) and the whole model (its activation work and FLOPs).
   model::Topology topo;
+  model::Topology whole;
   std::string sweep_source;
   std::string demo_note;  ///< the default sweep's demonstration rows left out
   std::vector<WorldRows> worlds;

@@ -35,7 +35,9 @@ ActivationCollectives activation_collectives(const work::StepWork& w, int accum,
                                              work::OpKind kind) {
   ActivationCollectives a;
   const bool tp = kind == work::OpKind::tp_collective;
-  a.size = tp ? w.shape.tp.size : w.shape.cp.size;
+  a.size = tp                                    ? w.shape.tp.size
+           : kind == work::OpKind::ep_collective ? w.shape.ep.size
+                                                 : w.shape.cp.size;
   a.sequence_parallel = tp && w.shape.tp.sequence;
   for (const auto& u : w.units)
     for (const auto* ops : {&u.forward, &u.recompute, &u.backward})
@@ -56,6 +58,18 @@ std::string tp_note(const ActivationCollectives& a) {
       a.size, a.sequence_parallel ? " --sequence-parallel" : "",
       a.sequence_parallel ? ", the norms, residuals and embedding over the sequence" : "", a.calls,
       a.bytes_per_rank * 1e-6);
+}
+
+std::string ep_note(const ActivationCollectives& a) {
+  return fmt::format(
+      "--ep {}: each rank holds its 1/{} of every layer's routed experts whole (no collective "
+      "carries them) and exchanges the routed tokens with its EP group (torchtitan's "
+      "ExpertParallel: token counts, dispatch and combine all-to-alls); {:.0f} EP all-to-alls "
+      "per rank and step ({:.4g} MB sent per rank), each waited for in the compute stream; "
+      "routing balanced (docs/STEP-WORK.md \"Expert parallelism\"); not modelled: the host's "
+      "wait for the split sizes, routing imbalance, their sharing of the link with the DP "
+      "collectives",
+      a.size, a.size, a.calls, a.bytes_per_rank * 1e-6);
 }
 
 std::string cp_note(const ActivationCollectives& a) {
@@ -97,8 +111,8 @@ void require_cp_machine(int cp, const dmuon::project::Machine& machine) {
 
 ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo,
                                       const dmuon::project::Machine& machine,
-                                      dmuon::project::Symmetry symmetry,
-                                      const plan::Plan* tp_plan) {
+                                      dmuon::project::Symmetry symmetry, const plan::Plan* tp_plan,
+                                      const model::ModuleTree* rank_tree) {
   ProjectionSetup s;
   // --seq-len: the model's activation work, in the machine's compute type, and the FLOPs MFU
   // and HFU count.
@@ -110,6 +124,8 @@ ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo
   } else {
     s.step_work = bench::attach_step_work(b, topo, compute);
   }
+  if (rank_tree && b.engine.step.activation)
+    b.engine.step.activation = engine::in_tree_of(*b.engine.step.activation, topo.tree, *rank_tree);
   if (!b.workload.seq_len_note.empty()) s.notes.push_back(b.workload.seq_len_note);
   auto& po = s.options;
   po.engine = b.engine;
@@ -139,6 +155,12 @@ ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo
     s.tp_activation =
         activation_collectives(*s.step_work, b.engine.step.accum, work::OpKind::tp_collective);
     s.group_notes.push_back(tp_note(*s.tp_activation));
+    s.notes.push_back(s.group_notes.back());
+  }
+  if (b.plan.ep > 1) {
+    s.ep_activation =
+        activation_collectives(*s.step_work, b.engine.step.accum, work::OpKind::ep_collective);
+    s.group_notes.push_back(ep_note(*s.ep_activation));
     s.notes.push_back(s.group_notes.back());
   }
   if (b.workload.cp > 1) {

@@ -37,6 +37,7 @@ struct ProjectionSetup {
   std::vector<std::string> group_notes;
   std::optional<ActivationCollectives> tp_activation;  ///< --tp with --seq-len
   std::optional<ActivationCollectives> cp_activation;  ///< --cp with --seq-len
+  std::optional<ActivationCollectives> ep_activation;  ///< --ep with --seq-len
   /// GPU machines: whether compute slows under communication, what the FSDP groups stand for
   std::vector<std::string> machine_notes;
 };
@@ -51,9 +52,13 @@ void require_cp_machine(int cp, const dmuon::project::Machine& machine);
 /// For the options `b` of a projection; sets the step's activation work in b.engine as
 /// bench::attach_step_work does. With --tp T > 1, `tp_plan` is a plan of the invocation (its
 /// TP-sharded parameters): the work is one TP rank's, split as work::TensorParallel says.
+/// `topo`: the whole model, whose activation work runs; `rank_tree`: the tree the plans are
+/// made from when it is not topo's (--ep: an EP rank's, load_rank_topology), which the
+/// activation work's module and parameter ids are then given in.
 ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo,
                                       const dmuon::project::Machine& machine,
                                       dmuon::project::Symmetry symmetry,
-                                      const plan::Plan* tp_plan = nullptr);
+                                      const plan::Plan* tp_plan = nullptr,
+                                      const model::ModuleTree* rank_tree = nullptr);
 
 }  // namespace dmuon::apps::project

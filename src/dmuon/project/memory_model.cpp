@@ -225,7 +225,7 @@ RankMemory memory_of(const engine::StepLayout& L) {
       if (p.sharded()) {
         const bool deferred = L.groups[static_cast<std::size_t>(p.group)].deferred_reduce;
         m.gradients += b * (p.chunk + (p.alt_grad || deferred ? p.padded : 0));
-      } else if (p.storage == Storage::replicated) {
+      } else if (p.storage == Storage::replicated || p.storage == Storage::expert) {
         m.gradients += b * p.numel;
       }
     }

@@ -91,8 +91,8 @@ class LayoutReducer::Reduction {
   }
 
  private:
-  // The FSDP unit of the non-dedicated parameters: kept whole (every rank updates a shard of
-  // each).
+  // The FSDP unit of the non-dedicated parameters, or an EP rank's experts: kept whole (every
+  // rank updates a shard of each, or its own experts).
   void keep_whole(std::size_t g) {
     const auto& src = r_.ref_.groups[g];
     engine::GroupLayout& grp = L_.groups[g];
@@ -103,10 +103,12 @@ class LayoutReducer::Reduction {
       out_.reference.push_back(pi);
       L_.params.push_back(r_.nameless_[static_cast<std::size_t>(pi)]);
       const auto& p = L_.params.back();
-      if (p.sharded()) {
-        L_.master_elems += p.chunk;
-        L_.state_elems += p.chunk;
-        if (!p.muon) L_.second_state_elems += p.chunk;
+      // As make_layout's lay_out_state: a shard, or a whole replica / EP expert.
+      if (p.master_offset >= 0) {
+        const std::int64_t n = p.sharded() ? p.chunk : p.numel;
+        L_.master_elems += n;
+        L_.state_elems += n;
+        if (!p.muon) L_.second_state_elems += n;
       }
     }
   }
@@ -179,6 +181,8 @@ class LayoutReducer::Reduction {
       p.updated_here = owned;
       p.grad_persistent = true;
       p.state_elems = owned ? p.numel : 0;
+      // --route adamw: the owner keeps AdamW's second moment too (make_layout's lay_out).
+      if (owned && !p.muon) L_.second_state_elems += p.numel;
       L_.params.push_back(std::move(p));
     }
     return first_kept;

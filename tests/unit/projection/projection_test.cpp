@@ -36,12 +36,13 @@ struct Case {
   engine::OptimizerPipeline pipeline = engine::OptimizerPipeline::per_group;
   bool no_pack = false;
   std::vector<std::string> routes;
+  int ep = 1;  ///< --ep (E = G = the world)
   std::string name() const {
     std::ostringstream s;
     s << topology << " N=" << world << " R=" << replicate << " " << engine::method_name(method)
       << " " << plan::reshard_name(reshard) << " pf" << prefetch << " "
       << plan::grad_reduce_name(grad_reduce) << " " << engine::optimizer_pipeline_name(pipeline)
-      << (no_pack ? " no-pack" : "");
+      << (no_pack ? " no-pack" : "") << (ep > 1 ? " ep " + std::to_string(ep) : "");
     for (const auto& r : routes) s << " route " << r;
     return s.str();
   }
@@ -74,6 +75,20 @@ std::vector<Case> cases() {
           ++k;
           out.push_back(c);
         }
+  // --ep E = G: each rank's own experts, kept whole by the reducer.
+  for (const char* t : {"moe", "moe-llm"})
+    for (int world : {4, 8})
+      for (Method m : methods)
+        for (auto rs : {plan::Reshard::z3, plan::Reshard::z2}) {
+          Case c;
+          c.topology = t;
+          c.world = world;
+          c.method = m;
+          c.reshard = rs;
+          c.ep = world;
+          c.no_pack = k++ % 2 == 0;
+          out.push_back(c);
+        }
   return out;
 }
 
@@ -88,6 +103,7 @@ Built build(const Case& c) {
   po.replicate = c.replicate;
   po.no_pack = c.no_pack;
   po.routes = c.routes;
+  po.ep = c.ep;
   Built b{test::load_topology(po), {}};
   b.plan = plan::make_plan(b.topo.tree, test::make_plan_config(po, b.topo, c.world));
   return b;

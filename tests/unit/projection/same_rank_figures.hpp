@@ -1,6 +1,7 @@
 #pragma once
 // Two projections of one run agree rank by rank: every rank's phases to a relative tolerance
-// (they may add up in another order), its collective calls and bytes exactly.
+// (they may add up in another order), its collective calls and bytes exactly, and the peak
+// rank's memory term by term.
 
 #include <gtest/gtest.h>
 
@@ -25,6 +26,9 @@ inline ::testing::AssertionResult same_rank_figures(const Projection& a, const P
     return ::testing::AssertionFailure() << "per-rank collective calls differ";
   if (a.result.rank_bytes != b.result.rank_bytes)
     return ::testing::AssertionFailure() << "per-rank collective bytes differ";
+  // The memory of the peak rank, term by term (a reduced layout keeps every arena's size).
+  if (a.memory.terms() != b.memory.terms())
+    return ::testing::AssertionFailure() << "the peak rank's memory terms differ";
   return ::testing::AssertionSuccess();
 }
 

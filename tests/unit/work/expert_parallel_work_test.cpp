@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/engine/step/activation_work.hpp"
+#include "dmuon/model/expert_local_tree.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/work/step_work.hpp"
 #include "op_lookup.hpp"
@@ -142,6 +144,43 @@ TEST(ExpertParallelWork, SaysWhatIsNotModelled) {
   EXPECT_FALSE(has(mixtral(2), "expert parallelism: every rank runs all experts"));
   EXPECT_TRUE(has(mixtral(2), "split sizes on the CPU"));
   EXPECT_TRUE(has(mixtral(2), "balanced routing"));
+}
+
+}  // namespace
+
+namespace {
+
+// The whole model's work on an EP rank's tree (engine::in_tree_of, what the projection runs
+// under --ep): every unit's block and every looked-up or fp8 parameter by the same name there;
+// another rank's experts are not in the lists.
+TEST(ExpertParallelWork, InAnEpRanksTree) {
+  const auto topo = model::build_topology("moe-llm", "mixtral-8x7b");
+  const model::ModuleTree local = model::expert_local_tree(topo.tree, 2);
+  RunShape shape;
+  shape.seq_len = static_cast<std::int64_t>(kS);
+  shape.ep.size = 2;
+  shape.float8 = true;
+  const auto whole = engine::activation_work(build_step_work(topo, shape));
+  const auto mine = engine::in_tree_of(*whole, topo.tree, local);
+  ASSERT_EQ(mine->units.size(), whole->units.size());
+  for (std::size_t u = 0; u < whole->units.size(); ++u) {
+    const int m = whole->units[u].module, n = mine->units[u].module;
+    ASSERT_EQ(m < 0, n < 0);
+    if (m >= 0) {
+      EXPECT_EQ(local.module(n).path, topo.tree.module(m).path);
+    }
+  }
+  ASSERT_EQ(mine->lookup_params.size(), 1u);  // the input embedding
+  EXPECT_EQ(local.parameter(mine->lookup_params[0]).name, "model.embed_tokens.weight");
+  // fp8 Linears (none an expert's: torchtitan's float8 leaves grouped expert GEMMs alone): the
+  // same parameters by name.
+  ASSERT_EQ(mine->float8_params.size(), whole->float8_params.size());
+  EXPECT_GE(mine->float8_params.size(), 32u * 4u);  // at least q, k, v, o of every layer
+  for (std::size_t i = 0; i < whole->float8_params.size(); ++i) {
+    const std::string& name = topo.tree.parameter(whole->float8_params[i]).name;
+    EXPECT_EQ(local.parameter(mine->float8_params[i]).name, name);
+    EXPECT_EQ(name.find(".experts."), std::string::npos) << name;
+  }
 }
 
 }  // namespace

@@ -47,6 +47,40 @@ std::shared_ptr<const ActivationWork> activation_work(const work::StepWork& work
   return out;
 }
 
+std::shared_ptr<const ActivationWork> in_tree_of(const ActivationWork& work,
+                                                 const model::ModuleTree& from,
+                                                 const model::ModuleTree& to) {
+  const auto module = [&](int m) {
+    if (m < 0) return -1;
+    const auto found = to.find_module(from.module(m).path);
+    return found ? *found : -1;
+  };
+  const auto param = [&](int p) {
+    if (p < 0) return -1;
+    const auto found = to.find_parameter(from.parameter(p).name);
+    return found ? *found : -1;
+  };
+  const auto params = [&](const std::vector<int>& in) {
+    std::vector<int> out;
+    for (int p : in)
+      if (const int q = param(p); q >= 0) out.push_back(q);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto out = std::make_shared<ActivationWork>(work);
+  for (auto& u : out->units) {
+    u.module = module(u.module);
+    for (auto* ops : {&u.forward, &u.recompute, &u.backward})
+      for (auto& op : *ops) {
+        op.module = module(op.module);
+        op.param = param(op.param);
+      }
+  }
+  out->float8_params = params(work.float8_params);
+  out->lookup_params = params(work.lookup_params);
+  return out;
+}
+
 std::vector<work::Op> unfused_ops(const work::Op& op, int elem_bytes) {
   if (op.kind != work::OpKind::attention) return {op};
   return work::unfused_attention_ops(op.attention, elem_bytes, op.phase);

@@ -40,6 +40,14 @@ struct ActivationWork {
 /// The activation work of `work` (see above).
 std::shared_ptr<const ActivationWork> activation_work(const work::StepWork& work);
 
+/// `work`, made on tree `from`, in the ids of `to`, a tree with the same module paths and
+/// parameter names where both hold them (--ep: the whole model's work on an EP rank's tree,
+/// model/expert_local_tree.hpp): modules by path, parameters by name; a parameter `to` does not
+/// hold (another rank's expert) leaves the lists, an op naming one or its module keeps -1.
+std::shared_ptr<const ActivationWork> in_tree_of(const ActivationWork& work,
+                                                 const model::ModuleTree& from,
+                                                 const model::ModuleTree& to);
+
 /// A GEMM op of the work model that a parameter's synthetic Linear already runs: a linear of
 /// one parameter or a grouped expert GEMM.
 bool is_parameter_gemm(const work::Op& op);
