@@ -18,6 +18,7 @@
 #include "bench/progress.hpp"
 #include "common/config_dir.hpp"
 #include "common/plan_setup.hpp"
+#include "common/run_machine.hpp"
 #include "common/run_main.hpp"
 #include "dmuon/base/atomic_file.hpp"
 #include "dmuon/base/check.hpp"
@@ -109,9 +110,7 @@ int advise_main(int argc, char** argv) {
     return apps::kOk;
   if (size != 1)
     throw InputError(fmt::format("dmuon_advise runs in one process (started with {} ranks)", size));
-  const auto machine = project::load_machine(
-      o.projection.machine,
-      apps::config_dir().empty() ? std::string() : apps::config_dir() + "/machines");
+  const auto machine = apps::load_run_machine(o);
   const auto topo = apps::load_topology(o.model);
   const auto& out = o.advise.write_config;
   if (!out.empty()) check_writable(out, "--write-config");

@@ -258,11 +258,15 @@ std::string winner_config(const AdviseContext& ctx, const SearchResult& r) {
   const std::string header = fmt::format(
       "# dmuon_advise winner for {} on {}, world {}: {}\n"
       "# projected step {} ms, peak {:.3g} GB per rank; changed against the start: {}\n"
-      "# Project it: dmuon_project --config THIS --machine {} --world-size {}\n"
+      "# Project it: dmuon_project --config THIS --machine {}{} --world-size {}\n"
       "# Run it:     {}\n",
       ctx.model, ctx.machine->name, ctx.world, "dmuon",
       o.status == Status::ok ? fmt::format("{:.1f}", o.step_ms) : std::string("-"),
       static_cast<double>(o.peak_bytes) / 1e9, describe_changes(w, r.start), ctx.machine->name,
+      // Not a dmuon_bench option, so not in the config: the projection needs it said.
+      ctx.base->workload.attention_kernel == ::dmuon::project::kDefaultAttentionKernel
+          ? std::string()
+          : " --attention-kernel " + ctx.base->workload.attention_kernel,
       ctx.world,
       w.value("cp") == "1"
           ? std::string("mpirun -n N dmuon_bench --config THIS (replicate must divide N)")

@@ -4,6 +4,7 @@
 
 #include "advise/evaluator.hpp"
 #include "common/config_dir.hpp"
+#include "common/run_machine.hpp"
 #include "dmuon/project/machine_model.hpp"
 
 namespace dmuon::apps::advise {
@@ -30,8 +31,7 @@ ScaleAdvice scale_advice(const model::Topology& topo, const RunOptions& o, const
         "but send more, smaller messages): give --machine M to project it at this world size\n";
     return a;
   }
-  const auto machine = dmuon::project::load_machine(
-      o.projection.machine, config_dir().empty() ? std::string() : config_dir() + "/machines");
+  const auto machine = load_run_machine(o);
   RunOptions row = o;
   row.methods = {engine::Method::dmuon};
   Evaluator ev(row, topo, machine, world, machine.memory_gb);

@@ -35,6 +35,9 @@ std::string step_work_lines(const RunOptions& o, const work::StepWork& w) {
       wl.micro_batch, work::ac_policy_name(wl.ac), work::fusion_name(wl.fusion),
       w.shape.float8 ? "fp8 (float8 linears, the rest bf16)"
                      : engine::dtype_flag_name(w.shape.dtype));
+  if (wl.attention_kernel != project::kDefaultAttentionKernel)
+    s +=
+        fmt::format(", attention kernel {} (the machine's attention_kernels)", wl.attention_kernel);
   if (w.shape.tp.size > 1)
     s += fmt::format("; one TP rank's of {}{}", w.shape.tp.size,
                      w.shape.tp.sequence ? ", sequence-parallel" : "");

@@ -718,6 +718,16 @@ std::vector<RunOption> projection_rows() {
                   [](auto& o) -> auto& { return o.projection.machine; })
                   .in(kProject | kAdvise | kInspect)
                   .run_key("machine", ""));
+  r.push_back(one(
+                  "--attention-kernel", kGroupProjection,
+                  "the fused attention kernel the projection costs: default (the machine's "
+                  "attention_efficiency: FlashAttention-2 for the H100 and A100 files) or one "
+                  "the machine file lists under attention_kernels (h100-ndr: cudnn, the kernel "
+                  "Transformer Engine runs)",
+                  Text{"a kernel name"},
+                  [](auto& o) -> auto& { return o.workload.attention_kernel; })
+                  .in(kProject | kAdvise)
+                  .run_key("attention_kernel", ::dmuon::project::kDefaultAttentionKernel));
   r.push_back(many(
                   "--world-size", kGroupProjection,
                   "ranks of the modelled world (dmuon_project: a comma list sweeps, e.g. "

@@ -14,6 +14,7 @@
 #include "dmuon/engine/step/method.hpp"
 #include "dmuon/partition/partition.hpp"
 #include "dmuon/plan/plan.hpp"
+#include "dmuon/project/machine_model.hpp"
 #include "dmuon/project/symmetry.hpp"
 #include "dmuon/work/flop_convention.hpp"
 #include "dmuon/work/run_shape.hpp"
@@ -41,6 +42,8 @@ struct WorkloadChoice {
   /// --cp C (with --seq-len; the projection's: work::ContextParallel): every sequence split
   /// over C ranks of a shard group, tokens per rank and step seq-len / C x micro-batch x accum.
   int cp = 1;
+  /// --attention-kernel: the machine's attention rates to cost (project::with_attention_kernel)
+  std::string attention_kernel = ::dmuon::project::kDefaultAttentionKernel;
   /// Set when dmuon_project chose seq_len itself (the preset's training length): what it says.
   std::string seq_len_note;
 };

@@ -10,6 +10,7 @@
 #include "bench/bench_record.hpp"
 #include "common/config_dir.hpp"
 #include "common/plan_setup.hpp"
+#include "common/run_machine.hpp"
 #include "common/run_main.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/engine.hpp"
@@ -225,8 +226,7 @@ int WorldRows::adamw_row() const {
 
 Invocation::Invocation(RunOptions& options)
     : o(options),
-      machine(dm::load_machine(o.projection.machine,
-                               config_dir().empty() ? std::string() : config_dir() + "/machines")),
+      machine(load_run_machine(o)),
       topo(load_rank_topology(o)),
       whole(o.plan.ep > 1 ? load_topology(o.model) : topo) {}
 

@@ -43,11 +43,13 @@ StackGeometry stack(const char* name, const char* blocks, TokenStream tokens, st
 }
 
 // A HF causal LM's text stack: pre-RMSNorm, GQA causal attention with RoPE, SwiGLU MLP.
+// The query width is h unless the model says otherwise (moe-llm's key q).
 StackGeometry text_decoder(const char* blocks, std::int64_t h, std::int64_t kv,
-                           std::int64_t head_dim, const char* topology) {
+                           std::int64_t head_dim, const char* topology, std::int64_t q = 0,
+                           const char* q_key = "h") {
   return stack("text", blocks, TokenStream::text, h, NormKind::rms,
-               gqa(heads_of(h, head_dim, "h", topology), heads_of(kv, head_dim, "kv", topology),
-                   head_dim, true, true),
+               gqa(heads_of(q > 0 ? q : h, head_dim, q_key, topology),
+                   heads_of(kv, head_dim, "kv", topology), head_dim, true, true),
                {"self_attn"}, {"mlp"}, Activation::swiglu);
 }
 
@@ -156,7 +158,7 @@ ModelGeometry moe_llm_geometry(const DimLookup& d) {
     s = stack("text", "model.layers", TokenStream::text, d("h"), NormKind::rms, a, {"self_attn"},
               {"mlp"}, Activation::swiglu);
   } else {
-    s = text_decoder("model.layers", d("h"), d("kv"), d("head_dim"), "moe-llm");
+    s = text_decoder("model.layers", d("h"), d("kv"), d("head_dim"), "moe-llm", d("q"), "q");
   }
   MoeGeometry m;
   m.top_k = d("top_k");

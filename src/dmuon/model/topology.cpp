@@ -86,13 +86,14 @@ std::string idx(std::int64_t k) {
 // ---- builders (structures as in docs/SPEC.md §3's warnings and the seed note) ---------------
 
 // Llama-style attention: q/o h→h, k/v h→kv (grouped-query), under a module of type `type`.
+// q: the query width, heads x head_dim (h for most models; Qwen3-30B-A3B: 2 h).
 int add_gqa_attention(Builder& b, int parent, const std::string& type, std::int64_t h,
-                      std::int64_t kv) {
+                      std::int64_t kv, std::int64_t q) {
   const int attn = b.module(parent, "self_attn", type);
-  b.linear(attn, "q_proj", h, h);
+  b.linear(attn, "q_proj", h, q);
   b.linear(attn, "k_proj", h, kv);
   b.linear(attn, "v_proj", h, kv);
-  b.linear(attn, "o_proj", h, h);
+  b.linear(attn, "o_proj", q, h);
   return attn;
 }
 
@@ -168,7 +169,7 @@ void build_nested(Builder& b, const DimView& x) {
   const int tl = b.module(text, "layers", "ModuleList");
   for (std::int64_t k = 0; k < x["Ll"]; ++k) {
     const int l = b.module(tl, idx(k), "Qwen2VLDecoderLayer");
-    add_gqa_attention(b, l, "Qwen2VLAttention", h, kv);
+    add_gqa_attention(b, l, "Qwen2VLAttention", h, kv, h);
     add_gated_mlp(b, l, "mlp", "Qwen2MLP", h, i);
     b.norm(l, "input_layernorm", "RMSNorm", h);
     b.norm(l, "post_attention_layernorm", "RMSNorm", h);
@@ -209,7 +210,7 @@ void build_llm(Builder& b, const DimView& x) {
   const int layers = b.module(model, "layers", "ModuleList");
   for (std::int64_t k = 0; k < x["L"]; ++k) {
     const int l = b.module(layers, idx(k), "LlamaDecoderLayer");
-    const int attn = add_gqa_attention(b, l, "LlamaAttention", h, kv);
+    const int attn = add_gqa_attention(b, l, "LlamaAttention", h, kv, h);
     if (x["qkv_bias"]) {
       // Qwen2: q/k/v projections carry a bias (its children: q_proj, k_proj, v_proj, o_proj).
       const std::vector<int> proj = b.tree().module(attn).children;
@@ -251,7 +252,12 @@ void build_moe_llm(Builder& b, const DimView& x) {
       b.linear(attn, "kv_b_proj", x["kv_lora"], heads * (nope + x["v_head"]));
       b.linear(attn, "o_proj", heads * x["v_head"], h);
     } else {
-      add_gqa_attention(b, l, "MoeAttention", h, kv);
+      const int attn = add_gqa_attention(b, l, "MoeAttention", h, kv, x["q"]);
+      if (x["qk_norm"]) {
+        // Qwen3: one RMSNorm of head_dim applied to every head of q and of k, before RoPE.
+        b.norm(attn, "q_norm", "RMSNorm", x["head_dim"]);
+        b.norm(attn, "k_norm", "RMSNorm", x["head_dim"]);
+      }
     }
     if (k < x["first_dense"]) {
       add_gated_mlp(b, l, "mlp", "MoeMLP", h, x["i_dense"]);
@@ -349,16 +355,17 @@ Preset llm_preset(const char* name, std::int64_t h, std::int64_t i, std::int64_t
 }
 
 // A moe-llm preset, its values in key order.
-Preset moe_llm_preset(const char* name, std::int64_t h, std::int64_t kv, std::int64_t L,
-                      std::int64_t V, std::int64_t E, std::int64_t i, std::int64_t shared,
-                      std::int64_t i_shared, std::int64_t first_dense, std::int64_t i_dense,
-                      std::int64_t mla, std::int64_t q_lora, std::int64_t kv_lora,
-                      std::int64_t heads, std::int64_t qk_nope, std::int64_t qk_rope,
-                      std::int64_t v_head, std::int64_t head_dim, std::int64_t top_k,
-                      std::int64_t router_sigmoid) {
+Preset moe_llm_preset(const char* name, std::int64_t h, std::int64_t kv, std::int64_t q,
+                      std::int64_t L, std::int64_t V, std::int64_t E, std::int64_t i,
+                      std::int64_t shared, std::int64_t i_shared, std::int64_t first_dense,
+                      std::int64_t i_dense, std::int64_t mla, std::int64_t q_lora,
+                      std::int64_t kv_lora, std::int64_t heads, std::int64_t qk_nope,
+                      std::int64_t qk_rope, std::int64_t v_head, std::int64_t head_dim,
+                      std::int64_t top_k, std::int64_t router_sigmoid, std::int64_t qk_norm) {
   return Preset{name,
                 {{"h", h},
                  {"kv", kv},
+                 {"q", q},
                  {"L", L},
                  {"V", V},
                  {"E", E},
@@ -376,7 +383,8 @@ Preset moe_llm_preset(const char* name, std::int64_t h, std::int64_t kv, std::in
                  {"v_head", v_head},
                  {"head_dim", head_dim},
                  {"top_k", top_k},
-                 {"router_sigmoid", router_sigmoid}}};
+                 {"router_sigmoid", router_sigmoid},
+                 {"qk_norm", qk_norm}}};
 }
 
 Entry sequential_entry() {
@@ -511,6 +519,7 @@ Entry moe_llm_entry() {
       "MoeForCausalLM",
       {size("h", "hidden size"),
        size("kv", "k/v projection width (mla=0)"),
+       size("q", "query width, heads x head_dim (mla=0; h for Mixtral, 2 h for Qwen3-30B-A3B)"),
        count("L", "decoder layers"),
        size("V", "vocabulary"),
        count("E", "routed experts per MoE layer"),
@@ -528,7 +537,8 @@ Entry moe_llm_entry() {
        size("v_head", "MLA per-head v width"),
        size("head_dim", "attention head width (mla=0: heads = h / head_dim)"),
        count("top_k", "routed experts per token (capped at E)"),
-       flag("router_sigmoid", "1: sigmoid router scores (DeepSeek-V3); 0: softmax")},
+       flag("router_sigmoid", "1: sigmoid router scores (DeepSeek-V3); 0: softmax"),
+       flag("qk_norm", "1: RMSNorm of head_dim on every q and k head (Qwen3; mla=0)")},
       "L",
       // HF config.json values. Mixtral-8x7B: hidden 4096, 32 heads / 8 kv heads of 128,
       // 32 layers, vocab 32000, num_local_experts 8, intermediate 14336,
@@ -537,14 +547,22 @@ Entry moe_llm_entry() {
       // moe_intermediate_size 2048, n_shared_experts 1, num_experts_per_tok 8,
       // scoring_func sigmoid, MLA: 128 heads, q_lora_rank 1536, kv_lora_rank 512,
       // qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128, vocab 129280.
-      {moe_llm_preset("tiny", 128, 32, 4, 1000, 8, 64, 1, 64, 1, 256, 0, 64, 32, 4, 16, 8, 16, 32,
-                      2, 0),
-       moe_llm_preset("tiny-mla", 128, 32, 4, 1000, 8, 64, 1, 64, 1, 256, 1, 64, 32, 4, 16, 8, 16,
-                      32, 2, 0),
-       moe_llm_preset("mixtral-8x7b", 4096, 1024, 32, 32000, 8, 14336, 0, 14336, 0, 14336, 0, 1536,
-                      512, 32, 128, 64, 128, 128, 2, 0),
-       moe_llm_preset("deepseek-v3", 7168, 1024, 61, 129280, 256, 2048, 1, 2048, 3, 18432, 1, 1536,
-                      512, 128, 128, 64, 128, 128, 8, 1)},
+      // Qwen3-30B-A3B: hidden 2048, 48 layers, 32 heads / 4 kv heads of head_dim 128 (q width
+      // 4096 = 2 h), qk-norm, num_experts 128 of moe_intermediate_size 768, top 8, softmax
+      // router, no shared expert, every layer sparse (mlp_only_layers []), vocab 151936,
+      // untied embeddings.
+      {moe_llm_preset("tiny", 128, 32, 128, 4, 1000, 8, 64, 1, 64, 1, 256, 0, 64, 32, 4, 16, 8, 16,
+                      32, 2, 0, 0),
+       moe_llm_preset("tiny-mla", 128, 32, 128, 4, 1000, 8, 64, 1, 64, 1, 256, 1, 64, 32, 4, 16, 8,
+                      16, 32, 2, 0, 0),
+       moe_llm_preset("tiny-qk-norm", 128, 32, 256, 4, 1000, 8, 64, 0, 64, 0, 256, 0, 64, 32, 4, 16,
+                      8, 16, 32, 2, 0, 1),
+       moe_llm_preset("mixtral-8x7b", 4096, 1024, 4096, 32, 32000, 8, 14336, 0, 14336, 0, 14336, 0,
+                      1536, 512, 32, 128, 64, 128, 128, 2, 0, 0),
+       moe_llm_preset("deepseek-v3", 7168, 1024, 7168, 61, 129280, 256, 2048, 1, 2048, 3, 18432, 1,
+                      1536, 512, 128, 128, 64, 128, 128, 8, 1, 0),
+       moe_llm_preset("qwen3-30b-a3b", 2048, 512, 4096, 48, 151936, 128, 768, 0, 768, 0, 6144, 0,
+                      1536, 512, 32, 128, 64, 128, 128, 8, 0, 1)},
       "contains:proj", "types:MoeExpert,MoeDecoderLayer", "types:MoeExpert", build_moe_llm,
       [](const DimView& x) { return 6.0 + double(x["L"]) * (24.0 + 4.0 * double(x["E"])); },
       builtin::moe_llm_geometry);

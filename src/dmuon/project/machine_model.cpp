@@ -15,6 +15,7 @@
 
 #include <dirent.h>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -136,17 +137,42 @@ void read_step_work_keys(const MapReader& c, Machine& m) {
     s.attention_forward_efficiency = a.number("forward", kEfficiency);
     s.attention_backward_efficiency = a.number("backward", kEfficiency);
   }
+  if (c.has("attention_kernels")) {
+    const YAML::Node kernels = c.get("attention_kernels");
+    if (!kernels.IsMap()) c.fail(kernels, "compute.attention_kernels must be a mapping");
+    if (!(s.attention_forward_efficiency > 0))
+      c.fail(kernels, "compute.attention_kernels needs compute.attention_efficiency (the default)");
+    for (auto it = kernels.begin(); it != kernels.end(); ++it) {
+      const std::string name = it->first.IsScalar() ? it->first.Scalar() : "";
+      const bool word = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_';
+      });
+      if (!word)
+        c.fail(it->first,
+               "compute.attention_kernels: a kernel's name must be a word (valid: "
+               "letters, digits, '-' and '_', e.g. cudnn)");
+      if (name == kDefaultAttentionKernel)
+        c.fail(it->first, fmt::format("compute.attention_kernels: '{}' names "
+                                      "attention_efficiency (valid: another name)",
+                                      name));
+      const MapReader k(it->second, "compute.attention_kernels." + name, m.source,
+                        {"forward", "backward"});
+      s.attention_kernels[name] = {k.number("forward", kEfficiency),
+                                   k.number("backward", kEfficiency)};
+    }
+  }
   s.memory_bound_efficiency =
       c.number_or("memory_bound_efficiency", s.memory_efficiency, kEfficiency);
   s.launch_us = c.number_or("launch_us", 0.0, kMicroseconds);
 }
 
 void read_compute(const MapReader& top, Machine& m) {
-  const MapReader c(top.get("compute"), "compute", m.source,
-                    {"peak_tflops", "gemm_efficiency", "gemm_half_dim", "sm_count", "gemm_tile",
-                     "memory_bandwidth_GBps", "memory_efficiency", "kernel_overhead_us",
-                     "synthetic_elements_per_s", "cores", "attention_efficiency",
-                     "memory_bound_efficiency", "launch_us", "fp8_gemm_efficiency"});
+  const MapReader c(
+      top.get("compute"), "compute", m.source,
+      {"peak_tflops", "gemm_efficiency", "gemm_half_dim", "sm_count", "gemm_tile",
+       "memory_bandwidth_GBps", "memory_efficiency", "kernel_overhead_us",
+       "synthetic_elements_per_s", "cores", "attention_efficiency", "memory_bound_efficiency",
+       "launch_us", "fp8_gemm_efficiency", "attention_kernels"});
   const MapReader peak(c.get("peak_tflops"), "compute.peak_tflops", m.source,
                        {"fp32", "bf16", "fp16", "fp8"});
   auto& s = m.compute;
@@ -300,6 +326,23 @@ double compute_share(const Machine& m, int world) {
   return std::max(1.0, static_cast<double>(ranks) / m.compute.cores);
 }
 
+Machine with_attention_kernel(Machine m, const std::string& name) {
+  if (name == kDefaultAttentionKernel) return m;
+  auto& c = m.compute;
+  const auto it = c.attention_kernels.find(name);
+  if (it == c.attention_kernels.end()) {
+    std::vector<std::string> valid{kDefaultAttentionKernel};
+    for (const auto& k : c.attention_kernels) valid.push_back(k.first);
+    throw InputError(fmt::format(
+        "--attention-kernel {}: machine '{}' gives no rates for it (valid: {}; a machine file "
+        "lists its kernels under compute.attention_kernels)",
+        name.empty() ? "''" : name, m.name, fmt::join(valid, ", ")));
+  }
+  c.attention_forward_efficiency = it->second.first;
+  c.attention_backward_efficiency = it->second.second;
+  return m;
+}
+
 std::string to_yaml(const Machine& m, const std::string& comment) {
   std::string s;
   std::istringstream lines(comment);
@@ -328,6 +371,12 @@ std::string to_yaml(const Machine& m, const std::string& comment) {
   if (c.attention_forward_efficiency > 0)
     s += fmt::format("  attention_efficiency: {{forward: {}, backward: {}}}\n",
                      num(c.attention_forward_efficiency), num(c.attention_backward_efficiency));
+  if (!c.attention_kernels.empty()) {
+    s += "  attention_kernels:\n";
+    for (const auto& [name, rate] : c.attention_kernels)
+      s += fmt::format("    {}: {{forward: {}, backward: {}}}\n", name, num(rate.first),
+                       num(rate.second));
+  }
   s += fmt::format("  memory_bound_efficiency: {}\n", num(c.memory_bound_efficiency));
   s += fmt::format("  launch_us: {}\n", num(c.launch_us));
   if (c.cores > 0) s += fmt::format("  cores: {}\n", c.cores);

@@ -12,8 +12,10 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dmuon/comm/collective_counters.hpp"
@@ -53,6 +55,10 @@ struct ComputeSpec {
   /// peak, as public FlashAttention benchmarks of the GPU report it (causal FLOPs halved, the
   /// backward counted as 2.5x the forward's FLOPs); 0 = not given (`attention_efficiency`).
   double attention_forward_efficiency = 0, attention_backward_efficiency = 0;
+  /// Other fused attention kernels a run can name (--attention-kernel NAME; key
+  /// `attention_kernels: {NAME: {forward, backward}}`), in the same units; `attention_efficiency`
+  /// is the machine's default kernel (kDefaultAttentionKernel).
+  std::map<std::string, std::pair<double, double>> attention_kernels;
   /// Fraction of memory_bandwidth the step's memory-bound kernels (norms, activations,
   /// residuals) stream at (`memory_bound_efficiency`; default: memory_efficiency).
   double memory_bound_efficiency = 1.0;
@@ -134,6 +140,13 @@ std::vector<std::string> machine_names(const std::string& machines_dir);
 /// `spec` is a path to a YAML file (contains '/' or ends in .yaml/.yml) or a name looked up as
 /// `<machines_dir>/<name>.yaml`; an unknown name lists the available ones.
 Machine load_machine(const std::string& spec, const std::string& machines_dir);
+
+/// The name --attention-kernel gives the machine's own `attention_efficiency`.
+inline constexpr const char* kDefaultAttentionKernel = "default";
+
+/// `m` with its attention costed at kernel `name`'s rates (kDefaultAttentionKernel: as it is);
+/// InputError naming the kernels the machine lists otherwise.
+Machine with_attention_kernel(Machine m, const std::string& name);
 
 /// YAML text of a machine (what --calibrate writes); parse_machine(to_yaml(m)) == m up to
 /// rounding in the last printed digit. `comment` lines are written first, each prefixed '# '.

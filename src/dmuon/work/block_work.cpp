@@ -163,6 +163,15 @@ OpPair attention_core(const Context& c, const AttentionShape& shape) {
                    : ring_attention_ops(shape, c.e, c.fusion, c.cp * c.tp.size);
 }
 
+// Rows per token of a norm inside the attention: 1, or for a norm one head wide in GQA (Qwen3's
+// q_norm and k_norm) one per head of q, or of k when its name starts with "k".
+double heads_normed(const Context& c, const AttentionShape& shape, int module, std::int64_t width) {
+  const auto& a = c.stack.attention;
+  if (a.kind != model::AttentionKind::gqa || width != a.head_dim) return 1.0;
+  const bool k = c.tree.module(module).name.rfind('k', 0) == 0;
+  return static_cast<double>(k ? shape.kv_heads : shape.heads);
+}
+
 void emit_attention(UnitBuilder& b, const Context& c, const std::vector<int>& items) {
   const auto& a = c.stack.attention;
   std::vector<Linear> linears;
@@ -177,6 +186,7 @@ void emit_attention(UnitBuilder& b, const Context& c, const std::vector<int>& it
   pre_norm(b, c);
   if (split) b.add(tp_enter(c), c.block);
   b.add(fanout_ops(consumers_of(linears, c.stack.hidden), c.rows, c.hidden(), c.e), c.block);
+  const AttentionShape shape = attention_shape(c, split);
   bool normed_kept = false;  // the linears reading the normed hidden state share one input
   for (int m : items) {
     if (m == out.module) continue;
@@ -185,12 +195,12 @@ void emit_attention(UnitBuilder& b, const Context& c, const std::vector<int>& it
       b.linear(*l, c.rows, c.e, shared && normed_kept);
       normed_kept = normed_kept || shared;
     } else {
-      const auto& w = c.tree.parameter(c.tree.module(m).params.front());
-      b.add(norm_ops(*norm_of(c.tree, m), c.rows, static_cast<double>(w.numel()), c.e, c.fusion),
+      const auto width = c.tree.parameter(c.tree.module(m).params.front()).numel();
+      b.add(norm_ops(*norm_of(c.tree, m), c.rows * heads_normed(c, shape, m, width),
+                     static_cast<double>(width), c.e, c.fusion),
             m);
     }
   }
-  const AttentionShape shape = attention_shape(c, split);
   const double heads = static_cast<double>(shape.heads), seq = static_cast<double>(c.seq);
   if (a.rope) {
     const double rope = static_cast<double>(a.rope_dim());

@@ -335,6 +335,25 @@ TEST(MoeLlm, TinyMla) {
   EXPECT_EQ(shape_of(t, "model.layers.0.self_attn.o_proj.weight"), (Shape{128, 64}));
 }
 
+TEST(MoeLlm, Qwen3_30bA3b) {
+  // HF Qwen3MoeForCausalLM (Qwen/Qwen3-30B-A3B config.json): q 32 heads x 128 = 4096 from a
+  // 2048-wide hidden state, 4 kv heads, q_norm / k_norm of head_dim, 128 experts of 768 in
+  // every layer, no shared expert, untied head.
+  const auto t = build_topology("moe-llm", "qwen3-30b-a3b");
+  EXPECT_EQ(count(t.tree).mat, 48u * (4 + 1 + 128 * 3) + 2);
+  EXPECT_EQ(count(t.tree).vec, 48u * 4 + 1);
+  EXPECT_EQ(shape_of(t, "model.layers.0.self_attn.q_proj.weight"), (Shape{4096, 2048}));
+  EXPECT_EQ(shape_of(t, "model.layers.0.self_attn.k_proj.weight"), (Shape{512, 2048}));
+  EXPECT_EQ(shape_of(t, "model.layers.0.self_attn.o_proj.weight"), (Shape{2048, 4096}));
+  EXPECT_EQ(shape_of(t, "model.layers.0.self_attn.q_norm.weight"), (Shape{128}));
+  EXPECT_EQ(shape_of(t, "model.layers.47.self_attn.k_norm.weight"), (Shape{128}));
+  EXPECT_EQ(shape_of(t, "model.layers.47.mlp.experts.127.down_proj.weight"), (Shape{2048, 768}));
+  EXPECT_EQ(shape_of(t, "model.layers.0.mlp.gate.weight"), (Shape{128, 2048}));
+  EXPECT_EQ(shape_of(t, "lm_head.weight"), (Shape{151936, 2048}));
+  // A query width head_dim does not divide is refused when the geometry is made.
+  EXPECT_THROW(build_topology("moe-llm", "qwen3-30b-a3b", {{"q", "4000"}}), InputError);
+}
+
 TEST(MoeLlm, Mixtral) {
   const auto t = build_topology("moe-llm", "mixtral-8x7b");
   EXPECT_EQ(count(t.tree).mat, 32u * (4 + 1 + 8 * 3) + 2);  // 930

@@ -143,6 +143,58 @@ TEST(OpTime, AttentionAtTheKernelEfficiency) {
   EXPECT_THROW((void)OpTime(bare, kernels::Dtype::bf16).seconds(p.forward[0]), InputError);
 }
 
+TEST(OpTime, AttentionKernelTheRunNames) {
+  const std::string with = replace(kHand, "  memory_bound_efficiency: 0.8\n",
+                                   "  attention_kernels:\n"
+                                   "    fast: {forward: 0.8, backward: 0.6}\n"
+                                   "  memory_bound_efficiency: 0.8\n");
+  const auto m = parse_machine(with, "m.yaml");
+  const AttentionShape a{2, 1024, 8, 8, 128, 128, true};
+  const auto p = fused_attention_ops(a, e);
+  const double S = 2.0 * 8 * 1024 * 1024 / 2;
+  // "default": the machine's attention_efficiency (50 % / 40 %), as without the option.
+  const auto plain = project::with_attention_kernel(m, project::kDefaultAttentionKernel);
+  EXPECT_NEAR(OpTime(plain, kernels::Dtype::bf16).seconds(p.forward[0]), 2 * S * 256 / 50e12 + 2e-6,
+              1e-15);
+  // "fast": 80 TFLOP/s forward, 60 backward (2.5x the forward FLOPs), the same kernels.
+  const auto fast = project::with_attention_kernel(m, "fast");
+  const OpTime t(fast, kernels::Dtype::bf16);
+  EXPECT_NEAR(t.seconds(p.forward[0]), 2 * S * 256 / 80e12 + 2e-6, 1e-15);
+  EXPECT_NEAR(t.seconds(p.backward[0]), 2.5 * 2 * S * 256 / 60e12 + 6e-6, 1e-15);
+  // Written back by to_yaml (what --calibrate and results files carry).
+  const auto back = parse_machine(project::to_yaml(m), "w.yaml");
+  ASSERT_EQ(back.compute.attention_kernels.count("fast"), 1u);
+  EXPECT_DOUBLE_EQ(back.compute.attention_kernels.at("fast").second, 0.6);
+  // A kernel the machine does not list is refused with the ones it does.
+  try {
+    (void)project::with_attention_kernel(m, "slow");
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& err) {
+    EXPECT_NE(std::string(err.what())
+                  .find("--attention-kernel slow: machine 'hand' gives no rates for it (valid: "
+                        "default, fast;"),
+              std::string::npos)
+        << err.what();
+  }
+  // Bad files: a rate out of range, the default's name, kernels without the default.
+  const std::string no_default =
+      replace(with, "  attention_efficiency: {forward: 0.5, backward: 0.4}\n", "");
+  const std::pair<std::string, std::string> cases[] = {
+      {replace(with, "forward: 0.8", "forward: 1.8"),
+       "compute.attention_kernels.fast.forward is 1.8 \\(valid: 0.001..1\\)"},
+      {replace(with, "    fast:", "    default:"), "'default' names attention_efficiency"},
+      {replace(with, "    fast:", "    \"\":"), "a kernel's name must be a word"},
+      {replace(with, "    fast:", "    ? [a, b]\n    :"), "a kernel's name must be a word"},
+      {no_default, "compute.attention_kernels needs compute.attention_efficiency"},
+      {replace(with, "    fast: {forward: 0.8, backward: 0.6}", "    fast: 0.8"),
+       "compute.attention_kernels.fast must be a mapping"},
+  };
+  for (const auto& [text, expect] : cases) {
+    const std::string got = error_of(text);
+    EXPECT_TRUE(std::regex_search(got, std::regex(expect))) << "got: " << got;
+  }
+}
+
 TEST(OpTime, MemoryBoundOpsAtBandwidthWithLaunchFloor) {
   const auto m = parse_machine(kHand, "m.yaml");
   const OpTime t(m, kernels::Dtype::bf16);

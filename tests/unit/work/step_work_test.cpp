@@ -60,6 +60,15 @@ TEST(FlopConventions, ActiveParametersOfTheMoePresets) {
   const auto mx = model_flops_per_token(build_topology("moe-llm", "mixtral-8x7b"), 4096);
   EXPECT_GT(mx.params_all, 12.8e9);
   EXPECT_LT(mx.params_all, 13.0e9);
+  // Qwen3-30B-A3B, "3.3B activated" (its model card), summed by hand per layer: q, o 2048 x 4096,
+  // k, v 2048 x 512, 8 experts of 3 x 2048 x 768, the router 2048 x 128, two norms of 2048 and
+  // q_norm, k_norm of 128; 48 layers; the embedding and the untied head, 151936 x 2048 each, and
+  // the final norm (N_all: every parameter a token touches).
+  const auto qw = model_flops_per_token(build_topology("moe-llm", "qwen3-30b-a3b"), 4096);
+  const double layer = 2 * 2048.0 * 4096 + 2 * 2048.0 * 512 + 8 * 3 * 2048.0 * 768 + 2048.0 * 128 +
+                       2 * 2048 + 2 * 128;
+  EXPECT_DOUBLE_EQ(qw.params_all, 48 * layer + 2 * 2048.0 * 151936 + 2048);
+  EXPECT_NEAR(qw.params_all, 3.3e9, 0.06e9);
 }
 
 TEST(FlopConventions, NamesAndErrors) {
@@ -276,6 +285,33 @@ TEST(StepWork, BlockOpsOfALlamaLayer) {
   std::vector<std::string> head;
   for (const auto& op : w.units.back().forward) head.emplace_back(op.name);
   EXPECT_EQ(head, (std::vector<std::string>{"rms_norm", "linear", "cross_entropy"}));
+}
+
+TEST(StepWork, Qwen3QkNormsEveryHeadAndAWiderQuery) {
+  // tiny-qk-norm: h 128, q 256 = 8 heads of 32, kv 32 = 1 kv head; per-head RMSNorm of q and k.
+  const auto w = build_step_work(build_topology("moe-llm", "tiny-qk-norm"), shape(16));
+  const auto& fwd = w.units[1].forward;
+  std::vector<const Op*> norms;
+  for (const auto& op : fwd)
+    if (std::string(op.name) == "rms_norm") norms.push_back(&op);
+  ASSERT_EQ(norms.size(), 4u);  // input, q_norm, k_norm, post-attention
+  // Fused RMSNorm: 4 N + 3 R vector FLOPs over R rows of W = N / R elements.
+  const auto flops = [](double rows, double width) { return 4 * rows * width + 3 * rows; };
+  EXPECT_DOUBLE_EQ(norms[0]->vector_flops, flops(16, 128));
+  EXPECT_DOUBLE_EQ(norms[1]->vector_flops, flops(16 * 8, 32));  // q: 8 heads per token
+  EXPECT_DOUBLE_EQ(norms[2]->vector_flops, flops(16 * 1, 32));  // k: 1 kv head per token
+  EXPECT_DOUBLE_EQ(norms[3]->vector_flops, flops(16, 128));
+  const auto attention = std::find_if(fwd.begin(), fwd.end(),
+                                      [](const Op& op) { return op.kind == OpKind::attention; });
+  EXPECT_EQ(attention->attention.heads, 8);
+  EXPECT_EQ(attention->attention.kv_heads, 1);
+  // q_proj 128 -> 256 and o_proj 256 -> 128: 2 * 16 * 128 * 256 FLOPs each.
+  std::vector<double> gemm;
+  for (const auto& op : fwd)
+    if (std::string(op.name) == "linear") gemm.push_back(op.flops);
+  ASSERT_GE(gemm.size(), 4u);
+  EXPECT_DOUBLE_EQ(gemm[0], 2.0 * 16 * 128 * 256);
+  EXPECT_DOUBLE_EQ(gemm[3], 2.0 * 16 * 256 * 128);
 }
 
 TEST(StepWork, DeepSeekV3RoutesEightOf256PlusShared) {
