@@ -18,6 +18,7 @@
 #include "dmuon/partition/partition.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "dmuon/plan/plan.hpp"
+#include "input_error_message.hpp"
 
 namespace {
 
@@ -31,14 +32,7 @@ constexpr std::int64_t k2(int e) {
   return std::int64_t{1} << e;
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
-}
+using test::input_error_message;
 
 plan::PlanConfig config(const char* boundary, int shard, Strategy strategy = Strategy::lpt) {
   plan::PlanConfig c;
@@ -221,17 +215,18 @@ TEST(StrictError, NamesTheFirstUncoveredParameterInVisitingOrder) {
   tree.finalize();
   auto lpt = config("paths:zzz", 2);
   lpt.partition.pack = false;
-  EXPECT_NE(message_of([&] { plan::make_plan(tree, lpt); }).find("parameter 'b.weight'"),
+  EXPECT_NE(input_error_message([&] { plan::make_plan(tree, lpt); }).find("parameter 'b.weight'"),
             std::string::npos);
   // round_robin visits units in model order: a first.
   auto rr = config("paths:zzz", 2, Strategy::round_robin);
   rr.partition.pack = false;
-  EXPECT_NE(message_of([&] { plan::make_plan(tree, rr); }).find("parameter 'a.weight'"),
+  EXPECT_NE(input_error_message([&] { plan::make_plan(tree, rr); }).find("parameter 'a.weight'"),
             std::string::npos);
   // Packed (both in the "none" bucket, one unit), members are visited in model order: a.
   auto packed = config("paths:zzz", 2);
-  EXPECT_NE(message_of([&] { plan::make_plan(tree, packed); }).find("parameter 'a.weight'"),
-            std::string::npos);
+  EXPECT_NE(
+      input_error_message([&] { plan::make_plan(tree, packed); }).find("parameter 'a.weight'"),
+      std::string::npos);
 }
 
 // ---- Z2: a parameter shared by several modules takes the boundary rule -----------------
@@ -305,7 +300,7 @@ TEST(StrictTied, RootHeldTiedParameterTakesTheRootInZ3AndFailsInZ2) {
   EXPECT_EQ(p3.hooks.sites[0].path, "");
   EXPECT_EQ(p3.hooks.reason[0], boundary::SiteReason::tied);
   c.reshard = plan::Reshard::z2;
-  EXPECT_NE(message_of([&] { plan::make_plan(a, c); }).find("no ancestor matched"),
+  EXPECT_NE(input_error_message([&] { plan::make_plan(a, c); }).find("no ancestor matched"),
             std::string::npos);
 
   // model.embed_tokens.weight [16, 8] tied to the root-level lm_head, and a block weight;
@@ -324,8 +319,9 @@ TEST(StrictTied, RootHeldTiedParameterTakesTheRootInZ3AndFailsInZ2) {
   EXPECT_EQ(pb.hooks.sites[0].path, "");
   EXPECT_EQ(pb.hooks.sites[1].path, "model.layers.0");
   cb.reshard = plan::Reshard::z2;
-  EXPECT_NE(message_of([&] { plan::make_plan(b, cb); }).find("'model.embed_tokens.weight'"),
-            std::string::npos);
+  EXPECT_NE(
+      input_error_message([&] { plan::make_plan(b, cb); }).find("'model.embed_tokens.weight'"),
+      std::string::npos);
 }
 
 // ---- checked 64-bit arithmetic -------------------------------------------------------------
@@ -333,12 +329,12 @@ TEST(Overflow, ShapeProductIsBadInputNamingTheParameter) {
   model::ModuleTree tree("M");
   const int m = tree.add_module(0, "big", "Linear");
   // 2^32 x 2^32 = 2^64 elements: the product itself overflows.
-  EXPECT_NE(message_of([&] {
+  EXPECT_NE(input_error_message([&] {
               tree.add_parameter(m, "weight", {k2(32), k2(32)});
             }).find("parameter 'big.weight' shape [4294967296, 4294967296]"),
             std::string::npos);
   // 2^31 x 2^31 = 2^62 elements fit, but not at 4 bytes each.
-  EXPECT_NE(message_of([&] {
+  EXPECT_NE(input_error_message([&] {
               tree.add_parameter(m, "w2", {k2(31), k2(31)});
             }).find("parameter 'big.w2'"),
             std::string::npos);
@@ -346,13 +342,14 @@ TEST(Overflow, ShapeProductIsBadInputNamingTheParameter) {
   model::ModuleTree two("M");
   two.add_parameter(two.add_module(0, "a", "Linear"), "weight", {k2(30), k2(30)});
   two.add_parameter(two.add_module(0, "b", "Linear"), "weight", {k2(30), k2(30)});
-  EXPECT_NE(message_of([&] { two.finalize(); }).find("at parameter 'b.weight'"), std::string::npos);
+  EXPECT_NE(input_error_message([&] { two.finalize(); }).find("at parameter 'b.weight'"),
+            std::string::npos);
 }
 
 TEST(Overflow, CostsAreCheckedNeverNegative) {
   // [2^30, 2^30]: ns = 5 * 2^30 * (2^60 + 2 * 2^60) = 15 * 2^90 ~ 1.86e28, div 1e9 ~ 1.86e19 >
   // 2^63 - 1: the cost itself overflows.
-  EXPECT_NE(message_of([] {
+  EXPECT_NE(input_error_message([] {
               partition::optimizer_cost("x.weight", {k2(30), k2(30)});
             }).find("parameter 'x.weight' shape [1073741824, 1073741824]"),
             std::string::npos);
@@ -365,7 +362,7 @@ TEST(Overflow, CostsAreCheckedNeverNegative) {
   EXPECT_EQ(partition::optimizer_cost("a.weight", {k2(29), k2(30)}), 4642275291435364105);
   PartitionOptions o;
   o.shard = 2;
-  EXPECT_NE(message_of([&] {
+  EXPECT_NE(input_error_message([&] {
               partition::partition_ownership(tree, {0, 1}, o);
             }).find("overflows 64 bits at parameter 'b.weight'"),
             std::string::npos);
@@ -386,9 +383,9 @@ TEST(Overflow, PredictedVolumeIsChecked) {
   auto c = config("default", 2, Strategy::rank0);
   c.partition.cost_model = CostModel::numel;
   const auto p = plan::make_plan(tree, c);
-  EXPECT_NE(message_of([&] { dmuon_volume(tree, p, plan::Reshard::z3); }).find("rank 1"),
+  EXPECT_NE(input_error_message([&] { dmuon_volume(tree, p, plan::Reshard::z3); }).find("rank 1"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { dmuon_volume(tree, p, plan::Reshard::z2); }).find("rank 1"),
+  EXPECT_NE(input_error_message([&] { dmuon_volume(tree, p, plan::Reshard::z2); }).find("rank 1"),
             std::string::npos);
 }
 

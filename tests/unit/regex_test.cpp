@@ -14,6 +14,7 @@
 #include "dmuon/boundary/hook_plan.hpp"
 #include "dmuon/boundary/regex.hpp"
 #include "dmuon/model/module_tree.hpp"
+#include "input_error_message.hpp"
 
 namespace {
 
@@ -21,14 +22,7 @@ using namespace dmuon;
 using boundary::BoundaryPolicy;
 using boundary::Regex;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
-}
+using test::input_error_message;
 
 const char* kPathological = R"((\w+\.?)+experts\.\d+)";
 
@@ -81,13 +75,13 @@ TEST(Regex, PathologicalPatternInEveryUserRegex) {
 
 TEST(Regex, UnsupportedSyntaxIsOneLineBadInput) {
   // RE2 has no lookaround and no backreferences: refused at parse time, naming the pattern.
-  const auto look = error_of([] { BoundaryPolicy::parse("paths:(?=layers).*"); });
+  const auto look = input_error_message([] { BoundaryPolicy::parse("paths:(?=layers).*"); });
   EXPECT_NE(look.find("bad regex '(?=layers).*'"), std::string::npos) << look;
-  const auto back = error_of([] { boundary::DedicationRule::parse(R"(regex:(a)\1)"); });
+  const auto back = input_error_message([] { boundary::DedicationRule::parse(R"(regex:(a)\1)"); });
   EXPECT_NE(back.find("bad regex"), std::string::npos) << back;
-  EXPECT_NE(error_of([] { BoundaryPolicy::parse("paths:("); }).find("bad regex '('"),
+  EXPECT_NE(input_error_message([] { BoundaryPolicy::parse("paths:("); }).find("bad regex '('"),
             std::string::npos);
-  EXPECT_NE(error_of([] { BoundaryPolicy::parse("paths:a{1001}"); }).find("bad regex"),
+  EXPECT_NE(input_error_message([] { BoundaryPolicy::parse("paths:a{1001}"); }).find("bad regex"),
             std::string::npos);
 }
 
@@ -95,7 +89,7 @@ TEST(Regex, LengthLimits) {
   // 20,000 nested parentheses: 40,001 characters, over the 4096 limit; the message quotes the
   // pattern cut short (one readable line).
   const std::string deep = std::string(20000, '(') + "a" + std::string(20000, ')');
-  const auto msg = error_of([&] { BoundaryPolicy::parse("paths:" + deep); });
+  const auto msg = input_error_message([&] { BoundaryPolicy::parse("paths:" + deep); });
   EXPECT_NE(msg.find("longer than 4096 characters"), std::string::npos) << msg.substr(0, 300);
   EXPECT_LT(msg.size(), 400u);
   EXPECT_EQ(msg.find('\n'), std::string::npos);
@@ -109,7 +103,9 @@ TEST(Regex, LengthLimits) {
                InputError);
   std::string rules = "resolver:";
   for (std::size_t i = 0; i <= boundary::kMaxResolverRules; ++i) rules += "a=b;";
-  EXPECT_NE(error_of([&] { BoundaryPolicy::parse(rules); }).find("more than 4096 resolver rules"),
+  EXPECT_NE(input_error_message([&] {
+              BoundaryPolicy::parse(rules);
+            }).find("more than 4096 resolver rules"),
             std::string::npos);
   EXPECT_THROW(boundary::DedicationRule::parse(
                    "contains:" + std::string(boundary::kMaxDedicationRuleLength, 'x')),

@@ -11,20 +11,14 @@
 #include "dmuon/engine/step/synthetic.hpp"
 #include "dmuon/model/expert_local_tree.hpp"
 #include "dmuon/model/topology.hpp"
+#include "input_error_message.hpp"
 
 namespace {
 
 using namespace dmuon;
 using namespace dmuon::model;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::input_error_message;
 
 TEST(ExpertLocalTree, KeepsOneRanksShareOfEveryContainer) {
   const Topology t = build_topology("moe-llm", "tiny");
@@ -89,21 +83,22 @@ TEST(ExpertLocalTree, TiesBetweenKeptModulesStay) {
 
 TEST(ExpertLocalTree, RefusalsNameTheBadValue) {
   const Topology moe = build_topology("moe-llm", "tiny");
-  EXPECT_EQ(error_of([&] { (void)expert_local_tree(moe.tree, 3); }),
+  EXPECT_EQ(input_error_message([&] { (void)expert_local_tree(moe.tree, 3); }),
             "--ep 3 does not divide the 8 experts of 'model.layers.1.mlp.experts' (valid: a "
             "divisor of every expert container's count)");
-  EXPECT_EQ(error_of([&] { (void)expert_local_tree(moe.tree, 0); }),
+  EXPECT_EQ(input_error_message([&] { (void)expert_local_tree(moe.tree, 0); }),
             "--ep 0 is invalid (valid: >= 1)");
-  EXPECT_EQ(error_of([&] { (void)expert_local_tree(build_topology("llm", "tiny").tree, 2); }),
-            "--ep 2: the model has no routed experts (no module 'experts' with children 0, 1, "
-            "...)");
+  EXPECT_EQ(
+      input_error_message([&] { (void)expert_local_tree(build_topology("llm", "tiny").tree, 2); }),
+      "--ep 2: the model has no routed experts (no module 'experts' with children 0, 1, "
+      "...)");
   // A parameter shared by expert 1 (dropped on the first rank) and expert 0 (kept).
   ModuleTree tree("M");
   const int experts = tree.add_module(tree.add_module(0, "layer", "L"), "experts", "ModuleList");
   const int w = tree.add_parameter(tree.add_module(experts, "0", "E"), "w", {2, 2});
   tree.tie_parameter(tree.add_module(experts, "1", "E"), "w", w);
   tree.finalize();
-  EXPECT_EQ(error_of([&] { (void)expert_local_tree(tree, 2); }),
+  EXPECT_EQ(input_error_message([&] { (void)expert_local_tree(tree, 2); }),
             "--ep: parameter 'layer.experts.0.w' is tied to a routed expert another EP rank "
             "holds");
   // Unlike experts cannot stand for each other on another rank.
@@ -112,7 +107,7 @@ TEST(ExpertLocalTree, RefusalsNameTheBadValue) {
   unlike.add_parameter(unlike.add_module(u, "0", "E"), "w", {2, 2});
   unlike.add_parameter(unlike.add_module(u, "1", "E"), "w", {2, 3});
   unlike.finalize();
-  EXPECT_EQ(error_of([&] { (void)expert_local_tree(unlike, 2); }),
+  EXPECT_EQ(input_error_message([&] { (void)expert_local_tree(unlike, 2); }),
             "--ep 2: expert 'layer.experts.1' differs from 'layer.experts.0' in its modules or "
             "parameter shapes (valid: --ep with alike experts: each rank's model has the same "
             "shapes)");

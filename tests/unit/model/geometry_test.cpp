@@ -9,20 +9,14 @@
 #include "dmuon/base/error.hpp"
 #include "dmuon/model/topology.hpp"
 #include "dmuon/model/topology_file.hpp"
+#include "input_error_message.hpp"
 
 namespace {
 
 using namespace dmuon;
 using namespace dmuon::model;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::input_error_message;
 
 const StackGeometry& text(const Topology& t) {
   for (const auto& s : t.geometry->stacks)
@@ -84,7 +78,7 @@ TEST(Geometry, EveryBuiltinHasOneAndOverridesReachIt) {
     for (const auto& preset : info.presets)
       EXPECT_TRUE(build_topology(info.name, preset).geometry.has_value()) << info.name;
   EXPECT_EQ(text(build_topology("llm", "tiny", {{"head_dim", "16"}})).attention.heads, 8);
-  const std::string e = error_of([] { build_topology("llm", "tiny", {{"h", "100"}}); });
+  const std::string e = input_error_message([] { build_topology("llm", "tiny", {{"h", "100"}}); });
   EXPECT_NE(e.find("h=100 is not a multiple of head_dim=32"), std::string::npos) << e;
   EXPECT_EQ(e.find('\n'), std::string::npos);
 }
@@ -135,21 +129,21 @@ TEST(Geometry, BadFileGeometryIsAOneLineError) {
       {file(", \"tokens\": \"vision\""), "vision_tokens is 0 (must be > 0)"},
   };
   for (const auto& c : cases) {
-    const std::string e = error_of([&] { parse_topology_json(c.text, "t.json"); });
+    const std::string e = input_error_message([&] { parse_topology_json(c.text, "t.json"); });
     EXPECT_NE(e.find(c.expect), std::string::npos) << "got: " << e << "\nwant: " << c.expect;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
   // Inconsistent numbers: heads not a multiple of kv_heads; a missing block module.
   std::string bad = stack;
   bad.replace(bad.find("\"kv_heads\": 1"), 13, "\"kv_heads\": 3");
-  std::string e = error_of(
+  std::string e = input_error_message(
       [&] { parse_topology_json(with_geometry("{\"stacks\": [" + bad + "}]}"), "t.json"); });
   EXPECT_NE(e.find("t.json: geometry: stack 'stack0': heads=4 is not a multiple of kv_heads=3"),
             std::string::npos)
       << e;
   bad = stack;
   bad.replace(bad.find("\"self_attn\""), 11, "\"attention\"");
-  e = error_of(
+  e = input_error_message(
       [&] { parse_topology_json(with_geometry("{\"stacks\": [" + bad + "}]}"), "t.json"); });
   EXPECT_NE(e.find("block module 'model.layers.0.attention' is not a module"), std::string::npos)
       << e;
