@@ -24,6 +24,7 @@
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/config/config_file.hpp"
+#include "dmuon/model/expert_local_tree.hpp"
 #include "dmuon/work/step_work.hpp"
 #include "options/tool_options.hpp"
 #include "project/projection_setup.hpp"
@@ -85,7 +86,11 @@ apps::advise::SearchResult run_search(const apps::RunOptions& o, const model::To
       o.boundaries.empty() ? "default" : config::parse_boundary_item(o.boundaries.front()).spec,
       topo);
   const auto start = apps::advise::candidate_of(o, start_boundary);
-  apps::advise::Evaluator evaluator(o, topo, *ctx.machine, ctx.world, ctx.capacity_gb);
+  // The start's model as a rank holds it (--ep E: an EP rank's tree); other --ep sizes are
+  // made from the whole model by the evaluator.
+  model::Topology rank = topo;
+  if (o.plan.ep > 1) rank.tree = model::expert_local_tree(topo.tree, o.plan.ep);
+  apps::advise::Evaluator evaluator(o, rank, *ctx.machine, ctx.world, ctx.capacity_gb, &topo);
   apps::bench::Progress progress(0, 1, 1);
   apps::advise::SearchOptions so;
   so.max_passes = o.advise.max_passes;

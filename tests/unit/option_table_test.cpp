@@ -211,11 +211,8 @@ TEST(OptionTable, ParsesByKindAndAppliesTheRules) {
   EXPECT_EQ(error_of(kBench, {"--clip-norm-type", "inf"}),
             "--clip-norm-type needs --clip-norm (the threshold)");
   // Parallelisms not modelled yet: refused as such, their trivial value accepted (config too).
-  // Expert parallelism is run, planned and projected, not searched; not run with activation
-  // work.
-  EXPECT_EQ(error_of(kAdvise, {"--ep", "2"}),
-            "--ep 2: expert parallelism is run, planned and projected, not searched (valid: "
-            "dmuon_bench, dmuon_inspect, dmuon_project; here only 1)");
+  // Expert parallelism is run, planned, projected and searched; not run with activation work.
+  EXPECT_EQ(error_of(kAdvise, {"--ep", "2", "--world-size", "2", "--machine", "h200"}), "");
   EXPECT_EQ(error_of(kProject, {"--ep", "4", "--seq-len", "8", "--micro-batch", "1", "--world-size",
                                 "4", "--machine", "h200"}),
             "");

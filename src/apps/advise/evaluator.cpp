@@ -6,6 +6,7 @@
 #include "common/plan_setup.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/phase.hpp"
+#include "dmuon/model/expert_local_tree.hpp"
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/project/projection.hpp"
 #include "project/projection_setup.hpp"
@@ -54,7 +55,23 @@ Evaluator::Evaluator(const RunOptions& base, const model::Topology& topo,
       capacity_gb_(capacity_gb) {}
 
 std::string Evaluator::sites_key(const Candidate& c) {
-  return c.value("boundary") + ";" + c.value("reshard");
+  return c.value("boundary") + ";" + c.value("reshard") + ";" + c.value("ep");
+}
+
+const model::Topology& Evaluator::rank_topology(const Candidate& c) {
+  const int ep = std::stoi(c.value("ep"));
+  if (ep == base_.plan.ep) return topo_;
+  if (ep == 1) return whole_;
+  if (&whole_ == &topo_ && base_.plan.ep > 1)
+    throw InputError(fmt::format("--ep {}: only the invocation's --ep {} can be planned here", ep,
+                                 base_.plan.ep));
+  auto it = rank_topos_.find(ep);
+  if (it == rank_topos_.end()) {
+    model::Topology t = whole_;
+    t.tree = model::expert_local_tree(whole_.tree, ep);
+    it = rank_topos_.emplace(ep, std::move(t)).first;
+  }
+  return it->second;
 }
 
 bool Evaluator::known(const Candidate& c, engine::Method method) const {
@@ -76,8 +93,9 @@ int Evaluator::plan_sites(const Candidate& c) {
   int sites = 0;
   try {
     const auto b = options_for(base_, c, engine::Method::dmuon);
+    const auto& topo = rank_topology(c);
     sites = static_cast<int>(
-        plan::make_plan(topo_.tree, plan_config_for(b, c, topo_, world_)).hooks.sites.size());
+        plan::make_plan(topo.tree, plan_config_for(b, c, topo, world_)).hooks.sites.size());
   } catch (const InputError&) {
     sites = 0;  // cannot be planned: its evaluation is quick
   }
@@ -92,19 +110,20 @@ Outcome Evaluator::project_candidate(const Candidate& c, engine::Method method) 
     auto b = options_for(base_, c, method);
     engine::validate(b.engine, world_);
     project::check_cp_world(b, world_);
+    const auto& topo = rank_topology(c);
     // The baselines' FSDP units are their own rule (bench/run_list.hpp), not the boundary.
     const auto plan = engine::traits(method).owners
-                          ? plan::make_plan(topo_.tree, plan_config_for(b, c, topo_, world_))
-                          : bench::baseline_plan(b, topo_, world_, nullptr);
+                          ? plan::make_plan(topo.tree, plan_config_for(b, c, topo, world_))
+                          : bench::baseline_plan(b, topo, world_, nullptr);
     out.sites = static_cast<int>(plan.hooks.sites.size());
     sites_[sites_key(c)] = out.sites;
     out.idle_ranks = plan.partition.empty_slots;
     out.suggested_boundary = plan.report.suggested_boundary;
     auto setup = project::make_projection_setup(b, whole_, machine_, base_.projection.symmetry,
-                                                &plan, &whole_ == &topo_ ? nullptr : &topo_.tree);
+                                                &plan, &whole_ == &topo ? nullptr : &topo.tree);
     setup.options.engine.step.method = method;
     ++projections_;
-    const auto p = dmuon::project::project(topo_.tree, plan, machine_, setup.options);
+    const auto p = dmuon::project::project(topo.tree, plan, machine_, setup.options);
     const auto& ms = p.result.phases_ms;
     out.step_ms = ms[static_cast<std::size_t>(engine::Phase::step)];
     out.mfu = p.mfu;

@@ -47,8 +47,10 @@ struct Outcome {
 class Evaluator {
  public:
   /// `base`: the invocation's options (its fixed choices); `capacity_gb`: the memory cap per
-  /// rank (0: none). `topo` is the model as a rank holds it (load_rank_topology), `whole` the
-  /// whole model whose activation work runs (--ep: not the same; null: `topo`).
+  /// rank (0: none). `topo` is the model as a rank holds it at the invocation's --ep
+  /// (load_rank_topology), `whole` the whole model whose activation work runs (--ep: not the
+  /// same; null: `topo`); a candidate at another --ep is planned on an EP rank's tree made from
+  /// `whole` (rejected when `whole` is not given and the invocation's --ep is above 1).
   Evaluator(const RunOptions& base, const model::Topology& topo,
             const dmuon::project::Machine& machine, int world, double capacity_gb,
             const model::Topology* whole = nullptr);
@@ -66,6 +68,8 @@ class Evaluator {
 
  private:
   Outcome project_candidate(const Candidate& c, engine::Method method);
+  /// The model as one rank holds it at the candidate's --ep (cached per size).
+  const model::Topology& rank_topology(const Candidate& c);
   /// Sites depend on the boundary and the reshard mode only.
   static std::string sites_key(const Candidate& c);
 
@@ -77,6 +81,7 @@ class Evaluator {
   double capacity_gb_;
   std::map<std::string, Outcome> cache_;
   std::map<std::string, int> sites_;
+  std::map<int, model::Topology> rank_topos_;
   int projections_ = 0;
 };
 

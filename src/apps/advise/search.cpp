@@ -9,6 +9,8 @@
 #include <tuple>
 
 #include "dmuon/boundary/degradation.hpp"
+#include "dmuon/model/expert_local_tree.hpp"
+#include "dmuon/work/run_shape.hpp"
 
 namespace dmuon::apps::advise {
 namespace {
@@ -48,6 +50,13 @@ std::vector<std::string> repeated_unit_types(const model::ModuleTree& tree) {
   return out;
 }
 
+// Expert-parallel sizes: 1, and the world when every expert container splits over it (E = G
+// with R = T = 1, the one EP layout built: docs/STEP-WORK.md "Expert parallelism").
+std::vector<std::string> ep_values(const model::ModuleTree& tree, int world) {
+  if (world > work::kMaxEp || !model::experts_split_over(tree, world)) return {"1"};
+  return {"1", std::to_string(world)};
+}
+
 void add_value(std::vector<std::string>& list, const std::string& v) {
   if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
 }
@@ -73,6 +82,7 @@ SearchSpace make_search_space(const model::Topology& topo, const Candidate& star
     s.values.at(knob(key)) = std::move(v);
   };
   set("replicate", replicate_values(world, tp, std::stoi(start.value("replicate"))));
+  set("ep", ep_values(topo.tree, world));
   set("reshard", {"z3", "z2"});
   set("prefetch", {"0", "1", "2", "4"});
   set("comm_dtype", {"fp32", "bf16"});
@@ -96,7 +106,7 @@ SearchSpace make_search_space(const model::Topology& topo, const Candidate& star
     if (knobs()[k]->key_name() != "boundary") add_value(s.values[k], start.value(k));
   // Largest expected effect first; a knob the list misses comes last.
   for (const char* key :
-       {"boundary", "replicate", "reshard", "prefetch", "comm_dtype", "owner_strategy",
+       {"boundary", "ep", "replicate", "reshard", "prefetch", "comm_dtype", "owner_strategy",
         "cost_model", "pack_threshold", "ac", "micro_batch", "cp"})
     s.order.push_back(knob(key));
   for (std::size_t k = 0; k < knobs().size(); ++k)
@@ -105,7 +115,8 @@ SearchSpace make_search_space(const model::Topology& topo, const Candidate& star
 }
 
 const std::vector<std::string>& memory_knob_keys() {
-  static const std::vector<std::string> keys = {"ac", "comm_dtype", "reshard", "micro_batch", "cp"};
+  static const std::vector<std::string> keys = {"ep",      "ac",          "comm_dtype",
+                                                "reshard", "micro_batch", "cp"};
   return keys;
 }
 

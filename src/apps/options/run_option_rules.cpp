@@ -102,15 +102,9 @@ void context_parallel_tool(const RunOptions& o, Tool tool) {
         o.workload.cp));
 }
 
-// --ep: run and planned (the engine's layout: model/expert_local_tree.hpp), not yet projected
-// (the projection's memory and cost of the experts' layout are not built).
+// --ep: run, planned, projected and searched; the engine's activation work has no dispatch.
 void expert_parallel_tool(const RunOptions& o, Tool tool) {
   if (o.plan.ep == 1) return;
-  if (tool == kAdvise)
-    throw InputError(
-        fmt::format("--ep {}: expert parallelism is run, planned and projected, not searched "
-                    "(valid: dmuon_bench, dmuon_inspect, dmuon_project; here only 1)",
-                    o.plan.ep));
   // The engine's activation work has no all-to-all token dispatch (work::ExpertParallel is
   // the projection's, when it takes --ep).
   if (tool == kBench && o.workload.seq_len > 0)

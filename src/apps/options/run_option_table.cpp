@@ -233,12 +233,12 @@ std::vector<RunOption> layout_rows() {
                   "expert-parallel group size E: each rank of a shard group holds its 1/E of "
                   "every layer's routed experts whole, its tokens dispatched to them by "
                   "all-to-all (docs/STEP-WORK.md); E = G (the shard group), without --replicate "
-                  "or --tp; run (without --seq-len), planned and projected; not searched by "
-                  "dmuon_advise",
+                  "or --tp; run (without --seq-len), planned, projected, and searched by "
+                  "dmuon_advise (1 or the world)",
                   Integer<int>{1, work::kMaxEp}, [](auto& o) -> auto& { return o.plan.ep; })
                   .in(kAllTools)
                   .plan_key("ep", "1")
-                  .showing(kPlanJson));
+                  .showing(kPlanJson | kKnob));
   r.push_back(one(
                   "--tp-shard", kGroupPlan,
                   "rule (as --dedicate) picking the TP-sharded dedicated parameters (default: "

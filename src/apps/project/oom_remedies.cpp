@@ -5,18 +5,25 @@
 #include <algorithm>
 
 #include "advise/evaluator.hpp"
+#include "dmuon/model/expert_local_tree.hpp"
+#include "dmuon/work/run_shape.hpp"
 
 namespace dmuon::apps::project {
 namespace {
 
-// The memory-saving value of each knob that is not at it already: --ac full (with a step
-// work), --comm-dtype bf16, --reshard z3.
+// The memory-saving value of each knob that is not at it already: --ep <world> (a model whose
+// routed experts split over the world, without --replicate or --tp: each rank keeps its own),
+// --ac full (with a step work), --comm-dtype bf16, --reshard z3.
 std::vector<std::pair<std::size_t, std::string>> savings(const RunOptions& o,
-                                                         const advise::Candidate& start) {
+                                                         const advise::Candidate& start,
+                                                         const model::Topology& whole, int world) {
   std::vector<std::pair<std::size_t, std::string>> out;
-  const auto add = [&](const char* key, const char* value) {
+  const auto add = [&](const char* key, const std::string& value) {
     if (start.value(key) != value) out.emplace_back(advise::knob(key), value);
   };
+  if (o.plan.partition.replicate == 1 && o.plan.tp == 1 && world <= work::kMaxEp &&
+      model::experts_split_over(whole.tree, world))
+    add("ep", std::to_string(world));
   if (o.workload.seq_len > 0) add("ac", "full");
   add("comm_dtype", "bf16");
   add("reshard", "z3");
@@ -34,7 +41,7 @@ std::vector<std::string> oom_remedies(const RunOptions& o, const model::Topology
   row.owner_strategies = {run.config.partition.strategy};
   const std::string boundary = run.baseline ? std::string("default") : run.boundary.spec;
   const auto start = advise::candidate_of(row, boundary);
-  const auto changes = savings(o, start);
+  const auto changes = savings(o, start, whole, world);
   std::vector<advise::Candidate> tries;
   for (const auto& [k, v] : changes) tries.push_back(start.with(k, v));
   if (changes.size() > 1) {

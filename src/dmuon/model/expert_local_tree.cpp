@@ -86,6 +86,14 @@ std::vector<int> expert_containers(const ModuleTree& tree) {
   return out;
 }
 
+bool experts_split_over(const ModuleTree& tree, int ep) {
+  const auto containers = expert_containers(tree);
+  if (ep <= 1 || containers.empty()) return false;
+  return std::all_of(containers.begin(), containers.end(), [&](int m) {
+    return tree.module(m).children.size() % static_cast<std::size_t>(ep) == 0;
+  });
+}
+
 ModuleTree expert_local_tree(const ModuleTree& tree, int ep) {
   if (ep < 1) throw InputError(fmt::format("--ep {} is invalid (valid: >= 1)", ep));
   if (expert_containers(tree).empty())

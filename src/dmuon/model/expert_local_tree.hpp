@@ -18,6 +18,11 @@ namespace dmuon::model {
 /// named 0, 1, ... in order (at least one), the convention the synthetic data routes by.
 std::vector<int> expert_containers(const ModuleTree& tree);
 
+/// True when the tree has routed experts and every container's count is a multiple of `ep`
+/// (> 1): the sizes expert_local_tree splits by shape alone (alike experts are still checked
+/// there). What the advisor searches and dmuon_project's out-of-memory remedies suggest.
+bool experts_split_over(const ModuleTree& tree, int ep);
+
 /// The tree one EP rank of E holds (see above); E = 1 is a copy. Throws InputError (one line)
 /// when E < 1, the model has no routed-expert container, E does not divide a container's
 /// experts, or a parameter is tied between a kept and a dropped module.

@@ -158,16 +158,20 @@ def case_config(args):
 
 
 def case_deepseek(args):
-    """DeepSeek-V3 on 256 H100 at its training sequence length: the default layout needs
-    hundreds of GB per rank; the advisor, searching the memory-saving knobs first, finds a
-    configuration that fits within 30 s (the default limit is 180 s: a busy machine's share)."""
-    j = advise(args, ["--topology", "moe-llm", "--preset", "deepseek-v3", "--machine",
-                      "h100-ndr", "--world-size", "256", "--seq-len", "4096", "--micro-batch",
-                      "1", "--time-limit", "30"])
+    """DeepSeek-V3 on H100 at its training sequence length: the default layout needs hundreds of
+    GB per rank. At 512 ranks (256 experts a layer do not split over them: no --ep) the
+    advisor, searching the memory-saving knobs first, finds a configuration that fits within
+    30 s (the default limit is 180 s: a busy machine's share) and prunes what cannot fit; at 256
+    ranks it finds expert parallelism, one expert of each layer a rank."""
+    def search(world):
+        return advise(args, ["--topology", "moe-llm", "--preset", "deepseek-v3", "--machine",
+                             "h100-ndr", "--world-size", str(world), "--seq-len", "4096",
+                             "--micro-batch", "1", "--time-limit", "30"])
+    j = search(512)
     start, win = j["start"]["outcome"], j["winner"]["outcome"]
     check(start["status"] == "oom", f"the default layout should not fit: {start}")
     check(j["memory_first"] == ["ac", "comm_dtype", "reshard", "cp"],
-          f"the start does not fit: memory knobs first, got {j['memory_first']}")
+          f"the start does not fit: memory knobs first (no --ep at 512), got {j['memory_first']}")
     check(win["status"] == "ok" and win["peak_GB"] <= j["memory_cap_GB"],
           f"no fitting configuration found: {win} ({j['winner']['changes']})")
     check(j["candidates"] >= len(j["evaluated"]), "candidate count below the projected ones")
@@ -194,9 +198,26 @@ def case_deepseek(args):
     check(all(e["cp"] == 1 for e in j["evaluated"]) and j["pruned_cp"] > 0,
           f"CP sizes projected ({sorted({e['cp'] for e in j['evaluated']})}) or none pruned "
           f"({j['pruned_cp']})")
-    print(f"deepseek: {j['winner']['changes']}: {win['step_ms']:.0f} ms, {win['peak_GB']:.1f} GB "
-          f"({len(j['evaluated'])} of {j['candidates']} candidates projected, "
-          f"complete {j['complete']}, {j['wall_s']:.0f} s)")
+    print(f"deepseek at 512: {j['winner']['changes']}: {win['step_ms']:.0f} ms, "
+          f"{win['peak_GB']:.1f} GB ({len(j['evaluated'])} of {j['candidates']} candidates "
+          f"projected, complete {j['complete']}, {j['wall_s']:.0f} s)")
+    # 256 ranks: --ep 256 is a candidate, searched first, and the winner; every fitting
+    # candidate without it is a per-expert boundary at over three times its step (75 s against
+    # about 6 s, docs/PROJECTION.md).
+    j = search(256)
+    win = j["winner"]["outcome"]
+    check(j["memory_first"] == ["ep", "ac", "comm_dtype", "reshard", "cp"],
+          f"at 256: memory knobs first, got {j['memory_first']}")
+    check(win["status"] == "ok" and j["winner"]["knobs"]["ep"] == "256",
+          f"at 256 the winner does not use expert parallelism: {j['winner']['changes']}")
+    no_ep = [e for e in j["evaluated"]
+             if e["knobs"]["ep"] == "1" and e["outcome"]["status"] == "ok"]
+    check(all(e["outcome"]["step_ms"] > 3 * win["step_ms"] for e in no_ep),
+          f"a fitting candidate without EP is within 3x of the winner: "
+          f"{[(e['changes'], e['outcome']['step_ms']) for e in no_ep]}")
+    check("--ep 256" in j["winner_changed_flags"], f"flags {j['winner_changed_flags']}")
+    print(f"deepseek at 256: {j['winner']['changes']}: {win['step_ms']:.0f} ms, "
+          f"{win['peak_GB']:.1f} GB, D/A {j['winner'].get('vs_adamw', '-')}")
 
 
 def case_microbatch(args):

@@ -119,4 +119,16 @@ TEST(ExpertLocalTree, RefusalsNameTheBadValue) {
   EXPECT_TRUE(expert_containers(odd).empty());
 }
 
+TEST(ExpertLocalTree, SplitsOverTheSizesThatDivideEveryContainer) {
+  // moe-llm tiny: 8 routed experts in each MoE layer; llm: none.
+  const auto moe = build_topology("moe-llm", "tiny").tree;
+  for (int ep : {2, 4, 8}) EXPECT_TRUE(experts_split_over(moe, ep)) << ep;
+  for (int ep : {-1, 0, 1, 3, 16}) EXPECT_FALSE(experts_split_over(moe, ep)) << ep;
+  EXPECT_FALSE(experts_split_over(build_topology("llm", "tiny").tree, 2));
+  // DeepSeek-V3: 256 a layer (the advisor's --ep 256 at 256 ranks, none at 512).
+  const auto ds = build_topology("moe-llm", "deepseek-v3").tree;
+  EXPECT_TRUE(experts_split_over(ds, 256));
+  EXPECT_FALSE(experts_split_over(ds, 512));
+}
+
 }  // namespace
