@@ -86,8 +86,8 @@ const Outcome& Evaluator::evaluate(const Candidate& c, engine::Method method) {
 }
 
 int Evaluator::plan_sites(const Candidate& c) {
-  // Sites depend on the boundary and the reshard mode only (owners do not move them): one plan
-  // per pair, with the start's other knobs.
+  // Sites depend on the boundary, the reshard mode and the EP size only (owners do not move
+  // them): one plan per such triple, with the start's other knobs.
   const std::string key = sites_key(c);
   if (auto it = sites_.find(key); it != sites_.end()) return it->second;
   int sites = 0;

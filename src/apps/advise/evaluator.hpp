@@ -70,7 +70,7 @@ class Evaluator {
   Outcome project_candidate(const Candidate& c, engine::Method method);
   /// The model as one rank holds it at the candidate's --ep (cached per size).
   const model::Topology& rank_topology(const Candidate& c);
-  /// Sites depend on the boundary and the reshard mode only.
+  /// Sites depend on the boundary, the reshard mode and the EP size only.
   static std::string sites_key(const Candidate& c);
 
   RunOptions base_;
