@@ -85,7 +85,7 @@ EOS
     expect_rc 0; expect_out "Usage:"
     run "$INSPECT" --version
     expect_rc 0; expect_out "git commit"; expect_out "HDF5"; expect_out "build type"
-    run "$INSPECT" --topology moe --output=
+    run "$INSPECT" --topology moe --machine=
     expect_rc 2; grep -q "has an empty value" "$work/err" || fail "empty value accepted"
     # An empty dtype as its own argument reaches the parser: named with the valid ones.
     run "$MPIEXEC" "$NPFLAG" 2 "$BENCH" "${small[@]}" --reduce-dtype ""
