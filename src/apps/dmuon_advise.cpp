@@ -24,7 +24,6 @@
 #include "dmuon/base/check.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/config/config_file.hpp"
-#include "dmuon/model/expert_local_tree.hpp"
 #include "dmuon/work/step_work.hpp"
 #include "options/tool_options.hpp"
 #include "project/projection_setup.hpp"
@@ -88,8 +87,7 @@ apps::advise::SearchResult run_search(const apps::RunOptions& o, const model::To
   const auto start = apps::advise::candidate_of(o, start_boundary);
   // The start's model as a rank holds it (--ep E: an EP rank's tree); other --ep sizes are
   // made from the whole model by the evaluator.
-  model::Topology rank = topo;
-  if (o.plan.ep > 1) rank.tree = model::expert_local_tree(topo.tree, o.plan.ep);
+  const model::Topology rank = apps::rank_topology(topo, o.plan.ep);
   apps::advise::Evaluator evaluator(o, rank, *ctx.machine, ctx.world, ctx.capacity_gb, &topo);
   apps::bench::Progress progress(0, 1, 1);
   apps::advise::SearchOptions so;

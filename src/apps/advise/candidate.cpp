@@ -7,6 +7,7 @@
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/engine_options.hpp"
+#include "dmuon/model/expert_local_tree.hpp"
 #include "dmuon/work/run_shape.hpp"
 #include "options/run_option_rules.hpp"
 
@@ -158,6 +159,11 @@ std::string changed_flags(const Candidate& c, const Candidate& start) {
   // Once, after the knobs that move it (the micro-batch, the CP size).
   if (c.accum != start.accum) s += fmt::format(" --accum {}", c.accum);
   return s;
+}
+
+std::vector<std::string> ep_values(const model::ModuleTree& tree, int world) {
+  if (world > work::kMaxEp || !model::experts_split_over(tree, world)) return {"1"};
+  return {"1", std::to_string(world)};
 }
 
 std::vector<std::int64_t> micro_batch_values(std::int64_t m, int accum) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "dmuon/model/module_tree.hpp"
 #include "options/run_option_table.hpp"
 
 namespace dmuon::apps::advise {
@@ -63,6 +64,11 @@ std::string changed_flags(const Candidate& c, const Candidate& start);
 /// m/4 and 1, those that divide m and keep accum x m / value within --accum's range, largest
 /// first; {m} alone when m <= 1. Each pairs with accum x m / value.
 std::vector<std::int64_t> micro_batch_values(std::int64_t m, int accum);
+
+/// The --ep sizes worth a candidate on `world` ranks: 1, and the world when every routed-expert
+/// container splits over it (E = G with R = T = 1, the EP layout built: docs/STEP-WORK.md
+/// "Expert parallelism"), at most work::kMaxEp. The last is the most memory-saving.
+std::vector<std::string> ep_values(const model::ModuleTree& tree, int world);
 
 /// The CP knob's values for a start of CP size `start` and `accum` micro-steps at sequence
 /// length `seq_len` on `world` ranks with TP group `tp`: `start`, then the powers of two up to

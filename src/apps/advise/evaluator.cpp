@@ -6,7 +6,6 @@
 #include "common/plan_setup.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/phase.hpp"
-#include "dmuon/model/expert_local_tree.hpp"
 #include "dmuon/plan/plan.hpp"
 #include "dmuon/project/projection.hpp"
 #include "project/projection_setup.hpp"
@@ -60,17 +59,15 @@ std::string Evaluator::sites_key(const Candidate& c) {
 
 const model::Topology& Evaluator::rank_topology(const Candidate& c) {
   const int ep = std::stoi(c.value("ep"));
-  if (ep == base_.plan.ep) return topo_;
-  if (ep == 1) return whole_;
+  // At 1 the whole model itself: its activation work needs no remapping.
+  if (ep == base_.plan.ep) return ep == 1 ? whole_ : topo_;
   if (&whole_ == &topo_ && base_.plan.ep > 1)
     throw InputError(fmt::format("--ep {}: only the invocation's --ep {} can be planned here", ep,
                                  base_.plan.ep));
+  if (ep == 1) return whole_;
   auto it = rank_topos_.find(ep);
-  if (it == rank_topos_.end()) {
-    model::Topology t = whole_;
-    t.tree = model::expert_local_tree(whole_.tree, ep);
-    it = rank_topos_.emplace(ep, std::move(t)).first;
-  }
+  if (it == rank_topos_.end())
+    it = rank_topos_.emplace(ep, ::dmuon::apps::rank_topology(whole_, ep)).first;
   return it->second;
 }
 

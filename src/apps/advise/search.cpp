@@ -9,8 +9,6 @@
 #include <tuple>
 
 #include "dmuon/boundary/degradation.hpp"
-#include "dmuon/model/expert_local_tree.hpp"
-#include "dmuon/work/run_shape.hpp"
 
 namespace dmuon::apps::advise {
 namespace {
@@ -48,13 +46,6 @@ std::vector<std::string> repeated_unit_types(const model::ModuleTree& tree) {
   for (const auto& t : types)
     if (out.size() < 8) out.push_back(t.second);
   return out;
-}
-
-// Expert-parallel sizes: 1, and the world when every expert container splits over it (E = G
-// with R = T = 1, the one EP layout built: docs/STEP-WORK.md "Expert parallelism").
-std::vector<std::string> ep_values(const model::ModuleTree& tree, int world) {
-  if (world > work::kMaxEp || !model::experts_split_over(tree, world)) return {"1"};
-  return {"1", std::to_string(world)};
 }
 
 void add_value(std::vector<std::string>& list, const std::string& v) {

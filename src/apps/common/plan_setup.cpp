@@ -62,10 +62,13 @@ std::string resolve_boundary_alias(const std::string& boundary, const model::Top
   return boundary;
 }
 
+model::Topology rank_topology(model::Topology whole, int ep) {
+  if (ep > 1) whole.tree = model::expert_local_tree(whole.tree, ep);
+  return whole;
+}
+
 model::Topology load_rank_topology(const RunOptions& o) {
-  model::Topology t = load_topology(o.model);
-  if (o.plan.ep > 1) t.tree = model::expert_local_tree(t.tree, o.plan.ep);
-  return t;
+  return rank_topology(load_topology(o.model), o.plan.ep);
 }
 
 plan::PlanConfig make_plan_config(const RunOptions& o, const model::Topology& t, int world_size,

@@ -18,9 +18,14 @@ std::string list_topologies_text();
 /// Builds the topology `m` names (built-in or file). Throws InputError on bad input.
 model::Topology load_topology(const ModelChoice& m);
 
-/// The model as one rank holds it: `load_topology(o.model)`, and with --ep E its tree an EP
-/// rank's (model/expert_local_tree.hpp: 1/E of every layer's routed experts). The engine, the
-/// plans and the inspection of an EP run are made from it. Throws InputError on bad input.
+/// `whole` as one rank holds it at --ep `ep`: with E > 1 its tree an EP rank's
+/// (model/expert_local_tree.hpp: 1/E of every layer's routed experts), else `whole` itself.
+/// Throws InputError when the model cannot be split so.
+model::Topology rank_topology(model::Topology whole, int ep);
+
+/// The model as one rank holds it: rank_topology(load_topology(o.model), o.plan.ep). The
+/// engine, the plans and the inspection of an EP run are made from it. Throws InputError on bad
+/// input.
 model::Topology load_rank_topology(const RunOptions& o);
 
 /// Resolves "recommended"/"incomplete" to the topology's boundary strings.

@@ -4,9 +4,8 @@
 
 #include <algorithm>
 
+#include "advise/candidate.hpp"
 #include "advise/evaluator.hpp"
-#include "dmuon/model/expert_local_tree.hpp"
-#include "dmuon/work/run_shape.hpp"
 
 namespace dmuon::apps::project {
 namespace {
@@ -21,9 +20,8 @@ std::vector<std::pair<std::size_t, std::string>> savings(const RunOptions& o,
   const auto add = [&](const char* key, const std::string& value) {
     if (start.value(key) != value) out.emplace_back(advise::knob(key), value);
   };
-  if (o.plan.partition.replicate == 1 && o.plan.tp == 1 && world <= work::kMaxEp &&
-      model::experts_split_over(whole.tree, world))
-    add("ep", std::to_string(world));
+  if (o.plan.partition.replicate == 1 && o.plan.tp == 1)
+    add("ep", advise::ep_values(whole.tree, world).back());
   if (o.workload.seq_len > 0) add("ac", "full");
   add("comm_dtype", "bf16");
   add("reshard", "z3");

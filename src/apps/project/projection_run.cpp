@@ -227,8 +227,8 @@ int WorldRows::adamw_row() const {
 Invocation::Invocation(RunOptions& options)
     : o(options),
       machine(load_run_machine(o)),
-      topo(load_rank_topology(o)),
-      whole(o.plan.ep > 1 ? load_topology(o.model) : topo) {}
+      whole(load_topology(o.model)),
+      topo(rank_topology(whole, o.plan.ep)) {}
 
 int run_projection(RunOptions& o, int argc, char** argv, const std::string& config_path) {
   Invocation v(o);

@@ -47,10 +47,10 @@ struct Invocation {
 
   RunOptions& o;
   dm::Machine machine;
-  /// The model as one rank holds it (the plans and layouts: load_rank_topology, --ep an EP
-  /// rank's experts) and the whole model (its activation work and FLOPs).
-  model::Topology topo;
+  /// The whole model (its activation work and FLOPs) and the model as one rank holds it (the
+  /// plans and layouts: rank_topology, --ep an EP rank's experts).
   model::Topology whole;
+  model::Topology topo;
   std::string sweep_source;
   std::string demo_note;  ///< the default sweep's demonstration rows left out
   std::vector<WorldRows> worlds;

@@ -103,12 +103,12 @@ class LayoutReducer::Reduction {
       out_.reference.push_back(pi);
       L_.params.push_back(r_.nameless_[static_cast<std::size_t>(pi)]);
       const auto& p = L_.params.back();
-      // As make_layout's lay_out_state: a shard, or a whole replica / EP expert.
+      // Its state as make_layout laid it out (lay_out_state): a shard, or a whole replica or
+      // EP expert.
       if (p.master_offset >= 0) {
-        const std::int64_t n = p.sharded() ? p.chunk : p.numel;
-        L_.master_elems += n;
-        L_.state_elems += n;
-        if (!p.muon) L_.second_state_elems += n;
+        L_.master_elems += p.state_elems;
+        L_.state_elems += p.state_elems;
+        if (!p.muon) L_.second_state_elems += p.state_elems;
       }
     }
   }
