@@ -1,4 +1,5 @@
-// Expert parallelism in the engine (--ep E = G; docs/STEP-WORK.md "Expert parallelism"): on
+// Expert parallelism in the engine (--ep E = G, and E < G below; docs/STEP-WORK.md "Expert
+// parallelism"): on
 // the tiny moe-llm (114 parameters; 72 of them the 8 routed experts x 3 Linears of layers
 // 1..3) each rank holds 8/E experts of each layer whole and updates them itself. Every method
 // passes --check against the one-process reference of its EP rank (all routed samples, the
@@ -25,11 +26,12 @@ using engine::CommGroup;
 using engine::Method;
 
 engine::RunResult run(Method method, plan::Reshard reshard,
-                      const std::function<void(engine::EngineOptions&)>& adjust = {}) {
+                      const std::function<void(engine::EngineOptions&)>& adjust = {},
+                      int ep = test::world_size()) {
   test::PlanOptions po;
   po.topology = "moe-llm";
   po.reshard = reshard;
-  po.ep = test::world_size();
+  po.ep = ep;
   const auto s = test::make_plan_setup(po);
   engine::EngineOptions o;
   o.step.method = method;
@@ -43,8 +45,9 @@ engine::RunResult run(Method method, plan::Reshard reshard,
   return engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
 }
 
-std::int64_t calls(const engine::RunResult& r, comm::CollectiveKind k) {
-  return r.kinds[engine::channel_index(CommGroup::shard, k)].calls_per_step;
+std::int64_t calls(const engine::RunResult& r, comm::CollectiveKind k,
+                   CommGroup group = CommGroup::shard) {
+  return r.kinds[engine::channel_index(group, k)].calls_per_step;
 }
 
 void expect_checked(const engine::RunResult& r) {
@@ -100,6 +103,74 @@ TEST(EpEngine, Bf16Wire) {
     o.step.wire = kernels::Dtype::bf16;
     o.step.global_tokens = 128;  // every Muon matrix full rank (a 16-bit check's need)
   }));
+}
+
+// --ep 2 on 4 ranks (E < G): ranks 0 and 2 hold experts 0-3 of each layer, ranks 1 and 3
+// experts 4-7; each pair is an expert group of G/E = 2 ranks sharing its 3 x 12 = 36 expert
+// matrices as the row shares the dense ones, each replica training on half of the samples
+// routed to its experts. Every method --check'ed (rank 0 its gathered EP-rank-0 experts, the
+// others what they hold of theirs against their EP rank's reference) and audited; counted by
+// hand per step: the dense collectives as at E = G, and on the expert group: FSDP 36
+// reduce-scatters and 2 x 36 all-gathers (Z3; fsdp-muon + 36 Nesterov gathers), DDP 36
+// all-reduces, DMuon 36 reduces to the owners and 2 x 3 broadcasts (each layer's 12 small
+// matrices packed into one unit: one owner, one packed buffer per layer) at 3 more hook sites.
+bool skip_expert_groups() {
+  return test::world_size() != 4;
+}
+
+TEST(EpEngine, ExpertGroupsEveryMethodChecked) {
+  if (skip_expert_groups()) GTEST_SKIP() << "--ep 2 on 4 ranks: expert groups of 2";
+  using K = comm::CollectiveKind;
+  constexpr auto X = CommGroup::expert;
+  for (Method m : {Method::dmuon, Method::fsdp_adamw, Method::fsdp_muon, Method::ddp_muon,
+                   Method::ddp_dmuon}) {
+    SCOPED_TRACE(engine::method_name(m));
+    const auto r = run(m, plan::Reshard::z3, {}, 2);
+    expect_checked(r);
+    if (m == Method::dmuon) {
+      EXPECT_EQ(calls(r, K::reduce), 28);
+      EXPECT_EQ(calls(r, K::reduce, X), 36);
+      EXPECT_EQ(calls(r, K::broadcast, X), 6);
+      EXPECT_EQ(r.hook_sites, 4 + 3);
+    }
+    if (m == Method::fsdp_adamw || m == Method::fsdp_muon) {
+      EXPECT_EQ(calls(r, K::reduce_scatter), 42);
+      EXPECT_EQ(calls(r, K::reduce_scatter, X), 36);
+      EXPECT_EQ(calls(r, K::all_gather, X), m == Method::fsdp_muon ? 108 : 72);
+    }
+    if (m == Method::ddp_muon) {
+      EXPECT_EQ(calls(r, K::all_reduce), 42);
+      EXPECT_EQ(calls(r, K::all_reduce, X), 36);
+    }
+    if (m == Method::ddp_dmuon) {
+      EXPECT_EQ(calls(r, K::reduce, X), 36);
+      EXPECT_EQ(calls(r, K::broadcast, X), 3);  // each owner's fp32 masters, once
+    }
+  }
+}
+
+// The clip norm over every expert group's shards and owners, --accum 2, Z2, a bf16 wire.
+TEST(EpEngine, ExpertGroupsClipAccumZ2Bf16) {
+  if (skip_expert_groups()) GTEST_SKIP() << "--ep 2 on 4 ranks: expert groups of 2";
+  const auto adjust = [](engine::EngineOptions& o) {
+    o.step.clip_norm = 0.05;
+    o.step.accum = 2;
+  };
+  expect_checked(run(Method::dmuon, plan::Reshard::z2, adjust, 2));
+  expect_checked(run(
+      Method::fsdp_muon, plan::Reshard::z3,
+      [&](engine::EngineOptions& o) {
+        adjust(o);
+        o.step.clip_norm_type = engine::ClipNormType::inf;
+      },
+      2));
+  expect_checked(run(
+      Method::dmuon, plan::Reshard::z3,
+      [](engine::EngineOptions& o) {
+        o.step.wire = kernels::Dtype::bf16;
+        o.step.global_tokens = 128;
+      },
+      2));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // RankGroups: the communicators of a rank grid R rows × G columns × T, w = (r·G + s)·T + t:
-// the row (shard group), the column (replicate group) and the TP group of every rank, each
-// ranked by its grid member index. Expected members are spelled out from the definition.
+// the row (shard group), the column (replicate group), the TP group and (--ep E < G) the
+// expert group of every rank, each ranked by its grid member index. Expected members are spelled
+// out from the definition.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -67,6 +68,28 @@ TEST(RankGroups, TwoByTwoByTwoSpelledOut) {
     EXPECT_EQ(column, (std::vector<int>{2, 6}));
     EXPECT_EQ(tp, (std::vector<int>{6, 7}));
   }
+}
+
+// --ep E < G: the expert group of w holds the ranks of its row whose columns equal its own mod
+// E, ranked by column div E (spelled out: R 2 x G 4 x T 1, E 2 on 8 ranks: rank 5 = row 1,
+// column 1 is with rank 7).
+TEST(RankGroups, ExpertGroupsSpelledOut) {
+  if (world_size() != 8) GTEST_SKIP() << "needs 8 ranks";
+  RankGrid grid = RankGrid::of(2, 4, 1);
+  grid.ep = 2;
+  const RankGroups groups(MPI_COMM_WORLD, grid);
+  const auto expert = members(groups.comm(CommGroup::expert));
+  const int w = world_rank(), row = w / 4, column = w % 4;
+  EXPECT_EQ(expert, (std::vector<int>{row * 4 + column % 2, row * 4 + column % 2 + 2}));
+  if (w == 5) {
+    EXPECT_EQ(expert, (std::vector<int>{5, 7}));
+  }
+  EXPECT_EQ(grid.group_size(CommGroup::expert), 2);
+  EXPECT_EQ(grid.instances(CommGroup::expert), 4);
+  for (int v = 0; v < 8; ++v)  // rank_of inverts (instance, member)
+    EXPECT_EQ(grid.rank_of(CommGroup::expert, grid.instance(v, CommGroup::expert),
+                           grid.member(v, CommGroup::expert)),
+              v);
 }
 
 TEST(RankGroups, AGridOfAnotherSizeIsRefusedOnEveryRank) {

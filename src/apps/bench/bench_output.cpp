@@ -18,6 +18,20 @@ namespace {
 
 using engine::Phase;
 
+// The header's --ep words: E = G each rank's own experts; E < G their expert groups.
+std::string ep_header(int ep, int shard) {
+  if (ep == 1) return "";
+  if (ep == shard)
+    return fmt::format(
+        "  --ep {}: each rank's own experts, whole, no collective "
+        "(dmuon_inspect --ep says which)",
+        ep);
+  return fmt::format(
+      "  --ep {}: each rank's experts shared by an expert group of G/E = {} "
+      "ranks, as the row shares the rest (dmuon_inspect --ep says which)",
+      ep, shard / ep);
+}
+
 std::string strategy_list(const RunOptions& o) {
   std::string s;
   for (auto st : o.owner_strategies)
@@ -408,11 +422,7 @@ std::string table_header(const model::Topology& topo, const RunOptions& o, int w
   line(fmt::format("# {}  topology {} (preset {})  world {} = R {} x G {}{}{}{}", style.title,
                    topo.name, topo.preset.empty() ? "file" : topo.preset, world, replicate,
                    world / replicate / tp, tp > 1 ? fmt::format(" x T {}", tp) : "",
-                   replicate > 1 ? " (HSDP)" : "",
-                   o.plan.ep > 1 ? fmt::format("  --ep {}: each rank's own experts, whole, no "
-                                               "collective (dmuon_inspect --ep says which)",
-                                               o.plan.ep)
-                                 : ""));
+                   replicate > 1 ? " (HSDP)" : "", ep_header(o.plan.ep, world / replicate / tp)));
   line(fmt::format(
       "# boundary sweep: {}  owner strategy {}  reshard {}  grad reduce {}  prefetch {}  "
       "compute {}",

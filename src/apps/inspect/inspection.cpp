@@ -180,13 +180,29 @@ void print_expert_parallel(const model::Topology& topo, const plan::Plan& p) {
     }
   const auto containers = model::expert_containers(tree);
   const auto& first = tree.module(containers.front());
+  const int n = p.expert_replicas();
   fmt::print(
       "# expert parallelism --ep {}: each rank holds {} of the {} routed experts of each of {} "
-      "layers whole ({} parameters, {:.3f} M elements; {} Muon, {} AdamW), updated where they "
-      "are, with no collective: outside the owners and the hook sites below\n",
+      "layers ({} parameters, {:.3f} M elements; {} Muon, {} AdamW), {}\n",
       p.config.ep, first.children.size(),
       first.children.size() * static_cast<std::size_t>(first.ep_size), containers.size(), count,
-      static_cast<double>(numel) / 1e6, muon, count - muon);
+      static_cast<double>(numel) / 1e6, muon, count - muon,
+      n == 1 ? "whole, updated where they are, with no collective: outside the owners and the "
+               "hook sites below"
+             : fmt::format(
+                   "shared by an expert group of G/E = {} ranks (the columns equal mod "
+                   "{}): owned there by DMuon (the slots' loads below), FSDP-sharded over it by "
+                   "the FSDP methods, replicated by DDP",
+                   n, p.config.ep));
+  if (n == 1 || p.expert_partition.slots.empty()) return;
+  const auto& part = p.expert_partition;
+  std::string loads;
+  for (std::size_t j = 0; j < part.numel_loads.size(); ++j)
+    loads +=
+        fmt::format("{}{:.3f}", j ? " / " : "", static_cast<double>(part.numel_loads[j]) / 1e6);
+  fmt::print(
+      "# expert owners per slot of a group (M elements): {}  (ratio {:.3f} to the lower bound)\n",
+      loads, part.ratio);
 }
 
 void print_sites(const plan::Plan& p, std::size_t max_rows) {

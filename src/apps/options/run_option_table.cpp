@@ -231,10 +231,11 @@ std::vector<RunOption> layout_rows() {
   r.push_back(one(
                   "--ep", kGroupPlan,
                   "expert-parallel group size E: each rank of a shard group holds its 1/E of "
-                  "every layer's routed experts whole, its tokens dispatched to them by "
-                  "all-to-all (docs/STEP-WORK.md); E = G (the shard group), without --replicate "
-                  "or --tp; run (without --seq-len), planned, projected, and searched by "
-                  "dmuon_advise (1 or the world)",
+                  "every layer's routed experts, its tokens dispatched to them by all-to-all "
+                  "(docs/STEP-WORK.md); E a divisor of G (the shard group), without --replicate "
+                  "or --tp: E = G each rank's own, whole; E < G shared by an expert group of G/E "
+                  "ranks; run (without --seq-len) and planned; E = G also projected and searched "
+                  "by dmuon_advise (1 or the world)",
                   Integer<int>{1, work::kMaxEp}, [](auto& o) -> auto& { return o.plan.ep; })
                   .in(kAllTools)
                   .plan_key("ep", "1")

@@ -99,6 +99,20 @@ void check_cp_world(const RunOptions& o, int world) {
                     C, world, G, C, R * T * C));
 }
 
+// --ep E < G: the engine runs expert groups of G/E ranks; the projection's reduced DMuon
+// layouts (project/reduced_layout.hpp) and its sample classes key ranks by column alone, so
+// it does not take them yet.
+void check_ep_world(const RunOptions& o, int world) {
+  const int E = o.plan.ep, R = o.plan.partition.replicate, T = o.plan.tp;
+  if (E == 1 || world % (R * T) != 0) return;  // a world R x T does not divide: the plan says so
+  const int G = world / (R * T);
+  if (E < G && G % E == 0)
+    throw InputError(fmt::format(
+        "--ep {} on {} ranks (expert groups of G/E = {} ranks) is run by dmuon_bench and "
+        "planned by dmuon_inspect, not projected yet (valid here: --ep {}, the shard group size)",
+        E, world, G / E, G));
+}
+
 void require_cp_machine(int cp, const dmuon::project::Machine& machine) {
   // torch's ring attention wraps the CUDA SDPA kernels (flash, efficient, cuDNN) only.
   if (cp > 1 && machine.device == dmuon::project::DeviceKind::cpu)

@@ -14,6 +14,7 @@ const char* comm_group_name(CommGroup g) {
     case CommGroup::replicate: return "replicate";
     case CommGroup::world: return "world";
     case CommGroup::tp: return "tp";
+    case CommGroup::expert: return "expert";
   }
   return "?";
 }
@@ -24,6 +25,7 @@ const char* comm_group_word(CommGroup g) {
     case CommGroup::replicate: return "column";
     case CommGroup::world: return "world";
     case CommGroup::tp: return "TP group";
+    case CommGroup::expert: return "expert group";
   }
   return "?";
 }
@@ -44,6 +46,7 @@ int RankGrid::group_size(CommGroup g) const {
     case CommGroup::replicate: return replicate;
     case CommGroup::world: return world();
     case CommGroup::tp: return tp;
+    case CommGroup::expert: return expert_replicas();
   }
   return 1;
 }
@@ -54,6 +57,7 @@ int RankGrid::instances(CommGroup g) const {
     case CommGroup::replicate: return shard * tp;
     case CommGroup::world: return 1;
     case CommGroup::tp: return dp_size();
+    case CommGroup::expert: return replicate * tp * ep;
   }
   return 1;
 }
@@ -64,6 +68,7 @@ int RankGrid::instance(int w, CommGroup g) const {
     case CommGroup::replicate: return column(w) * tp + tp_index(w);
     case CommGroup::world: return 0;
     case CommGroup::tp: return dp(w);
+    case CommGroup::expert: return (row(w) * ep + ep_rank(w)) * tp + tp_index(w);
   }
   return 0;
 }
@@ -74,6 +79,7 @@ int RankGrid::member(int w, CommGroup g) const {
     case CommGroup::replicate: return row(w);
     case CommGroup::world: return w;
     case CommGroup::tp: return tp_index(w);
+    case CommGroup::expert: return expert_replica(w);
   }
   return 0;
 }
@@ -84,6 +90,10 @@ int RankGrid::rank_of(CommGroup g, int instance, int member) const {
     case CommGroup::replicate: return rank(member, instance / tp, instance % tp);
     case CommGroup::world: return member;
     case CommGroup::tp: return instance * tp + member;
+    case CommGroup::expert: {
+      const int t = instance % tp, row_ep = instance / tp;
+      return rank(row_ep / ep, member * ep + row_ep % ep, t);
+    }
   }
   return member;
 }

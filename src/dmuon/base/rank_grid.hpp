@@ -6,6 +6,9 @@
 //   replicate  a column of one DP group: the R ranks with the same (s, t); member index r
 //   world      every rank; member index w
 //   tp         the T ranks of one DP rank d = r·G + s; member index t
+//   expert     --ep E < G: the G/E ranks of a row whose columns are equal mod E (they hold the
+//              same routed experts: EP rank e = s mod E); member index s div E. E = 1: the
+//              row; E = G: the rank alone
 // T = 1 is the 1-D / HSDP world of SPEC §6; R = 1 is 1-D DMuon. Pure value type: no MPI.
 
 #include <array>
@@ -14,19 +17,21 @@
 namespace dmuon {
 
 /// The communicators of a step (one per group kind of the grid).
-enum class CommGroup { shard = 0, replicate = 1, world = 2, tp = 3 };
-inline constexpr std::size_t kCommGroupCount = 4;
+enum class CommGroup { shard = 0, replicate = 1, world = 2, tp = 3, expert = 4 };
+inline constexpr std::size_t kCommGroupCount = 5;
 inline constexpr std::array<CommGroup, kCommGroupCount> kAllCommGroups = {
-    CommGroup::shard, CommGroup::replicate, CommGroup::world, CommGroup::tp};
-/// "shard", "replicate", "world", "tp".
+    CommGroup::shard, CommGroup::replicate, CommGroup::world, CommGroup::tp, CommGroup::expert};
+/// "shard", "replicate", "world", "tp", "expert".
 const char* comm_group_name(CommGroup g);
-/// As messages and traces say it: "row", "column", "world", "TP group".
+/// As messages and traces say it: "row", "column", "world", "TP group", "expert group".
 const char* comm_group_word(CommGroup g);
 
 struct RankGrid {
   int replicate = 1;  ///< R
   int shard = 1;      ///< G
   int tp = 1;         ///< T
+  /// E, the expert-parallel degree of a row (--ep; 1 without EP): a divisor of G.
+  int ep = 1;
 
   /// Throws InputError unless R, G and T are >= 1 and their product fits an int.
   static RankGrid of(int replicate, int shard, int tp = 1);
@@ -39,11 +44,17 @@ struct RankGrid {
   int row(int w) const { return dp(w) / shard; }
   int column(int w) const { return dp(w) % shard; }
   int tp_index(int w) const { return w % tp; }
+  /// --ep: the EP rank of w (its column mod E) and its index among the replicas of its
+  /// experts (column div E).
+  int ep_rank(int w) const { return column(w) % ep; }
+  int expert_replica(int w) const { return column(w) / ep; }
+  /// G / E: the ranks of one expert group.
+  int expert_replicas() const { return shard / ep; }
   int rank(int row, int column, int t = 0) const { return (row * shard + column) * tp + t; }
 
   int group_size(CommGroup g) const;
   /// How many instances of group `g` the world has (shard: R·T rows, replicate: G·T columns,
-  /// world: 1, tp: R·G).
+  /// world: 1, tp: R·G, expert: R·T·E).
   int instances(CommGroup g) const;
   /// The instance of `g` world rank w belongs to, and w's index inside it.
   int instance(int w, CommGroup g) const;
@@ -54,7 +65,7 @@ struct RankGrid {
   void require_rank(int w) const;
 
   bool operator==(const RankGrid& o) const {
-    return replicate == o.replicate && shard == o.shard && tp == o.tp;
+    return replicate == o.replicate && shard == o.shard && tp == o.tp && ep == o.ep;
   }
   bool operator!=(const RankGrid& o) const { return !(*this == o); }
 };
@@ -68,6 +79,8 @@ struct GridRank {
   int row() const { return grid.row(rank); }
   int column() const { return grid.column(rank); }
   int tp_index() const { return grid.tp_index(rank); }
+  int ep_rank() const { return grid.ep_rank(rank); }
+  int expert_replica() const { return grid.expert_replica(rank); }
   int member(CommGroup g) const { return grid.member(rank, g); }
 };
 

@@ -1,8 +1,9 @@
 #pragma once
 // The MPI communicators of one rank's groups in a rank grid (base/rank_grid.hpp): its row
 // (shard group), its column (replicate group) and its TP group are split from `world` by the
-// grid's instance and member indices, so every rank's index in each communicator is its grid
-// member index; the world group is `world` itself (not owned).
+// grid's instance and member indices (the expert group only with --ep E < G), so every
+// rank's index in each communicator is its grid member index; the world group is `world`
+// itself (not owned).
 
 #include <mpi.h>
 
@@ -29,7 +30,7 @@ class RankGroups {
   RankGrid grid_;
   int world_rank_ = 0;
   MPI_Comm world_ = MPI_COMM_NULL;
-  std::array<UniqueComm, kCommGroupCount> split_;  // shard, replicate, (world unused), tp
+  std::array<UniqueComm, kCommGroupCount> split_;  // shard, replicate, (world unused), tp, expert
 };
 
 }  // namespace dmuon::comm

@@ -231,15 +231,34 @@ std::vector<char> expert_params(const model::ModuleTree& tree, const PlanConfig&
     throw InputError(fmt::format(
         "--ep {}: the plan is made from an EP rank's model (model::expert_local_tree)", config.ep));
   const auto& part = config.partition;
-  if (config.ep != part.shard || part.replicate != 1 || config.tp != 1)
+  if (part.shard % config.ep != 0 || part.replicate != 1 || config.tp != 1)
     throw InputError(fmt::format(
-        "--ep {} on R {} x G {} x T {} ranks is not modelled (valid: --ep {}, the shard group "
-        "size G, without --replicate or --tp: each rank holds its own experts whole)",
-        config.ep, part.replicate, part.shard, config.tp, part.shard * part.replicate * config.tp));
+        "--ep {} on R {} x G {} x T {} ranks is not modelled (valid: a divisor of the shard "
+        "group size G = {}, without --replicate or --tp)",
+        config.ep, part.replicate, part.shard, config.tp, part.shard));
   std::vector<char> expert(tree.num_parameters(), 0);
   for (int pid : tree.parameter_order())
     expert[static_cast<std::size_t>(pid)] = model::expert_slot(tree, pid).container >= 0;
   return expert;
+}
+
+// --ep E < G: the owners of the experts' owner-based parameters among the G/E ranks of an
+// expert group, by the run's partition options (strategy, cost model, packing; units keyed by
+// layer: the experts have no hook sites).
+partition::Partition expert_partition(const model::ModuleTree& tree, const Plan& p) {
+  if (p.expert_replicas() == 1) return {};
+  std::vector<int> owned;
+  for (int pid : tree.parameter_order())
+    if (p.is_expert(pid) && owner_based(p.route[static_cast<std::size_t>(pid)]))
+      owned.push_back(pid);
+  if (owned.empty()) return {};
+  partition::PartitionOptions options = p.config.partition;
+  options.shard = p.expert_replicas();
+  options.replicate = 1;
+  options.never_pack.clear();
+  options.group_key = partition::GroupKey::layer;
+  options.site_keys.clear();
+  return partition::partition_ownership(tree, owned, options);
 }
 
 }  // namespace
@@ -248,6 +267,7 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
   Plan p{config,
          boundary::DedicationRule::parse(config.dedicate_rule),
          boundary::BoundaryPolicy::parse(config.boundary, config.strict),
+         {},
          {},
          {},
          {},
@@ -271,6 +291,7 @@ Plan make_plan(const model::ModuleTree& tree, const PlanConfig& config) {
     assign_owners(tree, dedicated, p);
     resolve_sites(tree, dedicated, p);
   }
+  p.expert_partition = expert_partition(tree, p);
   p.report = boundary::analyse_degradations(tree, p.hooks, p.policy);
   add_plan_findings(tree, dedicated, p);
   return p;
@@ -328,6 +349,10 @@ std::uint64_t plan_hash(const model::ModuleTree& tree, const Plan& plan) {
   // --ep (absent without it: earlier hashes are unchanged).
   if (plan.config.ep > 1)
     h = comm::fnv1a_64_u64(0xe9000000u + static_cast<unsigned>(plan.config.ep), h);
+  for (int pid : tree.parameter_order())  // E < G: the experts' owners in their groups
+    if (plan.expert_owner(pid) >= 0)
+      h = comm::fnv1a_64_u64(
+          static_cast<std::uint64_t>(pid) << 20 | static_cast<unsigned>(plan.expert_owner(pid)), h);
   // sharded_adamw sites (absent without that route: earlier hashes are unchanged).
   for (const auto& s : plan.sharded_hooks.sites) {
     h = comm::fnv1a_64_u64(0x5a4d3du, h);

@@ -36,9 +36,12 @@ struct PlanConfig {
   int tp = 1;
   std::string tp_shard_rule;  ///< "" = boundary::kDefaultTpShardRule
   std::string tp_row_rule;    ///< "" = boundary::kDefaultTpRowRule
-  /// Expert parallelism (model/expert_local_tree.hpp): E; the plan is then made from an EP
-  /// rank's tree (every expert container's ep_size E). E equals the shard group size G: each
-  /// rank of a row holds its own experts whole, outside the partition and the hook sites.
+  /// Expert parallelism (model/expert_local_tree.hpp): E, a divisor of the shard group size
+  /// G; the plan is then made from an EP rank's tree (every expert container's ep_size E).
+  /// E = G: each rank of a row holds its own experts whole, outside the partition and the hook
+  /// sites. E < G: the G/E ranks holding the same experts (base/rank_grid.hpp, the expert
+  /// group) share them as the row shares the dense parameters: owners among them
+  /// (Plan::expert_partition), or FSDP shards over them.
   int ep = 1;
 };
 
@@ -75,13 +78,26 @@ struct Plan {
   bool is_expert(int pid) const {
     return !expert.empty() && expert.at(static_cast<std::size_t>(pid)) != 0;
   }
+  /// --ep E < G: the routed experts' parameters on an owner-based route (muon, adamw)
+  /// partitioned over the G/E slots of an expert group (slot = member index in it), with the
+  /// run's partition options; empty otherwise.
+  partition::Partition expert_partition;
+  /// The G/E ranks sharing each expert (1: E = G, or no EP).
+  int expert_replicas() const { return config.ep > 1 ? config.partition.shard / config.ep : 1; }
+  /// The slot in its expert group that owns expert parameter `pid` (E < G, owner-based
+  /// route), else -1.
+  int expert_owner(int pid) const {
+    const auto& slots = expert_partition.owner_slot;
+    const int s = slots.empty() ? -1 : slots.at(static_cast<std::size_t>(pid));
+    return s < 0 ? -1 : expert_partition.slots.at(static_cast<std::size_t>(s)).rank;
+  }
   /// --route sharded_adamw: the sites of those parameters (sharded_sites.hpp: the boundary
   /// rule's, the root for a parameter no boundary module holds); empty without any. Not hook
   /// sites of DMuon: the engine all-gathers each site's parameters where it runs.
   boundary::HookPlan sharded_hooks;
   /// The world the plan is laid out for: R rows × G columns × T (base/rank_grid.hpp).
   RankGrid grid() const {
-    return RankGrid{partition.options.replicate, partition.options.shard, tp.tp};
+    return RankGrid{partition.options.replicate, partition.options.shard, tp.tp, config.ep};
   }
 };
 

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "dmuon/base/checked_int.hpp"
+#include "dmuon/model/expert_local_tree.hpp"
 
 namespace dmuon::plan {
 namespace {
@@ -124,6 +126,7 @@ const char* volume_route_name(VolumeRoute r) {
     case VolumeRoute::ddp: return "ddp";
     case VolumeRoute::tp: return "tp";
     case VolumeRoute::clip: return "clip";
+    case VolumeRoute::expert: return "expert";
   }
   return "?";
 }
@@ -270,6 +273,92 @@ VolumeRow clip_term(int world) {
   norm.volume.bytes_per_rank.front() =
       comm::counted_bytes(CollectiveKind::all_reduce, world, false, 1, 4);
   return norm;
+}
+
+namespace {
+
+// The owner-based experts summed by the slot that owns them (every expert group alike).
+struct ExpertOwnerSums {
+  std::int64_t pairs = 0, params = 0, bytes = 0, grad_bytes = 0, master = 0;
+  std::vector<std::int64_t> slot_bytes, slot_grad_bytes, slot_master;
+};
+
+}  // namespace
+
+std::vector<VolumeRow> expert_term(const TermContext& c, const ExpertWays& ways,
+                                   std::int64_t& sites) {
+  sites = 0;
+  const Plan& plan = c.plan;
+  const int n = plan.expert_replicas();
+  if (n == 1) return {};
+  const int G = plan.partition.options.shard, E = plan.config.ep;
+  const int world = G * plan.partition.options.replicate;
+  constexpr auto route = VolumeRoute::expert;
+  constexpr auto group = CommGroup::expert;
+  auto gather = make_row(route, group, CollectiveKind::all_gather, Repeat::weight_pass);
+  auto scatter = make_row(route, group, CollectiveKind::reduce_scatter, Repeat::once);
+  auto nesterov = make_row(route, group, CollectiveKind::all_gather, Repeat::once);
+  auto all_reduce = make_row(route, group, CollectiveKind::all_reduce, Repeat::once);
+  ExpertOwnerSums s;
+  for (auto* v : {&s.slot_bytes, &s.slot_grad_bytes, &s.slot_master})
+    v->assign(static_cast<std::size_t>(n), 0);
+  std::set<std::tuple<int, int, int>> buffers;  // (container, slot, type key)
+  std::set<int> owner_containers;
+  for (int pid : c.tree.parameter_order()) {
+    if (!plan.is_expert(pid)) continue;
+    const auto overflow = overflow_at(c, pid, "expert");
+    const std::int64_t numel = numel_of(c, pid);
+    const std::int64_t e = element_bytes(c.tree, plan, pid, c.wire_bytes);
+    const std::int64_t eg = element_bytes(c.tree, plan, pid, c.reduce_bytes);
+    const int slot = ways.owners ? plan.expert_owner(pid) : -1;
+    if (slot >= 0) {
+      const int container = model::expert_slot(c.tree, pid).container;
+      owner_containers.insert(container);
+      buffers.insert(
+          {container, slot, packed_type_key(route_types(plan), pid, c.wire_bytes, c.reduce_bytes)});
+      const auto j = static_cast<std::size_t>(slot);
+      ++s.params;
+      const std::int64_t bytes = checked_mul(e, numel, overflow);
+      const std::int64_t grad = checked_mul(eg, numel, overflow);
+      const std::int64_t master = checked_mul(4, numel, overflow);
+      s.bytes = checked_add(s.bytes, bytes, overflow);
+      s.grad_bytes = checked_add(s.grad_bytes, grad, overflow);
+      s.master = checked_add(s.master, master, overflow);
+      s.slot_bytes[j] += bytes;  // parts of the checked totals
+      s.slot_grad_bytes[j] += grad;
+      s.slot_master[j] += master;
+    } else if (ways.replicas) {
+      add(all_reduce, 1, checked_mul(eg, checked_mul(numel, n - 1, overflow) / n, overflow),
+          overflow);
+    } else {
+      const std::int64_t rest = checked_mul(n - 1, shard_chunk(numel, n), overflow);
+      add(gather, 1, checked_mul(e, rest, overflow), overflow);
+      add(scatter, 1, checked_mul(eg, rest, overflow), overflow);
+      if (ways.optimizer_gather && plan.muon(pid))
+        add(nesterov, 1, checked_mul(e, rest, overflow), overflow);
+    }
+  }
+  s.pairs = static_cast<std::int64_t>(buffers.size());
+  std::vector<VolumeRow> rows;
+  for (auto* r : {&gather, &scatter, &nesterov, &all_reduce})
+    if (r->volume.calls_per_rank.front() > 0) rows.push_back(std::move(*r));
+  if (s.params == 0) return rows;
+  const bool packed = c.grad_reduce == GradReduce::packed;
+  // dmuon broadcasts the packed weights every weight pass; ddp-dmuon publishes the updated
+  // fp32 masters once.
+  auto broadcast = make_row(route, group, CollectiveKind::broadcast,
+                            ways.replicas ? Repeat::once : Repeat::weight_pass, world);
+  auto reduce = make_row(route, group, CollectiveKind::reduce, Repeat::once, world);
+  for (int d = 0; d < world; ++d) {
+    const auto j = static_cast<std::size_t>((d % G) / E);
+    set(broadcast, d, s.pairs,
+        ways.replicas ? s.master - s.slot_master[j] : s.bytes - s.slot_bytes[j]);
+    set(reduce, d, packed ? s.pairs : s.params, s.grad_bytes - s.slot_grad_bytes[j]);
+  }
+  if (!ways.replicas) sites = static_cast<std::int64_t>(owner_containers.size());
+  rows.push_back(std::move(broadcast));
+  rows.push_back(std::move(reduce));
+  return rows;
 }
 
 }  // namespace dmuon::plan

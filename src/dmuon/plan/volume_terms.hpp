@@ -36,6 +36,16 @@
 //   tp           the TP exchange (tp_volume.hpp), per world rank (its gather in e: the
 //                Nesterov inputs travel in the weights' type, as fsdp-muon's gather does)
 //   clip         world all_reduce of one fp32, once, 1, ⌊(N−1)/N⌋·4 = 0
+//   expert       --ep E < G: the routed experts over their expert group of n = G/E ranks
+//                (member j = column div E), by the method's way with the dense parameters:
+//                  owner-based (Plan::expert_owner; own_j^(g) what slot j owns, pairs the
+//                  (container, slot[, --route type]) buffers):
+//                    expert broadcast   weight pass (ddp-dmuon: once, the fp32 master 4·n)
+//                                       pairs   P_X − own_j
+//                    expert reduce      once    D | pairs   P_X^g − own_j^g
+//                  sharded (c = ceil(n_p / n)): expert all_gather e·(n−1)·c per weight pass,
+//                  expert reduce_scatter e_g·(n−1)·c once; fsdp-muon: + an all_gather of the
+//                  Muon ones' Nesterov inputs once; DDP: expert all_reduce e_g·⌊n_p·(n−1)/n⌋
 // Sums and products are checked: a volume beyond int64 is an InputError naming the parameter.
 
 #include <cstdint>
@@ -50,7 +60,7 @@
 
 namespace dmuon::plan {
 
-enum class VolumeRoute { owner_rows, owner_world, sharded, sharded_adamw, ddp, tp, clip };
+enum class VolumeRoute { owner_rows, owner_world, sharded, sharded_adamw, ddp, tp, clip, expert };
 const char* volume_route_name(VolumeRoute r);
 
 /// How often a row's pass happens per step.
@@ -112,5 +122,16 @@ VolumeRow ddp_term(const TermContext& c, const std::vector<int>& pids);
 /// The TP exchange per world rank; `facts` gets the other direction of both kinds.
 std::vector<VolumeRow> tp_term(const TermContext& c, TpCommVolume& facts);
 VolumeRow clip_term(int world);
+
+/// How a method moves the routed experts it shares over an expert group (--ep E < G).
+struct ExpertWays {
+  bool owners = false;            ///< owner-based routes have owners (dmuon, ddp-dmuon)
+  bool replicas = false;          ///< DDP: whole replicas, gradients all-reduced
+  bool optimizer_gather = false;  ///< fsdp-muon: the Muon ones' Nesterov inputs gathered
+};
+/// The expert term (empty unless E < G); `sites` gets the expert groups that are owner-based
+/// DMuon sites (hooked as the plan's sites: dmuon).
+std::vector<VolumeRow> expert_term(const TermContext& c, const ExpertWays& ways,
+                                   std::int64_t& sites);
 
 }  // namespace dmuon::plan

@@ -12,10 +12,10 @@ constexpr double kEps = 1e-12;
 
 }  // namespace
 
-LinkNetwork::LinkNetwork(int rows, int columns, int tp_groups) {
+LinkNetwork::LinkNetwork(int rows, int columns, int tp_groups, int expert_groups) {
   for (auto& l : loads_) {
     const std::pair<Load*, int> sizes[] = {
-        {&l.row, rows}, {&l.column, columns}, {&l.tp, tp_groups}};
+        {&l.row, rows}, {&l.column, columns}, {&l.tp, tp_groups}, {&l.expert, expert_groups}};
     for (const auto& [load, n] : sizes) {
       load->of.assign(static_cast<std::size_t>(n), 0);
       load->hist = {n};
@@ -36,7 +36,12 @@ void LinkNetwork::bump(Load& l, int i, int delta) {
 }
 
 LinkNetwork::Load& LinkNetwork::of(Loads& l, engine::CommGroup comm) {
-  return comm == engine::CommGroup::shard ? l.row : comm == engine::CommGroup::tp ? l.tp : l.column;
+  switch (comm) {
+    case engine::CommGroup::shard: return l.row;
+    case engine::CommGroup::tp: return l.tp;
+    case engine::CommGroup::expert: return l.expert;
+    default: return l.column;
+  }
 }
 
 void LinkNetwork::load(const Flow& f, int delta) {
@@ -108,7 +113,7 @@ void LinkNetwork::update_rates() {
     auto& l = loads_[static_cast<int>(f.level)];
     // Its own communicator's load plus the largest of each other kind (link_network.hpp).
     const int share = of(l, f.comm).of[static_cast<std::size_t>(f.index)] + l.row.max +
-                      l.column.max + l.tp.max - of(l, f.comm).max;
+                      l.column.max + l.tp.max + l.expert.max - of(l, f.comm).max;
     f.rate = 1.0 / std::max(1, share);
   }
 }

@@ -19,7 +19,8 @@
 // --tp: rows and columns are those of each DP group (index row · T + t, column · T + t) and a
 // third kind of communicator, the TP groups, loads ports too; a flow's most loaded rank is
 // bounded by its own communicator's load plus the largest load of each other kind (exact for
-// T = 1, where there is no TP group; an upper bound on the sharing otherwise).
+// T = 1, where there is no TP group; an upper bound on the sharing otherwise). --ep E < G: the
+// expert groups (base/rank_grid.hpp) are a fourth kind, bounded the same way.
 
 #include <cstdint>
 #include <vector>
@@ -32,10 +33,11 @@ enum class Level : std::uint8_t { intra = 0, inter = 1 };
 
 class LinkNetwork {
  public:
-  /// A grid of `rows` × `columns` ranks (their communicators), and `tp_groups` TP groups.
-  LinkNetwork(int rows, int columns, int tp_groups = 0);
+  /// A grid of `rows` × `columns` ranks (their communicators), `tp_groups` TP groups and
+  /// `expert_groups` expert groups.
+  LinkNetwork(int rows, int columns, int tp_groups = 0, int expert_groups = 0);
 
-  /// Starts a flow at `now` on row/column/TP group `index`; returns its id.
+  /// Starts a flow at `now` on row/column/TP/expert group `index`; returns its id.
   int start(double now, engine::CommGroup comm, int index, Level level, double latency_s,
             double transfer_s);
   /// Absolute time of the next flow event (end of a latency or of a transfer); +inf if idle.
@@ -63,7 +65,7 @@ class LinkNetwork {
     int max = 0;
   };
   struct Loads {
-    Load row, column, tp;
+    Load row, column, tp, expert;
   };
   void load(const Flow& f, int delta);
   void update_rates();

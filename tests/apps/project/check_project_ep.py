@@ -54,7 +54,8 @@ def main():
     if not e["weights"] < f["weights"]:
         fail(f"fsdp-adamw gathered weights {e['weights']} B under --ep 4, not below {f['weights']}")
     expect_refusal([a.project, *COMMON[:-3], "--world-size", "8", "--ep", "4"],
-                   "--ep 4 on R 1 x G 8 x T 1 ranks is not modelled (valid: --ep 8")
+                   "--ep 4 on 8 ranks (expert groups of G/E = 2 ranks) is run by dmuon_bench "
+                   "and planned by dmuon_inspect, not projected yet (valid here: --ep 8")
     expect_refusal([a.project, *COMMON[:-3], "--world-size", "3", "--ep", "3"],
                    "--ep 3 does not divide the 8 experts of 'model.layers.1.mlp.experts'")
     print(f"OK: EP all-to-alls as counted by hand; fsdp-adamw masters {e['masters']} B with and "

@@ -212,8 +212,9 @@ class CudaBackend final : public StepBackend {
   void abort() noexcept override { teardown_.abort(); }
 
   comm::Communicator* comm(CommGroup group) override {
-    if (group == CommGroup::world) return world_.get();  // only with --clip-norm
-    if (group == CommGroup::tp) return tp_.get();        // --tp only
+    if (group == CommGroup::world) return world_.get();    // only with --clip-norm
+    if (group == CommGroup::tp) return tp_.get();          // --tp only
+    if (group == CommGroup::expert) return expert_.get();  // --ep E < G only
     return group == CommGroup::shard ? shard_.get() : replicate_comm_.get();
   }
 
@@ -548,6 +549,8 @@ class CudaBackend final : public StepBackend {
     if (L_.hsdp())
       replicate_comm_ =
           comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::replicate), co);
+    if (L_.me.grid.ep > 1 && L_.me.grid.expert_replicas() > 1)
+      expert_ = comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::expert), co);
     if (o.step.clip()) {
       // --clip-norm: the norm's one-scalar all-reduce spans the world.
       world_ = comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::world), co);
@@ -848,7 +851,7 @@ class CudaBackend final : public StepBackend {
   std::unique_ptr<cu::Context> ctx_;
   std::unique_ptr<CudaPhaseTimer> timer_;
   std::unique_ptr<CudaTraceClock> trace_clock_;  // --trace only
-  std::unique_ptr<comm::Communicator> shard_, replicate_comm_, world_;
+  std::unique_ptr<comm::Communicator> shard_, replicate_comm_, world_, expert_;
   // Aborts those before anything synchronises on the error path; else synchronises at the end.
   DeviceTeardown teardown_{[this] { cudaDeviceSynchronize(); }};
   DeviceBuffer act_scratch_;   // the activation work's operands (activation())

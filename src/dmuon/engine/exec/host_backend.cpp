@@ -115,6 +115,7 @@ class HostBackend final : public StepBackend {
     if (L_.hsdp()) replicate_ = make(CommGroup::replicate);
     if (o.step.clip_norm > 0) world_ = make(CommGroup::world);
     if (L_.tp() > 1) tp_ = make(CommGroup::tp);
+    if (L_.me.grid.ep > 1 && L_.me.grid.expert_replicas() > 1) expert_ = make(CommGroup::expert);
     const auto n = [](std::int64_t e) { return static_cast<std::size_t>(e); };
     master_ = F32View("dmuon::master", n(L_.master_elems));
     state_ = F32View("dmuon::optimizer_state", n(L_.state_elems));
@@ -176,6 +177,7 @@ class HostBackend final : public StepBackend {
       case CommGroup::replicate: return replicate_.get();
       case CommGroup::world: return world_.get();
       case CommGroup::tp: return tp_.get();
+      case CommGroup::expert: return expert_.get();
     }
     return nullptr;
   }
@@ -576,7 +578,7 @@ class HostBackend final : public StepBackend {
   StepSpec step_;  // what the step computes (its batch, compute mode, clip)
   std::uint64_t seed_;
   Dtype wire_, reduce_;  // the run's weight and gradient types (StepLayout::wire, reduce)
-  std::unique_ptr<comm::Communicator> shard_, replicate_, world_, tp_;
+  std::unique_ptr<comm::Communicator> shard_, replicate_, world_, tp_, expert_;
   float clip_scalar_ = 0;  // --clip-norm: this rank's partial, then the world's
   F32View master_, state_, state2_, input_, compute_pool_, gather_f32_, alt_compute_,
       alt_gather_f32_, scratch_, tp_matrix_;

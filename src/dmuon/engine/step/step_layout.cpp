@@ -31,8 +31,8 @@ std::int64_t ParamLayout::shard_len() const {
   return std::max<std::int64_t>(0, std::min(chunk, numel - shard_begin));
 }
 
-std::int64_t ParamLayout::shard_len_at(int column) const {
-  return std::max<std::int64_t>(0, std::min(chunk, numel - column * chunk));
+std::int64_t ParamLayout::shard_len_at(int member) const {
+  return std::max<std::int64_t>(0, std::min(chunk, numel - member * chunk));
 }
 
 std::int64_t StepLayout::weight_base(int group, int position) const {
@@ -63,7 +63,7 @@ std::int64_t take(std::int64_t& arena, std::int64_t n) {
 
 RankGrid method_grid(const plan::Plan& plan, Method method) {
   const RankGrid g = plan.grid();
-  return is_ddp(method) ? RankGrid{1, g.dp_size(), g.tp} : g;
+  return is_ddp(method) ? RankGrid{1, g.dp_size(), g.tp, g.ep} : g;
 }
 
 namespace {
@@ -101,9 +101,10 @@ class LayoutBuilder {
       GroupLayout g;
       g.kind = ref.kind;
       g.deferred_reduce = ref.kind == GroupKind::fsdp && ref.sharded;
+      g.comm = ref.comm;
       for (int pid : *ref.params) g.members.push_back(index_of_[static_cast<std::size_t>(pid)]);
       const int gi = static_cast<int>(L_.groups.size());
-      if (g.kind == site_kind() && !ref.sharded && t_.owners) pack_pairs(g, gi);
+      if (g.kind == site_kind() && !ref.sharded && ref.owners && t_.owners) pack_pairs(g, gi);
       add_group(std::move(g));
     }
     for (auto& g : L_.groups)
@@ -209,6 +210,8 @@ class LayoutBuilder {
     GroupKind kind;
     bool sharded;
     const std::vector<int>* params;
+    CommGroup comm = CommGroup::shard;
+    bool owners = true;  // its members have owners (packed pairs under an owner-based method)
   };
 
   bool dedicated(int pid) const {
@@ -248,9 +251,11 @@ class LayoutBuilder {
     p.grad_wire = route_or(o_.reduce_dtype());
     p.alt_wire = p.wire != o_.wire;
     p.alt_grad = p.grad_wire != o_.reduce_dtype();
-    if (plan_.is_expert(pid)) {
+    if (plan_.is_expert(pid) && plan_.expert_replicas() == 1) {
       p.storage = Storage::expert;  // its route decides the optimizer, not the dedication
       p.muon = plan_.muon(pid) && t_.muon;
+    } else if (plan_.is_expert(pid)) {
+      place_shared_expert(p);
     } else if (t_.replicas) {
       p.storage = Storage::replicated;
       if (t_.owners && ded) p.owner = plan_.partition.owner_rank(pid);
@@ -271,13 +276,42 @@ class LayoutBuilder {
     return p;
   }
 
+  // --ep E < G: a routed expert's parameter, held by the G/E ranks of this rank's expert
+  // group as the row holds a dense one (its route decides the optimizer, as at E = G): owned
+  // by one of them (an owner-based route under an owner-based method), else sharded over
+  // them, or (DDP) replicated on each.
+  void place_shared_expert(ParamLayout& p) const {
+    p.muon = plan_.muon(p.pid) && t_.muon;
+    const int slot = plan_.expert_owner(p.pid);
+    const int n = plan_.expert_replicas();
+    const int owner =
+        slot < 0 ? -1
+                 : L_.me.grid.rank_of(CommGroup::expert,
+                                      L_.me.grid.instance(L_.me.rank, CommGroup::expert), slot);
+    if (t_.replicas) {
+      p.storage = Storage::replicated;
+      if (t_.owners) p.owner = owner;
+    } else if (t_.owners && owner >= 0) {
+      p.owner = owner;
+      p.storage = owner == L_.me.rank ? Storage::owned : Storage::remote;
+    } else {
+      p.storage = Storage::sharded;
+      p.chunk = shard_chunk(p.numel, n);
+      p.padded = p.chunk * n;
+      p.shard_begin = L_.me.expert_replica() * p.chunk;
+    }
+  }
+
   void place_data(ParamLayout& p) const {
     const bool expert = plan_.is_expert(p.pid);
     p.data_key = p.tp_sharded() ? tp_shard_key(p.pid, L_.tp_rank())
-                 : expert ? expert_data_key(model::global_parameter_name(tree_, p.pid, rank()))
-                          : static_cast<std::uint64_t>(p.pid);
-    p.data_rank = expert ? 0 : rank();
-    p.data_ranks = expert ? 1 : L_.me.grid.dp_size();
+                 : expert
+                     ? expert_data_key(model::global_parameter_name(tree_, p.pid, L_.me.ep_rank()))
+                     : static_cast<std::uint64_t>(p.pid);
+    // An expert trains on the samples routed to it from its EP group: with E < G each of
+    // the G/E groups sees its own share of them.
+    p.data_rank = expert ? L_.me.expert_replica() : rank();
+    p.data_ranks = expert ? plan_.expert_replicas() : L_.me.grid.dp_size();
   }
 
   void place_tp(ParamLayout& p) const {
@@ -302,18 +336,35 @@ class LayoutBuilder {
             {tree_.preorder_index(site.module), 1, GroupKind::fsdp, true, &site.params});
     expert_groups_.clear();
     if (!plan_.expert.empty())
-      for (int c : model::expert_containers(tree_)) {
-        auto& members = expert_groups_.emplace_back();
-        for (int pid : tree_.parameter_order())
-          if (plan_.is_expert(pid) && model::expert_slot(tree_, pid).container == c)
-            members.push_back(pid);
-        if (!members.empty())
-          sites.push_back({tree_.preorder_index(c), 2, GroupKind::expert, false, &members});
-      }
+      for (int c : model::expert_containers(tree_)) add_expert_sites(c, sites);
     std::stable_sort(sites.begin(), sites.end(), [](const SiteRef& a, const SiteRef& b) {
       return a.preorder != b.preorder ? a.preorder < b.preorder : a.rank < b.rank;
     });
     return sites;
+  }
+
+  // --ep: the groups of container c's experts. E = G: one, this rank's alone. E < G, on the
+  // expert group: those with owners (an owner-based method's owner-based routes) as a site,
+  // the others as an FSDP unit (DDP: replicas).
+  void add_expert_sites(int c, std::vector<SiteRef>& sites) {
+    std::vector<int> owned, rest;
+    for (int pid : tree_.parameter_order())
+      if (plan_.is_expert(pid) && model::expert_slot(tree_, pid).container == c)
+        (plan_.expert_replicas() > 1 && t_.owners && plan_.expert_owner(pid) >= 0 ? owned : rest)
+            .push_back(pid);
+    const int at = tree_.preorder_index(c);
+    if (plan_.expert_replicas() == 1) {
+      if (!rest.empty())
+        sites.push_back({at, 2, GroupKind::expert, false,
+                         &expert_groups_.emplace_back(std::move(rest)), CommGroup::shard, false});
+      return;
+    }
+    if (!owned.empty())
+      sites.push_back({at, 2, site_kind(), false, &expert_groups_.emplace_back(std::move(owned)),
+                       CommGroup::expert, true});
+    if (!rest.empty())
+      sites.push_back({at, 3, t_.replicas ? GroupKind::ddp : GroupKind::fsdp, false,
+                       &expert_groups_.emplace_back(std::move(rest)), CommGroup::expert, false});
   }
 
   void add_group(GroupLayout&& g) {
@@ -333,7 +384,7 @@ class LayoutBuilder {
       if (it == pair_of_owner.end()) {
         it = pair_of_owner.emplace(key, static_cast<int>(L_.pairs.size())).first;
         g.pairs.push_back(it->second);
-        L_.pairs.push_back(new_pair(gi, p));
+        L_.pairs.push_back(new_pair(gi, g.comm, p));
       }
       auto& pr = L_.pairs[static_cast<std::size_t>(it->second)];
       p.pair = it->second;
@@ -343,7 +394,7 @@ class LayoutBuilder {
     }
   }
 
-  PairLayout new_pair(int gi, const ParamLayout& p) const {
+  PairLayout new_pair(int gi, CommGroup comm, const ParamLayout& p) const {
     PairLayout pr;
     pr.group = gi;
     pr.owner = p.owner;
@@ -351,9 +402,13 @@ class LayoutBuilder {
     pr.grad_wire = p.grad_wire;
     pr.alt_wire = p.alt_wire;
     pr.alt_grad = p.alt_grad;
-    pr.owner_column = p.owner % shards();
+    // p.owner is a DP rank (T = 1 under --ep: a world rank too).
+    pr.owner_column =
+        comm == CommGroup::expert ? L_.me.grid.member(p.owner, comm) : p.owner % shards();
     pr.owner_row = p.owner / shards();
-    pr.rooted_here = pr.owner_column == L_.me.column() || t_.replicas;  // ddp: every replica
+    pr.rooted_here =
+        (comm == CommGroup::expert ? p.owner == L_.me.rank : pr.owner_column == L_.me.column()) ||
+        t_.replicas;  // ddp: every replica
     pr.owned = pr.owner == rank();
     pr.grad_persistent = pr.rooted_here;
     return pr;

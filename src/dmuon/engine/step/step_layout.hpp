@@ -87,12 +87,15 @@ struct ParamLayout {
   Storage storage = Storage::replicated;
   bool muon = false;             ///< updated with Muon (else AdamW)
   bool updated_here = false;     ///< this rank runs its optimizer step (owned, sharded, replicated)
-  int owner = -1;                ///< dmuon dedicated: world rank of the owner
+  int owner = -1;                ///< dmuon dedicated (or an owned expert): world rank of the owner
   int pair = -1;                 ///< dmuon dedicated: index into StepLayout::pairs
   std::int64_t pair_offset = 0;  ///< dmuon dedicated: offset inside the pair's packed buffer
-  std::int64_t chunk = 0;        ///< sharded: elements per rank of the row (padded)
-  std::int64_t shard_begin = 0;  ///< sharded: this rank's first element (column · chunk)
-  std::int64_t padded = 0;       ///< sharded: chunk · G, the gathered / full-gradient length
+  /// sharded: elements per rank of its group (the row; --ep E < G, an expert's: the expert
+  /// group), padded; this rank's first element (its member index · chunk); chunk · the group's
+  /// size, the gathered / full-gradient length.
+  std::int64_t chunk = 0;
+  std::int64_t shard_begin = 0;
+  std::int64_t padded = 0;
   std::int64_t master_offset = -1;        ///< in the master arena (fp32); -1: none on this rank
   std::int64_t state_offset = -1;         ///< in the state arena; -1: this rank keeps no state
   std::int64_t second_state_offset = -1;  ///< AdamW's exp_avg_sq in the second state arena
@@ -137,8 +140,8 @@ struct ParamLayout {
   /// Real elements of this rank's shard (the last shard is short, a shard past the end
   /// empty); the whole parameter when not sharded.
   std::int64_t shard_len() const;
-  /// Real elements of the shard of column `column` (sharded parameters).
-  std::int64_t shard_len_at(int column) const;
+  /// Real elements of the shard of member `member` of its group (sharded parameters).
+  std::int64_t shard_len_at(int member) const;
   /// Zeros after the parameter in its padded full buffers.
   std::int64_t padding() const { return sharded() ? padded - numel : 0; }
 };
@@ -146,8 +149,10 @@ struct ParamLayout {
 /// One (site, owner) pair of a DMuon site: the owner's parameters, packed in model order.
 struct PairLayout {
   int group = -1;
-  int owner = -1;            ///< world rank
-  int owner_column = 0;      ///< root of the row broadcast and stage-1 reduce
+  int owner = -1;  ///< world rank
+  /// Root of the broadcast and stage-1 reduce: the owner's index in the group's communicator
+  /// (its column; an expert group's: the owner's member index there).
+  int owner_column = 0;
   int owner_row = 0;         ///< root of the stage-2 reduce and the replicate broadcast
   std::vector<int> members;  ///< indices into StepLayout::params
   std::int64_t numel = 0;
@@ -171,6 +176,9 @@ struct GroupLayout {
   GroupKind kind = GroupKind::fsdp;
   std::vector<int> members;  ///< indices into StepLayout::params, model order
   std::vector<int> pairs;    ///< dmuon sites: indices into StepLayout::pairs
+  /// The communicator its weights, gradients and gathers travel on: the row, or (--ep E < G)
+  /// for the routed experts of one container the expert group of G/E ranks that hold them.
+  CommGroup comm = CommGroup::shard;
   /// Pre/post-forward hooks fire here: DMuon sites; FSDP units of the fsdp methods (dmuon's
   /// non-dedicated unit is not a DMuon hook site). DDP has post-backward hooks only.
   bool hooked = false;

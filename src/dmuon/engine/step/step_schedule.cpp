@@ -152,7 +152,8 @@ class Builder {
 
   // The communicator of an issue op: the world for the clip norm, the TP group for the TP
   // exchange, the replicate group for HSDP stage 2 and the owners' column broadcasts
-  // (ddp-dmuon's post-step broadcast: its one group of all ranks), else the shard group.
+  // (ddp-dmuon's post-step broadcast: its one group of all ranks), else the group's own (the
+  // shard group; --ep E < G, an expert group's).
   CommGroup comm_of(Op op, int g) const {
     switch (op) {
       case Op::issue_clip: return CommGroup::world;
@@ -160,8 +161,8 @@ class Builder {
       case Op::tp_scatter: return CommGroup::tp;
       case Op::issue_stage2: return CommGroup::replicate;
       case Op::publish:
-        return publishes_replicas(L_, group(g)) ? CommGroup::shard : CommGroup::replicate;
-      default: return CommGroup::shard;
+        return publishes_replicas(L_, group(g)) ? group(g).comm : CommGroup::replicate;
+      default: return g >= 0 ? group(g).comm : CommGroup::shard;  // clip ops have no group
     }
   }
 
@@ -279,8 +280,9 @@ class Builder {
       emit(Op::issue_stage2, g, Phase::backward_comm, true);
   }
 
-  // An EP rank's experts: every token routed to them arrived by the dispatch, so their
-  // gradients are whole where they are computed.
+  // An EP rank's experts at E = G: every token routed to them arrived by the dispatch, so
+  // their gradients are whole where they are computed (E < G: a group of the expert group's
+  // kinds, which reduces).
   static bool reduces(const GroupLayout& G) { return G.kind != GroupKind::expert; }
 
   void wait_reduce(int g) {

@@ -32,8 +32,9 @@ std::int64_t passes_of(plan::Repeat r, const VolumeOptions& o) {
   return 1;
 }
 
-// The parameters by what the methods' routes tell apart (--ep: an EP rank's experts are in
-// none, their gradients being whole where they are computed).
+// The parameters by what the methods' routes tell apart (--ep: the routed experts are in
+// none: at E = G their gradients are whole where they are computed, at E < G the expert
+// term has them).
 struct ParamClasses {
   std::vector<int> all;
   std::vector<int> sited;   // dedicated: held by a hook site (the FSDP methods' block units)
@@ -46,7 +47,7 @@ ParamClasses classify(const model::ModuleTree& tree, const plan::Plan& plan) {
   ParamClasses c;
   for (int pid : tree.parameter_order()) {
     const auto i = static_cast<std::size_t>(pid);
-    if (plan.is_expert(pid)) continue;  // --ep: a rank's own experts move nothing
+    if (plan.is_expert(pid)) continue;
     c.all.push_back(pid);
     if (plan.hooks.site_of_param.at(i) >= 0) {
       c.sited.push_back(pid);
@@ -96,6 +97,12 @@ std::vector<VolumeRow> route_rows(const plan::TermContext& c, const VolumeOption
       rows.push_back(plan::ddp_term(c, p.others));
       break;
   }
+  // --ep E < G: the experts over their expert groups, as the method treats the others.
+  plan::ExpertWays ways;
+  ways.owners = traits(o.method).owners;
+  ways.replicas = traits(o.method).replicas;
+  ways.optimizer_gather = o.method == Method::fsdp_muon;
+  append(plan::expert_term(c, ways, v.expert_sites));
   return rows;
 }
 
@@ -222,14 +229,14 @@ StepVolume predict_step_volume(const model::ModuleTree& tree, const plan::Plan& 
   v.options = o;
   const auto& po = plan.partition.options;
   const bool tp = o.tp && traits(o.method).tensor_parallel && plan.tp.tp > 1;
-  v.grid = RankGrid{po.replicate, po.shard, tp ? plan.tp.tp : 1};
+  v.grid = RankGrid{po.replicate, po.shard, tp ? plan.tp.tp : 1, plan.config.ep};
   const int reduce_bytes = o.reduce_bytes < 0 ? o.wire_bytes : o.reduce_bytes;
   const plan::TermContext context{tree, plan, o.grad_reduce, o.wire_bytes, reduce_bytes, tp};
   v.rows = route_rows(context, o, v);
   if (o.clip) v.rows.push_back(plan::clip_term(v.grid.world()));
   repeat_weight_passes(v.rows, o, v.owners);
   if (traits(o.method).reference_hooks) {
-    const auto sites = static_cast<std::int64_t>(plan.hooks.sites.size());
+    const auto sites = static_cast<std::int64_t>(plan.hooks.sites.size()) + v.expert_sites;
     v.hooks_fired = 4 * sites * o.accum;
     v.hooks_communicating = (weight_passes(o) + 1) * sites;
   }

@@ -80,6 +80,8 @@ struct StepVolume {
   /// Per rank per step (0 for the methods without the reference's hooks).
   std::int64_t hooks_fired = 0;
   std::int64_t hooks_communicating = 0;
+  /// --ep E < G under dmuon: the expert groups that are DMuon sites (hooked beside the plan's).
+  std::int64_t expert_sites = 0;
   /// Every route's rows, per step (the rules above applied).
   std::vector<plan::VolumeRow> rows;
   /// The owner-based routes' view (dmuon, ddp-dmuon; empty kinds otherwise): the plan record

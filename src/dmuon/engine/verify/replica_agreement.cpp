@@ -15,8 +15,12 @@ ReplicaDivergence replica_divergence(const StepLayout& L, StepBackend& backend, 
   DMUON_CHECK_MPI(MPI_Comm_rank(world, &rank));
   std::vector<std::size_t> offset;
   std::size_t total = 0;
-  // --ep: a rank's own experts have no replica (the reference checks each rank's).
-  const auto replica = [](const ParamLayout& p) { return p.storage != Storage::expert; };
+  // --ep: a rank's own experts have no replica in the world (E < G: only in its expert
+  // group); the reference checks each rank's against its EP rank's.
+  const auto replica = [&L](const ParamLayout& p) {
+    return p.storage != Storage::expert &&
+           L.groups.at(static_cast<std::size_t>(p.group)).comm != CommGroup::expert;
+  };
   for (const auto& p : L.params) {
     if (p.master_offset < 0 || (replica(p) && p.storage != Storage::replicated))
       throw std::logic_error("replica_divergence: the layout is not a full replica");

@@ -104,6 +104,7 @@ ResultCollector::ResultCollector(const model::ModuleTree& tree, const plan::Plan
   expect_ = formula.of_rank(layout.me.rank);
   hooks_formula_ = formula.hooks_fired;
   comm_hooks_formula_ = formula.hooks_communicating;
+  sites_formula_ = static_cast<std::int64_t>(plan.hooks.sites.size()) + formula.expert_sites;
   phases_.assign(static_cast<std::size_t>(o.run.total_steps()) * kPhaseCount, 0.0);
   in_flight_.assign(static_cast<std::size_t>(o.run.total_steps()) * kChannelCount, 0.0);
 }
@@ -184,10 +185,13 @@ std::vector<std::vector<float>> ResultCollector::gather_final(StepBackend& backe
   for (std::size_t i = 0; i < layout_.params.size(); ++i) {
     const auto& p = layout_.params[i];
     float* dst = mine.data() + offset[i];
-    // --ep: each rank's experts are its own; rank 0's stand in the result.
+    // --ep: EP rank 0's experts stand in the result (its expert group's parts: E < G).
+    const bool expert = plan_.is_expert(p.pid);
+    if (expert && layout_.me.ep_rank() != 0) continue;
+    const bool first_copy = expert ? layout_.me.expert_replica() == 0 : dp_rank == 0;
     const bool owner_copy =
         p.storage == Storage::owned ||
-        ((p.storage == Storage::replicated || p.storage == Storage::expert) && dp_rank == 0);
+        ((p.storage == Storage::replicated || p.storage == Storage::expert) && first_copy);
     if (owner_copy) backend.read_masters(p.master_offset, p.numel, dst);
     // Every row holds the same shards: row 0's.
     if (p.sharded() && layout_.me.row() == 0 && p.shard_len() > 0)
@@ -210,14 +214,16 @@ std::vector<std::vector<float>> ResultCollector::gather_final(StepBackend& backe
   return out;
 }
 
-// --ep: this rank's experts from its masters, every other parameter empty.
-std::vector<std::vector<float>> ResultCollector::own_experts(StepBackend& backend) const {
-  std::vector<std::vector<float>> out(layout_.params.size());
+// --ep: what this rank holds of its experts, from its masters (whole, or its shard).
+std::vector<ResultCollector::HeldSpan> ResultCollector::own_experts(StepBackend& backend) const {
+  std::vector<HeldSpan> out(layout_.params.size());
   for (std::size_t i = 0; i < layout_.params.size(); ++i) {
     const auto& p = layout_.params[i];
-    if (p.storage != Storage::expert) continue;
-    out[i].resize(static_cast<std::size_t>(p.numel));
-    backend.read_masters(p.master_offset, p.numel, out[i].data());
+    if (!plan_.is_expert(p.pid) || p.master_offset < 0) continue;
+    const std::int64_t n = p.sharded() ? p.shard_len() : p.numel;
+    out[i].begin = p.sharded() ? p.shard_begin : 0;
+    out[i].values.resize(static_cast<std::size_t>(n));
+    if (n > 0) backend.read_masters(p.master_offset, n, out[i].values.data());
   }
   return out;
 }
@@ -296,8 +302,8 @@ RunResult ResultCollector::finish(StepBackend& backend) {
   reduce_counts(r);
   r.memory_measured = max_over_ranks(backend.measured_memory(), rank_, world_);
   const bool reference_hooks = traits(o_.step.method).reference_hooks;
-  r.hook_sites = reference_hooks ? static_cast<std::int64_t>(plan_.hooks.sites.size())
-                                 : static_cast<std::int64_t>(layout_.groups.size());
+  r.hook_sites =
+      reference_hooks ? sites_formula_ : static_cast<std::int64_t>(layout_.groups.size());
   r.hook_calls_formula = reference_hooks ? hooks_formula_ : r.hook_calls_per_step;
   r.hook_comm_calls_formula = reference_hooks ? comm_hooks_formula_ : r.hook_comm_calls_per_step;
   if (!(o_.run.check || o_.run.keep_final_weights)) return r;
@@ -325,10 +331,14 @@ void ResultCollector::check(RunResult& r, StepBackend& backend) {
     int rank;
   } mine{0, rank_}, worst{0, 0};
   std::int64_t excused = 0;
-  // Rank 0 of its DP group checks what it gathered; --ep: every other rank its own experts
-  // (against the reference of its EP rank, its column: E = G).
+  // Rank 0 of its DP group checks what it gathered; --ep: every other rank what it holds of
+  // its own experts (against the reference of its EP rank).
   std::vector<std::vector<float>> got = r.final_weights;
-  if (got.empty() && plan_.config.ep > 1) got = own_experts(backend);
+  std::vector<HeldSpan> held;
+  if (got.empty() && plan_.config.ep > 1) {
+    held = own_experts(backend);
+    got.resize(held.size());
+  }
   if (!got.empty()) {
     // The eps-regime excuse where the tolerance is fp32's (1e-4): a 16-bit tolerance (8 unit
     // roundoffs) already covers AdamW's isolated flips. A reference file brings its own.
@@ -339,16 +349,21 @@ void ResultCollector::check(RunResult& r, StepBackend& backend) {
       auto regime = std::make_shared<AdamwEpsRegime>();
       ref.weights = reference_weights(tree_, plan_, o_, layout_.me.grid.dp_size(),
                                       sixteen_bit ? nullptr : regime.get(), layout_.tp_rank(),
-                                      plan_.config.ep > 1 ? layout_.me.column() : 0);
+                                      layout_.me.ep_rank());
       ref.eps_regime = std::move(regime);
     }
     const AdamwEpsRegime* excuse = sixteen_bit ? nullptr : ref.eps_regime.get();
-    for (std::size_t i = 0; i < got.size() && i < ref.weights.size(); ++i)
-      if (got[i].empty()) got[i] = ref.weights[i];  // not this rank's to check (own_experts)
+    for (std::size_t i = 0; i < got.size() && i < ref.weights.size(); ++i) {
+      if (!got[i].empty()) continue;
+      got[i] = ref.weights[i];  // not this rank's to check, but what it holds (own_experts)
+      if (i < held.size() && held[i].begin >= 0)
+        std::copy(held[i].values.begin(), held[i].values.end(),
+                  got[i].begin() + static_cast<std::ptrdiff_t>(held[i].begin));
+    }
     mine.err = max_relative_error(local_, got, ref.weights, &r.worst_param, excuse, &excused);
     // --ep: an expert by its name in the full model (this rank's local index is ambiguous).
     if (const auto pid = local_.find_parameter(r.worst_param); pid && plan_.is_expert(*pid))
-      r.worst_param = model::global_parameter_name(local_, *pid, layout_.me.column());
+      r.worst_param = model::global_parameter_name(local_, *pid, layout_.me.ep_rank());
   }
   // The other ranks wait politely: with oversubscribed ranks a spinning collective would take
   // the cores the reference needs.

@@ -48,7 +48,12 @@ class ResultCollector {
   void reduce_channels(RunResult& r) const;
   void reduce_counts(RunResult& r) const;
   void check(RunResult& r, StepBackend& backend);
-  std::vector<std::vector<float>> own_experts(StepBackend& backend) const;
+  /// --ep: the part of each routed expert's parameter this rank holds (begin -1: none).
+  struct HeldSpan {
+    std::int64_t begin = -1;
+    std::vector<float> values;
+  };
+  std::vector<HeldSpan> own_experts(StepBackend& backend) const;
   std::string check_note(std::int64_t excused, bool sixteen_bit_muon) const;
 
   const model::ModuleTree& tree_;
@@ -62,8 +67,9 @@ class ResultCollector {
   int rank_ = 0, size_ = 1;
   VolumeExpectation expect_{};                               // the formula's channels
   std::int64_t hooks_formula_ = 0, comm_hooks_formula_ = 0;  // and hooks, per step
-  std::vector<double> phases_;                               // step-major, kPhaseCount per step
-  std::vector<double> in_flight_;                            // step-major, kChannelCount per step
+  std::int64_t sites_formula_ = 0;  // the plan's hook sites (+ --ep E < G's expert sites)
+  std::vector<double> phases_;      // step-major, kPhaseCount per step
+  std::vector<double> in_flight_;   // step-major, kChannelCount per step
   bool in_flight_measured_ = false;
   std::array<double, kChannelCount> message_bytes_{};
   std::array<int, kChannelCount> group_size_{};
