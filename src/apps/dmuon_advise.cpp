@@ -68,7 +68,6 @@ std::vector<int> searched_cp(const apps::RunOptions& o, const model::Topology& t
     auto flat = o;
     flat.plan.partition.replicate = 1;
     apps::project::check_cp_world(flat, ctx.world);
-    apps::project::check_ep_world(flat, ctx.world);
   }
   if (o.workload.seq_len <= 0 || ctx.machine->device != project::DeviceKind::gpu) return {};
   try {

@@ -162,8 +162,11 @@ std::string changed_flags(const Candidate& c, const Candidate& start) {
 }
 
 std::vector<std::string> ep_values(const model::ModuleTree& tree, int world) {
-  if (world > work::kMaxEp || !model::experts_split_over(tree, world)) return {"1"};
-  return {"1", std::to_string(world)};
+  // The largest E that divides the world (the shard group: EP runs with R = T = 1) and every
+  // layer's experts: E = G each rank's own, E < G shared by expert groups of G/E.
+  for (int e = std::min(world, work::kMaxEp); e > 1; --e)
+    if (world % e == 0 && model::experts_split_over(tree, e)) return {"1", std::to_string(e)};
+  return {"1"};
 }
 
 std::vector<std::int64_t> micro_batch_values(std::int64_t m, int accum) {

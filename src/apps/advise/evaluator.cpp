@@ -107,7 +107,6 @@ Outcome Evaluator::project_candidate(const Candidate& c, engine::Method method) 
     auto b = options_for(base_, c, method);
     engine::validate(b.engine, world_);
     project::check_cp_world(b, world_);
-    project::check_ep_world(b, world_);
     const auto& topo = rank_topology(c);
     // The baselines' FSDP units are their own rule (bench/run_list.hpp), not the boundary.
     const auto plan = engine::traits(method).owners

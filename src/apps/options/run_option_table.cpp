@@ -234,8 +234,8 @@ std::vector<RunOption> layout_rows() {
                   "every layer's routed experts, its tokens dispatched to them by all-to-all "
                   "(docs/STEP-WORK.md); E a divisor of G (the shard group), without --replicate "
                   "or --tp: E = G each rank's own, whole; E < G shared by an expert group of G/E "
-                  "ranks; run (without --seq-len) and planned; E = G also projected and searched "
-                  "by dmuon_advise (1 or the world)",
+                  "ranks; run (without --seq-len), planned, projected, and searched by "
+                  "dmuon_advise (1 and the largest E dividing the world and the experts)",
                   Integer<int>{1, work::kMaxEp}, [](auto& o) -> auto& { return o.plan.ep; })
                   .in(kAllTools)
                   .plan_key("ep", "1")

@@ -10,8 +10,8 @@
 namespace dmuon::apps::project {
 namespace {
 
-// The memory-saving value of each knob that is not at it already: --ep <world> (a model whose
-// routed experts split over the world, without --replicate or --tp: each rank keeps its own),
+// The memory-saving value of each knob that is not at it already: --ep E (the largest that
+// divides the world and every layer's experts, without --replicate or --tp: advise::ep_values),
 // --ac full (with a step work), --comm-dtype bf16, --reshard z3.
 std::vector<std::pair<std::size_t, std::string>> savings(const RunOptions& o,
                                                          const advise::Candidate& start,

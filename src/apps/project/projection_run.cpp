@@ -43,7 +43,6 @@ void plan_worlds(Invocation& v, const std::string& config_path) {
   for (int world : o.projection.world_sizes) {
     engine::validate(o.engine, world);
     check_cp_world(o, world);
-    check_ep_world(o, world);
     WorldRows w;
     w.world = world;
     w.list = bench::make_run_list(o, v.topo, sweep, world);

@@ -62,14 +62,15 @@ std::string tp_note(const ActivationCollectives& a) {
 
 std::string ep_note(const ActivationCollectives& a) {
   return fmt::format(
-      "--ep {}: each rank holds its 1/{} of every layer's routed experts whole (no collective "
-      "carries them) and exchanges the routed tokens with its EP group (torchtitan's "
-      "ExpertParallel: token counts, dispatch and combine all-to-alls); {:.0f} EP all-to-alls "
-      "per rank and step ({:.4g} MB sent per rank), each waited for in the compute stream; "
-      "routing balanced (docs/STEP-WORK.md \"Expert parallelism\"); not modelled: the host's "
-      "wait for the split sizes, routing imbalance, their sharing of the link with the DP "
-      "collectives",
-      a.size, a.size, a.calls, a.bytes_per_rank * 1e-6);
+      "--ep {}: each rank holds its 1/{} of every layer's routed experts (E = G: whole, no "
+      "collective carries them; E < G: shared by an expert group of G/E ranks, the expert_* "
+      "collectives) and exchanges the routed tokens with its EP group of {} consecutive ranks "
+      "(torchtitan's ExpertParallel: "
+      "token counts, dispatch and combine all-to-alls); {:.0f} EP all-to-alls per rank and step "
+      "({:.4g} MB sent per rank), each waited for in the compute stream; routing balanced "
+      "(docs/STEP-WORK.md \"Expert parallelism\"); not modelled: the host's wait for the split "
+      "sizes, routing imbalance, their sharing of the link with the DP collectives",
+      a.size, a.size, a.size, a.calls, a.bytes_per_rank * 1e-6);
 }
 
 std::string cp_note(const ActivationCollectives& a) {
@@ -97,20 +98,6 @@ void check_cp_world(const RunOptions& o, int world) {
         fmt::format("--cp {}: world size {} gives shard groups of {} ranks, not a "
                     "multiple of {} (valid: a world size that is a multiple of {})",
                     C, world, G, C, R * T * C));
-}
-
-// --ep E < G: the engine runs expert groups of G/E ranks; the projection's reduced DMuon
-// layouts (project/reduced_layout.hpp) and its sample classes key ranks by column alone, so
-// it does not take them yet.
-void check_ep_world(const RunOptions& o, int world) {
-  const int E = o.plan.ep, R = o.plan.partition.replicate, T = o.plan.tp;
-  if (E == 1 || world % (R * T) != 0) return;  // a world R x T does not divide: the plan says so
-  const int G = world / (R * T);
-  if (E < G && G % E == 0)
-    throw InputError(fmt::format(
-        "--ep {} on {} ranks (expert groups of G/E = {} ranks) is run by dmuon_bench and "
-        "planned by dmuon_inspect, not projected yet (valid here: --ep {}, the shard group size)",
-        E, world, G / E, G));
 }
 
 void require_cp_machine(int cp, const dmuon::project::Machine& machine) {

@@ -46,9 +46,6 @@ struct ProjectionSetup {
 /// (InputError naming the world that would); nothing to check at C = 1.
 void check_cp_world(const RunOptions& o, int world);
 
-/// --ep E < G (expert groups) on `world` ranks: InputError (not projected yet).
-void check_ep_world(const RunOptions& o, int world);
-
 /// --cp C > 1 on a CPU machine: InputError (torch's ring attention wraps CUDA kernels only).
 void require_cp_machine(int cp, const dmuon::project::Machine& machine);
 

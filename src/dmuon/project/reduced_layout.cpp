@@ -46,10 +46,18 @@ LayoutReducer::LayoutReducer(const engine::StepLayout& reference, const plan::Pl
     if (g.kind != GroupKind::dmuon_site) unit_params_ += g.members.size();
   pairs_of_column_.resize(static_cast<std::size_t>(G));
   members_of_column_.assign(static_cast<std::size_t>(G), 0);
+  // --ep E < G: an expert group's pair is rooted at its owner's member index j there, which
+  // every column c with c div E = j owns in its own group (R = 1).
+  const int E = reference.me.grid.ep;
   for (std::size_t pr = 0; pr < reference.pairs.size(); ++pr) {
-    const auto column = static_cast<std::size_t>(reference.pairs[pr].owner_column);
-    pairs_of_column_[column].push_back(static_cast<int>(pr));
-    members_of_column_[column] += reference.pairs[pr].members.size();
+    const auto& pair = reference.pairs[pr];
+    const bool expert =
+        reference.groups[static_cast<std::size_t>(pair.group)].comm == CommGroup::expert;
+    const int first = expert ? pair.owner_column * E : pair.owner_column;
+    for (int c = first; c < (expert ? first + E : first + 1); ++c) {
+      pairs_of_column_[static_cast<std::size_t>(c)].push_back(static_cast<int>(pr));
+      members_of_column_[static_cast<std::size_t>(c)] += pair.members.size();
+    }
   }
   // Pairs are created group by group (make_layout), so each list is in group order already.
 }
@@ -141,6 +149,7 @@ class LayoutReducer::Reduction {
       const auto& src_pair = r_.ref_.pairs[static_cast<std::size_t>(mine[cursor_])];
       engine::PairLayout pr = src_pair;
       pr.rooted_here = true;
+      if (expert_group(gi)) pr.owner = rank_;  // this rank's own group's owner of that slot
       pr.owned = pr.owner == rank_;
       pr.grad_persistent = true;
       if (!pr.alt_grad) rooted_numel += pr.numel;
@@ -176,6 +185,7 @@ class LayoutReducer::Reduction {
       grp.members.push_back(static_cast<int>(L_.params.size()));
       out_.reference.push_back(pi);
       ParamLayout p = r_.nameless_[static_cast<std::size_t>(pi)];
+      if (expert_group(p.group)) p.owner = rank_;  // as its pair's (keep_rooted_pairs)
       const bool owned = p.owner == rank_;
       p.storage = owned ? Storage::owned : Storage::column;
       p.updated_here = owned;
@@ -199,6 +209,10 @@ class LayoutReducer::Reduction {
       }
     }
     for (int pr : pair_index) L_.pairs[static_cast<std::size_t>(pr)].group = gi;
+  }
+
+  bool expert_group(int g) const {
+    return r_.ref_.groups[static_cast<std::size_t>(g)].comm == CommGroup::expert;
   }
 
   const LayoutReducer& r_;

@@ -12,10 +12,11 @@
             fits the cap, and no over-cap candidate is ranked.
   config    the winner's config file reproduces the winner's projected step in dmuon_project
             and is accepted by dmuon_bench.
-  deepseek  DeepSeek-V3 on 256 H100 (seq 4096): the default layout does not fit; the advisor
-            finds one that does within 30 s (a sixth of its default time limit), and larger
-            replicate sizes than one out of memory are pruned, not projected, and so are CP
-            sizes above 1 (out of memory by more than the activations CP could split).
+  deepseek  DeepSeek-V3 on 512 H100 (seq 4096) under a 30 GB cap: the default layout does not
+            fit; the advisor finds one that does within 30 s (a sixth of its default time
+            limit) with expert groups (--ep 256 < G), larger replicate sizes than one out of
+            memory are not projected, and neither are CP sizes above one out of memory by more
+            than the activations CP could split; on 256 H100 it finds --ep 256 = G.
   microbatch  the micro-batch knob (with --seq-len, m > 1): values m, m/2, m/4, 1 that divide
             m, each with accum x m / value micro-steps, so tokens per optimizer step stay;
             llama3-8b on 8 ranks of a800 at seq 8192: micro-batch 16 fits with nothing but a
@@ -159,21 +160,24 @@ def case_config(args):
 
 def case_deepseek(args):
     """DeepSeek-V3 on H100 at its training sequence length: the default layout needs hundreds of
-    GB per rank. At 512 ranks (256 experts a layer do not split over them: no --ep) the
-    advisor, searching the memory-saving knobs first, finds a configuration that fits within
-    30 s (the default limit is 180 s: a busy machine's share) and prunes what cannot fit; at 256
-    ranks it finds expert parallelism, one expert of each layer a rank."""
-    def search(world, limit):
+    GB per rank. At 512 ranks under a 30 GB cap, expert parallelism is E = 256 < G (256 experts
+    a layer: each expert shared by an expert group of 2 ranks); the advisor, searching the
+    memory-saving knobs first (--ep first), finds a configuration under the cap within 30 s (the
+    default limit is 180 s: a busy machine's share) and prunes what cannot fit; at 256 ranks it
+    finds E = G, one expert of each layer a rank."""
+    def search(world, limit, *extra):
         return advise(args, ["--topology", "moe-llm", "--preset", "deepseek-v3", "--machine",
                              "h100-ndr", "--world-size", str(world), "--seq-len", "4096",
-                             "--micro-batch", "1", "--time-limit", str(limit)])
-    j = search(512, 30)
+                             "--micro-batch", "1", "--time-limit", str(limit), *extra])
+    j = search(512, 30, "--memory-cap", "30")
     start, win = j["start"]["outcome"], j["winner"]["outcome"]
     check(start["status"] == "oom", f"the default layout should not fit: {start}")
-    check(j["memory_first"] == ["ac", "comm_dtype", "reshard", "cp"],
-          f"the start does not fit: memory knobs first (no --ep at 512), got {j['memory_first']}")
-    check(win["status"] == "ok" and win["peak_GB"] <= j["memory_cap_GB"],
-          f"no fitting configuration found: {win} ({j['winner']['changes']})")
+    check(j["memory_first"] == ["ep", "ac", "comm_dtype", "reshard", "cp"],
+          f"the start does not fit: memory knobs first (--ep 256 at 512), got {j['memory_first']}")
+    check(win["status"] == "ok" and win["peak_GB"] <= j["memory_cap_GB"] == 30,
+          f"no configuration under the cap found: {win} ({j['winner']['changes']})")
+    check(j["winner"]["knobs"]["ep"] == "256",
+          f"at 512 the winner does not use expert groups (--ep 256): {j['winner']['changes']}")
     check(j["candidates"] >= len(j["evaluated"]), "candidate count below the projected ones")
     # Memory per rank grows with R at a fixed world: no R above one out of memory is projected.
     def split_r(e):  # (the other knobs as a key, R)
@@ -190,17 +194,28 @@ def case_deepseek(args):
         lo = oom_r.get(key)
         check(lo is None or r <= lo,
               f"replicate={r} projected after replicate={lo} was out of memory: {e['changes']}")
-    # Out of memory by far more than its activations at --cp 1 (the parameters, not the
-    # sequence, overflow): no larger CP size can fit, so none is projected.
-    at1 = [e for e in j["evaluated"] if e["cp"] == 1 and e["outcome"]["status"] == "oom"]
-    check(any(e["outcome"]["excess_bytes"] > e["outcome"]["activation_bytes"] for e in at1),
-          "no --cp 1 candidate out of memory by more than its activations")
-    check(all(e["cp"] == 1 for e in j["evaluated"]) and j["pruned_cp"] > 0,
-          f"CP sizes projected ({sorted({e['cp'] for e in j['evaluated']})}) or none pruned "
-          f"({j['pruned_cp']})")
+    # Out of memory by more than its activations at a CP size (the parameters, not the
+    # sequence, overflow): no larger CP size of the same other knobs can fit, so none is
+    # projected.
+    def split_cp(e):
+        k = dict(e["knobs"])
+        return json.dumps({n: v for n, v in k.items() if n != "cp"}, sort_keys=True), e["cp"]
+    hopeless = {}
+    for e in j["evaluated"]:
+        key, cp = split_cp(e)
+        o = e["outcome"]
+        if o["status"] == "oom" and o["excess_bytes"] > o["activation_bytes"]:
+            hopeless[key] = min(cp, hopeless.get(key, cp))
+    for e in j["evaluated"]:
+        key, cp = split_cp(e)
+        check(key not in hopeless or cp <= hopeless[key],
+              f"--cp {cp} projected after --cp {hopeless.get(key)} was out of memory by more "
+              f"than its activations: {e['changes']}")
+    check(j["pruned_cp"] > 0, "no CP size pruned")
     print(f"deepseek at 512: {j['winner']['changes']}: {win['step_ms']:.0f} ms, "
           f"{win['peak_GB']:.1f} GB ({len(j['evaluated'])} of {j['candidates']} candidates "
-          f"projected, complete {j['complete']}, {j['wall_s']:.0f} s)")
+          f"projected, {j['pruned_cp']} CP sizes pruned, complete {j['complete']}, "
+          f"{j['wall_s']:.0f} s)")
     # 256 ranks: --ep 256 is a candidate, searched first, and the winner within 8 s of search;
     # every fitting candidate without it that was projected is a per-expert boundary at over
     # three times its step (75 s against about 6 s, docs/ADVISOR.md).

@@ -36,7 +36,7 @@ struct Case {
   engine::OptimizerPipeline pipeline = engine::OptimizerPipeline::per_group;
   bool no_pack = false;
   std::vector<std::string> routes;
-  int ep = 1;  ///< --ep (E = G = the world)
+  int ep = 1;  ///< --ep (E = G = the world, or a divisor of it)
   std::string name() const {
     std::ostringstream s;
     s << topology << " N=" << world << " R=" << replicate << " " << engine::method_name(method)
@@ -86,6 +86,20 @@ std::vector<Case> cases() {
           c.method = m;
           c.reshard = rs;
           c.ep = world;
+          c.no_pack = k++ % 2 == 0;
+          out.push_back(c);
+        }
+  // --ep E < G: expert groups of G/E ranks, their owners and shards keyed by the member index.
+  for (const char* t : {"moe", "moe-llm"})
+    for (auto [world, ep] : {std::pair{4, 2}, {8, 2}, {8, 4}})
+      for (Method m : methods)
+        for (auto rs : {plan::Reshard::z3, plan::Reshard::z2}) {
+          Case c;
+          c.topology = t;
+          c.world = world;
+          c.method = m;
+          c.reshard = rs;
+          c.ep = ep;
           c.no_pack = k++ % 2 == 0;
           out.push_back(c);
         }

@@ -19,7 +19,8 @@ ReplicaDivergence replica_divergence(const StepLayout& L, StepBackend& backend, 
   // group); the reference checks each rank's against its EP rank's.
   const auto replica = [&L](const ParamLayout& p) {
     return p.storage != Storage::expert &&
-           L.groups.at(static_cast<std::size_t>(p.group)).comm != CommGroup::expert;
+           (p.group < 0 ||
+            L.groups.at(static_cast<std::size_t>(p.group)).comm != CommGroup::expert);
   };
   for (const auto& p : L.params) {
     if (p.master_offset < 0 || (replica(p) && p.storage != Storage::replicated))
