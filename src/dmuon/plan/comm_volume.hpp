@@ -51,6 +51,9 @@ struct CommVolume {
   /// (forward-pre broadcast, backward-pre re-broadcast, backward-post reduce; forward-post
   /// only frees), Z2 2 per site (forward-pre broadcast, backward-post reduce).
   std::int64_t hooks_communicating = 0;
+  /// The sites those hooks are installed at: the plan's, and (--ep E < G) the expert groups'
+  /// owner-based sites.
+  std::int64_t hook_sites = 0;
   KindVolume broadcast;      ///< packed weight broadcasts (rows), per (site, owner)
   KindVolume reduce;         ///< gradient reduces to the owner's column (the owner in 1-D): stage 1
   KindVolume reduce_stage2;  ///< HSDP only: inside the owner's column

@@ -56,10 +56,10 @@ void audit_channels(const engine::StepVolume& formula, const WorldPrograms& prog
 
 // The replayed hooks against the formula's (dmuon: the reference's hooks; the others report
 // their own groups and hook calls).
-void audit_hooks(const engine::StepVolume& formula, const plan::Plan& plan,
-                 const WorldPrograms& programs, engine::RunResult& r) {
+void audit_hooks(const engine::StepVolume& formula, const WorldPrograms& programs,
+                 engine::RunResult& r) {
   const bool dm = formula.options.method == engine::Method::dmuon;
-  r.hook_sites = dm ? static_cast<std::int64_t>(plan.hooks.sites.size()) : programs.groups;
+  r.hook_sites = dm ? formula.hook_sites : programs.groups;
   r.hook_calls_per_step = programs.hook_calls;
   r.hook_calls_formula = dm ? formula.hooks_fired : programs.hook_calls;
   r.hook_comm_calls_per_step = programs.hook_comm_calls;
@@ -186,7 +186,7 @@ Projection project(const model::ModuleTree& tree, const plan::Plan& plan, const 
   fill_phases(rep, world, r);
   // Collectives and hooks of the replayed step against the formula, per rank and channel.
   audit_channels(formula, programs, rep, r);
-  audit_hooks(formula, plan, programs, r);
+  audit_hooks(formula, programs, r);
   r.peak_packed_bytes = programs.peak_packed_bytes;
   r.master_bytes = programs.master_bytes;
   r.momentum_bytes = programs.state_bytes;

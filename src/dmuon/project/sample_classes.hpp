@@ -11,14 +11,17 @@
 #include <vector>
 
 #include "dmuon/model/module_tree.hpp"
+#include "dmuon/plan/plan.hpp"
 
 namespace dmuon::project {
 
 class SampleClasses {
  public:
   /// `global` samples split over `world` ranks (every world rank takes its share, as the engine
-  /// does for every method).
-  SampleClasses(const model::ModuleTree& tree, std::int64_t global, int world, int accum = 1);
+  /// does for every method). With `plan` under --ep, a routed expert's samples split over its
+  /// expert group instead (engine::ParamLayout::data_rank): at E = G its one holder takes all.
+  SampleClasses(const model::ModuleTree& tree, std::int64_t global, int world, int accum = 1,
+                const plan::Plan* plan = nullptr);
 
   int classes() const { return static_cast<int>(class_locals_.size()); }
   int class_of(int rank) const { return class_of_rank_[static_cast<std::size_t>(rank)]; }
@@ -34,6 +37,7 @@ class SampleClasses {
 
  private:
   std::vector<std::int64_t> distinct_n_;
+  std::vector<char> distinct_expert_;                    // per distinct n: split over experts
   std::vector<int> n_index_;                             // per pid
   std::vector<std::vector<std::int64_t>> class_locals_;  // per class, per (micro, distinct n)
   std::vector<int> class_of_rank_;

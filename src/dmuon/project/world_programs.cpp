@@ -478,7 +478,7 @@ WorldPrograms build_programs(const model::ModuleTree& logical_tree, const plan::
   w.world = w.grid.world();
   w.run_model = engine::step_run_model(o.step);
   w.program_of_rank.assign(static_cast<std::size_t>(w.world), 0);
-  const SampleClasses samples(tree, o.step.global_samples(dp_world), dp_world, o.step.accum);
+  const SampleClasses samples(tree, o.step.global_samples(dp_world), dp_world, o.step.accum, &plan);
   ProgramBuilder builder(tree, plan, o.step, cost, samples, w);
   if (symmetry == Symmetry::full)
     builder.full();

@@ -14,8 +14,8 @@
 // batch specs are owned here and shared by pointer, so the memory is O(distinct chunks +
 // chunk lists + batches of one step).
 //
-// --tp T (plan.tp.tp > 1, dmuon and fsdp-adamw): T DP groups of R × G ranks on the local shard shapes
-// (plan::tp_local_tree), world rank dp · T + t; each rank's schedule holds its TP ops
+// --tp T (plan.tp.tp > 1, dmuon and fsdp-adamw): T DP groups of R × G ranks on the local shard
+// shapes (plan::tp_local_tree), world rank dp · T + t; each rank's schedule holds its TP ops
 // (engine/step/step_schedule.hpp). Both forms handle it: the full form builds every (dp, t) layout,
 // the reduced form reduces each DP rank once and schedules it for each t (the TP owners'
 // Newton–Schulz is what differs); TP batches come from each rank's own layout.

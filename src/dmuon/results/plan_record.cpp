@@ -114,7 +114,7 @@ RunRecord make_plan_record(const model::Topology& topo, const plan::Plan& plan,
     add_kind(c, "replicate_broadcast", volume.replicate_broadcast);
   }
 
-  r.summary[summary_key::hook_sites.name] = static_cast<double>(hooks.sites.size());
+  r.summary[summary_key::hook_sites.name] = static_cast<double>(volume.hook_sites);
   r.summary[summary_key::hook_calls_per_step.name] = static_cast<double>(volume.hooks_fired);
   r.summary[summary_key::hooks_communicating_per_step.name] =
       static_cast<double>(volume.hooks_communicating);

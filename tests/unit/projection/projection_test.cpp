@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "dmuon/engine/step/step_schedule.hpp"
+#include "dmuon/model/expert_local_tree.hpp"
 #include "dmuon/project/projection.hpp"
 #include "dmuon/project/reduced_layout.hpp"
+#include "dmuon/project/sample_classes.hpp"
 #include "same_rank_figures.hpp"
 #include "test_machines.hpp"
 #include "test_plan_options.hpp"
@@ -303,6 +305,39 @@ TEST(RankSymmetry, DdpDmuonRunsNewtonSchulzOnTheOwnersOnly) {
   EXPECT_EQ(ch(comm::CollectiveKind::broadcast).calls_per_step, 2);
   EXPECT_EQ(ch(comm::CollectiveKind::reduce).bytes_measured, 64);  // the other's 16 fp32
   EXPECT_EQ(ch(comm::CollectiveKind::broadcast).bytes_measured, 64);
+}
+
+// The rows a routed expert trains on per rank, by hand: the tiny moe-llm's 8 experts a layer,
+// top-2, 64 samples per rank on 4 ranks: n = 256 x 2 / 8 = 64 rows an expert. Without EP each
+// rank runs every expert on its quarter (16); at E = G = 4 the expert's one holder takes all 64
+// (balanced routing: a rank's 2 local experts together take its 64 tokens x 2); at E = 2 the 2
+// ranks of its expert group take 32 each. What the engine's layouts give (data_rank).
+TEST(SampleClasses, AnExpertTrainsOnAllItsRoutedRowsOverItsGroup) {
+  for (auto [ep, rows] : {std::pair{1, 16}, {4, 64}, {2, 32}}) {
+    Case c;
+    c.topology = "moe-llm";
+    c.world = 4;
+    c.ep = ep;
+    const Built b = build(c);
+    const project::SampleClasses samples(b.topo.tree, 64 * 4, 4, 1, &b.plan);
+    int experts = 0;
+    for (int pid : b.topo.tree.parameter_order()) {
+      if (model::expert_slot(b.topo.tree, pid).container < 0) continue;
+      ++experts;
+      EXPECT_EQ(samples.samples(pid), 64) << b.topo.tree.parameter(pid).name;
+      for (int r = 0; r < 4; ++r) {
+        EXPECT_EQ(samples.local(pid, samples.class_of(r)), rows) << "ep " << ep << " rank " << r;
+        engine::StepSpec spec;
+        spec.method = Method::dmuon;
+        const auto L = engine::make_layout(b.topo.tree, b.plan, spec, r);
+        const auto& p = *std::find_if(L.params.begin(), L.params.end(),
+                                      [pid](const engine::ParamLayout& q) { return q.pid == pid; });
+        EXPECT_EQ(engine::sample_range(b.topo.tree, pid, 64 * 4, p.data_rank, p.data_ranks).local(),
+                  rows);
+      }
+    }
+    EXPECT_EQ(experts, 3 * 3 * 8 / ep) << "ep " << ep;
+  }
 }
 
 }  // namespace

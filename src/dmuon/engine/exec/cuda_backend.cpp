@@ -559,7 +559,8 @@ class CudaBackend final : public StepBackend {
       clip_acc_ = DeviceBuffer(4, Dtype::f32);
     }
     if (L_.tp() > 1) allocate_tp(groups, co);
-    for (comm::Communicator* c : {shard_.get(), replicate_comm_.get(), world_.get(), tp_.get()})
+    for (comm::Communicator* c :
+         {shard_.get(), replicate_comm_.get(), world_.get(), tp_.get(), expert_.get()})
       teardown_.track(c);
   }
 
@@ -818,7 +819,8 @@ class CudaBackend final : public StepBackend {
       const cudaError_t rc = cudaEventQuery(joined_);
       if (rc == cudaSuccess) return;
       if (rc != cudaErrorNotReady) DMUON_CHECK_CUDA(rc);
-      for (comm::Communicator* c : {shard_.get(), replicate_comm_.get(), world_.get()})
+      for (comm::Communicator* c :
+           {shard_.get(), replicate_comm_.get(), world_.get(), tp_.get(), expert_.get()})
         if (c) c->check_async_error();
       const double waited =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -34,7 +34,7 @@ void InFlightClock::start_step() {
   for (auto& v : intervals_) v.clear();
 }
 
-void InFlightClock::open(const void* key, std::uint32_t channel_mask) {
+void InFlightClock::open(const void* key, std::uint64_t channel_mask) {
   close(key);
   if (channel_mask != 0) open_.push_back({key, channel_mask, now_ms()});
 }
@@ -45,7 +45,7 @@ void InFlightClock::close(const void* key) {
   if (it == open_.end()) return;
   const double end = now_ms();
   for (std::size_t c = 0; c < kChannelCount; ++c)
-    if (it->mask & (std::uint32_t{1} << c)) intervals_[c].emplace_back(it->since_ms, end);
+    if (it->mask & (std::uint64_t{1} << c)) intervals_[c].emplace_back(it->since_ms, end);
   open_.erase(it);
 }
 
@@ -53,7 +53,7 @@ std::array<double, kChannelCount> InFlightClock::finish_step() {
   const double end = now_ms();
   for (const auto& b : open_)
     for (std::size_t c = 0; c < kChannelCount; ++c)
-      if (b.mask & (std::uint32_t{1} << c)) intervals_[c].emplace_back(b.since_ms, end);
+      if (b.mask & (std::uint64_t{1} << c)) intervals_[c].emplace_back(b.since_ms, end);
   std::array<double, kChannelCount> out{};
   for (std::size_t c = 0; c < kChannelCount; ++c) out[c] = union_length(intervals_[c]);
   return out;

@@ -27,7 +27,8 @@ class InFlightClock {
   void start_step();
   /// A batch identified by `key` went in flight on the channels of `channel_mask`
   /// (bit channel_index()). Re-opening an open key closes it first.
-  void open(const void* key, std::uint32_t channel_mask);
+  void open(const void* key, std::uint64_t channel_mask);
+  static_assert(kChannelCount <= 64, "a channel mask is one 64-bit word");
   /// The batch `key` was seen complete (no-op if it is not open).
   void close(const void* key);
   /// Milliseconds per channel for the step just ended; open batches are cut here and stay open.
@@ -38,7 +39,7 @@ class InFlightClock {
 
   struct OpenBatch {
     const void* key = nullptr;
-    std::uint32_t mask = 0;
+    std::uint64_t mask = 0;
     double since_ms = 0;
   };
   Clock::time_point origin_{};

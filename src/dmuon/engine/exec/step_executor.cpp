@@ -67,12 +67,12 @@ StepExecutor::StepExecutor(const StepLayout& layout, const Schedule& schedule,
   channel_mask_.reserve(schedule.size());
   for (const auto& op : schedule) {
     calls_.push_back(collectives_of(layout, op, options));
-    std::uint32_t mask = 0;
+    std::uint64_t mask = 0;
     for (const auto& call : calls_.back()) {
       const comm::Communicator* c = backend.comm(op.comm);
       const int n = c != nullptr ? c->size() : 1;
       const std::size_t ch = channel_index(op.comm, call.kind);
-      mask |= std::uint32_t{1} << ch;
+      mask |= std::uint64_t{1} << ch;
       message_bytes_[ch] +=
           comm::message_bytes(call.kind, call.count, comm::dtype_size(call.dtype), n);
       group_size_[ch] = n;

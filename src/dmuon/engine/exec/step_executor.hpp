@@ -84,7 +84,7 @@ class StepExecutor {
   std::vector<std::array<comm::Batch, kBatchSlotCount>> slots_;
   std::vector<comm::Batch*> in_flight_;
   bool polls_ = false;
-  std::vector<std::uint32_t> channel_mask_;  // per schedule op: the channels its calls use
+  std::vector<std::uint64_t> channel_mask_;  // per schedule op: the channels its calls use
   std::array<double, kChannelCount> message_bytes_{};
   std::array<int, kChannelCount> group_size_{};
   InFlightClock in_flight_clock_;

@@ -147,6 +147,7 @@ void fill_views(StepVolume& v) {
   o.world = v.grid.dp_size();
   o.hooks_fired = v.hooks_fired;
   o.hooks_communicating = v.hooks_communicating;
+  o.hook_sites = v.hook_sites;
   for (auto* k : {&o.broadcast, &o.reduce, &o.reduce_stage2, &o.replicate_broadcast}) {
     k->calls_per_rank.assign(static_cast<std::size_t>(o.world), 0);
     k->bytes_per_rank.assign(static_cast<std::size_t>(o.world), 0);
@@ -235,8 +236,9 @@ StepVolume predict_step_volume(const model::ModuleTree& tree, const plan::Plan& 
   v.rows = route_rows(context, o, v);
   if (o.clip) v.rows.push_back(plan::clip_term(v.grid.world()));
   repeat_weight_passes(v.rows, o, v.owners);
+  v.hook_sites = static_cast<std::int64_t>(plan.hooks.sites.size()) + v.expert_sites;
   if (traits(o.method).reference_hooks) {
-    const auto sites = static_cast<std::int64_t>(plan.hooks.sites.size()) + v.expert_sites;
+    const std::int64_t sites = v.hook_sites;
     v.hooks_fired = 4 * sites * o.accum;
     v.hooks_communicating = (weight_passes(o) + 1) * sites;
   }

@@ -82,6 +82,8 @@ struct StepVolume {
   std::int64_t hooks_communicating = 0;
   /// --ep E < G under dmuon: the expert groups that are DMuon sites (hooked beside the plan's).
   std::int64_t expert_sites = 0;
+  /// The plan's hook sites and those: where the reference's hooks are installed.
+  std::int64_t hook_sites = 0;
   /// Every route's rows, per step (the rules above applied).
   std::vector<plan::VolumeRow> rows;
   /// The owner-based routes' view (dmuon, ddp-dmuon; empty kinds otherwise): the plan record

@@ -104,7 +104,7 @@ ResultCollector::ResultCollector(const model::ModuleTree& tree, const plan::Plan
   expect_ = formula.of_rank(layout.me.rank);
   hooks_formula_ = formula.hooks_fired;
   comm_hooks_formula_ = formula.hooks_communicating;
-  sites_formula_ = static_cast<std::int64_t>(plan.hooks.sites.size()) + formula.expert_sites;
+  sites_formula_ = formula.hook_sites;
   phases_.assign(static_cast<std::size_t>(o.run.total_steps()) * kPhaseCount, 0.0);
   in_flight_.assign(static_cast<std::size_t>(o.run.total_steps()) * kChannelCount, 0.0);
 }
@@ -356,7 +356,8 @@ void ResultCollector::check(RunResult& r, StepBackend& backend) {
     for (std::size_t i = 0; i < got.size() && i < ref.weights.size(); ++i) {
       if (!got[i].empty()) continue;
       got[i] = ref.weights[i];  // not this rank's to check, but what it holds (own_experts)
-      if (i < held.size() && held[i].begin >= 0)
+      // (an empty shard past the end holds nothing)
+      if (i < held.size() && held[i].begin >= 0 && !held[i].values.empty())
         std::copy(held[i].values.begin(), held[i].values.end(),
                   got[i].begin() + static_cast<std::ptrdiff_t>(held[i].begin));
     }
