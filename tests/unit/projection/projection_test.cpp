@@ -77,23 +77,10 @@ std::vector<Case> cases() {
           ++k;
           out.push_back(c);
         }
-  // --ep E = G: each rank's own experts, kept whole by the reducer.
+  // --ep: E = G each rank's own experts, kept whole by the reducer; E < G expert groups of
+  // G/E ranks, their owners and shards keyed by the member index.
   for (const char* t : {"moe", "moe-llm"})
-    for (int world : {4, 8})
-      for (Method m : methods)
-        for (auto rs : {plan::Reshard::z3, plan::Reshard::z2}) {
-          Case c;
-          c.topology = t;
-          c.world = world;
-          c.method = m;
-          c.reshard = rs;
-          c.ep = world;
-          c.no_pack = k++ % 2 == 0;
-          out.push_back(c);
-        }
-  // --ep E < G: expert groups of G/E ranks, their owners and shards keyed by the member index.
-  for (const char* t : {"moe", "moe-llm"})
-    for (auto [world, ep] : {std::pair{4, 2}, {8, 2}, {8, 4}})
+    for (auto [world, ep] : {std::pair{4, 4}, {8, 8}, {4, 2}, {8, 2}, {8, 4}})
       for (Method m : methods)
         for (auto rs : {plan::Reshard::z3, plan::Reshard::z2}) {
           Case c;
