@@ -9,6 +9,8 @@
 #include "bench/step_work_setup.hpp"
 #include "dmuon/engine/step/phase.hpp"
 #include "dmuon/partition/partition.hpp"
+#include "dmuon/project/op_cost.hpp"
+#include "dmuon/project/op_totals.hpp"
 
 namespace dmuon::apps::project {
 namespace {
@@ -240,6 +242,20 @@ nlohmann::json invocation_json(const Invocation& v) {
         {"ac", work::ac_policy_name(o.workload.ac)},
         {"fusion", work::fusion_name(o.workload.fusion)},
         {"compute_dtype", work->shape.float8 ? "fp8" : engine::dtype_flag_name(work->shape.dtype)}};
+  if (const auto& work = v.setup.step_work) {
+    // Where the device time goes, each op priced alone (project/op_totals.hpp).
+    const ::dmuon::project::OpTime time(v.machine,
+                                        ::dmuon::project::compute_type(v.machine, o.engine.step));
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& t : ::dmuon::project::op_totals(*work, time))
+      ops.push_back({{"name", t.name},
+                     {"parameter_gemm", t.parameter_gemm},
+                     {"ms_per_micro_batch", t.seconds * 1e3},
+                     {"bytes_per_micro_batch", t.bytes},
+                     {"flops_per_micro_batch", t.flops},
+                     {"kernels_per_micro_batch", t.kernels}});
+    j["step_work"]["ops"] = std::move(ops);
+  }
   if (const auto& tp = v.setup.tp_activation)
     j["step_work"]["tp_activation"] = {{"tp", tp->size},
                                        {"sequence_parallel", tp->sequence_parallel},

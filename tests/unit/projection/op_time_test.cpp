@@ -14,6 +14,7 @@
 #include "dmuon/project/compute_cost.hpp"
 #include "dmuon/project/machine_model.hpp"
 #include "dmuon/project/op_time.hpp"
+#include "dmuon/project/op_totals.hpp"
 #include "dmuon/work/attention_ops.hpp"
 #include "dmuon/work/flop_convention.hpp"
 #include "dmuon/work/gemm_ops.hpp"
@@ -315,6 +316,51 @@ TEST(Throughput, MfuHfuAndPeaks) {
   s.seq_len = 256;
   const auto w = build_step_work(model::build_topology("llm", "tiny"), s);
   EXPECT_NEAR(hfu(w, 1000, 1e12), hardware_flops_per_token(w) * 1000 / 1e12, 1e-15);
+}
+
+// op_totals: every device op of forward, recompute and backward once, by (name, parameter
+// GEMM), slowest first; the collectives apart. On the tiny llm (--ac full: a recompute list
+// too), the RMSNorm forward runs once per norm weight of the model and again in the recompute
+// of the blocks (not the final norm: the head is never checkpointed), one fused kernel each.
+TEST(OpTotals, EveryOpOnceByNameSlowestFirst) {
+  const auto m = parse_machine(kHand, "m.yaml");
+  const OpTime t(m, kernels::Dtype::bf16);
+  RunShape s;
+  s.seq_len = 256;
+  s.ac = AcPolicy::full;
+  const auto topo = model::build_topology("llm", "tiny");
+  const auto w = build_step_work(topo, s);
+  const auto totals = project::op_totals(w, t);
+  double direct = 0, listed = 0;
+  for (const auto& u : w.units)
+    for (const auto* ops : {&u.forward, &u.recompute, &u.backward})
+      for (const auto& op : *ops)
+        if (!is_collective(op.kind)) direct += t.seconds(op);
+  for (std::size_t i = 0; i < totals.size(); ++i) {
+    listed += totals[i].seconds;
+    if (i > 0) {
+      EXPECT_GE(totals[i - 1].seconds, totals[i].seconds);
+    }
+    for (std::size_t k = 0; k < i; ++k)
+      EXPECT_FALSE(totals[k].name == totals[i].name &&
+                   totals[k].parameter_gemm == totals[i].parameter_gemm)
+          << totals[i].name << " listed twice";
+  }
+  EXPECT_NEAR(listed, direct, 1e-12 * direct);
+  int norms = 0, blocks = 0;
+  for (int pid : topo.tree.parameter_order()) {
+    const auto& name = topo.tree.parameter(pid).name;
+    if (name.find("norm.weight") != std::string::npos) ++norms;
+    if (name.find("input_layernorm.weight") != std::string::npos) ++blocks;
+  }
+  const auto norm = std::find_if(totals.begin(), totals.end(), [](const project::OpTotal& o) {
+    return o.name == std::string("rms_norm") && !o.parameter_gemm;
+  });
+  ASSERT_NE(norm, totals.end());
+  EXPECT_EQ(norm->kernels, norms + 2 * blocks);
+  EXPECT_TRUE(std::any_of(totals.begin(), totals.end(), [](const project::OpTotal& o) {
+    return o.name == std::string("linear") && o.parameter_gemm && o.flops > 0;
+  }));
 }
 
 }  // namespace
