@@ -50,6 +50,8 @@ struct RankGrid {
   int expert_replica(int w) const { return column(w) / ep; }
   /// G / E: the ranks of one expert group.
   int expert_replicas() const { return shard / ep; }
+  /// --ep E < G: the expert groups hold several ranks and communicate.
+  bool has_expert_groups() const { return ep > 1 && expert_replicas() > 1; }
   int rank(int row, int column, int t = 0) const { return (row * shard + column) * tp + t; }
 
   int group_size(CommGroup g) const;

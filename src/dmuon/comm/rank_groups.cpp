@@ -16,7 +16,7 @@ RankGroups::RankGroups(MPI_Comm world, const RankGrid& grid) : grid_(grid), worl
   for (CommGroup g : kAllCommGroups) {
     if (g == CommGroup::world) continue;
     // The expert group exists to communicate only with --ep E < G (the same test on every rank).
-    if (g == CommGroup::expert && (grid.ep == 1 || grid.expert_replicas() == 1)) continue;
+    if (g == CommGroup::expert && !grid.has_expert_groups()) continue;
     MPI_Comm part = MPI_COMM_NULL;
     DMUON_CHECK_MPI(
         MPI_Comm_split(world, grid.instance(world_rank_, g), grid.member(world_rank_, g), &part));

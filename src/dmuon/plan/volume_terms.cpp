@@ -291,8 +291,8 @@ std::vector<VolumeRow> expert_term(const TermContext& c, const ExpertWays& ways,
   const Plan& plan = c.plan;
   const int n = plan.expert_replicas();
   if (n == 1) return {};
-  const int G = plan.partition.options.shard, E = plan.config.ep;
-  const int world = G * plan.partition.options.replicate;
+  const RankGrid grid = plan.grid();  // R = T = 1 under --ep: DP rank d is world rank d
+  const int world = grid.dp_size();
   constexpr auto route = VolumeRoute::expert;
   constexpr auto group = CommGroup::expert;
   auto gather = make_row(route, group, CollectiveKind::all_gather, Repeat::weight_pass);
@@ -350,7 +350,7 @@ std::vector<VolumeRow> expert_term(const TermContext& c, const ExpertWays& ways,
                             ways.replicas ? Repeat::once : Repeat::weight_pass, world);
   auto reduce = make_row(route, group, CollectiveKind::reduce, Repeat::once, world);
   for (int d = 0; d < world; ++d) {
-    const auto j = static_cast<std::size_t>((d % G) / E);
+    const auto j = static_cast<std::size_t>(grid.expert_replica(d));
     set(broadcast, d, s.pairs,
         ways.replicas ? s.master - s.slot_master[j] : s.bytes - s.slot_bytes[j]);
     set(reduce, d, packed ? s.pairs : s.params, s.grad_bytes - s.slot_grad_bytes[j]);

@@ -28,11 +28,6 @@ using engine::Phase;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 constexpr int kMixed = -1;  // a class's members are in different instances of a communicator
-
-// --ep E < G: the grid has expert groups that communicate.
-bool expert_groups(const RankGrid& g) {
-  return g.ep > 1 && g.expert_replicas() > 1;
-}
 constexpr std::uint32_t kProgramEnd = std::numeric_limits<std::uint32_t>::max();
 
 struct Tally;
@@ -185,7 +180,7 @@ class Replayer {
         grid_(w.grid),
         net_(grid_.instances(CommGroup::shard), grid_.instances(CommGroup::replicate),
              grid_.tp > 1 ? grid_.instances(CommGroup::tp) : 0,
-             expert_groups(grid_) ? grid_.instances(CommGroup::expert) : 0) {
+             grid_.has_expert_groups() ? grid_.instances(CommGroup::expert) : 0) {
     const auto world = static_cast<std::size_t>(w.world);
     contention_ = reference_held_sms(m) > 0;
     sms_ = m.compute.sm_count;
@@ -202,7 +197,7 @@ class Replayer {
     for (CommGroup comm : kAllCommGroups) {
       const auto c = static_cast<std::size_t>(comm);
       const bool none = (comm == CommGroup::tp && grid_.tp == 1) ||
-                        (comm == CommGroup::expert && !expert_groups(grid_));
+                        (comm == CommGroup::expert && !grid_.has_expert_groups());
       const int count = none ? 0 : grid_.instances(comm);
       instances_[c].resize(static_cast<std::size_t>(count));
       spans_[c].resize(static_cast<std::size_t>(count));

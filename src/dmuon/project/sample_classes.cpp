@@ -26,10 +26,9 @@ SampleClasses::SampleClasses(const model::ModuleTree& tree, std::int64_t global,
     distinct_n_.push_back(global);
     distinct_expert_.push_back(0);
   }
-  // --ep (R = T = 1): DP rank r is column r; its experts' share is its index among the G/E
-  // ranks of its expert group.
-  const int shard = plan != nullptr ? plan->config.partition.shard : 1;
-  const int ep = plan != nullptr ? plan->config.ep : 1;
+  // --ep (R = T = 1: DP rank r is world rank r): its experts' share is its index among the
+  // G/E ranks of its expert group.
+  const RankGrid grid = plan != nullptr ? plan->grid() : RankGrid{};
   const int replicas = plan != nullptr ? plan->expert_replicas() : 1;
   std::map<std::vector<std::int64_t>, int> id;
   class_of_rank_.resize(static_cast<std::size_t>(world));
@@ -39,10 +38,10 @@ SampleClasses::SampleClasses(const model::ModuleTree& tree, std::int64_t global,
     for (int j = 0; j < accum; ++j)
       for (std::size_t i = 0; i < d; ++i) {
         // engine::micro_sample_range (accum 1: engine::sample_range, [n·r/N, n·(r+1)/N))
-        const auto range =
-            distinct_expert_[i]
-                ? engine::micro_sample_range(distinct_n_[i], j, accum, (r % shard) / ep, replicas)
-                : engine::micro_sample_range(distinct_n_[i], j, accum, r, world);
+        const auto range = distinct_expert_[i]
+                               ? engine::micro_sample_range(distinct_n_[i], j, accum,
+                                                            grid.expert_replica(r), replicas)
+                               : engine::micro_sample_range(distinct_n_[i], j, accum, r, world);
         locals[static_cast<std::size_t>(j) * d + i] = range.end - range.begin;
       }
     auto it = id.find(locals);

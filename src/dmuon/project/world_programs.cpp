@@ -26,17 +26,6 @@ const char* symmetry_name(Symmetry s) {
 
 namespace {
 
-// --ep E < G: a routed expert's parameter, shared by its expert group rather than the row.
-bool in_expert_group(const StepLayout& L, const engine::ParamLayout& p) {
-  return p.group >= 0 &&
-         L.groups[static_cast<std::size_t>(p.group)].comm == engine::CommGroup::expert;
-}
-
-// The index of L's rank among the ranks sharding p: its column, or its expert group's member.
-int shard_member(const StepLayout& L, const engine::ParamLayout& p) {
-  return in_expert_group(L, p) ? L.me.expert_replica() : L.me.column();
-}
-
 // Seconds of one compute op of `L` on a rank of sample class `cls`. Aggregate parameters of a
 // reduced layout cost the group's total over the reference layout minus the members kept.
 class Durations {
@@ -96,7 +85,7 @@ class Durations {
         return cost_.newton_schulz(L.params[static_cast<std::size_t>(op.param)]);
       case Op::apply: {
         const auto& p = L.params[static_cast<std::size_t>(op.param)];
-        return cost_.apply(p, shard_member(L, p));
+        return cost_.apply(p, L.shard_member(p));
       }
       default: return 0;
     }
@@ -195,7 +184,7 @@ std::vector<std::vector<std::pair<int, std::int64_t>>> short_shards_by_column(
   for (std::size_t i = 0; i < ref.params.size(); ++i) {
     const auto& p = ref.params[i];
     if (!p.sharded() || !p.muon || p.chunk <= 0) continue;
-    const bool expert = in_expert_group(ref, p);
+    const bool expert = ref.in_expert_group(p);
     const std::int64_t last_full = std::max<std::int64_t>(0, (p.numel - p.chunk) / p.chunk);
     for (std::int64_t c = expert ? last_full * ep : last_full; c < columns; ++c) {
       const std::int64_t len = p.shard_len_at(static_cast<int>(expert ? c / ep : c));

@@ -549,7 +549,7 @@ class CudaBackend final : public StepBackend {
     if (L_.hsdp())
       replicate_comm_ =
           comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::replicate), co);
-    if (L_.me.grid.ep > 1 && L_.me.grid.expert_replicas() > 1)
+    if (L_.me.grid.has_expert_groups())
       expert_ = comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::expert), co);
     if (o.step.clip()) {
       // --clip-norm: the norm's one-scalar all-reduce spans the world.

@@ -115,7 +115,7 @@ class HostBackend final : public StepBackend {
     if (L_.hsdp()) replicate_ = make(CommGroup::replicate);
     if (o.step.clip_norm > 0) world_ = make(CommGroup::world);
     if (L_.tp() > 1) tp_ = make(CommGroup::tp);
-    if (L_.me.grid.ep > 1 && L_.me.grid.expert_replicas() > 1) expert_ = make(CommGroup::expert);
+    if (L_.me.grid.has_expert_groups()) expert_ = make(CommGroup::expert);
     const auto n = [](std::int64_t e) { return static_cast<std::size_t>(e); };
     master_ = F32View("dmuon::master", n(L_.master_elems));
     state_ = F32View("dmuon::optimizer_state", n(L_.state_elems));

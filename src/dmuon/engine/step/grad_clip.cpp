@@ -43,16 +43,12 @@ std::string clip_label(const EngineOptions& o) {
 ClipSpan clip_counted(const StepLayout& L, const ParamLayout& p) {
   // --tp: every TP index holds the parameters that are not TP-sharded whole (grad_clip.hpp).
   if (L.tp() > 1 && !p.tp_sharded() && L.tp_rank() != 0) return {};
-  // --ep E < G: a routed expert's parameter is shared by its expert group, not the row.
-  const bool expert_group =
-      p.group >= 0 && L.groups.at(static_cast<std::size_t>(p.group)).comm == CommGroup::expert;
+  const bool expert_group = L.in_expert_group(p);
   switch (p.storage) {
     case Storage::owned: return {0, p.numel};
     // The member's own length: the projection reuses one layout for ranks of several columns.
     case Storage::sharded:
-      return L.me.row() == 0
-                 ? ClipSpan{0, p.shard_len_at(expert_group ? L.me.expert_replica() : L.me.column())}
-                 : ClipSpan{};
+      return L.me.row() == 0 ? ClipSpan{0, p.shard_len_at(L.shard_member(p))} : ClipSpan{};
     case Storage::replicated: {
       // ddp-dmuon: an owner-based parameter's gradient is reduced to its owner only.
       if (p.owner >= 0) return p.owner == L.me.dp() ? ClipSpan{0, p.numel} : ClipSpan{};

@@ -286,6 +286,14 @@ struct StepLayout {
   /// Tensor parallelism: T and this rank's index in its TP group (the tree the layout was made
   /// from holds the local shard shapes: plan::tp_local_tree).
   int tp() const { return me.grid.tp; }
+  /// --ep E < G: `p` is a routed expert's, shared by this rank's expert group, not the row.
+  bool in_expert_group(const ParamLayout& p) const {
+    return p.group >= 0 && groups.at(static_cast<std::size_t>(p.group)).comm == CommGroup::expert;
+  }
+  /// This rank's index among the ranks sharding `p`: its column, or its expert group's member.
+  int shard_member(const ParamLayout& p) const {
+    return in_expert_group(p) ? me.expert_replica() : me.column();
+  }
   int tp_rank() const { return me.tp_index(); }
   /// G, R and the ranks of one DP group.
   int shards() const { return me.grid.shard; }

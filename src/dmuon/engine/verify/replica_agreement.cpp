@@ -18,9 +18,7 @@ ReplicaDivergence replica_divergence(const StepLayout& L, StepBackend& backend, 
   // --ep: a rank's own experts have no replica in the world (E < G: only in its expert
   // group); the reference checks each rank's against its EP rank's.
   const auto replica = [&L](const ParamLayout& p) {
-    return p.storage != Storage::expert &&
-           (p.group < 0 ||
-            L.groups.at(static_cast<std::size_t>(p.group)).comm != CommGroup::expert);
+    return p.storage != Storage::expert && !L.in_expert_group(p);
   };
   for (const auto& p : L.params) {
     if (p.master_offset < 0 || (replica(p) && p.storage != Storage::replicated))
