@@ -23,6 +23,8 @@ std::optional<work::StepWork> attach_step_work(RunOptions& o, const model::Topol
   shape.tp = tp;
   shape.cp.size = wl.cp;
   shape.ep.size = o.plan.ep;  // the projection's (dmuon_bench refuses --ep with --seq-len)
+  shape.ep.dispatcher = wl.ep_dispatcher;
+  shape.ep.routing = wl.routing;
   auto w = work::build_step_work(topology, shape);
   o.engine.step.activation = engine::activation_work(w);
   return w;

@@ -93,6 +93,26 @@ void sequence_parallel_rules(const RunOptions& o, Tool tool) {
         "--sequence-parallel needs --seq-len (the activation work it splits over the TP group)");
 }
 
+// --ep-dispatcher, --routing: they shape the EP all-to-alls of the activation work, so they
+// need it and (dmuon_project) an EP group; --routing changes only DeepEP's bytes.
+void expert_dispatch_rules(const RunOptions& o, Tool tool) {
+  const auto& w = o.workload;
+  if (w.ep_dispatcher == work::EpDispatcher::deepep) {
+    if (w.seq_len <= 0)
+      throw InputError(
+          "--ep-dispatcher deepep needs --seq-len (the activation work whose tokens it moves)");
+    if (tool == kProject && o.plan.ep == 1)
+      throw InputError(
+          "--ep-dispatcher deepep needs --ep E > 1 (with --ep 1 no token leaves its rank; "
+          "valid: --ep 2.. dividing the experts)");
+  }
+  if (o.was_given("routing") && w.ep_dispatcher != work::EpDispatcher::deepep)
+    throw InputError(fmt::format(
+        "--routing {} changes only --ep-dispatcher deepep's bytes (torchtitan's all-to-all "
+        "sends every routed copy whatever the routing; valid: add --ep-dispatcher deepep)",
+        work::expert_routing_name(w.routing)));
+}
+
 // --cp: the projection's (the engine has no attention ring, the advisor does not search it).
 void context_parallel_tool(const RunOptions& o, Tool tool) {
   if (o.workload.cp != 1 && tool != kProject && tool != kAdvise)
@@ -268,6 +288,7 @@ void apply_rules(RunOptions& o, Tool tool) {
     case kAdvise: advise_rules(o); break;
   }
   sequence_parallel_rules(o, tool);
+  expert_dispatch_rules(o, tool);
   context_parallel_rules(o);
 }
 

@@ -543,6 +543,34 @@ RunOption context_parallel_row() {
       .showing(kKnob);
 }
 
+// --ep-dispatcher, --routing: how the projection's EP all-to-alls move the routed tokens
+// (work/ep_routing.hpp).
+std::vector<RunOption> expert_dispatch_rows() {
+  std::vector<RunOption> r;
+  r.push_back(one(
+                  "--ep-dispatcher", kGroupWork,
+                  "with --ep E > 1 and --seq-len: all-to-all (torchtitan's: every routed copy a "
+                  "row of NCCL all-to-alls) or deepep (DeepEP's kernels as Megatron and NeMo "
+                  "AutoModel call them: a token sent once to each rank holding one of its "
+                  "experts, summed there on return); projection only",
+                  choice({work::EpDispatcher::all_to_all, work::EpDispatcher::deepep},
+                         work::ep_dispatcher_name),
+                  [](auto& o) -> auto& { return o.workload.ep_dispatcher; })
+                  .in(kProject | kAdvise)
+                  .run_key("ep_dispatcher", "all-to-all"));
+  r.push_back(one(
+                  "--routing", kGroupWork,
+                  "how a token's top-k experts spread, for --ep-dispatcher deepep's bytes: "
+                  "uniform (a random k-subset) or consecutive (experts t*k .. t*k+k-1 mod n: "
+                  "NeMo AutoModel's FakeBalancedGate, its public benchmark rows); both balanced",
+                  choice({work::ExpertRouting::uniform, work::ExpertRouting::consecutive},
+                         work::expert_routing_name),
+                  [](auto& o) -> auto& { return o.workload.routing; })
+                  .in(kProject | kAdvise)
+                  .run_key("routing", "uniform"));
+  return r;
+}
+
 std::vector<RunOption> work_rows() {
   std::vector<RunOption> r;
   r.push_back(one(
@@ -579,6 +607,7 @@ std::vector<RunOption> work_rows() {
   r.push_back(compute_dtype_row());
   r.push_back(sequence_parallel_row());
   r.push_back(context_parallel_row());
+  for (auto& row : expert_dispatch_rows()) r.push_back(std::move(row));
   r.push_back(one(
                   "--fusion", kGroupWork,
                   "how the activation work's elementwise ops run: fused (torch.compile) or "

@@ -42,6 +42,10 @@ struct WorkloadChoice {
   /// --cp C (with --seq-len; the projection's: work::ContextParallel): every sequence split
   /// over C ranks of a shard group, tokens per rank and step seq-len / C x micro-batch x accum.
   int cp = 1;
+  /// --ep-dispatcher, --routing (with --ep E > 1 and --seq-len; the projection's:
+  /// work::ExpertParallel): how the routed tokens reach their experts' ranks.
+  work::EpDispatcher ep_dispatcher = work::EpDispatcher::all_to_all;
+  work::ExpertRouting routing = work::ExpertRouting::uniform;
   /// --attention-kernel: the machine's attention rates to cost (project::with_attention_kernel)
   std::string attention_kernel = ::dmuon::project::kDefaultAttentionKernel;
   /// Set when dmuon_project chose seq_len itself (the preset's training length): what it says.

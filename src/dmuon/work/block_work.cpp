@@ -29,6 +29,8 @@ struct Context {
   const TensorParallel& tp;
   int cp;  // context-parallel ranks: rows are 1/C of each sequence's tokens
   int ep;  // expert-parallel ranks: each runs 1/E of every MoE layer's experts
+  EpDispatcher ep_dispatcher;
+  ExpertRouting routing;
   double hidden() const { return static_cast<double>(stack.hidden); }
   /// Tokens of the residual stream's ops (norms, residual adds) on this rank: 1/T of `rows`
   /// under sequence parallelism.
@@ -341,9 +343,19 @@ void emit_moe(UnitBuilder& b, const Context& c, int moe) {
   b.add(fanout_ops(consumers, c.rows, c.hidden(), c.e), c.block);
   for (const auto& l : p.router) b.linear(l, c.rows, c.e);
   b.add(router_ops(m.scoring, c.rows, static_cast<double>(experts), dk, c.e), moe);
-  b.add(dispatch_ops(c.rows, dk, c.hidden(), c.e), moe);
-  if (c.ep > 1)
-    b.add(ep_dispatch_ops(c.ep, routed_rows, c.hidden(), c.e, static_cast<double>(experts)), moe);
+  // DeepEP takes the tokens as they are and sums the experts' rows in its combine: no local
+  // gather of the routed copies before it, no weighted sum after it.
+  const bool deepep = c.ep > 1 && c.ep_dispatcher == EpDispatcher::deepep;
+  const double visits = deepep ? destination_ranks(experts, k, c.ep, c.routing) : 0;
+  if (deepep) {
+    b.add(deepep_dispatch_ops(c.ep, c.rows, visits, dk, c.hidden(), c.e,
+                              static_cast<double>(experts)),
+          moe);
+  } else {
+    b.add(dispatch_ops(c.rows, dk, c.hidden(), c.e), moe);
+    if (c.ep > 1)
+      b.add(ep_dispatch_ops(c.ep, routed_rows, c.hidden(), c.e, static_cast<double>(experts)), moe);
+  }
   const double per_expert = routed_rows / static_cast<double>(local);
   for (std::size_t j = 0; j + 1 < expert.size(); ++j)  // the dispatched rows, kept once
     b.grouped_linear(expert[j], container, static_cast<int>(j), local, per_expert, c.e, j > 0);
@@ -351,8 +363,12 @@ void emit_moe(UnitBuilder& b, const Context& c, int moe) {
     emit_activation(b, c, expert.size() - 1, routed_rows, expert.front().out, container);
   b.grouped_linear(expert.back(), container, static_cast<int>(expert.size() - 1), local, per_expert,
                    c.e);
-  if (c.ep > 1) b.add(ep_combine_ops(c.ep, routed_rows, c.hidden(), c.e), moe);
-  b.add(combine_ops(c.rows, dk, c.hidden(), c.e), moe);
+  if (deepep) {
+    b.add(deepep_combine_ops(c.ep, c.rows, visits, dk, c.hidden(), c.e), moe);
+  } else {
+    if (c.ep > 1) b.add(ep_combine_ops(c.ep, routed_rows, c.hidden(), c.e), moe);
+    b.add(combine_ops(c.rows, dk, c.hidden(), c.e), moe);
+  }
   if (!p.shared.empty()) {
     emit_mlp_linears(b, c, p.shared, c.rows, moe, !p.router.empty());  // the router keeps it
     const double N = c.rows * c.hidden();  // shared + routed; its backward passes dy to both
@@ -378,7 +394,9 @@ WorkUnit block_unit(const model::Topology& t, const model::StackGeometry& s, int
                   shape.fusion,
                   shape.tp,
                   shape.cp.size,
-                  shape.ep.size};
+                  shape.ep.size,
+                  shape.ep.dispatcher,
+                  shape.ep.routing};
   const Parts parts = classify(c);
   UnitBuilder b;
   emit_attention(b, c, parts.attention);

@@ -20,4 +20,22 @@ OpPair ep_dispatch_ops(int ep, double routed_rows, double width, double e, doubl
 /// and sums them); its backward sends the rows' gradients to the experts' ranks.
 OpPair ep_combine_ops(int ep, double routed_rows, double width, double e);
 
+/// DeepEP's dispatch (EpDispatcher::deepep, ep_routing.hpp) of `tokens` tokens that visit
+/// `destinations` EP ranks each on average, `top_k` experts each: the layout kernel (which
+/// ranks each token goes to), the per-expert counts, one row per (token, rank) with its top-k
+/// indices (int64) and fp32 weights, then the permute that copies every received token to
+/// each of its experts here (tokens × top_k rows in all, balanced routing). Backward: the
+/// permute's sum back to one row per received token, then DeepEP's combine of those rows (with
+/// the weights' gradients) to their tokens' ranks.
+OpPair deepep_dispatch_ops(int ep, double tokens, double destinations, double top_k, double width,
+                           double e, double experts);
+
+/// DeepEP's combine: the unpermute's sum of each received token's expert outputs (weighted
+/// already: the experts' activation applies the routing weights, as AutoModel's
+/// WeightedSwiGLU), then one row per (token, rank) back, summed on arrival inside the kernel
+/// (so no moe_combine follows). Backward: the rows' gradients dispatched again (the cached
+/// layout, no indices), then the permute's copy to each expert.
+OpPair deepep_combine_ops(int ep, double tokens, double destinations, double top_k, double width,
+                          double e);
+
 }  // namespace dmuon::work

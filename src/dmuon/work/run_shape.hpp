@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dmuon/work/ep_routing.hpp"
 #include "kernels/dtype.hpp"
 
 namespace dmuon::work {
@@ -73,9 +74,12 @@ struct ContextParallel {
 /// permutes what it receives into its experts' order, runs its E_l experts on them, and sends
 /// the outputs back (the combine's all-to-all); backward the other way round. Routing is taken
 /// as balanced (each expert receives the mean, as NVIDIA's force-balanced runs), so a rank's
-/// expert rows equal its own routed rows.
+/// expert rows equal its own routed rows. `dispatcher` deepep sends a token once per rank its
+/// experts are on instead (ep_routing.hpp), so `routing` sets its bytes.
 struct ExpertParallel {
   int size = 1;  ///< E
+  EpDispatcher dispatcher = EpDispatcher::all_to_all;
+  ExpertRouting routing = ExpertRouting::uniform;
 };
 
 struct RunShape {

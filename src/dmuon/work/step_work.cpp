@@ -219,7 +219,8 @@ void check_expert_parallel(const model::Topology& t, int ep) {
 
 namespace {
 
-std::vector<std::string> not_modelled(const model::ModelGeometry& g, int ep) {
+std::vector<std::string> not_modelled(const model::ModelGeometry& g, const ExpertParallel& e) {
+  const int ep = e.size;
   std::vector<std::string> out{
       "dropout, data loading and the optimizer's elementwise work (priced elsewhere)"};
   bool moe = false, vision = false, mla = false;
@@ -232,10 +233,16 @@ std::vector<std::string> not_modelled(const model::ModelGeometry& g, int ep) {
     out.emplace_back(
         "expert parallelism: every rank runs all experts of its layers on its own tokens (no "
         "all-to-all dispatch or combine between ranks)");
-  if (moe && ep > 1)
+  if (moe && ep > 1 && e.dispatcher == EpDispatcher::all_to_all)
     out.emplace_back(
         "the host's wait for the dispatch's row counts (torchtitan reads the all-to-all's "
         "split sizes on the CPU) and the dispatch's overlap with the shared expert");
+  if (moe && ep > 1 && e.dispatcher == EpDispatcher::deepep)
+    out.emplace_back(
+        "DeepEP's kernels beyond their bytes (costed as an all-to-all of the rows over the "
+        "same links; the SMs they hold), the host's wait for the received counts "
+        "(fused_a2a.py: the CPU waits for the GPU's signal), the routing weights' multiply "
+        "inside the experts' activation");
   if (moe) {
     out.emplace_back("expert load imbalance: every expert gets tokens x k / E (balanced routing)");
     out.emplace_back(
@@ -320,7 +327,7 @@ StepWork build_step_work(const model::Topology& t, const RunShape& shape) {
     }
   }
   w.units.push_back(head_unit(t, shape));
-  w.not_modelled = not_modelled(g, shape.ep.size);
+  w.not_modelled = not_modelled(g, shape.ep);
   w.lookup_params = lookup_params(t.tree, w);
   return w;
 }

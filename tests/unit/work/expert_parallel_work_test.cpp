@@ -23,11 +23,15 @@ using namespace dmuon::work::test;
 
 constexpr double kS = 64, kH = 4096, kI = 14336, kBf16 = 2, kRouted = kS * 2;
 
-StepWork mixtral(int ep, AcPolicy ac = AcPolicy::none) {
+StepWork mixtral(int ep, AcPolicy ac = AcPolicy::none,
+                 EpDispatcher dispatcher = EpDispatcher::all_to_all,
+                 ExpertRouting routing = ExpertRouting::uniform) {
   RunShape shape;
   shape.seq_len = static_cast<std::int64_t>(kS);
   shape.ac = ac;
   shape.ep.size = ep;
+  shape.ep.dispatcher = dispatcher;
+  shape.ep.routing = routing;
   return build_step_work(model::build_topology("moe-llm", "mixtral-8x7b"), shape);
 }
 
@@ -84,6 +88,51 @@ TEST(ExpertParallelWork, TheRoutedRowsLeaveAndComeBackAroundTheRanksExperts) {
   EXPECT_LT(at("ep_permute.bwd"), at("ep_dispatch.bwd"));
   EXPECT_LT(at("ep_dispatch.bwd"), at("moe_dispatch.bwd"));
   EXPECT_EQ(of_kind(layer.backward, OpKind::ep_collective).size(), 2u);
+}
+
+// DeepEP (Megatron's / AutoModel's flex dispatcher): a token goes once to each rank holding
+// one of its experts, with its 2 int64 indices and 2 fp32 weights (24 bytes); no gather of
+// the routed copies before it, no weighted sum after it.
+TEST(ExpertParallelWork, DeepEpSendsATokenOncePerRank) {
+  const auto w = mixtral(2, AcPolicy::none, EpDispatcher::deepep, ExpertRouting::consecutive);
+  const auto& layer = w.units[1];
+  EXPECT_EQ(span(layer.forward, "deepep_layout", "ep_combine"),
+            (std::vector<std::string>{"deepep_layout", "ep_token_counts", "ep_dispatch",
+                                      "ep_permute", "linear", "linear", "swiglu", "linear",
+                                      "ep_unpermute", "ep_combine"}));
+  for (const char* gone : {"moe_dispatch", "moe_combine"}) {
+    const auto f = names(layer.forward), b = names(layer.backward);
+    EXPECT_EQ(std::count(f.begin(), f.end(), gone), 0) << gone;
+    EXPECT_EQ(std::count(b.begin(), b.end(), std::string(gone) + ".bwd"), 0) << gone;
+  }
+  // Consecutive experts 2t, 2t+1 lie on one rank: 64 rows leave, half of them to the other.
+  constexpr double kRow = kH * kBf16;
+  EXPECT_DOUBLE_EQ(first(layer.forward, "ep_dispatch").call.bytes_per_rank(), 32 * (kRow + 24));
+  EXPECT_DOUBLE_EQ(first(layer.forward, "ep_combine").call.bytes_per_rank(), 32 * kRow);
+  // Backward: the combine's gradient rows go out as a dispatch (no indices), the dispatch's
+  // come back as a combine with the weights' fp32 gradients.
+  EXPECT_DOUBLE_EQ(first(layer.backward, "ep_combine.bwd").call.bytes_per_rank(), 32 * kRow);
+  EXPECT_DOUBLE_EQ(first(layer.backward, "ep_dispatch.bwd").call.bytes_per_rank(), 32 * (kRow + 8));
+  // The permute copies the 64 received tokens to their 2 experts each: 128 rows written.
+  const auto& permute = first(layer.forward, "ep_permute");
+  EXPECT_DOUBLE_EQ(permute.bytes_written, kRouted * kRow);
+  EXPECT_DOUBLE_EQ(permute.bytes_read, kS * kRow + kRouted * 8);
+  EXPECT_DOUBLE_EQ(first(layer.forward, "ep_unpermute").bytes_written, kS * kRow);
+  // The experts' rows do not change: 128 over 4 experts.
+  for (const auto& op : layer.forward) {
+    if (op.member < 0) continue;
+    EXPECT_DOUBLE_EQ(op.gemm.m, 32);
+  }
+  // Uniform routing: 44/28 ranks a token (EpRouting), each half the time the other rank.
+  const auto u = mixtral(2, AcPolicy::none, EpDispatcher::deepep, ExpertRouting::uniform);
+  EXPECT_NEAR(first(u.units[1].forward, "ep_dispatch").call.bytes_per_rank(),
+              kS * 44.0 / 28.0 / 2 * (kRow + 24), 1);  // whole bytes
+  // torchtitan's all-to-all sends the routed copies whatever the routing.
+  const auto t = mixtral(2, AcPolicy::none, EpDispatcher::all_to_all, ExpertRouting::consecutive);
+  EXPECT_DOUBLE_EQ(first(t.units[1].forward, "ep_dispatch").call.bytes_per_rank(), 64 * kRow);
+  // Full checkpointing redoes the three exchanges, as with torchtitan's.
+  const auto full = mixtral(2, AcPolicy::full, EpDispatcher::deepep);
+  EXPECT_EQ(of_kind(full.units[1].recompute, OpKind::ep_collective).size(), 3u);
 }
 
 TEST(ExpertParallelWork, EachRankRunsHalfTheExpertsOnTwiceTheRows) {
@@ -144,6 +193,9 @@ TEST(ExpertParallelWork, SaysWhatIsNotModelled) {
   EXPECT_FALSE(has(mixtral(2), "expert parallelism: every rank runs all experts"));
   EXPECT_TRUE(has(mixtral(2), "split sizes on the CPU"));
   EXPECT_TRUE(has(mixtral(2), "balanced routing"));
+  const auto deepep = mixtral(2, AcPolicy::none, EpDispatcher::deepep);
+  EXPECT_TRUE(has(deepep, "DeepEP's kernels beyond their bytes"));
+  EXPECT_FALSE(has(deepep, "split sizes on the CPU"));
 }
 
 }  // namespace
