@@ -98,8 +98,8 @@ apps::advise::SearchResult run_search(const apps::RunOptions& o, const model::To
   so.progress = [&](const std::string& line) { progress.show(line); };
   auto result = apps::advise::search(
       evaluator, start,
-      apps::advise::make_search_space(topo, start, ctx.world, o.plan.tp, o.workload.seq_len > 0,
-                                      searched_cp(o, topo, ctx)),
+      apps::advise::make_search_space(topo, start, ctx.world, ctx.machine->nvlink_domain, o.plan.tp,
+                                      o.workload.seq_len > 0, searched_cp(o, topo, ctx)),
       so);
   progress.done();
   return result;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "advise/candidate.hpp"
+#include "dmuon/model/topology.hpp"
 #include "options/tool_options.hpp"
 
 namespace {
@@ -148,6 +149,22 @@ TEST(CpKnob, NoWholeAccumIsALogicError) {
   const auto start = advise::candidate_of(base, "default");
   EXPECT_EQ(start.value("cp"), "4");
   EXPECT_THROW(start.with(advise::knob("cp"), "2"), std::logic_error);  // accum 1/2
+}
+
+// --ep: 1, the largest E inside one NVLink domain, the largest overall; each divides the
+// world and every layer's experts.
+TEST(EpKnob, OneTheDomainsLargestAndTheLargest) {
+  using V = std::vector<std::string>;
+  const auto deepseek = dmuon::model::build_topology("moe-llm", "deepseek-v3").tree;  // 256 experts
+  EXPECT_EQ(advise::ep_values(deepseek, 2048, 8), (V{"1", "8", "256"}));
+  EXPECT_EQ(advise::ep_values(deepseek, 256, 8), (V{"1", "8", "256"}));
+  EXPECT_EQ(advise::ep_values(deepseek, 8, 8), (V{"1", "8"}));
+  EXPECT_EQ(advise::ep_values(deepseek, 12, 8), (V{"1", "4"}));            // 12 and 256 share 4
+  EXPECT_EQ(advise::ep_values(deepseek, 256, 72), (V{"1", "64", "256"}));  // an NVL72 rack
+  const auto mixtral = dmuon::model::build_topology("moe-llm", "mixtral-8x7b").tree;  // 8 experts
+  EXPECT_EQ(advise::ep_values(mixtral, 64, 8), (V{"1", "8"}));
+  EXPECT_EQ(advise::ep_values(mixtral, 6, 8), (V{"1", "2"}));
+  EXPECT_EQ(advise::ep_values(dmuon::model::build_topology("llm", "tiny").tree, 64, 8), (V{"1"}));
 }
 
 }  // namespace

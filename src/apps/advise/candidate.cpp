@@ -161,12 +161,16 @@ std::string changed_flags(const Candidate& c, const Candidate& start) {
   return s;
 }
 
-std::vector<std::string> ep_values(const model::ModuleTree& tree, int world) {
-  // The largest E that divides the world (the shard group: EP runs with R = T = 1) and every
-  // layer's experts: E = G each rank's own, E < G shared by expert groups of G/E.
-  for (int e = std::min(world, work::kMaxEp); e > 1; --e)
-    if (world % e == 0 && model::experts_split_over(tree, e)) return {"1", std::to_string(e)};
-  return {"1"};
+std::vector<std::string> ep_values(const model::ModuleTree& tree, int world, int domain) {
+  const auto largest = [&](int cap) {
+    for (int e = std::min(cap, work::kMaxEp); e > 1; --e)
+      if (world % e == 0 && model::experts_split_over(tree, e)) return e;
+    return 1;
+  };
+  std::vector<std::string> out = {"1"};
+  for (const int e : {largest(std::min(world, domain)), largest(world)})
+    if (e > 1 && out.back() != std::to_string(e)) out.push_back(std::to_string(e));
+  return out;
 }
 
 std::vector<std::int64_t> micro_batch_values(std::int64_t m, int accum) {

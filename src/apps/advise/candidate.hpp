@@ -65,11 +65,12 @@ std::string changed_flags(const Candidate& c, const Candidate& start);
 /// first; {m} alone when m <= 1. Each pairs with accum x m / value.
 std::vector<std::int64_t> micro_batch_values(std::int64_t m, int accum);
 
-/// The --ep sizes worth a candidate on `world` ranks: 1, and the largest E <= work::kMaxEp
-/// dividing the world that every routed-expert container splits over (R = T = 1: E = G each
-/// rank's own experts, E < G expert groups of G/E; docs/STEP-WORK.md "Expert parallelism").
-/// The last is the most memory-saving.
-std::vector<std::string> ep_values(const model::ModuleTree& tree, int world);
+/// The --ep sizes worth a candidate on `world` ranks, E <= work::kMaxEp dividing the world
+/// that every routed-expert container splits over (R = T = 1: E = G each rank's own experts,
+/// E < G expert groups of G/E; docs/STEP-WORK.md "Expert parallelism"): 1, the largest within
+/// one NVLink domain of `domain` ranks (its all-to-alls stay on NVLink), and the largest (the
+/// fewest experts per rank). Distinct, ascending: the last is the most memory-saving.
+std::vector<std::string> ep_values(const model::ModuleTree& tree, int world, int domain);
 
 /// The CP knob's values for a start of CP size `start` and `accum` micro-steps at sequence
 /// length `seq_len` on `world` ranks with TP group `tp`: `start`, then the powers of two up to

@@ -61,7 +61,8 @@ void SearchSpace::add_boundary(const std::string& spec, const std::string& origi
 }
 
 SearchSpace make_search_space(const model::Topology& topo, const Candidate& start, int world,
-                              int tp, bool activations, const std::vector<int>& cp) {
+                              int nvlink_domain, int tp, bool activations,
+                              const std::vector<int>& cp) {
   SearchSpace s;
   s.values.resize(knobs().size());
   s.add_boundary(start.value("boundary"), "start");
@@ -73,7 +74,7 @@ SearchSpace make_search_space(const model::Topology& topo, const Candidate& star
     s.values.at(knob(key)) = std::move(v);
   };
   set("replicate", replicate_values(world, tp, std::stoi(start.value("replicate"))));
-  set("ep", ep_values(topo.tree, world));
+  set("ep", ep_values(topo.tree, world, nvlink_domain));
   set("reshard", {"z3", "z2"});
   set("prefetch", {"0", "1", "2", "4"});
   set("comm_dtype", {"fp32", "bf16"});

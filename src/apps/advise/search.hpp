@@ -45,7 +45,8 @@ struct SearchSpace {
 /// with the accum that keeps the step's batch) are searched; `cp`: the CP sizes to search
 /// (cp_values; empty: the start's alone, where the machine or the model takes no --cp).
 SearchSpace make_search_space(const model::Topology& topo, const Candidate& start, int world,
-                              int tp, bool activations, const std::vector<int>& cp = {});
+                              int nvlink_domain, int tp, bool activations,
+                              const std::vector<int>& cp = {});
 
 struct Evaluated {
   Candidate candidate;

@@ -235,7 +235,9 @@ std::vector<RunOption> layout_rows() {
                   "(docs/STEP-WORK.md); E a divisor of G (the shard group), without --replicate "
                   "or --tp: E = G each rank's own, whole; E < G shared by an expert group of G/E "
                   "ranks; run (without --seq-len), planned, projected, and searched by "
-                  "dmuon_advise (1 and the largest E dividing the world and the experts)",
+                  "dmuon_advise (1, the largest E inside one NVLink domain and the largest, each "
+                  "dividing the "
+                  "world and the experts)",
                   Integer<int>{1, work::kMaxEp}, [](auto& o) -> auto& { return o.plan.ep; })
                   .in(kAllTools)
                   .plan_key("ep", "1")

@@ -15,13 +15,14 @@ namespace {
 // --ac full (with a step work), --comm-dtype bf16, --reshard z3.
 std::vector<std::pair<std::size_t, std::string>> savings(const RunOptions& o,
                                                          const advise::Candidate& start,
-                                                         const model::Topology& whole, int world) {
+                                                         const model::Topology& whole, int world,
+                                                         int nvlink_domain) {
   std::vector<std::pair<std::size_t, std::string>> out;
   const auto add = [&](const char* key, const std::string& value) {
     if (start.value(key) != value) out.emplace_back(advise::knob(key), value);
   };
   if (o.plan.partition.replicate == 1 && o.plan.tp == 1)
-    add("ep", advise::ep_values(whole.tree, world).back());
+    add("ep", advise::ep_values(whole.tree, world, nvlink_domain).back());
   if (o.workload.seq_len > 0) add("ac", "full");
   add("comm_dtype", "bf16");
   add("reshard", "z3");
@@ -39,7 +40,7 @@ std::vector<std::string> oom_remedies(const RunOptions& o, const model::Topology
   row.owner_strategies = {run.config.partition.strategy};
   const std::string boundary = run.baseline ? std::string("default") : run.boundary.spec;
   const auto start = advise::candidate_of(row, boundary);
-  const auto changes = savings(o, start, whole, world);
+  const auto changes = savings(o, start, whole, world, machine.nvlink_domain);
   std::vector<advise::Candidate> tries;
   for (const auto& [k, v] : changes) tries.push_back(start.with(k, v));
   if (changes.size() > 1) {
