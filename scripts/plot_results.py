@@ -38,13 +38,20 @@ def die(msg, code=2):
 
 try:
     import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: E402
     import numpy as np  # noqa: E402
 except ImportError:  # pragma: no cover
     die("matplotlib/numpy are not installed for this python3 "
         "(apt-get install python3-matplotlib, or run Debian's /usr/bin/python3)")
+
+plt = None  # pyplot, imported once the inputs have read (a bad file is refused without it)
+
+
+def load_pyplot():
+    global plt
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as pyplot  # noqa: E402
+
+    plt = pyplot
 
 try:
     import h5py  # noqa: E402
@@ -562,6 +569,7 @@ def main(argv):
         os.makedirs(args.output, exist_ok=True)
     except OSError as e:
         raise BadInput(f"cannot create output directory '{args.output}': {e.strerror}")
+    load_pyplot()
     worlds = sorted({r["world"] for r in runs})
     several = len(worlds) > 1
     several_files = len(set(args.files)) > 1
