@@ -221,7 +221,31 @@ TEST(OptionTable, ParsesByKindAndAppliesTheRules) {
   EXPECT_EQ(error_of(kBench, {"--ep", "4", "--seq-len", "8", "--micro-batch", "1"}),
             "--ep 4 with --seq-len is not run: the engine's activation work has no all-to-all "
             "token dispatch (valid: --ep without --seq-len, the experts' parameter work)");
-  EXPECT_EQ(error_of(kBench, {"--pp", "2"}).rfind("--pp 2: pipeline parallelism is not", 0), 0u);
+  // Pipeline parallelism is projected only, on the step work, with TP, without CP or EP for now.
+  EXPECT_EQ(error_of(kBench, {"--pp", "2"}),
+            "--pp 2: pipeline parallelism is projected, not run or searched (valid: "
+            "dmuon_project; here --pp 1)");
+  EXPECT_EQ(error_of(kAdvise, {"--pp", "2", "--world-size", "4", "--machine", "h200"})
+                .rfind("--pp 2: pipeline parallelism is projected", 0),
+            0u);
+  const std::vector<std::string> pp = {"--pp", "2", "--world-size", "4", "--machine", "h200"};
+  const auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), pp.begin(), pp.end());
+    return more;
+  };
+  EXPECT_EQ(error_of(kProject, with({"--seq-len", "8", "--micro-batch", "1"})), "");
+  EXPECT_EQ(error_of(kProject, pp),
+            "--pp 2 needs --seq-len (the stages' activation work sets the pipeline's bubble)");
+  EXPECT_EQ(error_of(kProject, {"--pp-chunks", "2", "--world-size", "4", "--machine", "h200"}),
+            "--pp-chunks 2 needs --pp P > 1 (it splits each pipeline rank's blocks; valid: "
+            "--pp 2..)");
+  EXPECT_EQ(error_of(kProject, with({"--seq-len", "8", "--micro-batch", "1", "--tp", "2"})), "");
+  EXPECT_EQ(error_of(kProject, with({"--seq-len", "8", "--micro-batch", "1", "--ep", "2"})),
+            "--pp 2 with --ep: not modelled together yet (valid: --pp with data and tensor "
+            "parallelism, --replicate and --tp)");
+  EXPECT_EQ(error_of(kProject, with({"--seq-len", "8", "--micro-batch", "1", "--output", "x.h5"}))
+                .rfind("--pp 2: a pipeline projection prints its tables or --json", 0),
+            0u);
   // Context parallelism is projected and searched only, with activation work that 2C chunks
   // divide.
   EXPECT_EQ(error_of(kBench, {"--cp", "8"}),

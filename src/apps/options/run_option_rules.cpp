@@ -66,16 +66,6 @@ void row_rules(const RunOptions& o) {
   }
 }
 
-// The parallelisms the suite does not model: refused, naming the value and what is valid.
-void unmodelled_rules(const RunOptions& o) {
-  const auto& u = o.unmodelled;
-  for (const auto& s : kUnmodelledSizes)
-    if (u.*s.size != 1)
-      throw InputError(
-          fmt::format("{} {}: {} is not modelled yet (valid: 1; docs/PROJECTION.md lists what is)",
-                      s.flag, u.*s.size, s.what));
-}
-
 // --sequence-parallel: the projection's (the engine's TP Linears have no activation
 // collectives), with a TP group and the activation work it splits.
 void sequence_parallel_rules(const RunOptions& o, Tool tool) {
@@ -111,6 +101,36 @@ void expert_dispatch_rules(const RunOptions& o, Tool tool) {
         "--routing {} changes only --ep-dispatcher deepep's bytes (torchtitan's all-to-all "
         "sends every routed copy whatever the routing; valid: add --ep-dispatcher deepep)",
         work::expert_routing_name(w.routing)));
+}
+
+// --pp, --pp-chunks: dmuon_project's, on the step work, alone among the model-splitting
+// parallelisms for now (each stage is projected as an ordinary world: pipeline_run.hpp).
+void pipeline_rules(const RunOptions& o, Tool tool) {
+  const auto& w = o.workload;
+  if (w.pp == 1 && w.pp_chunks == 1) return;
+  if (tool != kProject)
+    throw InputError(fmt::format(
+        "--pp {}: pipeline parallelism is projected, not run or searched (valid: dmuon_project; "
+        "here --pp 1)",
+        w.pp));
+  if (w.pp == 1)
+    throw InputError(fmt::format(
+        "--pp-chunks {} needs --pp P > 1 (it splits each pipeline rank's blocks; valid: --pp 2..)",
+        w.pp_chunks));
+  if (w.seq_len <= 0)
+    throw InputError(fmt::format(
+        "--pp {} needs --seq-len (the stages' activation work sets the pipeline's bubble)", w.pp));
+  for (const auto& [given, what] : {std::pair{w.cp > 1, "--cp"}, {o.plan.ep > 1, "--ep"}})
+    if (given)
+      throw InputError(fmt::format(
+          "--pp {} with {}: not modelled together yet (valid: --pp with data and tensor "
+          "parallelism, --replicate and --tp)",
+          w.pp, what));
+  if (!o.output.empty() || !o.trace.empty())
+    throw InputError(fmt::format(
+        "--pp {}: a pipeline projection prints its tables or --json; it writes no results file "
+        "or trace yet (valid: without --output and --trace)",
+        w.pp));
 }
 
 // --cp: the projection's (the engine has no attention ring, the advisor does not search it).
@@ -157,7 +177,6 @@ void context_parallel_rules(const RunOptions& o) {
 
 void step_rules(RunOptions& o) {
   row_rules(o);
-  unmodelled_rules(o);
   o.plan.reshard = o.engine.step.reshard;  // Z2 sites differ for tied parameters (SPEC §3)
   o.engine.run.trace = !o.trace.empty();
   if (o.engine.run.inject_nan_step > o.engine.run.total_steps())
@@ -289,6 +308,7 @@ void apply_rules(RunOptions& o, Tool tool) {
   }
   sequence_parallel_rules(o, tool);
   expert_dispatch_rules(o, tool);
+  pipeline_rules(o, tool);
   context_parallel_rules(o);
 }
 

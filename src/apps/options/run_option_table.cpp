@@ -573,6 +573,28 @@ std::vector<RunOption> expert_dispatch_rows() {
   return r;
 }
 
+// --pp, --pp-chunks: dmuon_project's (pipeline_run.hpp); the other tools refuse P > 1.
+std::vector<RunOption> pipeline_rows() {
+  std::vector<RunOption> r;
+  r.push_back(one(
+                  "--pp", kGroupPlan,
+                  "pipeline-parallel stages P, with --seq-len: the model's blocks cut into P "
+                  "stages (the embedding on the first, the head on the last), each stage its own "
+                  "world of world/P ranks, --accum micro-batches through them by 1F1B; "
+                  "projected, not run",
+                  Integer<int>{1, 64}, [](auto& o) -> auto& { return o.workload.pp; })
+                  .in(kAllTools)
+                  .run_key("pp", "1"));
+  r.push_back(one(
+                  "--pp-chunks", kGroupPlan,
+                  "with --pp P: chunks of blocks per rank v (v > 1: interleaved 1F1B, rank p "
+                  "holding chunks p, p + P, ...; the bubble 1/v of 1F1B's)",
+                  Integer<int>{1, 32}, [](auto& o) -> auto& { return o.workload.pp_chunks; })
+                  .in(kAllTools)
+                  .run_key("pp_chunks", "1"));
+  return r;
+}
+
 std::vector<RunOption> work_rows() {
   std::vector<RunOption> r;
   r.push_back(one(
@@ -609,6 +631,7 @@ std::vector<RunOption> work_rows() {
   r.push_back(compute_dtype_row());
   r.push_back(sequence_parallel_row());
   r.push_back(context_parallel_row());
+  for (auto& row : pipeline_rows()) r.push_back(std::move(row));
   for (auto& row : expert_dispatch_rows()) r.push_back(std::move(row));
   r.push_back(one(
                   "--fusion", kGroupWork,
@@ -876,28 +899,11 @@ std::vector<RunOption> inspect_rows() {
   return r;
 }
 
-// Parallelisms not modelled yet: a run asking for one is refused as such (run_option_rules.cpp),
-// never read as a typo; the trivial value every run has is accepted.
-std::vector<RunOption> unmodelled_rows() {
-  std::vector<RunOption> r;
-  const std::string why = "only 1 (none) is accepted, which every run has";
-  for (const auto& s : kUnmodelledSizes) {
-    const std::string help = fmt::format("{}: not modelled yet (only 1)", s.size_name);
-    r.push_back(one(
-                    s.flag, kGroupPlan, help.c_str(), Integer<int>{1, 1 << 16},
-                    [size = s.size](auto& o) -> auto& { return o.unmodelled.*size; })
-                    .in(kAllTools)
-                    .not_in_key(why)
-                    .showing(kNoConfig));
-  }
-  return r;
-}
-
 std::vector<RunOption> make_table() {
   std::vector<RunOption> all;
   for (auto part : {model_rows, sweep_rows, plan_rows, partition_rows, layout_rows, step_rows,
                     optimizer_rows, clip_accum_rows, work_rows, run_rows, output_rows,
-                    projection_rows, advisor_rows, inspect_rows, unmodelled_rows})
+                    projection_rows, advisor_rows, inspect_rows})
     for (auto& row : part()) all.push_back(std::move(row));
   return all;
 }

@@ -42,6 +42,10 @@ struct WorkloadChoice {
   /// --cp C (with --seq-len; the projection's: work::ContextParallel): every sequence split
   /// over C ranks of a shard group, tokens per rank and step seq-len / C x micro-batch x accum.
   int cp = 1;
+  /// --pp P, --pp-chunks v (dmuon_project: pipeline_run.hpp): P pipeline stages of the model's
+  /// blocks, v chunks of them per rank (v > 1: interleaved 1F1B).
+  int pp = 1;
+  int pp_chunks = 1;
   /// --ep-dispatcher, --routing (with --ep E > 1 and --seq-len; the projection's:
   /// work::ExpertParallel): how the routed tokens reach their experts' ranks.
   work::EpDispatcher ep_dispatcher = work::EpDispatcher::all_to_all;
@@ -61,25 +65,6 @@ struct ProjectionChoice {
   std::string output_machine;    ///< --calibrate: the machine file to write
   std::string machine_name;      ///< --calibrate: its name ("" = calibrated-<host>)
   std::vector<int> trace_ranks;  ///< -1: every rank; empty: rank 0
-};
-
-/// The parallelisms large runs use that the suite does not model yet (docs/PROJECTION.md): their
-/// flags exist so that a run asking for one is refused as "not modelled", and only their
-/// trivial value (1, off) is accepted.
-struct UnmodelledParallelism {
-  int pp = 1;  ///< pipeline parallelism
-};
-
-/// The group-size flags of UnmodelledParallelism: the option table's rows and the rule that
-/// refuses them both read this list.
-struct UnmodelledSize {
-  const char* flag;
-  int UnmodelledParallelism::*size;
-  const char* what;       ///< "expert parallelism" (the refusal)
-  const char* size_name;  ///< "expert-parallel group size" (--help)
-};
-inline constexpr UnmodelledSize kUnmodelledSizes[] = {
-    {"--pp", &UnmodelledParallelism::pp, "pipeline parallelism", "pipeline-parallel stages"},
 };
 
 /// dmuon_advise's search.
@@ -123,7 +108,6 @@ struct RunOptions {
   /// --baseline-reshard: the baselines' resharding (unset: engine.step.reshard); reshard_for.
   std::optional<plan::Reshard> baseline_reshard;
   WorkloadChoice workload;
-  UnmodelledParallelism unmodelled;
   int repeats = 1;  ///< engine runs per row: samples = repeats x steps
   bool json = false;
   bool wide = false;   ///< tables: long specs in full instead of fitting 160 columns

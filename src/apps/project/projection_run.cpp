@@ -19,6 +19,7 @@
 #include "dmuon/results/results_writer.hpp"
 #include "options/option.hpp"
 #include "project/oom_remedies.hpp"
+#include "project/pipeline_run.hpp"
 #include "project/projection_output.hpp"
 
 namespace dmuon::apps::project {
@@ -134,31 +135,9 @@ void project_suggestions(const Invocation& v, WorldRows& w) {
   }
 }
 
-// Projects every row that planned; a row over the device memory gets status oom (no time).
+// Every row's projection, its explanations against AdamW and its suggestions; the trace.
 void project_rows(Invocation& v) {
-  auto& po = v.setup.options;
-  for (auto& w : v.worlds) {
-    w.projections.resize(w.list.runs.size());
-    for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
-      auto& run = w.list.runs[i];
-      if (!run.ok()) continue;
-      po.engine.step.method = run.method;
-      po.engine.step.reshard = reshard_for(v.o, run.method);
-      w.projections[i] = dm::project(
-          v.topo.tree, w.list.plans[static_cast<std::size_t>(run.plan_index)], v.machine, po);
-      run.result = w.projections[i].result;
-      const auto& mem = w.projections[i].memory;
-      if (const std::int64_t excess = dm::excess_bytes(mem, v.machine.memory_gb); excess > 0) {
-        run.status = "oom";
-        run.error = fmt::format(
-            "oom: peak {:.1f} GB per rank (rank {}, {}) exceeds the machine's {:g} GB by {:.1f} GB",
-            static_cast<double>(mem.peak()) / 1e9, mem.rank,
-            dm::memory_phase_name(mem.peak_phase()), v.machine.memory_gb,
-            static_cast<double>(excess) / 1e9);
-        run.remedies = oom_remedies(v.o, v.topo, v.whole, v.machine, w.world, run);
-      }
-    }
-  }
+  project_each_row(v);
   for (auto& w : v.worlds) {
     explain_dmuon_rows(v, w);
     project_suggestions(v, w);
@@ -224,18 +203,51 @@ int WorldRows::adamw_row() const {
   return -1;
 }
 
-Invocation::Invocation(RunOptions& options)
+void project_each_row(Invocation& v) {
+  auto& po = v.setup.options;
+  for (auto& w : v.worlds) {
+    w.projections.resize(w.list.runs.size());
+    for (std::size_t i = 0; i < w.list.runs.size(); ++i) {
+      auto& run = w.list.runs[i];
+      if (!run.ok()) continue;
+      po.engine.step.method = run.method;
+      po.engine.step.reshard = reshard_for(v.o, run.method);
+      w.projections[i] = dm::project(
+          v.topo.tree, w.list.plans[static_cast<std::size_t>(run.plan_index)], v.machine, po);
+      run.result = w.projections[i].result;
+      const auto& mem = w.projections[i].memory;
+      if (const std::int64_t excess = dm::excess_bytes(mem, v.machine.memory_gb); excess > 0) {
+        run.status = "oom";
+        run.error = fmt::format(
+            "oom: peak {:.1f} GB per rank (rank {}, {}) exceeds the machine's {:g} GB by {:.1f} GB",
+            static_cast<double>(mem.peak()) / 1e9, mem.rank,
+            dm::memory_phase_name(mem.peak_phase()), v.machine.memory_gb,
+            static_cast<double>(excess) / 1e9);
+        run.remedies = oom_remedies(v.o, v.topo, v.whole, v.machine, w.world, run);
+      }
+    }
+  }
+}
+
+Invocation::Invocation(RunOptions& options) : Invocation(options, load_topology(options.model)) {}
+
+Invocation::Invocation(RunOptions& options, model::Topology model)
     : o(options),
       machine(load_run_machine(o)),
-      whole(load_topology(o.model)),
+      whole(std::move(model)),
       topo(rank_topology(whole, o.plan.ep)) {}
 
-int run_projection(RunOptions& o, int argc, char** argv, const std::string& config_path) {
-  Invocation v(o);
+void prepare(Invocation& v, const std::string& config_path) {
   plan_worlds(v, config_path);
+  v.setup = make_projection_setup(v.o, v.whole, v.machine, v.o.projection.symmetry, tp_plan(v),
+                                  v.o.plan.ep > 1 ? &v.topo.tree : nullptr);
+}
+
+int run_projection(RunOptions& o, int argc, char** argv, const std::string& config_path) {
+  if (o.workload.pp > 1) return run_pipeline_projection(o, config_path);
+  Invocation v(o);
+  prepare(v, config_path);
   if (!o.output.empty()) results::check_output_writable(o.output);
-  v.setup = make_projection_setup(o, v.whole, v.machine, o.projection.symmetry, tp_plan(v),
-                                  o.plan.ep > 1 ? &v.topo.tree : nullptr);
   if (!o.trace.empty()) prepare_trace(v);
   project_rows(v);
   v.ran = o;

@@ -44,6 +44,8 @@ inline bool oom(const bench::BenchRun& run) {
 struct Invocation {
   /// Loads the machine and the model the options name.
   explicit Invocation(RunOptions& options);
+  /// The machine the options name, this model (a pipeline stage's: pipeline_run.hpp).
+  Invocation(RunOptions& options, model::Topology model);
 
   RunOptions& o;
   dm::Machine machine;
@@ -72,6 +74,13 @@ struct Invocation {
     return n;
   }
 };
+
+/// Plans every world's rows (validating each world first) and makes the projection's setup
+/// (the step work, the activations, the FLOPs); `config_path`: the sweep's config file.
+void prepare(Invocation& v, const std::string& config_path);
+
+/// Projects every row that planned; a row over the device memory gets status oom (no time).
+void project_each_row(Invocation& v);
 
 /// Plans, projects and prints (or writes) every row of the invocation; the exit code.
 int run_projection(RunOptions& o, int argc, char** argv, const std::string& config_path);

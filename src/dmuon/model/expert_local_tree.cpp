@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "dmuon/base/error.hpp"
+#include "dmuon/model/kept_modules.hpp"
 
 namespace dmuon::model {
 
@@ -49,8 +50,8 @@ bool same_structure(const ModuleTree& tree, int a, int b) {
 }
 
 // Per module of `tree`: kept in an EP rank's tree (the first experts/E experts of each
-// container and everything outside the containers).
-std::vector<char> kept_modules(const ModuleTree& tree, int ep) {
+// container and everything outside the containers; kept_modules drops their descendants).
+std::vector<char> kept_experts(const ModuleTree& tree, int ep) {
   std::vector<char> kept(tree.num_modules(), 1);
   for (int c : expert_containers(tree)) {
     const auto& children = tree.module(c).children;
@@ -72,8 +73,6 @@ std::vector<char> kept_modules(const ModuleTree& tree, int ep) {
       kept[children[j]] = 0;
     }
   }
-  for (int m : tree.preorder())  // a dropped expert's descendants go with it
-    if (const int parent = tree.module(m).parent; parent >= 0 && !kept[parent]) kept[m] = 0;
   return kept;
 }
 
@@ -100,42 +99,17 @@ ModuleTree expert_local_tree(const ModuleTree& tree, int ep) {
     throw InputError(fmt::format(
         "--ep {}: the model has no routed experts (no module 'experts' with children 0, 1, ...)",
         ep));
-  const std::vector<char> kept = kept_modules(tree, ep);
-  ModuleTree out(tree.module(ModuleTree::root).type);
-  std::vector<int> to(tree.num_modules(), -1);
-  to[ModuleTree::root] = ModuleTree::root;
-  std::vector<int> param_to(tree.num_parameters(), -1);
-  for (int m : tree.preorder()) {
-    if (!kept[m]) continue;
-    const Module& mod = tree.module(m);
-    if (m != ModuleTree::root) to[m] = out.add_module(to[mod.parent], mod.name, mod.type);
-    if (mod.routed_top_k > 0) out.set_routed_top_k(to[m], mod.routed_top_k);
-    if (is_expert_container(tree, m)) out.set_ep_size(to[m], ep * mod.ep_size);
-  }
-  // Holders in the original's order (a module's attributes in order): equal names and order.
-  for (int m : tree.preorder()) {
-    const Module& mod = tree.module(m);
-    std::vector<std::size_t> used(tree.num_parameters(), 0);
-    for (int pid : mod.params) {
-      const Parameter& p = tree.parameter(pid);
-      std::size_t k = used[static_cast<std::size_t>(pid)]++;
-      const Holder* h = nullptr;
-      for (const Holder& cand : p.holders)
-        if (cand.module == m && k-- == 0) h = &cand;
-      if (!kept[m]) continue;
-      if (std::any_of(p.holders.begin(), p.holders.end(),
-                      [&](const Holder& x) { return !kept[x.module]; }))
-        throw InputError(fmt::format(
-            "--ep: parameter '{}' is tied to a routed expert another EP rank holds", p.name));
-      int& q = param_to[static_cast<std::size_t>(pid)];
-      if (q < 0)
-        q = out.add_parameter(to[m], h->attr, p.shape, p.dtype);
-      else
-        out.tie_parameter(to[m], h->attr, q);
-    }
-  }
-  out.finalize();
-  return out;
+  return kept_modules(
+      tree, kept_experts(tree, ep),
+      [&](const std::string& name) {
+        return fmt::format("--ep: parameter '{}' is tied to a routed expert another EP rank holds",
+                           name);
+      },
+      [&](int from, int to, ModuleTree& out) {
+        const Module& mod = tree.module(from);
+        if (mod.routed_top_k > 0) out.set_routed_top_k(to, mod.routed_top_k);
+        if (is_expert_container(tree, from)) out.set_ep_size(to, ep * mod.ep_size);
+      });
 }
 
 ExpertSlot expert_slot(const ModuleTree& local, int pid) {

@@ -5,21 +5,18 @@
 namespace dmuon::work {
 namespace {
 
-// An all-to-all of `rows` rows of `width` elements (1/ep of them to each rank); SAC caches its
-// whole output.
-Op rows_all_to_all(const char* name, int ep, double rows, double width, double e) {
-  GroupCall call{comm::CollectiveKind::all_to_all, rows * width / ep, e, ep};
-  Op op = ep_collective_op(name, call);
-  op.cached_bytes = rows * width * e;
-  return op;
-}
-
-// Per-op SAC caches an all-to-all's output; `rows` of `row_bytes` each.
+// An all-to-all of `rows` rows of `row_bytes` each, sent as elements of `e` bytes (1/ep of
+// the rows to each rank); per-op SAC caches its whole output.
 Op rows_exchange(const char* name, int ep, double rows, double row_bytes, double e) {
   GroupCall call{comm::CollectiveKind::all_to_all, rows * row_bytes / e / ep, e, ep};
   Op op = ep_collective_op(name, call);
   op.cached_bytes = rows * row_bytes;
   return op;
+}
+
+// Rows of `width` elements of `e` bytes.
+Op rows_all_to_all(const char* name, int ep, double rows, double width, double e) {
+  return rows_exchange(name, ep, rows, width * e, e);
 }
 
 }  // namespace
