@@ -267,7 +267,8 @@ class Descent {
     r_.passes = std::min(r_.passes, o_.max_passes);
   }
 
-  // The start does not fit: the knobs that save memory go first, in memory_knob_keys' order.
+  // The start does not fit: the knobs that save memory go first, in memory_knob_keys' order,
+  // twice.
   void memory_first() {
     auto& order = r_.space.order;
     std::vector<std::size_t> first;
@@ -282,6 +283,11 @@ class Descent {
                                }),
                 order.end());
     order.insert(order.begin(), first.begin(), first.end());
+    // And once more right after: their first sweep compares candidates still out of memory by
+    // their excess (DeepSeek-V3 at 256 ranks: E = 8 over by less than E = 256 before --ac
+    // full), the second at the first configuration that fits, by its step.
+    order.insert(order.begin() + static_cast<std::ptrdiff_t>(first.size()), first.begin(),
+                 first.end());
   }
 
   // fsdp-adamw at the knobs of the start and of the best rows (DMuon against AdamW).
