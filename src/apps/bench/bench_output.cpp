@@ -46,13 +46,6 @@ constexpr std::size_t kStepWidth = 18;  // "1300.9 (1061-1652)": the table stays
 double ph(const engine::RunResult& r, Phase p) {
   return r.phases_ms[static_cast<std::size_t>(p)];
 }
-std::string clip(const std::string& s, std::size_t n) {
-  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
-}
-// The owner strategy of a dmuon row ("-" for baselines, which own nothing).
-std::string owners(const BenchRun& run) {
-  return run.baseline ? "-" : partition::strategy_name(run.config.partition.strategy);
-}
 double adamw_step_ms(const std::vector<BenchRun>& runs) {
   for (const auto& r : runs)
     if (r.ok() && r.method == engine::Method::fsdp_adamw) return ph(r.result, Phase::step);
@@ -270,6 +263,10 @@ void append_collectives_block(std::string& s, const std::vector<BenchRun>& runs,
 }
 
 }  // namespace
+
+std::string clip(const std::string& s, std::size_t n) {
+  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
+}
 
 std::string wrap_comment(const std::string& text, std::size_t width) {
   if (width == 0 || text.size() <= width) return text + "\n";
@@ -498,7 +495,7 @@ std::string table_rows(const RunOptions& o, int world, const std::vector<BenchRu
     if (!run.ok()) {
       const std::string head =
           fmt::format("  {:<" + lw + "} {:<7} {:<10} {:<10} {:<8} ", label, run.mode(),
-                      engine::method_name(run.method), owners(run), run.status);
+                      engine::method_name(run.method), run.owner_label(), run.status);
       s +=
           head +
           (o.wide ? run.error : clip(run.error, kWidth > head.size() ? kWidth - head.size() : 20)) +
@@ -508,7 +505,7 @@ std::string table_rows(const RunOptions& o, int world, const std::vector<BenchRu
     const auto& r = run.result;
     const double step = ph(r, Phase::step);
     s += fmt::format(
-        row, label, run.mode(), engine::method_name(run.method), owners(run), run.status,
+        row, label, run.mode(), engine::method_name(run.method), run.owner_label(), run.status,
         r.hook_sites, r.hook_calls_per_step, engine::weight_calls_per_step(r),
         engine::reduce_calls_per_step(r),
         static_cast<double>(r.bytes_measured_total()) / unit.second, r.audit_ok ? "OK" : "FAIL",
@@ -719,7 +716,7 @@ nlohmann::json to_json(const model::Topology& topo, const std::vector<plan::Plan
     if (run.baseline) x["baseline_units"] = run.units;
     if (!run.remedies.empty()) x["fits_with"] = run.remedies;
     x["strict"] = run.baseline ? true : run.boundary.strict;
-    x["owner_strategy"] = run.baseline ? "" : owners(run);
+    x["owner_strategy"] = run.baseline ? "" : run.owner_label();
     x["status"] = run.status;
     if (!run.ok()) x["error"] = run.error;
     x["warnings"] = run.warnings;

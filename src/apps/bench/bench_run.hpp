@@ -8,6 +8,7 @@
 
 #include "bench/sweep.hpp"
 #include "dmuon/engine/step/run_result.hpp"
+#include "dmuon/partition/partition.hpp"
 #include "dmuon/plan/plan.hpp"
 
 namespace dmuon::apps::bench {
@@ -35,6 +36,10 @@ struct BenchRun {
   bool ok() const { return status == "ok"; }
   std::string boundary_label() const { return baseline ? "-" : boundary.label(); }
   std::string mode() const { return baseline ? "-" : boundary.mode(); }
+  /// The owner strategy of a dmuon row ("-" for baselines, which own nothing).
+  std::string owner_label() const {
+    return baseline ? "-" : partition::strategy_name(config.partition.strategy);
+  }
 };
 
 }  // namespace dmuon::apps::bench

@@ -2,17 +2,16 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_output.hpp"
 #include "common/plan_setup.hpp"
 #include "common/run_main.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/engine/step/phase.hpp"
 #include "dmuon/model/pipeline_stage.hpp"
-#include "dmuon/partition/partition.hpp"
 #include "dmuon/project/collective_cost.hpp"
 #include "dmuon/project/pipeline_schedule.hpp"
 #include "dmuon/work/flop_convention.hpp"
@@ -32,10 +31,6 @@ struct Stage {
   std::unique_ptr<Invocation> v;
 };
 
-struct StageFigures {
-  double step_ms = 0, compute_ms = 0, bubble_ms = 0, peak_gb = 0;
-};
-
 // One row of the sweep as the pipeline runs it.
 struct PipelineRow {
   int world = 0;
@@ -46,7 +41,8 @@ struct PipelineRow {
   double tokens_per_s = 0, mfu = 0, hfu = 0, tflops = 0;
   int peak_stage = 0;
   const dm::RankMemory* memory = nullptr;  // the peak stage's
-  std::vector<StageFigures> stages;
+  std::vector<dm::StageTime> stages;       // each alone (ok rows); waits: time.bubble_ms
+  std::vector<double> stage_peak_gb;
 };
 
 double phase(const dm::Projection& p, Phase ph) {
@@ -117,7 +113,6 @@ PipelineRow compose(const std::vector<Stage>& stages, std::size_t wi, std::size_
   const int P = shape.stages;
   r.world = stages.front().v->worlds[wi].world * P;
   r.run = &stages.front().v->worlds[wi].list.runs[i];
-  std::vector<dm::StageTime> times;
   for (int p = 0; p < P; ++p) {
     const auto& w = stages[static_cast<std::size_t>(p)].v->worlds[wi];
     const auto& run = w.list.runs[i];
@@ -134,35 +129,29 @@ PipelineRow compose(const std::vector<Stage>& stages, std::size_t wi, std::size_
     }
     if (!run.ok()) continue;
     const auto& pr = w.projections[i];
-    times.push_back({phase(pr, Phase::step),
-                     phase(pr, Phase::forward_compute) + phase(pr, Phase::backward_compute)});
+    r.stages.push_back({phase(pr, Phase::step),
+                        phase(pr, Phase::forward_compute) + phase(pr, Phase::backward_compute)});
+    r.stage_peak_gb.push_back(static_cast<double>(pr.memory.peak()) / 1e9);
   }
   if (r.status != "ok") return r;
-  r.time = dm::pipeline_time(shape, times, send);
+  r.time = dm::pipeline_time(shape, r.stages, send);
   r.send_ms = send;
   const double step = r.time.step_ms;
   for (int p = 0; p < P; ++p) {
     const auto& pr = stages[static_cast<std::size_t>(p)].v->worlds[wi].projections[i];
-    const double alone = phase(pr, Phase::step);
+    const double alone = r.stages[static_cast<std::size_t>(p)].step_ms;
     // Each stage's figures scaled from its own step to the pipeline's: the tokens are the
     // same (every micro-batch passes every stage), the FLOPs and ranks add up.
     if (p == 0) r.tokens_per_s = pr.tokens_per_s * alone / step;
     r.mfu += pr.mfu * alone / (P * step);
     r.hfu += pr.hfu * alone / (P * step);
     r.tflops += pr.model_tflops_per_gpu * alone / (P * step);
-    r.stages.push_back({alone, times[static_cast<std::size_t>(p)].compute_ms,
-                        r.time.bubble_ms[static_cast<std::size_t>(p)],
-                        static_cast<double>(pr.memory.peak()) / 1e9});
   }
   return r;
 }
 
 std::string schedule_name(const dm::PipelineShape& s) {
   return s.chunks == 1 ? "1F1B" : fmt::format("interleaved 1F1B, {} chunks per rank", s.chunks);
-}
-
-std::string owners(const bench::BenchRun& run) {
-  return run.baseline ? "-" : partition::strategy_name(run.config.partition.strategy);
 }
 
 std::string table(const std::vector<Stage>& stages, const std::vector<PipelineRow>& rows,
@@ -179,27 +168,25 @@ std::string table(const std::vector<Stage>& stages, const std::vector<PipelineRo
                    "method", "boundary", "owners", "step ms", "MFU %", "tok/s/GPU", "mem GB",
                    "bubble %", "stage");
   for (const auto& r : rows) {
-    std::string label = r.run->boundary_label();
-    if (label.size() > 28) label = label.substr(0, 25) + "...";
+    const std::string label = bench::clip(r.run->boundary_label(), 28);
     const double gb = r.memory ? static_cast<double>(r.memory->peak()) / 1e9 : 0;
     if (r.status != "ok") {
-      s +=
-          fmt::format("{:>8} {:<10} {:<28} {:>6} {}: {}\n", r.world,
-                      engine::method_name(r.run->method), label, owners(*r.run), r.status, r.error);
+      s += fmt::format("{:>8} {:<10} {:<28} {:>6} {}: {}\n", r.world,
+                       engine::method_name(r.run->method), label, r.run->owner_label(), r.status,
+                       r.error);
       continue;
     }
     const double bubble = r.time.bubble_ms[static_cast<std::size_t>(r.time.critical)];
     s += fmt::format(
         "{:>8} {:<10} {:<28} {:>6} {:>11.2f} {:>7.2f} {:>10.5g} {:>8.1f} {:>9.1f} {:>6}\n", r.world,
-        engine::method_name(r.run->method), label, owners(*r.run), r.time.step_ms, 100 * r.mfu,
-        r.tokens_per_s / r.world, gb, 100 * bubble / r.time.step_ms, r.time.critical);
-    for (std::size_t p = 0; p < r.stages.size(); ++p) {
-      const auto& f = r.stages[p];
+        engine::method_name(r.run->method), label, r.run->owner_label(), r.time.step_ms,
+        100 * r.mfu, r.tokens_per_s / r.world, gb, 100 * bubble / r.time.step_ms, r.time.critical);
+    for (std::size_t p = 0; p < r.stages.size(); ++p)
       s += fmt::format(
           "#   stage {}: alone {:.2f} ms, compute {:.2f} ms a micro-batch, bubble {:.2f} ms, "
           "peak {:.1f} GB\n",
-          p, f.step_ms, f.compute_ms / shape.micro_batches, f.bubble_ms, f.peak_gb);
-    }
+          p, r.stages[p].step_ms, r.stages[p].compute_ms / shape.micro_batches, r.time.bubble_ms[p],
+          r.stage_peak_gb[p]);
     s += fmt::format(
         "#   span {:.2f} ms, with {} boundary sends of {:.3f} ms on its fill and drain\n",
         r.time.span_ms, 2 * (shape.stages * shape.chunks - 1), r.send_ms);
@@ -221,7 +208,7 @@ nlohmann::json to_json(const std::vector<Stage>& stages, const std::vector<Pipel
     nlohmann::json x = {{"world_size", r.world},
                         {"method", engine::method_name(r.run->method)},
                         {"boundary", r.run->boundary_label()},
-                        {"owner_strategy", owners(*r.run)},
+                        {"owner_strategy", r.run->owner_label()},
                         {"status", r.status}};
     const auto& machine = stages.front().v->machine;
     if (r.memory) x["memory"] = memory_json(*r.memory, machine, true);
@@ -240,16 +227,14 @@ nlohmann::json to_json(const std::vector<Stage>& stages, const std::vector<Pipel
     x["span_ms"] = r.time.span_ms;
     x["send_ms"] = r.send_ms;
     x["peak_stage"] = r.peak_stage;
-    for (std::size_t p = 0; p < r.stages.size(); ++p) {
-      const auto& f = r.stages[p];
+    for (std::size_t p = 0; p < r.stages.size(); ++p)
       x["stages"].push_back({{"stage", p},
                              {"holds", stages[p].holds},
                              {"in_flight", stages[p].in_flight},
-                             {"step_alone_ms", f.step_ms},
-                             {"compute_ms", f.compute_ms},
-                             {"bubble_ms", f.bubble_ms},
-                             {"peak_GB", f.peak_gb}});
-    }
+                             {"step_alone_ms", r.stages[p].step_ms},
+                             {"compute_ms", r.stages[p].compute_ms},
+                             {"bubble_ms", r.time.bubble_ms[p]},
+                             {"peak_GB", r.stage_peak_gb[p]}});
     j["runs"].push_back(x);
   }
   return j;

@@ -8,7 +8,6 @@
 #include "bench/bench_output.hpp"
 #include "bench/step_work_setup.hpp"
 #include "dmuon/engine/step/phase.hpp"
-#include "dmuon/partition/partition.hpp"
 #include "dmuon/project/op_cost.hpp"
 #include "dmuon/project/op_totals.hpp"
 
@@ -25,8 +24,7 @@ std::string cost_lines(const WorldRows& w) {
     const auto step = [&](std::size_t r) {
       return w.projections[r].result.phases_ms[static_cast<std::size_t>(engine::Phase::step)];
     };
-    std::string label = w.list.runs[i].boundary_label();
-    if (label.size() > 40) label = label.substr(0, 37) + "...";
+    const std::string label = bench::clip(w.list.runs[i].boundary_label(), 40);
     s += fmt::format("# dmuon {} vs fsdp-adamw: {:+.2f} ms =", label,
                      step(i) - step(static_cast<std::size_t>(adamw)));
     for (const auto& [term, ms] : w.cost_vs_adamw[i]) s += fmt::format(" {} {:+.2f}", term, ms);
@@ -60,8 +58,7 @@ std::string projection_table(const dm::Machine& m, const WorldRows& w,
     const auto& run = w.list.runs[i];
     if (!run.ok() && !oom(run)) continue;
     const auto& p = w.projections[i];
-    std::string label = run.boundary_label();
-    if (label.size() > 36) label = label.substr(0, 33) + "...";
+    const std::string label = bench::clip(run.boundary_label(), 36);
     const double mem_gb = static_cast<double>(p.memory.peak()) / 1e9;
     const std::string at =
         fmt::format("r{} {}", p.memory.rank, dm::memory_phase_name(p.memory.peak_phase()));
@@ -134,11 +131,10 @@ std::string summary_table(const dm::Machine& m, const std::vector<WorldRows>& wo
       }
       const auto& run = w.list.runs[static_cast<std::size_t>(best)];
       const auto& p = w.projections[static_cast<std::size_t>(best)];
-      std::string label =
+      const std::string label = bench::clip(
           run.baseline ? std::string("-")
-                       : fmt::format("{} ({})", run.boundary.label(),
-                                     partition::strategy_name(run.config.partition.strategy));
-      if (label.size() > 34) label = label.substr(0, 31) + "...";
+                       : fmt::format("{} ({})", run.boundary.label(), run.owner_label()),
+          34);
       s += fmt::format("  {:>6} {:<10} {:<34} {:>14.2f} {:>7.2f} {:>10.5g} {:>8.1f} {:>8}\n",
                        w.world, engine::method_name(method), label, best_ms, 100 * p.mfu,
                        p.tokens_per_s / w.world, static_cast<double>(p.memory.peak()) / 1e9,

@@ -106,9 +106,7 @@ ModuleTree expert_local_tree(const ModuleTree& tree, int ep) {
                            name);
       },
       [&](int from, int to, ModuleTree& out) {
-        const Module& mod = tree.module(from);
-        if (mod.routed_top_k > 0) out.set_routed_top_k(to, mod.routed_top_k);
-        if (is_expert_container(tree, from)) out.set_ep_size(to, ep * mod.ep_size);
+        if (is_expert_container(tree, from)) out.set_ep_size(to, ep * tree.module(from).ep_size);
       });
 }
 

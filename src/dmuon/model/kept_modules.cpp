@@ -18,7 +18,9 @@ ModuleTree kept_modules(const ModuleTree& tree, std::vector<char> kept,
     if (!kept[m]) continue;
     const Module& mod = tree.module(m);
     if (m != ModuleTree::root) to[m] = out.add_module(to[mod.parent], mod.name, mod.type);
-    on_module(m, to[m], out);
+    if (mod.routed_top_k > 0) out.set_routed_top_k(to[m], mod.routed_top_k);
+    if (mod.ep_size > 1) out.set_ep_size(to[m], mod.ep_size);
+    if (on_module) on_module(m, to[m], out);
   }
   // Holders in the original's order (a module's attributes in order): equal names and order.
   std::vector<int> param_to(tree.num_parameters(), -1);

@@ -13,11 +13,12 @@
 namespace dmuon::model {
 
 /// Per module of `tree`: whether the copy keeps it. A dropped module's descendants are dropped
-/// with it (set here). `tie_error(name)`: the InputError message for a parameter held both by a
-/// kept and by a dropped module. `on_module(from, to, out)` runs once per kept module after it
-/// is added (Module attributes such as the routed experts' top-k).
+/// with it (set here). A kept module keeps its attributes (the routed experts' top-k and EP
+/// size). `tie_error(name)`: the InputError message for a parameter held both by a kept and by
+/// a dropped module. `on_module(from, to, out)`, when given, runs once per kept module after
+/// it is added (to change those attributes).
 ModuleTree kept_modules(const ModuleTree& tree, std::vector<char> kept,
                         const std::function<std::string(const std::string&)>& tie_error,
-                        const std::function<void(int, int, ModuleTree&)>& on_module);
+                        const std::function<void(int, int, ModuleTree&)>& on_module = {});
 
 }  // namespace dmuon::model

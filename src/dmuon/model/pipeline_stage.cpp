@@ -70,19 +70,12 @@ Topology pipeline_stage(const Topology& whole, int stages, int chunks, int stage
           stages, mod.path));
   }
   Topology out = whole;
-  out.tree = kept_modules(
-      tree, kept,
-      [&](const std::string& name) {
-        return fmt::format(
-            "--pp {}: parameter '{}' is tied across pipeline ranks (a head tied to the "
-            "embedding; valid: --pp 1)",
-            stages, name);
-      },
-      [&](int from, int to, ModuleTree& t) {
-        const Module& mod = tree.module(from);
-        if (mod.routed_top_k > 0) t.set_routed_top_k(to, mod.routed_top_k);
-        if (mod.ep_size > 1) t.set_ep_size(to, mod.ep_size);
-      });
+  out.tree = kept_modules(tree, kept, [&](const std::string& name) {
+    return fmt::format(
+        "--pp {}: parameter '{}' is tied across pipeline ranks (a head tied to the "
+        "embedding; valid: --pp 1)",
+        stages, name);
+  });
   auto& og = *out.geometry;
   if (!first) og.embedding.clear();
   if (!last) {
