@@ -14,6 +14,8 @@
 #include <functional>
 
 #include "dmuon/engine/engine.hpp"
+#include "dmuon/engine/step/activation_work.hpp"
+#include "dmuon/work/step_work.hpp"
 #include "kokkos_environment.hpp"
 #include "mpi_test_util.hpp"
 #include "plan_setup.hpp"
@@ -171,6 +173,69 @@ TEST(EpEngine, ExpertGroupsClipAccumZ2Bf16) {
         o.step.global_tokens = 128;
       },
       2));
+}
+
+// --ep with --seq-len: the activation work's routed-token all-to-alls run over each EP group
+// (CommGroup::ep: E ranks, one of each EP rank). The tiny moe-llm (h 128, 8 experts, top-2,
+// layers 1..3 MoE) at 16 tokens per rank, fp32 on the host: per MoE layer and micro-step
+// torchtitan's dispatch sends the 8 per-expert counts (8/E int64 to each rank), the 16 x 2
+// routed rows of 128 fp32 (32·128/E to each rank), the combine as many back, and backward both
+// again: 5 calls, each rank sending (E - 1)/E of each. Counted by hand:
+//   E = 2: 3 layers x (32 + 4 x 8,192) = 98,400 bytes, 15 calls
+//   E = 4: 3 layers x (48 + 4 x 12,288) = 147,600 bytes, 15 calls
+// full AC recomputes the forward's 3 per layer (32 + 2 x 8,192 bytes at E = 2): 24 calls;
+// --accum 2 doubles every figure.
+// Every run is --check'ed and audited (the exchanges leave the parameters' math unchanged).
+engine::RunResult run_with_tokens(int ep, work::AcPolicy ac, int accum = 1,
+                                  Method method = Method::dmuon) {
+  test::PlanOptions po;
+  po.topology = "moe-llm";
+  po.ep = ep;
+  const auto s = test::make_plan_setup(po);
+  const model::Topology whole = model::build_topology("moe-llm", "tiny", {});
+  work::RunShape shape;
+  shape.seq_len = 16;
+  shape.micro_batch = 1;
+  shape.dtype = kernels::Dtype::f32;
+  shape.ac = ac;
+  shape.ep.size = ep;
+  engine::EngineOptions o;
+  o.step.method = method;
+  o.step.global_tokens = 16;
+  o.step.accum = accum;
+  o.step.activation = engine::in_tree_of(
+      *engine::activation_work(work::build_step_work(whole, shape)), whole.tree, s.topo.tree);
+  o.run.steps = 2;
+  o.run.warmup = 0;
+  o.run.check = true;
+  return engine::run_engine(s.topo.tree, s.plan, o, MPI_COMM_WORLD);
+}
+
+engine::KindResult token_channel(const engine::RunResult& r) {
+  return r.kinds[engine::channel_index(CommGroup::ep, comm::CollectiveKind::all_to_all)];
+}
+
+TEST(EpEngine, TokenAllToAllsRunAndAreAudited) {
+  const int n = test::world_size();
+  if (n != 2 && n != 4) GTEST_SKIP() << "2 ranks (E = 2 = G) and 4 (E = 2 < G, E = 4 = G)";
+  struct Case {
+    int ep;
+    std::int64_t bytes;
+  };
+  std::vector<Case> cases = {{2, 98400}};
+  if (n == 4) cases.push_back({4, 147600});
+  for (const auto& c : cases) {
+    SCOPED_TRACE("--ep " + std::to_string(c.ep));
+    const auto r = run_with_tokens(c.ep, work::AcPolicy::none);
+    expect_checked(r);
+    EXPECT_EQ(token_channel(r).calls_per_step, 15);
+    EXPECT_EQ(token_channel(r).bytes_measured, c.bytes);
+    EXPECT_EQ(token_channel(r).bytes_formula, c.bytes);
+  }
+  const auto full = run_with_tokens(2, work::AcPolicy::full, 2, Method::fsdp_adamw);
+  expect_checked(full);
+  EXPECT_EQ(token_channel(full).calls_per_step, 2 * 24);
+  EXPECT_EQ(token_channel(full).bytes_measured, 2 * (98400 + 3 * (32 + 2 * 8192)));
 }
 
 }  // namespace

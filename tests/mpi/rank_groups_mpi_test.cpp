@@ -90,6 +90,21 @@ TEST(RankGroups, ExpertGroupsSpelledOut) {
     EXPECT_EQ(grid.rank_of(CommGroup::expert, grid.instance(v, CommGroup::expert),
                            grid.member(v, CommGroup::expert)),
               v);
+  // The EP group (the tokens' all-to-alls): the E = 2 consecutive columns of w's row, one of
+  // each EP rank: rank 5 (row 1, column 1) exchanges with rank 4; rank 6 with rank 7.
+  const auto ep = members(groups.comm(CommGroup::ep));
+  EXPECT_EQ(ep, (std::vector<int>{row * 4 + column / 2 * 2, row * 4 + column / 2 * 2 + 1}));
+  if (w == 5) {
+    EXPECT_EQ(ep, (std::vector<int>{4, 5}));
+  }
+  EXPECT_EQ(grid.group_size(CommGroup::ep), 2);
+  EXPECT_EQ(grid.instances(CommGroup::ep), 4);
+  for (int v = 0; v < 8; ++v) {
+    EXPECT_EQ(grid.member(v, CommGroup::ep), grid.ep_rank(v));
+    EXPECT_EQ(
+        grid.rank_of(CommGroup::ep, grid.instance(v, CommGroup::ep), grid.member(v, CommGroup::ep)),
+        v);
+  }
 }
 
 TEST(RankGroups, AGridOfAnotherSizeIsRefusedOnEveryRank) {

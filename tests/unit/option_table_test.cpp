@@ -211,16 +211,14 @@ TEST(OptionTable, ParsesByKindAndAppliesTheRules) {
   EXPECT_EQ(error_of(kBench, {"--clip-norm-type", "inf"}),
             "--clip-norm-type needs --clip-norm (the threshold)");
   // Parallelisms not modelled yet: refused as such, their trivial value accepted (config too).
-  // Expert parallelism is run, planned, projected and searched; not run with activation work.
+  // Expert parallelism is run (its token all-to-alls too), planned, projected and searched.
   EXPECT_EQ(error_of(kAdvise, {"--ep", "2", "--world-size", "2", "--machine", "h200"}), "");
   EXPECT_EQ(error_of(kProject, {"--ep", "4", "--seq-len", "8", "--micro-batch", "1", "--world-size",
                                 "4", "--machine", "h200"}),
             "");
   EXPECT_EQ(error_of(kBench, {"--ep", "4"}), "");
   EXPECT_EQ(error_of(kInspect, {"--ep", "4"}), "");
-  EXPECT_EQ(error_of(kBench, {"--ep", "4", "--seq-len", "8", "--micro-batch", "1"}),
-            "--ep 4 with --seq-len is not run: the engine's activation work has no all-to-all "
-            "token dispatch (valid: --ep without --seq-len, the experts' parameter work)");
+  EXPECT_EQ(error_of(kBench, {"--ep", "4", "--seq-len", "8", "--micro-batch", "1"}), "");
   // Pipeline parallelism is projected only, on the step work, with TP, without CP or EP for now.
   EXPECT_EQ(error_of(kBench, {"--pp", "2"}),
             "--pp 2: pipeline parallelism is projected, not run or searched (valid: "

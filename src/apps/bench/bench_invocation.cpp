@@ -20,6 +20,7 @@
 #include "dmuon/base/trace.hpp"
 #include "dmuon/comm/gather_to_root.hpp"
 #include "dmuon/engine/engine.hpp"
+#include "dmuon/engine/step/activation_work.hpp"
 #include "dmuon/partition/partition.hpp"
 #include "dmuon/results/provenance.hpp"
 #include "dmuon/results/results_writer.hpp"
@@ -38,12 +39,6 @@ constexpr const char* kAbout =
     "mpirun); exit 0 OK, 2 bad input, 3 a failed audit or check";
 constexpr std::size_t kSgemmSize = 512;
 
-// Model FLOPs per token under --flops for a --seq-len run of a model with a geometry, else 0.
-double model_flops_per_token(const Invocation& st) {
-  if (!st.step_work || !st.step_work->has_geometry) return 0;
-  return work::model_flops_per_token(*st.topo, st.o.workload.seq_len).of(st.o.workload.flops);
-}
-
 }  // namespace
 
 void set_up(int argc, char** argv, int rank, int size, Invocation& st) {
@@ -52,13 +47,19 @@ void set_up(int argc, char** argv, int rank, int size, Invocation& st) {
   st.exit_now = cl.exit_now;
   if (st.exit_now) return;
   engine::validate(o.engine, size);
-  st.topo = load_rank_topology(o);
+  const model::Topology whole = load_topology(o.model);
+  st.topo = rank_topology(whole, o.plan.ep);
   const auto& topo = *st.topo;
-  // --seq-len: the model's activation work, computed where the backend computes (the host in
-  // fp32, the CUDA backend in the wire type).
+  // --seq-len: the whole model's activation work (--ep: its EP ops, on this rank's experts),
+  // computed where the backend computes (the host in fp32, the CUDA backend in the wire type).
   st.step_work = attach_step_work(
-      o, topo,
+      o, whole,
       o.engine.backend.device == engine::Device::cuda ? o.engine.step.wire : kernels::Dtype::f32);
+  if (o.plan.ep > 1 && o.engine.step.activation)
+    o.engine.step.activation = engine::in_tree_of(*o.engine.step.activation, whole.tree, topo.tree);
+  if (st.step_work && st.step_work->has_geometry)
+    st.model_flops_per_token =
+        work::model_flops_per_token(whole, o.workload.seq_len).of(o.workload.flops);
   const auto sweep = invocation_sweep(o, topo, config_dir(), cl.config_path, &st.sweep_source);
   auto list = make_run_list(o, topo, sweep, size);
   st.plans = std::move(list.plans);
@@ -224,7 +225,7 @@ void print_results(const Invocation& st, int size, const HostInfo& host) {
     return;
   }
   TableStyle style;
-  style.before_verdict = throughput_lines(o, size, st.runs, model_flops_per_token(st),
+  style.before_verdict = throughput_lines(o, size, st.runs, st.model_flops_per_token,
                                           work::flop_convention_name(o.workload.flops));
   std::cout << (st.step_work ? step_work_lines(o, *st.step_work) : "")
             << format_table(topo, st.plans, o, size, st.runs, st.sweep_source, host, style)

@@ -23,6 +23,9 @@ struct Invocation {
   RunOptions o;
   std::optional<model::Topology> topo;
   std::optional<work::StepWork> step_work;  ///< --seq-len: the model's activation work
+  /// --seq-len on a model with a geometry: the whole model's FLOPs per token under --flops
+  /// (never the EP rank's tree: its experts are a part); else 0.
+  double model_flops_per_token = 0;
   std::string sweep_source = "--boundary";
   std::vector<plan::Plan> plans;
   std::vector<BenchRun> runs;

@@ -18,18 +18,21 @@ namespace {
 
 using engine::Phase;
 
-// The header's --ep words: E = G each rank's own experts; E < G their expert groups.
-std::string ep_header(int ep, int shard) {
+// The header's --ep words: E = G each rank's own experts; E < G their expert groups; with
+// --seq-len the routed tokens' all-to-alls.
+std::string ep_header(int ep, int shard, bool tokens) {
   if (ep == 1) return "";
+  const std::string exchange =
+      tokens ? fmt::format("; the routed tokens' all-to-alls over EP groups of {} ranks", ep) : "";
   if (ep == shard)
     return fmt::format(
-        "  --ep {}: each rank's own experts, whole, no collective "
+        "  --ep {}: each rank's own experts, whole, no collective{} "
         "(dmuon_inspect --ep says which)",
-        ep);
+        ep, exchange);
   return fmt::format(
       "  --ep {}: each rank's experts shared by an expert group of G/E = {} "
-      "ranks, as the row shares the rest (dmuon_inspect --ep says which)",
-      ep, shard / ep);
+      "ranks, as the row shares the rest{} (dmuon_inspect --ep says which)",
+      ep, shard / ep, exchange);
 }
 
 std::string strategy_list(const RunOptions& o) {
@@ -419,7 +422,8 @@ std::string table_header(const model::Topology& topo, const RunOptions& o, int w
   line(fmt::format("# {}  topology {} (preset {})  world {} = R {} x G {}{}{}{}", style.title,
                    topo.name, topo.preset.empty() ? "file" : topo.preset, world, replicate,
                    world / replicate / tp, tp > 1 ? fmt::format(" x T {}", tp) : "",
-                   replicate > 1 ? " (HSDP)" : "", ep_header(o.plan.ep, world / replicate / tp)));
+                   replicate > 1 ? " (HSDP)" : "",
+                   ep_header(o.plan.ep, world / replicate / tp, o.workload.seq_len > 0)));
   line(fmt::format(
       "# boundary sweep: {}  owner strategy {}  reshard {}  grad reduce {}  prefetch {}  "
       "compute {}",

@@ -91,12 +91,13 @@ void expert_dispatch_rules(const RunOptions& o, Tool tool) {
     if (w.seq_len <= 0)
       throw InputError(
           "--ep-dispatcher deepep needs --seq-len (the activation work whose tokens it moves)");
-    if (tool == kProject && o.plan.ep == 1)
+    if ((tool == kProject || tool == kBench) && o.plan.ep == 1)
       throw InputError(
           "--ep-dispatcher deepep needs --ep E > 1 (with --ep 1 no token leaves its rank; "
           "valid: --ep 2.. dividing the experts)");
   }
-  if (o.was_given("routing") && w.ep_dispatcher != work::EpDispatcher::deepep)
+  // The default (uniform) is what a recorded config writes: only another routing is refused.
+  if (w.routing != work::ExpertRouting::uniform && w.ep_dispatcher != work::EpDispatcher::deepep)
     throw InputError(fmt::format(
         "--routing {} changes only --ep-dispatcher deepep's bytes (torchtitan's all-to-all "
         "sends every routed copy whatever the routing; valid: add --ep-dispatcher deepep)",
@@ -140,18 +141,6 @@ void context_parallel_tool(const RunOptions& o, Tool tool) {
         "--cp {} is projected and searched, not run (valid: dmuon_project, dmuon_advise; here "
         "only 1)",
         o.workload.cp));
-}
-
-// --ep: run, planned, projected and searched; the engine's activation work has no dispatch.
-void expert_parallel_tool(const RunOptions& o, Tool tool) {
-  if (o.plan.ep == 1) return;
-  // The engine's activation work has no all-to-all token dispatch (work::ExpertParallel is
-  // the projection's, when it takes --ep).
-  if (tool == kBench && o.workload.seq_len > 0)
-    throw InputError(fmt::format(
-        "--ep {} with --seq-len is not run: the engine's activation work has no all-to-all "
-        "token dispatch (valid: --ep without --seq-len, the experts' parameter work)",
-        o.plan.ep));
 }
 
 // --cp: on the activation work it splits (after the projection's preset sequence length).
@@ -296,7 +285,6 @@ void apply_rules(RunOptions& o, Tool tool) {
   keep_first(o.methods);
   keep_first(o.owner_strategies);
   context_parallel_tool(o, tool);
-  expert_parallel_tool(o, tool);
   switch (tool) {
     case kInspect: inspect_rules(o); break;
     case kBench: break;

@@ -545,8 +545,8 @@ RunOption context_parallel_row() {
       .showing(kKnob);
 }
 
-// --ep-dispatcher, --routing: how the projection's EP all-to-alls move the routed tokens
-// (work/ep_routing.hpp).
+// --ep-dispatcher, --routing: how the EP all-to-alls move the routed tokens (work/
+// ep_routing.hpp): projected, and run by dmuon_bench as their bytes.
 std::vector<RunOption> expert_dispatch_rows() {
   std::vector<RunOption> r;
   r.push_back(one(
@@ -554,11 +554,11 @@ std::vector<RunOption> expert_dispatch_rows() {
                   "with --ep E > 1 and --seq-len: all-to-all (torchtitan's: every routed copy a "
                   "row of NCCL all-to-alls) or deepep (DeepEP's kernels as Megatron and NeMo "
                   "AutoModel call them: a token sent once to each rank holding one of its "
-                  "experts, summed there on return); projection only",
+                  "experts, summed there on return); dmuon_bench runs its all-to-alls' bytes",
                   choice({work::EpDispatcher::all_to_all, work::EpDispatcher::deepep},
                          work::ep_dispatcher_name),
                   [](auto& o) -> auto& { return o.workload.ep_dispatcher; })
-                  .in(kProject | kAdvise)
+                  .in(kBench | kProject | kAdvise)
                   .run_key("ep_dispatcher", "all-to-all"));
   r.push_back(one(
                   "--routing", kGroupWork,
@@ -568,7 +568,7 @@ std::vector<RunOption> expert_dispatch_rows() {
                   choice({work::ExpertRouting::uniform, work::ExpertRouting::consecutive},
                          work::expert_routing_name),
                   [](auto& o) -> auto& { return o.workload.routing; })
-                  .in(kProject | kAdvise)
+                  .in(kBench | kProject | kAdvise)
                   .run_key("routing", "uniform"));
   return r;
 }

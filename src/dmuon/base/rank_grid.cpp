@@ -15,6 +15,7 @@ const char* comm_group_name(CommGroup g) {
     case CommGroup::world: return "world";
     case CommGroup::tp: return "tp";
     case CommGroup::expert: return "expert";
+    case CommGroup::ep: return "ep";
   }
   return "?";
 }
@@ -26,6 +27,7 @@ const char* comm_group_word(CommGroup g) {
     case CommGroup::world: return "world";
     case CommGroup::tp: return "TP group";
     case CommGroup::expert: return "expert group";
+    case CommGroup::ep: return "EP group";
   }
   return "?";
 }
@@ -47,6 +49,7 @@ int RankGrid::group_size(CommGroup g) const {
     case CommGroup::world: return world();
     case CommGroup::tp: return tp;
     case CommGroup::expert: return expert_replicas();
+    case CommGroup::ep: return ep;
   }
   return 1;
 }
@@ -58,6 +61,7 @@ int RankGrid::instances(CommGroup g) const {
     case CommGroup::world: return 1;
     case CommGroup::tp: return dp_size();
     case CommGroup::expert: return replicate * tp * ep;
+    case CommGroup::ep: return replicate * tp * expert_replicas();
   }
   return 1;
 }
@@ -69,6 +73,7 @@ int RankGrid::instance(int w, CommGroup g) const {
     case CommGroup::world: return 0;
     case CommGroup::tp: return dp(w);
     case CommGroup::expert: return (row(w) * ep + ep_rank(w)) * tp + tp_index(w);
+    case CommGroup::ep: return (row(w) * expert_replicas() + expert_replica(w)) * tp + tp_index(w);
   }
   return 0;
 }
@@ -80,6 +85,7 @@ int RankGrid::member(int w, CommGroup g) const {
     case CommGroup::world: return w;
     case CommGroup::tp: return tp_index(w);
     case CommGroup::expert: return expert_replica(w);
+    case CommGroup::ep: return ep_rank(w);
   }
   return 0;
 }
@@ -93,6 +99,11 @@ int RankGrid::rank_of(CommGroup g, int instance, int member) const {
     case CommGroup::expert: {
       const int t = instance % tp, row_ep = instance / tp;
       return rank(row_ep / ep, member * ep + row_ep % ep, t);
+    }
+    case CommGroup::ep: {
+      const int t = instance % tp, row_replica = instance / tp;
+      return rank(row_replica / expert_replicas(), (row_replica % expert_replicas()) * ep + member,
+                  t);
     }
   }
   return member;

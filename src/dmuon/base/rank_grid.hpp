@@ -9,6 +9,9 @@
 //   expert     --ep E < G: the G/E ranks of a row whose columns are equal mod E (they hold the
 //              same routed experts: EP rank e = s mod E); member index s div E. E = 1: the
 //              row; E = G: the rank alone
+//   ep         --ep E > 1: the E ranks of a row whose columns are equal div E (one of each EP
+//              rank: the group the routed tokens' all-to-alls run over); member index s mod E.
+//              E = G: the row; E = 1: the rank alone
 // T = 1 is the 1-D / HSDP world of SPEC §6; R = 1 is 1-D DMuon. Pure value type: no MPI.
 
 #include <array>
@@ -17,13 +20,15 @@
 namespace dmuon {
 
 /// The communicators of a step (one per group kind of the grid).
-enum class CommGroup { shard = 0, replicate = 1, world = 2, tp = 3, expert = 4 };
-inline constexpr std::size_t kCommGroupCount = 5;
+enum class CommGroup { shard = 0, replicate = 1, world = 2, tp = 3, expert = 4, ep = 5 };
+inline constexpr std::size_t kCommGroupCount = 6;
 inline constexpr std::array<CommGroup, kCommGroupCount> kAllCommGroups = {
-    CommGroup::shard, CommGroup::replicate, CommGroup::world, CommGroup::tp, CommGroup::expert};
-/// "shard", "replicate", "world", "tp", "expert".
+    CommGroup::shard, CommGroup::replicate, CommGroup::world,
+    CommGroup::tp,    CommGroup::expert,    CommGroup::ep};
+/// "shard", "replicate", "world", "tp", "expert", "ep".
 const char* comm_group_name(CommGroup g);
-/// As messages and traces say it: "row", "column", "world", "TP group", "expert group".
+/// As messages and traces say it: "row", "column", "world", "TP group", "expert group",
+/// "EP group".
 const char* comm_group_word(CommGroup g);
 
 struct RankGrid {
@@ -56,7 +61,7 @@ struct RankGrid {
 
   int group_size(CommGroup g) const;
   /// How many instances of group `g` the world has (shard: R·T rows, replicate: G·T columns,
-  /// world: 1, tp: R·G, expert: R·T·E).
+  /// world: 1, tp: R·G, expert: R·T·E, ep: R·T·G/E).
   int instances(CommGroup g) const;
   /// The instance of `g` world rank w belongs to, and w's index inside it.
   int instance(int w, CommGroup g) const;

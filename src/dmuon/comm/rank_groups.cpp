@@ -17,6 +17,8 @@ RankGroups::RankGroups(MPI_Comm world, const RankGrid& grid) : grid_(grid), worl
     if (g == CommGroup::world) continue;
     // The expert group exists to communicate only with --ep E < G (the same test on every rank).
     if (g == CommGroup::expert && !grid.has_expert_groups()) continue;
+    // The EP group (the routed tokens' all-to-alls) only with --ep E > 1.
+    if (g == CommGroup::ep && grid.ep == 1) continue;
     MPI_Comm part = MPI_COMM_NULL;
     DMUON_CHECK_MPI(
         MPI_Comm_split(world, grid.instance(world_rank_, g), grid.member(world_rank_, g), &part));

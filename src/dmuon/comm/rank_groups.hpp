@@ -30,7 +30,7 @@ class RankGroups {
   RankGrid grid_;
   int world_rank_ = 0;
   MPI_Comm world_ = MPI_COMM_NULL;
-  std::array<UniqueComm, kCommGroupCount> split_;  // shard, replicate, (world unused), tp, expert
+  std::array<UniqueComm, kCommGroupCount> split_;  // (world unused; expert, ep: with --ep)
 };
 
 }  // namespace dmuon::comm

@@ -215,6 +215,7 @@ class CudaBackend final : public StepBackend {
     if (group == CommGroup::world) return world_.get();    // only with --clip-norm
     if (group == CommGroup::tp) return tp_.get();          // --tp only
     if (group == CommGroup::expert) return expert_.get();  // --ep E < G only
+    if (group == CommGroup::ep) return ep_.get();          // --ep with --seq-len only
     return group == CommGroup::shard ? shard_.get() : replicate_comm_.get();
   }
 
@@ -500,6 +501,10 @@ class CudaBackend final : public StepBackend {
     const int e = static_cast<int>(dtype_bytes(wire_));
     for (const auto& o : ops)
       for (const auto& u : unfused_ops(o, e)) {
+        if (u.kind == work::OpKind::ep_collective) {
+          exchange_tokens(u);
+          continue;
+        }
         if (work::is_collective(u.kind))  // TP and CP work is the projection's only
           throw std::logic_error(
               "cuda activation: a TP or CP collective op is not run by the engine");
@@ -520,6 +525,20 @@ class CudaBackend final : public StepBackend {
   }
 
  private:
+  // An EP op's all-to-all (token_exchange) over the EP group on the compute stream, from the
+  // scratch's first half into its second; the stream, not the host, waits for it.
+  void exchange_tokens(const work::Op& op) {
+    const TokenExchange x = token_exchange(op);
+    if (!ep_ || ep_->size() != x.group)
+      throw std::logic_error(
+          fmt::format("cuda activation: '{}' runs over {} EP ranks, the EP "
+                      "group has {}",
+                      op.name, x.group, ep_ ? ep_->size() : 0));
+    ep_->group_start();
+    ep_->all_to_all(act_scratch_.at(0), act_scratch_.at(act_half_), x.chunk, x.dtype);
+    ep_->group_end().wait_on_stream(compute_);
+  }
+
   struct Activations {
     SampleRange range;
     DeviceBuffer x, y;
@@ -559,8 +578,14 @@ class CudaBackend final : public StepBackend {
       clip_acc_ = DeviceBuffer(4, Dtype::f32);
     }
     if (L_.tp() > 1) allocate_tp(groups, co);
+    if (L_.me.grid.ep > 1 && L_.activation) {
+      // The routed tokens' all-to-alls run on the compute stream, between the activation
+      // kernels that produce and consume them.
+      ep_ = comm::make_communicator(comm::Backend::nccl, groups.comm(CommGroup::ep), co);
+      ep_->set_stream(compute_);
+    }
     for (comm::Communicator* c :
-         {shard_.get(), replicate_comm_.get(), world_.get(), tp_.get(), expert_.get()})
+         {shard_.get(), replicate_comm_.get(), world_.get(), tp_.get(), expert_.get(), ep_.get()})
       teardown_.track(c);
   }
 
@@ -820,7 +845,7 @@ class CudaBackend final : public StepBackend {
       if (rc == cudaSuccess) return;
       if (rc != cudaErrorNotReady) DMUON_CHECK_CUDA(rc);
       for (comm::Communicator* c :
-           {shard_.get(), replicate_comm_.get(), world_.get(), tp_.get(), expert_.get()})
+           {shard_.get(), replicate_comm_.get(), world_.get(), tp_.get(), expert_.get(), ep_.get()})
         if (c) c->check_async_error();
       const double waited =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -853,7 +878,7 @@ class CudaBackend final : public StepBackend {
   std::unique_ptr<cu::Context> ctx_;
   std::unique_ptr<CudaPhaseTimer> timer_;
   std::unique_ptr<CudaTraceClock> trace_clock_;  // --trace only
-  std::unique_ptr<comm::Communicator> shard_, replicate_comm_, world_, expert_;
+  std::unique_ptr<comm::Communicator> shard_, replicate_comm_, world_, expert_, ep_;
   // Aborts those before anything synchronises on the error path; else synchronises at the end.
   DeviceTeardown teardown_{[this] { cudaDeviceSynchronize(); }};
   DeviceBuffer act_scratch_;   // the activation work's operands (activation())

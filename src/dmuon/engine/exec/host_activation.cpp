@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 
@@ -19,7 +20,7 @@ constexpr double kMaxScratchBytes = 4.0 * (1 << 30);
 
 }  // namespace
 
-HostActivation::HostActivation(const ActivationWork& work) {
+HostActivation::HostActivation(const ActivationWork& work, comm::Communicator* ep) : ep_(ep) {
   scratch_.assign(
       static_cast<std::size_t>(activation_scratch_elems(work, sizeof(float), kMaxScratchBytes)),
       0.5f);
@@ -31,7 +32,11 @@ void HostActivation::run(const std::vector<work::Op>& ops, const std::function<v
 }
 
 void HostActivation::run_one(const work::Op& op, const std::function<void()>& between) {
-  // The engine has no activation collectives: TP and CP work is the projection's.
+  if (op.kind == work::OpKind::ep_collective) {
+    exchange(op);
+    return;
+  }
+  // TP and CP activation collectives are the projection's.
   if (work::is_collective(op.kind))
     throw std::logic_error("HostActivation: a TP or CP collective op is not run by the engine");
   if (op.kind != work::OpKind::memory) {
@@ -44,6 +49,23 @@ void HostActivation::run_one(const work::Op& op, const std::function<void()>& be
   float* out = read + written <= scratch_.size() ? scratch_.data() + read : scratch_.data();
   (void)kernels::host::stream(scratch_.data(), read, out, written);
   if (between) between();
+}
+
+// The op's all-to-all over the EP group, blocking (an MPI call: it drives the step's other
+// collectives too), from the scratch's first half into its second.
+void HostActivation::exchange(const work::Op& op) {
+  const TokenExchange x = token_exchange(op);
+  if (!ep_ || ep_->size() != x.group)
+    throw std::logic_error(
+        fmt::format("HostActivation: '{}' runs over {} EP ranks, the EP group "
+                    "has {}",
+                    op.name, x.group, ep_ ? ep_->size() : 0));
+  const std::size_t floats =
+      (x.chunk * comm::dtype_size(x.dtype) * static_cast<std::size_t>(x.group) + 3) / 4;
+  const auto start = std::chrono::steady_clock::now();
+  ep_->all_to_all(scratch_.data(), scratch_.data() + floats, x.chunk, x.dtype);
+  exchange_ms_ +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 // `batch` products of m×k by k×n, one BLAS call each on the same scratch operands.

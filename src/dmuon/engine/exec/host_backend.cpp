@@ -116,6 +116,8 @@ class HostBackend final : public StepBackend {
     if (o.step.clip_norm > 0) world_ = make(CommGroup::world);
     if (L_.tp() > 1) tp_ = make(CommGroup::tp);
     if (L_.me.grid.has_expert_groups()) expert_ = make(CommGroup::expert);
+    // The routed tokens' all-to-alls (--ep with --seq-len: the activation work's EP ops).
+    if (L_.me.grid.ep > 1 && L_.activation) ep_ = make(CommGroup::ep);
     const auto n = [](std::int64_t e) { return static_cast<std::size_t>(e); };
     master_ = F32View("dmuon::master", n(L_.master_elems));
     state_ = F32View("dmuon::optimizer_state", n(L_.state_elems));
@@ -149,7 +151,7 @@ class HostBackend final : public StepBackend {
         (alt && L_.alt_reduce != Dtype::f32))
       scratch_ = F32View("dmuon::grad_fp32", n(max_numel));
     zeros_.assign(static_cast<std::size_t>(L_.shards()), 0.0f);  // padding < G elements
-    if (L_.activation) activation_ = std::make_unique<HostActivation>(*L_.activation);
+    if (L_.activation) activation_ = std::make_unique<HostActivation>(*L_.activation, ep_.get());
     hold_persistent();
     const std::int64_t global = o.step.global_samples(L_.me.grid.dp_size());
     std::vector<float> init;
@@ -178,6 +180,7 @@ class HostBackend final : public StepBackend {
       case CommGroup::world: return world_.get();
       case CommGroup::tp: return tp_.get();
       case CommGroup::expert: return expert_.get();
+      case CommGroup::ep: return ep_.get();
     }
     return nullptr;
   }
@@ -386,6 +389,9 @@ class HostBackend final : public StepBackend {
 
   void end_step(long) override { Kokkos::fence(); }
   std::string take_nonfinite() override { return std::exchange(nonfinite_, std::string()); }
+  double take_token_exchange_ms() override {
+    return activation_ ? activation_->take_exchange_ms() : 0.0;
+  }
   PhaseTimer& timer() override { return timer_; }
 
   void read_masters(std::int64_t offset, std::int64_t count, float* host) override {
@@ -578,7 +584,7 @@ class HostBackend final : public StepBackend {
   StepSpec step_;  // what the step computes (its batch, compute mode, clip)
   std::uint64_t seed_;
   Dtype wire_, reduce_;  // the run's weight and gradient types (StepLayout::wire, reduce)
-  std::unique_ptr<comm::Communicator> shard_, replicate_, world_, tp_, expert_;
+  std::unique_ptr<comm::Communicator> shard_, replicate_, world_, tp_, expert_, ep_;
   float clip_scalar_ = 0;  // --clip-norm: this rank's partial, then the world's
   F32View master_, state_, state2_, input_, compute_pool_, gather_f32_, alt_compute_,
       alt_gather_f32_, scratch_, tp_matrix_;

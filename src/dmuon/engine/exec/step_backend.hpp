@@ -109,6 +109,10 @@ class StepBackend {
   /// The first "non-finite gradient/weight in parameter 'p' at step s" seen since the last
   /// call ("" when none), and forgets it.
   virtual std::string take_nonfinite() { return {}; }
+  /// Milliseconds the activation work's EP all-to-alls took since the last call (the host
+  /// runs them blocking: their in-flight time); 0 where they are not timed (CUDA: ordered on
+  /// the compute stream).
+  virtual double take_token_exchange_ms() { return 0; }
   virtual PhaseTimer& timer() = 0;
   /// --trace's clock (step_trace.hpp) where the backend's work runs asynchronously (CUDA:
   /// events in stream order); null: the executor stamps wall time (host, synchronous).

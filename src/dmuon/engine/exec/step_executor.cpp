@@ -78,6 +78,7 @@ StepExecutor::StepExecutor(const StepLayout& layout, const Schedule& schedule,
       group_size_[ch] = n;
     }
     channel_mask_.push_back(mask);
+    add_token_exchanges(op);
   }
   slots_.resize(layout.groups.size() + 1);
   polls_ = backend.wants_progress();
@@ -85,6 +86,25 @@ StepExecutor::StepExecutor(const StepLayout& layout, const Schedule& schedule,
 }
 
 StepExecutor::~StepExecutor() = default;
+
+// An activation op's EP all-to-alls (--ep with --seq-len: the backend runs them inside the
+// op, over the EP group) in the channel figures, as the scheduled collectives'.
+void StepExecutor::add_token_exchanges(const StepOp& op) {
+  if (op.op != Op::act_forward && op.op != Op::act_recompute && op.op != Op::act_backward) return;
+  const auto& unit = layout_.activation->units.at(static_cast<std::size_t>(op.param));
+  const auto& ops = op.op == Op::act_forward     ? unit.forward
+                    : op.op == Op::act_recompute ? unit.recompute
+                                                 : unit.backward;
+  const std::size_t ch = channel_index(CommGroup::ep, comm::CollectiveKind::all_to_all);
+  for (const auto& o : ops) {
+    if (o.kind != work::OpKind::ep_collective) continue;
+    const TokenExchange x = token_exchange(o);
+    message_bytes_[ch] +=
+        comm::message_bytes(comm::CollectiveKind::all_to_all, static_cast<std::int64_t>(x.chunk),
+                            comm::dtype_size(x.dtype), x.group);
+    group_size_[ch] = x.group;
+  }
+}
 
 comm::Batch& StepExecutor::slot(int g, BatchSlot s) {
   const std::size_t row = g >= 0 ? static_cast<std::size_t>(g) : slots_.size() - 1;
@@ -237,6 +257,8 @@ StepMeasure StepExecutor::run_step(long step) {
   m.phases_ms = timer.finish_step();
   m.in_flight_measured = polls_;
   m.in_flight_ms = in_flight_clock_.finish_step();
+  m.in_flight_ms[channel_index(CommGroup::ep, comm::CollectiveKind::all_to_all)] +=
+      backend_.take_token_exchange_ms();
   m.message_bytes = message_bytes_;
   m.group_size = group_size_;
   // Everything but the replicas completed inside the step (the schedule waits for it).

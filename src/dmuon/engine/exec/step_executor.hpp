@@ -56,6 +56,7 @@ class StepExecutor {
   void finish();
 
  private:
+  void add_token_exchanges(const StepOp& op);
   /// Issues op `op_index`'s collectives as one batch; `mark` (--trace): the stamp taken just
   /// before them.
   comm::Batch issue(std::size_t op_index, std::size_t& mark);

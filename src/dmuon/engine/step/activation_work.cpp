@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/work/attention_ops.hpp"
@@ -86,15 +87,58 @@ std::vector<work::Op> unfused_ops(const work::Op& op, int elem_bytes) {
   return work::unfused_attention_ops(op.attention, elem_bytes, op.phase);
 }
 
+TokenExchange token_exchange(const work::Op& op) {
+  if (op.kind != work::OpKind::ep_collective)
+    throw std::logic_error(fmt::format("token_exchange: '{}' is not an EP op", op.name));
+  TokenExchange x;
+  x.group = op.call.group;
+  x.chunk = static_cast<std::size_t>(std::llround(op.call.count));
+  switch (static_cast<int>(op.call.elem_bytes)) {
+    case 8: x.dtype = comm::DType::f64; break;  // the per-expert token counts (int64)
+    case 4: x.dtype = comm::DType::f32; break;
+    case 2: x.dtype = comm::DType::bf16; break;
+    default:
+      throw std::logic_error(
+          fmt::format("token_exchange: '{}' moves {}-byte elements", op.name, op.call.elem_bytes));
+  }
+  return x;
+}
+
+std::pair<std::int64_t, std::int64_t> token_exchange_per_step(const ActivationWork& work,
+                                                              int accum) {
+  std::int64_t calls = 0, bytes = 0;
+  for (const auto& unit : work.units)
+    for (const auto* list : {&unit.forward, &unit.recompute, &unit.backward})
+      for (const auto& op : *list)
+        if (op.kind == work::OpKind::ep_collective) {
+          ++calls;
+          bytes += token_exchange(op).bytes_sent();
+        }
+  return {calls * accum, bytes * accum};
+}
+
+namespace {
+
+// Scratch elements (of `elem_bytes`) one unfused op needs.
+double scratch_of(const work::Op& u, int elem_bytes) {
+  if (u.kind == work::OpKind::ep_collective)  // send and receive side by side
+    return 2 * std::ceil(static_cast<double>(token_exchange(u).chunk) * u.call.group *
+                         u.call.elem_bytes / elem_bytes);
+  if (work::is_collective(u.kind)) return 0;  // TP and CP collectives are not run by the engine
+  if (u.kind == work::OpKind::memory)
+    return std::ceil(std::max(u.bytes_read, u.bytes_written) / elem_bytes);
+  return u.gemm.m * u.gemm.k + u.gemm.k * u.gemm.n + u.gemm.m * u.gemm.n;
+}
+
+}  // namespace
+
 double activation_scratch_elems(const ActivationWork& work, int elem_bytes, double max_bytes) {
   double need = 0;
   for (const auto& unit : work.units)
     for (const auto* list : {&unit.forward, &unit.recompute, &unit.backward})
       for (const auto& op : *list)
         for (const auto& u : unfused_ops(op, elem_bytes)) {
-          const double n = u.kind == work::OpKind::memory
-                               ? std::ceil(std::max(u.bytes_read, u.bytes_written) / elem_bytes)
-                               : u.gemm.m * u.gemm.k + u.gemm.k * u.gemm.n + u.gemm.m * u.gemm.n;
+          const double n = scratch_of(u, elem_bytes);
           if (n * elem_bytes > max_bytes)
             throw InputError(fmt::format(
                 "activation op '{}' needs {:.1f} GiB of scratch (at most {:.0f}): lower "

@@ -11,8 +11,12 @@
 // group, the head: the last) — and in backward, at the same group before its parameters'
 // backward: its recompute, then its backward.
 
+#include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
+
+#include "dmuon/comm/dtype.hpp"
 
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/work/op.hpp"
@@ -58,8 +62,32 @@ bool is_parameter_gemm(const work::Op& op);
 /// anything else itself.
 std::vector<work::Op> unfused_ops(const work::Op& op, int elem_bytes);
 
+/// An EP op's all-to-all as the engine runs it over its EP group (CommGroup::ep): `chunk`
+/// elements of `dtype` to every member, the work model's balanced share (work::GroupCall:
+/// every rank sends each EP rank the same rows) rounded to whole elements.
+struct TokenExchange {
+  std::size_t chunk = 0;
+  comm::DType dtype = comm::DType::f32;
+  int group = 1;  ///< E
+  /// Bytes this rank sends per call (the counters' all_to_all convention: (E - 1)·chunk).
+  std::int64_t bytes_sent() const {
+    return static_cast<std::int64_t>(chunk * comm::dtype_size(dtype)) * (group - 1);
+  }
+};
+
+/// The exchange of an OpKind::ep_collective op; logic_error for another op or an element size
+/// no comm::DType has.
+TokenExchange token_exchange(const work::Op& op);
+
+/// What the EP ops of `work` move per step with `accum` micro-batches: every unit's forward,
+/// recompute and backward once per micro-batch (calls, and bytes sent under the counters'
+/// convention) on the EP group's all_to_all channel; zero without them.
+std::pair<std::int64_t, std::int64_t> token_exchange_per_step(const ActivationWork& work,
+                                                              int accum);
+
 /// Elements of one scratch buffer that holds every unfused op of `work`: a GEMM's three
-/// operands side by side, a memory op's larger side. InputError naming the op when that is
+/// operands side by side, a memory op's larger side, an EP all-to-all's send and receive
+/// buffers side by side. InputError naming the op when that is
 /// more than `max_bytes` (a run of that shape would not fit: lower --seq-len/--micro-batch).
 double activation_scratch_elems(const ActivationWork& work, int elem_bytes, double max_bytes);
 

@@ -102,6 +102,14 @@ ResultCollector::ResultCollector(const model::ModuleTree& tree, const plan::Plan
   // The audit's formula (step_volume.hpp): this rank's channels and the hooks of a step.
   const StepVolume formula = predict_step_volume(tree, plan, volume_options(o.step));
   expect_ = formula.of_rank(layout.me.rank);
+  // --ep with --seq-len: the routed tokens' all-to-alls, as the work model's EP ops state
+  // them (the plan's formula has no activation work).
+  if (o.step.activation && layout.me.grid.ep > 1) {
+    const auto [calls, bytes] = token_exchange_per_step(*o.step.activation, o.step.accum);
+    auto& x = expect_[channel_index(CommGroup::ep, comm::CollectiveKind::all_to_all)];
+    x.calls += calls;
+    x.bytes += bytes;
+  }
   hooks_formula_ = formula.hooks_fired;
   comm_hooks_formula_ = formula.hooks_communicating;
   sites_formula_ = formula.hook_sites;
