@@ -238,9 +238,22 @@ TEST(OptionTable, ParsesByKindAndAppliesTheRules) {
             "--pp-chunks 2 needs --pp P > 1 (it splits each pipeline rank's blocks; valid: "
             "--pp 2..)");
   EXPECT_EQ(error_of(kProject, with({"--seq-len", "8", "--micro-batch", "1", "--tp", "2"})), "");
-  EXPECT_EQ(error_of(kProject, with({"--seq-len", "8", "--micro-batch", "1", "--ep", "2"})),
-            "--pp 2 with --ep: not modelled together yet (valid: --pp with data and tensor "
-            "parallelism, --replicate and --tp)");
+  EXPECT_EQ(error_of(kProject, with({"--seq-len", "8", "--micro-batch", "1", "--ep", "2"})), "");
+  EXPECT_EQ(error_of(kProject, with({"--seq-len", "8", "--micro-batch", "1", "--cp", "2"})),
+            "--pp 2 with --cp: not modelled together yet (valid: --pp with data, tensor and "
+            "expert parallelism: --replicate, --tp, --ep)");
+  // --pp-microbatches: runs of the schedule that divide the step's micro-batches, under --pp.
+  EXPECT_EQ(error_of(kProject, with({"--seq-len", "8", "--micro-batch", "1", "--accum", "4",
+                                     "--pp-microbatches", "2"})),
+            "");
+  EXPECT_EQ(error_of(kProject, with({"--seq-len", "8", "--micro-batch", "1", "--accum", "4",
+                                     "--pp-microbatches", "3"})),
+            "--pp-microbatches 3 does not divide --accum 4 (valid: a divisor of --accum: the "
+            "step's micro-batches in runs of equal size)");
+  EXPECT_EQ(
+      error_of(kProject, {"--pp-microbatches", "2", "--world-size", "4", "--machine", "h200"}),
+      "--pp-microbatches 2 needs --pp P > 1 (it sizes a run of the pipeline schedule; valid: "
+      "--pp 2..)");
   EXPECT_EQ(error_of(kProject, with({"--seq-len", "8", "--micro-batch", "1", "--output", "x.h5"}))
                 .rfind("--pp 2: a pipeline projection prints its tables or --json", 0),
             0u);

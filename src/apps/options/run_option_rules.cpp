@@ -108,25 +108,34 @@ void expert_dispatch_rules(const RunOptions& o, Tool tool) {
 // parallelisms for now (each stage is projected as an ordinary world: pipeline_run.hpp).
 void pipeline_rules(const RunOptions& o, Tool tool) {
   const auto& w = o.workload;
-  if (w.pp == 1 && w.pp_chunks == 1) return;
+  if (w.pp == 1 && w.pp_chunks == 1 && w.pp_microbatches == 0) return;
   if (tool != kProject)
     throw InputError(fmt::format(
         "--pp {}: pipeline parallelism is projected, not run or searched (valid: dmuon_project; "
         "here --pp 1)",
         w.pp));
-  if (w.pp == 1)
+  if (w.pp == 1 && w.pp_chunks > 1)
     throw InputError(fmt::format(
         "--pp-chunks {} needs --pp P > 1 (it splits each pipeline rank's blocks; valid: --pp 2..)",
         w.pp_chunks));
+  if (w.pp == 1)
+    throw InputError(fmt::format(
+        "--pp-microbatches {} needs --pp P > 1 (it sizes a run of the pipeline schedule; valid: "
+        "--pp 2..)",
+        w.pp_microbatches));
+  if (w.pp_microbatches > 0 && o.engine.step.accum % w.pp_microbatches != 0)
+    throw InputError(fmt::format(
+        "--pp-microbatches {} does not divide --accum {} (valid: a divisor of --accum: the step's "
+        "micro-batches in runs of equal size)",
+        w.pp_microbatches, o.engine.step.accum));
   if (w.seq_len <= 0)
     throw InputError(fmt::format(
         "--pp {} needs --seq-len (the stages' activation work sets the pipeline's bubble)", w.pp));
-  for (const auto& [given, what] : {std::pair{w.cp > 1, "--cp"}, {o.plan.ep > 1, "--ep"}})
-    if (given)
-      throw InputError(fmt::format(
-          "--pp {} with {}: not modelled together yet (valid: --pp with data and tensor "
-          "parallelism, --replicate and --tp)",
-          w.pp, what));
+  if (w.cp > 1)
+    throw InputError(fmt::format(
+        "--pp {} with --cp: not modelled together yet (valid: --pp with data, tensor and expert "
+        "parallelism: --replicate, --tp, --ep)",
+        w.pp));
   if (!o.output.empty() || !o.trace.empty())
     throw InputError(fmt::format(
         "--pp {}: a pipeline projection prints its tables or --json; it writes no results file "

@@ -573,7 +573,8 @@ std::vector<RunOption> expert_dispatch_rows() {
   return r;
 }
 
-// --pp, --pp-chunks: dmuon_project's (pipeline_run.hpp); the other tools refuse P > 1.
+// --pp, --pp-chunks, --pp-microbatches: dmuon_project's (pipeline_run.hpp); the other tools
+// refuse P > 1.
 std::vector<RunOption> pipeline_rows() {
   std::vector<RunOption> r;
   r.push_back(one(
@@ -592,6 +593,16 @@ std::vector<RunOption> pipeline_rows() {
                   Integer<int>{1, 32}, [](auto& o) -> auto& { return o.workload.pp_chunks; })
                   .in(kAllTools)
                   .run_key("pp_chunks", "1"));
+  r.push_back(one(
+                  "--pp-microbatches", kGroupPlan,
+                  "with --pp P: micro-batches per run of the pipeline schedule (torch "
+                  "pipelining's n_microbatches), a divisor of --accum; --accum / n runs per step "
+                  "accumulate gradients, each with its own fill and drain (NeMo AutoModel's "
+                  "gradient accumulation under PP); 0: all of --accum in one run",
+                  Integer<int>{0, 100000},
+                  [](auto& o) -> auto& { return o.workload.pp_microbatches; })
+                  .in(kAllTools)
+                  .run_key("pp_microbatches", "0"));
   return r;
 }
 

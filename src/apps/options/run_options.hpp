@@ -46,6 +46,9 @@ struct WorkloadChoice {
   /// blocks, v chunks of them per rank (v > 1: interleaved 1F1B).
   int pp = 1;
   int pp_chunks = 1;
+  /// --pp-microbatches n: micro-batches per run of the pipeline schedule; --accum / n runs per
+  /// step, each with its own fill and drain. 0: all of --accum in one run.
+  int pp_microbatches = 0;
   /// --ep-dispatcher, --routing (with --ep E > 1 and --seq-len; the projection's:
   /// work::ExpertParallel): how the routed tokens reach their experts' ranks.
   work::EpDispatcher ep_dispatcher = work::EpDispatcher::all_to_all;

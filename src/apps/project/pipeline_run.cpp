@@ -157,10 +157,14 @@ std::string schedule_name(const dm::PipelineShape& s) {
 std::string table(const std::vector<Stage>& stages, const std::vector<PipelineRow>& rows,
                   const dm::PipelineShape& shape) {
   std::string s = fmt::format(
-      "# pipeline: --pp {} ({}), {} micro-batches (--accum) through the stages; each stage "
+      "# pipeline: --pp {} ({}), {} micro-batches (--accum) through the stages{}; each stage "
       "projected as its own world of world/{} ranks, the step composed (docs/PROJECTION.md "
       "\"Pipeline parallelism\")\n",
-      shape.stages, schedule_name(shape), shape.micro_batches, shape.stages);
+      shape.stages, schedule_name(shape), shape.micro_batches,
+      shape.runs > 1 ? fmt::format(" in {} runs of {}, each filling and draining", shape.runs,
+                                   shape.run_micro_batches())
+                     : "",
+      shape.stages);
   for (std::size_t p = 0; p < stages.size(); ++p)
     s += fmt::format("#   stage {}: {} (the activations of {:g} micro-batches in flight)\n", p,
                      stages[p].holds, stages[p].in_flight);
@@ -188,8 +192,9 @@ std::string table(const std::vector<Stage>& stages, const std::vector<PipelineRo
           p, r.stages[p].step_ms, r.stages[p].compute_ms / shape.micro_batches, r.time.bubble_ms[p],
           r.stage_peak_gb[p]);
     s += fmt::format(
-        "#   span {:.2f} ms, with {} boundary sends of {:.3f} ms on its fill and drain\n",
-        r.time.span_ms, 2 * (shape.stages * shape.chunks - 1), r.send_ms);
+        "#   span {:.2f} ms, with {} boundary sends of {:.3f} ms on its fill{} and drain{}\n",
+        r.time.span_ms, 2 * (shape.stages * shape.chunks - 1) * shape.runs, r.send_ms,
+        shape.runs > 1 ? "s" : "", shape.runs > 1 ? "s" : "");
   }
   return s;
 }
@@ -201,6 +206,7 @@ nlohmann::json to_json(const std::vector<Stage>& stages, const std::vector<Pipel
   pj = {{"stages", shape.stages},
         {"chunks_per_rank", shape.chunks},
         {"micro_batches", shape.micro_batches},
+        {"schedule_runs", shape.runs},
         {"schedule", shape.chunks == 1 ? "1f1b" : "interleaved-1f1b"}};
   for (const auto& s : stages) pj["holds"].push_back(s.holds);
   j["runs"] = nlohmann::json::array();
@@ -243,7 +249,9 @@ nlohmann::json to_json(const std::vector<Stage>& stages, const std::vector<Pipel
 }  // namespace
 
 int run_pipeline_projection(RunOptions& o, const std::string& config_path) {
-  const dm::PipelineShape shape{o.workload.pp, o.workload.pp_chunks, o.engine.step.accum};
+  const int accum = o.engine.step.accum, per_run = o.workload.pp_microbatches;
+  const dm::PipelineShape shape{o.workload.pp, o.workload.pp_chunks, accum,
+                                per_run > 0 ? accum / per_run : 1};
   for (int w : o.projection.world_sizes)
     if (w % shape.stages != 0)
       throw InputError(fmt::format(

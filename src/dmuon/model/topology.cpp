@@ -562,7 +562,11 @@ Entry moe_llm_entry() {
        moe_llm_preset("deepseek-v3", 7168, 1024, 7168, 61, 129280, 256, 2048, 1, 2048, 3, 18432, 1,
                       1536, 512, 128, 128, 64, 128, 128, 8, 1, 0),
        moe_llm_preset("qwen3-30b-a3b", 2048, 512, 4096, 48, 151936, 128, 768, 0, 768, 0, 6144, 0,
-                      1536, 512, 32, 128, 64, 128, 128, 8, 0, 1)},
+                      1536, 512, 32, 128, 64, 128, 128, 8, 0, 1),
+       // Kimi K2 (moonshotai/Kimi-K2-Base config.json): DeepSeek-V3's layout with 384 routed
+       // experts, 64 heads, one leading dense layer and a 163,840-token vocabulary.
+       moe_llm_preset("kimi-k2", 7168, 1024, 7168, 61, 163840, 384, 2048, 1, 2048, 1, 18432, 1,
+                      1536, 512, 64, 128, 64, 128, 128, 8, 1, 0)},
       "contains:proj", "types:MoeExpert,MoeDecoderLayer", "types:MoeExpert", build_moe_llm,
       [](const DimView& x) { return 6.0 + double(x["L"]) * (24.0 + 4.0 * double(x["E"])); },
       builtin::moe_llm_geometry);

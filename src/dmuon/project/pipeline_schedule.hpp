@@ -16,13 +16,16 @@
 //   bubble_p = M − m · c_p,  step = max_p (step_ms_p + bubble_p)
 //
 // For P equal stages this is (m + (P − 1)/v) c: the bubble (P − 1)/(m·v) of the work
-// (PUBLIC-THROUGHPUT.md §8). A stage's optimizer and its gradients' last reduce follow its
+// (PUBLIC-THROUGHPUT.md §8). With the m micro-batches in r runs of the schedule (gradient
+// accumulation over runs, --pp-microbatches m/r) each run fills and drains:
+//   M = r ((Σ_q c_q − c_max) / v + 2 (P·v − 1) · t_send) + m · c_max. A stage's optimizer and its
+//   gradients' last reduce follow its
 // last backward as projected; sends in the steady state are taken as overlapped (torch posts
 // them asynchronously).
 //
 // Memory: at its peak stage p holds the saved activations of in_flight(p) micro-batches
-// (1F1B: min(m, P − p); interleaved: its warm-up chunks plus one, (P − p − 1)·2 + (v − 1)·P
-// + 1, each 1/v of its micro-batch's activations, at most m·v).
+// (1F1B: min(n, P − p); interleaved: its warm-up chunks plus one, (P − p − 1)·2 + (v − 1)·P
+// + 1, each 1/v of its micro-batch's activations, at most n·v), n = m/r those of one run.
 
 #include <vector>
 
@@ -32,6 +35,9 @@ struct PipelineShape {
   int stages = 1;         ///< P
   int chunks = 1;         ///< v (1: 1F1B)
   int micro_batches = 1;  ///< m (--accum)
+  int runs = 1;           ///< r: runs of the schedule per step, m/r micro-batches each
+  /// n = m / r, the micro-batches of one run.
+  int run_micro_batches() const { return micro_batches / runs; }
 };
 
 /// Micro-batches' worth of saved activations rank `stage` holds at its peak (see above).

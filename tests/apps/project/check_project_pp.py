@@ -7,8 +7,10 @@ pipelines over the step; the FLOPs the stages' MFUs count add up to the whole mo
 global batch projected without --pp at 4 ranks: MFU x step x ranks equal); the span is the
 1F1B formula of the stages' compute (hand-derived in project/pipeline_schedule.hpp); each stage
 waits span - its compute; the step is the largest stage step plus its wait; interleaving shortens
-the span; the same with TP 2 inside each stage (the mini preset: 2 key/value heads). Refusals: a world P does not divide, too few
-blocks, --pp with --cp. Exit 0 with
+the span; the same with TP 2 inside each stage (the mini preset: 2 key/value heads) and with EP 4
+inside each stage (the tiny moe-llm); --pp-microbatches 2 fills and drains twice. Refusals: a
+world P does not divide, too few blocks, --pp with --cp, --pp-microbatches not dividing --accum.
+Exit 0 with
 'OK' on success, 1 with the first failed check."""
 import argparse
 import json
@@ -86,7 +88,33 @@ def main():
         f = flat2[r["method"]]
         if not close(r["mfu"] * r["step_ms"] * 8, f["mfu"] * f["step_ms"] * 4, 1e-4):
             fail(f"--tp 2 {r['method']}: the stages' FLOPs are not the model's")
+    # --pp-microbatches 2: the 4 micro-batches in 2 runs of the schedule, each filling and
+    # draining (2 runs x (the fill of the other stage + 2 sends) + 4 at the slowest).
+    runs = pipeline(a.project, "--pp-microbatches", "2")
+    if runs["pipeline"]["schedule_runs"] != 2:
+        fail(f"--pp-microbatches 2: {runs['pipeline']['schedule_runs']} runs, expected 2")
+    for r, one in zip(runs["runs"], j["runs"]):
+        c = [s["compute_ms"] / 4 for s in r["stages"]]
+        span = 2 * (sum(c) - max(c) + 2 * r["send_ms"]) + 4 * max(c)
+        if not close(r["span_ms"], span):
+            fail(f"--pp-microbatches 2 {r['method']}: span {r['span_ms']}, expected {span}")
+        if not r["span_ms"] > one["span_ms"]:
+            fail(f"--pp-microbatches 2 {r['method']}: span {r['span_ms']} not above one run's")
+    # With EP 4 inside each stage (the tiny moe-llm: 8 experts, layers 1-3 MoE): the same
+    # checks, the FLOPs against --ep 4 without --pp at 4 ranks.
+    moe = ["--topology", "moe-llm", "--preset", "tiny", *COMMON[2:]]
+    ep = ["--ep", "4"]
+    j3 = pipeline(a.project, *ep, model=moe)
+    flat3 = {r["method"]: r for r in
+             json.loads(run([a.project, *moe, "--world-size", "4", *ep]))["runs"]}
+    for r in j3["runs"]:
+        check_row(r, 4)
+        f = flat3[r["method"]]
+        if not close(r["mfu"] * r["step_ms"] * 8, f["mfu"] * f["step_ms"] * 4, 1e-4):
+            fail(f"--ep 4 {r['method']}: the stages' FLOPs are not the model's")
     base = [a.project, *WORK]
+    expect_refusal([*base, "--world-size", "8", "--pp", "2", "--pp-microbatches", "3"],
+                   "--pp-microbatches 3 does not divide --accum 4")
     expect_refusal([*base, "--world-size", "6", "--pp", "4"],
                    "--pp 4: world size 6 does not split into 4 stages (valid: a multiple of 4)")
     expect_refusal([*base, "--world-size", "8", "--pp", "8"], "has 4 blocks, fewer than the 8")

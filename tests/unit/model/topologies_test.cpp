@@ -397,6 +397,25 @@ TEST(MoeLlm, DeepseekV3MatrixCount) {
   EXPECT_EQ(type_of(t, "model.layers.3.mlp"), "MoeSparseBlock");
 }
 
+TEST(MoeLlm, KimiK2) {
+  // moonshotai/Kimi-K2-Base's config.json: DeepSeek-V3's layout with 64 heads, 384 routed
+  // experts, one dense layer (first_k_dense_replace 1) and a 163,840-token vocabulary.
+  const Topology t = build_topology("moe-llm", "kimi-k2");
+  const auto c = count(t.tree);
+  // 1 dense layer x (5 MLA + 3 MLP) + 60 MoE layers x (5 MLA + gate + 384 x 3 + shared 3) + 2.
+  EXPECT_EQ(c.mat, 1u * 8 + 60u * (5 + 1 + 384 * 3 + 3) + 2);
+  EXPECT_EQ(shape_of(t, "model.layers.0.self_attn.q_b_proj.weight"), (Shape{64 * 192, 1536}));
+  EXPECT_EQ(shape_of(t, "model.layers.0.self_attn.kv_b_proj.weight"), (Shape{64 * 256, 512}));
+  EXPECT_EQ(shape_of(t, "model.layers.0.self_attn.o_proj.weight"), (Shape{7168, 64 * 128}));
+  EXPECT_EQ(shape_of(t, "model.layers.0.mlp.gate_proj.weight"), (Shape{18432, 7168}));
+  EXPECT_EQ(shape_of(t, "model.layers.1.mlp.gate.weight"), (Shape{384, 7168}));
+  EXPECT_EQ(shape_of(t, "model.layers.60.mlp.experts.383.down_proj.weight"), (Shape{7168, 2048}));
+  EXPECT_EQ(shape_of(t, "lm_head.weight"), (Shape{163840, 7168}));
+  // About 1.03e12 parameters: 60 x 384 x 3 x 7168 x 2048 = 1.015e12 in the routed experts.
+  EXPECT_GT(t.tree.total_numel(), 1.02e12);
+  EXPECT_LT(t.tree.total_numel(), 1.05e12);
+}
+
 TEST(Overrides, Applied) {
   auto t = build_topology("vla", "tiny", {{"layers", "6"}});  // alias of n_dec
   EXPECT_EQ(t.dim("n_dec"), 6);

@@ -54,4 +54,23 @@ TEST(PipelineSchedule, ActivationsInFlight) {
   EXPECT_DOUBLE_EQ(in_flight({4, 2, 2}, 0), 2);
 }
 
+TEST(PipelineSchedule, EveryRunOfTheScheduleFillsAndDrains) {
+  // The 8 micro-batches in 2 runs of 4 (gradient accumulation over runs): each run fills and
+  // drains, 2 · 3 · 10 + 8 · 10 = 140 ms of span (one run: 110), 60 ms idle per stage.
+  const std::vector<StageTime> four(4, StageTime{100, 80});
+  const auto t = pipeline_time({4, 1, 8, 2}, four, 0);
+  EXPECT_DOUBLE_EQ(t.span_ms, 140);
+  EXPECT_DOUBLE_EQ(t.step_ms, 160);
+  // Interleaved by 2 with 1 ms sends: each run 3/2 · 10 + 2 (4·2 − 1) · 1 = 29, twice, + 80.
+  EXPECT_DOUBLE_EQ(pipeline_time({4, 2, 8, 2}, four, 1).span_ms, 138);
+  // 8 runs of 1 micro-batch: no overlap at all, every micro-batch through the 4 stages alone.
+  EXPECT_DOUBLE_EQ(pipeline_time({4, 1, 8, 8}, four, 0).span_ms, 8 * 40);
+  // Activations: a run's micro-batches only (1F1B stage 0 holds min(4, P) of a run of 4, 2 of
+  // a run of 2).
+  EXPECT_DOUBLE_EQ(in_flight({4, 1, 8, 2}, 0), 4);
+  EXPECT_DOUBLE_EQ(in_flight({4, 1, 8, 4}, 0), 2);
+  EXPECT_DOUBLE_EQ(in_flight({4, 2, 8, 4}, 0), 2);
+  EXPECT_THROW(pipeline_time({4, 1, 8, 3}, four, 0), std::logic_error);
+}
+
 }  // namespace
