@@ -6,9 +6,11 @@
 # DMUON_ALLOW_SHARED_GPU=1 lets dmuon_bench bind them to it). Stages, each under a limit:
 #   smoke      nccl_smoke at 2 ranks: one all-reduce, checked element by element
 #   cases      dmuon_bench --device cuda at 2 and 4 ranks (DMuon 1x2, DDP-DMuon, fsdp-muon,
-#              TP 2, clipping, accumulation, bf16 reduce; HSDP 2x2, DMuon 1x4, TP 2 x DP 2), each
-#              --check'ed (one-process host recomputation), and the same global batch at one
-#              rank on the GPU beside it (TP cases: none, TP needs its ranks)
+#              TP 2, clipping, accumulation, bf16 reduce, EP 2 with the routed tokens' NCCL
+#              all-to-alls on the compute stream; HSDP 2x2, DMuon 1x4, TP 2 x DP 2, EP 2 in
+#              expert groups of 2), each --check'ed (one-process host recomputation), and the
+#              same global batch at one rank on the GPU beside it (TP and EP cases: none, they
+#              need their ranks)
 #   fault      DMUON_INJECT_FAULT_STEP=2:1 at 2 ranks: every rank must be gone within 30 s, the
 #              output naming rank 1's injected fault
 # Stops starting cases when less than two case limits are left. Prints one line per run; each
@@ -90,9 +92,11 @@ cases=(
   "hsdp-2x2|4|4|--method dmuon --replicate 2"
   "dmuon-1x4|4|4|--method dmuon"
   "tp2-dp2|4|2|--method dmuon --tp 2"
+  "ep2-tokens|2|2|--topology moe-llm --method dmuon --ep 2 --seq-len 16 --micro-batch 1"
+  "ep2-groups|4|4|--topology moe-llm --method fsdp-adamw --ep 2 --seq-len 16 --micro-batch 1"
 )
 readonly TOKENS=32
-common=(--topology llm --boundary default --warmup 0 --check --json --device "$device")
+common=(--boundary default --warmup 0 --check --json --device "$device")
 [[ "$device" == cuda ]] && common+=(--ns-dtype fp32)
 
 # verdict LOG: "OK err E (tol T)" or "FAILED ..." from a run's JSON.
@@ -116,23 +120,28 @@ for c in "${cases[@]}"; do
     failed=1
     continue
   fi
+  # The llm unless the case names its model; --tokens unless its --seq-len sets the batch.
+  model=(--topology llm)
+  [[ "$args" == *--topology* ]] && model=()
+  batch=(--tokens "$TOKENS")
+  [[ "$args" == *--seq-len* ]] && batch=()
   # shellcheck disable=SC2086
   start=$(date +%s)
-  mpi "$n" "$T_CASE" "$work/case_${name}_np$n" "$dir/bin/dmuon_bench" "${common[@]}" $args \
-    --tokens "$TOKENS" --steps 2
+  mpi "$n" "$T_CASE" "$work/case_${name}_np$n" "$dir/bin/dmuon_bench" "${common[@]}" \
+    "${model[@]}" $args "${batch[@]}" --steps 2
   rc=$?
   line="case $name np$n: exit $rc, $(verdict "$work/case_${name}_np$n"), $(($(date +%s) - start)) s"
   [[ $rc -eq 0 && "$line" != *FAILED* ]] || failed=1
-  if [[ "$args" == *--tp* ]]; then
-    say "$line; one rank: n/a (TP needs its ranks)"
+  if [[ "$args" == *--tp* || "$args" == *--ep* ]]; then
+    say "$line; one rank: n/a (TP and EP need their ranks)"
     continue
   fi
   # The same global batch (tokens x DP ranks) at one rank, without the layout's options.
   one="${args/--replicate 2/}"
   start=$(date +%s)
   # shellcheck disable=SC2086
-  mpi 1 "$T_CASE" "$work/case_${name}_np1" "$dir/bin/dmuon_bench" "${common[@]}" $one \
-    --tokens $((TOKENS * dp)) --steps 2
+  mpi 1 "$T_CASE" "$work/case_${name}_np1" "$dir/bin/dmuon_bench" "${common[@]}" \
+    "${model[@]}" $one --tokens $((TOKENS * dp)) --steps 2
   rc=$?
   v1="$(verdict "$work/case_${name}_np1")"
   [[ $rc -eq 0 && "$v1" != FAILED* ]] || failed=1
