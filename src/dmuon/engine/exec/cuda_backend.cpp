@@ -528,12 +528,7 @@ class CudaBackend final : public StepBackend {
   // An EP op's all-to-all (token_exchange) over the EP group on the compute stream, from the
   // scratch's first half into its second; the stream, not the host, waits for it.
   void exchange_tokens(const work::Op& op) {
-    const TokenExchange x = token_exchange(op);
-    if (!ep_ || ep_->size() != x.group)
-      throw std::logic_error(
-          fmt::format("cuda activation: '{}' runs over {} EP ranks, the EP "
-                      "group has {}",
-                      op.name, x.group, ep_ ? ep_->size() : 0));
+    const TokenExchange x = token_exchange(op, ep_ ? ep_->size() : 0);
     ep_->group_start();
     ep_->all_to_all(act_scratch_.at(0), act_scratch_.at(act_half_), x.chunk, x.dtype);
     ep_->group_end().wait_on_stream(compute_);

@@ -54,12 +54,7 @@ void HostActivation::run_one(const work::Op& op, const std::function<void()>& be
 // The op's all-to-all over the EP group, blocking (an MPI call: it drives the step's other
 // collectives too), from the scratch's first half into its second.
 void HostActivation::exchange(const work::Op& op) {
-  const TokenExchange x = token_exchange(op);
-  if (!ep_ || ep_->size() != x.group)
-    throw std::logic_error(
-        fmt::format("HostActivation: '{}' runs over {} EP ranks, the EP group "
-                    "has {}",
-                    op.name, x.group, ep_ ? ep_->size() : 0));
+  const TokenExchange x = token_exchange(op, ep_ ? ep_->size() : 0);
   const std::size_t floats =
       (x.chunk * comm::dtype_size(x.dtype) * static_cast<std::size_t>(x.group) + 3) / 4;
   const auto start = std::chrono::steady_clock::now();

@@ -104,6 +104,14 @@ TokenExchange token_exchange(const work::Op& op) {
   return x;
 }
 
+TokenExchange token_exchange(const work::Op& op, int ep_size) {
+  const TokenExchange x = token_exchange(op);
+  if (ep_size != x.group)
+    throw std::logic_error(fmt::format("EP op '{}' runs over {} ranks, the EP group has {}",
+                                       op.name, x.group, ep_size));
+  return x;
+}
+
 std::pair<std::int64_t, std::int64_t> token_exchange_per_step(const ActivationWork& work,
                                                               int accum) {
   std::int64_t calls = 0, bytes = 0;

@@ -78,6 +78,9 @@ struct TokenExchange {
 /// The exchange of an OpKind::ep_collective op; logic_error for another op or an element size
 /// no comm::DType has.
 TokenExchange token_exchange(const work::Op& op);
+/// The same, run by a backend on an EP group of `ep_size` ranks (0: none); logic_error naming
+/// the op when that is not the op's group.
+TokenExchange token_exchange(const work::Op& op, int ep_size);
 
 /// What the EP ops of `work` move per step with `accum` micro-batches: every unit's forward,
 /// recompute and backward once per micro-batch (calls, and bytes sent under the counters'
