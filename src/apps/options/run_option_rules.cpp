@@ -104,8 +104,9 @@ void expert_dispatch_rules(const RunOptions& o, Tool tool) {
         work::expert_routing_name(w.routing)));
 }
 
-// --pp, --pp-chunks: dmuon_project's, on the step work, alone among the model-splitting
-// parallelisms for now (each stage is projected as an ordinary world: pipeline_run.hpp).
+// --pp, --pp-chunks, --pp-microbatches: dmuon_project's, on the step work, with TP and EP
+// inside each stage but not CP yet (each stage is projected as an ordinary world:
+// pipeline_run.hpp).
 void pipeline_rules(const RunOptions& o, Tool tool) {
   const auto& w = o.workload;
   if (w.pp == 1 && w.pp_chunks == 1 && w.pp_microbatches == 0) return;
