@@ -37,12 +37,14 @@ Topology pipeline_stage(const Topology& whole, int stages, int chunks, int stage
   const StackGeometry& s = single_stack(whole, stages);
   const ModuleTree& tree = whole.tree;
   const auto blocks = stack_blocks(s, tree);
-  if (s.single_block || static_cast<int>(blocks.size()) < stages * chunks)
+  const std::size_t n = s.single_block ? 1 : blocks.size();
+  if (static_cast<int>(n) < stages * chunks)
     throw InputError(fmt::format(
-        "--pp {}: stack '{}' has {} blocks, fewer than the {} chunks of {} ranks x {} (valid: "
-        "--pp and --pp-chunks with P x v <= {})",
-        stages, s.name, s.single_block ? 1 : blocks.size(), stages * chunks, stages, chunks,
-        blocks.size()));
+        "--pp {}: stack '{}' has {} block{}, fewer than the {} chunks of {} ranks x {} (valid: "
+        "{})",
+        stages, s.name, n, n == 1 ? "" : "s", stages * chunks, stages, chunks,
+        n == 1 ? "a model of 2 or more blocks"
+               : fmt::format("--pp and --pp-chunks with P x v <= {}", n)));
   const auto& g = *whole.geometry;
   const bool first = stage == 0, last = stage == stages - 1;
   std::vector<char> kept(tree.num_modules(), 1);

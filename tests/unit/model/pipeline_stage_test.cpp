@@ -67,6 +67,15 @@ TEST(PipelineStage, RefusesWhatDoesNotSplit) {
   EXPECT_NE(error_of("llm", "tiny", 2, 4).find("valid: --pp and --pp-chunks with P x v <= 4"),
             std::string::npos);
   EXPECT_EQ(error_of("llm", "tiny", 2, 2), "");
+  // One block: no split at all (the message in the singular).
+  try {
+    (void)pipeline_stage(build_topology("llm", "tiny", {{"L", "1"}}), 2, 1, 0);
+    ADD_FAILURE() << "a one-block model split into 2 stages";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("has 1 block, fewer than the 2 chunks"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("valid: a model of 2 or more blocks"), std::string::npos);
+  }
   EXPECT_NE(error_of("llm", "qwen2.5-1.5b", 2, 1).find("is tied across pipeline ranks"),
             std::string::npos);
   EXPECT_NE(error_of("vla", "tiny", 2, 1).find("stacks (valid: a model with one stack"),
