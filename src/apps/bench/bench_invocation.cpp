@@ -20,7 +20,6 @@
 #include "dmuon/base/trace.hpp"
 #include "dmuon/comm/gather_to_root.hpp"
 #include "dmuon/engine/engine.hpp"
-#include "dmuon/engine/step/activation_work.hpp"
 #include "dmuon/partition/partition.hpp"
 #include "dmuon/results/provenance.hpp"
 #include "dmuon/results/results_writer.hpp"
@@ -54,9 +53,8 @@ void set_up(int argc, char** argv, int rank, int size, Invocation& st) {
   // computed where the backend computes (the host in fp32, the CUDA backend in the wire type).
   st.step_work = attach_step_work(
       o, whole,
-      o.engine.backend.device == engine::Device::cuda ? o.engine.step.wire : kernels::Dtype::f32);
-  if (o.plan.ep > 1 && o.engine.step.activation)
-    o.engine.step.activation = engine::in_tree_of(*o.engine.step.activation, whole.tree, topo.tree);
+      o.engine.backend.device == engine::Device::cuda ? o.engine.step.wire : kernels::Dtype::f32,
+      {}, o.plan.ep > 1 ? &topo.tree : nullptr);
   if (st.step_work && st.step_work->has_geometry)
     st.model_flops_per_token =
         work::model_flops_per_token(whole, o.workload.seq_len).of(o.workload.flops);

@@ -9,8 +9,8 @@
 namespace dmuon::apps::bench {
 
 std::optional<work::StepWork> attach_step_work(RunOptions& o, const model::Topology& topology,
-                                               kernels::Dtype dtype,
-                                               const work::TensorParallel& tp) {
+                                               kernels::Dtype dtype, const work::TensorParallel& tp,
+                                               const model::ModuleTree* rank_tree) {
   const auto& wl = o.workload;
   if (wl.seq_len <= 0) return std::nullopt;
   work::RunShape shape;
@@ -22,11 +22,14 @@ std::optional<work::StepWork> attach_step_work(RunOptions& o, const model::Topol
   shape.float8 = o.engine.step.float8();
   shape.tp = tp;
   shape.cp.size = wl.cp;
-  shape.ep.size = o.plan.ep;  // the projection's (dmuon_bench refuses --ep with --seq-len)
+  shape.ep.size = o.plan.ep;
   shape.ep.dispatcher = wl.ep_dispatcher;
   shape.ep.routing = wl.routing;
   auto w = work::build_step_work(topology, shape);
   o.engine.step.activation = engine::activation_work(w);
+  if (rank_tree)
+    o.engine.step.activation =
+        engine::in_tree_of(*o.engine.step.activation, topology.tree, *rank_tree);
   return w;
 }
 

@@ -121,12 +121,11 @@ ProjectionSetup make_projection_setup(RunOptions& b, const model::Topology& topo
   require_cp_machine(b.workload.cp, machine);
   if (b.plan.tp > 1 && b.workload.seq_len > 0) {
     if (!tp_plan) throw std::logic_error("make_projection_setup: --tp without a plan");
+    if (rank_tree) throw std::logic_error("make_projection_setup: --tp with --ep");
     s.step_work = tp_step_work(b, topo, compute, *tp_plan);
   } else {
-    s.step_work = bench::attach_step_work(b, topo, compute);
+    s.step_work = bench::attach_step_work(b, topo, compute, {}, rank_tree);
   }
-  if (rank_tree && b.engine.step.activation)
-    b.engine.step.activation = engine::in_tree_of(*b.engine.step.activation, topo.tree, *rank_tree);
   if (!b.workload.seq_len_note.empty()) s.notes.push_back(b.workload.seq_len_note);
   auto& po = s.options;
   po.engine = b.engine;

@@ -494,10 +494,7 @@ class CudaBackend final : public StepBackend {
   // one product per batch member; a memory-bound op as one device copy of max(read, written)
   // bytes (at least its traffic: the backend has no kernel per elementwise op).
   void activation(const StepOp& op) override {
-    const auto& unit = L_.activation->units.at(static_cast<std::size_t>(op.param));
-    const auto& ops = op.op == Op::act_forward     ? unit.forward
-                      : op.op == Op::act_recompute ? unit.recompute
-                                                   : unit.backward;
+    const auto& ops = unit_ops(*L_.activation, op);
     const int e = static_cast<int>(dtype_bytes(wire_));
     for (const auto& o : ops)
       for (const auto& u : unfused_ops(o, e)) {

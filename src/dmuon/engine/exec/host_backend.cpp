@@ -380,11 +380,7 @@ class HostBackend final : public StepBackend {
   }
 
   void activation(const StepOp& op) override {
-    const auto& unit = L_.activation->units.at(static_cast<std::size_t>(op.param));
-    activation_->run(op.op == Op::act_forward     ? unit.forward
-                     : op.op == Op::act_recompute ? unit.recompute
-                                                  : unit.backward,
-                     poll_);
+    activation_->run(unit_ops(*L_.activation, op), poll_);
   }
 
   void end_step(long) override { Kokkos::fence(); }

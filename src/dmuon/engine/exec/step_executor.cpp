@@ -90,13 +90,9 @@ StepExecutor::~StepExecutor() = default;
 // An activation op's EP all-to-alls (--ep with --seq-len: the backend runs them inside the
 // op, over the EP group) in the channel figures, as the scheduled collectives'.
 void StepExecutor::add_token_exchanges(const StepOp& op) {
-  if (op.op != Op::act_forward && op.op != Op::act_recompute && op.op != Op::act_backward) return;
-  const auto& unit = layout_.activation->units.at(static_cast<std::size_t>(op.param));
-  const auto& ops = op.op == Op::act_forward     ? unit.forward
-                    : op.op == Op::act_recompute ? unit.recompute
-                                                 : unit.backward;
+  if (!is_activation_op(op.op)) return;
   const std::size_t ch = channel_index(CommGroup::ep, comm::CollectiveKind::all_to_all);
-  for (const auto& o : ops) {
+  for (const auto& o : unit_ops(*layout_.activation, op)) {
     if (o.kind != work::OpKind::ep_collective) continue;
     const TokenExchange x = token_exchange(o);
     message_bytes_[ch] +=

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/work/attention_ops.hpp"
@@ -25,6 +26,19 @@ std::vector<work::Op> without_parameter_gemms(const std::vector<work::Op>& ops) 
 }
 
 }  // namespace
+
+bool is_activation_op(Op op) {
+  return op == Op::act_forward || op == Op::act_recompute || op == Op::act_backward;
+}
+
+const std::vector<work::Op>& unit_ops(const ActivationWork& work, const StepOp& op) {
+  if (!is_activation_op(op.op))
+    throw std::logic_error(std::string("unit_ops: ") + op_name(op.op) + " runs no activation work");
+  const auto& unit = work.units.at(static_cast<std::size_t>(op.param));
+  return op.op == Op::act_forward     ? unit.forward
+         : op.op == Op::act_recompute ? unit.recompute
+                                      : unit.backward;
+}
 
 std::shared_ptr<const ActivationWork> activation_work(const work::StepWork& work) {
   auto out = std::make_shared<ActivationWork>();

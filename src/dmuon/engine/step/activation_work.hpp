@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dmuon/comm/dtype.hpp"
+#include "dmuon/engine/step/step_op.hpp"
 
 #include "dmuon/model/module_tree.hpp"
 #include "dmuon/work/op.hpp"
@@ -40,6 +41,13 @@ struct ActivationWork {
   /// Why the step has no activation work (a model without a geometry), "" otherwise.
   std::string note;
 };
+
+/// Whether `op` runs activation work (act_forward, act_recompute, act_backward).
+bool is_activation_op(Op op);
+
+/// The ops activation step op `op` runs: its unit's (op.param) forward, recompute or backward
+/// list.
+const std::vector<work::Op>& unit_ops(const ActivationWork& work, const StepOp& op);
 
 /// The activation work of `work` (see above).
 std::shared_ptr<const ActivationWork> activation_work(const work::StepWork& work);
