@@ -29,6 +29,8 @@ class LoggingCommunicator final : public comm::Communicator {
   void do_scatter(const void*, void*, std::size_t, comm::DType, int) override {}
   void do_all_reduce(const void*, void*, std::size_t, comm::DType, ReduceOp) override {}
   void do_all_to_all(const void*, void*, std::size_t, comm::DType) override {}
+  void do_send(const void*, std::size_t, comm::DType, int) override {}
+  void do_recv(void*, std::size_t, comm::DType, int) override {}
   void do_group_start() override {}
   std::unique_ptr<comm::detail::BatchState> do_group_end() override { return nullptr; }
 

@@ -219,10 +219,21 @@ TEST(OptionTable, ParsesByKindAndAppliesTheRules) {
   EXPECT_EQ(error_of(kBench, {"--ep", "4"}), "");
   EXPECT_EQ(error_of(kInspect, {"--ep", "4"}), "");
   EXPECT_EQ(error_of(kBench, {"--ep", "4", "--seq-len", "8", "--micro-batch", "1"}), "");
-  // Pipeline parallelism is projected only, on the step work, with TP, without CP or EP for now.
+  // Pipeline parallelism is projected (with TP and EP, without CP) and run by dmuon_bench (1F1B
+  // stages of data parallelism, on the step work), not searched or inspected.
+  EXPECT_EQ(error_of(kBench, {"--pp", "2", "--seq-len", "8", "--micro-batch", "1"}), "");
+  EXPECT_EQ(error_of(kBench, {"--pp", "2", "--seq-len", "8", "--micro-batch", "1", "--accum", "4",
+                              "--pp-microbatches", "2"}),
+            "");
   EXPECT_EQ(error_of(kBench, {"--pp", "2"}),
-            "--pp 2: pipeline parallelism is projected, not run or searched (valid: "
-            "dmuon_project; here --pp 1)");
+            "--pp 2 needs --seq-len (the stages' activation work sets the pipeline's bubble and "
+            "the size of the stage boundary's messages)");
+  EXPECT_EQ(error_of(kBench, {"--pp", "2", "--tp", "2", "--seq-len", "8", "--micro-batch", "1"}),
+            "--pp 2 with --tp 2: not run together by the engine yet (valid: dmuon_project; here "
+            "--pp with --replicate and data parallelism)");
+  EXPECT_EQ(error_of(kInspect, {"--pp", "2"}),
+            "--pp 2: pipeline parallelism is projected (dmuon_project) or run (dmuon_bench), not "
+            "searched or inspected (here --pp 1)");
   EXPECT_EQ(error_of(kAdvise, {"--pp", "2", "--world-size", "4", "--machine", "h200"})
                 .rfind("--pp 2: pipeline parallelism is projected", 0),
             0u);

@@ -12,6 +12,7 @@
 // Plus hand-built cases whose op sequences are written out in full, and --tp: each TP group's
 // ranks issue the same TP gathers and scatters in the same order, adding up to the TP formula.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -625,6 +626,55 @@ TEST(StepSchedule, TwoSitesTwoOwnersHandWritten) {
   int accumulating = 0;
   for (const auto& op : s2) accumulating += op.op == Op::backward && op.accumulate;
   EXPECT_EQ(accumulating, 2);  // the second micro-step's two backward ops
+}
+
+// --pp by hand: the passes and the stage boundary's ops of one stage (parameter ops and
+// transfers only, "op@micro-batch"). Two micro-batches; stage 0 of 2 warms up with one
+// forward (F0 F1 B0 B1), sends after each forward and receives before each backward; stage 1
+// of 2 (F0 B0 F1 B1) the other way round. Z2 keeps the weights gathered through stage 0's
+// back-to-back backwards: B0 releases nothing, B1 both groups.
+std::string pass_text(const engine::Schedule& s) {
+  std::string out;
+  for (const auto& op : s) {
+    const bool p2p = engine::op_traits(op.op).cls == engine::OpClass::p2p;
+    if (!p2p && op.op != Op::forward && op.op != Op::backward) continue;
+    out += fmt::format("{}@{} ", engine::op_name(op.op), op.micro);
+  }
+  return out;
+}
+
+TEST(StepSchedule, PipelineStagesHandWritten) {
+  const auto tree = square_layers(2);
+  const auto p = two_rank_round_robin_plan(tree, "all");
+  engine::StepSpec so;
+  so.accum = 2;
+  so.stages = {2, 0, 1, 8};
+  const auto L = engine::make_layout(tree, p, so, 0);
+  EXPECT_EQ(pass_text(engine::make_schedule(L, so)),
+            "forward@0 forward@0 pp_send_activations@0 forward@1 forward@1 "
+            "pp_send_activations@1 pp_recv_gradients@0 backward@0 backward@0 "
+            "pp_recv_gradients@1 backward@1 backward@1 ");
+  so.stages.stage = 1;
+  EXPECT_EQ(pass_text(engine::make_schedule(L, so)),
+            "pp_recv_activations@0 forward@0 forward@0 backward@0 backward@0 "
+            "pp_send_gradients@0 pp_recv_activations@1 forward@1 forward@1 backward@1 "
+            "backward@1 pp_send_gradients@1 ");
+  for (const auto& op : engine::make_schedule(L, so))
+    if (engine::op_traits(op.op).cls == engine::OpClass::p2p) {
+      EXPECT_EQ(op.comm, engine::CommGroup::pipeline);
+      EXPECT_TRUE(op.exposed);
+    }
+  so.stages.stage = 0;
+  so.reshard = plan::Reshard::z2;
+  const auto L2 = engine::make_layout(tree, p, so, 0);
+  std::vector<int> released(2, 0);  // per backward micro-batch
+  bool in_backward = false;
+  for (const auto& op : engine::make_schedule(L2, so)) {
+    if (op.op == Op::backward) in_backward = true;
+    if (op.op == Op::forward) in_backward = false;
+    if (in_backward && op.op == Op::release_weights) ++released[static_cast<std::size_t>(op.micro)];
+  }
+  EXPECT_EQ(released, (std::vector<int>{0, 2}));
 }
 
 // The activation work by hand: layers.0 and layers.1 (one parameter each, two groups) and

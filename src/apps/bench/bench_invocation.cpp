@@ -20,6 +20,7 @@
 #include "dmuon/base/trace.hpp"
 #include "dmuon/comm/gather_to_root.hpp"
 #include "dmuon/engine/engine.hpp"
+#include "dmuon/model/pipeline_stage.hpp"
 #include "dmuon/partition/partition.hpp"
 #include "dmuon/results/provenance.hpp"
 #include "dmuon/results/results_writer.hpp"
@@ -40,6 +41,23 @@ constexpr std::size_t kSgemmSize = 512;
 
 }  // namespace
 
+// --pp: this rank's stage of the model, its activation work (the stage's blocks) and its
+// place in the pipeline (bench_pipeline.hpp); the engine's options carry the place.
+void set_up_stage(const model::Topology& whole, kernels::Dtype compute_type, int rank, int size,
+                  Invocation& st) {
+  auto& o = st.o;
+  const int stage = rank / engine::pipeline_stage_size(size, o.workload.pp);
+  st.topo = model::pipeline_stage(whole, o.workload.pp, 1, stage);
+  st.step_work = attach_step_work(o, *st.topo, compute_type);
+  if (!st.step_work || !st.step_work->has_geometry)
+    throw InputError(fmt::format(
+        "--pp {}: the model has no geometry, so its stage boundary has no message size (valid: "
+        "a topology with one stack of blocks)",
+        o.workload.pp));
+  st.pipeline = bench_pipeline(o, whole, *st.step_work, rank, size);
+  o.engine.step.stages = st.pipeline.stages;
+}
+
 void set_up(int argc, char** argv, int rank, int size, Invocation& st) {
   auto& o = st.o;
   const auto cl = options::parse_tool_options(options::kBench, kAbout, argc, argv, o, rank == 0);
@@ -47,19 +65,25 @@ void set_up(int argc, char** argv, int rank, int size, Invocation& st) {
   if (st.exit_now) return;
   engine::validate(o.engine, size);
   const model::Topology whole = load_topology(o.model);
-  st.topo = rank_topology(whole, o.plan.ep);
+  const kernels::Dtype compute_type =
+      o.engine.backend.device == engine::Device::cuda ? o.engine.step.wire : kernels::Dtype::f32;
+  if (o.workload.pp > 1) {
+    set_up_stage(whole, compute_type, rank, size, st);
+  } else {
+    st.topo = rank_topology(whole, o.plan.ep);
+    // --seq-len: the whole model's activation work (--ep: its EP ops, on this rank's experts),
+    // computed where the backend computes (the host in fp32, the CUDA backend in the wire
+    // type).
+    st.step_work =
+        attach_step_work(o, whole, compute_type, {}, o.plan.ep > 1 ? &st.topo->tree : nullptr);
+  }
   const auto& topo = *st.topo;
-  // --seq-len: the whole model's activation work (--ep: its EP ops, on this rank's experts),
-  // computed where the backend computes (the host in fp32, the CUDA backend in the wire type).
-  st.step_work = attach_step_work(
-      o, whole,
-      o.engine.backend.device == engine::Device::cuda ? o.engine.step.wire : kernels::Dtype::f32,
-      {}, o.plan.ep > 1 ? &topo.tree : nullptr);
+  const int world = st.pipeline.active() ? st.pipeline.stage_size : size;
   if (st.step_work && st.step_work->has_geometry)
     st.model_flops_per_token =
         work::model_flops_per_token(whole, o.workload.seq_len).of(o.workload.flops);
   const auto sweep = invocation_sweep(o, topo, config_dir(), cl.config_path, &st.sweep_source);
-  auto list = make_run_list(o, topo, sweep, size);
+  auto list = make_run_list(o, topo, sweep, world);
   st.plans = std::move(list.plans);
   st.runs = std::move(list.runs);
   for (const auto& run : st.runs)
@@ -67,7 +91,8 @@ void set_up(int argc, char** argv, int rank, int size, Invocation& st) {
       auto eo = o.engine;
       eo.step.method = run.method;
       eo.step.reshard = reshard_for(o, run.method);
-      engine::validate_run(topo.tree, st.plans[static_cast<std::size_t>(run.plan_index)], eo, size);
+      engine::validate_run(topo.tree, st.plans[static_cast<std::size_t>(run.plan_index)], eo,
+                           world);
     }
   if (!o.trace.empty() && st.runs.size() != 1)
     throw InputError(fmt::format(
@@ -83,7 +108,9 @@ void set_up(int argc, char** argv, int rank, int size, Invocation& st) {
 RunDescription describe_run(const Invocation& st) {
   RunDescription d;
   options::describe_options(st.o, options::kBench, d);
-  describe_topology(*st.topo, d);
+  // --pp: the stages hold different blocks and plans (each stage's engine run checks its
+  // plan); what must agree is the rows every stage runs in the same order.
+  if (!st.pipeline.active()) describe_topology(*st.topo, d);
   d.add("rows", st.runs.size());
   for (std::size_t i = 0; i < st.runs.size(); ++i) {
     const auto& run = st.runs[i];
@@ -91,7 +118,7 @@ RunDescription describe_run(const Invocation& st) {
     d.add(row, fmt::format("{} {} {} owners {}: {}", engine::method_name(run.method),
                            run.boundary_label(), run.mode(),
                            partition::strategy_name(run.config.partition.strategy), run.status));
-    if (run.ok())
+    if (run.ok() && !st.pipeline.active())
       d.add(row + " plan hash",
             fmt::format("{:016x}",
                         plan::plan_hash(st.topo->tree,
@@ -208,9 +235,14 @@ std::string run_rows(Invocation& st, int rank, int size) {
   std::string trace_spans;
   if (!o.trace.empty() && !repeats.empty() && !repeats[0].empty())
     trace_spans = std::move(repeats[0][0].trace_spans);
+  const int world = st.pipeline.active() ? st.pipeline.stage_size : size;
   for (std::size_t i = 0; i < st.runs.size(); ++i)
-    if (st.runs[i].ok()) st.runs[i].result = merge_repeats(std::move(repeats[i]), size);
+    if (st.runs[i].ok()) st.runs[i].result = merge_repeats(std::move(repeats[i]), world);
   progress.done();
+  if (st.pipeline.active()) {
+    st.stage_figures = gather_stage_figures(st.runs, st.pipeline);
+    fold_stage_failures(st.runs, st.stage_figures);
+  }
   return trace_spans;
 }
 
@@ -219,14 +251,26 @@ void print_results(const Invocation& st, int size, const HostInfo& host) {
   const auto& o = st.o;
   const auto& topo = *st.topo;
   if (o.json) {
-    std::cout << to_json(topo, st.plans, o, size, st.runs, host).dump(2) << std::endl;
+    auto j = to_json(topo, st.plans, o, st.pipeline.active() ? st.pipeline.stage_size : size,
+                     st.runs, host);
+    if (st.pipeline.active()) j["pipeline"] = pipeline_json(st.pipeline, st.runs, st.stage_figures);
+    std::cout << j.dump(2) << std::endl;
     return;
   }
   TableStyle style;
-  style.before_verdict = throughput_lines(o, size, st.runs, st.model_flops_per_token,
+  // --pp: the pipeline's step is the slowest stage's; the table is stage 0's world.
+  std::vector<BenchRun> timed = st.runs;
+  for (std::size_t i = 0; i < st.stage_figures.size(); ++i)
+    if (timed[i].ok())
+      timed[i].result.phases_ms[static_cast<std::size_t>(engine::Phase::step)] =
+          pipeline_step_ms(st.stage_figures[i]);
+  style.before_verdict = throughput_lines(o, size, timed, st.model_flops_per_token,
                                           work::flop_convention_name(o.workload.flops));
+  const int world = st.pipeline.active() ? st.pipeline.stage_size : size;
   std::cout << (st.step_work ? step_work_lines(o, *st.step_work) : "")
-            << format_table(topo, st.plans, o, size, st.runs, st.sweep_source, host, style)
+            << (st.pipeline.active() ? pipeline_lines(st.pipeline, o, st.runs, st.stage_figures)
+                                     : "")
+            << format_table(topo, st.plans, o, world, st.runs, st.sweep_source, host, style)
             << std::flush;
 }
 

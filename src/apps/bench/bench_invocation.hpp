@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench/bench_output.hpp"
+#include "bench/bench_pipeline.hpp"
 #include "bench/bench_run.hpp"
 #include "common/run_agreement.hpp"
 #include "dmuon/model/topology.hpp"
@@ -29,6 +30,10 @@ struct Invocation {
   std::string sweep_source = "--boundary";
   std::vector<plan::Plan> plans;
   std::vector<BenchRun> runs;
+  /// --pp: this rank's stage (topo, plans and runs are its stage's).
+  BenchPipeline pipeline;
+  /// --pp, rank 0: every stage's figures per row (gathered after the runs).
+  std::vector<std::vector<StageFigures>> stage_figures;
 };
 
 /// Parses the options and builds the rows and their plans (InputError on bad input).

@@ -313,7 +313,8 @@ int failures(const std::vector<BenchRun>& runs) {
 
 std::string throughput_lines(const RunOptions& o, int world, const std::vector<BenchRun>& runs,
                              double model_flops_per_token, const char* convention) {
-  const int dp = world / std::max(1, o.plan.tp);
+  // --pp: every stage sees the same data; the data-parallel world is a stage's.
+  const int dp = world / std::max(1, o.plan.tp) / std::max(1, o.workload.pp);
   const auto tokens = static_cast<double>(o.engine.step.global_samples(dp));
   std::string s;
   for (const auto& run : runs) {

@@ -104,16 +104,32 @@ void expert_dispatch_rules(const RunOptions& o, Tool tool) {
         work::expert_routing_name(w.routing)));
 }
 
+// dmuon_bench --pp: what the engine's stages run (the rest is dmuon_project's).
+void pipeline_run_rules(const RunOptions& o) {
+  const auto& w = o.workload;
+  if (w.pp_chunks > 1)
+    throw InputError(fmt::format(
+        "--pp-chunks {}: interleaved 1F1B is projected, not run (valid: dmuon_project; here "
+        "--pp-chunks 1)",
+        w.pp_chunks));
+  if (o.plan.tp > 1 || o.plan.ep > 1)
+    throw InputError(fmt::format(
+        "--pp {} with --{} {}: not run together by the engine yet (valid: dmuon_project; here "
+        "--pp with --replicate and data parallelism)",
+        w.pp, o.plan.tp > 1 ? "tp" : "ep", o.plan.tp > 1 ? o.plan.tp : o.plan.ep));
+}
+
 // --pp, --pp-chunks, --pp-microbatches: dmuon_project's, on the step work, with TP and EP
 // inside each stage but not CP yet (each stage is projected as an ordinary world:
-// pipeline_run.hpp).
+// pipeline_run.hpp); dmuon_bench runs 1F1B stages of data parallelism on the host engine
+// (engine/step/pipeline_order.hpp).
 void pipeline_rules(const RunOptions& o, Tool tool) {
   const auto& w = o.workload;
   if (w.pp == 1 && w.pp_chunks == 1 && w.pp_microbatches == 0) return;
-  if (tool != kProject)
+  if (tool != kProject && tool != kBench)
     throw InputError(fmt::format(
-        "--pp {}: pipeline parallelism is projected, not run or searched (valid: dmuon_project; "
-        "here --pp 1)",
+        "--pp {}: pipeline parallelism is projected (dmuon_project) or run (dmuon_bench), not "
+        "searched or inspected (here --pp 1)",
         w.pp));
   if (w.pp == 1 && w.pp_chunks > 1)
     throw InputError(fmt::format(
@@ -131,7 +147,8 @@ void pipeline_rules(const RunOptions& o, Tool tool) {
         w.pp_microbatches, o.engine.step.accum));
   if (w.seq_len <= 0)
     throw InputError(fmt::format(
-        "--pp {} needs --seq-len (the stages' activation work sets the pipeline's bubble)", w.pp));
+        "--pp {} needs --seq-len (the stages' activation work sets the pipeline's bubble{})", w.pp,
+        tool == kBench ? " and the size of the stage boundary's messages" : ""));
   if (w.cp > 1)
     throw InputError(fmt::format(
         "--pp {} with --cp: not modelled together yet (valid: --pp with data, tensor and expert "
@@ -139,9 +156,10 @@ void pipeline_rules(const RunOptions& o, Tool tool) {
         w.pp));
   if (!o.output.empty() || !o.trace.empty())
     throw InputError(fmt::format(
-        "--pp {}: a pipeline projection prints its tables or --json; it writes no results file "
-        "or trace yet (valid: without --output and --trace)",
-        w.pp));
+        "--pp {}: a pipeline {} prints its tables or --json; it writes no results file or trace "
+        "yet (valid: without --output and --trace)",
+        w.pp, tool == kBench ? "run" : "projection"));
+  if (tool == kBench) pipeline_run_rules(o);
 }
 
 // --cp: the projection's (the engine has no attention ring, the advisor does not search it).

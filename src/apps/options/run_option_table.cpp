@@ -573,8 +573,8 @@ std::vector<RunOption> expert_dispatch_rows() {
   return r;
 }
 
-// --pp, --pp-chunks, --pp-microbatches: dmuon_project's (pipeline_run.hpp); the other tools
-// refuse P > 1.
+// --pp, --pp-chunks, --pp-microbatches: dmuon_project's (pipeline_run.hpp) and dmuon_bench's
+// (the engine's 1F1B stages); the other tools refuse P > 1.
 std::vector<RunOption> pipeline_rows() {
   std::vector<RunOption> r;
   r.push_back(one(
@@ -582,7 +582,8 @@ std::vector<RunOption> pipeline_rows() {
                   "pipeline-parallel stages P, with --seq-len: the model's blocks cut into P "
                   "stages (the embedding on the first, the head on the last), each stage its own "
                   "world of world/P ranks, --accum micro-batches through them by 1F1B; "
-                  "projected, not run",
+                  "dmuon_project projects it, dmuon_bench runs it on the host (1F1B, data "
+                  "parallelism inside each stage)",
                   Integer<int>{1, 64}, [](auto& o) -> auto& { return o.workload.pp; })
                   .in(kAllTools)
                   .run_key("pp", "1"));

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <stdexcept>
 #include <vector>
 
 #include "common/run_main.hpp"
@@ -182,6 +183,8 @@ void run_collective(comm::Communicator& comm, comm::CollectiveKind kind, std::si
     case comm::CollectiveKind::all_to_all:
       comm.all_to_all(buf.data(), out.data(), count, comm::DType::f32);
       break;
+    case comm::CollectiveKind::send_recv:  // not a collective of the world: not calibrated
+      throw std::logic_error("calibrate: send_recv is point to point");
   }
   comm.group_end().wait();
 }
@@ -198,6 +201,7 @@ std::string measure_collectives(MPI_Comm world, int rank, int size, dmuon::proje
   m.measured.ranks = size;
   std::string lines;
   for (auto kind : comm::kAllCollectiveKinds) {
+    if (kind == comm::CollectiveKind::send_recv) continue;  // point to point (pipeline stages)
     const double f = dmuon::project::busbw_factor(kind, size);
     std::vector<double> xs, ts;
     std::string points;

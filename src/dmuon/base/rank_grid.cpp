@@ -16,6 +16,7 @@ const char* comm_group_name(CommGroup g) {
     case CommGroup::tp: return "tp";
     case CommGroup::expert: return "expert";
     case CommGroup::ep: return "ep";
+    case CommGroup::pipeline: return "pipeline";
   }
   return "?";
 }
@@ -28,6 +29,7 @@ const char* comm_group_word(CommGroup g) {
     case CommGroup::tp: return "TP group";
     case CommGroup::expert: return "expert group";
     case CommGroup::ep: return "EP group";
+    case CommGroup::pipeline: return "pipeline group";
   }
   return "?";
 }
@@ -50,6 +52,7 @@ int RankGrid::group_size(CommGroup g) const {
     case CommGroup::tp: return tp;
     case CommGroup::expert: return expert_replicas();
     case CommGroup::ep: return ep;
+    case CommGroup::pipeline: return 1;  // the other stages are outside a stage's grid
   }
   return 1;
 }
@@ -62,6 +65,7 @@ int RankGrid::instances(CommGroup g) const {
     case CommGroup::tp: return dp_size();
     case CommGroup::expert: return replicate * tp * ep;
     case CommGroup::ep: return replicate * tp * expert_replicas();
+    case CommGroup::pipeline: return world();
   }
   return 1;
 }
@@ -74,6 +78,7 @@ int RankGrid::instance(int w, CommGroup g) const {
     case CommGroup::tp: return dp(w);
     case CommGroup::expert: return (row(w) * ep + ep_rank(w)) * tp + tp_index(w);
     case CommGroup::ep: return (row(w) * expert_replicas() + expert_replica(w)) * tp + tp_index(w);
+    case CommGroup::pipeline: return w;
   }
   return 0;
 }
@@ -86,6 +91,7 @@ int RankGrid::member(int w, CommGroup g) const {
     case CommGroup::tp: return tp_index(w);
     case CommGroup::expert: return expert_replica(w);
     case CommGroup::ep: return ep_rank(w);
+    case CommGroup::pipeline: return 0;
   }
   return 0;
 }
@@ -105,6 +111,7 @@ int RankGrid::rank_of(CommGroup g, int instance, int member) const {
       return rank(row_replica / expert_replicas(), (row_replica % expert_replicas()) * ep + member,
                   t);
     }
+    case CommGroup::pipeline: return instance;
   }
   return member;
 }

@@ -12,6 +12,9 @@
 //   ep         --ep E > 1: the E ranks of a row whose columns are equal div E (one of each EP
 //              rank: the group the routed tokens' all-to-alls run over); member index s mod E.
 //              E = G: the row; E = 1: the rank alone
+//   pipeline   --pp P (the engine's pipeline stages): the grid is one stage's world; the rank
+//              at the same place in each of the P stages, split from the whole world by the
+//              engine (engine.hpp), not from a stage's grid: inside the grid the rank alone
 // T = 1 is the 1-D / HSDP world of SPEC §6; R = 1 is 1-D DMuon. Pure value type: no MPI.
 
 #include <array>
@@ -20,15 +23,23 @@
 namespace dmuon {
 
 /// The communicators of a step (one per group kind of the grid).
-enum class CommGroup { shard = 0, replicate = 1, world = 2, tp = 3, expert = 4, ep = 5 };
-inline constexpr std::size_t kCommGroupCount = 6;
+enum class CommGroup {
+  shard = 0,
+  replicate = 1,
+  world = 2,
+  tp = 3,
+  expert = 4,
+  ep = 5,
+  pipeline = 6
+};
+inline constexpr std::size_t kCommGroupCount = 7;
 inline constexpr std::array<CommGroup, kCommGroupCount> kAllCommGroups = {
-    CommGroup::shard, CommGroup::replicate, CommGroup::world,
-    CommGroup::tp,    CommGroup::expert,    CommGroup::ep};
-/// "shard", "replicate", "world", "tp", "expert", "ep".
+    CommGroup::shard,  CommGroup::replicate, CommGroup::world,   CommGroup::tp,
+    CommGroup::expert, CommGroup::ep,        CommGroup::pipeline};
+/// "shard", "replicate", "world", "tp", "expert", "ep", "pipeline".
 const char* comm_group_name(CommGroup g);
 /// As messages and traces say it: "row", "column", "world", "TP group", "expert group",
-/// "EP group".
+/// "EP group", "pipeline group".
 const char* comm_group_word(CommGroup g);
 
 struct RankGrid {

@@ -12,7 +12,8 @@ double busbw_factor(CollectiveKind kind, int n) {
     case CollectiveKind::scatter:
     case CollectiveKind::all_to_all: return static_cast<double>(n - 1) / n;
     case CollectiveKind::broadcast:
-    case CollectiveKind::reduce: return 1.0;
+    case CollectiveKind::reduce:
+    case CollectiveKind::send_recv: return 1.0;
   }
   return 1.0;
 }

@@ -18,6 +18,7 @@ const char* collective_kind_name(CollectiveKind kind) {
     case CollectiveKind::gather: return "gather";
     case CollectiveKind::scatter: return "scatter";
     case CollectiveKind::all_to_all: return "all_to_all";
+    case CollectiveKind::send_recv: return "send_recv";
   }
   return "?";
 }
@@ -43,6 +44,7 @@ KindCounters collective_payload(CollectiveKind kind, int group_size, bool is_roo
       p.bytes_sent = (n - 1) * s;
       p.bytes_received = s;
       break;
+    case CollectiveKind::send_recv: (is_root ? p.bytes_sent : p.bytes_received) = s; break;
     case CollectiveKind::gather:
       (is_root ? p.bytes_received : p.bytes_sent) = is_root ? (n - 1) * s : s;
       break;
@@ -72,7 +74,8 @@ std::uint64_t collective_volume(CollectiveKind kind, const KindCounters& c) {
     case CollectiveKind::reduce_scatter:
     case CollectiveKind::all_reduce:
     case CollectiveKind::gather:
-    case CollectiveKind::all_to_all: return c.bytes_sent;
+    case CollectiveKind::all_to_all:
+    case CollectiveKind::send_recv: return c.bytes_sent;
   }
   return 0;
 }

@@ -18,6 +18,9 @@
 //                              Root: sent (n−1)·c. Non-root: received c.
 //   all_to_all(chunk)          c = chunk·e (what this rank sends each rank; input and
 //                              output n·c). sent (n−1)·c, received (n−1)·c.
+//   send_recv(count)           S = count·e, one call on each side (Communicator::send on the
+//                              sender, ::recv on the receiver; the sender is the "root").
+//                              Sender: sent S. Receiver: received S.
 //   all_reduce(count)          as reduce-scatter + all-gather on a chunked payload:
 //                              sent = received = floor(count·(n−1)/n)·e.
 //                              Rounding: the element count is floored, so bytes stay a multiple
@@ -26,7 +29,7 @@
 //
 // volume(kind) is the one-directional quantity SPEC §6's per-rank formulas count:
 //   broadcast, all_gather, scatter -> received;  reduce, reduce_scatter, all_reduce,
-//   gather, all_to_all -> sent.
+//   gather, all_to_all, send_recv -> sent.
 // E.g. DMuon Z3 per rank per step = 3·(P_M − elements owned by this rank) elements:
 //   2 broadcasts received + 1 reduce sent per non-owned parameter.
 
@@ -47,12 +50,13 @@ enum class CollectiveKind {
   gather,      ///< rooted: every rank's chunk to the root (the TP exchange's gather)
   scatter,     ///< rooted: the root's chunks to every rank (the TP exchange's scatter)
   all_to_all,  ///< every rank's chunk i to rank i (expert parallelism's token dispatch)
+  send_recv,   ///< point to point: one message from a sender to one receiver (pipeline stages)
 };
-inline constexpr std::size_t kCollectiveKindCount = 8;
+inline constexpr std::size_t kCollectiveKindCount = 9;
 inline constexpr std::array<CollectiveKind, kCollectiveKindCount> kAllCollectiveKinds = {
     CollectiveKind::broadcast,  CollectiveKind::reduce,     CollectiveKind::reduce_scatter,
     CollectiveKind::all_gather, CollectiveKind::all_reduce, CollectiveKind::gather,
-    CollectiveKind::scatter,    CollectiveKind::all_to_all};
+    CollectiveKind::scatter,    CollectiveKind::all_to_all, CollectiveKind::send_recv};
 /// A collective with a root (broadcast, reduce, gather, scatter).
 inline constexpr bool is_rooted(CollectiveKind k) {
   return k == CollectiveKind::broadcast || k == CollectiveKind::reduce ||
@@ -60,7 +64,7 @@ inline constexpr bool is_rooted(CollectiveKind k) {
 }
 
 /// "broadcast", "reduce", "reduce_scatter", "all_gather", "all_reduce", "gather", "scatter",
-/// "all_to_all".
+/// "all_to_all", "send_recv".
 const char* collective_kind_name(CollectiveKind kind);
 
 /// One kind's tally on one rank.

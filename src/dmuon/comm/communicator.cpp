@@ -52,6 +52,12 @@ void Communicator::check_root(int root, const char* op) const {
                 fmt::format("{}: root {} is outside the group of {} ranks", op, root, size_));
 }
 
+void Communicator::check_peer(int peer, const char* op) const {
+  DMUON_REQUIRE(peer >= 0 && peer < size_ && peer != rank_,
+                fmt::format("{}: peer {} is not another rank of the group of {} (this is {})", op,
+                            peer, size_, rank_));
+}
+
 void Communicator::broadcast(void* buf, std::size_t count, DType dtype, int root) {
   check_root(root, "broadcast");
   require_buffer(buf, count, "broadcast", "data");
@@ -142,6 +148,22 @@ void Communicator::all_to_all(const void* send, void* recv, std::size_t chunk, D
   issue([&] { do_all_to_all(send, recv, chunk, dtype); });
   counters_.record(CollectiveKind::all_to_all, collective_payload(CollectiveKind::all_to_all, size_,
                                                                   false, chunk, dtype_size(dtype)));
+}
+
+void Communicator::send(const void* buf, std::size_t count, DType dtype, int peer) {
+  check_peer(peer, "send");
+  require_buffer(buf, count, "send", "data");
+  issue([&] { do_send(buf, count, dtype, peer); });
+  counters_.record(CollectiveKind::send_recv, collective_payload(CollectiveKind::send_recv, 2, true,
+                                                                 count, dtype_size(dtype)));
+}
+
+void Communicator::recv(void* buf, std::size_t count, DType dtype, int peer) {
+  check_peer(peer, "recv");
+  require_buffer(buf, count, "recv", "data");
+  issue([&] { do_recv(buf, count, dtype, peer); });
+  counters_.record(CollectiveKind::send_recv, collective_payload(CollectiveKind::send_recv, 2,
+                                                                 false, count, dtype_size(dtype)));
 }
 
 void Communicator::all_reduce_avg(const void* send, void* recv, std::size_t count, DType dtype) {

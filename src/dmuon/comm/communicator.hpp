@@ -74,6 +74,10 @@ class Communicator {
   /// `send` holds size()·chunk elements, chunk i for rank i; `recv` gets size()·chunk, rank
   /// i's chunk for this rank at offset i·chunk. Not in place (send and recv must not overlap).
   void all_to_all(const void* send, void* recv, std::size_t chunk, DType dtype);
+  /// Point to point: `count` elements of `buf` to group rank `peer`, and their receipt there
+  /// (each side calls its half; messages between two ranks arrive in the order sent).
+  void send(const void* buf, std::size_t count, DType dtype, int peer);
+  void recv(void* buf, std::size_t count, DType dtype, int peer);
   /// Mean (or sum) over the group of every rank's `send`, into every rank's `recv`.
   void all_reduce_avg(const void* send, void* recv, std::size_t count, DType dtype);
   void all_reduce_sum(const void* send, void* recv, std::size_t count, DType dtype);
@@ -125,6 +129,8 @@ class Communicator {
   virtual void do_all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
                              ReduceOp op) = 0;
   virtual void do_all_to_all(const void* send, void* recv, std::size_t chunk, DType dtype) = 0;
+  virtual void do_send(const void* buf, std::size_t count, DType dtype, int peer) = 0;
+  virtual void do_recv(void* buf, std::size_t count, DType dtype, int peer) = 0;
   virtual void do_group_start() = 0;
   virtual std::unique_ptr<detail::BatchState> do_group_end() = 0;
 
@@ -134,6 +140,7 @@ class Communicator {
   template <class F>
   void issue(F&& issue_op);
   void check_root(int root, const char* op) const;
+  void check_peer(int peer, const char* op) const;
 
   Backend backend_;
   int rank_;

@@ -218,6 +218,21 @@ void MpiCommunicator::do_all_to_all(const void* send, void* recv, std::size_t ch
   open_->requests.push_back(req);
 }
 
+// Point to point on one tag: MPI keeps the messages between two ranks in the order sent.
+void MpiCommunicator::do_send(const void* buf, std::size_t count, DType dtype, int peer) {
+  const int n = mpi_count(count, "send");
+  MPI_Request req = MPI_REQUEST_NULL;
+  DMUON_CHECK_MPI(MPI_Isend(buf, n, mpi_type(dtype), peer, 0, comm_.get(), &req));
+  open_->requests.push_back(req);
+}
+
+void MpiCommunicator::do_recv(void* buf, std::size_t count, DType dtype, int peer) {
+  const int n = mpi_count(count, "recv");
+  MPI_Request req = MPI_REQUEST_NULL;
+  DMUON_CHECK_MPI(MPI_Irecv(buf, n, mpi_type(dtype), peer, 0, comm_.get(), &req));
+  open_->requests.push_back(req);
+}
+
 void MpiCommunicator::do_gather(const void* send, void* recv, std::size_t chunk, DType dtype,
                                 int root) {
   const int n = mpi_count(chunk, "gather");

@@ -37,6 +37,8 @@ class MpiCommunicator final : public Communicator {
   void do_all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
                      ReduceOp op) override;
   void do_all_to_all(const void* send, void* recv, std::size_t chunk, DType dtype) override;
+  void do_send(const void* buf, std::size_t count, DType dtype, int peer) override;
+  void do_recv(void* buf, std::size_t count, DType dtype, int peer) override;
   void do_group_start() override;
   std::unique_ptr<detail::BatchState> do_group_end() override;
 

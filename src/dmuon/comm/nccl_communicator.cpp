@@ -224,6 +224,12 @@ class NcclCommunicator final : public Communicator {
       DMUON_CHECK_NCCL(ncclRecv(out + off, chunk, nccl_type(dtype), r, nccl_, active_));
     }
   }
+  void do_send(const void* buf, std::size_t count, DType dtype, int peer) override {
+    DMUON_CHECK_NCCL(ncclSend(buf, count, nccl_type(dtype), peer, nccl_, active_));
+  }
+  void do_recv(void* buf, std::size_t count, DType dtype, int peer) override {
+    DMUON_CHECK_NCCL(ncclRecv(buf, count, nccl_type(dtype), peer, nccl_, active_));
+  }
   // NCCL has no rooted gather or scatter: point-to-point inside the open group (nccl-tests'
   // gather_perf / scatter_perf do the same); the root's own chunk is a device copy.
   void do_gather(const void* send, void* recv, std::size_t chunk, DType dtype, int root) override {

@@ -6,7 +6,8 @@
 
 namespace dmuon::comm {
 
-RankGroups::RankGroups(MPI_Comm world, const RankGrid& grid) : grid_(grid), world_(world) {
+RankGroups::RankGroups(MPI_Comm world, const RankGrid& grid, MPI_Comm pipeline)
+    : grid_(grid), world_(world), pipeline_(pipeline) {
   int size = 0;
   DMUON_CHECK_MPI(MPI_Comm_rank(world, &world_rank_));
   DMUON_CHECK_MPI(MPI_Comm_size(world, &size));
@@ -14,7 +15,7 @@ RankGroups::RankGroups(MPI_Comm world, const RankGrid& grid) : grid_(grid), worl
                 fmt::format("rank grid R={} x G={} x T={} needs {} ranks, the world has {}",
                             grid.replicate, grid.shard, grid.tp, grid.world(), size));
   for (CommGroup g : kAllCommGroups) {
-    if (g == CommGroup::world) continue;
+    if (g == CommGroup::world || g == CommGroup::pipeline) continue;
     // The expert group exists to communicate only with --ep E < G (the same test on every rank).
     if (g == CommGroup::expert && !grid.has_expert_groups()) continue;
     // The EP group (the routed tokens' all-to-alls) only with --ep E > 1.
@@ -27,6 +28,7 @@ RankGroups::RankGroups(MPI_Comm world, const RankGrid& grid) : grid_(grid), worl
 }
 
 MPI_Comm RankGroups::comm(CommGroup g) const {
+  if (g == CommGroup::pipeline) return pipeline_;
   return g == CommGroup::world ? world_ : split_[static_cast<std::size_t>(g)].get();
 }
 

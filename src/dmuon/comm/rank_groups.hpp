@@ -17,8 +17,9 @@ namespace dmuon::comm {
 class RankGroups {
  public:
   /// Collective over `world`. Throws InputError (on every rank alike) unless `world` holds
-  /// exactly grid.world() ranks.
-  RankGroups(MPI_Comm world, const RankGrid& grid);
+  /// exactly grid.world() ranks. `pipeline`: with pipeline stages (engine.hpp), this rank's
+  /// pipeline group, split by the caller from the whole world (not owned); else MPI_COMM_NULL.
+  RankGroups(MPI_Comm world, const RankGrid& grid, MPI_Comm pipeline = MPI_COMM_NULL);
 
   const RankGrid& grid() const { return grid_; }
   int world_rank() const { return world_rank_; }
@@ -30,7 +31,9 @@ class RankGroups {
   RankGrid grid_;
   int world_rank_ = 0;
   MPI_Comm world_ = MPI_COMM_NULL;
-  std::array<UniqueComm, kCommGroupCount> split_;  // (world unused; expert, ep: with --ep)
+  MPI_Comm pipeline_ = MPI_COMM_NULL;
+  // (world, pipeline unused; expert, ep: with --ep)
+  std::array<UniqueComm, kCommGroupCount> split_;
 };
 
 }  // namespace dmuon::comm

@@ -13,6 +13,7 @@
 #include "dmuon/comm/first_message.hpp"
 #include "dmuon/comm/rank_groups.hpp"
 #include "dmuon/comm/timed_barrier.hpp"
+#include "dmuon/comm/unique_comm.hpp"
 #include "dmuon/engine/exec/channel_counters.hpp"
 #include "dmuon/engine/exec/cuda_backend.hpp"
 #include "dmuon/engine/exec/fault_injection.hpp"
@@ -40,6 +41,16 @@ void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const E
     throw InputError(fmt::format("plan laid out for {} x {} x {} ranks, run on {} (re-plan for {})",
                                  po.replicate, po.shard, tp, world_size, world_size));
   validate_tp_run(plan, o);
+  if (o.step.stages.active() && (tp > 1 || plan.config.ep > 1))
+    throw InputError(fmt::format(
+        "--pp {} with --{} {}: not run together by the engine yet (dmuon_project projects "
+        "them; here --pp with data parallelism)",
+        o.step.stages.count, tp > 1 ? "tp" : "ep", tp > 1 ? tp : plan.config.ep));
+  if (o.step.stages.active() && o.run.check_reference)
+    throw InputError(fmt::format(
+        "--pp {}: a reference computed elsewhere cannot check a stage (each stage holds its own "
+        "blocks); use --check",
+        o.step.stages.count));
   if (plan.config.ep > 1 && o.run.check_reference)
     throw InputError(fmt::format(
         "--ep {}: a reference computed elsewhere cannot check an EP run (each rank's experts "
@@ -93,8 +104,20 @@ void validate_tp_run(const plan::Plan& plan, const EngineOptions& o) {
         tp));
 }
 
-RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, const EngineOptions& o,
-                     MPI_Comm world) {
+namespace {
+
+// The communicators of a run: the world its plan is laid out for (with --pp, this rank's
+// stage), the whole job (steps start and non-finite values end the run together there) and
+// with --pp this rank's pipeline group.
+struct RunWorlds {
+  MPI_Comm world = MPI_COMM_NULL;
+  MPI_Comm whole = MPI_COMM_NULL;
+  MPI_Comm pipeline = MPI_COMM_NULL;
+};
+
+RunResult run_in(const model::ModuleTree& tree, const plan::Plan& plan, const EngineOptions& o,
+                 const RunWorlds& worlds) {
+  const MPI_Comm world = worlds.world;
   int size = 1;
   DMUON_CHECK_MPI(MPI_Comm_size(world, &size));
   validate_run(tree, plan, o, size);
@@ -103,7 +126,7 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
   comm::verify_same_on_all_ranks(plan::plan_hash(tree, plan), "DMuon plan", world);
   // --tp: every rank holds the local shards of the TP-sharded parameters.
   const model::ModuleTree local = plan.tp.tp > 1 ? plan::tp_local_tree(tree, plan) : tree;
-  const comm::RankGroups groups(world, method_grid(plan, o.step.method));
+  const comm::RankGroups groups(world, method_grid(plan, o.step.method), worlds.pipeline);
   const StepLayout layout = make_layout(local, plan, o.step, groups.world_rank());
   const Schedule schedule = make_schedule(layout, o.step);
   if (o.backend.device == Device::host) check_host_memory(layout, world);
@@ -124,19 +147,19 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
     // Every step starts together: a rank's lead is reported as step_sync, not as a late root's
     // exposed communication (comm/timed_barrier.hpp). The reference's DMuon step has no
     // barrier: a late owner's broadcast is waited in the next forward (StepRunModel).
-    const double sync_ms = run_model.barrier ? comm::timed_barrier_ms(world) : 0.0;
+    const double sync_ms = run_model.barrier ? comm::timed_barrier_ms(worlds.whole) : 0.0;
     StepMeasure m;
     try {
       m = executor.run_step(s);
     } catch (...) {
       // Peers may be waiting on this rank's collectives: abort, never synchronise, end all.
-      end_mid_step_failure(*backend, world);
+      end_mid_step_failure(*backend, worlds.whole);
     }
     // A non-finite gradient or weight ends the run on every rank alike (exit 3 with the first
     // rank's message), after the step whose collectives every rank still completed.
     int bad_rank = -1;
     const std::string bad = backend->take_nonfinite();
-    const std::string first = comm::agree_first_message(!bad.empty(), bad, world, &bad_rank);
+    const std::string first = comm::agree_first_message(!bad.empty(), bad, worlds.whole, &bad_rank);
     if (!first.empty()) {
       executor.finish();  // the replica batches still in flight complete before buffers go
       throw CheckFailure(fmt::format("rank {}: {}", bad_rank, first));
@@ -149,6 +172,51 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
   RunResult r = results.finish(*backend);
   if (trace) r.trace_spans = trace->spans_json();
   return r;
+}
+
+// --pp: what one stage cannot run ends every stage's ranks alike, before any step (a stage
+// left running would wait on its neighbour's sends forever).
+void validate_everywhere(const model::ModuleTree& tree, const plan::Plan& plan,
+                         const EngineOptions& o, int stage_size, MPI_Comm whole) {
+  std::string error;
+  try {
+    validate_run(tree, plan, o, stage_size);
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  const std::string first = comm::agree_first_message(!error.empty(), error, whole, nullptr);
+  if (!first.empty()) throw InputError(first);
+}
+
+}  // namespace
+
+int pipeline_stage_size(int world_size, int stages) {
+  if (stages < 1 || world_size % stages != 0)
+    throw InputError(fmt::format(
+        "--pp {} does not divide the {} ranks (valid: a divisor of the world size, each stage "
+        "world/P ranks)",
+        stages, world_size));
+  return world_size / stages;
+}
+
+RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, const EngineOptions& o,
+                     MPI_Comm world) {
+  const PipelineStages& p = o.step.stages;
+  if (!p.active()) return run_in(tree, plan, o, RunWorlds{world, world, MPI_COMM_NULL});
+  int rank = 0, size = 1;
+  DMUON_CHECK_MPI(MPI_Comm_rank(world, &rank));
+  DMUON_CHECK_MPI(MPI_Comm_size(world, &size));
+  const int stage_size = pipeline_stage_size(size, p.count);
+  if (p.stage != rank / stage_size)
+    throw std::logic_error(fmt::format("run_engine: world rank {} given stage {} (its stage is {})",
+                                       rank, p.stage, rank / stage_size));
+  validate_everywhere(tree, plan, o, stage_size, world);
+  MPI_Comm stage = MPI_COMM_NULL, pipeline = MPI_COMM_NULL;
+  DMUON_CHECK_MPI(MPI_Comm_split(world, p.stage, rank, &stage));
+  const comm::UniqueComm stage_owner(stage);
+  DMUON_CHECK_MPI(MPI_Comm_split(world, rank % stage_size, p.stage, &pipeline));
+  const comm::UniqueComm pipeline_owner(pipeline);
+  return run_in(tree, plan, o, RunWorlds{stage, world, pipeline});
 }
 
 }  // namespace dmuon::engine

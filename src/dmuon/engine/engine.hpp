@@ -35,7 +35,14 @@ void validate_compute(const EngineOptions& o);
 /// when plan.tp.tp == 1.
 void validate_tp_run(const plan::Plan& plan, const EngineOptions& o);
 
-/// Collective over `world`: verifies every rank built the same plan, then runs. Requires an
+/// --pp P (step/pipeline_order.hpp): the ranks of one stage, world_size / P; InputError (one
+/// line) when P does not divide the world.
+int pipeline_stage_size(int world_size, int stages);
+
+/// Collective over `world`: verifies every rank built the same plan, then runs. With
+/// o.step.stages (--pp P) the world is P stages of world/P ranks, stage-major: each rank passes
+/// its stage's model and a plan for world/P ranks and o.step.stages.stage = its world rank /
+/// (world/P); the run's result is its stage's (RunResult::pipeline_stage). Requires an
 /// initialised Kokkos (kernels/scoped_kokkos.hpp). NaN/Inf in a gradient or weight aborts all
 /// ranks (comm::abort_all) naming rank, step and parameter.
 RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, const EngineOptions& o,

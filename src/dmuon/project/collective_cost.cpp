@@ -170,6 +170,9 @@ CollectiveTime collective_time(const Machine& m, CollectiveKind kind, std::int64
   const int p = protocol == Protocol::simple ? kSimple : kLL;
   if (kind == CollectiveKind::gather || kind == CollectiveKind::scatter)
     return rooted_p2p_time(m, bytes, span, p);
+  // One message to one peer: a 2-rank gather's one chunk on the same links.
+  if (kind == CollectiveKind::send_recv)
+    return rooted_p2p_time(m, 2 * bytes, CommSpan{2, std::min(span.domains, 2)}, p);
   if (kind == CollectiveKind::all_to_all) return all_to_all_time(m, bytes, span, p);
   return nccl_time(m, kind, bytes, span, p);
 }

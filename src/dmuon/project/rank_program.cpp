@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <stdexcept>
 
 #include "dmuon/base/error.hpp"
 
@@ -68,6 +69,10 @@ class ProgramCompiler::Impl {
       case engine::OpClass::issue: issue(op, t); break;
       case engine::OpClass::wait: wait(op, t); break;
       case engine::OpClass::bookkeeping: break;  // release_weights
+      case engine::OpClass::p2p:  // a projected pipeline composes its stages' steps instead
+        throw std::logic_error(
+            "compile_program: a stage's sends and receives are not replayed "
+            "(pipeline_schedule.hpp composes the stages)");
     }
   }
 

@@ -198,7 +198,8 @@ class Replayer {
       const auto c = static_cast<std::size_t>(comm);
       const bool none = (comm == CommGroup::tp && grid_.tp == 1) ||
                         (comm == CommGroup::expert && !grid_.has_expert_groups()) ||
-                        comm == CommGroup::ep;  // the tokens' all-to-alls are priced ops
+                        comm == CommGroup::ep ||      // the tokens' all-to-alls are priced ops
+                        comm == CommGroup::pipeline;  // stages compose (pipeline_schedule.hpp)
       const int count = none ? 0 : grid_.instances(comm);
       instances_[c].resize(static_cast<std::size_t>(count));
       spans_[c].resize(static_cast<std::size_t>(count));

@@ -118,6 +118,10 @@ int MPI_Ialltoall(const void* send, int scount, MPI_Datatype stype, void* recv, 
                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req);
 int MPI_Ireduce_scatter_block(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
                               MPI_Comm comm, MPI_Request* req);
+int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+              MPI_Request* req);
+int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+              MPI_Request* req);
 int MPI_Wait(MPI_Request* req, MPI_Status* status);
 int MPI_Waitall(int n, MPI_Request* reqs, MPI_Status* statuses);
 int MPI_Test(MPI_Request* req, int* flag, MPI_Status* status);

@@ -216,6 +216,7 @@ class CudaBackend final : public StepBackend {
     if (group == CommGroup::tp) return tp_.get();          // --tp only
     if (group == CommGroup::expert) return expert_.get();  // --ep E < G only
     if (group == CommGroup::ep) return ep_.get();          // --ep with --seq-len only
+    if (group == CommGroup::pipeline) return nullptr;      // --pp runs on the host only
     return group == CommGroup::shard ? shard_.get() : replicate_comm_.get();
   }
 

@@ -18,7 +18,9 @@
 #include "dmuon/engine/exec/linear_work.hpp"
 #include "dmuon/engine/exec/memory_tracker.hpp"
 #include "dmuon/engine/exec/optimizer_step.hpp"
+#include "dmuon/engine/exec/pipeline_link.hpp"
 #include "dmuon/engine/step/grad_clip.hpp"
+#include "dmuon/engine/step/pipeline_order.hpp"
 #include "kernels/convert.hpp"
 #include "kernels/newton_schulz.hpp"
 #include "kernels/tp_blocks.hpp"
@@ -118,6 +120,10 @@ class HostBackend final : public StepBackend {
     if (L_.me.grid.has_expert_groups()) expert_ = make(CommGroup::expert);
     // The routed tokens' all-to-alls (--ep with --seq-len: the activation work's EP ops).
     if (L_.me.grid.ep > 1 && L_.activation) ep_ = make(CommGroup::ep);
+    if (o.step.stages.active()) {  // --pp: this stage's boundaries
+      pipeline_ = make(CommGroup::pipeline);
+      link_ = std::make_unique<PipelineLink>(*pipeline_, o.step.stages, o.step.accum);
+    }
     const auto n = [](std::int64_t e) { return static_cast<std::size_t>(e); };
     master_ = F32View("dmuon::master", n(L_.master_elems));
     state_ = F32View("dmuon::optimizer_state", n(L_.state_elems));
@@ -159,7 +165,8 @@ class HostBackend final : public StepBackend {
     for (const auto& p : L_.params) {
       const std::uint64_t key = p.data_key;
       work_.emplace_back(tree, p.pid, global, p.data_rank, p.data_ranks, o.step.accum, key,
-                         o.step.compute_of(p.pid));
+                         o.step.compute_of(p.pid),
+                         in_flight_micro_batches(o.step.stages, o.step.accum));
       if (p.master_offset < 0) continue;
       init.assign(n(p.numel), 0.0f);
       init_weights(o.run.seed, key, init.data(), p.numel, p.shape.cols);
@@ -181,6 +188,7 @@ class HostBackend final : public StepBackend {
       case CommGroup::tp: return tp_.get();
       case CommGroup::expert: return expert_.get();
       case CommGroup::ep: return ep_.get();
+      case CommGroup::pipeline: return pipeline_.get();
     }
     return nullptr;
   }
@@ -383,7 +391,14 @@ class HostBackend final : public StepBackend {
     activation_->run(unit_ops(*L_.activation, op), poll_);
   }
 
-  void end_step(long) override { Kokkos::fence(); }
+  void pipeline_transfer(const StepOp& op) override {
+    if (!link_) throw std::logic_error("host backend: a pipeline op without --pp");
+    link_->run(op);
+  }
+  void end_step(long) override {
+    if (link_) link_->finish_step();
+    Kokkos::fence();
+  }
   std::string take_nonfinite() override { return std::exchange(nonfinite_, std::string()); }
   double take_token_exchange_ms() override {
     return activation_ ? activation_->take_exchange_ms() : 0.0;
@@ -447,10 +462,11 @@ class HostBackend final : public StepBackend {
     for (const WireBuffer* w : {&grad_arena_, &weight_pool_, &grad_pool_, &gather_pool_,
                                 &alt_weights_, &alt_grads_, &alt_gather_, &tp_send_, &tp_recv_})
       counted += w->bytes();
-    // The synthetic compute's inputs, outputs and padding zeros, the activation work's scratch.
+    // The synthetic compute's inputs, outputs and padding zeros, the activation work's scratch,
+    // the stage boundary's messages.
     for (const auto& w : work_) uncounted += w.bytes();
     uncounted += static_cast<std::int64_t>(zeros_.size() * sizeof(float)) +
-                 (activation_ ? activation_->bytes() : 0);
+                 (activation_ ? activation_->bytes() : 0) + (link_ ? link_->bytes() : 0);
     m.add_reserved(counted);
     m.add_uncounted(uncounted);
     return m.result(L_.me.rank);
@@ -464,7 +480,8 @@ class HostBackend final : public StepBackend {
     for (const WireBuffer* w : {&grad_arena_, &weight_pool_, &grad_pool_, &gather_pool_,
                                 &alt_weights_, &alt_grads_, &alt_gather_, &tp_send_, &tp_recv_})
       b += w->bytes();
-    return b + opt_.workspace_bytes() + (activation_ ? activation_->bytes() : 0);
+    return b + opt_.workspace_bytes() + (activation_ ? activation_->bytes() : 0) +
+           (link_ ? link_->bytes() : 0);
   }
 
  private:
@@ -580,8 +597,9 @@ class HostBackend final : public StepBackend {
   StepSpec step_;  // what the step computes (its batch, compute mode, clip)
   std::uint64_t seed_;
   Dtype wire_, reduce_;  // the run's weight and gradient types (StepLayout::wire, reduce)
-  std::unique_ptr<comm::Communicator> shard_, replicate_, world_, tp_, expert_, ep_;
-  float clip_scalar_ = 0;  // --clip-norm: this rank's partial, then the world's
+  std::unique_ptr<comm::Communicator> shard_, replicate_, world_, tp_, expert_, ep_, pipeline_;
+  std::unique_ptr<PipelineLink> link_;  // --pp
+  float clip_scalar_ = 0;               // --clip-norm: this rank's partial, then the world's
   F32View master_, state_, state2_, input_, compute_pool_, gather_f32_, alt_compute_,
       alt_gather_f32_, scratch_, tp_matrix_;
   WireBuffer grad_arena_, weight_pool_, grad_pool_, gather_pool_, alt_weights_, alt_grads_,

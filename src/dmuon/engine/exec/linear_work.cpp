@@ -14,13 +14,18 @@ using Exec = Kokkos::DefaultHostExecutionSpace;
 using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace>;
 }  // namespace
 
-// Row-major b×cols inputs and b×rows outputs/targets of this rank's samples.
+// Row-major b×cols inputs and b×rows outputs/targets of this rank's samples, per slot (a
+// micro-batch in flight); dX is discarded: one for all.
 struct LinearWork::Buffers {
-  Matrix x, y, t, dx;
+  struct Saved {
+    Matrix x, y, t;
+  };
+  std::vector<Saved> slots;
+  Matrix dx;
 };
 
 LinearWork::LinearWork(const model::ModuleTree& tree, int pid, std::int64_t global_tokens, int rank,
-                       int ranks, int accum, std::uint64_t key, Compute compute)
+                       int ranks, int accum, std::uint64_t key, Compute compute, int in_flight)
     : pid_(pid),
       key_(key == kPidKey ? static_cast<std::uint64_t>(pid) : key),
       shape_(matrix_shape(tree.parameter(pid))),
@@ -37,14 +42,18 @@ LinearWork::LinearWork(const model::ModuleTree& tree, int pid, std::int64_t glob
   const auto b = static_cast<std::size_t>(most);
   const auto rows = static_cast<std::size_t>(shape_.rows),
              cols = static_cast<std::size_t>(shape_.cols);
-  buf_->x = Matrix("dmuon::linear_x", b, cols);
-  buf_->y = Matrix("dmuon::linear_y", b, rows);
-  buf_->t = Matrix("dmuon::linear_target", b, rows);
+  buf_->slots.resize(static_cast<std::size_t>(std::max(1, in_flight)));
+  for (auto& saved : buf_->slots) {
+    saved.x = Matrix("dmuon::linear_x", b, cols);
+    saved.y = Matrix("dmuon::linear_y", b, rows);
+    saved.t = Matrix("dmuon::linear_target", b, rows);
+  }
   buf_->dx = Matrix("dmuon::linear_dx", b, cols);
 }
 
 void LinearWork::set_micro(int micro) {
   range_ = micro_sample_range(n_, micro, accum_, rank_, ranks_);
+  slot_ = micro % static_cast<int>(buf_ ? buf_->slots.size() : 1);
 }
 
 LinearWork::~LinearWork() = default;
@@ -52,8 +61,9 @@ LinearWork::LinearWork(LinearWork&&) noexcept = default;
 LinearWork& LinearWork::operator=(LinearWork&&) noexcept = default;
 
 std::int64_t LinearWork::bytes() const {
-  return static_cast<std::int64_t>(
-      sizeof(float) * (buf_->x.span() + buf_->y.span() + buf_->t.span() + buf_->dx.span()));
+  std::size_t floats = buf_->dx.span();
+  for (const auto& saved : buf_->slots) floats += saved.x.span() + saved.y.span() + saved.t.span();
+  return static_cast<std::int64_t>(sizeof(float) * floats);
 }
 
 void LinearWork::forward(Compute compute, std::uint64_t seed, long step, const float* w,
@@ -63,7 +73,8 @@ void LinearWork::forward(Compute compute, std::uint64_t seed, long step, const f
   const auto pid = key_;
   const auto st = static_cast<std::uint64_t>(step);
   const std::int64_t begin = range_.begin, rows = shape_.rows, cols = shape_.cols;
-  const Matrix x = buf_->x, t = buf_->t;
+  const auto& saved = buf_->slots[static_cast<std::size_t>(slot_)];
+  const Matrix x = saved.x, t = saved.t;
   // In blocks of rows, so MPI can progress between them (`between`) while this rank draws.
   constexpr std::int64_t kRowsPerBlock = 256;
   for (std::int64_t lo = 0; lo < b; lo += kRowsPerBlock) {
@@ -78,7 +89,7 @@ void LinearWork::forward(Compute compute, std::uint64_t seed, long step, const f
     Kokkos::fence();
     if (between) between();
   }
-  kernels::host::linear_forward(x.data(), w, buf_->y.data(), static_cast<std::size_t>(b),
+  kernels::host::linear_forward(x.data(), w, saved.y.data(), static_cast<std::size_t>(b),
                                 static_cast<std::size_t>(cols), static_cast<std::size_t>(rows));
 }
 
@@ -121,8 +132,9 @@ void LinearWork::backward(Compute compute, std::uint64_t seed, long step, const 
   }
   // dY = (Y − T)·G/n in place of Y: the mean over the global samples (synthetic.hpp).
   const float scale = static_cast<float>(ranks_) / static_cast<float>(n_);
-  const Matrix y = buf_->y;
-  const Kokkos::View<const float**, Kokkos::LayoutRight, Kokkos::HostSpace> t = buf_->t;
+  const auto& saved = buf_->slots[static_cast<std::size_t>(slot_)];
+  const Matrix y = saved.y;
+  const Kokkos::View<const float**, Kokkos::LayoutRight, Kokkos::HostSpace> t = saved.t;
   Kokkos::parallel_for(
       "dmuon::residual", Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>({0, 0}, {b, shape_.rows}),
       KOKKOS_LAMBDA(const std::int64_t s, const std::int64_t r) {
@@ -134,7 +146,7 @@ void LinearWork::backward(Compute compute, std::uint64_t seed, long step, const 
              out = static_cast<std::size_t>(shape_.rows);
   kernels::host::linear_backward_input(y.data(), w, buf_->dx.data(), ub, in, out);
   if (between) between();
-  kernels::host::linear_backward_weight(y.data(), buf_->x.data(), grad, ub, in, out, accumulate);
+  kernels::host::linear_backward_weight(y.data(), saved.x.data(), grad, ub, in, out, accumulate);
 }
 
 }  // namespace dmuon::engine

@@ -22,9 +22,12 @@ class LinearWork {
   /// `key` keys the synthetic data (default: the parameter id; a tensor-parallel shard has its
   /// own, tp_shard_key). `compute` none (the run's, or a looked-up table's:
   /// StepSpec::compute_of): no GEMM runs, so no activation buffers are allocated.
+  /// `in_flight`: micro-batches whose forward may run before the backward of the first
+  /// (--pp's 1F1B, in_flight_micro_batches): each keeps its own activations, micro-batch j in
+  /// slot j mod in_flight.
   LinearWork(const model::ModuleTree& tree, int pid, std::int64_t global_tokens, int rank,
-             int ranks, int accum = 1, std::uint64_t key = kPidKey,
-             Compute compute = Compute::gemm);
+             int ranks, int accum = 1, std::uint64_t key = kPidKey, Compute compute = Compute::gemm,
+             int in_flight = 1);
   static constexpr std::uint64_t kPidKey = ~std::uint64_t{0};
   ~LinearWork();
   LinearWork(LinearWork&&) noexcept;
@@ -58,7 +61,8 @@ class LinearWork {
   int rank_ = 0;
   int ranks_ = 1;
   int accum_ = 1;
-  std::unique_ptr<Buffers> buf_;
+  std::unique_ptr<Buffers> buf_;  // the slots' activations
+  int slot_ = 0;                  // the current micro-batch's
 };
 
 }  // namespace dmuon::engine

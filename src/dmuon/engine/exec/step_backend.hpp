@@ -103,6 +103,12 @@ class StepBackend {
   virtual void activation(const StepOp& /*op*/) {
     throw std::logic_error("this backend does not run the step's activation work");
   }
+  /// A pipeline stage's send or receive (OpClass::p2p, step/pipeline_order.hpp): a receive
+  /// returns once its message is here. Backends without pipeline stages are refused them
+  /// (validate).
+  virtual void pipeline_transfer(const StepOp& /*op*/) {
+    throw std::logic_error("this backend does not run pipeline stages");
+  }
   /// Ends the step: joins the queues. A non-finite gradient or weight a kernel saw during the
   /// step is kept for take_nonfinite() (the engine ends the run on every rank with it).
   virtual void end_step(long step) = 0;

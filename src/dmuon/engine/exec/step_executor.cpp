@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
+#include <stdexcept>
+#include <utility>
 
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/bus_bandwidth.hpp"
@@ -51,6 +54,8 @@ void issue_call(comm::Communicator& c, StepBackend& backend, const CollectiveCal
     case CollectiveKind::all_to_all:
       c.all_to_all(buf, backend.buffer(call.recv), count, call.dtype);
       break;
+    case CollectiveKind::send_recv:  // a stage's transfers are p2p ops, not scheduled calls
+      throw std::logic_error("step executor: a send_recv is not a scheduled collective");
   }
 }
 
@@ -79,6 +84,7 @@ StepExecutor::StepExecutor(const StepLayout& layout, const Schedule& schedule,
     }
     channel_mask_.push_back(mask);
     add_token_exchanges(op);
+    add_pipeline_message(op, options);
   }
   slots_.resize(layout.groups.size() + 1);
   polls_ = backend.wants_progress();
@@ -100,6 +106,15 @@ void StepExecutor::add_token_exchanges(const StepOp& op) {
                             comm::dtype_size(x.dtype), x.group);
     group_size_[ch] = x.group;
   }
+}
+
+// A stage boundary's send or receive (--pp): one fp32 message between two ranks.
+void StepExecutor::add_pipeline_message(const StepOp& op, const StepSpec& options) {
+  if (op_traits(op.op).cls != OpClass::p2p) return;
+  const std::size_t ch = channel_index(CommGroup::pipeline, comm::CollectiveKind::send_recv);
+  message_bytes_[ch] += comm::message_bytes(comm::CollectiveKind::send_recv,
+                                            options.stages.message_elems, sizeof(float), 2);
+  group_size_[ch] = 2;
 }
 
 comm::Batch& StepExecutor::slot(int g, BatchSlot s) {
@@ -172,6 +187,16 @@ void StepExecutor::compute(const StepOp& op, long step) {
   if (polls_) progress();
 }
 
+// A stage's send or receive, its wall time the pipeline channel's in-flight time (a receive
+// waits for its message; a send is posted).
+void StepExecutor::transfer(const StepOp& op) {
+  const auto start = std::chrono::steady_clock::now();
+  backend_.pipeline_transfer(op);
+  pipeline_ms_ +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (polls_) progress();
+}
+
 void StepExecutor::issue_op(std::size_t i) {
   const StepOp& op = schedule_[i];
   const OpTraits t = op_traits(op.op);
@@ -223,7 +248,8 @@ StepMeasure StepExecutor::run_step(long step) {
       timer.switch_to(segments.phase(), segments.exposed());
     }
     const OpTraits t = op_traits(op.op);
-    const bool spanned = trace_ && (t.cls == OpClass::compute || t.cls == OpClass::wait);
+    const bool spanned =
+        trace_ && (t.cls == OpClass::compute || t.cls == OpClass::wait || t.cls == OpClass::p2p);
     const std::size_t t0 = spanned ? trace_->mark_compute() : 0;
     switch (t.cls) {
       case OpClass::compute: compute(op, step); break;
@@ -238,6 +264,7 @@ StepMeasure StepExecutor::run_step(long step) {
         m.hook_comm_calls += op.communicates ? 1 : 0;
         break;
       case OpClass::bookkeeping: backend_.release_weights(op); break;
+      case OpClass::p2p: transfer(op); break;
     }
     if (spanned)
       trace_->close(
@@ -255,6 +282,8 @@ StepMeasure StepExecutor::run_step(long step) {
   m.in_flight_ms = in_flight_clock_.finish_step();
   m.in_flight_ms[channel_index(CommGroup::ep, comm::CollectiveKind::all_to_all)] +=
       backend_.take_token_exchange_ms();
+  m.in_flight_ms[channel_index(CommGroup::pipeline, comm::CollectiveKind::send_recv)] +=
+      std::exchange(pipeline_ms_, 0.0);
   m.message_bytes = message_bytes_;
   m.group_size = group_size_;
   // Everything but the replicas completed inside the step (the schedule waits for it).

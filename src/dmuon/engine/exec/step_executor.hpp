@@ -57,6 +57,8 @@ class StepExecutor {
 
  private:
   void add_token_exchanges(const StepOp& op);
+  void add_pipeline_message(const StepOp& op, const StepSpec& options);
+  void transfer(const StepOp& op);
   /// Issues op `op_index`'s collectives as one batch; `mark` (--trace): the stamp taken just
   /// before them.
   comm::Batch issue(std::size_t op_index, std::size_t& mark);
@@ -88,6 +90,7 @@ class StepExecutor {
   std::vector<std::uint64_t> channel_mask_;  // per schedule op: the channels its calls use
   std::array<double, kChannelCount> message_bytes_{};
   std::array<int, kChannelCount> group_size_{};
+  double pipeline_ms_ = 0;  // --pp: this step's sends and receives so far
   InFlightClock in_flight_clock_;
   std::unique_ptr<WallTraceClock> wall_clock_;  // --trace on a backend without its own clock
   std::unique_ptr<StepTrace> trace_;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "dmuon/base/comma_list.hpp"
 #include "dmuon/base/error.hpp"
@@ -153,6 +154,36 @@ Compute parse_compute(std::string_view s) {
   throw InputError(fmt::format("unknown compute mode '{}' (valid: gemm, none)", s));
 }
 
+namespace {
+
+// --pp in the engine (pipeline_order.hpp).
+void validate_stages(const EngineOptions& o) {
+  const PipelineStages& p = o.step.stages;
+  if (p.count < 1 || p.count > 64)
+    throw InputError(fmt::format("--pp {} is invalid (valid: 1..64 stages)", p.count));
+  if (!p.active()) return;
+  if (p.stage < 0 || p.stage >= p.count || p.runs < 1 || o.step.accum % p.runs != 0)
+    throw std::logic_error(fmt::format("pipeline stage {} of {}, {} runs of --accum {}", p.stage,
+                                       p.count, p.runs, o.step.accum));
+  if (p.message_elems < 1)
+    throw InputError(fmt::format(
+        "--pp {}: the stage boundary's message is empty (the engine's pipeline needs --seq-len "
+        "and a model with a hidden size)",
+        p.count));
+  if (o.backend.device != Device::host)
+    throw InputError(
+        fmt::format("--pp {} runs on --device host (the CUDA backend has no stage sends yet; "
+                    "dmuon_project projects GPU pipelines)",
+                    p.count));
+  if (o.step.clip())
+    throw InputError(fmt::format(
+        "--pp {} with --clip-norm: the norm spans every stage's gradients, which the engine's "
+        "stages do not combine (valid: --clip-norm 0 with --pp)",
+        p.count));
+}
+
+}  // namespace
+
 void validate(const EngineOptions& o, int world_size) {
   const StepSpec& st = o.step;
   const RunControl& run = o.run;
@@ -188,6 +219,7 @@ void validate(const EngineOptions& o, int world_size) {
     throw InputError("--comm-dtype fp16 is not supported (valid: fp32, bf16)");
   if (st.reduce_dtype() == kernels::Dtype::f16)
     throw InputError("--reduce-dtype fp16 is not supported (valid: fp32, bf16)");
+  validate_stages(o);
 }
 
 }  // namespace dmuon::engine

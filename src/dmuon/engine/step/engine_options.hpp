@@ -13,6 +13,7 @@
 
 #include "dmuon/engine/step/activation_work.hpp"
 #include "dmuon/engine/step/method.hpp"
+#include "dmuon/engine/step/pipeline_order.hpp"
 #include "dmuon/plan/comm_volume.hpp"
 #include "kernels/dtype.hpp"
 #include "kernels/ns_coefficients.hpp"
@@ -155,6 +156,8 @@ struct StepSpec {
   DmuonSchedule dmuon_schedule = DmuonSchedule::reference;
   /// dmuon under the reference's schedule: the momentum's type in the memory model.
   MomentumDtype momentum = MomentumDtype::grad;
+  /// --pp: this rank's pipeline stage (pipeline_order.hpp); count 1 without.
+  PipelineStages stages{};
 
   bool clip() const { return clip_norm > 0; }
   /// Whether this step runs the reference's DMuon schedule (dmuon under

@@ -133,6 +133,10 @@ struct RunResult {
   /// Tensor parallelism: T (world_size = R x G x T; the TP exchange is the tp channels; the
   /// global batch is o.global_samples(world_size / T)).
   int tp = 1;
+  /// --pp P: the result is stage `pipeline_stage`'s (its world of world_size ranks; the
+  /// stage boundary's sends and receives are the pipeline_send_recv channel).
+  int pipeline_stages = 1;
+  int pipeline_stage = 0;
 
   std::int64_t bytes_measured_total() const;
   std::int64_t bytes_formula_total() const;

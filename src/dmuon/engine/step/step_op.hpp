@@ -46,8 +46,13 @@ enum class Op {
   act_forward,    ///< its forward ops (attention, norms, activations, ...), after g's forward
   act_recompute,  ///< what its checkpointing policy recomputes, before its backward
   act_backward,   ///< its backward ops, before g's parameters' backward
+  // --pp (pipeline_order.hpp), one micro-batch (StepOp::micro) each, on the pipeline group:
+  pp_recv_activations,  ///< from the previous stage, before the micro-batch's forward
+  pp_send_activations,  ///< to the next stage, after its forward (in flight to the step's end)
+  pp_recv_gradients,    ///< their gradients from the next stage, before its backward
+  pp_send_gradients,    ///< to the previous stage, after its backward (in flight)
 };
-inline constexpr std::size_t kOpCount = 30;
+inline constexpr std::size_t kOpCount = 34;
 
 /// What an op is to an interpreter.
 enum class OpClass : std::uint8_t {
@@ -56,6 +61,7 @@ enum class OpClass : std::uint8_t {
   wait,         ///< completes the batch its slot holds
   hook,         ///< counted, not timed
   bookkeeping,  ///< nothing to run (release_weights)
+  p2p,          ///< a pipeline stage's send or receive (StepBackend::pipeline_transfer)
 };
 
 /// The per-group batch slots an executor keeps (an issue fills one, a wait completes it).
@@ -123,6 +129,11 @@ inline constexpr OpTraits op_traits(Op op) {
     case Op::act_forward: return {"act_forward", C::compute, B::none, S::weights, false};
     case Op::act_recompute: return {"act_recompute", C::compute, B::none, S::weights, false};
     case Op::act_backward: return {"act_backward", C::compute, B::none, S::weights, false};
+    case Op::pp_recv_activations: return {"pp_recv_activations", C::p2p, B::none, S::weights, true};
+    case Op::pp_send_activations:
+      return {"pp_send_activations", C::p2p, B::none, S::weights, false};
+    case Op::pp_recv_gradients: return {"pp_recv_gradients", C::p2p, B::none, S::weights, true};
+    case Op::pp_send_gradients: return {"pp_send_gradients", C::p2p, B::none, S::weights, false};
   }
   return {"?", C::bookkeeping, B::none, S::weights, false};
 }

@@ -70,9 +70,13 @@ class Builder {
   }
 
   Schedule build() {
-    for (micro_ = 0; micro_ < o_.accum; ++micro_) {
-      forward();
-      backward();
+    if (o_.stages.active()) {
+      pipelined();
+    } else {
+      for (micro_ = 0; micro_ < o_.accum; ++micro_) {
+        forward();
+        backward();
+      }
     }
     micro_ = 0;
     if (o_.clip()) clip();
@@ -152,14 +156,19 @@ class Builder {
 
   // The communicator of an issue op: the world for the clip norm, the TP group for the TP
   // exchange, the replicate group for HSDP stage 2 and the owners' column broadcasts
-  // (ddp-dmuon's post-step broadcast: its one group of all ranks), else the group's own (the
-  // shard group; --ep E < G, an expert group's).
+  // (ddp-dmuon's post-step broadcast: its one group of all ranks), the pipeline group for a
+  // stage's sends and receives, else the group's own (the shard group; --ep E < G, an expert
+  // group's).
   CommGroup comm_of(Op op, int g) const {
     switch (op) {
       case Op::issue_clip: return CommGroup::world;
       case Op::tp_gather:
       case Op::tp_scatter: return CommGroup::tp;
       case Op::issue_stage2: return CommGroup::replicate;
+      case Op::pp_recv_activations:
+      case Op::pp_send_activations:
+      case Op::pp_recv_gradients:
+      case Op::pp_send_gradients: return CommGroup::pipeline;
       case Op::publish:
         return publishes_replicas(L_, group(g)) ? group(g).comm : CommGroup::replicate;
       default: return g >= 0 ? group(g).comm : CommGroup::shard;  // clip ops have no group
@@ -201,6 +210,32 @@ class Builder {
       emit(Op::wait_weights, g, ph, true);
   }
 
+  // --pp: the micro-batches' passes in 1F1B order (pipeline_order.hpp), each between the
+  // receive of what it needs from a neighbouring stage and the send of what it makes. Z2
+  // keeps the weights a forward gathered until the run's last backward: with several
+  // micro-batches in flight a backward may follow another backward.
+  void pipelined() {
+    const PipelineStages& p = o_.stages;
+    const auto passes = one_f_one_b(p.count, p.stage, o_.accum, p.runs);
+    const int per_run = o_.accum / p.runs;
+    for (const PipelinePass& pass : passes) {
+      micro_ = pass.micro;
+      if (pass.forward) {
+        if (p.has_previous()) transfer(Op::pp_recv_activations, Phase::forward_comm);
+        forward();
+        if (p.has_next()) transfer(Op::pp_send_activations, Phase::forward_comm);
+        continue;
+      }
+      if (p.has_next()) transfer(Op::pp_recv_gradients, Phase::backward_comm);
+      keep_gathered_ = !z3_ && (pass.micro + 1) % per_run != 0;
+      backward();
+      keep_gathered_ = false;
+      if (p.has_previous()) transfer(Op::pp_send_gradients, Phase::backward_comm);
+    }
+  }
+  // A stage boundary's receive (exposed: the stage waits) or send (its post).
+  void transfer(Op op, Phase phase) { emit(op, -1, phase, true); }
+
   void forward() {
     std::vector<int> order(static_cast<std::size_t>(n_));
     for (int i = 0; i < n_; ++i) order[static_cast<std::size_t>(i)] = i;
@@ -241,7 +276,7 @@ class Builder {
       activation_backward(g);
       for (auto it = G.members.rbegin(); it != G.members.rend(); ++it)
         compute(Op::backward, g, *it, Phase::backward_compute);
-      if (!computes_on_master(G.kind)) untimed(Op::release_weights, g);
+      if (!computes_on_master(G.kind) && !keep_gathered_) untimed(Op::release_weights, g);
       // FSDP2 (StepSpec::fsdp2): before this group's gradients go into its reduce input, the
       // previous FSDP group's reduce is waited and its input freed: one input in flight.
       const bool fsdp2_reduce = L_.fsdp2_reduces(G);
@@ -447,6 +482,7 @@ class Builder {
   std::vector<std::int64_t> weight_base_, grad_base_;
   std::vector<bool> reduce_waited_, stage2_waited_;
   int micro_ = 0;
+  bool keep_gathered_ = false;  // --pp, Z2: this backward leaves the weights gathered
   std::map<int, std::int64_t> gather_base_of_;
   Schedule ops_;
 };

@@ -26,6 +26,11 @@
 //   --accum K: forward and backward run K times (micro-steps 0..K−1, weights collectives and
 //             hooks every time); issue_reduce / stage 2 only in the last backward, whose
 //             backward-post hooks alone communicate; every group has its own grad-pool slot.
+//   --pp P:   the micro-steps' forwards and backwards in 1F1B order (pipeline_order.hpp), a
+//             forward after the receive of its activations from the previous stage and before
+//             the send of its output to the next, a backward likewise with the gradients the
+//             other way (pp_* ops on the pipeline group); Z2 releases the weights in a run's
+//             last backward only (several micro-batches are in flight).
 //   --clip-norm: before the optimizer, every group's gradients waited, then clip_partial,
 //             issue_clip (world all-reduce of one fp32), wait_clip, clip_scale.
 //   dmuon, --dmuon-schedule reference (the default; docs/REFERENCE-STEP.md in the shared docs):

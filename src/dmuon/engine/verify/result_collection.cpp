@@ -110,6 +110,13 @@ ResultCollector::ResultCollector(const model::ModuleTree& tree, const plan::Plan
     x.calls += calls;
     x.bytes += bytes;
   }
+  // --pp: the stage's sends and receives (pipeline_order.hpp), outside the plan's formula.
+  if (o.step.stages.active()) {
+    const PipelineTraffic t = pipeline_traffic_per_step(o.step.stages, o.step.accum);
+    auto& x = expect_[channel_index(CommGroup::pipeline, comm::CollectiveKind::send_recv)];
+    x.calls += t.calls;
+    x.bytes += t.bytes;
+  }
   hooks_formula_ = formula.hooks_fired;
   comm_hooks_formula_ = formula.hooks_communicating;
   sites_formula_ = formula.hook_sites;
@@ -304,6 +311,8 @@ RunResult ResultCollector::finish(StepBackend& backend) {
   r.world_size = size_;
   r.replicate = plan_.partition.options.replicate;
   r.tp = plan_.tp.tp;
+  r.pipeline_stages = o_.step.stages.count;
+  r.pipeline_stage = o_.step.stages.stage;
   gather_per_rank(r);
   reduce_phases(r);
   reduce_channels(r);
