@@ -15,6 +15,7 @@
 
 #include <functional>
 
+#include "common/plan_setup.hpp"
 #include "dmuon/base/error.hpp"
 #include "dmuon/comm/communicator.hpp"
 #include "dmuon/engine/engine.hpp"
@@ -111,6 +112,35 @@ TEST(PpEngine, FourStagesInnerStagesBothWays) {
   const auto r = run(4, Method::dmuon, plan::Reshard::z3, 4);
   expect_checked(r);
   expect_boundary(r, 4, 4);
+}
+
+// --ep 2 inside each of 2 stages (4 ranks): the tiny moe-llm's blocks split as the bench does,
+// then each EP rank's experts of its stage's MoE blocks (apps::rank_topology); every method
+// --check'ed against its EP rank's reference, and the boundary counted as without EP.
+TEST(PpEngine, ExpertParallelInsideEachStage) {
+  if (test::world_size() != 4) GTEST_SKIP() << "2 stages of 2 EP ranks: 4 ranks";
+  test::PlanOptions po;
+  po.topology = "moe-llm";  // loaded whole, then cut and mapped as dmuon_bench does
+  const model::Topology whole = test::load_topology(po);
+  po.ep = 2;
+  const int stage = test::world_rank() / 2;
+  const model::Topology mine =
+      apps::rank_topology(model::pipeline_stage(whole, 2, 1, stage), po.ep);
+  const plan::Plan plan = plan::make_plan(mine.tree, test::make_plan_config(po, mine, 2));
+  for (Method m : {Method::dmuon, Method::fsdp_adamw}) {
+    SCOPED_TRACE(engine::method_name(m));
+    engine::EngineOptions o;
+    o.step.method = m;
+    o.step.global_tokens = 16;
+    o.step.accum = 2;
+    o.step.stages = {2, stage, 1, kMessage};
+    o.run.steps = 2;
+    o.run.warmup = 0;
+    o.run.check = true;
+    const auto r = engine::run_engine(mine.tree, plan, o, MPI_COMM_WORLD);
+    expect_checked(r);
+    expect_boundary(r, 2, 2);
+  }
 }
 
 // What one stage cannot run ends every stage alike, before any step (--clip-norm spans the

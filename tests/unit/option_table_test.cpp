@@ -230,10 +230,14 @@ TEST(OptionTable, ParsesByKindAndAppliesTheRules) {
             "the size of the stage boundary's messages)");
   EXPECT_EQ(error_of(kBench, {"--pp", "2", "--tp", "2", "--seq-len", "8", "--micro-batch", "1"}),
             "--pp 2 with --tp 2: not run together by the engine yet (valid: dmuon_project; here "
-            "--pp with --replicate and data parallelism)");
+            "--pp with data and expert parallelism: --replicate, --ep)");
   EXPECT_EQ(error_of(kInspect, {"--pp", "2"}),
             "--pp 2: pipeline parallelism is projected (dmuon_project) or run (dmuon_bench), not "
             "searched or inspected (here --pp 1)");
+  // --param-dtype: the projection's (the engine keeps fp32 masters).
+  EXPECT_NE(error_of(kBench, {"--param-dtype", "bf16"}).find("--param-dtype"), std::string::npos);
+  EXPECT_EQ(error_of(kProject, {"--param-dtype", "bf16", "--world-size", "4", "--machine", "h200"}),
+            "");
   EXPECT_EQ(error_of(kAdvise, {"--pp", "2", "--world-size", "4", "--machine", "h200"})
                 .rfind("--pp 2: pipeline parallelism is projected", 0),
             0u);

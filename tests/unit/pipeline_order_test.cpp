@@ -72,4 +72,9 @@ TEST(PipelineStages, MicroBatchesInFlight) {
   EXPECT_EQ(in_flight_micro_batches(PipelineStages{4, 1, 4, 1}, 8), 2);
 }
 
+// The host buffers an inner stage holds: m messages sent each way and one received.
+TEST(PipelineStages, BufferBytesByHand) {
+  EXPECT_EQ(pipeline_buffer_bytes(PipelineStages{2, 0, 1, 100}, 4), 4.0 * (2 * 4 * 100 + 100));
+}
+
 }  // namespace

@@ -41,14 +41,18 @@ constexpr std::size_t kSgemmSize = 512;
 
 }  // namespace
 
-// --pp: this rank's stage of the model, its activation work (the stage's blocks) and its
-// place in the pipeline (bench_pipeline.hpp); the engine's options carry the place.
+// --pp: this rank's stage of the model (--ep: its EP rank's experts of it), its activation work
+// (the stage's blocks) and its place in the pipeline (bench_pipeline.hpp); the engine's options
+// carry the place.
 void set_up_stage(const model::Topology& whole, kernels::Dtype compute_type, int rank, int size,
                   Invocation& st) {
   auto& o = st.o;
   const int stage = rank / engine::pipeline_stage_size(size, o.workload.pp);
-  st.topo = model::pipeline_stage(whole, o.workload.pp, 1, stage);
-  st.step_work = attach_step_work(o, *st.topo, compute_type);
+  const model::Topology blocks = model::pipeline_stage(whole, o.workload.pp, 1, stage);
+  // --ep inside the stage: this EP rank's experts of the stage's blocks.
+  st.topo = rank_topology(blocks, o.plan.ep);
+  st.step_work =
+      attach_step_work(o, blocks, compute_type, {}, o.plan.ep > 1 ? &st.topo->tree : nullptr);
   if (!st.step_work || !st.step_work->has_geometry)
     throw InputError(fmt::format(
         "--pp {}: the model has no geometry, so its stage boundary has no message size (valid: "

@@ -436,10 +436,15 @@ std::string table_header(const model::Topology& topo, const RunOptions& o, int w
       plan::grad_reduce_name(e.step.grad_reduce), e.step.prefetch,
       engine::compute_name(e.step.compute)));
   line(
-      fmt::format("# device {}  comm dtype {}  reduce dtype {}  Newton-Schulz {}{}  optimizer "
+      fmt::format("# device {}  comm dtype {}  reduce dtype {}{}  Newton-Schulz {}{}  optimizer "
                   "pipeline {}",
                   engine::device_name(e.backend.device), engine::dtype_flag_name(e.step.wire),
-                  engine::dtype_flag_name(e.step.reduce_dtype()), kernels::to_string(e.backend.ns),
+                  engine::dtype_flag_name(e.step.reduce_dtype()),
+                  e.step.param != kernels::Dtype::f32
+                      ? fmt::format("  param dtype {} (masters, optimizer state, gradients)",
+                                    engine::dtype_flag_name(e.step.param))
+                      : std::string(),
+                  kernels::to_string(e.backend.ns),
                   e.backend.device == engine::Device::cuda
                       ? fmt::format(" in {}", engine::dtype_flag_name(e.backend.ns_dtype))
                       : std::string(" in fp32"),

@@ -1,9 +1,9 @@
 #pragma once
 // dmuon_bench --pp P (engine/step/pipeline_order.hpp): the world as P stages of world/P ranks,
-// stage-major, each running its blocks of the model (model::pipeline_stage) as a data-parallel
-// world of its own, the micro-batches in 1F1B order across the stage boundaries. Each rank
-// plans and runs its stage; rank 0 prints its stage's table and, gathered here, every stage's
-// step, boundary traffic, audit and check per row.
+// stage-major, each running its blocks of the model (model::pipeline_stage) as a data- (and
+// --ep: expert-) parallel world of its own, the micro-batches in 1F1B order across the stage
+// boundaries. Each rank plans and runs its stage; rank 0 prints its stage's table and, gathered
+// here, every stage's step, boundary traffic, audit and check per row.
 
 #include <nlohmann/json.hpp>
 

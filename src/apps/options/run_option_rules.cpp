@@ -112,17 +112,17 @@ void pipeline_run_rules(const RunOptions& o) {
         "--pp-chunks {}: interleaved 1F1B is projected, not run (valid: dmuon_project; here "
         "--pp-chunks 1)",
         w.pp_chunks));
-  if (o.plan.tp > 1 || o.plan.ep > 1)
+  if (o.plan.tp > 1)
     throw InputError(fmt::format(
-        "--pp {} with --{} {}: not run together by the engine yet (valid: dmuon_project; here "
-        "--pp with --replicate and data parallelism)",
-        w.pp, o.plan.tp > 1 ? "tp" : "ep", o.plan.tp > 1 ? o.plan.tp : o.plan.ep));
+        "--pp {} with --tp {}: not run together by the engine yet (valid: dmuon_project; here "
+        "--pp with data and expert parallelism: --replicate, --ep)",
+        w.pp, o.plan.tp));
 }
 
 // --pp, --pp-chunks, --pp-microbatches: dmuon_project's, on the step work, with TP and EP
 // inside each stage but not CP yet (each stage is projected as an ordinary world:
-// pipeline_run.hpp); dmuon_bench runs 1F1B stages of data parallelism on the host engine
-// (engine/step/pipeline_order.hpp).
+// pipeline_run.hpp); dmuon_bench runs 1F1B stages of data and expert parallelism on the host
+// engine (engine/step/pipeline_order.hpp).
 void pipeline_rules(const RunOptions& o, Tool tool) {
   const auto& w = o.workload;
   if (w.pp == 1 && w.pp_chunks == 1 && w.pp_microbatches == 0) return;

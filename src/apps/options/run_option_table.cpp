@@ -386,6 +386,16 @@ std::vector<RunOption> step_rows() {
                   [](auto& o) -> auto& { return o.engine.step.reduce; })
                   .in(kRunTools)
                   .field_key("reduce_dtype"));
+  r.push_back(one(
+                  "--param-dtype", kGroupStep,
+                  "fp32 or bf16: the type the parameters are kept in (each rank's master shard, "
+                  "the optimizer state torch keeps in it, autograd's gradients), as NeMo "
+                  "AutoModel trains its MoE models (cast to bf16); projected only, the engine "
+                  "keeps fp32",
+                  dtypes({Dtype::f32, Dtype::bf16}),
+                  [](auto& o) -> auto& { return o.engine.step.param; })
+                  .in(kProject | kAdvise)
+                  .run_key("param_dtype", "fp32"));
   return r;
 }
 
@@ -582,8 +592,8 @@ std::vector<RunOption> pipeline_rows() {
                   "pipeline-parallel stages P, with --seq-len: the model's blocks cut into P "
                   "stages (the embedding on the first, the head on the last), each stage its own "
                   "world of world/P ranks, --accum micro-batches through them by 1F1B; "
-                  "dmuon_project projects it, dmuon_bench runs it on the host (1F1B, data "
-                  "parallelism inside each stage)",
+                  "dmuon_project projects it, dmuon_bench runs it on the host (1F1B, data and "
+                  "expert parallelism inside each stage)",
                   Integer<int>{1, 64}, [](auto& o) -> auto& { return o.workload.pp; })
                   .in(kAllTools)
                   .run_key("pp", "1"));

@@ -41,11 +41,16 @@ void validate_run(const model::ModuleTree& tree, const plan::Plan& plan, const E
     throw InputError(fmt::format("plan laid out for {} x {} x {} ranks, run on {} (re-plan for {})",
                                  po.replicate, po.shard, tp, world_size, world_size));
   validate_tp_run(plan, o);
-  if (o.step.stages.active() && (tp > 1 || plan.config.ep > 1))
+  if (o.step.param != kernels::Dtype::f32)
     throw InputError(fmt::format(
-        "--pp {} with --{} {}: not run together by the engine yet (dmuon_project projects "
-        "them; here --pp with data parallelism)",
-        o.step.stages.count, tp > 1 ? "tp" : "ep", tp > 1 ? tp : plan.config.ep));
+        "--param-dtype {} is projected, not run (the engine keeps fp32 masters and optimizer "
+        "state; valid here: fp32)",
+        dtype_flag_name(o.step.param)));
+  if (o.step.stages.active() && tp > 1)
+    throw InputError(fmt::format(
+        "--pp {} with --tp {}: not run together by the engine yet (dmuon_project projects "
+        "them; here --pp with data and expert parallelism)",
+        o.step.stages.count, tp));
   if (o.step.stages.active() && o.run.check_reference)
     throw InputError(fmt::format(
         "--pp {}: a reference computed elsewhere cannot check a stage (each stage holds its own "

@@ -138,7 +138,7 @@ void hold_as_the_reference(const engine::StepLayout& L, RankMemory& m) {
     workspace = std::max(workspace, std::max(8 * rc, 4 * rc + 12 * mm * mm));
     shapes.emplace(s.rows, s.cols);  // a graph per input shape: [r, c] and [c, r] apart
   }
-  m.optimizer_state -= (4 - bytes_of(L.momentum)) * momentum;
+  m.optimizer_state -= (bytes_of(L.param) - bytes_of(L.momentum)) * momentum;
   m.ns_input = 0;
   m.ns_workspace = workspace;
   m.graph_pool = true;
@@ -207,8 +207,9 @@ RankMemory memory_of(const engine::StepLayout& L) {
   const std::int64_t wire = bytes_of(L.wire);
   const std::int64_t alt = bytes_of(L.alt_wire);
   const std::int64_t reduce = bytes_of(L.reduce);  // gradients (--reduce-dtype)
-  m.masters = 4 * L.master_elems;
-  m.optimizer_state = 4 * (L.state_elems + L.second_state_elems);
+  const std::int64_t kept = bytes_of(L.param);     // --param-dtype
+  m.masters = kept * L.master_elems;
+  m.optimizer_state = kept * (L.state_elems + L.second_state_elems);
   // Persistent gradients, from the pairs and parameters (a reduced layout keeps no arena
   // totals): as make_layout lays them out.
   for (const auto& pr : L.pairs) {
@@ -221,7 +222,9 @@ RankMemory memory_of(const engine::StepLayout& L) {
   bool tp_root = false;
   for (const auto& p : L.params) {
     if (p.pair < 0 && p.pid >= 0) {
-      const std::int64_t b = bytes_of(p.grad_wire);
+      // A narrower --param-dtype: autograd's gradient (and FSDP2's reduced shard, cast back to
+      // the parameter's type) is kept in it.
+      const std::int64_t b = std::min(bytes_of(p.grad_wire), kept);
       if (p.sharded()) {
         const bool deferred = L.groups[static_cast<std::size_t>(p.group)].deferred_reduce;
         m.gradients += b * (p.chunk + (p.alt_grad || deferred ? p.padded : 0));

@@ -42,6 +42,7 @@ OpCost::OpCost(const Machine& machine, const engine::EngineOptions& options, int
   w_ = static_cast<double>(kernels::dtype_bytes(wire_));
   g_ = static_cast<double>(kernels::dtype_bytes(options.step.reduce_dtype()));
   n_ = static_cast<double>(kernels::dtype_bytes(ns_));
+  p_ = static_cast<double>(kernels::dtype_bytes(options.step.param));
   ns_config_ = engine::muon_config(options).ns;
   step_ = options.step;
   if (options.step.float8()) {
@@ -117,7 +118,7 @@ double OpCost::pack(const engine::StepLayout& L, int group) const {
     case GroupKind::dmuon_site:
       for (int pi : g.pairs) {
         const auto& pr = L.pairs[static_cast<std::size_t>(pi)];
-        if (pr.rooted_here) s += cost_.elementwise(static_cast<double>(pr.numel) * (4 + w_));
+        if (pr.rooted_here) s += cost_.elementwise(static_cast<double>(pr.numel) * (p_ + w_));
       }
       break;
     case GroupKind::fsdp:
@@ -125,7 +126,7 @@ double OpCost::pack(const engine::StepLayout& L, int group) const {
       // parameter out (placed here, before the gather: the compute stream's total is the same).
       for (int pi : g.members) {
         const auto& p = L.params[static_cast<std::size_t>(pi)];
-        s += cost_.elementwise(static_cast<double>(p.chunk) * (4 + wire_bytes(p))) +
+        s += cost_.elementwise(static_cast<double>(p.chunk) * (p_ + wire_bytes(p))) +
              fsdp2_copy_out(p);
       }
       break;
@@ -135,7 +136,7 @@ double OpCost::pack(const engine::StepLayout& L, int group) const {
         const auto& p = L.params[static_cast<std::size_t>(pi)];
         // The host computes on fp32 replicas directly: nothing to convert then.
         if (!gpu_ && wire_bytes(p) == 4) continue;
-        s += cost_.elementwise(static_cast<double>(p.numel) * (4 + wire_bytes(p)));
+        s += cost_.elementwise(static_cast<double>(p.numel) * (p_ + wire_bytes(p)));
       }
       break;
   }
@@ -148,9 +149,10 @@ double OpCost::prepare(const engine::StepLayout& L, int group) const {
     const auto& p = L.params[static_cast<std::size_t>(pi)];
     if (!p.updated_here || !p.muon) continue;
     if (p.storage == Storage::sharded)
-      s += cost_.elementwise(static_cast<double>(p.chunk) * (grad_bytes(p) + wire_bytes(p) + 8));
+      s += cost_.elementwise(static_cast<double>(p.chunk) *
+                             (grad_bytes(p) + wire_bytes(p) + 2 * p_));
     else
-      s += cost_.elementwise(static_cast<double>(p.numel) * (g_ + 8 + n_));
+      s += cost_.elementwise(static_cast<double>(p.numel) * (g_ + 2 * p_ + n_));
   }
   return s;
 }
@@ -176,9 +178,9 @@ double OpCost::newton_schulz(const ParamLayout& p) const {
 double OpCost::apply(const ParamLayout& p, int column) const {
   if (p.muon) {
     const std::int64_t len = p.sharded() ? p.shard_len_at(column) : p.numel;
-    return cost_.elementwise(static_cast<double>(len) * (8 + n_));
+    return cost_.elementwise(static_cast<double>(len) * (2 * p_ + n_));
   }
-  return cost_.elementwise(static_cast<double>(p.state_elems) * (24 + grad_bytes(p)));
+  return cost_.elementwise(static_cast<double>(p.state_elems) * (6 * p_ + grad_bytes(p)));
 }
 
 double OpCost::activation(const engine::StepLayout& L, const engine::StepOp& op) const {

@@ -6,10 +6,11 @@
 // ComputeCost. Element sizes: w = the wire type (--comm-dtype: what compute reads on a GPU;
 // the host computes in fp32), g = the reduce type (--reduce-dtype, default w: what gradients
 // are written, reduced and read in), n = the Newton–Schulz type (GPU: --ns-dtype; CPU: fp32),
-// masters and optimizer state fp32; a --route dtype replaces w and g for its parameters.
+// p = the parameters' own type (--param-dtype, fp32 by default: masters and optimizer
+// state); a --route dtype replaces w and g for its parameters.
 //
 //   pack        one conversion per packed pair rooted here / per FSDP shard / DDP replica:
-//               (4 + w) bytes per element; GPU FSDP groups also FSDP2's copy-out of every
+//               (p + w) bytes per element; GPU FSDP groups also FSDP2's copy-out of every
 //               gathered parameter (2w bytes per element, at the memory-bound rate)
 //   forward     b local samples of a rows×cols weight: draw X (b·cols) [+ T on the host],
 //               Y = X·Wᵀ (GEMM b×rows, k = cols)
@@ -18,12 +19,13 @@
 //               b = 0: a memset of the gradient (g); sharded padding zeroed (g); GPU FSDP
 //               parameters also FSDP2's reduce-scatter copy-in (w + g bytes per element:
 //               autograd's gradient read, the reduce-scatter buffer written)
-//   prepare     Muon momentum per updated parameter: grad (g) + momentum (8) + input (n or w)
+//   prepare     Muon momentum per updated parameter: grad (g) + momentum (2p) + input (n or w)
 //   newton_schulz  ComputeCost::newton_schulz (+ a conversion of fsdp-muon's gathered input
 //               when the wire and Newton–Schulz types differ); --tp: of the logical matrix
 //               (the TP owner's, after its gather); forward, backward, prepare and apply of a
 //               TP-sharded parameter work on its local shard (the layout's shapes)
-//   apply       Muon: master (8) + update (n) per element; AdamW: 24 + g per element
+//   apply       Muon: master (2p) + update (n) per element; AdamW: master and two moments
+//               read and written (6p) + g per element
 //   clip_partial  --clip-norm: one read (g) of every gradient element this rank counts in the
 //               norm (engine::clip_counted)
 //   clip_scale  every gradient this rank's optimizer consumes (shard or whole) read and written
@@ -101,6 +103,7 @@ class OpCost {
   kernels::Dtype wire_, compute_, ns_;
   OpTime op_time_;    // the activation work's ops
   double w_, g_, n_;  // bytes of the wire, reduce and Newton–Schulz types
+  double p_ = 4;      // bytes of the parameters' own type (--param-dtype): masters, state
   /// Bytes per element parameter p's weights travel in: its --route dtype (alt arenas) or the
   /// wire's.
   double wire_bytes(const engine::ParamLayout& p) const {

@@ -141,6 +141,32 @@ TEST(MemoryModel, FsdpShardsEverything) {
   }
 }
 
+// --param-dtype bf16 (NeMo AutoModel's MoE models): masters and optimizer state in 2 bytes, and
+// autograd's gradients too (a .grad has its parameter's type; FSDP2 casts the reduced shard
+// back to it), whatever the reduce type; the NS input stays fp32.
+TEST(MemoryModel, ParamDtypeKeepsMastersStateAndGradientsInIt) {
+  const auto t = small_tree();
+  const auto p = small_plan(t, Reshard::z3);
+  auto s = spec(Method::fsdp_adamw, Reshard::z3);
+  s.reduce = kernels::Dtype::f32;
+  // fp32 parameters with fp32 gradients (Z3): masters 26 fp32 = 104, state 208, gradient shards
+  // 26 fp32 = 104; the travelling fp32 gradients as
+  // Fsdp2HoldsOneReduceInputBesideAutogradsGradients counts the engine's ring: 136.
+  expect_terms(project::memory_of(engine::make_layout(t, p, s, 0)),
+               {104, 208, 104, 0, 96, 136, 0, 0}, "fsdp-adamw fp32");
+  // bf16 parameters: masters 26 x 2 = 52, exp_avg and exp_avg_sq 52 x 2 = 104, gradient shards
+  // 26 bf16 = 52; the travelling gradients stay in the reduce type (136).
+  s.param = kernels::Dtype::bf16;
+  expect_terms(project::memory_of(engine::make_layout(t, p, s, 0)), {52, 104, 52, 0, 96, 136, 0, 0},
+               "fsdp-adamw bf16");
+  // dmuon rank 0 (DmuonOwnersHoldWhatTheyOwn's): masters 34 x 2 = 68, state 36 x 2 = 72; its
+  // reduced pair (l1, bf16 wire) 64 + n's shard 2 x 2 = 68 as before; NS input 128 fp32.
+  auto d = spec(Method::dmuon, Reshard::z3);
+  d.param = kernels::Dtype::bf16;
+  expect_terms(project::memory_of(engine::make_layout(t, p, d, 0)),
+               {68, 72, 68, 128, 96, 0, 0, 832}, "dmuon bf16");
+}
+
 // FSDP2's gradients (StepSpec::fsdp2) against the engine's ring, fsdp-adamw Z3 with fp32
 // gradients (reduce 4 B, wire 2 B). Backward order b (32), a (16), n (padded 4); live weights
 // b + a = 96 B at b, a + n = 40 at a, n 8 at n; forward's live weights 96.

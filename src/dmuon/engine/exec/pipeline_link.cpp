@@ -10,8 +10,6 @@
 namespace dmuon::engine {
 namespace {
 
-constexpr double kMaxBufferBytes = 4.0 * (1 << 30);  // as the activation work's scratch
-
 // A message's identity: micro-batch m's activations m + 1, their gradients −(m + 1).
 float message_tag(bool gradients, int micro) {
   const float m = static_cast<float>(micro + 1);
@@ -32,15 +30,8 @@ PipelineLink::PipelineLink(comm::Communicator& pipeline, const PipelineStages& s
   if (comm_.size() != p_.count || comm_.rank() != p_.stage)
     throw std::logic_error(fmt::format("PipelineLink: stage {} of {} on a pipeline group of {}",
                                        p_.stage, p_.count, comm_.size()));
+  // Sized within bounds by validate (pipeline_buffer_bytes), on every stage alike.
   const auto out = static_cast<std::size_t>(micro_batches) * n_;
-  const double need =
-      static_cast<double>(sizeof(float)) *
-      static_cast<double>((p_.has_next() ? out : 0) + (p_.has_previous() ? out : 0) + n_);
-  if (need > kMaxBufferBytes)
-    throw InputError(
-        fmt::format("--pp {}: the stage boundary's buffers need {:.1f} GiB ({} micro-batches of {} "
-                    "elements each way; at most {:.0f}): lower --seq-len, --micro-batch or --accum",
-                    p_.count, need / (1 << 30), micro_batches, n_, kMaxBufferBytes / (1 << 30)));
   if (p_.has_next()) activations_out_.resize(out);
   if (p_.has_previous()) gradients_out_.resize(out);
   in_.resize(n_);

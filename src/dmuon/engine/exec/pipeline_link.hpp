@@ -21,8 +21,7 @@ namespace dmuon::engine {
 class PipelineLink {
  public:
   /// `pipeline`: this rank's pipeline group (member s = stage s); its buffers for
-  /// `micro_batches` micro-batches. InputError naming the size when they would exceed what a
-  /// host run should allocate.
+  /// `micro_batches` micro-batches (validate bounds them: pipeline_buffer_bytes).
   PipelineLink(comm::Communicator& pipeline, const PipelineStages& stages, int micro_batches);
 
   /// Runs a pp_* op of micro-batch op.micro: a send is posted, a receive waited and checked

@@ -170,6 +170,14 @@ void validate_stages(const EngineOptions& o) {
         "--pp {}: the stage boundary's message is empty (the engine's pipeline needs --seq-len "
         "and a model with a hidden size)",
         p.count));
+  // The host's boundary buffers, bounded alike on every stage (an inner stage's: the most).
+  constexpr double kMaxBytes = 4.0 * (1 << 30);  // as the activation work's scratch
+  const double need = pipeline_buffer_bytes(p, o.step.accum);
+  if (need > kMaxBytes)
+    throw InputError(fmt::format(
+        "--pp {}: a stage's boundary buffers need {:.1f} GiB ({} micro-batches of {} fp32 "
+        "elements each way; at most {:.0f}): lower --seq-len, --micro-batch or --accum",
+        p.count, need / (1 << 30), o.step.accum, p.message_elems, kMaxBytes / (1 << 30)));
   if (o.backend.device != Device::host)
     throw InputError(
         fmt::format("--pp {} runs on --device host (the CUDA backend has no stage sends yet; "

@@ -116,6 +116,12 @@ struct StepSpec {
   /// Parameters and gradients on the wire (and the weights compute reads); masters, momentum
   /// and AdamW state stay fp32. bf16 is what the reference's benchmarks run.
   kernels::Dtype wire = kernels::Dtype::f32;
+  /// The type the parameters themselves are kept in (--param-dtype; dmuon_project and
+  /// dmuon_advise only, the engine keeps fp32 masters): each rank's master shard, its optimizer
+  /// state (torch's optimizers keep their state in the parameter's type) and the gradient
+  /// autograd accumulates (a parameter's .grad has its type). NeMo AutoModel casts its MoE
+  /// models to bf16 (cast_model_to_dtype) and trains them so.
+  kernels::Dtype param = kernels::Dtype::f32;
   /// Gradients on the wire (--reduce-dtype): every gradient collective (reduces to owners,
   /// reduce-scatters, all-reduces, HSDP stage 2) and the buffers they read, while the weights
   /// travel in `wire`; torchtitan's FSDP2 default is bf16 weights with fp32 gradients. Unset:

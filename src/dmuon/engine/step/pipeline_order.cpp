@@ -41,6 +41,11 @@ int in_flight_micro_batches(const PipelineStages& p, int micro_batches) {
   return std::max(1, std::min(p.count - p.stage, micro_batches / std::max(1, p.runs)));
 }
 
+double pipeline_buffer_bytes(const PipelineStages& p, int micro_batches) {
+  const double n = static_cast<double>(p.message_elems);
+  return static_cast<double>(sizeof(float)) * (2.0 * micro_batches * n + n);
+}
+
 PipelineTraffic pipeline_traffic_per_step(const PipelineStages& p, int micro_batches) {
   if (!p.active()) return {};
   // Per neighbour and micro-batch one send and one receive (activations one way, their

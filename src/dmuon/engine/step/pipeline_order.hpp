@@ -52,6 +52,10 @@ int pipeline_stage_of(int world_rank, int world_size, int stages);
 /// warm-up forwards and one, min(P − s, m/runs); 1 without stages): each keeps its activations.
 int in_flight_micro_batches(const PipelineStages& p, int micro_batches);
 
+/// The host buffers of an inner stage's boundaries (the most any stage holds): a message per
+/// micro-batch each way sent, one received, fp32.
+double pipeline_buffer_bytes(const PipelineStages& p, int micro_batches);
+
 /// What a stage's sends and receives move per step (the pipeline channel's audit): calls on
 /// this rank (each send and each receive one) and bytes it sends, fp32 messages.
 struct PipelineTraffic {

@@ -566,8 +566,8 @@ StepLayout make_layout(const model::ModuleTree& tree, const plan::Plan& plan,
   L.fsdp2_root = options.fsdp2 && options.reshard == plan::Reshard::z3;
   L.alt_reduce = L.reduce == kernels::Dtype::f32 ? kernels::Dtype::bf16 : kernels::Dtype::f32;
   L.reference_memory = options.reference_dmuon();
-  L.momentum = L.reference_memory && options.momentum == MomentumDtype::grad ? L.reduce
-                                                                             : kernels::Dtype::f32;
+  L.param = options.param;
+  L.momentum = L.reference_memory && options.momentum == MomentumDtype::grad ? L.reduce : L.param;
   L.coalesced_clip = options.clip();
   LayoutBuilder b(tree, plan, options, L);
   b.place_params();

@@ -252,6 +252,9 @@ struct StepLayout {
   /// `coalesced_clip`: --clip-norm, whose coalesced wait keeps every clone live at once.
   bool reference_memory = false;
   kernels::Dtype momentum = kernels::Dtype::f32;
+  /// --param-dtype (the projection's memory and optimizer traffic): masters, optimizer state,
+  /// autograd's gradients.
+  kernels::Dtype param = kernels::Dtype::f32;
   bool coalesced_clip = false;
   std::int64_t grad_slot_elems = 0;
   std::int64_t grad_pool_elems = 0;
