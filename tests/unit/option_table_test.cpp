@@ -329,6 +329,20 @@ TEST(OptionTable, EveryRankAgreesOnWhatDecidesTheRun) {
 }
 
 // docs/OPTIONS.md is what the table generates (regenerate: dmuon_inspect --options-markdown).
+// What a config both tools read cannot hold (dmuon_project's options alone) is said beside it
+// in the advisor's "Project it" line: only what differs from its default, in table order;
+// --machine and --world-size are said there already.
+TEST(OptionTable, ProjectionOnlyFlagsAreTheNonDefaultOnes) {
+  RunOptions o;
+  EXPECT_EQ(options::projection_only_flags(o), "");
+  o.projection.machine = "h100-ndr";
+  o.projection.world_sizes = {8};
+  EXPECT_EQ(options::projection_only_flags(o), "");
+  o.engine.step.param = kernels::Dtype::bf16;
+  o.workload.attention_kernel = "cudnn";
+  EXPECT_EQ(options::projection_only_flags(o), " --param-dtype bf16 --attention-kernel cudnn");
+}
+
 TEST(OptionTable, DocsAreCurrent) {
   std::ifstream f(std::string(DMUON_SOURCE_DIR) + "/docs/OPTIONS.md");
   std::stringstream doc;

@@ -263,11 +263,8 @@ std::string winner_config(const AdviseContext& ctx, const SearchResult& r) {
       ctx.model, ctx.machine->name, ctx.world, "dmuon",
       o.status == Status::ok ? fmt::format("{:.1f}", o.step_ms) : std::string("-"),
       static_cast<double>(o.peak_bytes) / 1e9, describe_changes(w, r.start), ctx.machine->name,
-      // Not a dmuon_bench option, so not in the config: the projection needs it said.
-      ctx.base->workload.attention_kernel == ::dmuon::project::kDefaultAttentionKernel
-          ? std::string()
-          : " --attention-kernel " + ctx.base->workload.attention_kernel,
-      ctx.world,
+      // Not dmuon_bench options, so not in the config: the projection needs them said.
+      options::projection_only_flags(*ctx.base), ctx.world,
       w.value("cp") == "1"
           ? std::string("mpirun -n N dmuon_bench --config THIS (replicate must divide N)")
           : fmt::format("not with dmuon_bench: --cp {} is projected, not run", w.value("cp")));

@@ -39,8 +39,6 @@ constexpr const char* kAbout =
     "mpirun); exit 0 OK, 2 bad input, 3 a failed audit or check";
 constexpr std::size_t kSgemmSize = 512;
 
-}  // namespace
-
 // --pp: this rank's stage of the model (--ep: its EP rank's experts of it), its activation work
 // (the stage's blocks) and its place in the pipeline (bench_pipeline.hpp); the engine's options
 // carry the place.
@@ -61,6 +59,8 @@ void set_up_stage(const model::Topology& whole, kernels::Dtype compute_type, int
   st.pipeline = bench_pipeline(o, whole, *st.step_work, rank, size);
   o.engine.step.stages = st.pipeline.stages;
 }
+
+}  // namespace
 
 void set_up(int argc, char** argv, int rank, int size, Invocation& st) {
   auto& o = st.o;

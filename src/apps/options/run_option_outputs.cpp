@@ -119,6 +119,20 @@ std::string config_yaml(const RunOptions& o, unsigned tools, const std::string& 
   return s;
 }
 
+std::string projection_only_flags(const RunOptions& o) {
+  const RunOptions defaults;
+  std::string s;
+  for (const auto& option : run_option_table()) {
+    if (!option.for_tool(kProject) || option.for_tool(kBench) || (option.shown & kNoConfig) ||
+        option.flag == "--machine" || option.flag == "--world-size" || !option.is_active(o))
+      continue;
+    const auto values = option.values(o);
+    if (values.empty() || values == option.values(defaults)) continue;
+    for (const auto& v : values) s += fmt::format(" {} {}", option.flag, v);
+  }
+  return s;
+}
+
 std::string key_fragments(const RunOptions& o, KeyRole::Where where) {
   std::string s;
   for (const auto& option : run_option_table()) {

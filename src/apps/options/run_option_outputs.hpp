@@ -27,6 +27,12 @@ void describe_options(const RunOptions& o, Tool tool, RunDescription& d);
 /// that are off and options without a value (their defaults).
 std::string config_yaml(const RunOptions& o, unsigned tools, const std::string& header = "");
 
+/// " --flag value" for every option dmuon_project takes and dmuon_bench does not whose value
+/// in `o` is not its default (--attention-kernel, --param-dtype, --momentum-dtype), but
+/// --machine and --world-size: what a config both tools read cannot hold and a projection of
+/// it needs said beside it.
+std::string projection_only_flags(const RunOptions& o);
+
 /// The run key's fragments of one kind (KeyRole::plan or ::run): "label=value" per option of
 /// that kind, in table order, leaving out those at their `older` value.
 std::string key_fragments(const RunOptions& o, KeyRole::Where where);
