@@ -45,7 +45,8 @@ constexpr std::size_t kSgemmSize = 512;
 void set_up_stage(const model::Topology& whole, kernels::Dtype compute_type, int rank, int size,
                   Invocation& st) {
   auto& o = st.o;
-  const int stage = rank / engine::pipeline_stage_size(size, o.workload.pp);
+  engine::pipeline_stage_size(size, o.workload.pp);  // one line when P does not divide
+  const int stage = engine::pipeline_stage_of(rank, size, o.workload.pp);
   const model::Topology blocks = model::pipeline_stage(whole, o.workload.pp, 1, stage);
   // --ep inside the stage: this EP rank's experts of the stage's blocks.
   st.topo = rank_topology(blocks, o.plan.ep);
@@ -82,7 +83,7 @@ void set_up(int argc, char** argv, int rank, int size, Invocation& st) {
         attach_step_work(o, whole, compute_type, {}, o.plan.ep > 1 ? &st.topo->tree : nullptr);
   }
   const auto& topo = *st.topo;
-  const int world = st.pipeline.active() ? st.pipeline.stage_size : size;
+  const int world = st.pipeline.stage_world(size);
   if (st.step_work && st.step_work->has_geometry)
     st.model_flops_per_token =
         work::model_flops_per_token(whole, o.workload.seq_len).of(o.workload.flops);
@@ -239,7 +240,7 @@ std::string run_rows(Invocation& st, int rank, int size) {
   std::string trace_spans;
   if (!o.trace.empty() && !repeats.empty() && !repeats[0].empty())
     trace_spans = std::move(repeats[0][0].trace_spans);
-  const int world = st.pipeline.active() ? st.pipeline.stage_size : size;
+  const int world = st.pipeline.stage_world(size);
   for (std::size_t i = 0; i < st.runs.size(); ++i)
     if (st.runs[i].ok()) st.runs[i].result = merge_repeats(std::move(repeats[i]), world);
   progress.done();
@@ -255,8 +256,7 @@ void print_results(const Invocation& st, int size, const HostInfo& host) {
   const auto& o = st.o;
   const auto& topo = *st.topo;
   if (o.json) {
-    auto j = to_json(topo, st.plans, o, st.pipeline.active() ? st.pipeline.stage_size : size,
-                     st.runs, host);
+    auto j = to_json(topo, st.plans, o, st.pipeline.stage_world(size), st.runs, host);
     if (st.pipeline.active()) j["pipeline"] = pipeline_json(st.pipeline, st.runs, st.stage_figures);
     std::cout << j.dump(2) << std::endl;
     return;
@@ -270,7 +270,7 @@ void print_results(const Invocation& st, int size, const HostInfo& host) {
           pipeline_step_ms(st.stage_figures[i]);
   style.before_verdict = throughput_lines(o, size, timed, st.model_flops_per_token,
                                           work::flop_convention_name(o.workload.flops));
-  const int world = st.pipeline.active() ? st.pipeline.stage_size : size;
+  const int world = st.pipeline.stage_world(size);
   std::cout << (st.step_work ? step_work_lines(o, *st.step_work) : "")
             << (st.pipeline.active() ? pipeline_lines(st.pipeline, o, st.runs, st.stage_figures)
                                      : "")

@@ -54,9 +54,8 @@ BenchPipeline bench_pipeline(const RunOptions& o, const model::Topology& whole,
   if (stages <= 1) return p;
   p.stage_size = engine::pipeline_stage_size(world_size, stages);
   p.stages.count = stages;
-  p.stages.stage = world_rank / p.stage_size;
-  p.stages.runs =
-      o.workload.pp_microbatches > 0 ? o.engine.step.accum / o.workload.pp_microbatches : 1;
+  p.stages.stage = engine::pipeline_stage_of(world_rank, world_size, stages);
+  p.stages.runs = o.workload.pp_runs(o.engine.step.accum);
   p.stages.message_elems =
       work.shape.micro_batch * work.shape.seq_len * whole.geometry->stacks.front().hidden;
   for (int s = 0; s < stages; ++s) p.holds.push_back(model::stage_summary(whole, stages, 1, s));

@@ -23,6 +23,9 @@ struct BenchPipeline {
   int stage_size = 1;              ///< ranks per stage
   std::vector<std::string> holds;  ///< per stage: what it holds ("layers 0-1, embedding")
   bool active() const { return stages.active(); }
+  /// The world a row's plan and results are laid out for: the stage's (the whole world's
+  /// without --pp).
+  int stage_world(int world_size) const { return active() ? stage_size : world_size; }
 };
 
 /// This rank's stage of `world_size` under o.workload.pp (InputError, one line, when P does not

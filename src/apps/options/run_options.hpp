@@ -42,13 +42,15 @@ struct WorkloadChoice {
   /// --cp C (with --seq-len; the projection's: work::ContextParallel): every sequence split
   /// over C ranks of a shard group, tokens per rank and step seq-len / C x micro-batch x accum.
   int cp = 1;
-  /// --pp P, --pp-chunks v (dmuon_project: pipeline_run.hpp): P pipeline stages of the model's
-  /// blocks, v chunks of them per rank (v > 1: interleaved 1F1B).
+  /// --pp P, --pp-chunks v (dmuon_project: pipeline_run.hpp; dmuon_bench: 1F1B stages): P
+  /// pipeline stages of the model's blocks, v chunks of them per rank (v > 1: interleaved 1F1B).
   int pp = 1;
   int pp_chunks = 1;
   /// --pp-microbatches n: micro-batches per run of the pipeline schedule; --accum / n runs per
   /// step, each with its own fill and drain. 0: all of --accum in one run.
   int pp_microbatches = 0;
+  /// The runs of the pipeline schedule a step of `accum` micro-batches makes.
+  int pp_runs(int accum) const { return pp_microbatches > 0 ? accum / pp_microbatches : 1; }
   /// --ep-dispatcher, --routing (with --ep E > 1 and --seq-len; the projection's:
   /// work::ExpertParallel): how the routed tokens reach their experts' ranks.
   work::EpDispatcher ep_dispatcher = work::EpDispatcher::all_to_all;

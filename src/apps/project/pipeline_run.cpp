@@ -249,9 +249,9 @@ nlohmann::json to_json(const std::vector<Stage>& stages, const std::vector<Pipel
 }  // namespace
 
 int run_pipeline_projection(RunOptions& o, const std::string& config_path) {
-  const int accum = o.engine.step.accum, per_run = o.workload.pp_microbatches;
+  const int accum = o.engine.step.accum;
   const dm::PipelineShape shape{o.workload.pp, o.workload.pp_chunks, accum,
-                                per_run > 0 ? accum / per_run : 1};
+                                o.workload.pp_runs(accum)};
   for (int w : o.projection.world_sizes)
     if (w % shape.stages != 0)
       throw InputError(fmt::format(

@@ -212,9 +212,9 @@ RunResult run_engine(const model::ModuleTree& tree, const plan::Plan& plan, cons
   DMUON_CHECK_MPI(MPI_Comm_rank(world, &rank));
   DMUON_CHECK_MPI(MPI_Comm_size(world, &size));
   const int stage_size = pipeline_stage_size(size, p.count);
-  if (p.stage != rank / stage_size)
+  if (p.stage != pipeline_stage_of(rank, size, p.count))
     throw std::logic_error(fmt::format("run_engine: world rank {} given stage {} (its stage is {})",
-                                       rank, p.stage, rank / stage_size));
+                                       rank, p.stage, pipeline_stage_of(rank, size, p.count)));
   validate_everywhere(tree, plan, o, stage_size, world);
   MPI_Comm stage = MPI_COMM_NULL, pipeline = MPI_COMM_NULL;
   DMUON_CHECK_MPI(MPI_Comm_split(world, p.stage, rank, &stage));
